@@ -1,0 +1,26 @@
+/** What commands touch of the outside world, so tests run them in process with their own streams and files. */
+import { createReadStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+
+export const EXIT = { ok: 0, failure: 1, rejectedRecords: 2, targetsFailed: 3, usage: 64 } as const;
+
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  readText(file: string): Promise<string>;
+  /** A file, or standard input for "-". */
+  openInput(file: string): AsyncIterable<string | Buffer>;
+}
+
+export function nodeIo(): CliIo {
+  return {
+    stdout: (t) => void process.stdout.write(t),
+    stderr: (t) => void process.stderr.write(t),
+    readText: (f) => readFile(f, 'utf8'),
+    openInput: (f) => (f === '-' ? process.stdin : createReadStream(f)),
+  };
+}
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}

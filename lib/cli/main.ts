@@ -1,0 +1,41 @@
+#!/usr/bin/env node
+/** `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code. */
+import { planCommand } from './plan-command.ts';
+import { schemaCommand } from './schema-command.ts';
+import { validateCommand } from './validate-command.ts';
+import { EXIT, type CliIo, nodeIo } from './io.ts';
+
+const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<number>>> = {
+  plan: planCommand,
+  validate: validateCommand,
+  schema: schemaCommand,
+};
+
+export const USAGE = `Usage: vault-rollout <command> [options]
+
+Commands:
+  plan      --routes FILE [--input FILE|-] [--format auto|audit|event|cloudwatch|fluent-bit|vector] [--json]
+            Read Vault change records and show which workloads would restart. Exit 0 when every record was
+            understood, 2 when some could not be parsed (the others are still planned), 1 on a bad routing table.
+  validate  FILE
+            Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
+  schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).
+`;
+
+export async function main(argv: string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout(USAGE);
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    io.stderr(`vault-rollout: unknown command "${name}"\n\n${USAGE}`);
+    return EXIT.usage;
+  }
+  return command(rest, io);
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2), nodeIo());
+}

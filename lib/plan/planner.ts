@@ -1,0 +1,199 @@
+/**
+ * Changes -> rollout targets. Pure and deterministic: no clock, no network, no environment, so `plan`,
+ * dry-run and replays agree byte for byte. A workload hit by several changes of one batch is planned once,
+ * with every route and path that hit it; per path only the newest change counts (versions only move forward).
+ */
+import { createHash } from 'node:crypto';
+import { qualify } from '../sources/kv-mounts.ts';
+import type { Operation, SecretChange } from '../sources/secret-change.ts';
+import type { Captures } from '../routing/path-pattern.ts';
+import { matchRoutes } from '../routing/router.ts';
+import { isResourceTarget, type RoutingTable } from '../routing/routing-table.ts';
+import type { WorkloadKind } from '../routing/schema.ts';
+import { render, renderDeep } from '../routing/template.ts';
+
+/** The secret version a target is restarted for: the newest change of one Vault path. */
+export interface SecretRef {
+  /** Namespace-qualified `mount/key`, as Vault's API addresses it from the root namespace. */
+  path: string;
+  operation: Operation;
+  version: number | null;
+  /** The change's id and time: identify versionless changes (KV v1, deletes). */
+  id: string;
+  time: string;
+}
+
+interface TargetBase {
+  cluster: string;
+  namespace: string;
+  routes: string[];
+  paths: string[];
+  secrets: SecretRef[];
+  /** Derived only from `secrets`: equal tokens mean the same restart, so a replay is recognisable. */
+  restartToken: string;
+  /** RFC 3339 (UTC, seconds) of the newest change: what `restartedAt` records, never the clock of a retry. */
+  restartedAt: string | null;
+}
+
+export interface WorkloadRolloutTarget extends TargetBase {
+  type: 'workload';
+  kind: WorkloadKind;
+  name?: string;
+  selector?: string;
+  annotated?: true;
+}
+
+export interface ResourceRolloutTarget extends TargetBase {
+  type: 'resource';
+  apiVersion: string;
+  kind: string;
+  name: string;
+  /** The route's merge-patch template, rendered. */
+  patch: Record<string, unknown>;
+}
+
+export type RolloutTarget = WorkloadRolloutTarget | ResourceRolloutTarget;
+
+/** A target a route names but that could not be rendered (a captured value that is no Kubernetes name). */
+export interface PlanProblem {
+  route: string;
+  path: string;
+  record: string;
+  error: string;
+}
+
+export interface Plan {
+  targets: RolloutTarget[];
+  /** For each input change, the routes it matched (same order as the input). */
+  routed: string[][];
+  problems: PlanProblem[];
+}
+
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** Newer wins: higher version, then later time, then larger id, so the choice never depends on order. */
+function newer(a: SecretRef, b: SecretRef): boolean {
+  if (a.version !== null && b.version !== null && a.version !== b.version) return a.version > b.version;
+  if (a.time !== b.time) return a.time > b.time;
+  return a.id > b.id;
+}
+
+function secretPart(s: SecretRef): string {
+  if (s.version === null) return `${s.path}#${s.operation}:${s.id}@${s.time}`;
+  return s.operation === 'write' ? `${s.path}@${s.version}` : `${s.path}@${s.version}:${s.operation}`;
+}
+
+export function restartToken(secrets: readonly SecretRef[]): string {
+  const parts = secrets.map(secretPart).sort();
+  return createHash('sha256').update(parts.join('\n')).digest('hex').slice(0, 32);
+}
+
+/** Vault stamps nanoseconds and any offset; annotations get UTC seconds like `kubectl rollout restart`. */
+export function rfc3339Seconds(time: string): string | null {
+  const ms = Date.parse(time);
+  return Number.isNaN(ms) ? null : new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+}
+
+interface Accumulator {
+  target: Omit<WorkloadRolloutTarget, 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt'> | Omit<ResourceRolloutTarget, 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt'>;
+  renderedFrom: SecretRef;
+  routes: Set<string>;
+  secrets: Map<string, SecretRef>;
+}
+
+function render1(template: string, values: Captures, kind: 'namespace' | 'name'): string | { error: string } {
+  const out = render(template, values);
+  const ok = kind === 'namespace' ? DNS_LABEL.test(out) : DNS_SUBDOMAIN.test(out);
+  return ok ? out : { error: `${kind} ${JSON.stringify(out.slice(0, 80))} rendered from the path is not a valid Kubernetes ${kind}` };
+}
+
+export function planRollouts(table: RoutingTable, changes: readonly SecretChange[]): Plan {
+  const byKey = new Map<string, Accumulator>();
+  const routed: string[][] = [];
+  const problems: PlanProblem[] = [];
+
+  for (const change of changes) {
+    const matches = matchRoutes(table, change);
+    routed.push(matches.map((m) => m.route.name));
+    const secret: SecretRef = {
+      path: qualify(change.namespace, change.path),
+      operation: change.operation,
+      version: change.version,
+      id: change.id,
+      time: change.time,
+    };
+    for (const { route, captures } of matches) {
+      const builtins: Record<string, string> = {
+        ...captures,
+        version: change.version === null ? '' : String(change.version),
+        path: change.path,
+        key: change.key,
+        mount: change.mount,
+        vaultNamespace: change.namespace,
+        operation: change.operation,
+      };
+      for (const { target, clusters } of route.targets) {
+        let planned: Accumulator['target'];
+        if (isResourceTarget(target)) {
+          const name = render1(target.resource.name, builtins, 'name');
+          const namespace = target.resource.namespace === undefined ? '' : render1(target.resource.namespace, builtins, 'namespace');
+          const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');
+          if (bad) {
+            problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
+            continue;
+          }
+          planned = { type: 'resource', cluster: '', namespace: namespace as string, apiVersion: target.resource.apiVersion, kind: target.resource.kind, name: name as string, patch: renderDeep(target.patch, builtins) as Record<string, unknown> };
+        } else {
+          const namespace = render1(target.namespace, captures, 'namespace');
+          const name = target.name === undefined ? undefined : render1(target.name, captures, 'name');
+          const bad = [namespace, name].find((v): v is { error: string } => typeof v === 'object');
+          if (bad) {
+            problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
+            continue;
+          }
+          planned = { type: 'workload', cluster: '', namespace: namespace as string, kind: target.kind };
+          if (name !== undefined) planned.name = name as string;
+          if (target.selector !== undefined) planned.selector = render(target.selector, captures);
+          if (target.annotated) planned.annotated = true;
+        }
+        for (const cluster of clusters) {
+          const t = { ...planned, cluster };
+          const key = targetKey(t);
+          let acc = byKey.get(key);
+          if (!acc) byKey.set(key, (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map() }));
+          else if (newer(secret, acc.renderedFrom)) {
+            // A resource patch may use {version}: it is rendered from the newest change that hit the target.
+            acc.target = t;
+            acc.renderedFrom = secret;
+          }
+          acc.routes.add(route.name);
+          const known = acc.secrets.get(secret.path);
+          if (!known || newer(secret, known)) acc.secrets.set(secret.path, secret);
+        }
+      }
+    }
+  }
+
+  const targets = [...byKey.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, acc]): RolloutTarget => {
+      const secrets = [...acc.secrets.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+      const times = secrets.map((s) => rfc3339Seconds(s.time)).filter((t): t is string => t !== null).sort();
+      return {
+        ...acc.target,
+        routes: [...acc.routes].sort(),
+        paths: secrets.map((s) => s.path),
+        secrets,
+        restartToken: restartToken(secrets),
+        restartedAt: times.at(-1) ?? null,
+      } as RolloutTarget;
+    });
+  return { targets, routed, problems };
+}
+
+/** The identity of a target: two routes naming the same workload plan it once. */
+export function targetKey(t: Accumulator['target']): string {
+  const what = t.type === 'resource' ? `${t.apiVersion}/${t.kind}/${t.name}` : `${t.kind}/${t.name !== undefined ? `name=${t.name}` : t.selector !== undefined ? `selector=${t.selector}` : 'annotated'}`;
+  return `${t.cluster}\u0000${t.namespace}\u0000${what}`;
+}

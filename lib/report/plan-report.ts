@@ -1,0 +1,82 @@
+/** How a plan is shown: the JSON document of `plan --json`, and the table a person reads before anything happens. */
+import type { Plan, RolloutTarget } from '../plan/planner.ts';
+import type { ParseResult } from '../sources/secret-change.ts';
+import { table } from './table.ts';
+
+export function planJson(parsed: ParseResult, plan: Plan) {
+  return {
+    changes: parsed.changes.map((c, i) => ({
+      namespace: c.namespace,
+      mount: c.mount,
+      key: c.key,
+      path: c.path,
+      operation: c.operation,
+      version: c.version,
+      source: c.source,
+      id: c.id,
+      time: c.time,
+      via: c.via,
+      kvVersion: c.kvVersion,
+      kvVersionFrom: c.kvVersionFrom,
+      record: c.record,
+      routes: plan.routed[i] ?? [],
+    })),
+    ignored: parsed.ignored,
+    rejected: parsed.rejected,
+    targets: plan.targets.map(targetJson),
+    problems: plan.problems,
+  };
+}
+
+function targetJson(t: RolloutTarget) {
+  const which = t.type === 'resource' ? { apiVersion: t.apiVersion, name: t.name } : t.name !== undefined ? { name: t.name } : t.selector !== undefined ? { selector: t.selector } : { annotated: true };
+  return {
+    cluster: t.cluster,
+    namespace: t.namespace,
+    kind: t.kind,
+    ...which,
+    routes: t.routes,
+    paths: t.paths,
+    versions: Object.fromEntries(t.secrets.map((s) => [s.path, s.version])),
+    restartToken: t.restartToken,
+    restartedAt: t.restartedAt,
+    ...(t.type === 'resource' ? { patch: t.patch } : {}),
+  };
+}
+
+export function describeTarget(t: RolloutTarget): string {
+  if (t.type === 'resource') return `${t.name} (${t.apiVersion})`;
+  return t.name ?? (t.selector !== undefined ? `selector ${t.selector}` : 'annotated (vault-rollout.io/watch)');
+}
+
+const secretLabel = (s: RolloutTarget['secrets'][number]) =>
+  s.version === null ? `${s.path} (${s.operation})` : `${s.path}@v${s.version}${s.operation === 'write' ? '' : ` (${s.operation})`}`;
+
+export function planText(parsed: ParseResult, plan: Plan): string {
+  const records = parsed.changes.length + parsed.ignored.length + parsed.rejected.length;
+  const out: string[] = [];
+  out.push(`Changes: ${parsed.changes.length} of ${records} records (${parsed.ignored.length} ignored, ${parsed.rejected.length} rejected)`);
+  if (parsed.changes.length > 0) {
+    out.push(
+      table(
+        ['RECORD', 'VAULT NS', 'PATH', 'OPERATION', 'VERSION', 'SOURCE', 'ROUTES'],
+        parsed.changes.map((c, i) => [c.record, c.namespace || '(root)', c.path, c.operation, c.version === null ? '-' : String(c.version), `${c.source}${c.kvVersionFrom === 'inferred' ? ` (kv v${c.kvVersion} inferred)` : ''}`, (plan.routed[i] ?? []).join(',') || '(no route)']),
+      ),
+    );
+  }
+  out.push('', `Targets: ${plan.targets.length}`);
+  if (plan.targets.length > 0) {
+    out.push(
+      table(
+        ['CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD', 'ROUTES', 'SECRETS'],
+        plan.targets.map((t) => [t.cluster, t.namespace || '-', t.kind, describeTarget(t), t.routes.join(','), t.secrets.map(secretLabel).join(', ')]),
+      ),
+    );
+  }
+  if (plan.problems.length > 0) {
+    out.push('', `Targets not planned: ${plan.problems.length}`, table(['RECORD', 'ROUTE', 'PATH', 'PROBLEM'], plan.problems.map((p) => [p.record, p.route, p.path, p.error])));
+  }
+  if (parsed.ignored.length > 0) out.push('', `Ignored: ${parsed.ignored.length}`, table(['RECORD', 'REASON', 'DETAIL'], parsed.ignored.map((i) => [i.record, i.reason, i.detail])));
+  if (parsed.rejected.length > 0) out.push('', `Rejected: ${parsed.rejected.length}`, table(['RECORD', 'ERROR'], parsed.rejected.map((r) => [r.record, r.error])));
+  return `${out.join('\n')}\n`;
+}

@@ -1,0 +1,196 @@
+/**
+ * Loads and checks a routing table once, at start-up: YAML -> zod -> cross-field checks -> a compiled table
+ * whose routes are indexed for matching. Every error names the file, the line and the field.
+ */
+import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 'yaml';
+import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
+import type { KvVersion, Operation } from '../sources/secret-change.ts';
+import { compilePattern, PatternError, PatternIndex, type CompiledPattern } from './path-pattern.ts';
+import { RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target, type WorkloadTarget } from './schema.ts';
+import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
+
+export interface ConfigProblem {
+  file: string;
+  line: number;
+  column: number;
+  field: string;
+  message: string;
+}
+
+export const formatProblem = (p: ConfigProblem): string => `${p.file}:${p.line}:${p.column}: ${p.field || '(top level)'}: ${p.message}`;
+
+export class RoutingTableError extends Error {
+  override readonly name = 'RoutingTableError';
+  readonly problems: ConfigProblem[];
+  constructor(problems: ConfigProblem[]) {
+    super(`invalid routing table:\n${problems.map(formatProblem).join('\n')}`);
+    this.problems = problems;
+  }
+}
+
+export interface CompiledTarget {
+  target: Target;
+  /** Cluster names this target applies to, sorted. */
+  clusters: string[];
+}
+
+export interface CompiledRoute {
+  name: string;
+  namespace: string;
+  operations: ReadonlySet<Operation>;
+  pattern: CompiledPattern;
+  targets: CompiledTarget[];
+}
+
+export interface RoutingTable {
+  clusters: ReadonlyMap<string, ClusterConfig>;
+  mounts: KvMounts;
+  routes: readonly CompiledRoute[];
+  /** One pattern index per Vault namespace. */
+  index: ReadonlyMap<string, PatternIndex>;
+  /** Where the table came from, for relative kubeconfig paths. */
+  file: string;
+}
+
+type FieldPath = ReadonlyArray<PropertyKey>;
+
+const fieldName = (path: FieldPath): string =>
+  path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${String(k)}` : String(k)), '');
+
+export const isResourceTarget = (t: Target): t is ResourceTarget => 'resource' in t;
+export const isWorkloadTarget = (t: Target): t is WorkloadTarget => !('resource' in t);
+
+function locator(text: string, file: string) {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  const at = (path: FieldPath, message: string): ConfigProblem => {
+    // The deepest node that exists on the path: a missing field is reported where its parent is.
+    let node: unknown = doc.contents;
+    for (const key of path) {
+      let next: unknown;
+      if (isMap(node)) next = node.get(key, true);
+      else if (isSeq(node) && typeof key === 'number') next = node.get(key, true);
+      if (next === undefined || next === null) break;
+      node = next;
+    }
+    const offset = (node as YamlNode | null)?.range?.[0] ?? 0;
+    const { line, col } = lineCounter.linePos(offset);
+    return { file, line, column: col, field: fieldName(path), message };
+  };
+  return { doc, at, lineCounter };
+}
+
+interface ZodIssueLike {
+  code: string;
+  path: PropertyKey[];
+  message: string;
+  errors?: ZodIssueLike[][];
+}
+
+/** A union's issues are the issues of the option that came closest (fewest issues), re-pathed. */
+function flattenIssues(issues: readonly ZodIssueLike[], prefix: PropertyKey[] = []): Array<{ path: PropertyKey[]; message: string }> {
+  return issues.flatMap((issue) => {
+    const path = [...prefix, ...issue.path];
+    if (issue.code === 'invalid_union' && issue.errors && issue.errors.length > 0) {
+      const closest = [...issue.errors].sort((a, b) => a.length - b.length)[0] ?? [];
+      return flattenIssues(closest, path);
+    }
+    return [{ path, message: issue.message }];
+  });
+}
+
+/** Parses and checks a routing table; throws RoutingTableError listing every problem found. */
+export function loadRoutingTable(text: string, file = 'routes.yaml'): RoutingTable {
+  const { doc, at } = locator(text, file);
+  if (doc.errors.length > 0) {
+    throw new RoutingTableError(
+      doc.errors.map((e) => ({ file, line: e.linePos?.[0]?.line ?? 1, column: e.linePos?.[0]?.col ?? 1, field: '', message: `YAML: ${e.message.split('\n')[0]}` })),
+    );
+  }
+  const parsed = RoutingTableSchema.safeParse(doc.toJS());
+  if (!parsed.success) {
+    throw new RoutingTableError(flattenIssues(parsed.error.issues as unknown as ZodIssueLike[]).map((i) => at(i.path, i.message)));
+  }
+  const problems: ConfigProblem[] = [];
+  const table = compile(parsed.data, file, (path, message) => problems.push(at(path, message)));
+  if (problems.length > 0) throw new RoutingTableError(problems);
+  return table;
+}
+
+function selectClusters(doc: RoutingTableDocument, selector: Target['clusters'], report: (message: string) => void): string[] {
+  if (Array.isArray(selector)) {
+    for (const name of selector) if (!(name in doc.clusters)) report(`unknown cluster "${name}"; defined: ${Object.keys(doc.clusters).sort().join(', ') || 'none'}`);
+    return [...new Set(selector)].filter((n) => n in doc.clusters).sort();
+  }
+  const names = Object.entries(doc.clusters)
+    .filter(([, c]) => Object.entries(selector).every(([k, v]) => c.labels[k] === v))
+    .map(([n]) => n)
+    .sort();
+  if (names.length === 0) report(`the label selector ${JSON.stringify(selector)} selects no cluster`);
+  return names;
+}
+
+/** Placeholders a target uses: captures only in workload fields; captures and built-ins in resource targets. */
+function targetTemplates(target: Target): Array<{ field: string[]; text: string; builtins: boolean }> {
+  if (isResourceTarget(target)) {
+    const r = target.resource;
+    return [
+      { field: ['resource', 'name'], text: r.name, builtins: true },
+      ...(r.namespace !== undefined ? [{ field: ['resource', 'namespace'], text: r.namespace, builtins: true }] : []),
+      ...[...stringsIn(target.patch)].map((text) => ({ field: ['patch'], text, builtins: true })),
+    ];
+  }
+  return [
+    { field: ['namespace'], text: target.namespace, builtins: false },
+    ...(target.name !== undefined ? [{ field: ['name'], text: target.name, builtins: false }] : []),
+    ...(target.selector !== undefined ? [{ field: ['selector'], text: target.selector, builtins: false }] : []),
+  ];
+}
+
+function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPath, message: string) => void): RoutingTable {
+  const routes: CompiledRoute[] = [];
+  const index = new Map<string, PatternIndex>();
+  const seenNames = new Map<string, number>();
+  const builtins = new Set<string>(BUILTIN_PLACEHOLDERS);
+
+  doc.routes.forEach((route: Route, r) => {
+    const where = ['routes', r];
+    const first = seenNames.get(route.name);
+    if (first !== undefined) report([...where, 'name'], `duplicate route name "${route.name}" (first at routes[${first}])`);
+    else seenNames.set(route.name, r);
+
+    let pattern: CompiledPattern;
+    try {
+      pattern = compilePattern(route.match.path.replace(/^\/+/, ''));
+    } catch (e) {
+      report([...where, 'match', 'path'], e instanceof PatternError ? e.message : String(e));
+      return;
+    }
+    for (const name of pattern.captures) if (builtins.has(name)) report([...where, 'match', 'path'], `{${name}} is a built-in placeholder; name the capture differently`);
+
+    const used = new Set<string>();
+    const targets: CompiledTarget[] = route.targets.map((target, t) => {
+      const twhere = [...where, 'targets', t];
+      for (const { field, text, builtins: allowBuiltins } of targetTemplates(target)) {
+        for (const name of placeholders(text)) {
+          if (pattern.captures.includes(name)) used.add(name);
+          else if (!(allowBuiltins && builtins.has(name))) {
+            report([...twhere, ...field], `undefined capture {${name}}: the path "${pattern.source}" captures ${pattern.captures.map((c) => `{${c}}`).join(', ') || 'nothing'}`);
+          }
+        }
+      }
+      return { target, clusters: selectClusters(doc, target.clusters, (m) => report([...twhere, 'clusters'], m)) };
+    });
+    for (const name of pattern.captures) if (!used.has(name)) report([...where, 'match', 'path'], `unused capture {${name}}: no target uses it (use * to match without capturing)`);
+
+    const namespace = (route.match.namespace ?? '').replace(/^\/+|\/+$/g, '');
+    let nsIndex = index.get(namespace);
+    if (!nsIndex) index.set(namespace, (nsIndex = new PatternIndex()));
+    nsIndex.add(routes.length, pattern);
+    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets });
+  });
+
+  const mounts = new Map<string, KvVersion>();
+  for (const [mount, version] of Object.entries(doc.vault.mounts)) mounts.set(qualify('', mount.replace(/^\/+|\/+$/g, '')), version);
+  return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file };
+}

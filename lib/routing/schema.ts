@@ -1,0 +1,95 @@
+/**
+ * The routing table: which clusters exist and how to reach them, the KV version of each mount, and which
+ * changed Vault paths restart which workloads. The zod schema is the single source; the JSON Schema that
+ * editors use is generated from it (`npm run schema`).
+ */
+import { z } from 'zod';
+import { Operations } from '../sources/secret-change.ts';
+
+export const WorkloadKinds = ['Deployment', 'StatefulSet', 'DaemonSet', 'Rollout', 'CronJob'] as const;
+export type WorkloadKind = (typeof WorkloadKinds)[number];
+
+const nonEmpty = z.string().min(1, 'must not be empty');
+
+export const KubeconfigSourceSchema = z.union([
+  z.strictObject({ file: nonEmpty.describe('path to a kubeconfig file, relative to the routing table') }),
+  z.strictObject({ env: nonEmpty.describe('environment variable holding the kubeconfig YAML') }),
+  z.strictObject({ inline: nonEmpty.describe('the kubeconfig YAML itself') }),
+  z.strictObject({ ssm: nonEmpty.describe('SSM Parameter Store SecureString name') }),
+  z.strictObject({ secretsManager: nonEmpty.describe('Secrets Manager secret id or ARN') }),
+]);
+export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
+
+export const EksSchema = z.strictObject({
+  name: nonEmpty,
+  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1'),
+  roleArn: z.string().regex(/^arn:aws[a-z-]*:iam::\d{12}:role\/.+$/, 'must be an IAM role ARN').optional(),
+});
+
+export const ClusterSchema = z
+  .strictObject({
+    kubeconfig: KubeconfigSourceSchema.optional(),
+    context: nonEmpty.optional(),
+    eks: EksSchema.optional(),
+    labels: z.record(z.string(), z.string()).default({}),
+    insecureSkipTLSVerify: z.boolean().optional(),
+    concurrency: z.number().int().min(1).max(100).optional(),
+  })
+  .refine((c) => (c.kubeconfig === undefined) !== (c.eks === undefined), { message: 'give exactly one of kubeconfig or eks' });
+export type ClusterConfig = z.infer<typeof ClusterSchema>;
+
+const ClusterSelectorSchema = z.union([
+  z.array(nonEmpty).min(1, 'list at least one cluster'),
+  z.record(z.string(), z.string()).refine((r) => Object.keys(r).length > 0, 'a label selector needs at least one label'),
+]);
+
+const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;
+
+export const WorkloadTargetSchema = z
+  .strictObject({
+    clusters: ClusterSelectorSchema,
+    namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+    kind: z.enum(WorkloadKinds),
+    name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional(),
+    selector: nonEmpty.optional(),
+    annotated: z.literal(true).optional(),
+  })
+  .refine((t) => [t.name, t.selector, t.annotated].filter((v) => v !== undefined).length === 1, {
+    message: 'give exactly one of name, selector or annotated: true',
+  });
+
+export const ResourceTargetSchema = z.strictObject({
+  clusters: ClusterSelectorSchema,
+  resource: z.strictObject({
+    apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1'),
+    kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor'),
+    namespace: z.string().regex(K8S_NAME_TEMPLATE).optional(),
+    name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})'),
+  }),
+  patch: z.record(z.string(), z.unknown()).refine((p) => Object.keys(p).length > 0, 'the merge-patch template must not be empty'),
+});
+
+export const TargetSchema = z.union([ResourceTargetSchema, WorkloadTargetSchema]);
+export type WorkloadTarget = z.infer<typeof WorkloadTargetSchema>;
+export type ResourceTarget = z.infer<typeof ResourceTargetSchema>;
+export type Target = z.infer<typeof TargetSchema>;
+
+export const DEFAULT_OPERATIONS = ['write', 'undelete'] as const;
+
+export const RouteSchema = z.strictObject({
+  name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be lowercase letters, digits and "-"'),
+  match: z.strictObject({
+    namespace: z.string().optional().describe('Vault Enterprise namespace; omitted = root'),
+    path: nonEmpty.describe('mount + key without data/; * one segment, ** any, {x} captures'),
+    operations: z.array(z.enum(Operations)).min(1).default([...DEFAULT_OPERATIONS]),
+  }),
+  targets: z.array(TargetSchema).min(1, 'a route needs at least one target'),
+});
+export type Route = z.infer<typeof RouteSchema>;
+
+export const RoutingTableSchema = z.strictObject({
+  clusters: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'cluster names are lowercase letters, digits and "-"'), ClusterSchema),
+  vault: z.strictObject({ mounts: z.record(z.string(), z.union([z.literal(1), z.literal(2)])).default({}) }).default({ mounts: {} }),
+  routes: z.array(RouteSchema).default([]),
+});
+export type RoutingTableDocument = z.infer<typeof RoutingTableSchema>;

@@ -1,0 +1,33 @@
+/** The common interface of the per-shape parsers: a type guard picks one, it turns a record into an outcome. */
+import type { KvMounts } from './kv-mounts.ts';
+import type { IgnoreReason, SecretChange, Transport } from './secret-change.ts';
+
+export type RecordOutcome =
+  | { kind: 'change'; change: SecretChange }
+  | { kind: 'ignored'; reason: IgnoreReason; detail: string }
+  | { kind: 'rejected'; error: string };
+
+export interface RecordContext {
+  /** Where the record is in the input, e.g. `line 3` or `line 1 logEvents[2]`. */
+  record: string;
+  via: Transport;
+  mounts: KvMounts;
+}
+
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export function ignore(reason: IgnoreReason, detail: string): RecordOutcome {
+  return { kind: 'ignored', reason, detail };
+}
+
+export function reject(error: string): RecordOutcome {
+  return { kind: 'rejected', error };
+}
+
+/** zod issues as one line that names the field, never the value (values may be secrets or HMACs). */
+export function describeIssues(issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }>): string {
+  return issues
+    .slice(0, 3)
+    .map((i) => `${i.path.map(String).join('.') || '(record)'}: ${i.message}`)
+    .join('; ');
+}

@@ -1,0 +1,73 @@
+/**
+ * The one internal shape every Vault change feed is normalized into. Everything after lib/sources works on
+ * SecretChange only, never on raw audit entries or event notifications.
+ */
+
+export const Operations = ['write', 'delete', 'destroy', 'undelete'] as const;
+export type Operation = (typeof Operations)[number];
+
+/** Which Vault feed produced the change; the transport (file, Fluent Bit, CloudWatch...) is in `via`. */
+export type ChangeSource = 'audit' | 'event';
+export type Transport = 'direct' | 'fluent-bit' | 'vector' | 'cloudwatch';
+export type KvVersion = 1 | 2;
+
+export interface SecretChange {
+  /** Vault Enterprise namespace without trailing slash; "" for root. */
+  namespace: string;
+  /** Mount path without slashes at either end and without the namespace prefix. */
+  mount: string;
+  /** Secret key inside the mount, without `data/`, `metadata/`... */
+  key: string;
+  /** `mount/key`: what routes match against. */
+  path: string;
+  operation: Operation;
+  /** KV v2 version the change produced or acted on; null for KV v1 and when the feed does not say. */
+  version: number | null;
+  kvVersion: KvVersion;
+  /** Where the KV version came from: the routing table's `vault.mounts`, the event type, or inferred from the path. */
+  kvVersionFrom: 'routes' | 'inferred' | 'event-type';
+  source: ChangeSource;
+  via: Transport;
+  /** Vault request id (audit) or event id. */
+  id: string;
+  /** RFC 3339 time Vault stamped on the entry or event. */
+  time: string;
+  /** Where in the input the record was. */
+  record: string;
+}
+
+/** Why a well-formed record is not a change. Ignored records were understood; they are not errors. */
+export const IgnoreReasons = [
+  'request-entry',
+  'failed-request',
+  'read',
+  'metadata',
+  'not-kv',
+  'sys',
+  'auth',
+  'not-modified',
+  'control-message',
+] as const;
+export type IgnoreReason = (typeof IgnoreReasons)[number];
+
+export interface IgnoredRecord {
+  record: string;
+  reason: IgnoreReason;
+  detail: string;
+}
+
+export interface RejectedRecord {
+  record: string;
+  error: string;
+}
+
+/** The outcome of reading one input: every record lands in exactly one of the three lists. */
+export interface ParseResult {
+  changes: SecretChange[];
+  ignored: IgnoredRecord[];
+  rejected: RejectedRecord[];
+}
+
+export function emptyParseResult(): ParseResult {
+  return { changes: [], ignored: [], rejected: [] };
+}
