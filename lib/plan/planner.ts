@@ -175,11 +175,18 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
     }
   }
 
+  // Date parsing is the costliest step per target: stamp each distinct time once.
+  const stamps = new Map<string, string | null>();
+  const stamp = (time: string): string | null => {
+    let at = stamps.get(time);
+    if (at === undefined) stamps.set(time, (at = rfc3339Seconds(time)));
+    return at;
+  };
   const targets = [...byKey.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, acc]): RolloutTarget => {
       const secrets = [...acc.secrets.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
-      const times = secrets.map((s) => rfc3339Seconds(s.time)).filter((t): t is string => t !== null).sort();
+      const times = secrets.map((s) => stamp(s.time)).filter((t): t is string => t !== null).sort();
       return {
         ...acc.target,
         routes: [...acc.routes].sort(),

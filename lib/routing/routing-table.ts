@@ -91,7 +91,7 @@ interface ZodIssueLike {
 function flattenIssues(issues: readonly ZodIssueLike[], prefix: PropertyKey[] = []): Array<{ path: PropertyKey[]; message: string }> {
   return issues.flatMap((issue) => {
     const path = [...prefix, ...issue.path];
-    if (issue.code === 'invalid_union' && issue.errors && issue.errors.length > 0) {
+    if (issue.code === 'invalid_union' && issue.message === 'Invalid input' && issue.errors && issue.errors.length > 0) {
       const closest = [...issue.errors].sort((a, b) => a.length - b.length)[0] ?? [];
       return flattenIssues(closest, path);
     }

@@ -17,7 +17,7 @@ export const KubeconfigSourceSchema = z.union([
   z.strictObject({ inline: nonEmpty.describe('the kubeconfig YAML itself') }),
   z.strictObject({ ssm: nonEmpty.describe('SSM Parameter Store SecureString name') }),
   z.strictObject({ secretsManager: nonEmpty.describe('Secrets Manager secret id or ARN') }),
-]);
+], { error: 'must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }' });
 export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
 
 export const EksSchema = z.strictObject({

@@ -9,10 +9,12 @@ import { describeIssues, ignore, isObject, reject, type RecordContext, type Reco
 
 export const AuditEntrySchema = z.object({
   type: z.enum(['request', 'response']),
-  time: z.string(),
+  // Fluent Bit's parser may consume `time` into its own `date` (epoch seconds); minimal entries may lack both.
+  time: z.string().optional(),
+  date: z.number().optional(),
   error: z.string().optional(),
   request: z.object({
-    id: z.string(),
+    id: z.string().default(''),
     operation: z.string(),
     path: z.string(),
     mount_type: z.string().optional(),
@@ -30,6 +32,11 @@ export function isAuditEntry(v: unknown): v is Record<string, unknown> {
 function responseVersion(entry: AuditEntry): number | null {
   const version = entry.response?.data?.version;
   return typeof version === 'number' && Number.isSafeInteger(version) && version >= 0 ? version : null;
+}
+
+function epochSecondsToIso(seconds: number | undefined): string {
+  const date = new Date((seconds ?? Number.NaN) * 1000);
+  return Number.isNaN(date.getTime()) ? '' : date.toISOString();
 }
 
 export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutcome {
@@ -75,7 +82,7 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
       source: 'audit',
       via: ctx.via,
       id: request.id,
-      time: entry.time,
+      time: entry.time ?? epochSecondsToIso(entry.date),
       record: ctx.record,
     },
   };

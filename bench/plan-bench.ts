@@ -1,0 +1,118 @@
+/**
+ * Plan cost: 10,000 routes, 1,000-entry audit batches, microseconds per entry from raw text to targets,
+ * beside the floor of JSON.parse on the same lines. And peak memory of planning a 10 MB NDJSON stream,
+ * in a fresh process, beside a process that only reads the same stream.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { planRollouts } from '../lib/plan/planner.ts';
+import { loadRoutingTable } from '../lib/routing/routing-table.ts';
+import { parseInput } from '../lib/sources/parse.ts';
+import { median, round, type Figure } from './figures.ts';
+
+const ROUTES = 10_000;
+const BATCH = 1_000;
+
+/** A routing table of `n` routes of mixed shapes, over 3 clusters. */
+export function syntheticRoutes(n: number): string {
+  const lines = ['clusters:', '  a: { kubeconfig: { env: A }, labels: { env: prod } }', '  b: { kubeconfig: { env: B }, labels: { env: prod } }', '  c: { kubeconfig: { env: C }, labels: { env: dev } }', 'vault:', '  mounts: { secret: 2 }', 'routes:'];
+  for (let i = 0; i < n; i++) {
+    const shape = i % 4;
+    const path = shape === 0 ? `secret/team-${i}/app/db` : shape === 1 ? `secret/team-${i}/{app}/**` : shape === 2 ? `secret/team-${i}/*/tls` : `secret/team-${i}/svc-{app}`;
+    const name = shape === 1 || shape === 3 ? '"{app}"' : `app-${i}`;
+    lines.push(`  - name: r${i}`, `    match: { path: "${path}" }`, `    targets: [{ clusters: { env: prod }, namespace: ns-${i % 50}, kind: Deployment, name: ${name} }]`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** An audit response line for a KV v2 write that matches route `i`. */
+export function auditLine(i: number, version: number): string {
+  const shape = i % 4;
+  const key = shape === 0 ? `team-${i}/app/db` : shape === 1 ? `team-${i}/api/db/password` : shape === 2 ? `team-${i}/edge/tls` : `team-${i}/svc-web`;
+  return JSON.stringify({
+    time: '2026-11-20T10:00:00.123456789Z',
+    type: 'response',
+    auth: { client_token: 'hmac-sha256:00', accessor: 'hmac-sha256:01', display_name: 'approle', policies: ['rotator'], token_type: 'service' },
+    request: { id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', namespace: { id: 'root' }, path: `secret/data/${key}`, remote_address: '127.0.0.1' },
+    response: { mount_type: 'kv', data: { created_time: 'hmac-sha256:02', deletion_time: 'hmac-sha256:03', destroyed: false, version } },
+  });
+}
+
+export async function planBench(): Promise<Figure[]> {
+  const table = loadRoutingTable(syntheticRoutes(ROUTES), 'synthetic.yaml');
+  const batches = Array.from({ length: 5 }, (_, b) => Array.from({ length: BATCH }, (_, k) => auditLine((k * 7919 + b * 104729) % ROUTES, b + 1)).join('\n'));
+  const plan = (text: string) => planRollouts(table, parseInput(text, { mounts: table.mounts }).changes).targets.length;
+  const floor = (text: string) => text.split('\n').reduce((n, l) => n + (JSON.parse(l) ? 1 : 0), 0);
+
+  for (let i = 0; i < 3; i++) for (const b of batches) plan(b), floor(b); // warm up the JIT
+  const ours: number[] = [];
+  const base: number[] = [];
+  for (let rep = 0; rep < 15; rep++) {
+    for (const b of batches) {
+      let t = process.hrtime.bigint();
+      const targets = plan(b);
+      ours.push(Number(process.hrtime.bigint() - t) / 1e3 / BATCH);
+      if (targets < BATCH) throw new Error(`expected every entry to plan a target, got ${targets}`);
+      t = process.hrtime.bigint();
+      floor(b);
+      base.push(Number(process.hrtime.bigint() - t) / 1e3 / BATCH);
+    }
+  }
+  const value = round(median(ours));
+  const figures: Figure[] = [
+    {
+      name: 'plan_us_per_entry',
+      value,
+      unit: 'µs/entry',
+      goal: '<= 20',
+      met: value <= 20,
+      baseline: { name: 'JSON.parse of the same lines', value: round(median(base)) },
+      spread: [round(Math.min(...ours)), round(Math.max(...ours))],
+      runs: ours.length,
+      note: `${ROUTES} routes, ${BATCH}-entry audit batches, parse + route + plan`,
+    },
+  ];
+  figures.push(...peakMemory(table.routes.length));
+  return figures;
+}
+
+/** Peak RSS of planning a 10 MB NDJSON file in a fresh process, beside a process that only streams it. */
+function peakMemory(routes: number): Figure[] {
+  const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-bench-'));
+  try {
+    const input = join(dir, 'audit.ndjson');
+    const lines: string[] = [];
+    let bytes = 0;
+    for (let i = 0; bytes < 10 * 1024 * 1024; i++) {
+      const line = `${auditLine(i % routes, 1 + Math.floor(i / routes))}\n`;
+      bytes += line.length;
+      lines.push(line);
+    }
+    writeFileSync(input, lines.join(''));
+    const script = new URL('./plan-memory-child.ts', import.meta.url).pathname;
+    const run = (mode: string) => {
+      const peaks: number[] = [];
+      for (let i = 0; i < 3; i++) peaks.push(Number(execFileSync(process.execPath, [script, mode, input], { encoding: 'utf8' }).trim()));
+      return peaks;
+    };
+    const ours = run('plan');
+    const base = run('read');
+    const value = round(median(ours), 1);
+    return [
+      {
+        name: 'plan_peak_mb',
+        value,
+        unit: 'MB peak RSS',
+        goal: 'bounded: streamed, not the input held in memory',
+        baseline: { name: 'a process that only streams the same file', value: round(median(base), 1) },
+        spread: [round(Math.min(...ours), 1), round(Math.max(...ours), 1)],
+        runs: ours.length,
+        note: `${round(bytes / 1024 / 1024, 1)} MB NDJSON, ${routes} routes`,
+      },
+    ];
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

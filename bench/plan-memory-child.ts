@@ -1,0 +1,19 @@
+/** Child process of the plan memory benchmark: prints its peak RSS in MB after planning (or only reading) a file. */
+import { createReadStream } from 'node:fs';
+import { planRollouts } from '../lib/plan/planner.ts';
+import { loadRoutingTable } from '../lib/routing/routing-table.ts';
+import { parseStream } from '../lib/sources/parse.ts';
+import { syntheticRoutes } from './plan-bench.ts';
+
+const [mode, file] = process.argv.slice(2);
+if (mode === 'plan') {
+  const table = loadRoutingTable(syntheticRoutes(10_000), 'synthetic.yaml');
+  const parsed = await parseStream(createReadStream(file ?? ''), { mounts: table.mounts });
+  planRollouts(table, parsed.changes);
+} else {
+  loadRoutingTable(syntheticRoutes(10_000), 'synthetic.yaml');
+  for await (const _chunk of createReadStream(file ?? '')) {
+    // read only
+  }
+}
+console.log((process.resourceUsage().maxRSS / 1024).toFixed(1));

@@ -1,0 +1,37 @@
+/** Small shared helpers for tests: repository paths and an in-memory CLI io. */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { CliIo } from '../lib/cli/io.ts';
+
+export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+export const sharedSamples = fileURLToPath(new URL('../../shared/vault-samples/', import.meta.url));
+
+export const readRepoFile = (relative: string): string => readFileSync(new URL(`../${relative}`, import.meta.url), 'utf8');
+
+export interface CapturedIo extends CliIo {
+  out: string;
+  err: string;
+}
+
+/** A CliIo with in-memory files ("-" is standard input) and captured output. */
+export function memoryIo(files: Record<string, string> = {}): CapturedIo {
+  const io: CapturedIo = {
+    out: '',
+    err: '',
+    stdout: (t) => void (io.out += t),
+    stderr: (t) => void (io.err += t),
+    readText: async (f) => {
+      if (f in files) return files[f] ?? '';
+      throw Object.assign(new Error(`ENOENT: ${f}`), { code: 'ENOENT' });
+    },
+    openInput: (f) => {
+      if (!(f in files)) throw Object.assign(new Error(`ENOENT: ${f}`), { code: 'ENOENT' });
+      const text = files[f] ?? '';
+      return (async function* () {
+        // Split in odd-sized chunks so record boundaries fall mid-chunk, as on a real stream.
+        for (let i = 0; i < text.length; i += 7) yield Buffer.from(text.slice(i, i + 7));
+      })();
+    },
+  };
+  return io;
+}

@@ -1,0 +1,181 @@
+import { describe, expect, it } from 'vitest';
+import { formatProblem, loadRoutingTable, RoutingTableError } from '../../../lib/routing/routing-table.ts';
+import { readRepoFile } from '../../helpers.ts';
+
+const clusters = `clusters:
+  prod-eu:
+    kubeconfig: { file: eu.yaml }
+    labels: { env: prod }
+  prod-us:
+    eks: { name: prod-us, region: us-east-1 }
+    labels: { env: prod }
+`;
+
+function problems(yaml: string): string[] {
+  try {
+    loadRoutingTable(yaml, 'routes.yaml');
+  } catch (e) {
+    if (e instanceof RoutingTableError) return e.problems.map(formatProblem);
+    throw e;
+  }
+  return [];
+}
+
+describe('routing table', () => {
+  it('loads the example table', () => {
+    const table = loadRoutingTable(readRepoFile('infra/routes/example.yaml'), 'example.yaml');
+    expect([...table.clusters.keys()]).toEqual(['alpha', 'beta', 'gamma']);
+    expect(table.routes.map((r) => r.name)).toEqual(['payments-db', 'shared-tls', 'batch-opt-in', 'registry-credentials']);
+    expect(table.routes[0]?.targets[0]?.clusters).toEqual(['alpha', 'beta']);
+    expect([...(table.routes[0]?.operations ?? [])]).toEqual(['write', 'undelete']);
+    expect(table.mounts.get('team-a/secret')).toBe(2);
+  });
+
+  it.each([
+    [
+      'an unknown cluster',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/x" }
+    targets:
+      - { clusters: [prod-eu, prod-ap], namespace: n, kind: Deployment, name: x }
+`,
+      'routes.yaml:12:21: routes[0].targets[0].clusters: unknown cluster "prod-ap"; defined: prod-eu, prod-us',
+    ],
+    [
+      'a label selector that selects nothing',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/x" }
+    targets:
+      - { clusters: { env: dev }, namespace: n, kind: Deployment, name: x }
+`,
+      'routes.yaml:12:21: routes[0].targets[0].clusters: the label selector {"env":"dev"} selects no cluster',
+    ],
+    [
+      'an undefined capture',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{app}" }
+    targets:
+      - { clusters: [prod-eu], namespace: n, kind: Deployment, name: "{service}" }
+`,
+      'routes.yaml:12:70: routes[0].targets[0].name: undefined capture {service}: the path "secret/{app}" captures {app}',
+    ],
+    [
+      'an unused capture',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{app}/{env}" }
+    targets:
+      - { clusters: [prod-eu], namespace: n, kind: Deployment, name: "{app}" }
+`,
+      'routes.yaml:10:20: routes[0].match.path: unused capture {env}: no target uses it (use * to match without capturing)',
+    ],
+    [
+      'a duplicate route name',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Deployment, name: a }]
+  - name: r
+    match: { path: "secret/b" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Deployment, name: b }]
+`,
+      'routes.yaml:12:11: routes[1].name: duplicate route name "r" (first at routes[0])',
+    ],
+    [
+      'a target that names no workload',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets:
+      - clusters: [prod-eu]
+        namespace: n
+        kind: Deployment
+`,
+      'routes.yaml:12:9: routes[0].targets[0]: give exactly one of name, selector or annotated: true',
+    ],
+    [
+      'a target that names two',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Deployment, name: a, annotated: true }]
+`,
+      'routes.yaml:11:15: routes[0].targets[0]: give exactly one of name, selector or annotated: true',
+    ],
+    [
+      'an unknown kind',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Pod, name: a }]
+`,
+      'routes.yaml:11:58: routes[0].targets[0].kind: Invalid option: expected one of "Deployment"|"StatefulSet"|"DaemonSet"|"Rollout"|"CronJob"',
+    ],
+    [
+      'a bad pattern',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a**" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Deployment, name: a }]
+`,
+      'routes.yaml:10:20: routes[0].match.path: "**" must be a whole segment, found "a**"',
+    ],
+    [
+      'a capture named like a built-in',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{version}" }
+    targets: [{ clusters: [prod-eu], resource: { apiVersion: a.io/v1, kind: K, name: x }, patch: { spec: { v: "{version}" } } }]
+`,
+      'routes.yaml:10:20: routes[0].match.path: {version} is a built-in placeholder; name the capture differently',
+    ],
+    [
+      'a cluster with two credentials',
+      `clusters:
+  c:
+    kubeconfig: { env: KC }
+    eks: { name: c, region: eu-west-1 }
+`,
+      'routes.yaml:3:5: clusters.c: give exactly one of kubeconfig or eks',
+    ],
+    [
+      'an unknown kubeconfig source',
+      `clusters:
+  c:
+    kubeconfig: { vault: secret/kc }
+`,
+      'routes.yaml:3:17: clusters.c.kubeconfig: must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }',
+    ],
+    ['broken YAML', 'clusters: {\n  a: [\n', 'routes.yaml:1:1: (top level): YAML:'],
+    ['an unknown top-level field', `${clusters}rutes: []\n`, 'routes.yaml:1:1: (top level): Unrecognized key: "rutes"'],
+  ])('reports %s with file, line and field', (_name, yaml, expected) => {
+    const found = problems(yaml);
+    expect(found.length).toBeGreaterThan(0);
+    expect(found[0]).toContain(expected);
+  });
+
+  it('reports every problem at once', () => {
+    const found = problems(`${clusters}routes:
+  - name: r
+    match: { path: "secret/{app}" }
+    targets:
+      - { clusters: [nope], namespace: n, kind: Deployment, name: "{svc}" }
+`);
+    expect(found).toHaveLength(3);
+  });
+
+  it('allows built-in placeholders in resource patch templates but not in workload names', () => {
+    expect(
+      problems(`${clusters}routes:
+  - name: r
+    match: { path: "secret/{app}" }
+    targets:
+      - { clusters: [prod-eu], resource: { apiVersion: a.io/v1, kind: K, name: "{app}" }, patch: { spec: { v: "{version}", p: "{path}" } } }
+      - { clusters: [prod-eu], namespace: n, kind: Deployment, name: "{app}-{version}" }
+`),
+    ).toEqual(['routes.yaml:13:70: routes[0].targets[1].name: undefined capture {version}: the path "secret/{app}" captures {app}']);
+  });
+});
