@@ -1,0 +1,90 @@
+/**
+ * What vault-rollout records on a workload, and the pure decision made from it: restart, nothing to do (a replay
+ * of what is recorded), or skip (the workload already carries a newer version). The record lives where the
+ * restart happens (the pod template, or the Rollout's metadata), so a replayed change renders the identical
+ * patch and the API server writes nothing.
+ */
+import type { RolloutTarget, SecretRef } from '../plan/planner.ts';
+
+export const ANNOTATIONS = {
+  restartedAt: 'kubectl.kubernetes.io/restartedAt',
+  /** JSON object: Vault path -> newest version restarted for (a number), or the change time where there is none. */
+  versions: 'vault-rollout.io/versions',
+  restartToken: 'vault-rollout.io/restart-token',
+  /** Opt-in discovery: comma- or newline-separated path patterns the workload depends on. */
+  watch: 'vault-rollout.io/watch',
+} as const;
+
+export type RecordedVersions = Record<string, number | string>;
+
+/** What a secret reference records: its version, or for versionless changes the time of the change. */
+export const recordValue = (s: SecretRef): number | string => (s.version ?? s.time);
+
+/** Parses the versions annotation; a hand-edited or foreign value counts as nothing recorded. */
+export function parseRecordedVersions(value: string | undefined): RecordedVersions {
+  if (!value) return {};
+  try {
+    const parsed: unknown = JSON.parse(value);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return {};
+    return Object.fromEntries(Object.entries(parsed).filter((e): e is [string, number | string] => typeof e[1] === 'number' || typeof e[1] === 'string'));
+  } catch {
+    return {};
+  }
+}
+
+/** -1, 0, 1: numbers compare as versions; a number is newer than a time string (versions supersede times). */
+function compare(a: number | string, b: number | string): number {
+  if (typeof a === 'number' && typeof b === 'number') return Math.sign(a - b);
+  if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
+  return typeof a === 'number' ? 1 : -1;
+}
+
+export type RestartDecision =
+  | { action: 'restart'; versions: RecordedVersions }
+  | { action: 'unchanged'; versions: RecordedVersions }
+  | { action: 'skip'; reason: string };
+
+/**
+ * Versions only move forward: restart when any secret of the target is newer than what the workload records;
+ * re-send the identical patch when everything is exactly what is recorded (a replay: the server writes nothing);
+ * skip when the workload already records a newer version of every secret.
+ */
+export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTarget, 'secrets'>): RestartDecision {
+  const merged: RecordedVersions = { ...recorded };
+  let newer = 0;
+  let same = 0;
+  const older: string[] = [];
+  for (const secret of target.secrets) {
+    const value = recordValue(secret);
+    const known = recorded[secret.path];
+    const order = known === undefined ? 1 : compare(value, known);
+    if (order > 0) {
+      newer++;
+      merged[secret.path] = value;
+    } else if (order === 0) same++;
+    else older.push(`${secret.path} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
+  }
+  const versions = sortKeys(merged);
+  if (newer > 0) return { action: 'restart', versions };
+  if (same > 0 && older.length === 0) return { action: 'unchanged', versions };
+  return { action: 'skip', reason: `older than recorded: ${older.join('; ')}` };
+}
+
+const sortKeys = (o: RecordedVersions): RecordedVersions => Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1)));
+
+/** The annotations a restart writes; the same target and record always give the same values. */
+export function restartAnnotations(target: Pick<RolloutTarget, 'restartToken' | 'restartedAt'>, versions: RecordedVersions, fallbackTime: string): Record<string, string> {
+  return {
+    [ANNOTATIONS.restartedAt]: target.restartedAt ?? fallbackTime,
+    [ANNOTATIONS.restartToken]: target.restartToken,
+    [ANNOTATIONS.versions]: JSON.stringify(versions),
+  };
+}
+
+/** Paths or patterns from a `vault-rollout.io/watch` annotation. */
+export function watchPatterns(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(/[,\n]/)
+    .map((s) => s.trim().replace(/^\/+/, ''))
+    .filter((s) => s !== '');
+}

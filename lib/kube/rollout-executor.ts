@@ -1,0 +1,278 @@
+/**
+ * Plan -> restarts. Clusters are worked concurrently and isolated (a result per target, never an exception that
+ * aborts the rest); within a cluster, requests share a concurrency limit and retry with backoff. Per workload:
+ * read, decide from what it records (restart, unchanged, skip), patch conditionally on the resourceVersion that
+ * was read (a 409 means someone else wrote it: read again and decide again), then record an Event.
+ */
+import type { RolloutTarget } from '../plan/planner.ts';
+import { compilePattern, PatternIndex } from '../routing/path-pattern.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import type { ClusterConfig } from '../routing/schema.ts';
+import type { ClusterAccess } from './cluster-access.ts';
+import { kubeApiFor, type KubeApi } from './kube-api.ts';
+import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
+import { ConcurrencyLimiter } from './limiter.ts';
+import { ANNOTATIONS, decideRestart, parseRecordedVersions, restartAnnotations, watchPatterns } from './restart-record.ts';
+import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
+import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from './workload-kinds.ts';
+
+export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed'] as const;
+export type Outcome = (typeof Outcomes)[number];
+
+export interface RolloutResult {
+  cluster: string;
+  namespace: string;
+  kind: string;
+  name: string;
+  outcome: Outcome;
+  /** Why: the failure reason (`forbidden`, `unreachable`, `tls`...), the skip reason, or empty. */
+  reason: string;
+  detail?: string;
+  attempts: number;
+  durationMs: number;
+  routes: string[];
+  paths: string[];
+  restartToken: string;
+}
+
+export interface Logger {
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface ExecutorOptions {
+  /** Resolves (and caches) a cluster's access; see cluster-clients.ts. */
+  access(name: string, config: ClusterConfig): Promise<ClusterAccess>;
+  dryRun?: boolean;
+  retry?: RetryPolicy;
+  retryEnv?: RetryEnv;
+  /** Requests in flight per cluster unless the cluster sets `concurrency`. */
+  defaultConcurrency?: number;
+  requestTimeoutMs?: number;
+  /** For measurements and Event times; not for anything a patch contains. */
+  clock?: { now(): number; monotonic(): number };
+  logger?: Logger;
+  /** For tests: the API to use for an access (default: client-node). */
+  apiFor?: (access: ClusterAccess) => KubeApi;
+}
+
+const realClock = { now: Date.now, monotonic: () => performance.now() };
+
+const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, t.patch) : WORKLOAD_KINDS[t.kind]);
+
+/** Limiters outlive one execution so concurrent invocations in one process share a cluster's budget. */
+const limiters = new Map<string, ConcurrencyLimiter>();
+function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
+  const key = `${cluster}\u0000${limit}`;
+  let limiter = limiters.get(key);
+  if (!limiter) limiters.set(key, (limiter = new ConcurrencyLimiter(limit)));
+  return limiter;
+}
+
+export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
+  const byCluster = new Map<string, RolloutTarget[]>();
+  for (const t of targets) byCluster.set(t.cluster, [...(byCluster.get(t.cluster) ?? []), t]);
+  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options)));
+  return settled.flatMap((s, i) => {
+    if (s.status === 'fulfilled') return s.value;
+    // executeCluster returns results for every failure it knows; this is the net under it.
+    const [cluster, ts] = [...byCluster][i] ?? ['', []];
+    return ts.map((t) => failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0));
+  });
+}
+
+const targetName = (t: RolloutTarget): string => (t.type === 'resource' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
+
+function failedResult(t: RolloutTarget, cluster: string, name: string, failure: KubeFailure, attempts: number, durationMs: number): RolloutResult {
+  return { ...identity(t, cluster, name), outcome: 'failed', reason: failure.reason, detail: failure.detail, attempts, durationMs };
+}
+
+function identity(t: RolloutTarget, cluster: string, name: string) {
+  return { cluster, namespace: t.namespace, kind: t.kind, name, routes: t.routes, paths: t.paths, restartToken: t.restartToken };
+}
+
+interface ClusterRun {
+  cluster: string;
+  api: KubeApi;
+  limiter: ConcurrencyLimiter;
+  options: ExecutorOptions;
+  retry: RetryPolicy;
+  env: RetryEnv;
+  clock: NonNullable<ExecutorOptions['clock']>;
+}
+
+async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
+  const clock = options.clock ?? realClock;
+  const started = clock.monotonic();
+  const config = table.clusters.get(cluster);
+  let access: ClusterAccess;
+  try {
+    if (!config) throw new Error(`cluster ${cluster} is not in the routing table`);
+    access = await options.access(cluster, config);
+  } catch (e) {
+    const failure: KubeFailure = { reason: 'credentials', retryable: false, detail: e instanceof Error ? e.message : String(e) };
+    return targets.map((t) => failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started));
+  }
+  const run: ClusterRun = {
+    cluster,
+    api: (options.apiFor ?? ((a) => kubeApiFor(a, options.requestTimeoutMs)))(access),
+    limiter: limiterFor(cluster, config.concurrency ?? options.defaultConcurrency ?? 10),
+    options,
+    retry: options.retry ?? DEFAULT_RETRY,
+    env: options.retryEnv ?? realRetryEnv,
+    clock,
+  };
+  const groups = await Promise.all(readGroups(targets).map((group) => expandGroup(run, group)));
+  return (await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? w.result : restartWorkload(run, w.target, w.object, w.started))))).flat();
+}
+
+/** Name targets of one namespace and kind are read with one LIST when there are several of them. */
+interface ReadGroup {
+  namespace: string;
+  descriptor: WorkloadDescriptor;
+  targets: RolloutTarget[];
+  mode: 'get' | 'list-names' | 'selector' | 'annotated';
+}
+
+function readGroups(targets: readonly RolloutTarget[]): ReadGroup[] {
+  const byName = new Map<string, ReadGroup>();
+  const groups: ReadGroup[] = [];
+  for (const t of targets) {
+    const descriptor = descriptorOf(t);
+    if (t.type === 'workload' && t.selector !== undefined) groups.push({ namespace: t.namespace, descriptor, targets: [t], mode: 'selector' });
+    else if (t.type === 'workload' && t.annotated) groups.push({ namespace: t.namespace, descriptor, targets: [t], mode: 'annotated' });
+    else {
+      const key = `${t.namespace}\u0000${descriptor.apiVersion}\u0000${descriptor.kind}`;
+      const group = byName.get(key);
+      if (group) group.targets.push(t);
+      else byName.set(key, { namespace: t.namespace, descriptor, targets: [t], mode: 'get' });
+    }
+  }
+  for (const g of byName.values()) groups.push(g.targets.length > 1 ? { ...g, mode: 'list-names' } : g);
+  return groups;
+}
+
+type Expanded = { kind: 'result'; result: RolloutResult } | { kind: 'workload'; target: RolloutTarget; object: KubeObject; started: number };
+
+/** Reads the objects a group of targets names; a target that names nothing becomes a result right away. */
+async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[]> {
+  const started = run.clock.monotonic();
+  const { api, limiter } = run;
+  const kind = group.descriptor;
+  const first = group.targets[0] as RolloutTarget;
+  const read = await withRetries(
+    () =>
+      limiter.run(async (): Promise<KubeObject[]> => {
+        if (group.mode === 'get') return [await api.read(kind, group.namespace, targetName(first))];
+        if (group.mode === 'selector') return api.list(kind, group.namespace, first.type === 'workload' ? first.selector : undefined);
+        return api.list(kind, group.namespace);
+      }),
+    run.retry,
+    run.env,
+  );
+  if (!read.ok) return group.targets.map((t) => ({ kind: 'result', result: failedResult(t, run.cluster, targetName(t), read.failure, read.attempts, run.clock.monotonic() - started) }));
+
+  if (group.mode === 'get' || group.mode === 'list-names') {
+    const byName = new Map(read.value.map((o) => [o.metadata?.name ?? '', o]));
+    return group.targets.map((t): Expanded => {
+      const object = byName.get(targetName(t));
+      if (object) return { kind: 'workload', target: t, object, started };
+      const failure: KubeFailure = { reason: 'not found', retryable: false, detail: `${kind.kind} ${group.namespace}/${targetName(t)} does not exist` };
+      return { kind: 'result', result: failedResult(t, run.cluster, targetName(t), failure, read.attempts, run.clock.monotonic() - started) };
+    });
+  }
+  const objects = group.mode === 'annotated' ? read.value.filter((o) => watches(o, first.paths)) : read.value;
+  if (objects.length === 0) {
+    const why = group.mode === 'annotated' ? `no ${kind.kind} in ${group.namespace} watches ${first.paths.join(', ')} (annotation ${ANNOTATIONS.watch})` : `no ${kind.kind} in ${group.namespace} matches ${targetName(first)}`;
+    return [{ kind: 'result', result: { ...identity(first, run.cluster, targetName(first)), outcome: 'skipped', reason: 'no workload matched', detail: why, attempts: read.attempts, durationMs: run.clock.monotonic() - started } }];
+  }
+  return objects.map((object) => ({ kind: 'workload', target: first, object, started }));
+}
+
+/** Does the workload's `vault-rollout.io/watch` annotation list a pattern matching one of these paths? */
+function watches(object: KubeObject, paths: readonly string[]): boolean {
+  const patterns = watchPatterns(object.metadata?.annotations?.[ANNOTATIONS.watch]);
+  const index = new PatternIndex();
+  patterns.forEach((p, i) => {
+    try {
+      index.add(i, compilePattern(p));
+    } catch {
+      // an unparsable pattern on a workload watches nothing
+    }
+  });
+  return paths.some((p) => index.match(p).size > 0);
+}
+
+async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number): Promise<RolloutResult> {
+  const descriptor = descriptorOf(target);
+  const name = read.metadata?.name ?? targetName(target);
+  const done = (outcome: Outcome, reason: string, attempts: number, detail?: string): RolloutResult => ({
+    ...identity(target, run.cluster, name),
+    outcome,
+    reason,
+    ...(detail === undefined ? {} : { detail }),
+    attempts,
+    durationMs: run.clock.monotonic() - started,
+  });
+
+  let object = read;
+  let attempts = 1;
+  for (;;) {
+    const refusal = descriptor.refusal(object);
+    if (refusal) return done('skipped', 'paused', attempts, refusal);
+    const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target);
+    if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
+    if (decision.action === 'unchanged') return done('unchanged', 'already restarted for this version', attempts);
+
+    const now = run.clock.now();
+    const nowIso = new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    // restartAt may never be in the future (Argo would wait for it); restartedAt comes from the change itself.
+    const restartAt = target.restartedAt !== null && Date.parse(target.restartedAt) <= now ? target.restartedAt : nowIso;
+    const body = descriptor.restartPatch({ annotations: restartAnnotations(target, decision.versions, nowIso), restartAt });
+    const readVersion = object.metadata?.resourceVersion;
+    body.metadata = { ...((body.metadata as object) ?? {}), resourceVersion: readVersion };
+
+    // One budget of attempts covers patches, retries and re-reads after conflicts.
+    const patched = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, body, descriptor.patchStrategy, run.options.dryRun === true)), run.retry, run.env, attempts);
+    attempts = patched.attempts;
+    if (patched.ok) {
+      if (run.options.dryRun) return done('dry-run', '', attempts);
+      if (patched.value.metadata?.resourceVersion === readVersion) return done('unchanged', 'the server found nothing to change', attempts);
+      await recordEvent(run, target, descriptor, patched.value, now);
+      return done('restarted', '', attempts);
+    }
+    if (patched.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return done('failed', patched.failure.reason, attempts, patched.failure.detail);
+    // Someone wrote the object since we read it (perhaps another worker restarting it): read again, decide again.
+    const reread = await withRetries(() => run.limiter.run(() => run.api.read(descriptor, target.namespace, name)), run.retry, run.env, attempts + 1);
+    attempts = reread.attempts;
+    if (!reread.ok) return done('failed', reread.failure.reason, attempts, reread.failure.detail);
+    object = reread.value;
+  }
+}
+
+/** An Event on the restarted object; its name is derived from the restart, so a repeat does not duplicate it. */
+async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, object: KubeObject, now: number): Promise<void> {
+  const name = object.metadata?.name ?? '';
+  const secrets = target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+  const time = new Date(now).toISOString();
+  const event = {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { name: `${name}.vr-${target.restartToken.slice(0, 16)}`, namespace: target.namespace },
+    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion },
+    reason: 'SecretRotated',
+    message: `Restarted by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`.slice(0, 1000),
+    type: 'Normal',
+    source: { component: 'vault-rollout' },
+    reportingComponent: 'vault-rollout',
+    reportingInstance: 'vault-rollout',
+    firstTimestamp: time,
+    lastTimestamp: time,
+    count: 1,
+  };
+  try {
+    await run.limiter.run(() => run.api.create(event));
+  } catch (e) {
+    const failure = classifyKubeError(e);
+    if (failure.reason !== 'conflict') run.options.logger?.warn('could not record the SecretRotated event', { cluster: run.cluster, namespace: target.namespace, name, reason: failure.reason });
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * One small descriptor per restartable kind: where its API lives, how a restart is patched, where the record is
+ * read from, and whether the workload refuses restarts right now. The executor knows no kind by name.
+ */
+import { PatchStrategy } from '@kubernetes/client-node';
+import type { WorkloadKind } from '../routing/schema.ts';
+import { ANNOTATIONS } from './restart-record.ts';
+
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string>; labels?: Record<string, string>; uid?: string };
+  spec?: Record<string, unknown>;
+}
+
+export interface RestartPatchInput {
+  /** Annotations to set: restartedAt, restart token, versions. */
+  annotations: Record<string, string>;
+  /** RFC 3339 restart time (never in the future). */
+  restartAt: string;
+}
+
+export interface WorkloadDescriptor {
+  apiVersion: string;
+  kind: string;
+  patchStrategy: PatchStrategy;
+  /** The annotations that hold the record (pod template annotations, or metadata for Rollouts). */
+  recordedAnnotations(obj: KubeObject): Record<string, string> | undefined;
+  /** The restart patch, without identity (apiVersion, kind, name, namespace, resourceVersion are added by the caller). */
+  restartPatch(input: RestartPatchInput): Record<string, unknown>;
+  /** Why the object refuses a restart now (e.g. a paused Deployment), or undefined. */
+  refusal(obj: KubeObject): string | undefined;
+}
+
+type Path = readonly string[];
+
+function dig(obj: unknown, path: Path): unknown {
+  let at = obj;
+  for (const key of path) at = typeof at === 'object' && at !== null ? (at as Record<string, unknown>)[key] : undefined;
+  return at;
+}
+
+function nest(path: Path, leaf: unknown): Record<string, unknown> {
+  return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), leaf) as Record<string, unknown>;
+}
+
+/** Kinds restarted like `kubectl rollout restart`: new annotations on a pod template at `templatePath`. */
+function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, pausedPath?: Path): WorkloadDescriptor {
+  const annotationsPath = [...templatePath, 'metadata', 'annotations'];
+  return {
+    apiVersion,
+    kind,
+    patchStrategy: PatchStrategy.StrategicMergePatch,
+    recordedAnnotations: (obj) => dig(obj, annotationsPath) as Record<string, string> | undefined,
+    restartPatch: ({ annotations }) => nest(annotationsPath, annotations),
+    refusal: (obj) => (pausedPath && dig(obj, pausedPath) === true ? `${kind} is paused (spec.paused: true); resume it to roll out` : undefined),
+  };
+}
+
+export const WORKLOAD_KINDS: Readonly<Record<WorkloadKind, WorkloadDescriptor>> = {
+  Deployment: podTemplateKind('apps/v1', 'Deployment', ['spec', 'template'], ['spec', 'paused']),
+  StatefulSet: podTemplateKind('apps/v1', 'StatefulSet', ['spec', 'template']),
+  DaemonSet: podTemplateKind('apps/v1', 'DaemonSet', ['spec', 'template']),
+  CronJob: podTemplateKind('batch/v1', 'CronJob', ['spec', 'jobTemplate', 'spec', 'template']),
+  // Argo Rollouts restarts pods in place when spec.restartAt passes; a template change would be a new revision.
+  Rollout: {
+    apiVersion: 'argoproj.io/v1alpha1',
+    kind: 'Rollout',
+    patchStrategy: PatchStrategy.MergePatch,
+    recordedAnnotations: (obj) => obj.metadata?.annotations,
+    restartPatch: ({ annotations, restartAt }) => ({ metadata: { annotations: withoutRestartedAt(annotations) }, spec: { restartAt } }),
+    refusal: (obj) => (dig(obj, ['spec', 'paused']) === true ? 'Rollout is paused (spec.paused: true); promote or resume it first' : undefined),
+  },
+};
+
+const withoutRestartedAt = (annotations: Record<string, string>) => Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));
+
+/** Operators' custom resources: the route's merge-patch template, with the record in metadata annotations. */
+export function resourceDescriptor(apiVersion: string, kind: string, template: Record<string, unknown>): WorkloadDescriptor {
+  return {
+    apiVersion,
+    kind,
+    patchStrategy: PatchStrategy.MergePatch,
+    recordedAnnotations: (obj) => obj.metadata?.annotations,
+    restartPatch: ({ annotations }) => {
+      const metadata = (template.metadata ?? {}) as Record<string, unknown>;
+      return { ...template, metadata: { ...metadata, annotations: { ...((metadata.annotations ?? {}) as object), ...withoutRestartedAt(annotations) } } };
+    },
+    refusal: () => undefined,
+  };
+}

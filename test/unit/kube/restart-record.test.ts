@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { ANNOTATIONS, decideRestart, parseRecordedVersions, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
+import type { SecretRef } from '../../../lib/plan/planner.ts';
+
+const secret = (path: string, version: number | null, time = '2026-11-20T10:00:00Z'): SecretRef => ({ path, operation: 'write', version, id: 'id', time });
+
+describe('decideRestart: versions only move forward', () => {
+  it.each([
+    ['nothing recorded', {}, [secret('s/a', 3)], { action: 'restart', versions: { 's/a': 3 } }],
+    ['a newer version', { 's/a': 2 }, [secret('s/a', 3)], { action: 'restart', versions: { 's/a': 3 } }],
+    ['the same version (a replay)', { 's/a': 3 }, [secret('s/a', 3)], { action: 'unchanged', versions: { 's/a': 3 } }],
+    ['an older version', { 's/a': 4 }, [secret('s/a', 3)], { action: 'skip' }],
+    ['one newer among others recorded', { 's/a': 4, 's/b': 1 }, [secret('s/a', 4), secret('s/b', 2)], { action: 'restart', versions: { 's/a': 4, 's/b': 2 } }],
+    ['one newer, one older', { 's/a': 5, 's/b': 1 }, [secret('s/a', 4), secret('s/b', 2)], { action: 'restart', versions: { 's/a': 5, 's/b': 2 } }],
+    ['same and older', { 's/a': 5, 's/b': 2 }, [secret('s/a', 4), secret('s/b', 2)], { action: 'skip' }],
+    ['keeps records of other secrets', { 's/z': 9 }, [secret('s/a', 1)], { action: 'restart', versions: { 's/a': 1, 's/z': 9 } }],
+    ['a versionless change, first time', {}, [secret('kv1/a', null, 't1')], { action: 'restart', versions: { 'kv1/a': 't1' } }],
+    ['a versionless change, replayed', { 'kv1/a': 't1' }, [secret('kv1/a', null, 't1')], { action: 'unchanged' }],
+    ['a later versionless change', { 'kv1/a': 't1' }, [secret('kv1/a', null, 't2')], { action: 'restart', versions: { 'kv1/a': 't2' } }],
+    ['an earlier versionless change', { 'kv1/a': 't2' }, [secret('kv1/a', null, 't1')], { action: 'skip' }],
+    ['a version after a versionless record', { 's/a': 't1' }, [secret('s/a', 1)], { action: 'restart', versions: { 's/a': 1 } }],
+    ['a versionless change after a version', { 's/a': 1 }, [secret('s/a', null, 't1')], { action: 'skip' }],
+  ] as const)('%s', (_name, recorded, secrets, expected) => {
+    expect(decideRestart({ ...recorded }, { secrets: [...secrets] })).toMatchObject(expected);
+  });
+
+  it('says which path is older in a skip', () => {
+    expect(decideRestart({ 's/a': 4 }, { secrets: [secret('s/a', 3)] })).toEqual({ action: 'skip', reason: 'older than recorded: s/a is at 4, newer than 3' });
+  });
+});
+
+describe('the record on the workload', () => {
+  it.each([
+    [undefined, {}],
+    ['', {}],
+    ['not json', {}],
+    ['[1,2]', {}],
+    ['{"a":1,"b":"t","c":{"x":1},"d":null}', { a: 1, b: 't' }],
+  ])('parses %j', (value, expected) => {
+    expect(parseRecordedVersions(value)).toEqual(expected);
+  });
+
+  it('writes restartedAt from the change and the versions sorted', () => {
+    expect(restartAnnotations({ restartToken: 'tok', restartedAt: '2026-11-20T10:00:00Z' }, { a: 1 }, 'now')).toEqual({
+      [ANNOTATIONS.restartedAt]: '2026-11-20T10:00:00Z',
+      [ANNOTATIONS.restartToken]: 'tok',
+      [ANNOTATIONS.versions]: '{"a":1}',
+    });
+    expect(restartAnnotations({ restartToken: 'tok', restartedAt: null }, {}, 'now')[ANNOTATIONS.restartedAt]).toBe('now');
+  });
+
+  it('reads watch annotations', () => {
+    expect(watchPatterns(' secret/a/**, /legacy/b\nteam-a/secret/c ,,')).toEqual(['secret/a/**', 'legacy/b', 'team-a/secret/c']);
+    expect(watchPatterns(undefined)).toEqual([]);
+  });
+});
