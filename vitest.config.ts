@@ -17,6 +17,17 @@ export default defineConfig({
           include: ['test/unit/**/*.test.ts'],
         },
       },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/global-setup-clusters.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 600_000,
+          // The files share three clusters; run them one after another.
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });
