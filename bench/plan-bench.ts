@@ -46,7 +46,13 @@ export async function planBench(): Promise<Figure[]> {
   const plan = (text: string) => planRollouts(table, parseInput(text, { mounts: table.mounts }).changes).targets.length;
   const floor = (text: string) => text.split('\n').reduce((n, l) => n + (JSON.parse(l) ? 1 : 0), 0);
 
-  for (let i = 0; i < 3; i++) for (const b of batches) plan(b), floor(b); // warm up the JIT
+  // warm up the JIT
+  for (let i = 0; i < 3; i++) {
+    for (const b of batches) {
+      plan(b);
+      floor(b);
+    }
+  }
   const ours: number[] = [];
   const base: number[] = [];
   for (let rep = 0; rep < 15; rep++) {

@@ -122,7 +122,10 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     clock,
   };
   const groups = await Promise.all(readGroups(targets).map((group) => expandGroup(run, group)));
-  return (await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? w.result : restartWorkload(run, w.target, w.object, w.started))))).flat();
+  const done: WorkloadDone[] = await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
+  // Events wait until every patch of the cluster is in: restarts first, their record second.
+  await Promise.all(done.map((d) => d.event?.()));
+  return done.map((d) => d.result);
 }
 
 /** Name targets of one namespace and kind are read with one LIST when there are several of them. */
@@ -202,16 +205,17 @@ function watches(object: KubeObject, paths: readonly string[]): boolean {
   return paths.some((p) => index.match(p).size > 0);
 }
 
-async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number): Promise<RolloutResult> {
+interface WorkloadDone {
+  result: RolloutResult;
+  /** Records the SecretRotated event, after the cluster's patches. */
+  event?: () => Promise<void>;
+}
+
+async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number): Promise<WorkloadDone> {
   const descriptor = descriptorOf(target);
   const name = read.metadata?.name ?? targetName(target);
-  const done = (outcome: Outcome, reason: string, attempts: number, detail?: string): RolloutResult => ({
-    ...identity(target, run.cluster, name),
-    outcome,
-    reason,
-    ...(detail === undefined ? {} : { detail }),
-    attempts,
-    durationMs: run.clock.monotonic() - started,
+  const done = (outcome: Outcome, reason: string, attempts: number, detail?: string): WorkloadDone => ({
+    result: { ...identity(target, run.cluster, name), outcome, reason, ...(detail === undefined ? {} : { detail }), attempts, durationMs: run.clock.monotonic() - started },
   });
 
   let object = read;
@@ -237,8 +241,8 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     if (patched.ok) {
       if (run.options.dryRun) return done('dry-run', '', attempts);
       if (patched.value.metadata?.resourceVersion === readVersion) return done('unchanged', 'the server found nothing to change', attempts);
-      await recordEvent(run, target, descriptor, patched.value, now);
-      return done('restarted', '', attempts);
+      const patchedObject = patched.value;
+      return { ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now) };
     }
     if (patched.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return done('failed', patched.failure.reason, attempts, patched.failure.detail);
     // Someone wrote the object since we read it (perhaps another worker restarting it): read again, decide again.

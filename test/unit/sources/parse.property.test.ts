@@ -21,7 +21,7 @@ const mutatedSample = fc
     const visit = (o: unknown): void => {
       if (typeof o !== 'object' || o === null) return;
       for (const k of Object.keys(o)) {
-        if (keys.includes(k)) {
+        if ((keys as string[]).includes(k)) {
           if (remove) delete (o as Record<string, unknown>)[k];
           else (o as Record<string, unknown>)[k] = value;
         } else visit((o as Record<string, unknown>)[k]);

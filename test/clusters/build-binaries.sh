@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes control-plane binaries used by the integration
+# clusters (kube-apiserver, kube-controller-manager, kubectl, etcd) from their
+# Go modules, caches them outside the checkout and symlinks them into
+# <repo>/.local/bin/.
+#
+# Idempotent: a component whose cache dir carries a complete stamp is reused.
+# Needs only Go (>= 1.26) and access to the Go module proxy.
+#
+# Environment:
+#   K8S_VERSION   Kubernetes version (default v1.36.3)
+#   ETCD_VERSION  etcd version (default v3.6.8, the one Kubernetes 1.36 pins)
+#   GO            go binary (default: `go` on PATH, else /usr/local/go/bin/go)
+#   BUILD_P       go build -p value (default 2)
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-v1.36.3}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
+BUILD_P="${BUILD_P:-2}"
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/vault-rollout"
+BIN_DIR="$REPO_ROOT/.local/bin"
+
+# Go is only needed when something must be built.
+find_go() {
+  if [[ -n "${GO:-}" ]]; then :
+  elif command -v go >/dev/null 2>&1; then GO="$(command -v go)"
+  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+  else log "no Go toolchain found (install Go >= 1.26 or set GO=)"; return 1
+  fi
+  "$GO" version >/dev/null || { log "$GO does not run"; return 1; }
+}
+
+# Module-aware builds in generated wrapper modules; never touch the checkout.
+export GOFLAGS="-mod=mod"
+export GOWORK=off
+export CGO_ENABLED=0
+# Let the go command fetch a newer toolchain through the module proxy if the
+# local one is older than what a go.mod asks for.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+
+log() { printf '[build-binaries] %s\n' "$*" >&2; }
+now() { date +%s; }
+T_START=$(now)
+
+mkdir -p "$CACHE_ROOT" "$BIN_DIR"
+
+# Serialise concurrent invocations (e.g. a manual `clusters:up` and a test run).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$CACHE_ROOT/.build.lock"
+  if ! flock -n 9; then
+    log "another build holds $CACHE_ROOT/.build.lock; waiting..."
+    flock 9
+  fi
+fi
+
+K8S_DIR="$CACHE_ROOT/kubernetes-$K8S_VERSION"
+ETCD_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
+K8S_BINS=(kube-apiserver kube-controller-manager kubectl)
+# The stamp records what was built; a different stamp means rebuild.
+K8S_STAMP="kubernetes $K8S_VERSION; ${K8S_BINS[*]}; v1"
+ETCD_STAMP="etcd $ETCD_VERSION; etcd; v1"
+
+is_complete() { # dir stamp bins...
+  local dir="$1" stamp="$2"; shift 2
+  [[ -f "$dir/.complete" ]] || return 1
+  [[ "$(cat "$dir/.complete")" == "$stamp" ]] || return 1
+  local b; for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
+}
+
+build_kubernetes() {
+  local t0; t0=$(now)
+  find_go
+  local k8s_minor="${K8S_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
+  local staging_version="v0.${K8S_VERSION#v1.}"
+  log "building kubernetes $K8S_VERSION (staging modules at $staging_version) with $("$GO" version)"
+
+  local src="$CACHE_ROOT/src/kubernetes-$K8S_VERSION"
+  rm -rf "$src" "$K8S_DIR"
+  mkdir -p "$src"
+
+  # The kubernetes go.mod says `replace k8s.io/<x> => ./staging/src/k8s.io/<x>`
+  # and requires them at v0.0.0; replaces of a dependency are ignored, so the
+  # wrapper module must map each required staging module to its published tag.
+  local modfile
+  modfile="$(cd "$src" && "$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -f "$modfile" ]] || { log "could not download k8s.io/kubernetes@$K8S_VERSION"; return 1; }
+  local staging=()
+  mapfile -t staging < <(awk '
+    /^replace[[:space:]]*\(/ { inrep=1; next }
+    inrep && /^\)/ { inrep=0; next }
+    inrep && $2 == "=>" && $3 ~ /^\.\/staging\// { rep[$1]=1 }
+    /^require[[:space:]]*\(/ { inreq=1; next }
+    inreq && /^\)/ { inreq=0; next }
+    inreq && $2 == "v0.0.0" { req[$1]=1 }
+    END { for (m in rep) if (m in req) print m }' "$modfile" | sort)
+  [[ ${#staging[@]} -gt 0 ]] || { log "found no staging modules in $modfile"; return 1; }
+  log "wrapper module replaces ${#staging[@]} staging modules"
+
+  local go_directive godebug
+  go_directive="$(awk '$1 == "go" { print $2; exit }' "$modfile")"
+  godebug="$(awk '$1 == "godebug" { $1=""; sub(/^ /, ""); print; exit }' "$modfile")"
+  {
+    echo "module vault-rollout.local/k8s-binaries"
+    echo
+    echo "go ${go_directive:-1.26.0}"
+    [[ -n "$godebug" ]] && { echo; echo "godebug $godebug"; }
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    echo "replace ("
+    local m; for m in "${staging[@]}"; do echo "	$m => $m $staging_version"; done
+    echo ")"
+  } > "$src/go.mod"
+
+  local build_date; build_date="$(date -u +'%Y-%m-%dT%H:%M:%SZ')"
+  local ldflags="-s -w" key val
+  for kv in "gitVersion=$K8S_VERSION" "gitMajor=1" "gitMinor=$k8s_minor" \
+            "gitTreeState=clean" "buildDate=$build_date"; do
+    key="${kv%%=*}"; val="${kv#*=}"
+    ldflags+=" -X k8s.io/component-base/version.$key=$val -X k8s.io/client-go/pkg/version.$key=$val"
+  done
+
+  local out="$K8S_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out"
+  local b pkg t1
+  for b in "${K8S_BINS[@]}"; do
+    t1=$(now)
+    pkg="k8s.io/kubernetes/cmd/$b"
+    log "go build $pkg"
+    (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath -ldflags "$ldflags" -o "$out/$b" "$pkg")
+    log "built $b in $(( $(now) - t1 ))s"
+  done
+  echo "$K8S_STAMP" > "$out/.complete"
+  mv "$out" "$K8S_DIR"
+  log "kubernetes $K8S_VERSION done in $(( $(now) - t0 ))s"
+}
+
+build_etcd() {
+  local t0; t0=$(now)
+  find_go
+  log "building etcd $ETCD_VERSION with $("$GO" version)"
+  local src="$CACHE_ROOT/src/etcd-$ETCD_VERSION"
+  rm -rf "$src" "$ETCD_DIR"
+  mkdir -p "$src"
+  # The etcd server module's own replaces (../api etc.) are ignored when it is
+  # a dependency; its requirements name the published sibling modules.
+  cat > "$src/go.mod" <<EOF
+module vault-rollout.local/etcd-binaries
+
+go 1.24
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+  local out="$ETCD_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3)
+  echo "$ETCD_STAMP" > "$out/.complete"
+  mv "$out" "$ETCD_DIR"
+  log "etcd $ETCD_VERSION done in $(( $(now) - t0 ))s"
+}
+
+if is_complete "$ETCD_DIR" "$ETCD_STAMP" etcd; then
+  log "reusing $ETCD_DIR"
+else
+  build_etcd
+fi
+if is_complete "$K8S_DIR" "$K8S_STAMP" "${K8S_BINS[@]}"; then
+  log "reusing $K8S_DIR"
+else
+  build_kubernetes
+fi
+
+for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_DIR/$b" "$BIN_DIR/$b"; done
+ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
+log "binaries linked into $BIN_DIR (total $(( $(now) - T_START ))s)"

@@ -1,0 +1,804 @@
+// Local Kubernetes clusters for the integration tests: three real control
+// planes (`alpha`, `beta`, `gamma`) on 127.0.0.1, sharing one etcd (separate
+// --etcd-prefix per cluster), each with its own CA, RBAC and
+// kube-controller-manager. No kubelet and no scheduler: pods stay Pending,
+// but Deployments get ReplicaSets.
+//
+//   node test/clusters/clusters.ts up       # build/reuse binaries, start or reuse the clusters
+//   node test/clusters/clusters.ts status   # what runs, /readyz, memory
+//   node test/clusters/clusters.ts down     # stop everything, delete etcd data
+//
+// State lives in <repo>/.local/ (bin/, clusters/, etcd/); binaries are cached
+// by build-binaries.sh under ~/.cache/vault-rollout. Runs on Node >= 24 with
+// type stripping; only node: built-ins.
+import { spawn } from 'node:child_process';
+import {
+  closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync,
+} from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import {
+  CLUSTERS_DIR, CLUSTERS_FILE, REPO_ROOT, kubeRequest, loadClusters, waitFor,
+  type ClusterInfo, type ClustersFile,
+} from './kube-http.ts';
+import { issueCert, writeCa, writeKeyPair, type CertFiles } from './pki.ts';
+
+export const CLUSTER_NAMES = ['alpha', 'beta', 'gamma'] as const;
+export type ClusterName = (typeof CLUSTER_NAMES)[number];
+export const KUBERNETES_VERSION = 'v1.36.3';
+
+const LOCAL_DIR = join(REPO_ROOT, '.local');
+const BIN_DIR = join(LOCAL_DIR, 'bin');
+const ETCD_DIR = join(LOCAL_DIR, 'etcd');
+const LOCK_FILE = join(LOCAL_DIR, 'clusters.lock');
+const BUILD_SCRIPT = join(REPO_ROOT, 'test', 'clusters', 'build-binaries.sh');
+const RBAC_MANIFEST = join(REPO_ROOT, 'infra', 'rbac', 'clusterrole.yaml');
+const CRD_MANIFEST = join(REPO_ROOT, 'infra', 'crds', 'argo-rollouts-crd.yaml');
+
+const bin = (name: string): string => join(BIN_DIR, name);
+
+// Controllers needed for Deployments → ReplicaSets, namespace deletion,
+// ownerReference cleanup and per-namespace `default` ServiceAccounts.
+const CONTROLLERS = [
+  'deployment-controller', 'replicaset-controller', 'statefulset-controller', 'daemonset-controller',
+  'cronjob-controller', 'job-controller', 'serviceaccount-controller', 'serviceaccount-token-controller',
+  'root-ca-certificate-publisher-controller', 'namespace-controller', 'garbage-collector-controller',
+];
+
+// ---------------------------------------------------------------------------
+// Ports: VAULT_ROLLOUT_CLUSTERS_PORT_BASE (default 16440), below Linux's
+// ephemeral range. etcd base+0 (client) and base+1 (peer); cluster i (alpha=0):
+// kube-apiserver base+3+10i (16443, 16453, 16463), kube-controller-manager
+// base+7+10i.
+// ---------------------------------------------------------------------------
+interface Ports {
+  etcdClient: number;
+  etcdPeer: number;
+  apiserver: (i: number) => number;
+  controllerManager: (i: number) => number;
+}
+
+function ports(): Ports {
+  const raw = process.env.VAULT_ROLLOUT_CLUSTERS_PORT_BASE ?? '16440';
+  const base = Number(raw);
+  if (!Number.isInteger(base) || base < 1024 || base > 65000) {
+    throw new Error(`VAULT_ROLLOUT_CLUSTERS_PORT_BASE=${raw} is not a port between 1024 and 65000`);
+  }
+  return {
+    etcdClient: base,
+    etcdPeer: base + 1,
+    apiserver: (i) => base + 3 + 10 * i,
+    controllerManager: (i) => base + 7 + 10 * i,
+  };
+}
+
+function isPortFree(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const srv = createServer();
+    srv.once('error', () => res(false));
+    srv.listen({ host: '127.0.0.1', port, exclusive: true }, () => srv.close(() => res(true)));
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------
+interface Managed {
+  /** e.g. "etcd", "alpha/kube-apiserver" */
+  label: string;
+  binary: string;
+  pidFile: string;
+  logFile: string;
+}
+
+function etcdProcess(): Managed {
+  return { label: 'etcd', binary: bin('etcd'), pidFile: join(ETCD_DIR, 'etcd.pid'), logFile: join(ETCD_DIR, 'etcd.log') };
+}
+
+function clusterDir(name: string): string {
+  return join(CLUSTERS_DIR, name);
+}
+
+function componentProcess(name: string, component: 'kube-apiserver' | 'kube-controller-manager'): Managed {
+  const dir = clusterDir(name);
+  return {
+    label: `${name}/${component}`,
+    binary: bin(component),
+    pidFile: join(dir, `${component}.pid`),
+    logFile: join(dir, 'logs', `${component}.log`),
+  };
+}
+
+function allProcesses(): Managed[] {
+  return [
+    ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-controller-manager')),
+    ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-apiserver')),
+    etcdProcess(),
+  ];
+}
+
+function procCmdline(pid: number): string[] | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((s) => s.length > 0);
+  } catch {
+    return undefined;
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // state is the field after "(comm)"
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** The pid recorded for `p`, if that process is alive and runs p.binary. */
+function runningPid(p: Managed): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(p.pidFile, 'utf8').trim());
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 1 || !isAlive(pid)) return undefined;
+  return procCmdline(pid)?.[0] === p.binary ? pid : undefined;
+}
+
+const SERVER_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager'].map(bin);
+
+/** Every live etcd/kube-apiserver/kube-controller-manager started from this checkout's .local/bin (pid files or not). */
+function strayPids(): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    const argv0 = procCmdline(pid)?.[0];
+    if (argv0 !== undefined && SERVER_BINARIES.includes(argv0) && isAlive(pid)) pids.push(pid);
+  }
+  return pids;
+}
+
+function rssKiB(pid: number): number {
+  try {
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m?.[1] ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function tail(file: string, lines = 25): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+function startProcess(p: Managed, args: string[]): number {
+  mkdirSync(resolve(p.logFile, '..'), { recursive: true });
+  mkdirSync(resolve(p.pidFile, '..'), { recursive: true });
+  const fd = openSync(p.logFile, 'w', 0o644);
+  try {
+    // detached: own session and process group (pgid = pid), so `down` can
+    // signal the whole group and the processes outlive this Node process.
+    const child = spawn(p.binary, args, { detached: true, stdio: ['ignore', fd, fd], cwd: REPO_ROOT });
+    child.on('error', () => { /* reported through the readiness wait */ });
+    if (child.pid === undefined) throw new Error(`could not start ${p.label} (${p.binary})`);
+    child.unref();
+    writeFileSync(p.pidFile, `${child.pid}\n`);
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig); // the process group we created
+  } catch {
+    try { process.kill(pid, sig); } catch { /* gone */ }
+  }
+}
+
+async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  let left = pids.filter(isAlive);
+  while (left.length > 0 && Date.now() < deadline) {
+    await sleep(100);
+    left = left.filter(isAlive);
+  }
+  return left;
+}
+
+async function stopPids(pids: number[]): Promise<void> {
+  if (pids.length === 0) return;
+  for (const pid of pids) signal(pid, 'SIGTERM');
+  const left = await waitGone(pids, 20_000);
+  for (const pid of left) signal(pid, 'SIGKILL');
+  const still = await waitGone(left, 5_000);
+  if (still.length > 0) throw new Error(`processes ${still.join(', ')} did not exit`);
+}
+
+/** Stops every process this checkout started: controllers and API servers first, etcd last. */
+async function stopAll(log: Logger): Promise<void> {
+  const procs = allProcesses();
+  const etcd = etcdProcess();
+  const upper = procs.filter((p) => p.label !== etcd.label).map(runningPid).filter(isPid);
+  const etcdPid = runningPid(etcd);
+  const stray = strayPids().filter((pid) => !upper.includes(pid) && pid !== etcdPid);
+  if (upper.length + stray.length + (etcdPid ? 1 : 0) > 0) {
+    log(`stopping ${upper.length + stray.length + (etcdPid ? 1 : 0)} processes`);
+  }
+  await stopPids([...upper, ...stray]);
+  if (etcdPid !== undefined) await stopPids([etcdPid]);
+  const left = strayPids();
+  if (left.length > 0) {
+    await stopPids(left);
+    const again = strayPids();
+    if (again.length > 0) throw new Error(`processes still running from ${BIN_DIR}: ${again.join(', ')}`);
+  }
+  for (const p of procs) rmSync(p.pidFile, { force: true });
+}
+
+const isPid = (x: number | undefined): x is number => x !== undefined;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+export type Logger = (msg: string) => void;
+const defaultLog: Logger = (msg) => process.stderr.write(`[clusters] ${msg}\n`);
+
+interface RunResult { stdout: string; stderr: string }
+
+function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean } = {}): Promise<RunResult> {
+  return new Promise((res, rej) => {
+    const child = spawn(cmd, args, {
+      cwd: REPO_ROOT,
+      stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (opts.inheritOutput) process.stderr.write(d);
+    });
+    child.stderr?.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      if (opts.inheritOutput) process.stderr.write(d);
+    });
+    child.on('error', rej);
+    child.on('close', (code, sig) => {
+      if (code === 0) res({ stdout, stderr });
+      else rej(new Error(`${cmd} ${args.join(' ')} exited with ${code ?? sig}\n${stderr.trim().split('\n').slice(-20).join('\n')}`));
+    });
+    if (opts.input !== undefined && child.stdin) child.stdin.end(opts.input);
+  });
+}
+
+function httpGet(url: string, timeoutMs = 2_000): Promise<{ status: number; text: string }> {
+  return new Promise((res, rej) => {
+    const req = httpRequest(url, { timeout: timeoutMs, agent: false }, (r) => {
+      let text = '';
+      r.on('data', (d: Buffer) => { text += d.toString(); });
+      r.on('end', () => res({ status: r.statusCode ?? 0, text }));
+      r.on('error', rej);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', rej);
+    req.end();
+  });
+}
+
+async function readyz(server: string, caFile: string, timeoutMs = 3_000): Promise<boolean> {
+  try {
+    const r = await kubeRequest(server, { ca: readFileSync(caFile) }, 'GET', '/readyz', { timeoutMs });
+    return r.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+async function etcdHealthy(endpoint: string): Promise<boolean> {
+  try {
+    const r = await httpGet(`${endpoint}/health`);
+    return r.status === 200 && r.text.includes('"health":"true"');
+  } catch {
+    return false;
+  }
+}
+
+const seconds = (t0: number): string => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+
+// ---------------------------------------------------------------------------
+// Lock (one `up`/`down` at a time per checkout)
+// ---------------------------------------------------------------------------
+/** The live pid holding the lock, 'stale' if its holder is gone, or 0 while it is being written. */
+function lockHolder(): number | 'stale' {
+  let text: string;
+  let ageMs: number;
+  try {
+    text = readFileSync(LOCK_FILE, 'utf8').trim();
+    ageMs = Date.now() - statSync(LOCK_FILE).mtimeMs;
+  } catch {
+    return 0; // removed meanwhile: try again
+  }
+  if (text === '') return ageMs > 10_000 ? 'stale' : 0;
+  const pid = Number(text);
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : 'stale';
+}
+
+async function withLock<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
+  mkdirSync(LOCAL_DIR, { recursive: true });
+  let announced = false;
+  const deadline = Date.now() + 120 * 60_000; // a cold binary build can take most of an hour
+  for (;;) {
+    try {
+      const fd = openSync(LOCK_FILE, 'wx');
+      writeFileSync(fd, `${process.pid}\n`);
+      closeSync(fd);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = lockHolder();
+      if (holder === 'stale') {
+        rmSync(LOCK_FILE, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`${LOCK_FILE} is held by pid ${holder}`, { cause: err });
+      if (!announced && holder > 0) {
+        log(`waiting for pid ${holder} (holds ${LOCK_FILE})`);
+        announced = true;
+      }
+      await sleep(500);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(LOCK_FILE, { force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Certificates and kubeconfigs
+// ---------------------------------------------------------------------------
+interface ClusterPki {
+  ca: CertFiles;
+  serving: CertFiles;
+  /** Request-header (front proxy) CA and the API server's aggregator client certificate. */
+  frontProxyCa: CertFiles;
+  frontProxyClient: CertFiles;
+  saKey: string;
+  saPub: string;
+  admin: CertFiles;
+  vaultRollout: CertFiles;
+  controllerManager: CertFiles;
+}
+
+function makePki(name: string): ClusterPki {
+  const dir = join(clusterDir(name), 'pki');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const ca = writeCa(dir, `vault-rollout-${name}-ca`);
+  const serving = issueCert(dir, ca, {
+    name: 'kube-apiserver', commonName: 'kube-apiserver', usage: 'server',
+    sans: ['IP:127.0.0.1', 'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default',
+      'DNS:kubernetes.default.svc', 'DNS:kubernetes.default.svc.cluster.local', 'IP:10.0.0.1'],
+  });
+  const frontProxyCa = writeCa(dir, `vault-rollout-${name}-front-proxy-ca`, 'front-proxy-ca');
+  const frontProxyClient = issueCert(dir, frontProxyCa, { name: 'front-proxy-client', commonName: 'front-proxy-client', usage: 'client' });
+  const sa = writeKeyPair(dir, 'service-account');
+  const admin = issueCert(dir, ca, { name: 'admin', commonName: 'admin', organizations: ['system:masters'], usage: 'client' });
+  const vaultRollout = issueCert(dir, ca, { name: 'vault-rollout', commonName: 'vault-rollout', usage: 'client' });
+  const controllerManager = issueCert(dir, ca, {
+    name: 'kube-controller-manager', commonName: 'system:kube-controller-manager', usage: 'client',
+  });
+  return { ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout, controllerManager };
+}
+
+function b64(file: string): string {
+  return readFileSync(file).toString('base64');
+}
+
+function writeKubeconfig(file: string, name: string, server: string, caFile: string, user: string, creds: CertFiles): void {
+  const text = [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    `  - name: ${name}`,
+    '    cluster:',
+    `      server: ${server}`,
+    `      certificate-authority-data: ${b64(caFile)}`,
+    'users:',
+    `  - name: ${user}`,
+    '    user:',
+    `      client-certificate-data: ${b64(creds.certFile)}`,
+    `      client-key-data: ${b64(creds.keyFile)}`,
+    'contexts:',
+    `  - name: ${name}`,
+    '    context:',
+    `      cluster: ${name}`,
+    `      user: ${user}`,
+    `current-context: ${name}`,
+    '',
+  ].join('\n');
+  writeFileSync(file, text, { mode: 0o600 });
+}
+
+// The project's ClusterRole is bound (by infra/rbac/clusterrole.yaml) to the
+// ServiceAccount vault-rollout/vault-rollout; the test clusters also bind it to
+// the client-certificate user `vault-rollout` used by vault-rollout.kubeconfig.
+const TEST_BINDINGS = `
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: vault-rollout
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: vault-rollout
+  namespace: vault-rollout
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: vault-rollout-test-user
+  labels:
+    app.kubernetes.io/name: vault-rollout
+    app.kubernetes.io/component: test-clusters
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: vault-rollout
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: vault-rollout
+`;
+
+// ---------------------------------------------------------------------------
+// up / down / status
+// ---------------------------------------------------------------------------
+export interface UpOptions {
+  log?: Logger;
+  /** Skip build-binaries.sh (the binaries must already be in .local/bin). */
+  skipBuild?: boolean;
+}
+
+export interface UpResult {
+  /** True when this call started the clusters; false when running ones were reused. */
+  started: boolean;
+  clusters: ClustersFile;
+  /** Wall time of this call, in seconds. */
+  seconds: number;
+}
+
+export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
+  const t0 = Date.now();
+  await run('bash', [BUILD_SCRIPT], { inheritOutput: true }).catch((err: unknown) => {
+    throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
+  });
+  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl']) {
+    if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
+  }
+  log(`binaries ready in ${seconds(t0)}`);
+}
+
+/** Whether the clusters described by clusters.json are all running and ready. */
+export async function isHealthy(): Promise<boolean> {
+  let file: ClustersFile;
+  try {
+    file = loadClusters();
+  } catch {
+    return false;
+  }
+  if (!allProcesses().every((p) => runningPid(p) !== undefined)) return false;
+  if (!(await etcdHealthy(file.etcd.endpoint))) return false;
+  if (file.clusters.length !== CLUSTER_NAMES.length) return false;
+  const ready = await Promise.all(file.clusters.map((c) => readyz(c.server, c.caFile)));
+  return ready.every(Boolean);
+}
+
+export async function up(opts: UpOptions = {}): Promise<UpResult> {
+  const log = opts.log ?? defaultLog;
+  const t0 = Date.now();
+  return withLock(log, async () => {
+    if (!opts.skipBuild) await buildBinaries(log);
+    if (await isHealthy()) {
+      const clusters = loadClusters();
+      log(`reusing running clusters (${clusters.clusters.map((c) => c.name).join(', ')}); checked in ${seconds(t0)}`);
+      printSummary(log, clusters);
+      return { started: false, clusters, seconds: (Date.now() - t0) / 1000 };
+    }
+    await stopAll(log); // half-running leftovers
+    const tStart = Date.now();
+    try {
+      const clusters = await startAll(log);
+      log(`clusters started in ${seconds(tStart)} (total ${seconds(t0)})`);
+      printSummary(log, clusters);
+      return { started: true, clusters, seconds: (Date.now() - t0) / 1000 };
+    } catch (err) {
+      log(`start-up failed; stopping what was started`);
+      await stopAll(log).catch((e: unknown) => log(`cleanup failed: ${String(e)}`));
+      throw err;
+    }
+  });
+}
+
+async function startAll(log: Logger): Promise<ClustersFile> {
+  const p = ports();
+  const needed = [p.etcdClient, p.etcdPeer, ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i)])];
+  const busy: number[] = [];
+  for (const port of needed) if (!(await isPortFree(port))) busy.push(port);
+  if (busy.length > 0) {
+    throw new Error(
+      `127.0.0.1 port(s) ${busy.join(', ')} are in use (another checkout's clusters?). ` +
+        `Stop them, or set VAULT_ROLLOUT_CLUSTERS_PORT_BASE to another base (now ${p.etcdClient}).`,
+    );
+  }
+
+  rmSync(CLUSTERS_FILE, { force: true });
+  rmSync(ETCD_DIR, { recursive: true, force: true });
+  mkdirSync(ETCD_DIR, { recursive: true, mode: 0o700 });
+
+  // etcd, shared: each cluster keeps its data under its own prefix.
+  const tEtcd = Date.now();
+  const etcdEndpoint = `http://127.0.0.1:${p.etcdClient}`;
+  const etcd = etcdProcess();
+  const peer = `http://127.0.0.1:${p.etcdPeer}`;
+  const etcdPid = startProcess(etcd, [
+    '--name=vault-rollout',
+    `--data-dir=${join(ETCD_DIR, 'data')}`,
+    `--listen-client-urls=${etcdEndpoint}`,
+    `--advertise-client-urls=${etcdEndpoint}`,
+    `--listen-peer-urls=${peer}`,
+    `--initial-advertise-peer-urls=${peer}`,
+    `--initial-cluster=vault-rollout=${peer}`,
+    '--initial-cluster-state=new',
+    '--unsafe-no-fsync=true', // throw-away test data
+    '--log-level=warn',
+  ]);
+  await waitFor(async () => {
+    if (!isAlive(etcdPid)) throw new DiedError(etcd);
+    return etcdHealthy(etcdEndpoint);
+  }, { timeoutMs: 60_000, intervalMs: 100, what: 'etcd /health' }).catch(rethrowWithLog(etcd));
+  log(`etcd ready at ${etcdEndpoint} in ${seconds(tEtcd)}`);
+
+  // PKI and API servers.
+  const tApi = Date.now();
+  const infos: ClusterInfo[] = [];
+  const pkis = new Map<string, ClusterPki>();
+  const waits: Promise<void>[] = [];
+  CLUSTER_NAMES.forEach((name, i) => {
+    const dir = clusterDir(name);
+    mkdirSync(join(dir, 'logs'), { recursive: true });
+    const pki = makePki(name);
+    pkis.set(name, pki);
+    const port = p.apiserver(i);
+    const server = `https://127.0.0.1:${port}`;
+    const apiserver = componentProcess(name, 'kube-apiserver');
+    const pid = startProcess(apiserver, [
+      `--etcd-servers=${etcdEndpoint}`,
+      `--etcd-prefix=/vault-rollout/${name}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${port}`,
+      '--advertise-address=127.0.0.1',
+      '--endpoint-reconciler-type=none', // the `kubernetes` Endpoints may not hold a loopback address
+      '--service-cluster-ip-range=10.0.0.0/24', // allocation only: nothing is ever routed there
+      `--tls-cert-file=${pki.serving.certFile}`,
+      `--tls-private-key-file=${pki.serving.keyFile}`,
+      `--client-ca-file=${pki.ca.certFile}`,
+      // Request-header authentication as kubeadm sets it up; the controller
+      // manager's delegated authentication expects it in kube-system/extension-apiserver-authentication.
+      `--requestheader-client-ca-file=${pki.frontProxyCa.certFile}`,
+      '--requestheader-allowed-names=front-proxy-client',
+      '--requestheader-username-headers=X-Remote-User',
+      '--requestheader-group-headers=X-Remote-Group',
+      '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+      `--proxy-client-cert-file=${pki.frontProxyClient.certFile}`,
+      `--proxy-client-key-file=${pki.frontProxyClient.keyFile}`,
+      '--authorization-mode=Node,RBAC',
+      `--service-account-issuer=${server}`,
+      `--service-account-key-file=${pki.saPub}`,
+      `--service-account-signing-key-file=${pki.saKey}`,
+      '--allow-privileged=false',
+      '--profiling=false',
+    ]);
+    const adminKubeconfig = join(dir, 'admin.kubeconfig');
+    const vaultRolloutKubeconfig = join(dir, 'vault-rollout.kubeconfig');
+    writeKubeconfig(adminKubeconfig, name, server, pki.ca.certFile, 'admin', pki.admin);
+    writeKubeconfig(vaultRolloutKubeconfig, name, server, pki.ca.certFile, 'vault-rollout', pki.vaultRollout);
+    writeKubeconfig(join(dir, 'kube-controller-manager.kubeconfig'), name, server, pki.ca.certFile,
+      'system:kube-controller-manager', pki.controllerManager);
+    infos.push({
+      name, server, caFile: pki.ca.certFile, adminKubeconfig, vaultRolloutKubeconfig,
+      admin: pki.admin, vaultRollout: pki.vaultRollout,
+    });
+    waits.push(
+      waitFor(async () => {
+        if (!isAlive(pid)) throw new DiedError(apiserver);
+        return readyz(server, pki.ca.certFile);
+      }, { timeoutMs: 240_000, intervalMs: 250, what: `${name} kube-apiserver /readyz` }).then(() => {
+        log(`${name}: kube-apiserver ready at ${server} after ${seconds(tApi)}`);
+      }, rethrowWithLog(apiserver)),
+    );
+  });
+  await Promise.all(waits);
+
+  // Controller managers.
+  CLUSTER_NAMES.forEach((name, i) => {
+    const dir = clusterDir(name);
+    const pki = pkis.get(name);
+    if (!pki) throw new Error(`no PKI for ${name}`);
+    const kubeconfig = join(dir, 'kube-controller-manager.kubeconfig');
+    startProcess(componentProcess(name, 'kube-controller-manager'), [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${p.controllerManager(i)}`,
+      `--cert-dir=${join(dir, 'kube-controller-manager-serving')}`,
+      '--leader-elect=false',
+      `--controllers=${CONTROLLERS.join(',')}`,
+      '--use-service-account-credentials=true',
+      `--service-account-private-key-file=${pki.saKey}`,
+      `--root-ca-file=${pki.ca.certFile}`,
+      '--profiling=false',
+    ]);
+  });
+
+  // Manifests: the project's RBAC and CRD, plus the test user's binding.
+  const tApply = Date.now();
+  await Promise.all(infos.map(async (c) => {
+    await run(bin('kubectl'), [
+      `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters',
+      `--filename=${RBAC_MANIFEST}`, `--filename=${CRD_MANIFEST}`, '--filename=-',
+    ], { input: TEST_BINDINGS });
+  }));
+  log(`manifests applied in ${seconds(tApply)}`);
+
+  // Ready for tests: CRD established, and the controller manager at work
+  // (the serviceaccount controller made `default` in `default`).
+  const tCtl = Date.now();
+  await Promise.all(infos.map(async (c) => {
+    const admin = { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile) };
+    const kcm = componentProcess(c.name, 'kube-controller-manager');
+    await waitFor(async () => {
+      const r = await kubeRequest<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        c.server, admin, 'GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io');
+      return r.status === 200 && (r.body.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True');
+    }, { timeoutMs: 60_000, what: `${c.name}: CRD rollouts.argoproj.io Established` });
+    await waitFor(async () => {
+      if (runningPid(kcm) === undefined) throw new DiedError(kcm);
+      const r = await kubeRequest(c.server, admin, 'GET', '/api/v1/namespaces/default/serviceaccounts/default');
+      return r.status === 200;
+    }, { timeoutMs: 180_000, what: `${c.name}: kube-controller-manager to create ServiceAccount default/default` })
+      .catch(rethrowWithLog(kcm));
+  }));
+  log(`controller managers working after ${seconds(tCtl)}`);
+
+  const file: ClustersFile = {
+    kubernetesVersion: KUBERNETES_VERSION,
+    etcd: { endpoint: etcdEndpoint },
+    clusters: infos,
+  };
+  writeFileSync(CLUSTERS_FILE, `${JSON.stringify(file, null, 2)}\n`);
+  return file;
+}
+
+class DiedError extends Error {
+  readonly fatal = true; // stops waitFor at once
+  constructor(p: Managed) {
+    super(`${p.label} exited`);
+  }
+}
+
+function rethrowWithLog(p: Managed): (err: unknown) => never {
+  return (err: unknown) => {
+    throw new Error(`${p.label} did not become ready: ${err instanceof Error ? err.message : String(err)}\n` +
+      `--- last lines of ${p.logFile} ---\n${tail(p.logFile)}`, { cause: err });
+  };
+}
+
+function memorySummary(): { kib: number; count: number } {
+  let kib = 0;
+  let count = 0;
+  for (const p of allProcesses()) {
+    const pid = runningPid(p);
+    if (pid === undefined) continue;
+    kib += rssKiB(pid);
+    count += 1;
+  }
+  return { kib, count };
+}
+
+function printSummary(log: Logger, file: ClustersFile): void {
+  for (const c of file.clusters) {
+    log(`${c.name}: ${c.server}`);
+    log(`  admin:         ${c.adminKubeconfig}`);
+    log(`  vault-rollout: ${c.vaultRolloutKubeconfig}`);
+  }
+  const mem = memorySummary();
+  log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB; machine-readable: ${CLUSTERS_FILE}`);
+}
+
+export interface DownOptions {
+  log?: Logger;
+}
+
+/** Stops every process started from this checkout's .local/bin and deletes the etcd data. */
+export async function down(opts: DownOptions = {}): Promise<void> {
+  const log = opts.log ?? defaultLog;
+  const t0 = Date.now();
+  await withLock(log, async () => {
+    await stopAll(log);
+    rmSync(ETCD_DIR, { recursive: true, force: true });
+    rmSync(CLUSTERS_FILE, { force: true });
+  });
+  log(`clusters down in ${seconds(t0)}`);
+}
+
+export async function status(log: Logger = defaultLog): Promise<boolean> {
+  let file: ClustersFile | undefined;
+  try {
+    file = loadClusters();
+  } catch {
+    file = undefined;
+  }
+  const etcdPid = runningPid(etcdProcess());
+  log(`etcd: ${etcdPid !== undefined ? `pid ${etcdPid}` : 'not running'}${file ? ` ${file.etcd.endpoint}` : ''}`);
+  let ok = etcdPid !== undefined && file !== undefined;
+  for (const name of CLUSTER_NAMES) {
+    const api = runningPid(componentProcess(name, 'kube-apiserver'));
+    const kcm = runningPid(componentProcess(name, 'kube-controller-manager'));
+    const info = file?.clusters.find((c) => c.name === name);
+    const ready = info && api !== undefined ? await readyz(info.server, info.caFile) : false;
+    ok &&= ready && kcm !== undefined;
+    log(`${name}: kube-apiserver ${api !== undefined ? `pid ${api}` : 'not running'}, ` +
+      `/readyz ${ready ? 'ok' : 'not ready'}, kube-controller-manager ${kcm !== undefined ? `pid ${kcm}` : 'not running'}` +
+      (info ? `, ${info.server}` : ''));
+  }
+  const mem = memorySummary();
+  log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB`);
+  const stray = strayPids().filter((pid) => !allProcesses().some((p) => runningPid(p) === pid));
+  if (stray.length > 0) log(`untracked processes from ${BIN_DIR}: ${stray.join(', ')} (\`down\` stops them)`);
+  return ok;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const cmd = argv[0] ?? '';
+  switch (cmd) {
+    case 'up':
+      await up();
+      return 0;
+    case 'down':
+      await down();
+      return 0;
+    case 'status':
+      return (await status()) ? 0 : 1;
+    default:
+      process.stderr.write('usage: node test/clusters/clusters.ts up|down|status\n');
+      return 2;
+  }
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then(
+    (code) => { process.exitCode = code; },
+    (err: unknown) => {
+      process.stderr.write(`[clusters] ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

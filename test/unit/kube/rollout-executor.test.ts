@@ -1,0 +1,198 @@
+/**
+ * The executor's decisions and retries against an in-memory API (the real clusters are in
+ * test/integration/rollouts.test.ts): conflicts, throttling, credentials, grouping of reads.
+ */
+import { ApiException } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
+import type { KubeApi } from '../../../lib/kube/kube-api.ts';
+import { executeRollouts, type ExecutorOptions } from '../../../lib/kube/rollout-executor.ts';
+import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
+import { planRollouts } from '../../../lib/plan/planner.ts';
+import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
+import type { SecretChange } from '../../../lib/sources/secret-change.ts';
+
+const table = loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+  b: { kubeconfig: { env: B }, concurrency: 2 }
+routes:
+  - name: app
+    match: { path: "secret/{app}" }
+    targets:
+      - { clusters: [a, b], namespace: ns, kind: Deployment, name: "{app}" }
+  - name: harbor
+    match: { path: "secret/registry" }
+    targets:
+      - { clusters: [a], resource: { apiVersion: example.com/v1, kind: Harbor, namespace: ns, name: main }, patch: { spec: { v: "{version}" } } }
+`);
+
+const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
+
+type Call = { op: string; cluster: string; name?: string; body?: Record<string, unknown>; dryRun?: boolean };
+
+/** An in-memory cluster: objects by name, with resourceVersions, and scripted failures. */
+function fakeClusters(objects: Record<string, string[]>, failures: Array<{ cluster: string; op: string; error: () => unknown; times: number }> = []) {
+  const calls: Call[] = [];
+  const store = new Map<string, KubeObject>();
+  for (const [cluster, names] of Object.entries(objects)) for (const name of names) store.set(`${cluster}/${name}`, { metadata: { name, namespace: 'ns', resourceVersion: '1', uid: `uid-${name}` }, spec: {} });
+  const fail = (cluster: string, op: string) => {
+    const f = failures.find((x) => x.cluster === cluster && x.op === op && x.times > 0);
+    if (f) {
+      f.times--;
+      throw f.error();
+    }
+  };
+  const apiFor = (access: ClusterAccess): KubeApi => {
+    const cluster = access.server;
+    return {
+      read: async (_k, _ns, name) => {
+        calls.push({ op: 'read', cluster, name });
+        fail(cluster, 'read');
+        const o = store.get(`${cluster}/${name}`);
+        if (!o) throw new ApiException(404, 'x', { message: 'not found' }, {});
+        return structuredClone(o);
+      },
+      list: async () => {
+        calls.push({ op: 'list', cluster });
+        fail(cluster, 'list');
+        return [...store.entries()].filter(([k]) => k.startsWith(`${cluster}/`)).map(([, o]) => structuredClone(o));
+      },
+      patch: async (_k, _ns, name, body, _s, dryRun) => {
+        calls.push({ op: 'patch', cluster, name, body, dryRun });
+        fail(cluster, 'patch');
+        const o = store.get(`${cluster}/${name}`);
+        if (!o) throw new ApiException(404, 'x', {}, {});
+        if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
+        if (dryRun) return structuredClone(o);
+        const template = (body.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;
+        const next: KubeObject = { ...o, metadata: { ...o.metadata, resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) }, spec: { ...o.spec, ...(template ? { template } : {}) } };
+        store.set(`${cluster}/${name}`, next);
+        return structuredClone(next);
+      },
+      create: async (body) => {
+        calls.push({ op: 'create', cluster, name: body.metadata?.name });
+        fail(cluster, 'create');
+        return body;
+      },
+    };
+  };
+  /** Bumps an object's resourceVersion, as another writer would. */
+  const touch = (key: string) => {
+    const o = store.get(key);
+    if (o?.metadata) o.metadata.resourceVersion = String(Number(o.metadata.resourceVersion) + 10);
+  };
+  return { calls, store, apiFor, touch };
+}
+
+const options = (apiFor: (a: ClusterAccess) => KubeApi, extra: Partial<ExecutorOptions> = {}): ExecutorOptions => ({
+  access: async (name) => ({ kubeConfig: {} as never, server: name, insecureSkipTLSVerify: false }),
+  apiFor,
+  retryEnv: { sleep: async () => {}, random: () => 0, now: () => 0 },
+  clock: { now: () => Date.parse('2026-11-21T00:00:00Z'), monotonic: () => 0 },
+  ...extra,
+});
+
+const run = (fake: ReturnType<typeof fakeClusters>, changes: SecretChange[], extra: Partial<ExecutorOptions> = {}) =>
+  executeRollouts(table, planRollouts(table, changes).targets, options(fake.apiFor, extra));
+
+describe('executeRollouts', () => {
+  it('restarts, then is unchanged on a replay, and records one event per restart', async () => {
+    const fake = fakeClusters({ a: ['api'], b: ['api'] });
+    const first = await run(fake, [change('api', 2)]);
+    expect(first.map((r) => [r.cluster, r.outcome, r.attempts])).toEqual([
+      ['a', 'restarted', 1],
+      ['b', 'restarted', 1],
+    ]);
+    expect(fake.calls.filter((c) => c.op === 'create').map((c) => c.name)).toEqual([expect.stringMatching(/^api\.vr-[0-9a-f]{16}$/), expect.stringMatching(/^api\.vr-/)]);
+    const replay = await run(fake, [change('api', 2)]);
+    expect(replay.map((r) => r.outcome)).toEqual(['unchanged', 'unchanged']);
+  });
+
+  it('reads several named targets of one namespace and kind with one LIST', async () => {
+    const fake = fakeClusters({ a: ['x', 'y', 'z'] });
+    const results = await run(fake, [change('x', 1), change('y', 1), change('nope', 1)]);
+    expect(fake.calls.filter((c) => c.cluster === 'a' && c.op !== 'patch' && c.op !== 'create').map((c) => c.op)).toEqual(['list']);
+    expect(results.filter((r) => r.cluster === 'a').map((r) => [r.name, r.outcome, r.reason])).toEqual([
+      ['nope', 'failed', 'not found'],
+      ['x', 'restarted', ''],
+      ['y', 'restarted', ''],
+    ]);
+  });
+
+  it('reads again and decides again after a conflict', async () => {
+    const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', { message: 'conflict' }, {}), times: 1 }]);
+    const [result] = await run(fake, [change('api', 2)]);
+    expect(result).toMatchObject({ cluster: 'a', outcome: 'restarted', attempts: 2 });
+    expect(fake.calls.filter((c) => c.cluster === 'a').map((c) => c.op)).toEqual(['read', 'patch', 'read', 'patch', 'create']);
+  });
+
+  it('skips when the workload was restarted for a newer version meanwhile', async () => {
+    const fake = fakeClusters({ a: ['api'] });
+    await run(fake, [change('api', 5)]);
+    const [older] = await run(fake, [change('api', 4)]);
+    expect(older).toMatchObject({ outcome: 'skipped', reason: 'older version' });
+  });
+
+  it('gives up on conflicts after the attempt budget', async () => {
+    const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', {}, {}), times: 99 }]);
+    const [result] = await run(fake, [change('api', 2)], { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 } });
+    expect(result).toMatchObject({ outcome: 'failed', reason: 'conflict', attempts: 3 });
+  });
+
+  it('retries throttling and server errors, and reports the attempts', async () => {
+    const fake = fakeClusters({ a: ['api'] }, [
+      { cluster: 'a', op: 'read', error: () => new ApiException(429, 'x', {}, { 'retry-after': '1' }), times: 1 },
+      { cluster: 'a', op: 'patch', error: () => new ApiException(503, 'x', {}, {}), times: 2 },
+    ]);
+    const [result] = await run(fake, [change('api', 2)]);
+    expect(result).toMatchObject({ outcome: 'restarted', attempts: 3 });
+  });
+
+  it('fails every target of a cluster whose credentials cannot be resolved, and only those', async () => {
+    const fake = fakeClusters({ a: ['api'], b: ['api'] });
+    const results = await run(fake, [change('api', 2)], {
+      access: async (name) => {
+        if (name === 'b') throw new Error('cluster b: env B is not set');
+        return { kubeConfig: {} as never, server: name, insecureSkipTLSVerify: false };
+      },
+    });
+    expect(results.map((r) => [r.cluster, r.outcome, r.reason, r.detail ?? ''])).toEqual([
+      ['a', 'restarted', '', ''],
+      ['b', 'failed', 'credentials', 'cluster b: env B is not set'],
+    ]);
+  });
+
+  it('does not write in dry-run and records no event', async () => {
+    const fake = fakeClusters({ a: ['api'] });
+    const [result] = await run(fake, [change('api', 2)], { dryRun: true });
+    expect(result?.outcome).toBe('dry-run');
+    expect(fake.calls.find((c) => c.op === 'patch')?.dryRun).toBe(true);
+    expect(fake.calls.some((c) => c.op === 'create')).toBe(false);
+  });
+
+  it('logs, and does not fail the restart, when the event cannot be recorded', async () => {
+    const warnings: string[] = [];
+    const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'create', error: () => new ApiException(403, 'x', {}, {}), times: 1 }]);
+    const [result] = await run(fake, [change('api', 2)], { logger: { warn: (m) => void warnings.push(m) } });
+    expect(result?.outcome).toBe('restarted');
+    expect(warnings).toEqual(['could not record the SecretRotated event']);
+  });
+
+  it('patches custom resources with the rendered template and the record in metadata', async () => {
+    const fake = fakeClusters({ a: ['main'] });
+    const result = (await run(fake, [change('registry', 7)])).find((r) => r.kind === 'Harbor');
+    expect(result).toMatchObject({ kind: 'Harbor', name: 'main', outcome: 'restarted' });
+    const body = fake.calls.find((c) => c.op === 'patch')?.body;
+    expect(body).toMatchObject({ spec: { v: '7' }, metadata: { resourceVersion: '1', annotations: { 'vault-rollout.io/versions': '{"secret/registry":7}' } } });
+    expect((body?.metadata as { annotations: Record<string, string> }).annotations['kubectl.kubernetes.io/restartedAt']).toBeUndefined();
+  });
+
+  it('reports unchanged when the server finds nothing to change', async () => {
+    const fake = fakeClusters({ a: ['api'] });
+    const api = fake.apiFor;
+    const results = await run(fake, [change('api', 2)], {
+      apiFor: (access) => ({ ...api(access), patch: async (_k, _n, name) => ({ metadata: { name, resourceVersion: '1' } }) }),
+    });
+    expect(results[0]).toMatchObject({ outcome: 'unchanged', reason: 'the server found nothing to change' });
+  });
+});
