@@ -1,0 +1,242 @@
+/**
+ * A cluster's access from a kubeconfig, read from a file, an environment variable, the routing table itself, SSM
+ * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and refused when that
+ * context's user needs a credential plugin: Lambda has no aws CLI or other plugins to run.
+ *
+ * Errors name the cluster, the source and what to fix, never the kubeconfig's content.
+ */
+import { dirname, resolve as resolvePath } from 'node:path';
+import { GetParameterCommand } from '@aws-sdk/client-ssm';
+import type { SSMClient } from '@aws-sdk/client-ssm';
+import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Cluster, Context, User } from '@kubernetes/client-node';
+import type { ClusterConfig, KubeconfigSource } from '../../routing/schema.ts';
+import { ClusterAccessError } from '../cluster-access.ts';
+import type { ClusterAccess } from '../cluster-access.ts';
+import { awsErrorName } from './aws-error-name.ts';
+import { skipTLSVerifyFor } from './tls-policy.ts';
+import type { WarningLogger } from './tls-policy.ts';
+
+export interface KubeconfigSourceDeps {
+  /** Directory of the routing table: relative `file` paths are resolved against it. */
+  routingTableDir: string;
+  env: Readonly<Record<string, string | undefined>>;
+  readFile: (path: string) => Promise<string>;
+  ssm: Pick<SSMClient, 'send'>;
+  secretsManager: Pick<SecretsManagerClient, 'send'>;
+  logger: WarningLogger;
+}
+
+/** The kubeconfig text and, for files, the directory its relative certificate paths are relative to. */
+interface KubeconfigText {
+  text: string;
+  baseDir?: string;
+}
+
+/** What failed, said once by the caller with the cluster and source in front. */
+class KubeconfigSourceError extends Error {
+  override readonly name = 'KubeconfigSourceError';
+}
+
+type SourceKind = 'file' | 'env' | 'inline' | 'ssm' | 'secretsManager';
+
+interface DescribedSource {
+  kind: SourceKind;
+  /** The file path, variable name, parameter name or secret id; for inline, the kubeconfig itself. */
+  ref: string;
+  /** How errors name the source; never includes inline content. */
+  label: string;
+}
+
+function describeSource(source: KubeconfigSource): DescribedSource {
+  if ('file' in source) return { kind: 'file', ref: source.file, label: `kubeconfig file ${source.file}` };
+  if ('env' in source) return { kind: 'env', ref: source.env, label: `kubeconfig from environment variable ${source.env}` };
+  if ('inline' in source) return { kind: 'inline', ref: source.inline, label: 'inline kubeconfig' };
+  if ('ssm' in source) return { kind: 'ssm', ref: source.ssm, label: `kubeconfig from SSM parameter ${source.ssm}` };
+  return { kind: 'secretsManager', ref: source.secretsManager, label: `kubeconfig from Secrets Manager secret ${source.secretsManager}` };
+}
+
+/** Resolves a cluster whose routing-table entry has `kubeconfig`. */
+export async function resolveKubeconfigAccess(
+  name: string,
+  config: ClusterConfig,
+  deps: KubeconfigSourceDeps,
+): Promise<ClusterAccess> {
+  if (config.kubeconfig === undefined) throw new ClusterAccessError(name, 'has no kubeconfig source');
+  const source = describeSource(config.kubeconfig);
+  try {
+    const loaded = await readKubeconfigText(source, deps);
+    return accessFromKubeconfig(name, config, loaded, deps.logger);
+  } catch (error) {
+    if (!(error instanceof KubeconfigSourceError)) throw error;
+    throw new ClusterAccessError(name, `${source.label}: ${error.message}`, error.cause === undefined ? undefined : { cause: error.cause });
+  }
+}
+
+async function readKubeconfigText(source: DescribedSource, deps: KubeconfigSourceDeps): Promise<KubeconfigText> {
+  switch (source.kind) {
+    case 'file':
+      return readKubeconfigFile(resolvePath(deps.routingTableDir, source.ref), deps);
+    case 'env':
+      return { text: readEnvironmentVariable(source.ref, deps.env) };
+    case 'inline':
+      return { text: source.ref };
+    case 'ssm':
+    case 'secretsManager':
+      return { text: await readRemoteSecret(remoteStores[source.kind], source.ref, deps) };
+  }
+}
+
+async function readKubeconfigFile(path: string, deps: KubeconfigSourceDeps): Promise<KubeconfigText> {
+  try {
+    return { text: await deps.readFile(path), baseDir: dirname(path) };
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    const why = typeof code === 'string' ? code : 'unreadable';
+    throw new KubeconfigSourceError(`cannot read ${path} (${why}); paths are relative to the routing table's directory`, { cause: error });
+  }
+}
+
+function readEnvironmentVariable(variable: string, env: KubeconfigSourceDeps['env']): string {
+  const value = env[variable];
+  if (value === undefined || value.trim() === '') {
+    throw new KubeconfigSourceError(`the variable is not set or empty; set ${variable} to the kubeconfig YAML`);
+  }
+  return value;
+}
+
+/** The one thing that differs between SSM and Secrets Manager: how to ask, and what permission to grant. */
+interface RemoteStore {
+  fetch: (deps: KubeconfigSourceDeps, id: string) => Promise<string | undefined>;
+  permission: string;
+  valueHint: string;
+}
+
+const remoteStores: Record<'ssm' | 'secretsManager', RemoteStore> = {
+  ssm: {
+    fetch: async (deps, id) =>
+      (await deps.ssm.send(new GetParameterCommand({ Name: id, WithDecryption: true }))).Parameter?.Value,
+    permission: 'ssm:GetParameter (and kms:Decrypt on its key)',
+    valueHint: 'store the kubeconfig YAML as a SecureString parameter',
+  },
+  secretsManager: {
+    fetch: async (deps, id) => (await deps.secretsManager.send(new GetSecretValueCommand({ SecretId: id }))).SecretString,
+    permission: 'secretsmanager:GetSecretValue (and kms:Decrypt on its key)',
+    valueHint: 'store the kubeconfig YAML as the secret string (binary secrets are not read)',
+  },
+};
+
+async function readRemoteSecret(store: RemoteStore, id: string, deps: KubeconfigSourceDeps): Promise<string> {
+  let value: string | undefined;
+  try {
+    value = await store.fetch(deps, id);
+  } catch (error) {
+    // AWS errors name the resource and the principal, never the value, so they are safe as the cause.
+    throw new KubeconfigSourceError(`cannot be read (${awsErrorName(error)}); check that it exists and grant ${store.permission}`, {
+      cause: error,
+    });
+  }
+  if (value === undefined || value.trim() === '') throw new KubeconfigSourceError(`has no value; ${store.valueHint}`);
+  return value;
+}
+
+function accessFromKubeconfig(name: string, config: ClusterConfig, loaded: KubeconfigText, logger: WarningLogger): ClusterAccess {
+  const full = parseKubeconfig(loaded.text);
+  if (loaded.baseDir !== undefined) full.makePathsAbsolute(loaded.baseDir);
+  const context = selectContext(full, config.context);
+  const cluster = full.getCluster(context.cluster);
+  if (cluster === null) throw new KubeconfigSourceError(`context ${context.name} names cluster ${context.cluster}, which the kubeconfig does not define`);
+  const user = selectUser(full, context);
+  const server = checkServer(cluster.server, config.insecureSkipTLSVerify === true);
+  // Warn only once everything else is valid: a refused kubeconfig has nothing to warn about.
+  const skipTLSVerify = skipTLSVerifyFor(name, config, logger);
+  return {
+    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, user),
+    server,
+    insecureSkipTLSVerify: skipTLSVerify,
+  };
+}
+
+function parseKubeconfig(text: string): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    kubeConfig.loadFromString(text);
+  } catch (error) {
+    // No cause on purpose: the YAML parser's error quotes the offending lines, which may hold keys or tokens.
+    throw new KubeconfigSourceError(describeLoadFailure(error));
+  }
+  // loadFromString accepts any YAML (a list, a scalar, nothing) and just finds no entries in it.
+  if (kubeConfig.getClusters().length === 0 && kubeConfig.getContexts().length === 0) throw new KubeconfigSourceError(NOT_A_KUBECONFIG);
+  return kubeConfig;
+}
+
+const NOT_A_KUBECONFIG = 'is not a valid kubeconfig; expected a YAML mapping with clusters, contexts and users';
+const MISSING_FIELD = /^(clusters|contexts|users)\[\d+\]\.[a-z.]+ is missing$/;
+
+function describeLoadFailure(error: unknown): string {
+  const mark = (error as { mark?: { line?: unknown; column?: unknown } }).mark;
+  if (error instanceof Error && error.name === 'YAMLException' && typeof mark?.line === 'number' && typeof mark.column === 'number') {
+    return `is not valid YAML (line ${mark.line + 1}, column ${mark.column + 1}); fix the YAML`;
+  }
+  if (error instanceof Error && MISSING_FIELD.test(error.message)) return `is not a valid kubeconfig: ${error.message}`;
+  return NOT_A_KUBECONFIG;
+}
+
+function selectContext(kubeConfig: KubeConfig, wanted: string | undefined): Context {
+  const contextName = wanted ?? kubeConfig.getCurrentContext();
+  if (contextName === undefined || contextName === '') {
+    throw new KubeconfigSourceError('names no context; set `context` for the cluster in the routing table or current-context in the kubeconfig');
+  }
+  const context = kubeConfig.getContextObject(contextName);
+  if (context === null) {
+    const known = kubeConfig.getContexts().map((c) => c.name).join(', ') || 'none';
+    const where = wanted === undefined ? 'current-context' : 'the routing table\'s context';
+    throw new KubeconfigSourceError(`${where} ${contextName} is not in the kubeconfig (its contexts: ${known})`);
+  }
+  return context;
+}
+
+function selectUser(kubeConfig: KubeConfig, context: Context): User | undefined {
+  if (context.user === undefined) return undefined;
+  const user = kubeConfig.getUser(context.user);
+  if (user === null) throw new KubeconfigSourceError(`context ${context.name} names user ${context.user}, which the kubeconfig does not define`);
+  const plugin = user.exec ? 'an exec credential plugin' : user.authProvider ? 'an auth-provider plugin' : undefined;
+  if (plugin !== undefined) {
+    throw new KubeconfigSourceError(
+      `user ${user.name} uses ${plugin}, which cannot run here (no aws CLI or plugins in Lambda); ` +
+        'give the user a token or client certificate, or configure an EKS cluster with eks: { name, region }',
+    );
+  }
+  return user;
+}
+
+function checkServer(server: string, skipTLSVerify: boolean): string {
+  let url: URL;
+  try {
+    url = new URL(server);
+  } catch {
+    throw new KubeconfigSourceError('the cluster server is not a URL; set clusters[].cluster.server to https://host:port');
+  }
+  if (url.username !== '' || url.password !== '') {
+    throw new KubeconfigSourceError('the cluster server URL carries credentials; put them in the user entry instead');
+  }
+  const allowed = skipTLSVerify ? ['https:', 'http:'] : ['https:'];
+  if (!allowed.includes(url.protocol)) {
+    throw new KubeconfigSourceError(`the cluster server must be an https URL (got ${url.protocol}); TLS is required unless the routing table says insecureSkipTLSVerify: true`);
+  }
+  return server;
+}
+
+/** A KubeConfig holding only the selected context, so no other user's credentials travel further. */
+function reducedKubeConfig(context: Context, cluster: Cluster, user: User | undefined): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [cluster],
+    users: user === undefined ? [] : [user],
+    contexts: [context],
+    currentContext: context.name,
+  });
+  return kubeConfig;
+}

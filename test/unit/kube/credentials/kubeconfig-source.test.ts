@@ -1,0 +1,199 @@
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { ClusterAccessError } from '../../../../lib/kube/cluster-access.ts';
+import { resolveKubeconfigAccess } from '../../../../lib/kube/credentials/kubeconfig-source.ts';
+import type { KubeconfigSourceDeps } from '../../../../lib/kube/credentials/kubeconfig-source.ts';
+import type { ClusterConfig } from '../../../../lib/routing/schema.ts';
+import { awsError, kubeconfigYaml, planted, recordingLogger, rejectionOf } from './fixtures.ts';
+import type { RecordingLogger } from './fixtures.ts';
+
+const ssmMock = mockClient(SSMClient);
+const secretsManagerMock = mockClient(SecretsManagerClient);
+
+interface TestDeps extends KubeconfigSourceDeps {
+  logger: RecordingLogger;
+  reads: string[];
+}
+
+function testDeps(files: Record<string, string> = {}, env: Record<string, string> = {}): TestDeps {
+  const reads: string[] = [];
+  return {
+    routingTableDir: '/etc/vault-rollout',
+    env,
+    reads,
+    readFile: async (path) => {
+      reads.push(path);
+      const text = files[path];
+      if (text === undefined) throw Object.assign(new Error(`ENOENT: no such file or directory, open '${path}'`), { code: 'ENOENT' });
+      return text;
+    },
+    ssm: new SSMClient({ region: 'eu-west-1' }),
+    secretsManager: new SecretsManagerClient({ region: 'eu-west-1' }),
+    logger: recordingLogger(),
+  };
+}
+
+const cluster = (kubeconfig: ClusterConfig['kubeconfig'], extra: Partial<ClusterConfig> = {}): ClusterConfig => ({ kubeconfig, labels: {}, ...extra });
+
+beforeEach(() => {
+  ssmMock.reset();
+  secretsManagerMock.reset();
+});
+
+describe('kubeconfig sources', () => {
+  it('reads a file relative to the routing table\'s directory, and its relative certificate paths relative to the file', async () => {
+    const text = kubeconfigYaml({ user: { 'client-certificate': 'certs/admin.crt', 'client-key': 'certs/admin.key' } });
+    const deps = testDeps({ '/etc/vault-rollout/kubeconfigs/prod-eu.yaml': text });
+
+    const access = await resolveKubeconfigAccess('prod-eu', cluster({ file: 'kubeconfigs/prod-eu.yaml' }), deps);
+
+    expect(deps.reads).toEqual(['/etc/vault-rollout/kubeconfigs/prod-eu.yaml']);
+    expect(access.server).toBe('https://api.main.example:6443');
+    expect(access.refreshAfter).toBeUndefined();
+    expect(access.kubeConfig.getCurrentUser()?.certFile).toBe('/etc/vault-rollout/kubeconfigs/certs/admin.crt');
+  });
+
+  it('reads an absolute file path as is', async () => {
+    const deps = testDeps({ '/secrets/kc.yaml': kubeconfigYaml() });
+    await resolveKubeconfigAccess('c', cluster({ file: '/secrets/kc.yaml' }), deps);
+    expect(deps.reads).toEqual(['/secrets/kc.yaml']);
+  });
+
+  it('reads an environment variable from the env object passed in', async () => {
+    const access = await resolveKubeconfigAccess('c', cluster({ env: 'KUBECONFIG_PROD' }), testDeps({}, { KUBECONFIG_PROD: kubeconfigYaml() }));
+    expect(access.kubeConfig.getCurrentUser()?.token).toBe(planted.token);
+  });
+
+  it('takes an inline kubeconfig', async () => {
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: kubeconfigYaml() }), testDeps());
+    expect(access.kubeConfig.getCurrentCluster()?.name).toBe('main');
+  });
+
+  it('reads an SSM SecureString with decryption', async () => {
+    ssmMock.on(GetParameterCommand).resolves({ Parameter: { Name: '/k8s/prod', Type: 'SecureString', Value: kubeconfigYaml() } });
+
+    const access = await resolveKubeconfigAccess('c', cluster({ ssm: '/k8s/prod' }), testDeps());
+
+    expect(ssmMock.commandCalls(GetParameterCommand).map((call) => call.args[0].input)).toEqual([{ Name: '/k8s/prod', WithDecryption: true }]);
+    expect(access.server).toBe('https://api.main.example:6443');
+  });
+
+  it('reads a Secrets Manager SecretString', async () => {
+    secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretString: kubeconfigYaml() });
+
+    const access = await resolveKubeconfigAccess('c', cluster({ secretsManager: 'prod/kubeconfig' }), testDeps());
+
+    expect(secretsManagerMock.commandCalls(GetSecretValueCommand).map((call) => call.args[0].input)).toEqual([{ SecretId: 'prod/kubeconfig' }]);
+    expect(access.kubeConfig.getCurrentContext()).toBe('main');
+  });
+});
+
+describe('context selection', () => {
+  it('uses current-context when the routing table names none, keeping only that context', async () => {
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: kubeconfigYaml() }), testDeps());
+    const kc = access.kubeConfig;
+    expect(kc.getCurrentContext()).toBe('main');
+    expect(kc.getContextObject('main')?.namespace).toBe('payments');
+    expect(kc.getContexts().map((c) => c.name)).toEqual(['main']);
+    expect(kc.getClusters().map((c) => c.name)).toEqual(['main']);
+    expect(kc.getUsers().map((u) => u.name)).toEqual(['admin']);
+  });
+
+  it('uses the routing table\'s context over current-context', async () => {
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: kubeconfigYaml() }, { context: 'other' }), testDeps());
+    expect(access.server).toBe('https://api.other.example:6443');
+    expect(access.kubeConfig.getCurrentUser()?.username).toBe('bob');
+  });
+
+  it('allows a context without a user (anonymous)', async () => {
+    const text = kubeconfigYaml({ extraContexts: '  - name: anon\n    context: { cluster: main }' });
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }, { context: 'anon' }), testDeps());
+    expect(access.kubeConfig.getUsers()).toEqual([]);
+  });
+});
+
+describe('TLS', () => {
+  it('verifies TLS even when the kubeconfig says insecure-skip-tls-verify, and logs nothing', async () => {
+    const deps = testDeps();
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: kubeconfigYaml({ insecure: true }) }), deps);
+    expect(access.insecureSkipTLSVerify).toBe(false);
+    expect(access.kubeConfig.getCurrentCluster()?.skipTLSVerify).toBe(false);
+    expect(deps.logger.lines).toEqual([]);
+  });
+
+  it('skips verification only when the routing table says so, with one warning naming the cluster only', async () => {
+    const deps = testDeps();
+    const access = await resolveKubeconfigAccess('lab', cluster({ inline: kubeconfigYaml() }, { insecureSkipTLSVerify: true }), deps);
+    expect(access.insecureSkipTLSVerify).toBe(true);
+    expect(access.kubeConfig.getCurrentCluster()?.skipTLSVerify).toBe(true);
+    expect(deps.logger.lines).toHaveLength(1);
+    expect(JSON.parse(deps.logger.lines[0] ?? '{}')).toEqual({
+      message: 'cluster lab: TLS verification is disabled (insecureSkipTLSVerify: true in the routing table)',
+      cluster: 'lab',
+    });
+  });
+
+  it('does not warn about a kubeconfig it refuses', async () => {
+    const deps = testDeps();
+    await rejectionOf(resolveKubeconfigAccess('lab', cluster({ inline: kubeconfigYaml() }, { context: 'nope', insecureSkipTLSVerify: true }), deps));
+    expect(deps.logger.lines).toEqual([]);
+  });
+
+  it('accepts an http server only when TLS verification is off', async () => {
+    const text = kubeconfigYaml({ server: 'http://127.0.0.1:8080' });
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }, { insecureSkipTLSVerify: true }), testDeps());
+    expect(access.server).toBe('http://127.0.0.1:8080');
+  });
+});
+
+describe('errors name the cluster, the source and the fix', () => {
+  const cases: [string, ClusterConfig, RegExp, (deps: TestDeps) => void][] = [
+    ['missing env var', cluster({ env: 'KUBECONFIG_PROD' }), /^cluster c: kubeconfig from environment variable KUBECONFIG_PROD: the variable is not set or empty; set KUBECONFIG_PROD/, () => {}],
+    ['missing file', cluster({ file: 'kc/missing.yaml' }), /^cluster c: kubeconfig file kc\/missing.yaml: cannot read \/etc\/vault-rollout\/kc\/missing.yaml \(ENOENT\); paths are relative to the routing table/, () => {}],
+    ['bad YAML', cluster({ inline: `clusters:\n  - name: x\n   token: ${planted.token}\n` }), /^cluster c: inline kubeconfig: is not valid YAML \(line 3, column 4\); fix the YAML$/, () => {}],
+    ['YAML that is no mapping', cluster({ inline: '- just\n- a list' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
+    ['empty document', cluster({ inline: '# nothing\n' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
+    ['exec plugin', cluster({ inline: kubeconfigYaml({ user: { token: planted.token, exec: { command: 'aws', args: ['eks', 'get-token'] } } }) }), /^cluster c: inline kubeconfig: user admin uses an exec credential plugin, which cannot run here \(no aws CLI or plugins in Lambda\); give the user a token or client certificate, or configure an EKS cluster with eks:/, () => {}],
+    ['auth-provider plugin', cluster({ inline: kubeconfigYaml({ user: { 'auth-provider': { name: 'gcp', config: { 'access-token': planted.token } } } }) }), /user admin uses an auth-provider plugin/, () => {}],
+    ['missing context', cluster({ inline: kubeconfigYaml() }, { context: 'nope' }), /^cluster c: inline kubeconfig: the routing table's context nope is not in the kubeconfig \(its contexts: main, other\)$/, () => {}],
+    ['dangling current-context', cluster({ inline: kubeconfigYaml({ currentContext: 'gone' }) }), /current-context gone is not in the kubeconfig/, () => {}],
+    ['no context at all', cluster({ inline: kubeconfigYaml({ currentContext: null }) }), /names no context; set `context` for the cluster in the routing table or current-context in the kubeconfig/, () => {}],
+    ['no cluster server', cluster({ inline: kubeconfigYaml({ server: null }) }), /^cluster c: inline kubeconfig: is not a valid kubeconfig: clusters\[0\]\.cluster\.server is missing$/, () => {}],
+    ['server not a URL', cluster({ inline: kubeconfigYaml({ server: 'not a url' }) }), /the cluster server is not a URL/, () => {}],
+    ['credentials in the server URL', cluster({ inline: kubeconfigYaml({ server: `https://admin:${planted.password}@api.example` }) }), /the cluster server URL carries credentials/, () => {}],
+    ['http without insecureSkipTLSVerify', cluster({ inline: kubeconfigYaml({ server: 'http://api.example' }) }), /the cluster server must be an https URL \(got http:\)/, () => {}],
+    ['context names an undefined cluster', cluster({ inline: kubeconfigYaml({ extraContexts: '  - name: lost\n    context: { cluster: nowhere, user: admin }' }) }, { context: 'lost' }), /context lost names cluster nowhere, which the kubeconfig does not define/, () => {}],
+    ['context names an undefined user', cluster({ inline: kubeconfigYaml({ extraContexts: '  - name: lost\n    context: { cluster: main, user: nobody }' }) }, { context: 'lost' }), /context lost names user nobody, which the kubeconfig does not define/, () => {}],
+    ['SSM access denied', cluster({ ssm: '/k8s/prod' }), /^cluster c: kubeconfig from SSM parameter \/k8s\/prod: cannot be read \(AccessDeniedException\); check that it exists and grant ssm:GetParameter \(and kms:Decrypt on its key\)$/,
+      () => void ssmMock.on(GetParameterCommand).rejects(awsError('AccessDeniedException', 'User: arn:aws:sts::111122223333:assumed-role/x is not authorized to perform: ssm:GetParameter'))],
+    ['SSM parameter without a value', cluster({ ssm: '/k8s/prod' }), /SSM parameter \/k8s\/prod: has no value; store the kubeconfig YAML as a SecureString parameter/, () => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Name: '/k8s/prod' } })],
+    ['SSM value that is bad YAML', cluster({ ssm: '/k8s/prod' }), /SSM parameter \/k8s\/prod: is not valid YAML \(line \d+, column \d+\); fix the YAML$/, () => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: `password: ${planted.password}\nusers: [{ token: ${planted.token}\n` } })],
+    ['Secrets Manager secret not found', cluster({ secretsManager: 'prod/kc' }), /^cluster c: kubeconfig from Secrets Manager secret prod\/kc: cannot be read \(ResourceNotFoundException\); check that it exists and grant secretsmanager:GetSecretValue/,
+      () => void secretsManagerMock.on(GetSecretValueCommand).rejects(awsError('ResourceNotFoundException', "Secrets Manager can't find the specified secret."))],
+    ['binary Secrets Manager secret', cluster({ secretsManager: 'prod/kc' }), /Secrets Manager secret prod\/kc: has no value; store the kubeconfig YAML as the secret string \(binary secrets are not read\)/,
+      () => void secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretBinary: Buffer.from(kubeconfigYaml()) })],
+  ];
+
+  it.each(cases)('%s', async (_label, config, message, arrange) => {
+    const deps = testDeps();
+    arrange(deps);
+    const error = await rejectionOf(resolveKubeconfigAccess('c', config, deps));
+    expect(error).toBeInstanceOf(ClusterAccessError);
+    expect((error as ClusterAccessError).cluster).toBe('c');
+    expect(error.message).toMatch(message);
+  });
+
+  it('keeps the AWS error as the cause, but never the parser\'s (it quotes the input)', async () => {
+    const denied = awsError('AccessDeniedException', 'not authorized');
+    ssmMock.on(GetParameterCommand).rejects(denied);
+    expect((await rejectionOf(resolveKubeconfigAccess('c', cluster({ ssm: '/p' }), testDeps()))).cause).toBe(denied);
+    expect((await rejectionOf(resolveKubeconfigAccess('c', cluster({ inline: 'a: [' }), testDeps()))).cause).toBeUndefined();
+  });
+
+  it('refuses a routing-table entry without a kubeconfig', async () => {
+    const error = await rejectionOf(resolveKubeconfigAccess('c', { labels: {} }, testDeps()));
+    expect(error.message).toBe('cluster c: has no kubeconfig source');
+  });
+});
