@@ -6,9 +6,10 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import type { Figure } from './figures.ts';
+import { fanoutBench } from './fanout-bench.ts';
 import { planBench } from './plan-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench };
 
 const only = process.argv.slice(2);
 const figures: Figure[] = [];

@@ -71,7 +71,9 @@ function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
 export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
   const byCluster = new Map<string, RolloutTarget[]>();
   for (const t of targets) byCluster.set(t.cluster, [...(byCluster.get(t.cluster) ?? []), t]);
-  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options)));
+  // Durations count from here: how long after the call each target had its outcome.
+  const started = (options.clock ?? realClock).monotonic();
+  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started)));
   return settled.flatMap((s, i) => {
     if (s.status === 'fulfilled') return s.value;
     // executeCluster returns results for every failure it knows; this is the net under it.
@@ -98,11 +100,11 @@ interface ClusterRun {
   retry: RetryPolicy;
   env: RetryEnv;
   clock: NonNullable<ExecutorOptions['clock']>;
+  started: number;
 }
 
-async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
+async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number): Promise<RolloutResult[]> {
   const clock = options.clock ?? realClock;
-  const started = clock.monotonic();
   const config = table.clusters.get(cluster);
   let access: ClusterAccess;
   try {
@@ -120,6 +122,7 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     retry: options.retry ?? DEFAULT_RETRY,
     env: options.retryEnv ?? realRetryEnv,
     clock,
+    started,
   };
   const groups = await Promise.all(readGroups(targets).map((group) => expandGroup(run, group)));
   const done: WorkloadDone[] = await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
@@ -158,7 +161,7 @@ type Expanded = { kind: 'result'; result: RolloutResult } | { kind: 'workload'; 
 
 /** Reads the objects a group of targets names; a target that names nothing becomes a result right away. */
 async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[]> {
-  const started = run.clock.monotonic();
+  const { started } = run;
   const { api, limiter } = run;
   const kind = group.descriptor;
   const first = group.targets[0] as RolloutTarget;

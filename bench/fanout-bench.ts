@@ -1,0 +1,122 @@
+/**
+ * Fan-out: one change -> 3 real clusters x 20 Deployments. Time until every patch is accepted, vault-rollout
+ * (read, decide, conditional patch; events after) beside the same PATCH requests sent raw and all in parallel
+ * over keep-alive HTTPS, alternating in one run.
+ */
+import { Agent, request } from 'node:https';
+import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ClusterClients } from '../lib/kube/cluster-clients.ts';
+import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
+import { executeRollouts } from '../lib/kube/rollout-executor.ts';
+import { planRollouts } from '../lib/plan/planner.ts';
+import { loadRoutingTable } from '../lib/routing/routing-table.ts';
+import { parseInput } from '../lib/sources/parse.ts';
+import { down, up } from '../test/clusters/clusters.ts';
+import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
+import { median, percentile, round, type Figure } from './figures.ts';
+
+const PER_CLUSTER = 20;
+const ROUNDS = 30;
+const WARMUP = 3;
+
+function auditWrite(version: number): string {
+  return JSON.stringify({ time: new Date(Date.UTC(2026, 10, 20, 10, 0, version)).toISOString(), type: 'response', request: { id: `fanout-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/bench/fanout' }, response: { data: { version } } });
+}
+
+async function createFixtures(clusters: ClusterInfo[], ns: string): Promise<void> {
+  for (const c of clusters) {
+    const admin = clusterClient(c, 'admin');
+    await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+    await Promise.all(
+      Array.from({ length: PER_CLUSTER }, (_, i) => {
+        const name = `app-${String(i).padStart(2, '0')}`;
+        return admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
+          body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: ns, labels: { bench: 'fanout' } }, spec: { replicas: 1, revisionHistoryLimit: 2, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } } },
+        });
+      }),
+    );
+  }
+}
+
+/** The raw baseline: one keep-alive HTTPS agent per cluster with the vault-rollout identity, all PATCHes at once. */
+function rawPatcher(c: ClusterInfo, ns: string) {
+  const agent = new Agent({ keepAlive: true, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile), maxSockets: 64 });
+  const patch = (name: string, body: string) =>
+    new Promise<void>((resolve, reject) => {
+      const req = request(new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}?fieldManager=raw-baseline`, c.server), { method: 'PATCH', agent, headers: { 'Content-Type': 'application/strategic-merge-patch+json', Accept: 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+        res.resume();
+        res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`raw PATCH ${name}: HTTP ${res.statusCode}`))));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  return {
+    run: (version: number) => {
+      const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), 'bench/raw-version': String(version) } } } } });
+      return Promise.all(Array.from({ length: PER_CLUSTER }, (_, i) => patch(`app-${String(i).padStart(2, '0')}`, body)));
+    },
+    close: () => agent.destroy(),
+  };
+}
+
+export async function fanoutBench(): Promise<Figure[]> {
+  const started = await up({ log: () => {} });
+  const { clusters } = loadClusters();
+  const ns = `bench-fanout-${Date.now().toString(36)}`;
+  try {
+    await createFixtures(clusters, ns);
+    const yaml = [
+      'clusters:',
+      ...clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${PER_CLUSTER} }`),
+      'vault: { mounts: { secret: 2 } }',
+      'routes:',
+      '  - name: fanout',
+      '    match: { path: "secret/bench/fanout" }',
+      `    targets: [{ clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, kind: Deployment, selector: "bench=fanout" }]`,
+    ].join('\n');
+    const table = loadRoutingTable(yaml, 'bench.yaml');
+    const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
+    const raw = clusters.map((c) => rawPatcher(c, ns));
+
+    const ours = async (version: number) => {
+      const t0 = performance.now();
+      const plan = planRollouts(table, parseInput(auditWrite(version), { mounts: table.mounts }).changes);
+      const t1 = performance.now();
+      const results = await executeRollouts(table, plan.targets, { access: (n, c) => access.get(n, c), clock: { now: Date.now, monotonic: () => performance.now() } });
+      const restarted = results.filter((r) => r.outcome === 'restarted').length;
+      if (restarted !== clusters.length * PER_CLUSTER) throw new Error(`fan-out restarted ${restarted}: ${JSON.stringify(results.filter((r) => r.outcome !== 'restarted').slice(0, 2))}`);
+      // Until every patch was accepted: parse and plan, then the latest outcome (events are recorded after).
+      return t1 - t0 + Math.max(...results.map((r) => r.durationMs));
+    };
+    const baseline = async (version: number) => {
+      const t0 = performance.now();
+      await Promise.all(raw.map((r) => r.run(version)));
+      return performance.now() - t0;
+    };
+
+    const oursMs: number[] = [];
+    const rawMs: number[] = [];
+    for (let round = 1; round <= WARMUP + ROUNDS; round++) {
+      const a = await ours(round);
+      const b = await baseline(round);
+      if (round > WARMUP) {
+        oursMs.push(a);
+        rawMs.push(b);
+      }
+    }
+    raw.forEach((r) => r.close());
+    const p50 = median(oursMs);
+    const rawP50 = median(rawMs);
+    const ratio = p50 / rawP50;
+    const note = `3 clusters × ${PER_CLUSTER} Deployments found by label selector, per-cluster concurrency ${PER_CLUSTER}; ${ROUNDS} rounds after ${WARMUP} warm-ups, alternating`;
+    return [
+      { name: 'fanout_p50_ms', value: round(p50, 1), unit: 'ms', baseline: { name: 'raw parallel PATCHes', value: round(rawP50, 1) }, spread: [round(Math.min(...oursMs), 1), round(Math.max(...oursMs), 1)], runs: oursMs.length, note },
+      { name: 'fanout_p99_ms', value: round(percentile(oursMs, 99), 1), unit: 'ms', baseline: { name: 'raw parallel PATCHes', value: round(percentile(rawMs, 99), 1) }, runs: oursMs.length, note },
+      { name: 'fanout_ratio_to_raw', value: round(ratio), unit: '× (p50)', goal: '<= 1.3', met: ratio <= 1.3, runs: oursMs.length, note: 'vault-rollout reads each cluster once (LIST), then patches conditionally on the resourceVersion it read' },
+    ];
+  } finally {
+    for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);
+    if (started.started) await down({ log: () => {} });
+  }
+}
