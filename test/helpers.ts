@@ -14,8 +14,9 @@ export interface CapturedIo extends CliIo {
 }
 
 /** A CliIo with in-memory files ("-" is standard input) and captured output. */
-export function memoryIo(files: Record<string, string> = {}): CapturedIo {
+export function memoryIo(files: Record<string, string> = {}, env: Record<string, string | undefined> = {}): CapturedIo {
   const io: CapturedIo = {
+    env,
     out: '',
     err: '',
     stdout: (t) => void (io.out += t),

@@ -10,6 +10,7 @@ export interface CliIo {
   readText(file: string): Promise<string>;
   /** A file, or standard input for "-". */
   openInput(file: string): AsyncIterable<string | Buffer>;
+  env: Readonly<Record<string, string | undefined>>;
 }
 
 export function nodeIo(): CliIo {
@@ -18,6 +19,7 @@ export function nodeIo(): CliIo {
     stderr: (t) => void process.stderr.write(t),
     readText: (f) => readFile(f, 'utf8'),
     openInput: (f) => (f === '-' ? process.stdin : createReadStream(f)),
+    env: process.env,
   };
 }
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 /** `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code. */
+import { applyCommand } from './apply-command.ts';
+import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
 import { schemaCommand } from './schema-command.ts';
 import { validateCommand } from './validate-command.ts';
@@ -7,6 +9,8 @@ import { EXIT, type CliIo, nodeIo } from './io.ts';
 
 const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<number>>> = {
   plan: planCommand,
+  apply: applyCommand,
+  doctor: doctorCommand,
   validate: validateCommand,
   schema: schemaCommand,
 };
@@ -17,6 +21,13 @@ Commands:
   plan      --routes FILE [--input FILE|-] [--format auto|audit|event|cloudwatch|fluent-bit|vector] [--json]
             Read Vault change records and show which workloads would restart. Exit 0 when every record was
             understood, 2 when some could not be parsed (the others are still planned), 1 on a bad routing table.
+  apply     --routes FILE [--input FILE|-] [--format ...] [--dry-run] [--json]
+            Plan, then restart the targets in every cluster (server-side dry-run with --dry-run). Prints a result
+            per workload: restarted, unchanged, skipped, dry-run or failed with its reason. Exit 0 when no target
+            failed, 3 when any did, 2 when some record could not be parsed.
+  doctor    --routes FILE [--json]
+            Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
+            patch each targeted kind in each targeted namespace and create events. Exit 1 on any problem.
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).

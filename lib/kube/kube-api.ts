@@ -24,6 +24,10 @@ export interface KubeApi {
   list(kind: ApiKind, namespace: string, labelSelector?: string): Promise<KubeObject[]>;
   patch(kind: ApiKind, namespace: string, name: string, body: Record<string, unknown>, strategy: PatchStrategy, dryRun: boolean): Promise<KubeObject>;
   create(body: KubeObject & Record<string, unknown>): Promise<KubeObject>;
+  /** The resource (plural, scope) serving a kind, from a built-in table or discovery. */
+  resource(kind: ApiKind): Promise<{ plural: string; namespaced: boolean }>;
+  /** Any other call (doctor's /version, SelfSubjectReview, SelfSubjectAccessReview). */
+  request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown>;
 }
 
 /** Resources of the kinds vault-rollout touches; anything else is looked up once through discovery. */
@@ -139,6 +143,8 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
       if (dryRun) query.set('dryRun', 'All');
       return (await send('PATCH', `${await collection(kind, namespace)}/${encodeURIComponent(name)}?${query}`, body, strategy)).body as KubeObject;
     },
+    resource,
+    request: async (method, path, body) => (await send(method, path, body)).body,
     create: async (body) => {
       const kind = { apiVersion: body.apiVersion ?? 'v1', kind: body.kind ?? '' };
       const query = new URLSearchParams({ fieldManager: FIELD_MANAGER });

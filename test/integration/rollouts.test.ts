@@ -8,7 +8,7 @@ import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';
 import { waitFor } from '../clusters/kube-http.ts';
-import { alteredKubeconfig, closedPort, cluster, clusters, createNamespace, createWorkload, deleteNamespace, events, expectReplicaSets, fileAccess, getWorkload, replicaSetCount, routingTable, scopedKubeconfig, uniqueName } from './support.ts';
+import { alteredKubeconfig, closedPort, cluster, clusters, createNamespace, createWorkload, deleteNamespace, events, expectReplicaSets, fileAccess, getWorkload, replicaSetCount, routingTable, settledWorkload, scopedKubeconfig, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-rollouts');
 const SLOW = { timeout: 120_000 };
@@ -77,7 +77,7 @@ describe('every kind, restarted and checked on the object', () => {
   });
 
   it('is unchanged on a replay: same resourceVersion, no new ReplicaSet', async () => {
-    const before = await getWorkload('alpha', NS, 'Deployment', 'deployment-app');
+    const before = await settledWorkload('alpha', NS, 'Deployment', 'deployment-app');
     const results = await apply(table(), [write('kinds/deployment', 3, '2026-11-20T10:00:00Z')]);
     expect(results.map(brief)).toEqual(['alpha Deployment/deployment-app: unchanged (already restarted for this version)']);
     expect((await getWorkload('alpha', NS, 'Deployment', 'deployment-app')).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
@@ -94,7 +94,9 @@ describe('every kind, restarted and checked on the object', () => {
     const before = await getWorkload('alpha', NS, 'Deployment', 'deployment-app');
     const results = await apply(table(), [write('kinds/deployment', 4)], { dryRun: true });
     expect(results.map(brief)).toEqual(['alpha Deployment/deployment-app: dry-run']);
-    expect((await getWorkload('alpha', NS, 'Deployment', 'deployment-app')).metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+    const after = await getWorkload('alpha', NS, 'Deployment', 'deployment-app');
+    expect(after.metadata.generation).toBe(before.metadata.generation);
+    expect(after.spec.template?.metadata?.annotations).toEqual(before.spec.template?.metadata?.annotations);
     expect(await replicaSetCount('alpha', NS, 'deployment-app')).toBe(2);
   });
 

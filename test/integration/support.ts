@@ -61,6 +61,21 @@ export async function getWorkload(clusterName: string, ns: string, kind: TestKin
   return (await ok(admin(clusterName), 'GET', `${KINDS[kind].path(ns)}/${name}`)) as ObjectView;
 }
 
+/** Reads the workload once the controller has stopped writing its status (two reads 1 s apart agree). */
+export async function settledWorkload(clusterName: string, ns: string, kind: TestKind, name: string): Promise<ObjectView> {
+  let last = await getWorkload(clusterName, ns, kind, name);
+  return waitFor(
+    async () => {
+      await new Promise((r) => setTimeout(r, 1000));
+      const now = await getWorkload(clusterName, ns, kind, name);
+      const same = now.metadata.resourceVersion === last.metadata.resourceVersion;
+      last = now;
+      return same ? now : undefined;
+    },
+    { timeoutMs: 30_000, what: `${kind} ${name} to settle` },
+  );
+}
+
 export async function replicaSetCount(clusterName: string, ns: string, app: string): Promise<number> {
   const list = (await ok(admin(clusterName), 'GET', `/apis/apps/v1/namespaces/${ns}/replicasets?labelSelector=app%3D${app}`)) as { items: unknown[] };
   return list.items.length;

@@ -74,6 +74,8 @@ function fakeClusters(objects: Record<string, string[]>, failures: Array<{ clust
         fail(cluster, 'create');
         return body;
       },
+      resource: async () => ({ plural: 'deployments', namespaced: true }),
+      request: async () => ({}),
     };
   };
   /** Bumps an object's resourceVersion, as another writer would. */
