@@ -4,6 +4,7 @@ import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
 import { schemaCommand } from './schema-command.ts';
+import { serveCommand } from './serve-command.ts';
 import { validateCommand } from './validate-command.ts';
 import { EXIT, type CliIo, nodeIo } from './io.ts';
 
@@ -13,6 +14,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   doctor: doctorCommand,
   validate: validateCommand,
   schema: schemaCommand,
+  serve: (argv, io) => serveCommand(argv, io),
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -28,6 +30,10 @@ Commands:
   doctor    --routes FILE [--json]
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
             patch each targeted kind in each targeted namespace and create events. Exit 1 on any problem.
+  serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run]
+            The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
+            Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
+            without either it refuses to start unless told --insecure-no-auth.
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).

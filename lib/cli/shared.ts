@@ -1,4 +1,6 @@
 import { loadRoutingTable, RoutingTableError, type RoutingTable } from '../routing/routing-table.ts';
+import { InputFormats, parseStream, type InputFormat } from '../sources/parse.ts';
+import type { ParseResult } from '../sources/secret-change.ts';
 import { EXIT, type CliIo } from './io.ts';
 
 export function usageError(io: CliIo, command: string, e: unknown): number {
@@ -24,4 +26,31 @@ export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable 
     }
     throw e;
   }
+}
+
+/** The options `plan` and `apply` share. */
+export const INPUT_OPTIONS = {
+  routes: { type: 'string' },
+  input: { type: 'string', default: '-' },
+  format: { type: 'string', default: 'auto' },
+  json: { type: 'boolean', default: false },
+} as const;
+
+/** Loads the routing table and reads the change records, or prints why not and returns the exit code. */
+export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
+  if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE');
+  if (!(InputFormats as readonly string[]).includes(values.format)) return usageError(io, command, `--format must be one of ${InputFormats.join(', ')}`);
+  const table = await loadRoutes(io, values.routes);
+  if (typeof table === 'number') return table;
+  try {
+    return { table, parsed: await parseStream(io.openInput(values.input), { format: values.format as InputFormat, mounts: table.mounts }) };
+  } catch (e) {
+    io.stderr(`vault-rollout ${command}: cannot read ${values.input === '-' ? 'standard input' : values.input}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+    return EXIT.failure;
+  }
+}
+
+/** Names every record that could not be parsed, on stderr. */
+export function reportRejected(io: CliIo, command: string, input: string, parsed: ParseResult): void {
+  for (const r of parsed.rejected) io.stderr(`vault-rollout ${command}: ${input === '-' ? 'stdin' : input}: ${r.record}: ${r.error}\n`);
 }

@@ -4,7 +4,7 @@
  * read, decide from what it records (restart, unchanged, skip), patch conditionally on the resourceVersion that
  * was read (a 409 means someone else wrote it: read again and decide again), then record an Event.
  */
-import type { RolloutTarget } from '../plan/planner.ts';
+import { targetsByCluster, type RolloutTarget } from '../plan/planner.ts';
 import { compilePattern, PatternIndex } from '../routing/path-pattern.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
@@ -69,8 +69,7 @@ function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
 }
 
 export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
-  const byCluster = new Map<string, RolloutTarget[]>();
-  for (const t of targets) byCluster.set(t.cluster, [...(byCluster.get(t.cluster) ?? []), t]);
+  const byCluster = targetsByCluster(targets);
   // Durations count from here: how long after the call each target had its outcome.
   const started = (options.clock ?? realClock).monotonic();
   const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started)));

@@ -199,6 +199,13 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
   return { targets, routed, problems };
 }
 
+/** Targets per cluster, in plan order: each cluster is queued and worked on its own. */
+export function targetsByCluster<T extends { cluster: string }>(targets: readonly T[]): Map<string, T[]> {
+  const byCluster = new Map<string, T[]>();
+  for (const t of targets) byCluster.set(t.cluster, [...(byCluster.get(t.cluster) ?? []), t]);
+  return byCluster;
+}
+
 /** The identity of a target: two routes naming the same workload plan it once. */
 export function targetKey(t: Accumulator['target']): string {
   const what = t.type === 'resource' ? `${t.apiVersion}/${t.kind}/${t.name}` : `${t.kind}/${t.name !== undefined ? `name=${t.name}` : t.selector !== undefined ? `selector=${t.selector}` : 'annotated'}`;

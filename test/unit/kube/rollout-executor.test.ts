@@ -4,13 +4,11 @@
  */
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
-import type { KubeApi } from '../../../lib/kube/kube-api.ts';
 import { executeRollouts, type ExecutorOptions } from '../../../lib/kube/rollout-executor.ts';
-import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
+import { fakeClusters, options } from './fake-kube.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -27,72 +25,6 @@ routes:
 `);
 
 const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
-
-type Call = { op: string; cluster: string; name?: string; body?: Record<string, unknown>; dryRun?: boolean };
-
-/** An in-memory cluster: objects by name, with resourceVersions, and scripted failures. */
-function fakeClusters(objects: Record<string, string[]>, failures: Array<{ cluster: string; op: string; error: () => unknown; times: number }> = []) {
-  const calls: Call[] = [];
-  const store = new Map<string, KubeObject>();
-  for (const [cluster, names] of Object.entries(objects)) for (const name of names) store.set(`${cluster}/${name}`, { metadata: { name, namespace: 'ns', resourceVersion: '1', uid: `uid-${name}` }, spec: {} });
-  const fail = (cluster: string, op: string) => {
-    const f = failures.find((x) => x.cluster === cluster && x.op === op && x.times > 0);
-    if (f) {
-      f.times--;
-      throw f.error();
-    }
-  };
-  const apiFor = (access: ClusterAccess): KubeApi => {
-    const cluster = access.server;
-    return {
-      read: async (_k, _ns, name) => {
-        calls.push({ op: 'read', cluster, name });
-        fail(cluster, 'read');
-        const o = store.get(`${cluster}/${name}`);
-        if (!o) throw new ApiException(404, 'x', { message: 'not found' }, {});
-        return structuredClone(o);
-      },
-      list: async () => {
-        calls.push({ op: 'list', cluster });
-        fail(cluster, 'list');
-        return [...store.entries()].filter(([k]) => k.startsWith(`${cluster}/`)).map(([, o]) => structuredClone(o));
-      },
-      patch: async (_k, _ns, name, body, _s, dryRun) => {
-        calls.push({ op: 'patch', cluster, name, body, dryRun });
-        fail(cluster, 'patch');
-        const o = store.get(`${cluster}/${name}`);
-        if (!o) throw new ApiException(404, 'x', {}, {});
-        if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
-        if (dryRun) return structuredClone(o);
-        const template = (body.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;
-        const next: KubeObject = { ...o, metadata: { ...o.metadata, resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) }, spec: { ...o.spec, ...(template ? { template } : {}) } };
-        store.set(`${cluster}/${name}`, next);
-        return structuredClone(next);
-      },
-      create: async (body) => {
-        calls.push({ op: 'create', cluster, name: body.metadata?.name });
-        fail(cluster, 'create');
-        return body;
-      },
-      resource: async () => ({ plural: 'deployments', namespaced: true }),
-      request: async () => ({}),
-    };
-  };
-  /** Bumps an object's resourceVersion, as another writer would. */
-  const touch = (key: string) => {
-    const o = store.get(key);
-    if (o?.metadata) o.metadata.resourceVersion = String(Number(o.metadata.resourceVersion) + 10);
-  };
-  return { calls, store, apiFor, touch };
-}
-
-const options = (apiFor: (a: ClusterAccess) => KubeApi, extra: Partial<ExecutorOptions> = {}): ExecutorOptions => ({
-  access: async (name) => ({ kubeConfig: {} as never, server: name, insecureSkipTLSVerify: false }),
-  apiFor,
-  retryEnv: { sleep: async () => {}, random: () => 0, now: () => 0 },
-  clock: { now: () => Date.parse('2026-11-21T00:00:00Z'), monotonic: () => 0 },
-  ...extra,
-});
 
 const run = (fake: ReturnType<typeof fakeClusters>, changes: SecretChange[], extra: Partial<ExecutorOptions> = {}) =>
   executeRollouts(table, planRollouts(table, changes).targets, options(fake.apiFor, extra));

@@ -1,0 +1,77 @@
+import { serve } from '@hono/node-server';
+import { parseArgs } from 'node:util';
+import { buildApp } from '../http/app.ts';
+import type { WebhookSecrets } from '../http/webhook-auth.ts';
+import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { MemoryRolloutQueue } from '../queue/memory-queue.ts';
+import { startLocalWorker } from '../runtime/local-worker.ts';
+import { cliClusterClients } from './cluster-access.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { loadRoutes, usageError } from './shared.ts';
+
+/** Secrets for `serve`: from the environment; none at all only when the user says --insecure-no-auth. */
+export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): WebhookSecrets | { error: string } {
+  const secrets: WebhookSecrets = {};
+  if (env.VAULT_ROLLOUT_WEBHOOK_SECRET) secrets.hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET;
+  if (env.VAULT_ROLLOUT_WEBHOOK_TOKEN) secrets.bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN;
+  if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined && !insecureNoAuth) {
+    return { error: 'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests' };
+  }
+  return secrets;
+}
+
+/**
+ * `vault-rollout serve`: the Lambda HTTP app on Node, with an in-process queue and worker — the same code as the
+ * deployed functions, on a laptop. The queue lives in memory: for durability, deploy (SQS) or use the relay's spool.
+ */
+export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    return usageError(io, 'serve', e);
+  }
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) return usageError(io, 'serve', '--port must be a port number');
+  const secrets = localSecrets(io.env, values['insecure-no-auth']);
+  if ('error' in secrets) {
+    io.stderr(`vault-rollout serve: ${secrets.error}\n`);
+    return EXIT.failure;
+  }
+  const table = await loadRoutes(io, values.routes);
+  if (typeof table === 'number') return table;
+
+  const telemetry = powertoolsTelemetry();
+  const queue = new MemoryRolloutQueue();
+  const clients = cliClusterClients(io, values.routes);
+  const worker = startLocalWorker(queue, {
+    table,
+    telemetry,
+    executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry },
+    invalidate: (cluster) => clients.invalidate(cluster),
+  });
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets });
+  const server = serve({ fetch: app.fetch, port, hostname: values.host });
+  await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+  const address = server.address();
+  const bound = typeof address === 'object' && address ? address.port : port;
+  const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
+  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    signal?.addEventListener('abort', stop, { once: true });
+  });
+  io.stderr('vault-rollout serve: stopping: finishing queued work\n');
+  await new Promise((resolve) => server.close(resolve));
+  await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
+  await worker.stop();
+  return EXIT.ok;
+}

@@ -1,0 +1,102 @@
+/**
+ * The HTTP intake as a Hono app, built from its dependencies so the same routes run in tests (`app.request`), in
+ * `vault-rollout serve` and in Lambda. It answers fast: 202 once the work is durably queued. A down cluster never
+ * makes it fail — Vault stops serving when all its audit devices fail, and OpenBao's http device counts any
+ * non-2xx as an audit failure — so only what is wrong with the request itself is an error.
+ */
+import { gunzipSync } from 'node:zlib';
+import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { METRICS, type Telemetry } from '../observability/telemetry.ts';
+import { intake } from '../pipeline/intake.ts';
+import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-message.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import { authenticate, ReplayGuard, type WebhookSecrets } from './webhook-auth.ts';
+
+export interface AppDeps {
+  table: RoutingTable;
+  queue: RolloutQueue;
+  /** Resolved once and cached by the caller (SSM in Lambda, environment locally). */
+  secrets: () => Promise<WebhookSecrets>;
+  telemetry: Telemetry;
+  now?: () => number;
+  /** Largest body accepted, compressed or not (Lambda itself caps requests at 6 MB). */
+  maxBodyBytes?: number;
+  replayGuard?: ReplayGuard;
+}
+
+export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
+const MAX_ERRORS_SHOWN = 20;
+
+function problem(status: 400 | 401 | 413 | 503, error: string): HTTPException {
+  return new HTTPException(status, { res: Response.json({ error }, { status }) });
+}
+
+/** The body as text: gunzipped when the sender said so, and valid UTF-8, or a 400/413 that says why. */
+async function readBody(request: Request, maxBytes: number): Promise<{ raw: Uint8Array; text: string }> {
+  const declared = Number(request.headers.get('content-length') ?? '0');
+  if (declared > maxBytes) throw problem(413, `the body is larger than ${maxBytes} bytes`);
+  const raw = new Uint8Array(await request.arrayBuffer());
+  if (raw.byteLength > maxBytes) throw problem(413, `the body is larger than ${maxBytes} bytes`);
+  if (raw.byteLength === 0) throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
+  let bytes = raw;
+  if ((request.headers.get('content-encoding') ?? '').toLowerCase() === 'gzip') {
+    try {
+      bytes = gunzipSync(raw, { maxOutputLength: maxBytes });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw problem(413, `the decompressed body is larger than ${maxBytes} bytes`);
+      throw problem(400, 'Content-Encoding says gzip, but the body is not gzip');
+    }
+  }
+  try {
+    return { raw, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+  } catch {
+    throw problem(400, 'the body is not UTF-8 text');
+  }
+}
+
+export function buildApp(deps: AppDeps): Hono {
+  const now = deps.now ?? Date.now;
+  const maxBodyBytes = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const replay = deps.replayGuard ?? new ReplayGuard();
+  const app = new Hono();
+
+  app.get('/healthz', (c) => c.json({ ok: true, routes: deps.table.routes.length, clusters: deps.table.clusters.size }));
+
+  const receive = async (c: { req: { raw: Request; header(name: string): string | undefined } }) => {
+    const { raw, text } = await readBody(c.req.raw, maxBodyBytes);
+    const auth = authenticate((name) => c.req.header(name), raw, await deps.secrets(), Math.floor(now() / 1000), replay);
+    if (!auth.ok) {
+      deps.telemetry.warn('request refused', { reason: auth.reason });
+      throw problem(401, auth.reason);
+    }
+    let result;
+    try {
+      result = await intake(text, { table: deps.table, queue: deps.queue, now });
+    } catch (e) {
+      if (e instanceof QueueUnavailableError) {
+        deps.telemetry.error('queue unavailable', { error: e.message });
+        throw problem(503, 'the queue is unavailable; retry later (nothing was accepted)');
+      }
+      throw e;
+    }
+    const { summary, parsed, plan } = result;
+    deps.telemetry.setCorrelationId(parsed.changes[0]?.id);
+    deps.telemetry.metric(METRICS.changesReceived, summary.accepted, 'Count');
+    for (const i of parsed.ignored) deps.telemetry.metric(METRICS.recordsIgnored, 1, 'Count', { reason: i.reason });
+    if (summary.rejected > 0) deps.telemetry.metric(METRICS.recordsRejected, summary.rejected, 'Count');
+    deps.telemetry.info('accepted', { ...summary, auth: auth.method, changes: parsed.changes.map((ch) => ({ id: ch.id, path: ch.path, version: ch.version })), targets: plan.targets.length });
+    return Response.json({ ...summary, errors: parsed.rejected.slice(0, MAX_ERRORS_SHOWN), problems: plan.problems.slice(0, MAX_ERRORS_SHOWN) }, { status: 202 });
+  };
+  // Both routes take every input format, whatever the Content-Type: senders rarely set it right.
+  app.post('/v1/vault/audit', receive);
+  app.post('/v1/vault/events', receive);
+
+  app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events or GET /healthz` }, 404));
+  app.onError((error, c) => {
+    if (error instanceof HTTPException) return error.getResponse();
+    deps.telemetry.error('unexpected error', { error: error instanceof Error ? error.message : String(error) });
+    return c.json({ error: 'internal error' }, 500);
+  });
+  return app;
+}

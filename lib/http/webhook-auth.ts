@@ -1,0 +1,75 @@
+/**
+ * Authentication of the webhook, checked on the raw body before anything parses it:
+ * - HMAC: `X-Vault-Rollout-Timestamp: <unix seconds>` and `X-Vault-Rollout-Signature: sha256=<hex HMAC-SHA256(secret,
+ *   "<timestamp>.<raw body>")>`, within 300 s of our clock, compared in constant time, each signature accepted once;
+ * - a static bearer token, for senders that can only add fixed headers (OpenBao's http audit device, Fluent Bit);
+ * - IAM: the Lambda Function URL (AWS_IAM) authenticated the caller before we run.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+export const SIGNATURE_HEADER = 'x-vault-rollout-signature';
+export const TIMESTAMP_HEADER = 'x-vault-rollout-timestamp';
+export const MAX_SKEW_SECONDS = 300;
+
+export interface WebhookSecrets {
+  /** HMAC secret; undefined = HMAC not accepted. */
+  hmacSecret?: string;
+  /** Bearer token; undefined = bearer not accepted. */
+  bearerToken?: string;
+  /** The platform authenticated the caller (Function URL AWS_IAM). */
+  iam?: boolean;
+}
+
+export type AuthOutcome = { ok: true; method: 'hmac' | 'bearer' | 'iam' | 'none' } | { ok: false; reason: string };
+
+export function sign(secret: string, timestamp: string, body: Uint8Array | string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
+}
+
+function equalConstantTime(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  // Length differences leak only the length of what the caller sent.
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Signatures seen within the skew window, so a captured request cannot be replayed. Per process: best effort. */
+export class ReplayGuard {
+  readonly #seen = new Map<string, number>();
+  readonly #limit: number;
+  constructor(limit = 100_000) {
+    this.#limit = limit;
+  }
+
+  /** True the first time a signature is seen within its window. */
+  firstTime(signature: string, nowSeconds: number): boolean {
+    if (this.#seen.size >= this.#limit) for (const [s, until] of this.#seen) if (until < nowSeconds) this.#seen.delete(s);
+    const until = this.#seen.get(signature);
+    if (until !== undefined && until >= nowSeconds) return false;
+    if (this.#seen.size >= this.#limit) this.#seen.delete(this.#seen.keys().next().value ?? '');
+    this.#seen.set(signature, nowSeconds + 2 * MAX_SKEW_SECONDS);
+    return true;
+  }
+}
+
+export function authenticate(headers: (name: string) => string | undefined, body: Uint8Array, secrets: WebhookSecrets, nowSeconds: number, replay: ReplayGuard): AuthOutcome {
+  if (secrets.iam) return { ok: true, method: 'iam' };
+  const signature = headers(SIGNATURE_HEADER);
+  const timestamp = headers(TIMESTAMP_HEADER);
+  if (secrets.hmacSecret !== undefined && signature !== undefined) {
+    if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
+    if (Math.abs(nowSeconds - Number(timestamp)) > MAX_SKEW_SECONDS) return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${MAX_SKEW_SECONDS} s from the server's clock` };
+    if (!equalConstantTime(signature, sign(secrets.hmacSecret, timestamp, body))) return { ok: false, reason: 'the signature does not match the body' };
+    if (!replay.firstTime(signature, nowSeconds)) return { ok: false, reason: 'this signature was already used (replay)' };
+    return { ok: true, method: 'hmac' };
+  }
+  const authorization = headers('authorization');
+  if (secrets.bearerToken !== undefined && authorization !== undefined) {
+    const match = /^Bearer\s+(.+)$/i.exec(authorization);
+    if (match && equalConstantTime(match[1] ?? '', secrets.bearerToken)) return { ok: true, method: 'bearer' };
+    return { ok: false, reason: 'the bearer token is not accepted' };
+  }
+  if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) return { ok: true, method: 'none' };
+  const accepted = [secrets.hmacSecret !== undefined ? `${SIGNATURE_HEADER} with ${TIMESTAMP_HEADER}` : '', secrets.bearerToken !== undefined ? 'Authorization: Bearer' : ''].filter(Boolean).join(' or ');
+  return { ok: false, reason: `missing credentials: send ${accepted}` };
+}

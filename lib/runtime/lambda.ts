@@ -1,0 +1,76 @@
+/**
+ * What the Lambda functions share, built once per container (module scope) and reused by every invocation:
+ * the routing table, the queue client, cluster access with its cached credentials, telemetry, and the webhook
+ * secrets read from SSM Parameter Store on first use.
+ */
+import { dirname } from 'node:path';
+import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { AppDeps } from '../http/app.ts';
+import type { WebhookSecrets } from '../http/webhook-auth.ts';
+import { ClusterClients } from '../kube/cluster-clients.ts';
+import { createClusterAccessResolver, defaultClusterAccessDeps } from '../kube/credentials/resolve.ts';
+import { powertoolsTelemetry } from '../observability/powertools.ts';
+import type { Telemetry } from '../observability/telemetry.ts';
+import type { WorkerDeps } from '../pipeline/worker.ts';
+import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import { authModes, ConfigError, loadRoutesFromEnv, required, type Env } from './config.ts';
+
+export interface LambdaRuntime {
+  table: RoutingTable;
+  telemetry: Telemetry;
+  appDeps(): AppDeps;
+  intakeDeps(): { table: RoutingTable; queue: SqsRolloutQueue; now: () => number };
+  workerDeps(): WorkerDeps;
+}
+
+async function ssmSecret(ssm: SSMClient, name: string): Promise<string> {
+  const out = await ssm.send(new GetParameterCommand({ Name: name, WithDecryption: true }));
+  const value = out.Parameter?.Value;
+  if (!value) throw new ConfigError(`SSM parameter ${name} has no value`);
+  return value;
+}
+
+export function lambdaRuntime(env: Env): LambdaRuntime {
+  const telemetry = powertoolsTelemetry(env.POWERTOOLS_SERVICE_NAME ?? 'vault-rollout');
+  const { table, file } = loadRoutesFromEnv(env);
+  const region = env.AWS_REGION;
+  let queue: SqsRolloutQueue | undefined;
+  const getQueue = () => (queue ??= new SqsRolloutQueue({ client: new SQSClient({ region }), queueUrl: required(env, 'VAULT_ROLLOUT_QUEUE_URL', 'the SQS FIFO queue URL') }));
+  let clients: ClusterClients | undefined;
+  const getClients = () => (clients ??= new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(file), env, logger: telemetry }))));
+
+  let secrets: Promise<WebhookSecrets> | undefined;
+  const loadSecrets = async (): Promise<WebhookSecrets> => {
+    const modes = authModes(env);
+    if (modes.has('iam')) return { iam: true };
+    const ssm = new SSMClient({ region });
+    const out: WebhookSecrets = {};
+    if (modes.has('hmac')) out.hmacSecret = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', 'the SSM parameter of the HMAC secret'));
+    if (modes.has('bearer')) out.bearerToken = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'));
+    return out;
+  };
+
+  return {
+    table,
+    telemetry,
+    appDeps: () => ({
+      table,
+      queue: getQueue(),
+      telemetry,
+      // A failed read is not kept: the next request tries again.
+      secrets: () => (secrets ??= loadSecrets().catch((e: unknown) => {
+        secrets = undefined;
+        throw e;
+      })),
+    }),
+    intakeDeps: () => ({ table, queue: getQueue(), now: Date.now }),
+    workerDeps: () => ({
+      table,
+      telemetry,
+      executor: { access: (name, config) => getClients().get(name, config), logger: telemetry },
+      invalidate: (cluster) => getClients().invalidate(cluster),
+    }),
+  };
+}

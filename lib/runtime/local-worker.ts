@@ -1,0 +1,45 @@
+/**
+ * The worker loop of `vault-rollout serve`: what the SQS event source mapping does in Lambda, over the in-process
+ * queue — receive a batch, process it, delete what succeeded, release what failed for redelivery.
+ */
+import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
+import type { MemoryRolloutQueue } from '../queue/memory-queue.ts';
+
+export interface LocalWorker {
+  stop(): Promise<void>;
+  /** Resolves when every message sent so far has been worked (delivered or dead-lettered). */
+  idle(): Promise<void>;
+}
+
+export function startLocalWorker(queue: MemoryRolloutQueue, deps: WorkerDeps, options: { pollMs?: number; retryDelayMs?: number } = {}): LocalWorker {
+  let running = true;
+  let busy = false;
+  const loop = (async () => {
+    while (running) {
+      const batch = await queue.receive({ max: 10, waitMs: options.pollMs ?? 250 });
+      if (batch.length === 0) continue;
+      busy = true;
+      try {
+        const { failed } = await processBatch(batch, deps);
+        const failedIds = new Set(failed);
+        for (const m of batch) await (failedIds.has(m.messageId) ? queue.release(m.receiptHandle) : queue.delete(m.receiptHandle));
+        if (failedIds.size > 0) await new Promise((r) => setTimeout(r, options.retryDelayMs ?? 1000));
+      } finally {
+        busy = false;
+      }
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+    },
+    idle: async () => {
+      for (;;) {
+        const { available, inFlight } = queue.counts();
+        if (available === 0 && inFlight === 0 && !busy) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+  };
+}
