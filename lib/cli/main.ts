@@ -30,7 +30,7 @@ Commands:
   doctor    --routes FILE [--json]
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
             patch each targeted kind in each targeted namespace and create events. Exit 1 on any problem.
-  serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run]
+  serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
             The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
             without either it refuses to start unless told --insecure-no-auth.

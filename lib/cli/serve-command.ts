@@ -29,7 +29,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false } },
+      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' } },
       strict: true,
       allowPositionals: false,
     }));
@@ -37,6 +37,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     return usageError(io, 'serve', e);
   }
   const port = Number(values.port);
+  const requestTimeoutMs = Number(values['request-timeout']) * 1000;
+  if (!(requestTimeoutMs > 0)) return usageError(io, 'serve', '--request-timeout must be a number of seconds');
   if (!Number.isInteger(port) || port < 0 || port > 65535) return usageError(io, 'serve', '--port must be a port number');
   const secrets = localSecrets(io.env, values['insecure-no-auth']);
   if ('error' in secrets) {
@@ -56,7 +58,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     invalidate: (cluster) => clients.invalidate(cluster),
   });
   const app = buildApp({ table, queue, telemetry, secrets: async () => secrets });
-  const server = serve({ fetch: app.fetch, port, hostname: values.host });
+  // Bounded request time: a sender that trickles its body (slowloris) is cut off, not waited for.
+  const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000) } });
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
