@@ -3,9 +3,11 @@
 import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
+import { relayCommand } from './relay-command.ts';
 import { schemaCommand } from './schema-command.ts';
 import { serveCommand } from './serve-command.ts';
 import { validateCommand } from './validate-command.ts';
+import { workerCommand } from './worker-command.ts';
 import { EXIT, type CliIo, nodeIo } from './io.ts';
 
 const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<number>>> = {
@@ -15,6 +17,8 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   validate: validateCommand,
   schema: schemaCommand,
   serve: (argv, io) => serveCommand(argv, io),
+  relay: relayCommand,
+  worker: (argv, io) => workerCommand(argv, io),
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -34,6 +38,17 @@ Commands:
             The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
             without either it refuses to start unless told --insecure-no-auth.
+  worker    --routes FILE --queue-url URL [--concurrency 4] [--batch-size 1] [--dry-run]
+            The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
+            the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint.
+  relay     [--audit-file PATH [--from-start]] [--audit-listen tcp://HOST:PORT|unix:///PATH]
+            [--vault-addr URL --events kv-v1/*,kv-v2/* [--namespaces a,b] [--filter EXPR]]
+            --to FUNCTION-URL|SQS-QUEUE-URL [--to-sqs] [--routes FILE] [--spool DIR] [--spool-max-mb N]
+            [--grace-seconds 10]
+            Ship Vault's change feed (file or socket audit device, event notifications) to the function, signed
+            with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plan here with
+            --routes and queue on SQS. Every batch is spooled on disk first and delivered in order; runs until
+            SIGTERM/SIGINT. Vault token: VAULT_TOKEN, or VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole).
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).

@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterAccess } from '../../lib/kube/cluster-access.ts';
@@ -11,6 +12,7 @@ import { clusterClient, loadClusters, waitFor, type ClusterInfo, type KubeClient
 import { issueCert } from '../clusters/pki.ts';
 
 export const { clusters } = loadClusters();
+export const repoRootDir = fileURLToPath(new URL('../..', import.meta.url));
 export const cluster = (name: string): ClusterInfo => {
   const c = clusters.find((x) => x.name === name);
   if (!c) throw new Error(`no test cluster ${name}`);

@@ -1,0 +1,38 @@
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { parseArgs } from 'node:util';
+import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { startSqsWorker } from '../runtime/sqs-worker.ts';
+import { cliClusterClients } from './cluster-access.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { loadRoutes, usageError } from './shared.ts';
+
+/**
+ * `vault-rollout worker --routes FILE --queue-url URL`: the queue consumer outside Lambda (a laptop, a VM, a
+ * Kubernetes Deployment). The SQS endpoint may be overridden with the AWS SDK's AWS_ENDPOINT_URL_SQS.
+ */
+export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: '1' }, 'dry-run': { type: 'boolean', default: false } }, strict: true, allowPositionals: false }));
+  } catch (e) {
+    return usageError(io, 'worker', e);
+  }
+  if (values.routes === undefined || values['queue-url'] === undefined) return usageError(io, 'worker', 'give --routes FILE and --queue-url URL');
+  const table = await loadRoutes(io, values.routes);
+  if (typeof table === 'number') return table;
+  const telemetry = powertoolsTelemetry();
+  const clients = cliClusterClients(io, values.routes);
+  const worker = startSqsWorker(
+    new SQSClient({ region: io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION ?? 'us-east-1' }),
+    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry }, invalidate: (c) => clients.invalidate(c) },
+    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize: Number(values['batch-size']) },
+  );
+  io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers\n`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+    signal?.addEventListener('abort', () => resolve(), { once: true });
+  });
+  await worker.stop();
+  return EXIT.ok;
+}

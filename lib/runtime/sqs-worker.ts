@@ -1,0 +1,58 @@
+/**
+ * The worker outside Lambda: polls the SQS FIFO queue the way Lambda's event source mapping does — receive a
+ * batch, process it, delete what succeeded, leave the failures to come back after the visibility timeout (and
+ * to the dead-letter queue after maxReceiveCount). Several pollers run at once, like concurrent invocations:
+ * a batch stuck on one cluster holds only that batch.
+ */
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
+
+export interface SqsWorkerOptions {
+  queueUrl: string;
+  /** Messages per receive; 1 keeps clusters fully isolated (one message is one cluster). */
+  batchSize?: number;
+  /** Concurrent pollers. */
+  concurrency?: number;
+  waitTimeSeconds?: number;
+}
+
+export interface SqsWorker {
+  stop(): Promise<void>;
+}
+
+export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: SqsWorkerOptions): SqsWorker {
+  let running = true;
+  const abort = new AbortController();
+  const poll = async () => {
+    while (running) {
+      let received;
+      try {
+        received = await client.send(
+          new ReceiveMessageCommand({ QueueUrl: options.queueUrl, MaxNumberOfMessages: options.batchSize ?? 1, WaitTimeSeconds: options.waitTimeSeconds ?? 1, MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'] }),
+          { abortSignal: abort.signal },
+        );
+      } catch (e) {
+        if (!running) return;
+        deps.telemetry.warn('receive failed; retrying', { error: e instanceof Error ? e.name : String(e) });
+        await new Promise((r) => setTimeout(r, 1000));
+        continue;
+      }
+      const messages = received.Messages ?? [];
+      if (messages.length === 0) continue;
+      const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '' }));
+      const { failed } = await processBatch(records, deps);
+      const done = messages.filter((m) => !failed.includes(m.MessageId ?? ''));
+      if (done.length > 0) {
+        await client.send(new DeleteMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+      }
+    }
+  };
+  const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll());
+  return {
+    stop: async () => {
+      running = false;
+      abort.abort();
+      await Promise.allSettled(pollers);
+    },
+  };
+}
