@@ -134,7 +134,7 @@ describe('faults', () => {
       } catch (e) {
         const gammaLines = telemetry.lines.filter((l) => JSON.stringify(l).includes('gamma'));
         writeFileSync(join(dir, 'faults-debug.json'), JSON.stringify({ stats: proxy.stats, versions: await Promise.all(APPS.map((a) => versionOf('gamma', a))), lines: gammaLines.slice(-40), warn: telemetry.lines.filter((l) => l.level !== 'info').slice(-20) }, null, 1));
-        throw new Error(`${(e as Error).message}; the worker's log is in ${join(dir, 'faults-debug.json')}`);
+        throw new Error(`${(e as Error).message}; the worker's log is in ${join(dir, 'faults-debug.json')}`, { cause: e });
       }
       await waitFor(async () => (await queueDepth(queue.queueUrl)) === 0, { timeoutMs: 60_000, what: 'the queue to drain' });
       expect(await queueDepth(queue.deadLetterQueueUrl)).toBe(0);
