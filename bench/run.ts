@@ -6,10 +6,11 @@
 import { writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import type { Figure } from './figures.ts';
+import { bundleBench } from './bundle-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
 import { planBench } from './plan-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, bundle: bundleBench };
 
 const only = process.argv.slice(2);
 const figures: Figure[] = [];

@@ -1,28 +1,26 @@
 /**
  * What the Lambda functions share, built once per container (module scope) and reused by every invocation:
- * the routing table, the queue client, cluster access with its cached credentials, telemetry, and the webhook
- * secrets read from SSM Parameter Store on first use.
+ * the routing table, the queue client, telemetry, and the webhook secrets read from SSM Parameter Store on first
+ * use. Cluster access lives in lambda-worker.ts, so the http and logs bundles carry no Kubernetes code.
  */
-import { dirname } from 'node:path';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { AppDeps } from '../http/app.ts';
 import type { WebhookSecrets } from '../http/webhook-auth.ts';
-import { ClusterClients } from '../kube/cluster-clients.ts';
-import { createClusterAccessResolver, defaultClusterAccessDeps } from '../kube/credentials/resolve.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import type { Telemetry } from '../observability/telemetry.ts';
-import type { WorkerDeps } from '../pipeline/worker.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { authModes, ConfigError, loadRoutesFromEnv, required, type Env } from './config.ts';
 
 export interface LambdaRuntime {
   table: RoutingTable;
+  /** Where the routing table was read from: kubeconfig files are relative to it. */
+  routesFile: string;
+  env: Env;
   telemetry: Telemetry;
   appDeps(): AppDeps;
   intakeDeps(): { table: RoutingTable; queue: SqsRolloutQueue; now: () => number };
-  workerDeps(): WorkerDeps;
 }
 
 async function ssmSecret(ssm: SSMClient, name: string): Promise<string> {
@@ -38,8 +36,6 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
   const region = env.AWS_REGION;
   let queue: SqsRolloutQueue | undefined;
   const getQueue = () => (queue ??= new SqsRolloutQueue({ client: new SQSClient({ region }), queueUrl: required(env, 'VAULT_ROLLOUT_QUEUE_URL', 'the SQS FIFO queue URL') }));
-  let clients: ClusterClients | undefined;
-  const getClients = () => (clients ??= new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(file), env, logger: telemetry }))));
 
   let secrets: Promise<WebhookSecrets> | undefined;
   const loadSecrets = async (): Promise<WebhookSecrets> => {
@@ -54,6 +50,8 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
 
   return {
     table,
+    routesFile: file,
+    env,
     telemetry,
     appDeps: () => ({
       table,
@@ -66,11 +64,5 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
       })),
     }),
     intakeDeps: () => ({ table, queue: getQueue(), now: Date.now }),
-    workerDeps: () => ({
-      table,
-      telemetry,
-      executor: { access: (name, config) => getClients().get(name, config), logger: telemetry },
-      invalidate: (cluster) => getClients().invalidate(cluster),
-    }),
   };
 }

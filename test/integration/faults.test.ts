@@ -22,11 +22,12 @@ import { waitFor } from '../clusters/kube-http.ts';
 import { startFaultProxy, type FaultProxy } from '../faults/fault-proxy.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
+import { BEARER_TOKEN } from '../secrets.ts';
 
 const NS = uniqueName('vr-faults');
 const APPS = Array.from({ length: 10 }, (_, i) => `app-${i}`);
 const CLUSTERS = ['alpha', 'beta', 'gamma'] as const;
-const TOKEN = 'faults-bearer-token-0123456789';
+const TOKEN = BEARER_TOKEN;
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-faults-'));
 
 let emulator: SqsEmulator;

@@ -16,9 +16,10 @@ import { parseInput } from '../../lib/sources/parse.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, getWorkload, uniqueName } from './support.ts';
+import { WEBHOOK_SECRET } from '../secrets.ts';
 
 const NS = uniqueName('vr-e2e');
-const SECRET = 'e2e-webhook-secret-0123456789abcdef';
+const SECRET = WEBHOOK_SECRET;
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-e2e-'));
 const routesFile = join(dir, 'routes.yaml');
 const audit = (key: string, version: number) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `e2e-${key}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/${key}` }, response: { data: { version } } });

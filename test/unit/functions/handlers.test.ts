@@ -12,10 +12,11 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { handler as httpHandler } from '../../../functions/http.ts';
 import { readRepoFile, repoRoot } from '../../helpers.ts';
+import { BEARER_TOKEN } from '../../secrets.ts';
 
 const sqs = mockClient(SQSClient);
 const ssm = mockClient(SSMClient);
-const TOKEN = 'lambda-bearer-token-0123456789';
+const TOKEN = BEARER_TOKEN;
 const saved = { ...process.env };
 const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
 const event = <T>(name: string): T => JSON.parse(readFileSync(`${repoRoot}test/events/lambda/${name}`, 'utf8')) as T;

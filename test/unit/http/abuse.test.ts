@@ -14,10 +14,11 @@ import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
 import type { RolloutMessage, RolloutQueue } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile, repoRoot, sharedSamples } from '../../helpers.ts';
+import { BEARER_TOKEN, WEBHOOK_SECRET } from '../../secrets.ts';
 
 const table = loadRoutingTable(readRepoFile('infra/routes/example.yaml'), 'example.yaml');
-const TOKEN = 'abuse-bearer-token-0123456789';
-const SECRET = 'abuse-hmac-secret-0123456789';
+const TOKEN = BEARER_TOKEN;
+const SECRET = WEBHOOK_SECRET;
 const NOW = Date.parse('2026-11-20T10:16:00Z');
 
 setFlagsFromString('--expose-gc');

@@ -8,11 +8,12 @@ import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
 import { QueueUnavailableError, type RolloutMessage, type RolloutQueue } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile, sharedSamples } from '../../helpers.ts';
+import { BEARER_TOKEN, WEBHOOK_SECRET } from '../../secrets.ts';
 
 const table = loadRoutingTable(readRepoFile('infra/routes/example.yaml'), 'example.yaml');
 const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
-const SECRET = 'test-webhook-secret-0123456789';
-const TOKEN = 'test-bearer-token-abcdef';
+const SECRET = WEBHOOK_SECRET;
+const TOKEN = BEARER_TOKEN;
 const NOW = Date.parse('2026-11-20T10:16:00Z');
 
 function setup(over: Partial<AppDeps> = {}, queueFails = false) {

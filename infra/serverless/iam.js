@@ -1,0 +1,84 @@
+// osls variable resolver: what serverless.yml derives from the stage's routing table — the IAM statements of each
+// function's role (lib/deploy/iam-from-routes.ts) and the files packaged beside the bundles. Used as
+// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns). osls require()s this
+// ES module and calls the export with its variable resolver; Node 24 loads the TypeScript modules with type
+// stripping. Nothing here touches the network or AWS.
+import { readFile } from 'node:fs/promises';
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+
+const SERVICE_DIR = resolve(import.meta.dirname, '..', '..');
+const cache = new Map();
+
+const once = (key, load) => {
+  let value = cache.get(key);
+  if (value === undefined) cache.set(key, (value = load()));
+  return value;
+};
+
+/** The webhook parameters the HTTP function reads for an auth mode: HMAC needs the secret, bearer the token. */
+export function webhookParameters(auth, secretParameter, tokenParameter) {
+  const schemes = String(auth)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = schemes.filter((s) => !['hmac', 'bearer', 'iam'].includes(s));
+  if (schemes.length === 0 || unknown.length > 0) throw new Error(`param httpAuth "${auth}": give hmac, bearer, both ("hmac,bearer") or iam`);
+  return [...(schemes.includes('hmac') ? [secretParameter] : []), ...(schemes.includes('bearer') ? [tokenParameter] : [])];
+}
+
+/** The stage's routing table, loaded and checked once (a bad table fails packaging with its file:line problems). */
+async function routingTable({ resolveVariable }) {
+  const routes = await resolveVariable('param:routes');
+  return once(`table:${routes}`, async () => {
+    const { loadRoutingTable } = await import('../../lib/routing/routing-table.ts');
+    return { routes, table: loadRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes) };
+  });
+}
+
+async function policies(context) {
+  const { resolveVariable } = context;
+  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter] = await Promise.all([
+    routingTable(context),
+    resolveVariable('self:service'),
+    resolveVariable('sls:stage'),
+    resolveVariable('param:httpAuth'),
+    resolveVariable('param:webhookSecretParameter'),
+    resolveVariable('param:webhookTokenParameter'),
+  ]);
+  return once(JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter]), async () => {
+    const { iamFromRoutes, FUNCTION_NAMES } = await import('../../lib/deploy/iam-from-routes.ts');
+    return iamFromRoutes(table, {
+      queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
+      logsFailureQueueArn: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] },
+      logGroups: Object.fromEntries(FUNCTION_NAMES.map((fn) => [fn, `/aws/lambda/${service}-${stage}-${fn}`])),
+      webhookParameters: webhookParameters(auth, secretParameter, tokenParameter),
+    });
+  });
+}
+
+export const http = async (context) => (await policies(context)).http;
+export const worker = async (context) => (await policies(context)).worker;
+export const logs = async (context) => (await policies(context)).logs;
+
+/** One line per role the worker assumes, with what that role must allow itself: for the stack's Outputs. */
+export const assumedRoles = async (context) =>
+  (await policies(context)).assumedRoles.map((r) => `${r.roleArn} needs eks:DescribeCluster on ${r.statement.Resource.join(', ')}`).join('; ') || 'none';
+
+/**
+ * package.patterns: the routing table and the kubeconfig files it names (relative to the table), so that they sit
+ * at the same relative paths under the function's task root as in the repository.
+ */
+export async function packagePatterns(context) {
+  const { routes, table } = await routingTable(context);
+  const files = [routes];
+  for (const [name, cluster] of table.clusters) {
+    const file = cluster.kubeconfig?.file;
+    if (file === undefined) continue;
+    const inService = relative(SERVICE_DIR, resolve(SERVICE_DIR, dirname(routes), file));
+    if (isAbsolute(file) || inService.startsWith(`..${sep}`) || inService === '..') {
+      throw new Error(`cluster ${name}: kubeconfig file ${file} is outside the service directory and cannot be packaged; use ssm, secretsManager or eks`);
+    }
+    files.push(inService.split(sep).join('/'));
+  }
+  return [...new Set(files)];
+}

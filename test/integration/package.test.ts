@@ -1,0 +1,303 @@
+/**
+ * `npm run package` for every stage, offline and without AWS credentials, then the CloudFormation template and the
+ * zips it wrote: cfn-lint (installed by this test into a per-user venv), the runtime, one ESM bundle per function
+ * that loads and answers, the FIFO queue with its dead-letter queue, the event source mapping, alarms, log
+ * retention, and IAM — one role per function, no wildcard resource, the cluster ARNs exactly those of the stage's
+ * routing table.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { coldStart, FUNCTIONS, packageStage, unpackFunctions, type FunctionName } from '../../bench/bundle-bench.ts';
+import { readZipEntries } from '../../lib/deploy/zip-entries.ts';
+import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
+import { readRepoFile } from '../helpers.ts';
+
+const CFN_LINT_VERSION = '1.58.0';
+const CFN_LINT_VENV = join(homedir(), '.cache', 'vault-rollout', `cfn-lint-${CFN_LINT_VERSION}`);
+/** osls writes `DependsOn` on a function's role next to the `Fn::GetAtt` of it (W3005, redundant, harmless). */
+const CFN_LINT_IGNORED = ['W3005'];
+
+const STAGES = ['dev', 'staging', 'prod'] as const;
+type Stage = (typeof STAGES)[number];
+
+/** What serverless.yml's params say per stage, checked against the template. */
+const EXPECTED: Record<Stage, { retention: number; frontend: 'url-none' | 'url-iam' | 'http-api'; alarm: 'email' | string; auditLogGroup: string; webhook: boolean }> = {
+  dev: { retention: 7, frontend: 'url-none', alarm: 'email', auditLogGroup: '/vault/dev/audit', webhook: true },
+  staging: { retention: 14, frontend: 'url-iam', alarm: 'arn:aws:sns:eu-west-1:123456789012:vault-rollout-staging-alarms', auditLogGroup: '/vault/staging/audit', webhook: false },
+  prod: { retention: 90, frontend: 'http-api', alarm: 'arn:aws:sns:eu-west-1:123456789012:ops-pager', auditLogGroup: '/vault/prod/audit', webhook: true },
+};
+
+type Json = Record<string, unknown>;
+interface Resource {
+  Type: string;
+  Properties?: Json;
+  DependsOn?: string | string[];
+}
+interface Template {
+  Resources: Record<string, Resource>;
+  Outputs?: Record<string, Json>;
+}
+interface Statement {
+  Sid?: string;
+  Effect: string;
+  Action: string | string[];
+  Resource?: unknown;
+  NotResource?: unknown;
+}
+
+/** cfn-lint from PyPI in a venv under ~/.cache, installed once; fails (never skips) if it cannot be installed. */
+function ensureCfnLint(): string {
+  const bin = join(CFN_LINT_VENV, 'bin', 'cfn-lint');
+  const marker = join(CFN_LINT_VENV, '.vault-rollout-installed');
+  if (existsSync(marker) && spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout?.includes(CFN_LINT_VERSION)) return bin;
+  rmSync(CFN_LINT_VENV, { recursive: true, force: true });
+  const steps: Array<[string, string[]]> = [
+    ['python3', ['-m', 'venv', CFN_LINT_VENV]],
+    [join(CFN_LINT_VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', `cfn-lint==${CFN_LINT_VERSION}`]],
+  ];
+  for (const [command, args] of steps) {
+    const r = spawnSync(command, args, { encoding: 'utf8', timeout: 300_000 });
+    if (r.status !== 0) {
+      throw new Error(
+        `cfn-lint ${CFN_LINT_VERSION} could not be installed into ${CFN_LINT_VENV} (needs python3 with venv and access to PyPI): ` +
+          `${command} ${args.join(' ')} -> ${r.error?.message ?? `exit ${r.status}`}\n${r.stdout ?? ''}${r.stderr ?? ''}`,
+      );
+    }
+  }
+  writeFileSync(marker, `${CFN_LINT_VERSION}\n`);
+  return bin;
+}
+
+const work = mkdtempSync(join(tmpdir(), 'vault-rollout-package-test-'));
+const packages = {} as Record<Stage, { dir: string; template: Template; seconds: number }>;
+let cfnLint = '';
+
+beforeAll(() => {
+  cfnLint = ensureCfnLint();
+  // One after another: serverless-esbuild shares its work folder (.esbuild/) between runs.
+  for (const stage of STAGES) {
+    const { dir, seconds } = packageStage(stage, join(work, stage));
+    packages[stage] = { dir, seconds, template: JSON.parse(readFileSync(join(dir, 'cloudformation-template-update-stack.json'), 'utf8')) as Template };
+  }
+}, 900_000);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const resourcesOf = (t: Template, type: string) => Object.entries(t.Resources).filter(([, r]) => r.Type === type);
+const props = (t: Template, id: string): Json => {
+  const r = t.Resources[id];
+  if (r === undefined) throw new Error(`no resource ${id}`);
+  return r.Properties ?? {};
+};
+const asArray = <T>(v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
+const logicalId = (fn: FunctionName) => `${fn[0]?.toUpperCase()}${fn.slice(1)}`;
+
+/** Every IAM statement in the template, with where it is: inline role policies and standalone policies. */
+function statementsOf(t: Template): Array<{ where: string; statement: Statement }> {
+  const out: Array<{ where: string; statement: Statement }> = [];
+  for (const [id, r] of Object.entries(t.Resources)) {
+    const p = r.Properties ?? {};
+    const documents: Array<[string, unknown]> = [];
+    if (r.Type === 'AWS::IAM::Role') for (const pol of asArray(p.Policies as Array<{ PolicyName: string; PolicyDocument: unknown }>)) documents.push([`${id}/${pol.PolicyName}`, pol.PolicyDocument]);
+    if (r.Type === 'AWS::IAM::Policy' || r.Type === 'AWS::IAM::ManagedPolicy' || r.Type === 'AWS::IAM::RolePolicy') documents.push([id, p.PolicyDocument]);
+    for (const [where, doc] of documents) for (const statement of asArray((doc as { Statement?: Statement | Statement[] }).Statement)) out.push({ where, statement });
+  }
+  return out;
+}
+
+const GUARDED = /^(eks|sts|ssm|secretsmanager|sqs|kms|logs):|^\*$/;
+
+describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
+  const t = () => packages[stage].template;
+  const expected = EXPECTED[stage];
+  const table = loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `${stage}.yaml`);
+
+  it('passes cfn-lint', () => {
+    const file = join(packages[stage].dir, 'cloudformation-template-update-stack.json');
+    const r = spawnSync(cfnLint, ['--regions', 'eu-west-1', '--ignore-checks', ...CFN_LINT_IGNORED, '--', file], { encoding: 'utf8', timeout: 120_000 });
+    expect(r.error).toBeUndefined();
+    expect(`${r.stdout}${r.stderr}`.trim()).toBe('');
+    expect(r.status).toBe(0);
+  });
+
+  it('runs every function on nodejs24.x (arm64), each from its own zip with its ESM bundle and the routing table', () => {
+    const lambdas = resourcesOf(t(), 'AWS::Lambda::Function');
+    expect(lambdas.map(([id]) => id).sort()).toEqual(['HttpLambdaFunction', 'LogsLambdaFunction', 'WorkerLambdaFunction']);
+    expect(readdirSync(packages[stage].dir).filter((f) => f.endsWith('.zip')).sort()).toEqual(['http.zip', 'logs.zip', 'worker.zip']);
+    for (const fn of FUNCTIONS) {
+      const p = props(t(), `${logicalId(fn)}LambdaFunction`);
+      expect(p.Runtime).toBe('nodejs24.x');
+      expect(p.Architectures).toEqual(['arm64']);
+      expect(p.Handler).toBe(`functions/${fn}.handler`);
+      expect((p.Code as { S3Key: string }).S3Key).toMatch(new RegExp(`/${fn}\\.zip$`));
+      const entries = readZipEntries(readFileSync(join(packages[stage].dir, `${fn}.zip`)));
+      expect(entries.map((e) => e.name).sort()).toEqual([`functions/${fn}.mjs`, `infra/routes/${stage}.yaml`]);
+      expect(entries.find((e) => e.name.endsWith('.yaml'))?.data.toString()).toBe(readRepoFile(`infra/routes/${stage}.yaml`));
+      const bundle = entries.find((e) => e.name.endsWith('.mjs'))?.data.toString() ?? '';
+      // ESM: an .mjs file with an export statement, a require() for CommonJS dependencies from createRequire.
+      expect(bundle).toMatch(/export\s*\{[^}]*\bhandler\b[^}]*\}/);
+      expect(bundle.startsWith("import { createRequire as __vrCreateRequire } from 'node:module'")).toBe(true);
+      expect(bundle.length).toBeLessThanOrEqual(1.5 * 1024 * 1024);
+      const env = (p.Environment as { Variables: Record<string, unknown> }).Variables;
+      expect(env).toMatchObject({
+        VAULT_ROLLOUT_ROUTES: `infra/routes/${stage}.yaml`,
+        VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' },
+        POWERTOOLS_SERVICE_NAME: 'vault-rollout',
+        POWERTOOLS_METRICS_NAMESPACE: 'VaultRollout',
+      });
+      expect(env.POWERTOOLS_LOG_LEVEL).toMatch(/^(DEBUG|INFO|WARN|ERROR)$/);
+    }
+    const httpEnv = (props(t(), 'HttpLambdaFunction').Environment as { Variables: Record<string, unknown> }).Variables;
+    expect(httpEnv).toMatchObject({
+      VAULT_ROLLOUT_AUTH: expected.frontend === 'url-iam' ? 'iam' : 'hmac,bearer',
+      VAULT_ROLLOUT_WEBHOOK_SECRET_SSM: `/vault-rollout/${stage}/webhook/hmac-secret`,
+      VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM: `/vault-rollout/${stage}/webhook/bearer-token`,
+    });
+  });
+
+  it('bundles that Node loads as ESM and whose handlers answer their first event offline', async () => {
+    const unpacked = unpackFunctions(packages[stage].dir, join(work, `${stage}-task`));
+    const home = mkdtempSync(join(work, 'home-'));
+    const results: Partial<Record<FunctionName, unknown>> = {};
+    for (const fn of FUNCTIONS) results[fn] = (await coldStart(fn, unpacked[fn], `infra/routes/${stage}.yaml`, home)).result;
+    expect(results.http).toMatchObject({ statusCode: 200 });
+    expect(results.worker).toEqual({ batchItemFailures: [] });
+    expect(results.logs).toMatchObject({ ignored: 1, rejected: 0, queued: 0 });
+  });
+
+  it('has a FIFO queue with app-supplied deduplication ids, redriven to a FIFO dead-letter queue', () => {
+    const queue = props(t(), 'RolloutQueue');
+    const dlq = props(t(), 'RolloutDeadLetterQueue');
+    expect(queue).toMatchObject({ FifoQueue: true, ContentBasedDeduplication: false, SqsManagedSseEnabled: true });
+    expect(queue.QueueName).toBe(`vault-rollout-${stage}-rollouts.fifo`);
+    expect(queue.RedrivePolicy).toEqual({ deadLetterTargetArn: { 'Fn::GetAtt': ['RolloutDeadLetterQueue', 'Arn'] }, maxReceiveCount: 5 });
+    expect(dlq).toMatchObject({ FifoQueue: true, QueueName: `vault-rollout-${stage}-rollouts-dlq.fifo`, MessageRetentionPeriod: 1209600 });
+    const workerTimeout = props(t(), 'WorkerLambdaFunction').Timeout as number;
+    expect(queue.VisibilityTimeout as number).toBeGreaterThanOrEqual(6 * workerTimeout);
+  });
+
+  it('feeds the worker from the queue with ReportBatchItemFailures', () => {
+    const mappings = resourcesOf(t(), 'AWS::Lambda::EventSourceMapping');
+    expect(mappings).toHaveLength(1);
+    const [, mapping] = mappings[0] ?? [];
+    expect(mapping?.Properties).toMatchObject({
+      EventSourceArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
+      FunctionName: { 'Fn::GetAtt': ['WorkerLambdaFunction', 'Arn'] },
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      Enabled: true,
+    });
+    expect(mapping?.Properties?.BatchSize as number).toBeLessThanOrEqual(10);
+    // The mapping's maximum concurrency stays within the worker's reserved concurrency: no throttled batches.
+    const max = (mapping?.Properties?.ScalingConfig as { MaximumConcurrency: number }).MaximumConcurrency;
+    expect(max).toBeLessThanOrEqual(props(t(), 'WorkerLambdaFunction').ReservedConcurrentExecutions as number);
+  });
+
+  it('subscribes the logs function to the stage\'s Vault audit log group, with an on-failure queue', () => {
+    const filters = resourcesOf(t(), 'AWS::Logs::SubscriptionFilter');
+    expect(filters.map(([, f]) => [f.Properties?.LogGroupName, f.Properties?.DestinationArn])).toEqual([[expected.auditLogGroup, { 'Fn::GetAtt': ['LogsLambdaFunction', 'Arn'] }]]);
+    const [[, config] = []] = resourcesOf(t(), 'AWS::Lambda::EventInvokeConfig');
+    expect(config?.Properties).toMatchObject({ FunctionName: { Ref: 'LogsLambdaFunction' }, DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] } } } });
+  });
+
+  it('keeps each function\'s logs for the stage\'s retention', () => {
+    for (const fn of FUNCTIONS) {
+      expect(props(t(), `${logicalId(fn)}LogGroup`)).toEqual({ LogGroupName: `/aws/lambda/vault-rollout-${stage}-${fn}`, RetentionInDays: expected.retention });
+      expect(t().Resources[`${logicalId(fn)}LambdaFunction`]?.DependsOn).toContain(`${logicalId(fn)}LogGroup`);
+    }
+  });
+
+  it('alarms on the dead-letter queue depth and on worker errors, to the stage\'s alarm target', () => {
+    const alarms = Object.fromEntries(resourcesOf(t(), 'AWS::CloudWatch::Alarm').map(([id, r]) => [id, r.Properties ?? {}]));
+    expect(alarms.DeadLetterQueueDepthAlarm).toMatchObject({
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': ['RolloutDeadLetterQueue', 'QueueName'] } }],
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    expect(alarms.WorkerErrorsAlarm).toMatchObject({
+      Namespace: 'AWS/Lambda',
+      MetricName: 'Errors',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: 'WorkerLambdaFunction' } }],
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+    const target = expected.alarm === 'email' ? { Ref: 'AlarmTopic' } : expected.alarm;
+    for (const [id, alarm] of Object.entries(alarms)) expect([id, alarm.AlarmActions]).toEqual([id, [target]]);
+    const subscriptions = resourcesOf(t(), 'AWS::SNS::Subscription').map(([, r]) => r.Properties);
+    expect(subscriptions).toEqual(expected.alarm === 'email' ? [{ TopicArn: { Ref: 'AlarmTopic' }, Protocol: 'email', Endpoint: 'vault-rollout-dev@example.com' }] : []);
+  });
+
+  it('serves the HTTP function through the stage\'s front end', () => {
+    const urls = resourcesOf(t(), 'AWS::Lambda::Url').map(([, r]) => r.Properties?.AuthType);
+    const apis = resourcesOf(t(), 'AWS::ApiGatewayV2::Api');
+    const routes = resourcesOf(t(), 'AWS::ApiGatewayV2::Route').map(([, r]) => r.Properties?.RouteKey).sort();
+    if (expected.frontend === 'http-api') {
+      expect(urls).toEqual([]);
+      expect(apis).toHaveLength(1);
+      expect(routes).toEqual(['GET /healthz', 'POST /v1/vault/audit', 'POST /v1/vault/events']);
+    } else {
+      expect(urls).toEqual([expected.frontend === 'url-iam' ? 'AWS_IAM' : 'NONE']);
+      expect(apis).toEqual([]);
+    }
+  });
+
+  it('gives each function its own role', () => {
+    for (const fn of FUNCTIONS) expect(props(t(), `${logicalId(fn)}LambdaFunction`).Role).toEqual({ 'Fn::GetAtt': [`${logicalId(fn)}Role`, 'Arn'] });
+    expect(resourcesOf(t(), 'AWS::IAM::Role').map(([id]) => id).sort()).toEqual(['HttpRole', 'LogsRole', 'WorkerRole']);
+  });
+
+  it('grants no wildcard resource for eks, sts, ssm, secretsmanager, sqs, kms or logs actions, in any policy', () => {
+    const all = statementsOf(t());
+    expect(all.length).toBeGreaterThan(0);
+    for (const { where, statement } of all) {
+      const actions = asArray(statement.Action);
+      expect([where, actions.filter((a) => a === '*' || a.endsWith(':*'))]).toEqual([where, []]);
+      if (!actions.some((a) => GUARDED.test(a))) continue;
+      expect([where, statement.NotResource]).toEqual([where, undefined]);
+      const resources = asArray(statement.Resource);
+      expect(resources.length).toBeGreaterThan(0);
+      for (const r of resources) {
+        const text = typeof r === 'string' ? r : JSON.stringify(r);
+        expect([where, text]).not.toEqual([where, '*']);
+        // Only log group ARNs end in ":*" (their streams); no other resource holds a wildcard.
+        if (actions.every((a) => a.startsWith('logs:'))) expect(text).toMatch(/:log-group:\/aws\/lambda\/vault-rollout-[a-z]+-(http|worker|logs):\*"?}?$/);
+        else expect([where, text]).toEqual([where, expect.not.stringContaining('*')]);
+      }
+    }
+  });
+
+  it('derives cluster access from the routing table, for the worker alone', () => {
+    const byAction = (role: string, action: string) =>
+      statementsOf(t())
+        .filter(({ where, statement }) => where.startsWith(`${role}/`) && asArray(statement.Action).includes(action))
+        .flatMap(({ statement }) => asArray(statement.Resource));
+    const clusters = [...table.clusters.values()];
+    const sub = (s: string) => ({ 'Fn::Sub': s });
+    expect(byAction('WorkerRole', 'eks:DescribeCluster')).toEqual(
+      clusters
+        .flatMap((c) => (c.eks && !c.eks.roleArn ? [`arn:\${AWS::Partition}:eks:${c.eks.region}:\${AWS::AccountId}:cluster/${c.eks.name}`] : []))
+        .sort()
+        .map(sub),
+    );
+    expect(byAction('WorkerRole', 'sts:AssumeRole')).toEqual(clusters.flatMap((c) => (c.eks?.roleArn ? [c.eks.roleArn] : [])).sort());
+    const ssm = clusters.flatMap((c) => (c.kubeconfig && 'ssm' in c.kubeconfig ? [c.kubeconfig.ssm] : []));
+    expect(byAction('WorkerRole', 'ssm:GetParameter')).toEqual(ssm.map((n) => sub(`arn:\${AWS::Partition}:ssm:\${AWS::Region}:\${AWS::AccountId}:parameter/${n.replace(/^\//, '')}`)).sort());
+    const secrets = clusters.flatMap((c) => (c.kubeconfig && 'secretsManager' in c.kubeconfig ? [c.kubeconfig.secretsManager] : []));
+    expect(byAction('WorkerRole', 'secretsmanager:GetSecretValue')).toEqual(
+      secrets.map((s) => (s.startsWith('arn:') ? s : sub(`arn:\${AWS::Partition}:secretsmanager:\${AWS::Region}:\${AWS::AccountId}:secret:${s}-??????`))),
+    );
+    expect(byAction('WorkerRole', 'sqs:ReceiveMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
+    expect(byAction('WorkerRole', 'sqs:SendMessage')).toEqual([]);
+    for (const role of ['HttpRole', 'LogsRole']) {
+      for (const action of ['eks:DescribeCluster', 'sts:AssumeRole', 'secretsmanager:GetSecretValue', 'sqs:ReceiveMessage', 'sqs:DeleteMessage']) expect([role, action, byAction(role, action)]).toEqual([role, action, []]);
+      expect(byAction(role, 'sqs:SendMessage')).toContainEqual({ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] });
+    }
+    const webhook = expected.webhook ? [`hmac-secret`, `bearer-token`].map((n) => sub(`arn:\${AWS::Partition}:ssm:\${AWS::Region}:\${AWS::AccountId}:parameter/vault-rollout/${stage}/webhook/${n}`)) : [];
+    expect(byAction('HttpRole', 'ssm:GetParameter')).toEqual(webhook.sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))));
+    expect(byAction('LogsRole', 'ssm:GetParameter')).toEqual([]);
+  });
+});

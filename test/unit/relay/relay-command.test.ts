@@ -1,0 +1,174 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { CliIo } from '../../../lib/cli/io.ts';
+import { main } from '../../../lib/cli/main.ts';
+import { relayCommand } from '../../../lib/cli/relay-command.ts';
+import { repoRoot } from '../../helpers.ts';
+import { SECRET, sendLines, startFunctionServer, temporaryDir, waitFor } from './helpers.ts';
+
+const cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  vi.unstubAllEnvs();
+});
+
+function io(env: Record<string, string> = {}): CliIo & { out: string; err: string } {
+  const captured = {
+    out: '',
+    err: '',
+    env,
+    stdout: (t: string) => void (captured.out += t),
+    stderr: (t: string) => void (captured.err += t),
+    readText: (f: string) => readFile(f, 'utf8'),
+    openInput: () => {
+      throw new Error('not used');
+    },
+  };
+  return captured;
+}
+
+const demoLine = readFileSync(`${repoRoot}test/fixtures/demo/rotation.ndjson`, 'utf8').split('\n')[0] as string;
+
+/** Runs the command until `until` holds, then aborts it; returns its exit code and output. */
+async function runUntil(argv: string[], env: Record<string, string>, until: (err: string) => boolean | Promise<boolean>, act?: (err: string) => Promise<void>) {
+  const captured = io(env);
+  const stop = new AbortController();
+  const exit = relayCommand(argv, captured, stop.signal);
+  await waitFor(() => /"message":"relay started"/.test(captured.err), 3000, 'the relay to start');
+  await act?.(captured.err);
+  await waitFor(() => until(captured.err), 3000, 'the relay to deliver');
+  stop.abort();
+  return { code: await exit, err: captured.err };
+}
+
+const listenAddress = (err: string): string => {
+  const line = err.split('\n').find((l) => l.includes('"address"'));
+  return (JSON.parse(line as string) as { address: string }).address;
+};
+
+describe('vault-rollout relay (CLI)', () => {
+  it('is registered in main and explained in the usage', async () => {
+    const captured = io();
+    expect(await main(['relay'], captured)).toBe(64);
+    expect(captured.err).toMatch(/give at least one source/);
+    const help = io();
+    await main(['--help'], help);
+    expect(help.out).toMatch(/relay {5}\[--audit-file PATH/);
+  });
+
+  it.each([
+    [['--audit-file', 'a.log'], /--to is required/],
+    [['--audit-file', 'a.log', '--to', 'not a url'], /is not a URL/],
+    [['--audit-file', 'a.log', '--to', 'ftp://x'], /http\(s\) URL/],
+    [['--audit-listen', 'udp://x:1', '--to', 'http://127.0.0.1:1'], /tcp:\/\/HOST:PORT/],
+    [['--events', 'database/*', '--vault-addr', 'http://127.0.0.1:8200', '--to', 'http://127.0.0.1:1'], /KV event types/],
+    [['--events', 'kv-v2/*', '--to', 'http://127.0.0.1:1'], /--vault-addr/],
+    [['--audit-file', 'a.log', '--to', 'https://sqs.eu-west-1.amazonaws.com/123456789012/q.fifo'], /--routes FILE/],
+    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--grace-seconds', 'x'], /--grace-seconds/],
+    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--spool-max-mb', '0'], /--spool-max-mb/],
+    [['--nope'], /Unknown option/],
+  ])('usage error for %j', async (argv, message) => {
+    const captured = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
+    expect(await relayCommand(argv, captured)).toBe(64);
+    expect(captured.err).toMatch(message);
+  });
+
+  it('refuses to start without a signing secret, or events without a Vault token', async () => {
+    const noSecret = io();
+    expect(await relayCommand(['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1'], noSecret)).toBe(1);
+    expect(noSecret.err).toMatch(/VAULT_ROLLOUT_WEBHOOK_SECRET/);
+    const noToken = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
+    expect(await relayCommand(['--events', 'kv-v2/*', '--vault-addr', 'http://127.0.0.1:8200', '--to', 'http://127.0.0.1:1'], noToken)).toBe(1);
+    expect(noToken.err).toMatch(/VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID/);
+  });
+
+  it('fails to start (exit 1) when it cannot listen', async () => {
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const captured = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
+    expect(await relayCommand(['--audit-listen', 'unix:///nonexistent-vault-rollout-dir/audit.sock', '--to', 'http://127.0.0.1:1', '--spool', tmp.dir], captured)).toBe(1);
+    expect(captured.err).toMatch(/cannot start/);
+  });
+
+  it('runs: prints the bound address, delivers signed batches to the function, and exits 0 on abort', async () => {
+    const fn = await startFunctionServer();
+    cleanups.push(() => fn.close());
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const { code, err } = await runUntil(
+      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', fn.url, '--spool', tmp.dir, '--grace-seconds', '1'],
+      { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: 'bearer' },
+      () => fn.requests.length === 1,
+      (e) => sendLines(listenAddress(e), [demoLine]),
+    );
+    expect(code).toBe(0);
+    expect(listenAddress(err)).toMatch(/^tcp:\/\/127\.0\.0\.1:\d+$/);
+    expect(fn.requests[0]?.auth).toEqual({ ok: true, method: 'hmac' });
+    expect(err).toMatch(/"message":"relay stopped"/);
+    expect(err).not.toContain(SECRET);
+    expect(err).not.toContain('payments/api/db'); // record contents stay out of the logs
+  });
+
+  it('with an SQS queue URL, plans locally with --routes and queues on SQS (endpoint from AWS_ENDPOINT_URL_SQS)', async () => {
+    const sent: Array<{ MessageGroupId: string; MessageBody: string }> = [];
+    const sqs = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        const input = JSON.parse(body) as { QueueUrl: string; Entries: Array<{ Id: string; MessageBody: string; MessageGroupId: string }> };
+        expect(req.headers['x-amz-target']).toBe('AmazonSQS.SendMessageBatch');
+        sent.push(...input.Entries);
+        res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' });
+        res.end(JSON.stringify({ Successful: input.Entries.map((e) => ({ Id: e.Id, MessageId: `id-${e.Id}`, MD5OfMessageBody: createHash('md5').update(e.MessageBody).digest('hex') })), Failed: [] }));
+      });
+    });
+    await new Promise<void>((resolve) => sqs.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => sqs.close(() => resolve())));
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'test');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'test');
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const queueUrl = 'https://sqs.eu-west-1.amazonaws.com/000000000000/vault-rollout.fifo';
+    const { code } = await runUntil(
+      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', queueUrl, '--routes', `${repoRoot}infra/routes/example.yaml`, '--spool', tmp.dir],
+      { AWS_ENDPOINT_URL_SQS: `http://127.0.0.1:${(sqs.address() as AddressInfo).port}` },
+      () => sent.length === 2,
+      (e) => sendLines(listenAddress(e), [demoLine]),
+    );
+    expect(code).toBe(0);
+    expect(sent.map((m) => m.MessageGroupId).sort()).toEqual(['alpha', 'beta']);
+    expect(JSON.parse(sent[0]?.MessageBody as string)).toMatchObject({ v: 1, targets: [{ kind: 'Deployment', name: 'api', namespace: 'payments' }] });
+  });
+
+  it('follows an audit file and subscribes to events with an AppRole login', async () => {
+    const { startFakeVault, kvEvent } = await import('./fake-vault.ts');
+    const vault = await startFakeVault({
+      tokens: new Set(['approle-token']),
+      api: (req) => (req.url === '/v1/auth/approle/login' ? { status: 200, body: { auth: { client_token: 'approle-token', lease_duration: 3600, renewable: true } } } : { status: 404 }),
+    });
+    cleanups.push(() => vault.close());
+    const fn = await startFunctionServer();
+    cleanups.push(() => fn.close());
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const { writeFileSync, appendFileSync } = await import('node:fs');
+    const auditFile = `${tmp.dir}/audit.log`;
+    writeFileSync(auditFile, `${demoLine}\n`);
+    const { code } = await runUntil(
+      ['--audit-file', auditFile, '--from-start', '--events', 'kv-v2/*', '--vault-addr', vault.url, '--namespaces', 'a,b', '--to', fn.url, '--spool', `${tmp.dir}/spool`],
+      { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET, VAULT_ROLE_ID: 'r', VAULT_SECRET_ID: 's' },
+      () => fn.requests.some((r) => r.path === '/v1/vault/events') && fn.requests.some((r) => r.path === '/v1/vault/audit'),
+      async () => {
+        await waitFor(() => vault.sockets.length === 1);
+        vault.sockets[0]?.send(kvEvent(1));
+        appendFileSync(auditFile, `${demoLine}\n`);
+      },
+    );
+    expect(code).toBe(0);
+    expect(vault.upgrades[0]?.url).toBe('/v1/sys/events/subscribe/kv-v2/*?json=true&namespaces=a&namespaces=b');
+  });
+});
