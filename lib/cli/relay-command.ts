@@ -1,0 +1,145 @@
+/**
+ * `vault-rollout relay`: ships Vault's change feed to the function (or straight onto the rollout queue) from
+ * where Vault runs — the piece no Vault edition provides by itself. Sources: a `file` audit device's log, a
+ * `socket` audit device, event notification subscriptions (Enterprise). Runs until SIGTERM/SIGINT (or the
+ * optional AbortSignal, for tests), then spools what it holds, delivers for a grace period and exits 0.
+ */
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { parseArgs } from 'node:util';
+import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
+import type { BatchSender } from '../relay/batch-sender.ts';
+import { HttpBatchSender } from '../relay/http-sender.ts';
+import { DEFAULT_SPOOL_MAX_BYTES, startRelay, type RelayOptions } from '../relay/relay.ts';
+import { jsonLinesLog } from '../relay/relay-log.ts';
+import { parseListenAddress } from '../relay/socket-listener.ts';
+import { SqsBatchSender } from '../relay/sqs-sender.ts';
+import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { loadRoutes, usageError } from './shared.ts';
+
+const SQS_QUEUE_URL = /^https:\/\/sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\/\d{12}\/[A-Za-z0-9_-]+(?:\.fifo)?$/;
+
+const OPTIONS = {
+  'audit-file': { type: 'string' },
+  'from-start': { type: 'boolean', default: false },
+  'audit-listen': { type: 'string' },
+  'vault-addr': { type: 'string' },
+  events: { type: 'string' },
+  namespaces: { type: 'string' },
+  filter: { type: 'string' },
+  to: { type: 'string' },
+  'to-sqs': { type: 'boolean', default: false },
+  routes: { type: 'string' },
+  spool: { type: 'string', default: './.vault-rollout-spool' },
+  'spool-max-mb': { type: 'string' },
+  'grace-seconds': { type: 'string', default: '10' },
+} as const;
+
+const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+
+export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false }));
+  } catch (e) {
+    return usageError(io, 'relay', e);
+  }
+  const env = io.env;
+  const log = jsonLinesLog(io.stderr);
+
+  // Sources.
+  const eventTypes = list(values.events);
+  const vaultAddr = values['vault-addr'] ?? env.VAULT_ADDR;
+  if (!values['audit-file'] && !values['audit-listen'] && eventTypes.length === 0) return usageError(io, 'relay', 'give at least one source: --audit-file, --audit-listen or --events');
+  if (values['audit-listen']) {
+    try {
+      parseListenAddress(values['audit-listen']);
+    } catch (e) {
+      return usageError(io, 'relay', e);
+    }
+  }
+  for (const eventType of eventTypes) if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType)) return usageError(io, 'relay', `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`);
+  let auth: VaultTokenSource | undefined;
+  if (eventTypes.length > 0) {
+    if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
+    if (env.VAULT_TOKEN) auth = staticTokenSource(env.VAULT_TOKEN);
+    else if (env.VAULT_ROLE_ID && env.VAULT_SECRET_ID) {
+      auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
+    } else {
+      io.stderr('vault-rollout relay: --events needs a Vault token: set VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID for an AppRole login\n');
+      return EXIT.failure;
+    }
+  }
+
+  // Destination.
+  const to = values.to;
+  if (!to) return usageError(io, 'relay', '--to is required: the function URL, or an SQS queue URL');
+  let toUrl: URL;
+  try {
+    toUrl = new URL(to);
+  } catch {
+    return usageError(io, 'relay', `--to ${to} is not a URL`);
+  }
+  let sender: BatchSender;
+  const sqs = values['to-sqs'] || SQS_QUEUE_URL.test(to);
+  if (sqs) {
+    if (!values.routes) return usageError(io, 'relay', 'sending to SQS plans here: give the routing table with --routes FILE');
+    const table = await loadRoutes(io, values.routes);
+    if (typeof table === 'number') return table;
+    const region = SQS_QUEUE_URL.exec(to)?.[1] ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+    if (!region) return usageError(io, 'relay', 'cannot tell the SQS region from the queue URL: set AWS_REGION');
+    const endpoint = env.AWS_ENDPOINT_URL_SQS ?? env.AWS_ENDPOINT_URL;
+    const client = new SQSClient({ region, ...(endpoint ? { endpoint } : {}) });
+    sender = new SqsBatchSender({ table, queue: new SqsRolloutQueue({ client, queueUrl: to }), queueUrl: to });
+  } else {
+    if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:') return usageError(io, 'relay', '--to must be an http(s) URL');
+    const hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET || undefined;
+    const bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN || undefined;
+    if (hmacSecret === undefined && bearerToken === undefined) {
+      io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches\n');
+      return EXIT.failure;
+    }
+    if (toUrl.protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
+    sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}) });
+  }
+
+  const graceSeconds = Number(values['grace-seconds']);
+  if (!Number.isFinite(graceSeconds) || graceSeconds < 0) return usageError(io, 'relay', '--grace-seconds must be a number of seconds');
+  const spoolMaxMb = values['spool-max-mb'] === undefined ? undefined : Number(values['spool-max-mb']);
+  if (spoolMaxMb !== undefined && !(spoolMaxMb > 0)) return usageError(io, 'relay', '--spool-max-mb must be a positive number');
+
+  const options: RelayOptions = {
+    spoolDir: values.spool,
+    spoolMaxBytes: spoolMaxMb !== undefined ? Math.floor(spoolMaxMb * 1024 * 1024) : DEFAULT_SPOOL_MAX_BYTES,
+    sender,
+    log,
+    ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
+    ...(values['audit-listen'] ? { auditListen: values['audit-listen'] } : {}),
+    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
+  };
+
+  let relay;
+  try {
+    relay = await startRelay(options);
+  } catch (e) {
+    auth?.stop();
+    io.stderr(`vault-rollout relay: cannot start: ${e instanceof Error ? e.message : String(e)}\n`);
+    return EXIT.failure;
+  }
+
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    if (signal?.aborted) stop();
+    else signal?.addEventListener('abort', stop, { once: true });
+  });
+  log.info('stopping: spooling what is held, delivering for the grace period', { graceSeconds });
+  await relay.stop(graceSeconds * 1000);
+  return EXIT.ok;
+}

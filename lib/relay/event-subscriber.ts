@@ -1,0 +1,149 @@
+/**
+ * One WebSocket subscription to Vault's event notifications (Enterprise 1.16+; 1.15 beta):
+ * `GET /v1/sys/events/subscribe/<event type pattern>?json=true[&namespaces=…][&filter=…]` with `X-Vault-Token`.
+ *
+ * A standby node answers 307 with the active node's address: followed (ws `followRedirects`; the token header is
+ * kept, ws drops only Authorization and Cookie across hosts). A dropped connection is reopened with jittered
+ * exponential backoff; the backoff starts over once a connection stayed up. A ping goes out every
+ * `pingIntervalMs`; a connection that answered none since the previous ping is terminated and reopened — a
+ * half-open TCP connection would otherwise wait silently forever. Vault does not replay events missed while
+ * disconnected: pair the subscription with an audit source when every change matters.
+ */
+import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
+import type { RelayLog } from './relay-log.ts';
+import type { VaultTokenSource } from './vault-auth.ts';
+import { WebSocketClient } from './ws.ts';
+
+export interface EventSubscriberOptions {
+  vaultAddr: string;
+  /** An event type or pattern: `kv-v2/*`, `kv-v1/*`, `kv*`. */
+  eventType: string;
+  namespaces?: readonly string[];
+  /** A go-bexpr filter, e.g. `data_path matches "secret/data/payments/.*"`. */
+  filter?: string;
+  auth: VaultTokenSource;
+  /** `X-Vault-Namespace`: the namespace the subscription is made in (Enterprise). */
+  vaultNamespace?: string;
+  /** One event notification, as received (a JSON document). */
+  onMessage: (text: string) => void;
+  log: RelayLog;
+  pingIntervalMs?: number;
+  handshakeTimeoutMs?: number;
+  reconnectBaseMs?: number;
+  reconnectCapMs?: number;
+  /** A connection up this long resets the backoff. */
+  stableAfterMs?: number;
+  sleep?: Sleep;
+  random?: () => number;
+}
+
+export function subscribeUrl(vaultAddr: string, eventType: string, namespaces: readonly string[] = [], filter?: string): string {
+  const url = new URL(`${vaultAddr.replace(/\/+$/, '')}/v1/sys/events/subscribe/${eventType.split('/').map(encodeURIComponent).join('/')}`);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : url.protocol === 'http:' ? 'ws:' : url.protocol;
+  url.searchParams.set('json', 'true');
+  for (const namespace of namespaces) url.searchParams.append('namespaces', namespace);
+  if (filter) url.searchParams.set('filter', filter);
+  return url.toString();
+}
+
+interface ConnectionEnd {
+  opened: boolean;
+  upMs: number;
+  status?: number;
+  error?: string;
+  code?: number;
+}
+
+export class EventSubscriber {
+  readonly #options: EventSubscriberOptions;
+  readonly #stopping = new AbortController();
+  readonly #sleep: Sleep;
+  #running: Promise<void> | undefined;
+  /** Connections opened so far (for tests and logs). */
+  connections = 0;
+
+  constructor(options: EventSubscriberOptions) {
+    this.#options = options;
+    this.#sleep = options.sleep ?? abortableSleep;
+  }
+
+  start(): void {
+    this.#running ??= this.#run();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping.abort();
+    await this.#running;
+  }
+
+  async #run(): Promise<void> {
+    const { log, eventType } = this.#options;
+    const signal = this.#stopping.signal;
+    let failures = 0;
+    while (!signal.aborted) {
+      let end: ConnectionEnd;
+      try {
+        end = await this.#connectOnce(await this.#options.auth.token());
+      } catch (error) {
+        if (signal.aborted) break;
+        end = { opened: false, upMs: 0, error: (error as Error).message };
+      }
+      if (signal.aborted) break;
+      if (end.status === 401 || end.status === 403) {
+        // An expired or revoked token, or a policy without `subscribe`: a new login may help, a human may be needed.
+        log.error('Vault refused the event subscription: check the token and its policy (infra/vault/events-policy.hcl)', { eventType, status: end.status });
+        this.#options.auth.invalidate();
+      }
+      failures = end.opened && end.upMs >= (this.#options.stableAfterMs ?? 10_000) ? 1 : failures + 1;
+      const delay = backoffDelayMs(failures, this.#options.reconnectBaseMs ?? 500, this.#options.reconnectCapMs ?? 30_000, this.#options.random);
+      log.warn('event subscription closed: reconnecting (events published meanwhile are not replayed by Vault)', { eventType, ...(end.status ? { status: end.status } : {}), ...(end.code ? { code: end.code } : {}), ...(end.error ? { error: end.error } : {}), retryInMs: delay });
+      await this.#sleep(delay, signal);
+    }
+  }
+
+  #connectOnce(token: string): Promise<ConnectionEnd> {
+    const { vaultAddr, eventType, namespaces, filter, vaultNamespace, log, onMessage } = this.#options;
+    const headers: Record<string, string> = { 'X-Vault-Token': token };
+    if (vaultNamespace) headers['X-Vault-Namespace'] = vaultNamespace;
+    const socket = new WebSocketClient(subscribeUrl(vaultAddr, eventType, namespaces, filter), { headers, followRedirects: true, maxRedirects: 5, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000 });
+    return new Promise((resolve) => {
+      let openedAt: number | undefined;
+      let status: number | undefined;
+      let error: string | undefined;
+      let answered = true;
+      let pinger: NodeJS.Timeout | undefined;
+      const stop = (): void => socket.terminate();
+      this.#stopping.signal.addEventListener('abort', stop, { once: true });
+      socket.on('redirect', (url) => log.info('following a redirect to the active Vault node', { eventType, to: new URL(url).host }));
+      socket.on('open', () => {
+        openedAt = Date.now();
+        this.connections += 1;
+        log.info('subscribed to Vault events', { eventType, vault: new URL(vaultAddr).host });
+        pinger = setInterval(() => {
+          if (!answered) {
+            log.warn('no pong from Vault since the last ping: the connection is dead, terminating it', { eventType });
+            socket.terminate();
+            return;
+          }
+          answered = false;
+          socket.ping();
+        }, this.#options.pingIntervalMs ?? 30_000);
+      });
+      socket.on('pong', () => (answered = true));
+      socket.on('message', (data) => {
+        answered = true;
+        onMessage(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8'));
+      });
+      socket.on('error', (e) => {
+        const match = /Unexpected server response: (\d{3})/.exec(e.message);
+        if (match) status = Number(match[1]);
+        error = e.message;
+      });
+      socket.on('close', (code) => {
+        clearInterval(pinger);
+        this.#stopping.signal.removeEventListener('abort', stop);
+        resolve({ opened: openedAt !== undefined, upMs: openedAt === undefined ? 0 : Date.now() - openedAt, ...(status !== undefined ? { status } : {}), ...(error !== undefined ? { error } : {}), ...(openedAt !== undefined ? { code } : {}) });
+      });
+    });
+  }
+}

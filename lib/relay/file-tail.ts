@@ -1,0 +1,256 @@
+/**
+ * Follows a `file` audit device's log by polling (fs.watch misses events on many file systems and across
+ * rotation). Each poll: stat the path; when its inode changed, the file was rotated by rename — the old file is
+ * drained (Vault may write to it until it reopens on SIGHUP) and closed once it stays quiet — and the new file is
+ * read from its start; when the size fell below our offset, it was copy-truncated — read again from 0. Only
+ * complete lines are emitted.
+ *
+ * The position saved is the one after the last line whose batch reached the spool (the acknowledgement), so a
+ * restart neither skips nor loses lines. If the file was rotated while the relay was down, the old file is looked
+ * for by its inode among its siblings (`audit.log.1`, `audit.log-2024…`) and finished first.
+ */
+import { createHash } from 'node:crypto';
+import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import type { Ack } from './batcher.ts';
+import { LineSplitter } from './line-splitter.ts';
+import type { OffsetStore, TailPosition } from './offset-store.ts';
+import type { RelayLog } from './relay-log.ts';
+
+export interface FileTailOptions {
+  path: string;
+  store: OffsetStore;
+  onLine: (line: string, ack: Ack) => void;
+  /** A line was dropped: longer than maxLineBytes, or the unfinished end of a rotated file. */
+  onDropped: (reason: 'line-too-long' | 'partial-line') => void;
+  log: RelayLog;
+  /** Where to start when no position was saved: the end (default: do not replay history) or the start. */
+  startAt?: 'end' | 'start';
+  pollMs?: number;
+  maxLineBytes?: number;
+  /** Polls without growth after which a rotated file is closed. */
+  rotatedQuietPolls?: number;
+  readChunkBytes?: number;
+}
+
+interface TailedFile {
+  handle: FileHandle;
+  inode: number;
+  offset: number;
+  splitter: LineSplitter;
+  quietPolls: number;
+  /** The file's first bytes (up to FINGERPRINT_BYTES), to tell it from a later file with the same inode. */
+  head: Buffer;
+}
+
+const FINGERPRINT_BYTES = 256;
+const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
+
+export class FileTail {
+  readonly #options: FileTailOptions;
+  readonly #pollMs: number;
+  readonly #maxLineBytes: number;
+  readonly #quietPolls: number;
+  readonly #buffer: Buffer;
+  #current: TailedFile | undefined;
+  #rotated: TailedFile[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #polling: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(options: FileTailOptions) {
+    this.#options = options;
+    this.#pollMs = options.pollMs ?? 250;
+    this.#maxLineBytes = options.maxLineBytes ?? 4 * 1024 * 1024;
+    this.#quietPolls = options.rotatedQuietPolls ?? 8;
+    this.#buffer = Buffer.allocUnsafe(options.readChunkBytes ?? 1024 * 1024);
+  }
+
+  async start(): Promise<void> {
+    const { path, store, log } = this.#options;
+    const saved = await store.load();
+    const now = await statOrUndefined(path);
+    if (saved && saved.path === path) {
+      const same = now && now.ino === saved.inode ? await this.#open(path, saved.offset) : undefined;
+      if (same && (await sameFile(same, saved))) {
+        this.#current = same;
+      } else if (same && now && now.size < saved.offset) {
+        log.warn('the audit file is shorter than the saved offset (truncated while stopped): reading it from the start', { path });
+        this.#current = this.#restart(same);
+      } else {
+        await same?.handle.close();
+        const old = await findByInode(path, saved);
+        if (old) {
+          log.info('the audit file was rotated while stopped: finishing the old file first', { path, rotatedTo: old });
+          const rotated = await this.#open(old, saved.offset);
+          if (rotated) this.#rotated.push(rotated);
+          if (now?.ino === saved.inode) log.warn('the audit file now at this path is another file (its inode was reused): reading it from the start', { path });
+        } else {
+          log.warn('the audit file was rotated while stopped and the old file is gone: lines written to it after the saved offset are lost', { path });
+        }
+        if (now) this.#current = await this.#open(path, 0);
+      }
+    } else if (now) {
+      const startAt = this.#options.startAt ?? 'end';
+      this.#current = await this.#open(path, startAt === 'end' ? now.size : 0);
+      log.info(`following the audit file from its ${startAt}`, { path });
+    } else {
+      log.warn('the audit file does not exist yet: waiting for it', { path });
+    }
+    if (this.#current) store.save(this.#position(this.#current, this.#current.offset));
+    await this.pollOnce();
+    this.#schedule();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#polling;
+    for (const file of [...this.#rotated, ...(this.#current ? [this.#current] : [])]) await file.handle.close().catch(() => undefined);
+    this.#rotated = [];
+    this.#current = undefined;
+    // Lines still on their way to the spool save their position later; the relay flushes again after them.
+    await this.#options.store.flush();
+  }
+
+  /** One poll (exposed so tests need not wait for the timer). */
+  pollOnce(): Promise<void> {
+    this.#polling ??= this.#poll().finally(() => (this.#polling = undefined));
+    return this.#polling;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.pollOnce()
+        .catch((error: unknown) => this.#options.log.error('cannot read the audit file', { path: this.#options.path, error: (error as NodeJS.ErrnoException).code ?? String(error) }))
+        .finally(() => this.#schedule());
+    }, this.#pollMs);
+  }
+
+  async #poll(): Promise<void> {
+    const { path, log } = this.#options;
+    for (const file of [...this.#rotated]) {
+      if ((await this.#readAvailable(file)) > 0) file.quietPolls = 0;
+      else if (++file.quietPolls >= this.#quietPolls) await this.#closeRotated(file);
+    }
+    const now = await statOrUndefined(path);
+    if (this.#current && (!now || now.ino !== this.#current.inode)) {
+      log.info('the audit file was rotated (renamed): draining the old file, reading the new one from its start', { path });
+      this.#current.quietPolls = 0;
+      this.#rotated.push(this.#current);
+      this.#current = undefined;
+      // Lines Vault writes to the old file before it reopens come first.
+      await this.#readAvailable(this.#rotated.at(-1) as TailedFile);
+    }
+    if (!this.#current && now) this.#current = await this.#open(path, 0);
+    const current = this.#current;
+    if (!current) return;
+    const size = (await current.handle.stat()).size;
+    if (size < current.offset) {
+      log.info('the audit file was truncated (copy-truncate): reading it again from the start', { path });
+      if (current.splitter.pendingBytes > 0) this.#options.onDropped('partial-line');
+      this.#restart(current);
+    }
+    await this.#readAvailable(current);
+  }
+
+  /** Reads to the end of the file; returns the bytes read. */
+  async #readAvailable(file: TailedFile): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { bytesRead } = await file.handle.read(this.#buffer, 0, this.#buffer.length, file.offset);
+      if (bytesRead === 0) return total;
+      if (file.head.length < FINGERPRINT_BYTES && file.offset < FINGERPRINT_BYTES) file.head = Buffer.concat([file.head.subarray(0, file.offset), this.#buffer.subarray(0, Math.min(bytesRead, FINGERPRINT_BYTES - file.offset))]);
+      file.offset += bytesRead;
+      total += bytesRead;
+      file.splitter.push(this.#buffer.subarray(0, bytesRead));
+    }
+  }
+
+  async #closeRotated(file: TailedFile): Promise<void> {
+    this.#rotated.splice(this.#rotated.indexOf(file), 1);
+    await file.handle.close().catch(() => undefined);
+    if (file.splitter.pendingBytes > 0) {
+      this.#options.log.warn('the rotated audit file ends in an incomplete line: dropped', { path: this.#options.path });
+      this.#options.onDropped('partial-line');
+    }
+  }
+
+  async #open(path: string, offset: number): Promise<TailedFile | undefined> {
+    let handle: FileHandle;
+    try {
+      handle = await open(path, 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+    // The inode of what was opened, not of what the path named a moment before.
+    const inode = (await handle.stat()).ino;
+    const head = Buffer.alloc(Math.min(offset, FINGERPRINT_BYTES));
+    const { bytesRead } = head.length > 0 ? await handle.read(head, 0, head.length, 0) : { bytesRead: 0 };
+    const file: TailedFile = { handle, inode, offset, quietPolls: 0, head: head.subarray(0, bytesRead), splitter: undefined as unknown as LineSplitter };
+    file.splitter = this.#splitter(file, offset);
+    return file;
+  }
+
+  /** The same file from its start (it was truncated). */
+  #restart(file: TailedFile): TailedFile {
+    file.offset = 0;
+    file.head = Buffer.alloc(0);
+    file.splitter = this.#splitter(file, 0);
+    return file;
+  }
+
+  #position(file: TailedFile, offset: number): TailPosition {
+    const headBytes = Math.min(offset, file.head.length);
+    return { path: this.#options.path, inode: file.inode, offset, headBytes, headSha256: sha256(file.head.subarray(0, headBytes)) };
+  }
+
+  #splitter(file: TailedFile, offset: number): LineSplitter {
+    const { store, onLine, onDropped } = this.#options;
+    return new LineSplitter({
+      maxLineBytes: this.#maxLineBytes,
+      startPosition: offset,
+      onLine: (line, end) => onLine(line, () => store.save(this.#position(file, end))),
+      onOverlong: () => onDropped('line-too-long'),
+    });
+  }
+}
+
+async function statOrUndefined(path: string): Promise<{ ino: number; size: number } | undefined> {
+  try {
+    return await stat(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** Whether an opened file is the one a saved position describes: long enough, and the same first bytes. */
+async function sameFile(file: TailedFile, saved: TailPosition): Promise<boolean> {
+  const size = (await file.handle.stat()).size;
+  if (size < saved.offset) return false;
+  if (saved.headSha256 === undefined || saved.headBytes === undefined) return true;
+  return file.head.length >= saved.headBytes && sha256(file.head.subarray(0, saved.headBytes)) === saved.headSha256;
+}
+
+/** A rotated sibling of `path` (same directory, name starting with its name) that is the saved file. */
+async function findByInode(path: string, saved: TailPosition): Promise<string | undefined> {
+  const dir = dirname(path);
+  const name = basename(path);
+  for (const candidate of await readdir(dir)) {
+    if (candidate === name || !candidate.startsWith(name)) continue;
+    const found = await statOrUndefined(join(dir, candidate));
+    if (found?.ino !== saved.inode) continue;
+    const handle = await open(join(dir, candidate), 'r');
+    try {
+      const head = Buffer.alloc(saved.headBytes ?? 0);
+      const { bytesRead } = head.length > 0 ? await handle.read(head, 0, head.length, 0) : { bytesRead: 0 };
+      if (saved.headSha256 === undefined || (bytesRead === head.length && sha256(head) === saved.headSha256)) return join(dir, candidate);
+    } finally {
+      await handle.close();
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,186 @@
+/**
+ * The relay, wired: sources (audit file, audit socket, event subscriptions) -> batcher -> spool (on disk before
+ * any delivery) -> deliverer (in order, to the function or the queue). Sources never wait for delivery: a slow
+ * receiver only grows the spool, up to its limit, beyond which new lines are dropped and counted.
+ *
+ * Stopping: sources first (nothing new comes in), open batches into the spool, then the deliverer keeps going for
+ * the grace period and is stopped; whatever is left stays spooled for the next start.
+ */
+import { join } from 'node:path';
+import type { Sleep } from './backoff.ts';
+import { DEFAULT_BATCH_LIMITS, Batcher, type Ack, type BatchLimits } from './batcher.ts';
+import type { BatchSender } from './batch-sender.ts';
+import { DROP_REASONS, RelayCounters, type DropReason } from './counters.ts';
+import { Deliverer } from './delivery.ts';
+import { EventSubscriber } from './event-subscriber.ts';
+import { FileTail } from './file-tail.ts';
+import { OffsetStore } from './offset-store.ts';
+import type { RecordKind } from './record-kind.ts';
+import type { RelayLog } from './relay-log.ts';
+import { AuditSocketListener, parseListenAddress } from './socket-listener.ts';
+import { Spool } from './spool.ts';
+import type { VaultTokenSource } from './vault-auth.ts';
+
+export const DEFAULT_SPOOL_MAX_BYTES = 512 * 1024 * 1024;
+export const OFFSET_FILE = 'audit-file-offset.json';
+
+export interface RelayOptions {
+  spoolDir: string;
+  spoolMaxBytes?: number;
+  /** Batches waiting for the disk, in memory, at most (default 16 MiB). */
+  spoolMaxPendingBytes?: number;
+  auditFile?: { path: string; startAt?: 'end' | 'start'; pollMs?: number };
+  auditListen?: string;
+  events?: {
+    vaultAddr: string;
+    eventTypes: readonly string[];
+    namespaces?: readonly string[];
+    filter?: string;
+    auth: VaultTokenSource;
+    vaultNamespace?: string;
+    pingIntervalMs?: number;
+    reconnectBaseMs?: number;
+  };
+  sender: BatchSender;
+  log: RelayLog;
+  batch?: Partial<BatchLimits>;
+  maxLineBytes?: number;
+  retryBaseMs?: number;
+  retryCapMs?: number;
+  sleep?: Sleep;
+  random?: () => number;
+  /** How often the counters are logged (default 60 s; 0: never). */
+  statsIntervalMs?: number;
+}
+
+export interface RunningRelay {
+  /** The audit socket's bound address, when listening. */
+  listenAddress?: string;
+  counters: RelayCounters;
+  spool: Spool;
+  /** Stops the sources, spools what is held, delivers for up to graceMs, stops. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
+  const { log } = options;
+  const counters = new RelayCounters();
+  const spool = await Spool.open(options.spoolDir, { maxBytes: options.spoolMaxBytes ?? DEFAULT_SPOOL_MAX_BYTES, ...(options.spoolMaxPendingBytes !== undefined ? { maxPendingBytes: options.spoolMaxPendingBytes } : {}), log });
+  const replay = spool.entries();
+  if (replay.length > 0) log.info('replaying the spool left by the previous run, in order', { batches: replay.length, bytes: spool.usedBytes });
+
+  let spoolFull = false;
+  const drop = (reason: DropReason, records: number): void => {
+    counters.drop(reason, records);
+    if (reason !== DROP_REASONS.spoolFull) log.warn('dropped records', { reason, records });
+  };
+  const batcher = new Batcher({ ...DEFAULT_BATCH_LIMITS, ...options.batch }, (kind, lines, acks) => {
+    void spool.append(kind, lines).then((result) => {
+      if (result === 'spooled') {
+        counters.spooled += lines.length;
+        if (spoolFull) log.info('the spool has room again: spooling resumed', { dropped: counters.dropped(DROP_REASONS.spoolFull) });
+        spoolFull = false;
+      } else if (result === 'full') {
+        if (!spoolFull) log.error('THE SPOOL IS FULL: new records are dropped (reason spool-full) until the receiver takes batches again', { dir: spool.dir, usedBytes: spool.usedBytes });
+        spoolFull = true;
+        drop(DROP_REASONS.spoolFull, lines.length);
+      } else {
+        drop(result === 'overloaded' ? DROP_REASONS.overload : DROP_REASONS.spoolWriteFailed, lines.length);
+      }
+      // Acknowledged also when dropped: those lines are accounted for, re-reading them would not change that.
+      for (const ack of acks) ack();
+    });
+  });
+  const receive = (kind: RecordKind, line: string, ack?: Ack): void => {
+    counters.received += 1;
+    batcher.add(kind, line, ack);
+  };
+
+  const delivering = new AbortController();
+  const deliverer = new Deliverer({ spool, sender: options.sender, counters, log, ...pick(options, 'sleep', 'random', 'retryBaseMs', 'retryCapMs') });
+  const delivery = deliverer.run(delivering.signal).catch((error: unknown) => log.error('delivery stopped on an unexpected error', { error: String(error) }));
+
+  const stops: Array<() => Promise<void>> = [];
+  let listenAddress: string | undefined;
+  let offsets: OffsetStore | undefined;
+  try {
+    if (options.auditListen) {
+      const listener = new AuditSocketListener({ address: parseListenAddress(options.auditListen), onLine: (line) => receive('audit', line), onDropped: (reason) => drop(reason, 1), log, ...pick(options, 'maxLineBytes') });
+      listenAddress = await listener.start();
+      stops.push(() => listener.stop());
+    }
+    if (options.auditFile) {
+      offsets = new OffsetStore(join(options.spoolDir, OFFSET_FILE));
+      const tail = new FileTail({ path: options.auditFile.path, store: offsets, onLine: (line, ack) => receive('audit', line, ack), onDropped: (reason) => drop(reason, 1), log, ...pick(options.auditFile, 'startAt', 'pollMs'), ...pick(options, 'maxLineBytes') });
+      await tail.start();
+      stops.push(() => tail.stop());
+    }
+    if (options.events) {
+      const events = options.events;
+      for (const eventType of events.eventTypes) {
+        const subscriber = new EventSubscriber({
+          vaultAddr: events.vaultAddr,
+          eventType,
+          auth: events.auth,
+          log,
+          onMessage: (text) => {
+            const line = compactJson(text);
+            if (line === undefined) {
+              counters.received += 1;
+              drop(DROP_REASONS.invalidEvent, 1);
+            } else receive('events', line);
+          },
+          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs'),
+          ...pick(options, 'sleep', 'random'),
+        });
+        subscriber.start();
+        stops.push(() => subscriber.stop());
+      }
+      stops.push(() => Promise.resolve(events.auth.stop()));
+    }
+  } catch (error) {
+    for (const stop of stops) await stop();
+    delivering.abort();
+    await delivery;
+    throw error;
+  }
+  log.info('relay started', { target: options.sender.target, spool: options.spoolDir, sources: [options.auditFile ? 'audit-file' : '', listenAddress ? 'audit-socket' : '', options.events ? 'events' : ''].filter(Boolean) });
+
+  const statsIntervalMs = options.statsIntervalMs ?? 60_000;
+  const stats = statsIntervalMs > 0 ? setInterval(() => log.info('counters', { ...counters.snapshot(), spooledBatches: spool.entries().length, spoolBytes: spool.usedBytes }), statsIntervalMs) : undefined;
+  stats?.unref();
+
+  let stopping: Promise<void> | undefined;
+  const stop = (graceMs = 10_000): Promise<void> =>
+    (stopping ??= (async () => {
+      clearInterval(stats);
+      for (const stopSource of stops) await stopSource();
+      batcher.flush();
+      await spool.whenWritten();
+      // The acknowledgements of the last batches run right after their writes; let them, then save the offset.
+      await new Promise((resolve) => setImmediate(resolve));
+      await offsets?.flush();
+      const grace = AbortSignal.any([delivering.signal, AbortSignal.timeout(graceMs)]);
+      await spool.drained(grace);
+      delivering.abort();
+      await delivery;
+      log.info('relay stopped', { ...counters.snapshot(), leftInSpool: spool.entries().length });
+    })());
+  return { ...(listenAddress !== undefined ? { listenAddress } : {}), counters, spool, stop };
+}
+
+/** One event per line: the JSON re-serialized compactly (a pretty-printed message would break NDJSON). */
+function compactJson(text: string): string | undefined {
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The listed properties that are defined (exactOptionalPropertyTypes-friendly spreading). */
+function pick<T extends object, K extends keyof T>(from: T, ...keys: K[]): { [P in K]?: Exclude<T[P], undefined> } {
+  const picked: { [P in K]?: Exclude<T[P], undefined> } = {};
+  for (const key of keys) if (from[key] !== undefined) picked[key] = from[key] as Exclude<T[K], undefined>;
+  return picked;
+}

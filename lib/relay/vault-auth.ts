@@ -1,0 +1,151 @@
+/**
+ * The Vault token the event subscriber presents: a fixed one (`VAULT_TOKEN`), or an AppRole login
+ * (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`) that is renewed (`auth/token/renew-self`) at two thirds of its TTL and
+ * replaced by a new login when renewal fails or no longer extends it (max TTL reached). The token never appears
+ * in logs.
+ */
+import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
+import type { RelayLog } from './relay-log.ts';
+
+export interface VaultTokenSource {
+  /** A valid token, logging in first when needed. Rejects only once stopped. */
+  token(): Promise<string>;
+  /** Vault refused the token (401/403): the next token() logs in again where possible. */
+  invalidate(): void;
+  stop(): void;
+}
+
+export function staticTokenSource(token: string): VaultTokenSource {
+  return { token: () => Promise.resolve(token), invalidate: () => undefined, stop: () => undefined };
+}
+
+export interface AppRoleOptions {
+  vaultAddr: string;
+  roleId: string;
+  secretId: string;
+  /** The AppRole mount (default `approle`). */
+  mount?: string;
+  /** `X-Vault-Namespace` for Enterprise namespaces. */
+  namespace?: string;
+  log: RelayLog;
+  fetch?: typeof fetch;
+  sleep?: Sleep;
+  random?: () => number;
+  /** When to renew a token with this TTL (default: after two thirds of it). */
+  renewDelayMs?: (ttlSeconds: number) => number;
+  /** A renewal that grants less than this is not worth keeping: log in again (default 10 s). */
+  minRenewSeconds?: number;
+  retryBaseMs?: number;
+  retryCapMs?: number;
+}
+
+interface VaultAuth {
+  client_token: string;
+  lease_duration: number;
+  renewable: boolean;
+}
+
+class VaultRequestError extends Error {
+  override readonly name = 'VaultRequestError';
+}
+
+export class AppRoleTokenSource implements VaultTokenSource {
+  readonly #options: AppRoleOptions;
+  readonly #fetch: typeof fetch;
+  readonly #sleep: Sleep;
+  readonly #stopping = new AbortController();
+  #token: string | undefined;
+  #login: Promise<string> | undefined;
+  #renewTimer: NodeJS.Timeout | undefined;
+  /** Counts logins, so a renewal scheduled for a replaced token does nothing. */
+  #generation = 0;
+
+  constructor(options: AppRoleOptions) {
+    this.#options = options;
+    this.#fetch = options.fetch ?? globalThis.fetch;
+    this.#sleep = options.sleep ?? abortableSleep;
+  }
+
+  token(): Promise<string> {
+    if (this.#stopping.signal.aborted) return Promise.reject(new Error('the Vault token source is stopped'));
+    if (this.#token !== undefined) return Promise.resolve(this.#token);
+    this.#login ??= this.#loginUntilDone().finally(() => (this.#login = undefined));
+    return this.#login;
+  }
+
+  invalidate(): void {
+    this.#token = undefined;
+    clearTimeout(this.#renewTimer);
+  }
+
+  stop(): void {
+    this.#stopping.abort();
+    this.invalidate();
+  }
+
+  async #loginUntilDone(): Promise<string> {
+    const { roleId, secretId, mount = 'approle', log } = this.#options;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const auth = await this.#call(`auth/${mount}/login`, { role_id: roleId, secret_id: secretId });
+        this.#accept(auth);
+        log.info('logged in to Vault with AppRole', { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
+        return auth.client_token;
+      } catch (error) {
+        if (this.#stopping.signal.aborted) throw new Error('the Vault token source is stopped', { cause: error });
+        const delay = backoffDelayMs(attempt, this.#options.retryBaseMs ?? 1000, this.#options.retryCapMs ?? 60_000, this.#options.random);
+        log.error('AppRole login failed: retrying', { error: (error as Error).message, attempt, retryInMs: delay });
+        await this.#sleep(delay, this.#stopping.signal);
+      }
+    }
+  }
+
+  #accept(auth: VaultAuth): void {
+    this.#token = auth.client_token;
+    const generation = ++this.#generation;
+    clearTimeout(this.#renewTimer);
+    if (!auth.renewable || auth.lease_duration <= 0) return;
+    const delay = (this.#options.renewDelayMs ?? ((ttl) => (ttl * 1000 * 2) / 3))(auth.lease_duration);
+    this.#renewTimer = setTimeout(() => void this.#renew(generation), delay);
+    this.#renewTimer.unref();
+  }
+
+  async #renew(generation: number): Promise<void> {
+    const token = this.#token;
+    if (generation !== this.#generation || token === undefined || this.#stopping.signal.aborted) return;
+    const { log } = this.#options;
+    try {
+      const auth = await this.#call('auth/token/renew-self', {}, token);
+      if (generation !== this.#generation) return;
+      if (auth.lease_duration < (this.#options.minRenewSeconds ?? 10)) throw new VaultRequestError(`renewal granted only ${auth.lease_duration} s (max TTL reached)`);
+      this.#accept({ ...auth, client_token: auth.client_token || token });
+      log.info('renewed the Vault token', { ttlSeconds: auth.lease_duration });
+    } catch (error) {
+      if (generation !== this.#generation || this.#stopping.signal.aborted) return;
+      log.warn('cannot renew the Vault token: logging in again', { error: (error as Error).message });
+      this.invalidate();
+      await this.token().catch(() => undefined);
+    }
+  }
+
+  async #call(path: string, body: object, token?: string): Promise<VaultAuth> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (token !== undefined) headers['x-vault-token'] = token;
+    if (this.#options.namespace) headers['x-vault-namespace'] = this.#options.namespace;
+    const response = await this.#fetch(`${this.#options.vaultAddr.replace(/\/+$/, '')}/v1/${path}`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any([this.#stopping.signal, AbortSignal.timeout(30_000)]) });
+    const text = await response.text();
+    if (!response.ok) {
+      // Vault's `errors` name the problem ("invalid role or secret ID"), never a credential.
+      let errors = '';
+      try {
+        errors = ((JSON.parse(text) as { errors?: unknown[] }).errors ?? []).map(String).join('; ');
+      } catch {
+        // not JSON
+      }
+      throw new VaultRequestError(`${path}: HTTP ${response.status}${errors ? `: ${errors}` : ''}`);
+    }
+    const auth = (JSON.parse(text) as { auth?: Partial<VaultAuth> }).auth;
+    if (!auth || typeof auth.client_token !== 'string' || typeof auth.lease_duration !== 'number') throw new VaultRequestError(`${path}: the answer carries no auth block`);
+    return { client_token: auth.client_token, lease_duration: auth.lease_duration, renewable: auth.renewable === true };
+  }
+}
