@@ -4,6 +4,9 @@ import { defineConfig } from 'vitest/config';
 // (brought up once by the global setup and stopped after).
 export default defineConfig({
   test: {
+    // Everything the suites print is captured, then checked for secrets once all projects have run.
+    globalSetup: ['test/global-setup-hygiene.ts'],
+    setupFiles: ['test/hygiene/capture.ts'],
     coverage: {
       provider: 'v8',
       include: ['lib/**/*.ts'],
@@ -15,12 +18,14 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          setupFiles: ['test/hygiene/capture.ts'],
         },
       },
       {
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          setupFiles: ['test/hygiene/capture.ts'],
           globalSetup: ['test/global-setup-clusters.ts'],
           testTimeout: 120_000,
           hookTimeout: 600_000,

@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CliIo } from '../lib/cli/io.ts';
+import { recordOutput } from './hygiene/capture.ts';
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 export const sharedSamples = fileURLToPath(new URL('../../shared/vault-samples/', import.meta.url));
@@ -19,8 +20,14 @@ export function memoryIo(files: Record<string, string> = {}, env: Record<string,
     env,
     out: '',
     err: '',
-    stdout: (t) => void (io.out += t),
-    stderr: (t) => void (io.err += t),
+    stdout: (t) => {
+      io.out += t;
+      recordOutput(t);
+    },
+    stderr: (t) => {
+      io.err += t;
+      recordOutput(t);
+    },
     readText: async (f) => {
       if (f in files) return files[f] ?? '';
       throw Object.assign(new Error(`ENOENT: ${f}`), { code: 'ENOENT' });

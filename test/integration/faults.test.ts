@@ -19,6 +19,7 @@ import { startSqsWorker } from '../../lib/runtime/sqs-worker.ts';
 import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { waitFor } from '../clusters/kube-http.ts';
+import { recordOutput } from '../hygiene/capture.ts';
 import { startFaultProxy, type FaultProxy } from '../faults/fault-proxy.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
@@ -167,16 +168,23 @@ describe('faults', () => {
     writeFileSync(crashRoutes, (await import('node:fs')).readFileSync(routesFile, 'utf8').replace('gamma: { kubeconfig:', 'gamma: { concurrency: 2, kubeconfig:'));
     const startWorker = (): ChildProcess =>
       spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'worker', '--routes', crashRoutes, '--queue-url', queue.queueUrl, '--concurrency', '1'], {
-        env: { ...process.env, AWS_ENDPOINT_URL_SQS: emulator.endpoint, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-        stdio: 'ignore',
+        env: { ...process.env, AWS_ENDPOINT_URL_SQS: emulator.endpoint, AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', POWERTOOLS_METRICS_DISABLED: 'true' },
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
+    const startWorkerCaptured = (): ChildProcess => {
+      const child = startWorker();
+      // The worker's logs are test output too: the secrets hygiene check reads them.
+      child.stdout?.on('data', recordOutput);
+      child.stderr?.on('data', recordOutput);
+      return child;
+    };
     const lines = APPS.map((a) => audit(a, 500).replace('secret/data/faults/', 'secret/data/crash/'));
     expect((await app.request('/v1/vault/audit', { method: 'POST', body: lines.join('\n'), headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(202);
     const crashVersion = async (a: string) => {
       const annotations = (await getWorkload('gamma', NS, 'Deployment', a)).spec.template?.metadata?.annotations ?? {};
       return (JSON.parse(annotations['vault-rollout.io/versions'] ?? '{}') as Record<string, number>)[`secret/crash/${a}`] ?? 0;
     };
-    let first = startWorker();
+    let first = startWorkerCaptured();
     try {
       const doneBeforeKill = await waitFor(async () => {
         const done = (await Promise.all(APPS.map(crashVersion))).filter((v) => v === 500).length;
@@ -184,7 +192,7 @@ describe('faults', () => {
       }, { timeoutMs: 60_000, intervalMs: 100, what: 'the worker to be mid-batch' });
       first.kill('SIGKILL');
       expect(doneBeforeKill).toBeLessThan(APPS.length);
-      first = startWorker();
+      first = startWorkerCaptured();
       await waitFor(async () => (await Promise.all(APPS.map(crashVersion))).every((v) => v === 500), { timeoutMs: 90_000, intervalMs: 500, what: 'redelivery to finish the batch' });
       await waitFor(async () => (await queueDepth(queue.queueUrl)) === 0, { timeoutMs: 30_000, what: 'the queue to drain' });
     } finally {

@@ -1,0 +1,35 @@
+/**
+ * Vitest setup file (every project, every worker): copies everything the suites print — stdout, stderr and the
+ * console — into .local/test-output/<pid>.log, so the secrets hygiene check can read all of it afterwards.
+ */
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { format } from 'node:util';
+
+export const OUTPUT_DIR = fileURLToPath(new URL('../../.local/test-output/', import.meta.url));
+const file = join(OUTPUT_DIR, `${process.pid}.log`);
+mkdirSync(OUTPUT_DIR, { recursive: true });
+
+/** Appends text the suites produced without printing it (CLI output captured in memory, child process output). */
+export function recordOutput(text: string | Uint8Array): void {
+  appendFileSync(file, text);
+}
+
+const tee = (stream: NodeJS.WriteStream) => {
+  const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
+  stream.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    recordOutput(chunk);
+    return write(chunk, ...rest);
+  }) as typeof stream.write;
+};
+tee(process.stdout);
+tee(process.stderr);
+
+for (const level of ['log', 'info', 'warn', 'error', 'debug'] as const) {
+  const original = console[level].bind(console);
+  console[level] = (...args: unknown[]) => {
+    recordOutput(`${format(...args)}\n`);
+    original(...args);
+  };
+}
