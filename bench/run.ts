@@ -1,39 +1,53 @@
 /**
- * `npm run bench`: runs every benchmark and writes bench/results.json and bench/RESULTS.md.
- * Figures are medians over repetitions, each beside its baseline measured in the same run; nothing here is
- * asserted by the unit tests.
+ * `npm run bench`: runs every benchmark (or those named: `npm run bench -- fanout mass`) and writes
+ * bench/results.json and bench/RESULTS.md. Figures are medians over repetitions, each beside its baseline
+ * measured in the same run; nothing here is asserted by the unit tests. A partial run keeps the figures of the
+ * benchmarks it did not run, each with the date it was measured.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import type { Figure } from './figures.ts';
 import { bundleBench } from './bundle-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
+import { massRotationBench } from './mass-rotation-bench.ts';
 import { planBench } from './plan-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, bundle: bundleBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench };
+
+type Measured = Figure & { benchmark: string; measuredAt: string };
 
 const only = process.argv.slice(2);
-const figures: Figure[] = [];
+const unknown = only.filter((n) => !(n in BENCHMARKS));
+if (unknown.length > 0) throw new Error(`unknown benchmark(s) ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}`);
+
+const resultsFile = new URL('./results.json', import.meta.url);
+const previous: Measured[] = existsSync(resultsFile) ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Measured[] }).figures ?? []).filter((f) => f.benchmark !== undefined) : [];
+const fresh: Measured[] = [];
 for (const [name, run] of Object.entries(BENCHMARKS)) {
   if (only.length > 0 && !only.includes(name)) continue;
   process.stderr.write(`bench: ${name}...\n`);
-  figures.push(...(await run()));
+  const measuredAt = new Date().toISOString();
+  fresh.push(...(await run()).map((f) => ({ ...f, benchmark: name, measuredAt })));
 }
+const ran = new Set(fresh.map((f) => f.benchmark));
+const order = Object.keys(BENCHMARKS);
+const figures = [...previous.filter((f) => !ran.has(f.benchmark)), ...fresh].sort((a, b) => order.indexOf(a.benchmark) - order.indexOf(b.benchmark));
 
 const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, platform: `${process.platform}-${process.arch}` };
 const date = new Date().toISOString();
-writeFileSync(new URL('./results.json', import.meta.url), `${JSON.stringify({ date, machine, figures }, null, 2)}\n`);
+writeFileSync(resultsFile, `${JSON.stringify({ date, machine, figures }, null, 2)}\n`);
 
 const cell = (f: Figure) => `${f.value} ${f.unit}`;
 const md = [
   '# Benchmark results',
   '',
-  `Measured ${date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node} (${machine.platform}). Reproduce with \`npm run bench\`.`,
-  'Each figure is the median of its runs; the spread is min–max; the baseline was measured in the same run.',
+  `Written ${date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node} (${machine.platform}). Reproduce with \`npm run bench\` (one benchmark: \`npm run bench -- fanout\`).`,
+  'Each figure is the median of its runs; the spread is min–max; the baseline was measured in the same run, on the same machine, at the same time.',
+  'The machine is shared (2 cores also run the three test clusters): expect noise, compare a figure with its baseline.',
   '',
-  '| Figure | Value | Goal | Met | Baseline | Spread | Runs | Notes |',
-  '|---|---|---|---|---|---|---|---|',
-  ...figures.map((f) => `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.note ?? ''} |`),
+  '| Figure | Value | Goal | Met | Baseline (same run) | Spread | Runs | Measured | Notes |',
+  '|---|---|---|---|---|---|---|---|---|',
+  ...figures.map((f) => `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.measuredAt.slice(0, 16)} | ${f.note ?? ''} |`),
   '',
 ].join('\n');
 writeFileSync(new URL('./RESULTS.md', import.meta.url), md);
