@@ -8,7 +8,8 @@ import type { RolloutTarget, SecretRef } from '../plan/planner.ts';
 
 export const ANNOTATIONS = {
   restartedAt: 'kubectl.kubernetes.io/restartedAt',
-  /** JSON object: Vault path -> newest version restarted for (a number), or the change time where there is none. */
+  /** JSON object: Vault path (with `#operation` for other than writes) -> the newest version restarted for, or
+   *  the change time where the feed gives no version. */
   versions: 'vault-rollout.io/versions',
   restartToken: 'vault-rollout.io/restart-token',
   /** Opt-in discovery: comma- or newline-separated path patterns the workload depends on. */
@@ -19,6 +20,12 @@ export type RecordedVersions = Record<string, number | string>;
 
 /** What a secret reference records: its version, or for versionless changes the time of the change. */
 export const recordValue = (s: SecretRef): number | string => (s.version ?? s.time);
+
+/**
+ * Where it is recorded: writes under the path, other operations under `path#operation`, so a delete of version 3
+ * (or a delete with no version at all) is not mistaken for the write of version 3 that came before it.
+ */
+export const recordKey = (s: SecretRef): string => (s.operation === 'write' ? s.path : `${s.path}#${s.operation}`);
 
 /** Parses the versions annotation; a hand-edited or foreign value counts as nothing recorded. */
 export function parseRecordedVersions(value: string | undefined): RecordedVersions {
@@ -55,14 +62,15 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
   let same = 0;
   const older: string[] = [];
   for (const secret of target.secrets) {
+    const key = recordKey(secret);
     const value = recordValue(secret);
-    const known = recorded[secret.path];
+    const known = recorded[key];
     const order = known === undefined ? 1 : compare(value, known);
     if (order > 0) {
       newer++;
-      merged[secret.path] = value;
+      merged[key] = value;
     } else if (order === 0) same++;
-    else older.push(`${secret.path} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
+    else older.push(`${key} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
   }
   const versions = sortKeys(merged);
   if (newer > 0) return { action: 'restart', versions };
