@@ -8,11 +8,12 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import type { Figure } from './figures.ts';
 import { bundleBench } from './bundle-bench.ts';
+import { e2eBench } from './e2e-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { planBench } from './plan-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { OUTPUT_DIR } from './hygiene/capture.ts';
+import { CAPTURE_MARKER, OUTPUT_DIR } from './hygiene/capture.ts';
 import { TEST_SECRETS } from './secrets.ts';
 
 interface Needle {
@@ -48,15 +48,18 @@ export default function setup(): () => void {
     const files = readdirSync(OUTPUT_DIR).filter((f) => f.endsWith('.log'));
     const found: string[] = [];
     let lines = 0;
+    let captured = 0;
     for (const f of files) {
-      readFileSync(join(OUTPUT_DIR, f), 'utf8')
+      const text = readFileSync(join(OUTPUT_DIR, f), 'utf8');
+      if (text.startsWith(CAPTURE_MARKER)) captured++;
+      text
         .split('\n')
         .forEach((line, i) => {
           lines++;
           for (const n of needles) if (n.test(line)) found.push(`${f}:${i + 1}: ${n.what}`);
         });
     }
-    if (lines < 10) throw new Error(`secrets hygiene: only ${lines} lines of test output were captured; the capture in test/hygiene/capture.ts is not working`);
+    if (captured === 0) throw new Error(`secrets hygiene: no test worker captured its output into ${OUTPUT_DIR}; the capture in test/hygiene/capture.ts is not working`);
     if (found.length > 0) throw new Error(`secrets hygiene: secret material in the test output (${OUTPUT_DIR}):\n${found.slice(0, 50).join('\n')}`);
     process.stdout.write(`secrets hygiene: ${lines} lines of test output from ${files.length} workers checked against ${needles.length} secrets and patterns: none found\n`);
   };

@@ -44,7 +44,7 @@ Commands:
   relay     [--audit-file PATH [--from-start]] [--audit-listen tcp://HOST:PORT|unix:///PATH]
             [--vault-addr URL --events kv-v1/*,kv-v2/* [--namespaces a,b] [--filter EXPR]]
             --to FUNCTION-URL|SQS-QUEUE-URL [--to-sqs] [--routes FILE] [--spool DIR] [--spool-max-mb N]
-            [--grace-seconds 10]
+            [--grace-seconds 10] [--batch-wait-ms 1000]
             Ship Vault's change feed (file or socket audit device, event notifications) to the function, signed
             with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plan here with
             --routes and queue on SQS. Every batch is spooled on disk first and delivered in order; runs until

@@ -33,6 +33,7 @@ const OPTIONS = {
   spool: { type: 'string', default: './.vault-rollout-spool' },
   'spool-max-mb': { type: 'string' },
   'grace-seconds': { type: 'string', default: '10' },
+  'batch-wait-ms': { type: 'string', default: '1000' },
 } as const;
 
 const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -105,6 +106,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
 
   const graceSeconds = Number(values['grace-seconds']);
   if (!Number.isFinite(graceSeconds) || graceSeconds < 0) return usageError(io, 'relay', '--grace-seconds must be a number of seconds');
+  const batchWaitMs = Number(values['batch-wait-ms']);
+  if (!Number.isInteger(batchWaitMs) || batchWaitMs < 0) return usageError(io, 'relay', '--batch-wait-ms must be a whole number of milliseconds');
   const spoolMaxMb = values['spool-max-mb'] === undefined ? undefined : Number(values['spool-max-mb']);
   if (spoolMaxMb !== undefined && !(spoolMaxMb > 0)) return usageError(io, 'relay', '--spool-max-mb must be a positive number');
 
@@ -113,6 +116,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     spoolMaxBytes: spoolMaxMb !== undefined ? Math.floor(spoolMaxMb * 1024 * 1024) : DEFAULT_SPOOL_MAX_BYTES,
     sender,
     log,
+    // How long a record may wait for others to share its batch: latency against fewer, larger requests.
+    batch: { maxDelayMs: batchWaitMs },
     ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
     ...(values['audit-listen'] ? { auditListen: values['audit-listen'] } : {}),
     ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),

@@ -86,6 +86,8 @@ export function buildApp(deps: AppDeps): Hono {
     for (const i of parsed.ignored) deps.telemetry.metric(METRICS.recordsIgnored, 1, 'Count', { reason: i.reason });
     if (summary.rejected > 0) deps.telemetry.metric(METRICS.recordsRejected, summary.rejected, 'Count');
     deps.telemetry.info('accepted', { ...summary, auth: auth.method, changes: parsed.changes.map((ch) => ({ id: ch.id, path: ch.path, version: ch.version })), targets: plan.targets.length });
+    // Publish this request's metrics now: a Lambda container may be frozen right after the answer.
+    deps.telemetry.flush();
     return Response.json({ ...summary, errors: parsed.rejected.slice(0, MAX_ERRORS_SHOWN), problems: plan.problems.slice(0, MAX_ERRORS_SHOWN) }, { status: 202 });
   };
   // Both routes take every input format, whatever the Content-Type: senders rarely set it right.

@@ -39,11 +39,14 @@ export function parseRecordedVersions(value: string | undefined): RecordedVersio
   }
 }
 
-/** -1, 0, 1: numbers compare as versions; a number is newer than a time string (versions supersede times). */
+/**
+ * -1, 0, 1: versions compare as numbers, times as times. A version and a time cannot be ordered (one feed gave a
+ * version, another none): that is a different change, so it counts as newer and restarts.
+ */
 function compare(a: number | string, b: number | string): number {
   if (typeof a === 'number' && typeof b === 'number') return Math.sign(a - b);
   if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
-  return typeof a === 'number' ? 1 : -1;
+  return 1;
 }
 
 export type RestartDecision =

@@ -6,6 +6,8 @@ import type { Telemetry } from './telemetry.ts';
 export function powertoolsTelemetry(serviceName = 'vault-rollout'): Telemetry {
   const logger = new Logger({ serviceName });
   const metrics = new Metrics({ serviceName, namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'VaultRollout' });
+  // Metrics added since the last flush (single metrics publish at once); an empty flush only makes Powertools warn.
+  let pending = false;
   return {
     info: (m, f) => logger.info(m, f ?? {}),
     warn: (m, f) => logger.warn(m, f ?? {}),
@@ -14,6 +16,7 @@ export function powertoolsTelemetry(serviceName = 'vault-rollout'): Telemetry {
       const unitValue = unit === 'Count' ? MetricUnit.Count : MetricUnit.Milliseconds;
       if (!dimensions) {
         metrics.addMetric(name, unitValue, value);
+        pending = true;
         return;
       }
       const single = metrics.singleMetric();
@@ -21,6 +24,9 @@ export function powertoolsTelemetry(serviceName = 'vault-rollout'): Telemetry {
       single.addMetric(name, unitValue, value);
     },
     setCorrelationId: (id) => logger.appendKeys({ correlation_id: id }),
-    flush: () => metrics.publishStoredMetrics(),
+    flush: () => {
+      if (pending) metrics.publishStoredMetrics();
+      pending = false;
+    },
   };
 }

@@ -23,6 +23,9 @@ const tee = (stream: NodeJS.WriteStream) => {
     return write(chunk, ...rest);
   }) as typeof stream.write;
 };
+/** The first line of every worker's capture: proves the capture ran, however quiet the suites were. */
+export const CAPTURE_MARKER = 'vault-rollout test output capture: on';
+recordOutput(`${CAPTURE_MARKER}\n`);
 tee(process.stdout);
 tee(process.stderr);
 

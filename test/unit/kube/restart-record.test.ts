@@ -19,7 +19,7 @@ describe('decideRestart: versions only move forward', () => {
     ['a later versionless change', { 'kv1/a': 't1' }, [secret('kv1/a', null, 't2')], { action: 'restart', versions: { 'kv1/a': 't2' } }],
     ['an earlier versionless change', { 'kv1/a': 't2' }, [secret('kv1/a', null, 't1')], { action: 'skip' }],
     ['a version after a versionless record', { 's/a': 't1' }, [secret('s/a', 1)], { action: 'restart', versions: { 's/a': 1 } }],
-    ['a versionless write after a version', { 's/a': 1 }, [secret('s/a', null, 't1')], { action: 'skip' }],
+    ['a versionless write after a version (another feed)', { 's/a': 1 }, [secret('s/a', null, 't1')], { action: 'restart', versions: { 's/a': 't1' } }],
     ['a delete after the write of the same version', { 's/a': 3 }, [{ ...secret('s/a', 3), operation: 'delete' }], { action: 'restart', versions: { 's/a': 3, 's/a#delete': 3 } }],
     ['a versionless delete after writes', { 's/a': 3 }, [{ ...secret('s/a', null, 't9'), operation: 'delete' }], { action: 'restart', versions: { 's/a': 3, 's/a#delete': 't9' } }],
     ['the same delete again', { 's/a': 3, 's/a#delete': 't9' }, [{ ...secret('s/a', null, 't9'), operation: 'delete' }], { action: 'unchanged' }],

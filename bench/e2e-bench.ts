@@ -1,0 +1,103 @@
+/**
+ * End to end latency: from a KV v2 write returning (OpenBao, built from its Go module) to the restart patch being
+ * accepted by a real test cluster (seen on a watch of the Deployment), p50/p99 over 200 writes — through the
+ * relay following the file audit device, and through OpenBao's http audit device straight to the function.
+ * Baseline: the same watch seeing a PATCH sent straight to the API server right after each write.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { Agent, request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { down, up } from '../test/clusters/clusters.ts';
+import { clusterClient, loadClusters, waitFor, type ClusterInfo } from '../test/clusters/kube-http.ts';
+import { BEARER_TOKEN } from '../test/secrets.ts';
+import { startRelay, startServe, watchRestarts } from '../test/vault/e2e-stack.ts';
+import { startDevServer } from '../test/vault/server.ts';
+import { median, percentile, round, type Figure } from './figures.ts';
+
+const WRITES = 200;
+
+function rawPatcher(c: ClusterInfo, ns: string) {
+  const agent = new Agent({ keepAlive: true, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile) });
+  return {
+    patch: (name: string, n: number) =>
+      new Promise<void>((resolve, reject) => {
+        const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ raw: n }) } } } } });
+        const req = request(new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}?fieldManager=raw-baseline`, c.server), { method: 'PATCH', agent, headers: { 'Content-Type': 'application/strategic-merge-patch+json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+          res.resume();
+          res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
+        });
+        req.on('error', reject);
+        req.end(body);
+      }),
+    close: () => agent.destroy(),
+  };
+}
+
+export async function e2eBench(): Promise<Figure[]> {
+  process.env.POWERTOOLS_METRICS_DISABLED = 'true';
+  process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
+  const started = await up({ log: () => {} });
+  const { clusters } = loadClusters();
+  const alpha = clusters.find((c) => c.name === 'alpha') as ClusterInfo;
+  const ns = `bench-e2e-${Date.now().toString(36)}`;
+  const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-bench-e2e-'));
+  const admin = clusterClient(alpha, 'admin');
+  await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+  for (const name of ['via-file', 'via-http', 'raw']) {
+    await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, { body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: ns }, spec: { replicas: 0, revisionHistoryLimit: 1, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'a', image: 'registry.invalid/a:1' }] } } } } });
+  }
+  const routesFile = join(dir, 'routes.yaml');
+  writeFileSync(routesFile, `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(alpha.vaultRolloutKubeconfig)} } }\nvault: { mounts: { kv2: 2 } }\nroutes:\n  - name: e2e\n    match: { path: "kv2/{app}/db" }\n    targets: [{ clusters: [alpha], namespace: ${ns}, kind: Deployment, name: "{app}" }]\n`);
+  const watch = watchRestarts(alpha, ns);
+  const serve = await startServe(routesFile);
+  const auditFile = join(dir, 'audit.log');
+  writeFileSync(auditFile, '');
+  // The relay's batching wait is the one knob between latency and request count: 50 ms here, 1 s by default.
+  const relay = await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, 'spool'), '--batch-wait-ms', '50']);
+  const server = await startDevServer({
+    kind: 'openbao',
+    auditFile,
+    audit: [{ type: 'http', path: 'http', options: { uri: `${serve.url}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) } }],
+  });
+  const raw = rawPatcher(alpha, ns);
+  try {
+    await server.client.enableKv('kv2', 2);
+    const seen = (name: string, count: number) => waitFor(async () => watch.restarts.filter((r) => r.name === name)[count - 1]?.at, { timeoutMs: 30_000, intervalMs: 2, what: `restart ${count} of ${name}` });
+    // Both audit devices see every write: measure each path on its own key (its own Deployment).
+    const measure = async (name: string) => {
+      const ms: number[] = [];
+      for (let n = 1; n <= WRITES; n++) {
+        await server.client.kv2Write('kv2', `${name}/db`, { n });
+        const returned = Date.now();
+        ms.push((await seen(name, n)) - returned);
+      }
+      return ms;
+    };
+    const viaHttp = await measure('via-http');
+    const viaFile = await measure('via-file');
+    const rawMs: number[] = [];
+    for (let n = 1; n <= WRITES; n++) {
+      await server.client.kv2Write('kv2', 'unrouted/db', { n });
+      const returned = Date.now();
+      await raw.patch('raw', n);
+      rawMs.push((await seen('raw', n)) - returned);
+    }
+    const base = { name: 'a PATCH sent straight to the API server after the write', value: round(median(rawMs), 1) };
+    const note = (path: string) => `OpenBao ${server.version} dev server -> ${path} -> serve (HTTP intake, in-process queue, worker) -> alpha; ${WRITES} sequential writes, each until its restart shows on a watch`;
+    return [
+      { name: 'e2e_write_to_patch_p50_ms', value: round(median(viaFile), 1), unit: 'ms', baseline: base, spread: [Math.min(...viaFile), Math.max(...viaFile)], runs: WRITES, note: note('file audit device -> relay (250 ms file polling, --batch-wait-ms 50)') },
+      { name: 'e2e_write_to_patch_p99_ms', value: round(percentile(viaFile, 99), 1), unit: 'ms', baseline: { ...base, value: round(percentile(rawMs, 99), 1) }, runs: WRITES, note: note('file audit device -> relay') },
+      { name: 'e2e_http_device_to_patch_p50_ms', value: round(median(viaHttp), 1), unit: 'ms', baseline: base, spread: [Math.min(...viaHttp), Math.max(...viaHttp)], runs: WRITES, note: note('http audit device (bearer)') },
+      { name: 'e2e_http_device_to_patch_p99_ms', value: round(percentile(viaHttp, 99), 1), unit: 'ms', baseline: { ...base, value: round(percentile(rawMs, 99), 1) }, runs: WRITES, note: note('http audit device') },
+    ];
+  } finally {
+    raw.close();
+    watch.stop();
+    await server.stop();
+    await relay.stop();
+    await serve.stop();
+    await admin.request('DELETE', `/api/v1/namespaces/${ns}`);
+    if (started.started) await down({ log: () => {} });
+  }
+}
