@@ -1,14 +1,19 @@
-// Vitest globalSetup for the integration project: brings the three local
-// clusters up (building the binaries on first use) before any test file runs,
-// and stops them afterwards — but only if this run started them; clusters that
-// were already running (`npm run clusters:up`) are left running.
+// Vitest globalSetup for the integration project: provides every real component before any test file runs —
+// the Kubernetes binaries (built on first use) and the three local clusters, OpenBao and Vault 1.15 (built or
+// fetched on first use, so no test waits minutes for a build inside its own timeout) — and stops the clusters
+// afterwards, but only if this run started them; clusters already running (`npm run clusters:up`) are left.
 //
-// Never skips: if the binaries cannot be built or a cluster does not become
-// ready, this throws and the run fails.
+// Never skips: if a component cannot be built or a cluster does not become ready, this throws and the run fails.
 import { down, up } from './clusters/clusters.ts';
+import { ensureServerBinary } from './vault/server.ts';
 
 export default async function setup(): Promise<() => Promise<void>> {
   const result = await up();
+  for (const kind of ['openbao', 'vault'] as const) {
+    const started = Date.now();
+    await ensureServerBinary(kind);
+    process.stderr.write(`[vault] ${kind} ready in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+  }
   return async () => {
     if (result.started) await down();
   };
