@@ -4,8 +4,7 @@
  * relay following the file audit device, and through OpenBao's http audit device straight to the function.
  * Baseline: the same watch seeing a PATCH sent straight to the API server right after each write.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { Agent, request } from 'node:https';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { down, up } from '../test/clusters/clusters.ts';
@@ -14,25 +13,9 @@ import { BEARER_TOKEN } from '../test/secrets.ts';
 import { startRelay, startServe, watchRestarts } from '../test/vault/e2e-stack.ts';
 import { startDevServer } from '../test/vault/server.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { rawPatcher } from './raw-baseline.ts';
 
 const WRITES = 200;
-
-function rawPatcher(c: ClusterInfo, ns: string) {
-  const agent = new Agent({ keepAlive: true, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile) });
-  return {
-    patch: (name: string, n: number) =>
-      new Promise<void>((resolve, reject) => {
-        const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ raw: n }) } } } } });
-        const req = request(new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}?fieldManager=raw-baseline`, c.server), { method: 'PATCH', agent, headers: { 'Content-Type': 'application/strategic-merge-patch+json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
-          res.resume();
-          res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
-        });
-        req.on('error', reject);
-        req.end(body);
-      }),
-    close: () => agent.destroy(),
-  };
-}
 
 export async function e2eBench(): Promise<Figure[]> {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
@@ -60,7 +43,7 @@ export async function e2eBench(): Promise<Figure[]> {
     auditFile,
     audit: [{ type: 'http', path: 'http', options: { uri: `${serve.url}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) } }],
   });
-  const raw = rawPatcher(alpha, ns);
+  const raw = rawPatcher(alpha, ns, 1);
   try {
     await server.client.enableKv('kv2', 2);
     const seen = (name: string, count: number) => waitFor(async () => watch.restarts.filter((r) => r.name === name)[count - 1]?.at, { timeoutMs: 30_000, intervalMs: 2, what: `restart ${count} of ${name}` });
@@ -80,7 +63,7 @@ export async function e2eBench(): Promise<Figure[]> {
     for (let n = 1; n <= WRITES; n++) {
       await server.client.kv2Write('kv2', 'unrouted/db', { n });
       const returned = Date.now();
-      await raw.patch('raw', n);
+      await raw.patch('raw', JSON.stringify({ spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ raw: n }) } } } } }));
       rawMs.push((await seen('raw', n)) - returned);
     }
     const base = { name: 'a PATCH sent straight to the API server after the write', value: round(median(rawMs), 1) };

@@ -3,8 +3,6 @@
  * (read, decide, conditional patch; events after) beside the same PATCH requests sent raw and all in parallel
  * over keep-alive HTTPS, alternating in one run.
  */
-import { Agent, request } from 'node:https';
-import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ClusterClients } from '../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
@@ -15,6 +13,7 @@ import { parseInput } from '../lib/sources/parse.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { alternate, rawPatcher } from './raw-baseline.ts';
 
 const PER_CLUSTER = 20;
 const ROUNDS = 30;
@@ -39,24 +38,15 @@ async function createFixtures(clusters: ClusterInfo[], ns: string): Promise<void
   }
 }
 
-/** The raw baseline: one keep-alive HTTPS agent per cluster with the vault-rollout identity, all PATCHes at once. */
-function rawPatcher(c: ClusterInfo, ns: string) {
-  const agent = new Agent({ keepAlive: true, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile), maxSockets: 64 });
-  const patch = (name: string, body: string) =>
-    new Promise<void>((resolve, reject) => {
-      const req = request(new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}?fieldManager=raw-baseline`, c.server), { method: 'PATCH', agent, headers: { 'Content-Type': 'application/strategic-merge-patch+json', Accept: 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
-        res.resume();
-        res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`raw PATCH ${name}: HTTP ${res.statusCode}`))));
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
+/** The raw baseline: all of a cluster's PATCHes at once. */
+function rawFanout(c: ClusterInfo, ns: string) {
+  const patcher = rawPatcher(c, ns);
   return {
     run: (version: number) => {
       const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), 'bench/raw-version': String(version) } } } } });
-      return Promise.all(Array.from({ length: PER_CLUSTER }, (_, i) => patch(`app-${String(i).padStart(2, '0')}`, body)));
+      return Promise.all(Array.from({ length: PER_CLUSTER }, (_, i) => patcher.patch(`app-${String(i).padStart(2, '0')}`, body)));
     },
-    close: () => agent.destroy(),
+    close: () => patcher.close(),
   };
 }
 
@@ -77,7 +67,7 @@ export async function fanoutBench(): Promise<Figure[]> {
     ].join('\n');
     const table = loadRoutingTable(yaml, 'bench.yaml');
     const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
-    const raw = clusters.map((c) => rawPatcher(c, ns));
+    const raw = clusters.map((c) => rawFanout(c, ns));
 
     const ours = async (version: number) => {
       const t0 = performance.now();
@@ -95,16 +85,7 @@ export async function fanoutBench(): Promise<Figure[]> {
       return performance.now() - t0;
     };
 
-    const oursMs: number[] = [];
-    const rawMs: number[] = [];
-    for (let round = 1; round <= WARMUP + ROUNDS; round++) {
-      const a = await ours(round);
-      const b = await baseline(round);
-      if (round > WARMUP) {
-        oursMs.push(a);
-        rawMs.push(b);
-      }
-    }
+    const { ours: oursMs, baseline: rawMs } = await alternate(ours, baseline, ROUNDS, WARMUP);
     raw.forEach((r) => r.close());
     const p50 = median(oursMs);
     const rawP50 = median(rawMs);

@@ -2,8 +2,6 @@
  * Mass rotation: 500 changed paths -> 3,000 targets (1,000 Deployments in each of the three real clusters), with
  * the per-cluster concurrency limit on, beside the same PATCHes sent raw with the same concurrency per cluster.
  */
-import { readFileSync } from 'node:fs';
-import { Agent, request } from 'node:https';
 import { dirname } from 'node:path';
 import { ClusterClients } from '../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
@@ -15,6 +13,7 @@ import { parseInput } from '../lib/sources/parse.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, round, type Figure } from './figures.ts';
+import { alternate, rawPatcher } from './raw-baseline.ts';
 
 const PATHS = 500;
 const CONCURRENCY = 10;
@@ -38,27 +37,15 @@ async function createFixtures(c: ClusterInfo, ns: string): Promise<void> {
   );
 }
 
+/** The raw baseline: the same PATCHes, the same number in flight per cluster. */
 function rawPatches(c: ClusterInfo, ns: string) {
-  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile) });
-  const limiter = new ConcurrencyLimiter(CONCURRENCY);
-  const patch = (name: string, body: string) =>
-    limiter.run(
-      () =>
-        new Promise<void>((resolve, reject) => {
-          const req = request(new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}?fieldManager=raw-baseline`, c.server), { method: 'PATCH', agent, headers: { 'Content-Type': 'application/strategic-merge-patch+json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
-            res.resume();
-            res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`raw PATCH ${name}: HTTP ${res.statusCode}`))));
-          });
-          req.on('error', reject);
-          req.end(body);
-        }),
-    );
+  const patcher = rawPatcher(c, ns, CONCURRENCY);
   return {
     run: (version: number) => {
       const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 22, 0, 0, version)).toISOString() } } } } });
-      return Promise.all(Array.from({ length: PATHS }, (_, i) => names(i)).flat().map((n) => patch(n, body)));
+      return Promise.all(Array.from({ length: PATHS }, (_, i) => names(i)).flat().map((n) => patcher.patch(n, body)));
     },
-    close: () => agent.destroy(),
+    close: () => patcher.close(),
   };
 }
 
@@ -97,16 +84,7 @@ export async function massRotationBench(): Promise<Figure[]> {
       await Promise.all(raw.map((r) => r.run(version)));
       return performance.now() - t0;
     };
-    const oursMs: number[] = [];
-    const rawMs: number[] = [];
-    for (let round = 1; round <= ROUNDS + 1; round++) {
-      const a = await ours(round);
-      const b = await baseline(round);
-      if (round > 1) {
-        oursMs.push(a);
-        rawMs.push(b);
-      }
-    }
+    const { ours: oursMs, baseline: rawMs } = await alternate(ours, baseline, ROUNDS, 1);
     raw.forEach((r) => r.close());
     const targets = 3 * 2 * PATHS;
     const perSecond = targets / (median(oursMs) / 1000);

@@ -65,19 +65,8 @@ log() { printf '[build-server] %s\n' "$*" >&2; }
 now() { date +%s; }
 T_START=$(now)
 
-find_go() {
-  if [[ -n "${GO:-}" ]]; then :
-  elif command -v go >/dev/null 2>&1; then GO="$(command -v go)"
-  elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-  else log "no Go toolchain found (install Go >= 1.26 or set GO=)"; return 1
-  fi
-  "$GO" version >/dev/null || { log "$GO does not run"; return 1; }
-}
-
-export GOFLAGS="-mod=mod"
-export GOWORK=off
-export CGO_ENABLED=0
-export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+# shellcheck source=../go-env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../go-env.sh"
 
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=(openbao vault)
