@@ -38,17 +38,18 @@ export async function e2eBench(): Promise<Figure[]> {
   writeFileSync(auditFile, '');
   // The relay's batching wait is the one knob between latency and request count: 50 ms here, 1 s by default.
   const relay = await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, 'spool'), '--batch-wait-ms', '50']);
-  const server = await startDevServer({
+  // One OpenBao per path: a server with both devices would restart each Deployment through whichever came first.
+  const viaFileServer = await startDevServer({ kind: 'openbao', auditFile });
+  const viaHttpServer = await startDevServer({
     kind: 'openbao',
-    auditFile,
+    auditFile: join(dir, 'side-audit.log'),
     audit: [{ type: 'http', path: 'http', options: { uri: `${serve.url}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) } }],
   });
   const raw = rawPatcher(alpha, ns, 1);
   try {
-    await server.client.enableKv('kv2', 2);
+    for (const server of [viaFileServer, viaHttpServer]) await server.client.enableKv('kv2', 2);
     const seen = (name: string, count: number) => waitFor(async () => watch.restarts.filter((r) => r.name === name)[count - 1]?.at, { timeoutMs: 30_000, intervalMs: 2, what: `restart ${count} of ${name}` });
-    // Both audit devices see every write: measure each path on its own key (its own Deployment).
-    const measure = async (name: string) => {
+    const measure = async (name: string, server: typeof viaFileServer) => {
       const ms: number[] = [];
       for (let n = 1; n <= WRITES; n++) {
         await server.client.kv2Write('kv2', `${name}/db`, { n });
@@ -57,17 +58,17 @@ export async function e2eBench(): Promise<Figure[]> {
       }
       return ms;
     };
-    const viaHttp = await measure('via-http');
-    const viaFile = await measure('via-file');
+    const viaHttp = await measure('via-http', viaHttpServer);
+    const viaFile = await measure('via-file', viaFileServer);
     const rawMs: number[] = [];
     for (let n = 1; n <= WRITES; n++) {
-      await server.client.kv2Write('kv2', 'unrouted/db', { n });
+      await viaFileServer.client.kv2Write('kv2', 'unrouted/db', { n });
       const returned = Date.now();
       await raw.patch('raw', JSON.stringify({ spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ raw: n }) } } } } }));
       rawMs.push((await seen('raw', n)) - returned);
     }
     const base = { name: 'a PATCH sent straight to the API server after the write', value: round(median(rawMs), 1) };
-    const note = (path: string) => `OpenBao ${server.version} dev server -> ${path} -> serve (HTTP intake, in-process queue, worker) -> alpha; ${WRITES} sequential writes, each until its restart shows on a watch`;
+    const note = (path: string) => `OpenBao ${viaFileServer.version} dev server -> ${path} -> serve (HTTP intake, in-process queue, worker) -> alpha; ${WRITES} sequential writes, each until its restart shows on a watch`;
     return [
       { name: 'e2e_write_to_patch_p50_ms', value: round(median(viaFile), 1), unit: 'ms', baseline: base, spread: [Math.min(...viaFile), Math.max(...viaFile)], runs: WRITES, note: note('file audit device -> relay (250 ms file polling, --batch-wait-ms 50)') },
       { name: 'e2e_write_to_patch_p99_ms', value: round(percentile(viaFile, 99), 1), unit: 'ms', baseline: { ...base, value: round(percentile(rawMs, 99), 1) }, runs: WRITES, note: note('file audit device -> relay') },
@@ -77,7 +78,8 @@ export async function e2eBench(): Promise<Figure[]> {
   } finally {
     raw.close();
     watch.stop();
-    await server.stop();
+    await viaFileServer.stop();
+    await viaHttpServer.stop();
     await relay.stop();
     await serve.stop();
     await admin.request('DELETE', `/api/v1/namespaces/${ns}`);

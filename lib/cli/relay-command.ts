@@ -15,7 +15,7 @@ import { parseListenAddress } from '../relay/socket-listener.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
 import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, usageError } from './shared.ts';
+import { loadRoutes, untilStopped, usageError } from './shared.ts';
 
 const SQS_QUEUE_URL = /^https:\/\/sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\/\d{12}\/[A-Za-z0-9_-]+(?:\.fifo)?$/;
 
@@ -132,18 +132,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     return EXIT.failure;
   }
 
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    if (signal?.aborted) stop();
-    else signal?.addEventListener('abort', stop, { once: true });
-  });
+  await untilStopped(signal);
   log.info('stopping: spooling what is held, delivering for the grace period', { graceSeconds });
   await relay.stop(graceSeconds * 1000);
   return EXIT.ok;

@@ -7,7 +7,7 @@ import { MemoryRolloutQueue } from '../queue/memory-queue.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, usageError } from './shared.ts';
+import { loadRoutes, untilStopped, usageError } from './shared.ts';
 
 /** Secrets for `serve`: from the environment; none at all only when the user says --insecure-no-auth. */
 export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): WebhookSecrets | { error: string } {
@@ -66,14 +66,14 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
   io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
 
-  await new Promise<void>((resolve) => {
-    const stop = () => resolve();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    signal?.addEventListener('abort', stop, { once: true });
-  });
+  await untilStopped(signal);
   io.stderr('vault-rollout serve: stopping: finishing queued work\n');
-  await new Promise((resolve) => server.close(resolve));
+  // Stop taking requests; keep-alive clients (an audit device, a relay) must not hold the shutdown open.
+  const closed = new Promise((resolve) => server.close(resolve));
+  if ('closeIdleConnections' in server) server.closeIdleConnections();
+  const forced = setTimeout(() => 'closeAllConnections' in server && server.closeAllConnections(), 5000);
+  await closed;
+  clearTimeout(forced);
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
   return EXIT.ok;

@@ -54,3 +54,19 @@ export async function loadChanges(io: CliIo, command: string, values: { routes?:
 export function reportRejected(io: CliIo, command: string, input: string, parsed: ParseResult): void {
   for (const r of parsed.rejected) io.stderr(`vault-rollout ${command}: ${input === '-' ? 'stdin' : input}: ${r.record}: ${r.error}\n`);
 }
+
+/** Resolves on SIGINT, SIGTERM or the abort signal (tests run long-lived commands in process), whichever first. */
+export function untilStopped(signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    if (signal?.aborted) stop();
+    else signal?.addEventListener('abort', stop, { once: true });
+  });
+}

@@ -4,7 +4,7 @@ import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { startSqsWorker } from '../runtime/sqs-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, usageError } from './shared.ts';
+import { loadRoutes, untilStopped, usageError } from './shared.ts';
 
 /**
  * `vault-rollout worker --routes FILE --queue-url URL`: the queue consumer outside Lambda (a laptop, a VM, a
@@ -28,11 +28,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize: Number(values['batch-size']) },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers\n`);
-  await new Promise<void>((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-    signal?.addEventListener('abort', () => resolve(), { once: true });
-  });
+  await untilStopped(signal);
   await worker.stop();
   return EXIT.ok;
 }
