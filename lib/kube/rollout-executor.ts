@@ -73,8 +73,11 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
   // Durations count from here: how long after the call each target had its outcome.
   const started = (options.clock ?? realClock).monotonic();
   const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started)));
+  // Events wait until every cluster's patches are in: restarts first, their record second (and on a machine that
+  // serves several clusters, one cluster's events never slow another's restarts).
+  await Promise.all(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value.map((d) => d.event?.()) : [])));
   return settled.flatMap((s, i) => {
-    if (s.status === 'fulfilled') return s.value;
+    if (s.status === 'fulfilled') return s.value.map((d) => d.result);
     // executeCluster returns results for every failure it knows; this is the net under it.
     const [cluster, ts] = [...byCluster][i] ?? ['', []];
     return ts.map((t) => failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0));
@@ -102,7 +105,7 @@ interface ClusterRun {
   started: number;
 }
 
-async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number): Promise<RolloutResult[]> {
+async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number): Promise<WorkloadDone[]> {
   const clock = options.clock ?? realClock;
   const config = table.clusters.get(cluster);
   let access: ClusterAccess;
@@ -111,7 +114,7 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     access = await options.access(cluster, config);
   } catch (e) {
     const failure: KubeFailure = { reason: 'credentials', retryable: false, detail: e instanceof Error ? e.message : String(e) };
-    return targets.map((t) => failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started));
+    return targets.map((t) => ({ result: failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started) }));
   }
   const run: ClusterRun = {
     cluster,
@@ -124,10 +127,7 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     started,
   };
   const groups = await Promise.all(readGroups(targets).map((group) => expandGroup(run, group)));
-  const done: WorkloadDone[] = await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
-  // Events wait until every patch of the cluster is in: restarts first, their record second.
-  await Promise.all(done.map((d) => d.event?.()));
-  return done.map((d) => d.result);
+  return Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
 }
 
 /** Name targets of one namespace and kind are read with one LIST when there are several of them. */
@@ -209,7 +209,7 @@ function watches(object: KubeObject, paths: readonly string[]): boolean {
 
 interface WorkloadDone {
   result: RolloutResult;
-  /** Records the SecretRotated event, after the cluster's patches. */
+  /** Records the SecretRotated event, after every cluster's patches. */
   event?: () => Promise<void>;
 }
 
