@@ -1,5 +1,10 @@
 # Sourced by test/clusters/build-binaries.sh and test/vault/build-server.sh: finding Go and building in generated
-# wrapper modules. The caller defines log().
+# wrapper modules, cached per user outside the checkout and linked into it. The caller defines log().
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/vault-rollout"
+BIN_DIR="$REPO_ROOT/.local/bin"
+BUILD_P="${BUILD_P:-2}"
 
 # Go is only needed when something must be built.
 find_go() {

@@ -22,7 +22,3 @@ export function nodeIo(): CliIo {
     env: process.env,
   };
 }
-
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}

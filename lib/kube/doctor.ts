@@ -4,6 +4,7 @@
  * Every problem comes with what to fix.
  */
 import { isResourceTarget, type RoutingTable } from '../routing/routing-table.ts';
+import type { ClusterConfig } from '../routing/schema.ts';
 import { WORKLOAD_KINDS } from './workload-kinds.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type ApiKind, type KubeApi } from './kube-api.ts';
@@ -18,7 +19,7 @@ export interface DoctorCheck {
 }
 
 export interface DoctorOptions {
-  access(name: string, config: NonNullable<ReturnType<RoutingTable['clusters']['get']>>): Promise<ClusterAccess>;
+  access(name: string, config: ClusterConfig): Promise<ClusterAccess>;
   apiFor?: (access: ClusterAccess) => KubeApi;
 }
 
@@ -48,7 +49,7 @@ export async function runDoctor(table: RoutingTable, options: DoctorOptions): Pr
   return perCluster.flat();
 }
 
-async function doctorCluster(cluster: string, config: Parameters<DoctorOptions['access']>[1], wanted: Array<ApiKind & { namespace: string }>, options: DoctorOptions): Promise<DoctorCheck[]> {
+async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Array<ApiKind & { namespace: string }>, options: DoctorOptions): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
   const add = (check: string, ok: boolean, detail: string, fix?: string) => checks.push({ cluster, check, ok, detail, ...(fix && !ok ? { fix } : {}) });
   let access: ClusterAccess;

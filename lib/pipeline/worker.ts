@@ -54,7 +54,6 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
           continue;
         }
         deps.telemetry.setCorrelationId(message.changeIds[0]);
-        const unknown = message.targets.filter((t) => !deps.table.clusters.has(t.cluster));
         const out = await executeRollouts(deps.table, message.targets, deps.executor);
         results.push(...out);
         for (const r of out) {
@@ -66,7 +65,7 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
           }
         }
         const failures = out.filter((r) => r.outcome === 'failed');
-        deps.telemetry.info('rollout message done', { messageId: record.messageId, cluster: message.cluster, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts })), unknownClusters: unknown.length });
+        deps.telemetry.info('rollout message done', { messageId: record.messageId, cluster: message.cluster, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts })) });
         if (failures.length > 0) {
           if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(message.cluster);
           failed.push(record.messageId);

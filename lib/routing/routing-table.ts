@@ -6,7 +6,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, PatternError, PatternIndex, type CompiledPattern } from './path-pattern.ts';
-import { RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target, type WorkloadTarget } from './schema.ts';
+import { RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
 export interface ConfigProblem {
@@ -58,7 +58,6 @@ const fieldName = (path: FieldPath): string =>
   path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${String(k)}` : String(k)), '');
 
 export const isResourceTarget = (t: Target): t is ResourceTarget => 'resource' in t;
-export const isWorkloadTarget = (t: Target): t is WorkloadTarget => !('resource' in t);
 
 function locator(text: string, file: string) {
   const lineCounter = new LineCounter();

@@ -4,8 +4,8 @@
  * the write succeeded, and only the response carries the new KV v2 version.
  */
 import { z } from 'zod';
-import { findMount, inferKvVersion, kvMeaning, qualify, trimSlashes, underMount } from './kv-mounts.ts';
-import { describeIssues, ignore, isObject, reject, type RecordContext, type RecordOutcome } from './record.ts';
+import { guessMount, inferKvVersion, kvMeaning, qualify, trimSlashes, underMount } from './kv-mounts.ts';
+import { changed, describeIssues, ignore, isObject, reject, type RecordContext, type RecordOutcome } from './record.ts';
 
 export const AuditEntrySchema = z.object({
   type: z.enum(['request', 'response']),
@@ -60,7 +60,7 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
     const qualified = trimSlashes(request.mount_point);
     mount = namespace !== '' && qualified.startsWith(`${namespace}/`) ? qualified.slice(namespace.length + 1) : qualified;
   } else {
-    mount = findMount(ctx.mounts, namespace, path)?.mount ?? path.split('/', 1)[0] ?? '';
+    mount = guessMount(ctx.mounts, namespace, path);
   }
   const rest = underMount(path, mount);
   if (rest === undefined || mount === '') return reject(`request.path is not under its mount_point ${JSON.stringify(mount)}`);
@@ -68,22 +68,16 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
   const kvVersion = tableVersion ?? inferKvVersion(rest, request.operation, version);
   const meaning = kvMeaning(kvVersion, rest, request.operation);
   if (meaning.kind === 'ignored') return meaning;
-  return {
-    kind: 'change',
-    change: {
-      namespace,
-      mount,
-      key: meaning.key,
-      path: `${mount}/${meaning.key}`,
-      operation: meaning.operation,
-      version: kvVersion === 2 ? version : null,
-      kvVersion,
-      kvVersionFrom: tableVersion === undefined ? 'inferred' : 'routes',
-      source: 'audit',
-      via: ctx.via,
-      id: request.id,
-      time: entry.time ?? epochSecondsToIso(entry.date),
-      record: ctx.record,
-    },
-  };
+  return changed(ctx, {
+    namespace,
+    mount,
+    key: meaning.key,
+    operation: meaning.operation,
+    version: kvVersion === 2 ? version : null,
+    kvVersion,
+    kvVersionFrom: tableVersion === undefined ? 'inferred' : 'routes',
+    source: 'audit',
+    id: request.id,
+    time: entry.time ?? epochSecondsToIso(entry.date),
+  });
 }

@@ -5,8 +5,8 @@
  * The 1.13/1.14 experiment put the path relative to the mount; that is accepted too.
  */
 import { z } from 'zod';
-import { findMount, trimSlashes, underMount } from './kv-mounts.ts';
-import { describeIssues, ignore, isObject, reject, type RecordContext, type RecordOutcome } from './record.ts';
+import { guessMount, trimSlashes, underMount } from './kv-mounts.ts';
+import { changed, describeIssues, ignore, isObject, reject, type RecordContext, type RecordOutcome } from './record.ts';
 import type { KvVersion, Operation } from './secret-change.ts';
 
 export const EventNotificationSchema = z.object({
@@ -62,29 +62,23 @@ export function parseEventNotification(value: unknown, ctx: RecordContext): Reco
   const kvVersion: KvVersion = eventType.startsWith('kv-v1/') ? 1 : 2;
   const namespace = trimSlashes(data.namespace ?? '');
   const path = trimSlashes(rawPath);
-  const mount = trimSlashes(data.plugin_info?.mount_path ?? '') || findMount(ctx.mounts, namespace, path)?.mount || (path.split('/', 1)[0] ?? '');
+  const mount = trimSlashes(data.plugin_info?.mount_path ?? '') || guessMount(ctx.mounts, namespace, path);
   // Before 1.15 the path was relative to the mount.
   const rest = underMount(path, mount) ?? path;
   const key = kvVersion === 2 ? rest.replace(V2_ENDPOINT, '') : rest;
   if (key === '' || (kvVersion === 2 && key === rest)) return reject(`data.event.metadata.path: no secret key in ${JSON.stringify(path)}`);
 
   const current = typeof metadata.current_version === 'string' ? Number(metadata.current_version) : Number.NaN;
-  return {
-    kind: 'change',
-    change: {
-      namespace,
-      mount,
-      key,
-      path: `${mount}/${key}`,
-      operation: meaning,
-      version: kvVersion === 2 && Number.isSafeInteger(current) && current >= 0 ? current : null,
-      kvVersion,
-      kvVersionFrom: 'event-type',
-      source: 'event',
-      via: ctx.via,
-      id,
-      time: time ?? '',
-      record: ctx.record,
-    },
-  };
+  return changed(ctx, {
+    namespace,
+    mount,
+    key,
+    operation: meaning,
+    version: kvVersion === 2 && Number.isSafeInteger(current) && current >= 0 ? current : null,
+    kvVersion,
+    kvVersionFrom: 'event-type',
+    source: 'event',
+    id,
+    time: time ?? '',
+  });
 }

@@ -25,6 +25,11 @@ export function findMount(mounts: KvMounts, namespace: string, path: string): { 
   return undefined;
 }
 
+/** The mount a path lies under when the entry does not say: the routing table's, else the first segment. */
+export function guessMount(mounts: KvMounts, namespace: string, path: string): string {
+  return findMount(mounts, namespace, path)?.mount ?? path.split('/', 1)[0] ?? '';
+}
+
 /** The part of `path` after `mount/`, or undefined when the path is not under that mount. */
 export function underMount(path: string, mount: string): string | undefined {
   if (path === mount) return '';
@@ -81,9 +86,3 @@ export function kvMeaning(kvVersion: KvVersion, rest: string, vaultOperation: st
   }
 }
 
-/** Splits a v2 endpoint path (`data/app/db`) into its key; v1 paths are keys as they are. */
-export function kvKey(kvVersion: KvVersion, rest: string): string {
-  if (kvVersion === 1) return rest;
-  const slash = rest.indexOf('/');
-  return slash < 0 ? '' : rest.slice(slash + 1);
-}

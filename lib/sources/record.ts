@@ -20,6 +20,11 @@ export function ignore(reason: IgnoreReason, detail: string): RecordOutcome {
   return { kind: 'ignored', reason, detail };
 }
 
+/** A change found in this record; `path`, the transport and the record's place come from what is already known. */
+export function changed(ctx: RecordContext, change: Omit<SecretChange, 'path' | 'via' | 'record'>): RecordOutcome {
+  return { kind: 'change', change: { ...change, path: `${change.mount}/${change.key}`, via: ctx.via, record: ctx.record } };
+}
+
 export function reject(error: string): RecordOutcome {
   return { kind: 'rejected', error };
 }

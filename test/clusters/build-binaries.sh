@@ -16,15 +16,11 @@ set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
-BUILD_P="${BUILD_P:-2}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
-CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/vault-rollout"
-BIN_DIR="$REPO_ROOT/.local/bin"
-
 # shellcheck source=../go-env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../go-env.sh"
+
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 now() { date +%s; }

@@ -54,19 +54,15 @@ VAULT_VERSION="${VAULT_VERSION:-v1.15.3}"
 VAULT_SDK_VERSION="${VAULT_SDK_VERSION-v0.10.2}"
 VAULT_API_VERSION="${VAULT_API_VERSION-v1.11.0}"
 PYTHON="${PYTHON:-python3}"
-BUILD_P="${BUILD_P:-2}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
-CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/vault-rollout"
-BIN_DIR="$REPO_ROOT/.local/bin"
+# shellcheck source=../go-env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../go-env.sh"
 
 log() { printf '[build-server] %s\n' "$*" >&2; }
 now() { date +%s; }
 T_START=$(now)
 
-# shellcheck source=../go-env.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../go-env.sh"
 
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=(openbao vault)
