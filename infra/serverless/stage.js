@@ -65,3 +65,43 @@ export async function alarmResources(context) {
     },
   };
 }
+
+const ROLE_ARN = /^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/;
+
+/**
+ * The rollout queue's resource policy: only the intake sends (the http and logs functions' roles, plus the
+ * principals named in `param:queueSenders` — relay hosts using `--to-sqs`, or an operator who redrives the
+ * dead-letter queue), and only the worker receives, deletes or hides messages. IAM allows nothing beyond the
+ * roles' own policies anyway; the queue policy also stops any other principal of the account that holds a broad
+ * `sqs:*` from feeding or draining the queue. Deny statements name the account, never `*`.
+ */
+export async function rolloutQueuePolicy({ resolveVariable }) {
+  const raw = String((await resolveVariable('param:queueSenders')) ?? '');
+  const extra = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = extra.filter((arn) => !ROLE_ARN.test(arn));
+  if (bad.length > 0) throw new Error(`param queueSenders: ${bad.map((b) => JSON.stringify(b)).join(', ')} is not an IAM role ARN (no wildcards)`);
+  const account = { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' };
+  const queue = { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] };
+  const role = (id) => ({ 'Fn::GetAtt': [id, 'Arn'] });
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Sid: 'OnlyTheIntakeSends',
+        Effect: 'Deny',
+        Principal: { AWS: account },
+        Action: 'sqs:SendMessage',
+        Resource: queue,
+        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), ...extra] } },
+      },
+      {
+        Sid: 'OnlyTheWorkerConsumes',
+        Effect: 'Deny',
+        Principal: { AWS: account },
+        Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'],
+        Resource: queue,
+        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('WorkerRole')] } },
+      },
+    ],
+  };
+}

@@ -22,6 +22,8 @@ export const METRICS = {
   recordsRejected: 'RecordsRejected',
   targets: 'Targets',
   lag: 'VaultToPatchLag',
+  /** Queue messages refused by the worker (forged, foreign or unreadable): never executed. Alarmed. */
+  refusedMessages: 'RefusedMessages',
 } as const;
 export type MetricName = (typeof METRICS)[keyof typeof METRICS];
 

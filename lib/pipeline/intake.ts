@@ -1,12 +1,14 @@
 /**
- * The intake: raw change records in, rollout messages durably queued out. It plans (pure) and queues one message
- * per cluster; restarting is the worker's job, so a down cluster never fails the intake.
+ * The intake: raw change records in, rollout messages durably queued out. It plans (pure) to know which clusters
+ * each change reaches and queues, per cluster, the changes themselves; the worker plans again from its own table
+ * and restarts, so a down cluster never fails the intake and the queue never carries a patch.
  */
-import { planRollouts, targetsByCluster, type Plan } from '../plan/planner.ts';
+import { planRollouts, type Plan, type SecretRef } from '../plan/planner.ts';
 import { rolloutMessages, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
+import { qualify } from '../sources/kv-mounts.ts';
 import { parseInput, type InputFormat } from '../sources/parse.ts';
-import type { ParseResult } from '../sources/secret-change.ts';
+import type { ParseResult, SecretChange } from '../sources/secret-change.ts';
 
 export interface IntakeSummary {
   accepted: number;
@@ -26,12 +28,39 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
   const parsed = parseInput(text, { mounts: deps.table.mounts, format: deps.format ?? 'auto' });
   const plan = planRollouts(deps.table, parsed.changes);
   const acceptedAt = new Date(deps.now()).toISOString();
-  const changeIds = parsed.changes.map((c) => c.id);
-  const messages = [...targetsByCluster(plan.targets)].flatMap(([cluster, targets]) => rolloutMessages(cluster, targets, changeIds, acceptedAt));
+  const messages = [...changesByCluster(parsed.changes, plan)].flatMap(([cluster, changes]) => rolloutMessages(cluster, changes, acceptedAt));
   if (messages.length > 0) await deps.queue.send(messages);
   return {
     summary: { accepted: parsed.changes.length, ignored: parsed.ignored.length, rejected: parsed.rejected.length, queued: messages.length },
     parsed,
     plan,
   };
+}
+
+/**
+ * Per cluster, in input order, the changes that plan a target there: exactly what the worker, planning them
+ * again with the same table, restarts in that cluster. A change whose route renders nothing valid (a problem of
+ * the plan) is not queued: the worker would refuse it.
+ */
+export function changesByCluster(changes: readonly SecretChange[], plan: Pick<Plan, 'targets'>): Map<string, SecretChange[]> {
+  const identity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>) => `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
+  const clustersOf = new Map<string, Set<string>>();
+  for (const target of plan.targets) {
+    for (const secret of target.secrets) {
+      const key = identity(secret);
+      const clusters = clustersOf.get(key);
+      if (clusters) clusters.add(target.cluster);
+      else clustersOf.set(key, new Set([target.cluster]));
+    }
+  }
+  const byCluster = new Map<string, SecretChange[]>();
+  for (const change of changes) {
+    const clusters = clustersOf.get(identity({ ...change, path: qualify(change.namespace, change.path) })) ?? [];
+    for (const cluster of [...clusters].sort()) {
+      const list = byCluster.get(cluster);
+      if (list) list.push(change);
+      else byCluster.set(cluster, [change]);
+    }
+  }
+  return byCluster;
 }

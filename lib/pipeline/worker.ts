@@ -1,12 +1,20 @@
 /**
- * The worker: rollout messages in, restarts out. Messages of one cluster arrive in order (FIFO group = cluster);
- * when one fails, the later messages of its group in the batch are returned unprocessed too, so order holds on
- * redelivery. A message with a failed target is redelivered and, after the queue's maxReceiveCount, lands in the
- * dead-letter queue: nothing is dropped. Re-running a message is safe: targets already restarted are `unchanged`.
+ * The worker: rollout messages in, restarts out. A message carries Vault changes for one cluster, never targets:
+ * the worker plans them with its own routing table and restarts only what that plan puts in the cluster of the
+ * message group. Messages of one cluster arrive in order (FIFO group = cluster); when one fails, the later
+ * messages of its group in the batch are returned unprocessed too, so order holds on redelivery. A message with a
+ * failed target is redelivered and, after the queue's maxReceiveCount, lands in the dead-letter queue: nothing is
+ * dropped. Re-running a message is safe: targets already restarted are `unchanged`.
+ *
+ * A message that cannot be honoured — unreadable, another format, a cluster that is not its group or not in the
+ * table, changes that plan nothing in its cluster — is REFUSED: logged with the reason, counted in the
+ * RefusedMessages metric, and acknowledged without executing anything. It is not redelivered, so a forged
+ * message can neither run nor hold the real messages of its group behind it.
  */
 import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
 import { METRICS, type Telemetry } from '../observability/telemetry.ts';
-import { parseRolloutMessage } from '../queue/rollout-message.ts';
+import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
+import { changeFromQueue, parseRolloutMessage } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 
 export interface QueueRecord {
@@ -27,13 +35,33 @@ export interface WorkerDeps {
 export interface BatchOutcome {
   /** Message ids to redeliver (SQS `batchItemFailures`). */
   failed: string[];
+  /** Message ids refused (acknowledged, never executed), with the reason. */
+  refused: Array<{ messageId: string; reason: string }>;
   results: RolloutResult[];
+}
+
+export type MessagePlan = { targets: RolloutTarget[]; changeIds: string[]; ignoredElsewhere: number } | { refused: string };
+
+/**
+ * What a message may restart: the plan of its changes under this worker's routing table, in the message group's
+ * cluster only. Pure, so the refusal rules are table-tested.
+ */
+export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'messageId' | 'body' | 'groupId'>): MessagePlan {
+  const message = parseRolloutMessage(record.body);
+  if ('error' in message) return { refused: message.error };
+  if (message.cluster !== record.groupId) return { refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"` };
+  if (!table.clusters.has(record.groupId)) return { refused: `cluster "${record.groupId.slice(0, 63)}" is not in the routing table` };
+  const plan = planRollouts(table, message.changes.map((c, i) => changeFromQueue(c, `message ${record.messageId} changes[${i}]`)));
+  const targets = plan.targets.filter((t) => t.cluster === record.groupId);
+  if (targets.length === 0) return { refused: `its ${message.changes.length} change(s) plan nothing in cluster "${record.groupId}" under this routing table` };
+  return { targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
 }
 
 export async function processBatch(records: readonly QueueRecord[], deps: WorkerDeps): Promise<BatchOutcome> {
   const now = deps.now ?? Date.now;
   const blocked = new Set<string>();
   const failed: string[] = [];
+  const refused: BatchOutcome['refused'] = [];
   const results: RolloutResult[] = [];
   // Groups (clusters) are independent: work them concurrently, each in order.
   const groups = new Map<string, QueueRecord[]>();
@@ -45,29 +73,31 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
           failed.push(record.messageId);
           continue;
         }
-        const message = parseRolloutMessage(record.body);
-        if ('error' in message) {
-          // Redelivery cannot fix it: let it go to the dead-letter queue, and say so now.
-          deps.telemetry.error('unreadable rollout message', { messageId: record.messageId, error: message.error });
-          failed.push(record.messageId);
-          blocked.add(record.groupId);
+        const planned = planMessage(deps.table, record);
+        if ('refused' in planned) {
+          // Never executed, never redelivered: redelivery cannot make it acceptable, and a forged message must not
+          // hold the real messages of its group behind it.
+          deps.telemetry.error('refused rollout message', { messageId: record.messageId, group: record.groupId.slice(0, 63), reason: planned.refused });
+          deps.telemetry.metric(METRICS.refusedMessages, 1, 'Count');
+          refused.push({ messageId: record.messageId, reason: planned.refused });
           continue;
         }
-        deps.telemetry.setCorrelationId(message.changeIds[0]);
-        const out = await executeRollouts(deps.table, message.targets, deps.executor);
+        deps.telemetry.setCorrelationId(planned.changeIds[0]);
+        const { targets } = planned;
+        const out = await executeRollouts(deps.table, targets, deps.executor);
         results.push(...out);
         for (const r of out) {
           deps.telemetry.metric(METRICS.targets, 1, 'Count', { outcome: r.outcome, cluster: r.cluster });
           if (r.outcome === 'restarted') {
-            const target = message.targets.find((t) => t.restartToken === r.restartToken);
+            const target = targets.find((t) => t.restartToken === r.restartToken);
             const newest = Math.max(...(target?.secrets ?? []).map((s) => Date.parse(s.time)).filter((t) => !Number.isNaN(t)));
             if (Number.isFinite(newest)) deps.telemetry.metric(METRICS.lag, Math.max(0, now() - newest), 'Milliseconds', { cluster: r.cluster });
           }
         }
         const failures = out.filter((r) => r.outcome === 'failed');
-        deps.telemetry.info('rollout message done', { messageId: record.messageId, cluster: message.cluster, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts })) });
+        deps.telemetry.info('rollout message done', { messageId: record.messageId, cluster: record.groupId, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts })) });
         if (failures.length > 0) {
-          if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(message.cluster);
+          if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(record.groupId);
           failed.push(record.messageId);
           blocked.add(record.groupId);
         }
@@ -75,5 +105,5 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
     }),
   );
   deps.telemetry.flush();
-  return { failed, results };
+  return { failed, refused, results };
 }

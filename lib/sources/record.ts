@@ -1,6 +1,6 @@
 /** The common interface of the per-shape parsers: a type guard picks one, it turns a record into an outcome. */
 import type { KvMounts } from './kv-mounts.ts';
-import type { IgnoreReason, SecretChange, Transport } from './secret-change.ts';
+import { changeLimitError, type IgnoreReason, type SecretChange, type Transport } from './secret-change.ts';
 
 export type RecordOutcome =
   | { kind: 'change'; change: SecretChange }
@@ -22,6 +22,8 @@ export function ignore(reason: IgnoreReason, detail: string): RecordOutcome {
 
 /** A change found in this record; `path`, the transport and the record's place come from what is already known. */
 export function changed(ctx: RecordContext, change: Omit<SecretChange, 'path' | 'via' | 'record'>): RecordOutcome {
+  const tooLong = changeLimitError(change);
+  if (tooLong) return reject(tooLong);
   return { kind: 'change', change: { ...change, path: `${change.mount}/${change.key}`, via: ctx.via, record: ctx.record } };
 }
 

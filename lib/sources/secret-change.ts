@@ -7,8 +7,11 @@ export const Operations = ['write', 'delete', 'destroy', 'undelete'] as const;
 export type Operation = (typeof Operations)[number];
 
 /** Which Vault feed produced the change; the transport (file, Fluent Bit, CloudWatch...) is in `via`. */
-export type ChangeSource = 'audit' | 'event';
-export type Transport = 'direct' | 'fluent-bit' | 'vector' | 'cloudwatch';
+export const ChangeSources = ['audit', 'event'] as const;
+export type ChangeSource = (typeof ChangeSources)[number];
+export const Transports = ['direct', 'fluent-bit', 'vector', 'cloudwatch'] as const;
+export type Transport = (typeof Transports)[number];
+export const KvVersionOrigins = ['routes', 'inferred', 'event-type'] as const;
 export type KvVersion = 1 | 2;
 
 export interface SecretChange {
@@ -25,7 +28,7 @@ export interface SecretChange {
   version: number | null;
   kvVersion: KvVersion;
   /** Where the KV version came from: the routing table's `vault.mounts`, the event type, or inferred from the path. */
-  kvVersionFrom: 'routes' | 'inferred' | 'event-type';
+  kvVersionFrom: (typeof KvVersionOrigins)[number];
   source: ChangeSource;
   via: Transport;
   /** Vault request id (audit) or event id. */
@@ -70,4 +73,18 @@ export interface ParseResult {
 
 export function emptyParseResult(): ParseResult {
   return { changes: [], ignored: [], rejected: [] };
+}
+
+/**
+ * Bounds on what a change may carry, checked where it is built (lib/sources/record.ts) and again where the queue
+ * is read: Vault stamps UUIDs and RFC 3339 times, and no routable path comes near these lengths.
+ */
+export const CHANGE_LIMITS = { namespace: 256, mount: 256, key: 4096, id: 256, time: 64 } as const;
+
+/** Why a change is out of bounds, naming the field, never its value; undefined when it is within them. */
+export function changeLimitError(change: Pick<SecretChange, keyof typeof CHANGE_LIMITS>): string | undefined {
+  for (const field of Object.keys(CHANGE_LIMITS) as Array<keyof typeof CHANGE_LIMITS>) {
+    if (change[field].length > CHANGE_LIMITS[field]) return `the ${field} is longer than ${CHANGE_LIMITS[field]} characters`;
+  }
+  return undefined;
 }

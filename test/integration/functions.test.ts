@@ -9,6 +9,7 @@ import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveCommand } from '../../lib/cli/serve-command.ts';
 import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../lib/http/webhook-auth.ts';
+import { changesByCluster } from '../../lib/pipeline/intake.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import { rolloutMessages } from '../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
@@ -87,18 +88,22 @@ describe('functions/worker', () => {
     awsRegion: 'eu-west-1',
   });
 
-  it('restarts the good record, reports the poison and the failing cluster as batch item failures', async () => {
+  it('restarts the good record, retries the failing cluster, refuses the poison and the forged record', async () => {
     const saved = { ...process.env };
     Object.assign(process.env, { VAULT_ROLLOUT_ROUTES: routesFile, VAULT_ROLLOUT_QUEUE_URL: 'unused', POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_LOG_LEVEL: 'SILENT' });
     try {
       const { handler } = await import('../../functions/worker.ts');
       const table = loadRoutingTable((await import('node:fs')).readFileSync(routesFile, 'utf8'), routesFile);
-      const plan = planRollouts(table, parseInput(`${audit('e2e/worker', 2)}\n${audit('ghost', 1)}`, { mounts: table.mounts }).changes);
-      const good = rolloutMessages('alpha', plan.targets.filter((t) => t.cluster === 'alpha'), [], new Date().toISOString())[0];
-      const ghost = rolloutMessages('ghost', plan.targets.filter((t) => t.cluster === 'ghost'), [], new Date().toISOString())[0];
-      const event: SQSEvent = { Records: [record('good', JSON.stringify(good), 'alpha'), record('poison', 'not a rollout message', 'other'), record('ghost', JSON.stringify(ghost), 'ghost')] };
+      const changes = parseInput(`${audit('e2e/worker', 2)}\n${audit('ghost', 1)}`, { mounts: table.mounts }).changes;
+      const byCluster = changesByCluster(changes, planRollouts(table, changes));
+      const good = rolloutMessages('alpha', byCluster.get('alpha') ?? [], new Date().toISOString())[0];
+      const ghost = rolloutMessages('ghost', byCluster.get('ghost') ?? [], new Date().toISOString())[0];
+      // The ghost cluster's change, put in alpha's group: it plans nothing in alpha, so nothing may run.
+      const forged = rolloutMessages('alpha', byCluster.get('ghost') ?? [], new Date().toISOString())[0];
+      const event: SQSEvent = { Records: [record('good', JSON.stringify(good), 'alpha'), record('poison', 'not a rollout message', 'other'), record('ghost', JSON.stringify(ghost), 'ghost'), record('forged', JSON.stringify(forged), 'alpha')] };
       const response = await handler(event);
-      expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['ghost', 'poison']);
+      // Only the unreachable cluster's message comes back: refused messages are acknowledged, never retried.
+      expect(response.batchItemFailures.map((f) => f.itemIdentifier)).toEqual(['ghost']);
       const annotations = (await getWorkload('alpha', NS, 'Deployment', 'worker')).spec.template?.metadata?.annotations ?? {};
       expect(annotations['vault-rollout.io/versions']).toBe('{"secret/e2e/worker":2}');
     } finally {

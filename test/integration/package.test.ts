@@ -179,6 +179,21 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     expect(queue.VisibilityTimeout as number).toBeGreaterThanOrEqual(6 * workerTimeout);
   });
 
+  it('lets only the intake send to the queue and only the worker consume it, on the queue itself', () => {
+    const policy = props(t(), 'RolloutQueuePolicy');
+    expect(policy.Queues).toEqual([{ Ref: 'RolloutQueue' }]);
+    const statements = (policy.PolicyDocument as { Statement: Statement[] }).Statement;
+    const account = { AWS: { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' } };
+    const role = (id: string) => ({ 'Fn::GetAtt': [id, 'Arn'] });
+    expect(statements).toEqual([
+      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: 'sqs:SendMessage', Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole')] } } }),
+      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'], Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('WorkerRole')] } } }),
+    ]);
+    expect(JSON.stringify(statements)).not.toContain('"*"');
+    // A refused (forged) message is alarmed.
+    expect(props(t(), 'RefusedMessagesAlarm')).toMatchObject({ Namespace: 'VaultRollout', MetricName: 'RefusedMessages', Threshold: 0 });
+  });
+
   it('feeds the worker from the queue with ReportBatchItemFailures', () => {
     const mappings = resourcesOf(t(), 'AWS::Lambda::EventSourceMapping');
     expect(mappings).toHaveLength(1);

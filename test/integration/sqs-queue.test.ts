@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deduplicationId, parseRolloutMessage, QueueUnavailableError, type RolloutMessage } from '../../lib/queue/rollout-message.ts';
 import { MAX_BATCH_BYTES, SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
 import { createFifoQueueWithDlq, emulatorClient, freeLoopbackPort, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
-import { rolloutMessage } from '../sqs/fixtures.ts';
+import { messageName, rolloutMessage } from '../sqs/fixtures.ts';
 
 let emulator: SqsEmulator;
 let client: SQSClient;
@@ -61,7 +61,7 @@ const deleteMessage = (queueUrl: string, m: Message): Promise<unknown> => client
 /** "cluster/name" of a received message. */
 function nameOf(m: Message): string {
   const message = parseRolloutMessage(m.Body ?? '') as RolloutMessage;
-  return `${message.cluster}/${message.targets[0]?.name ?? ''}`;
+  return messageName(message);
 }
 
 /** Receives and deletes until the queue is empty; returns the names in the order received. */
@@ -128,7 +128,7 @@ describe('SqsRolloutQueue on ElasticMQ', () => {
     expect(calls.length).toBeGreaterThanOrEqual(3);
     expect(Math.max(...calls.map((c) => c.Entries?.length ?? 0))).toBe(10);
     const received = await drain(queueUrl);
-    expect(received.sort()).toEqual(messages.map((m) => `${m.cluster}/${m.targets[0]?.name ?? ''}`).sort());
+    expect(received.sort()).toEqual(messages.map(messageName).sort());
     // A group's w0 and w1 were sent in separate calls, w0 first, and arrive in that order.
     for (let c = 0; c < 12; c++) expect(only(received, `cluster-${c}`)).toEqual([`cluster-${c}/w0`, `cluster-${c}/w1`]);
   });

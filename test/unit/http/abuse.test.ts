@@ -15,6 +15,7 @@ import type { RolloutMessage, RolloutQueue } from '../../../lib/queue/rollout-me
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile, repoRoot, sharedSamples } from '../../helpers.ts';
 import { BEARER_TOKEN, WEBHOOK_SECRET } from '../../secrets.ts';
+import { plannedTargets } from '../../sqs/fixtures.ts';
 
 const table = loadRoutingTable(readRepoFile('infra/routes/example.yaml'), 'example.yaml');
 const TOKEN = BEARER_TOKEN;
@@ -129,7 +130,7 @@ describe('the HTTP endpoint under abuse', () => {
     const line = JSON.stringify({ time: '2026-11-20T10:00:00Z', type: 'response', request: { id: 'x', operation: 'update', mount_type: 'kv', mount_point: 'team-a/secret/', namespace: { id: 'n', path: 'team-a/' }, path: path.replace(/^secret\//, 'secret/') }, response: { data: { version: 1 } } });
     const res = await app.request('/v1/vault/audit', { method: 'POST', body: line, headers: { authorization: `Bearer ${TOKEN}` } });
     expect(res.status).toBe(202);
-    const names = sent.flatMap((m) => m.targets.map((t) => (t.type === 'resource' ? t.name : (t.name ?? ''))));
+    const names = sent.flatMap((m) => plannedTargets(table, m).map((t) => (t.type === 'resource' ? t.name : (t.name ?? ''))));
     for (const name of names) expect(name).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
   });
 });

@@ -9,6 +9,7 @@ import { QueueUnavailableError, type RolloutMessage, type RolloutQueue } from '.
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile, sharedSamples } from '../../helpers.ts';
 import { BEARER_TOKEN, WEBHOOK_SECRET } from '../../secrets.ts';
+import { plannedTargets } from '../../sqs/fixtures.ts';
 
 const table = loadRoutingTable(readRepoFile('infra/routes/example.yaml'), 'example.yaml');
 const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
@@ -41,7 +42,7 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
     const res = await post(app, demo, signed(demo));
     expect(res.status).toBe(202);
     expect(await res.json()).toEqual({ accepted: 5, ignored: 1, rejected: 0, queued: 3, errors: [], problems: [] });
-    expect(sent.map((m) => [m.cluster, m.targets.length])).toEqual([
+    expect(sent.map((m) => [m.cluster, plannedTargets(table, m).length])).toEqual([
       ['alpha', 6],
       ['beta', 3],
       ['gamma', 2],

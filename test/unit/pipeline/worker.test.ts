@@ -2,8 +2,9 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
-import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
-import { planRollouts, targetsByCluster } from '../../../lib/plan/planner.ts';
+import { planMessage, processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
+import { planRollouts } from '../../../lib/plan/planner.ts';
+import { changesByCluster } from '../../../lib/pipeline/intake.ts';
 import { rolloutMessages } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
@@ -24,7 +25,7 @@ let n = 0;
 /** Queue records as the intake would queue them for these changes, one message per cluster. */
 function records(...changes: SecretChange[]): QueueRecord[] {
   const plan = planRollouts(table, changes);
-  return [...targetsByCluster(plan.targets)].flatMap(([cluster, targets]) => rolloutMessages(cluster, targets, changes.map((c) => c.id), '2026-11-20T10:00:01Z').map((m) => ({ messageId: `m${++n}`, body: JSON.stringify(m), groupId: cluster })));
+  return [...changesByCluster(changes, plan)].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, '2026-11-20T10:00:01Z').map((m) => ({ messageId: `m${++n}`, body: JSON.stringify(m), groupId: cluster })));
 }
 
 describe('processBatch', () => {
@@ -50,12 +51,15 @@ describe('processBatch', () => {
     expect(out.results.filter((r) => r.cluster === 'b').map((r) => r.outcome)).toEqual(['restarted', 'restarted']);
   });
 
-  it('sends an unreadable message to the dead-letter path and says why', async () => {
+  it('refuses an unreadable message without holding its group, and says why', async () => {
     const telemetry = memoryTelemetry();
     const fake = fakeClusters({ a: ['api'] });
-    const out = await processBatch([{ messageId: 'poison', body: '{"v":1,"cluster":"a"}', groupId: 'a' }, ...records(change('api', 1)).filter((r) => r.groupId === 'a')], { table, telemetry, executor: options(fake.apiFor) });
-    expect(out.failed).toHaveLength(2);
-    expect(telemetry.lines.find((l) => l.level === 'error')).toMatchObject({ message: 'unreadable rollout message', fields: { messageId: 'poison', error: expect.stringContaining('targets') } });
+    const out = await processBatch([{ messageId: 'poison', body: '{"v":2,"cluster":"a"}', groupId: 'a' }, ...records(change('api', 1)).filter((r) => r.groupId === 'a')], { table, telemetry, executor: options(fake.apiFor) });
+    expect(out.failed).toEqual([]);
+    expect(out.refused).toEqual([{ messageId: 'poison', reason: expect.stringContaining('changes') }]);
+    expect(out.results.map((r) => `${r.cluster}:${r.name}:${r.outcome}`)).toEqual(['a:api:restarted']);
+    expect(telemetry.lines.find((l) => l.level === 'error')).toMatchObject({ message: 'refused rollout message', fields: { messageId: 'poison', reason: expect.stringContaining('changes') } });
+    expect(telemetry.metrics.filter((m) => m.name === 'RefusedMessages').map((m) => m.value)).toEqual([1]);
   });
 
   it('drops cached credentials of a cluster that refused them', async () => {
@@ -72,5 +76,47 @@ describe('processBatch', () => {
     await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
     const again = await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
     expect(again.results.map((r) => r.outcome)).toEqual(['unchanged', 'unchanged']);
+  });
+});
+
+/** A message as a sender with sqs:SendMessage could forge it. */
+const body = (over: Record<string, unknown>) => JSON.stringify({ v: 2, cluster: 'a', changes: [queued('api', 1)], acceptedAt: '2026-11-20T10:00:01Z', ...over });
+const queued = (key: string, version: number, mount = 'secret') => ({ namespace: '', mount, key, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}`, time: '2026-11-20T10:00:00Z' });
+
+describe('planMessage: a message is changes, and only the worker\'s own table decides what they restart', () => {
+  it.each([
+    ['a format-1 message carrying a target and a patch', JSON.stringify({ v: 1, cluster: 'a', targets: [{ type: 'resource', cluster: 'b', namespace: 'kube-system', apiVersion: 'apps/v1', kind: 'Deployment', name: 'coredns', patch: { spec: { template: { spec: { containers: [{ name: 'coredns', image: 'evil' }] } } } } }], changeIds: [], acceptedAt: 'x' }), 'a', 'format 1'],
+    ['a patch smuggled beside the changes', body({ patch: { spec: { replicas: 0 } } }), 'a', 'patch'],
+    ['a target smuggled into a change', body({ changes: [{ ...queued('api', 1), target: { name: 'coredns' } }] }), 'a', 'target'],
+    ['a cluster that is not the message group', body({ cluster: 'b' }), 'a', 'sent to group "a"'],
+    ['a group that is not in the routing table', body({ cluster: 'gamma' }), 'gamma', 'not in the routing table'],
+    ['a path no route matches', body({ changes: [queued('nothing/here', 1, 'other')] }), 'a', 'plan nothing in cluster "a"'],
+    ['a delete the route does not restart for', body({ changes: [{ ...queued('api', 1), operation: 'delete' }] }), 'a', 'plan nothing'],
+    ['no changes at all', body({ changes: [] }), 'a', 'changes'],
+    ['more changes than a message may carry', body({ changes: Array.from({ length: 1001 }, (_, i) => queued(`k${i}`, 1)) }), 'a', 'changes'],
+    ['a key longer than any change may carry', body({ changes: [queued('k'.repeat(5000), 1)] }), 'a', 'key'],
+    ['a body larger than SQS allows', body({ pad: 'x'.repeat(300 * 1024) }), 'a', 'larger than'],
+    ['not JSON', 'restart everything', 'a', 'not JSON'],
+  ])('refuses %s', (_name, messageBody, groupId, reason) => {
+    const planned = planMessage(table, { messageId: 'm', body: messageBody, groupId });
+    expect(planned).toEqual({ refused: expect.stringContaining(reason) });
+  });
+
+  it('plans a real change in the group\'s cluster only, whatever other clusters the route reaches', () => {
+    const planned = planMessage(table, { messageId: 'm', body: body({}), groupId: 'a' });
+    if ('refused' in planned) throw new Error(planned.refused);
+    expect(planned.targets.map((t) => `${t.cluster}/${t.namespace}/${t.type === 'workload' ? t.name : ''}`)).toEqual(['a/ns/api']);
+    expect(planned.ignoredElsewhere).toBe(1);
+  });
+
+  it('never executes a refused message, and a real one behind it in the same group still runs', async () => {
+    const fake = fakeClusters({ a: ['api', 'coredns'], b: ['api'] });
+    const forged = [
+      { messageId: 'f1', body: body({ cluster: 'b' }), groupId: 'a' },
+      { messageId: 'f2', body: body({ changes: [queued('coredns/../x', 1, 'other')] }), groupId: 'a' },
+    ];
+    const out = await processBatch([...forged, ...records(change('api', 2)).filter((r) => r.groupId === 'a')], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
+    expect(out.refused.map((r) => r.messageId)).toEqual(['f1', 'f2']);
+    expect(fake.calls.filter((c) => c.op === 'patch').map((c) => `${c.cluster}/${c.name}`)).toEqual(['a/api']);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryRolloutQueue, type ReceivedRolloutMessage } from '../../../lib/queue/memory-queue.ts';
 import { parseRolloutMessage, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
-import { rolloutMessage } from '../../sqs/fixtures.ts';
+import { messageName, rolloutMessage } from '../../sqs/fixtures.ts';
 
 function fakeClock(start = Date.parse('2026-11-20T10:00:00Z')): { now: () => number; advance(ms: number): void } {
   let now = start;
@@ -11,7 +11,7 @@ function fakeClock(start = Date.parse('2026-11-20T10:00:00Z')): { now: () => num
 const names = (received: readonly ReceivedRolloutMessage[]): string[] =>
   received.map((r) => {
     const message = parseRolloutMessage(r.body) as RolloutMessage;
-    return `${message.cluster}/${message.targets[0]?.name ?? ''}`;
+    return messageName(message);
   });
 
 describe('MemoryRolloutQueue', () => {

@@ -3,7 +3,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { deduplicationId, parseRolloutMessage, QueueUnavailableError, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { MAX_BATCH_BYTES, packCalls, SqsRolloutQueue } from '../../../lib/queue/sqs-queue.ts';
-import { rolloutMessage } from '../../sqs/fixtures.ts';
+import { messageName, rolloutMessage } from '../../sqs/fixtures.ts';
 
 const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/vault-rollout.fifo';
 const sqsMock = mockClient(SQSClient);
@@ -22,7 +22,7 @@ const sent = (): string[][] =>
   calls().map((input) =>
     (input.Entries ?? []).map((e) => {
       const message = parseRolloutMessage(e.MessageBody ?? '') as RolloutMessage;
-      return `${message.cluster}/${message.targets[0]?.name ?? ''}`;
+      return messageName(message);
     }),
   );
 
@@ -35,7 +35,7 @@ function answer(fail: (name: string, call: number) => { Code: string; SenderFaul
     const Failed = [];
     for (const entry of input.Entries ?? []) {
       const message = parseRolloutMessage(entry.MessageBody ?? '') as RolloutMessage;
-      const failure = fail(`${message.cluster}/${message.targets[0]?.name ?? ''}`, call);
+      const failure = fail(messageName(message), call);
       if (failure) Failed.push({ Id: entry.Id, Code: failure.Code, SenderFault: failure.SenderFault ?? false });
       else Successful.push({ Id: entry.Id, MessageId: `id-${entry.Id}`, MD5OfMessageBody: 'x' });
     }
