@@ -4,6 +4,7 @@ import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
 import { relayCommand } from './relay-command.ts';
+import { resetVersionCommand } from './reset-version-command.ts';
 import { schemaCommand } from './schema-command.ts';
 import { serveCommand } from './serve-command.ts';
 import { validateCommand } from './validate-command.ts';
@@ -19,6 +20,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   serve: (argv, io) => serveCommand(argv, io),
   relay: relayCommand,
   worker: (argv, io) => workerCommand(argv, io),
+  'reset-version': (argv, io) => resetVersionCommand(argv, io),
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -49,6 +51,10 @@ Commands:
             with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plan here with
             --routes and queue on SQS. Every batch is spooled on disk first and delivered in order; runs until
             SIGTERM/SIGINT. Vault token: VAULT_TOKEN, or VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole).
+  reset-version --routes FILE --path MOUNT/KEY --version N [--namespace VAULT-NS] [--cluster NAME]... [--dry-run] [--json]
+            Repair a poisoned record: record version N (Vault's current_version of the path) on every workload the
+            path's routes target, replacing a higher recorded version. Each workload whose record changes restarts
+            once. Exit 0, or 3 when a target failed.
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).

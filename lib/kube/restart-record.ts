@@ -55,11 +55,12 @@ export type RestartDecision =
   | { action: 'skip'; reason: string };
 
 /**
- * Versions only move forward: restart when any secret of the target is newer than what the workload records;
+ * Versions only move forward: restart when any secret of the target is newer than what the workload records
+ * (with `override`, also when it is older: the record is reset to it);
  * re-send the identical patch when everything is exactly what is recorded (a replay: the server writes nothing);
  * skip when the workload already records a newer version of every secret.
  */
-export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTarget, 'secrets'>): RestartDecision {
+export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTarget, 'secrets'>, options: { override?: boolean } = {}): RestartDecision {
   const merged: RecordedVersions = { ...recorded };
   let newer = 0;
   let same = 0;
@@ -69,7 +70,8 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
     const value = recordValue(secret);
     const known = recorded[key];
     const order = known === undefined ? 1 : compare(value, known);
-    if (order > 0) {
+    // Override (`reset-version`): what is recorded is wrong — a forged, too-high version — and is replaced.
+    if (order > 0 || (options.override === true && order < 0)) {
       newer++;
       merged[key] = value;
     } else if (order === 0) same++;

@@ -43,6 +43,8 @@ export interface ExecutorOptions {
   /** Resolves (and caches) a cluster's access; see cluster-clients.ts. */
   access(name: string, config: ClusterConfig): Promise<ClusterAccess>;
   dryRun?: boolean;
+  /** Record the targets' versions even where a higher one is recorded (`reset-version` after version poisoning). */
+  overrideRecorded?: boolean;
   retry?: RetryPolicy;
   retryEnv?: RetryEnv;
   /** Requests in flight per cluster unless the cluster sets `concurrency`. */
@@ -225,7 +227,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
   for (;;) {
     const refusal = descriptor.refusal(object);
     if (refusal) return done('skipped', 'paused', attempts, refusal);
-    const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target);
+    const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
     if (decision.action === 'unchanged') return done('unchanged', 'already restarted for this version', attempts);
 

@@ -58,6 +58,33 @@ describe('vault-rollout apply', () => {
   });
 });
 
+describe('vault-rollout reset-version', () => {
+  it('repairs a poisoned record: real rotations are skipped until it is reset, then go through', async () => {
+    const forged = (version: number, id: string) => write(version).replace(/"id":"cli-\d+"/, `"id":"${id}"`);
+    let io = memoryIo({ 'routes.yaml': routes(), '-': forged(999999, 'forged') });
+    expect(await main(['apply', '--routes', 'routes.yaml'], io)).toBe(0);
+    io = memoryIo({ 'routes.yaml': routes(), '-': write(5) });
+    expect(await main(['apply', '--routes', 'routes.yaml'], io)).toBe(0);
+    expect(io.out).toContain('Results: 2 skipped');
+
+    io = memoryIo({ 'routes.yaml': routes() });
+    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/data/cli/api', '--version', '5', '--cluster', 'alpha'], io)).toBe(0);
+    expect(io.out).toMatch(/alpha\s+\S+\s+Deployment\s+api\s+restarted/);
+    expect((await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions']).toBe('{"secret/cli/api":5}');
+    // Only the named cluster was reset: beta still carries the forged version.
+    expect((await getWorkload('beta', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions']).toBe('{"secret/cli/api":999999}');
+
+    io = memoryIo({ 'routes.yaml': routes(), '-': write(6) });
+    expect(await main(['apply', '--routes', 'routes.yaml', '--json'], io)).toBe(0);
+    expect(JSON.parse(io.out).results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`)).toEqual(['alpha:restarted', 'beta:skipped']);
+
+    io = memoryIo({ 'routes.yaml': routes() });
+    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/cli/nothing', '--version', '1'], io)).toBe(1);
+    expect(io.err).toContain('no route of routes.yaml targets secret/cli/nothing');
+    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/cli/api', '--version', '0'], io)).toBe(64);
+  });
+});
+
 describe('vault-rollout doctor', () => {
   it('passes on the test clusters and names what to fix elsewhere', async () => {
     let io = memoryIo({ 'routes.yaml': routes() });

@@ -28,6 +28,14 @@ describe('decideRestart: versions only move forward', () => {
     expect(decideRestart({ ...recorded }, { secrets: [...secrets] })).toMatchObject(expected);
   });
 
+  it.each([
+    ['a poisoned (higher) record is replaced', { 's/a': 999999, 's/z': 2 }, [secret('s/a', 5)], { action: 'restart', versions: { 's/a': 5, 's/z': 2 } }],
+    ['the record it would write is already there', { 's/a': 5 }, [secret('s/a', 5)], { action: 'unchanged' }],
+    ['nothing recorded yet', {}, [secret('s/a', 5)], { action: 'restart', versions: { 's/a': 5 } }],
+  ] as const)('with override (reset-version): %s', (_name, recorded, secrets, expected) => {
+    expect(decideRestart({ ...recorded }, { secrets: [...secrets] }, { override: true })).toMatchObject(expected);
+  });
+
   it('says which path is older in a skip', () => {
     expect(decideRestart({ 's/a': 4 }, { secrets: [secret('s/a', 3)] })).toEqual({ action: 'skip', reason: 'older than recorded: s/a is at 4, newer than 3' });
   });

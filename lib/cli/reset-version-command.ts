@@ -1,0 +1,63 @@
+/**
+ * `vault-rollout reset-version`: repairs a poisoned record. A forged change with a huge version (from a log group or
+ * an audit socket someone else could write to) leaves `vault-rollout.io/versions` above Vault's real version, and
+ * every real rotation of that path is then `skipped: older version`. This records the version the operator read
+ * from Vault (`vault kv metadata get` → current_version) on every workload the path's routes target, replacing a
+ * higher record. The record lives in the pod template, so each workload whose record changes restarts once — and
+ * comes up with the current secret.
+ */
+import { parseArgs } from 'node:util';
+import { executeRollouts } from '../kube/rollout-executor.ts';
+import { planRollouts } from '../plan/planner.ts';
+import { resultsJson, resultsText } from '../report/results-report.ts';
+import { guessMount, trimSlashes, underMount } from '../sources/kv-mounts.ts';
+import type { SecretChange } from '../sources/secret-change.ts';
+import { cliClusterClients } from './cluster-access.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { loadRoutes, usageError } from './shared.ts';
+
+export async function resetVersionCommand(argv: string[], io: CliIo, now: () => number = Date.now): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: { routes: { type: 'string' }, path: { type: 'string' }, version: { type: 'string' }, namespace: { type: 'string', default: '' }, cluster: { type: 'string', multiple: true }, 'dry-run': { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    return usageError(io, 'reset-version', e);
+  }
+  if (values.routes === undefined || values.path === undefined || values.version === undefined) return usageError(io, 'reset-version', 'give --routes FILE, --path MOUNT/KEY and --version N (Vault\'s current_version of the path)');
+  const version = Number(values.version);
+  if (!Number.isInteger(version) || version < 1 || version > 2 ** 31 - 1) return usageError(io, 'reset-version', `--version ${JSON.stringify(values.version.slice(0, 20))} is not a KV v2 version (a whole number from 1)`);
+  const table = await loadRoutes(io, values.routes);
+  if (typeof table === 'number') return table;
+
+  const namespace = trimSlashes(values.namespace);
+  const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
+  const mount = guessMount(table.mounts, namespace, path);
+  const key = underMount(path, mount) ?? '';
+  if (key === '') return usageError(io, 'reset-version', `--path "${path.slice(0, 200)}" names a mount, not a secret under it`);
+  const time = new Date(now()).toISOString();
+  const change: SecretChange = { namespace, mount, key, path, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `reset-version-${version}`, time, record: '--path' };
+  const plan = planRollouts(table, [change]);
+  const only = new Set(values.cluster ?? []);
+  for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'reset-version', `--cluster ${name} is not in the routing table`);
+  const targets = plan.targets.filter((t) => only.size === 0 || only.has(t.cluster));
+  if (targets.length === 0) {
+    io.stderr(`vault-rollout reset-version: no route of ${values.routes} targets ${path}${only.size > 0 ? ` in ${[...only].join(', ')}` : ''}\n`);
+    return EXIT.failure;
+  }
+  const clients = cliClusterClients(io, values.routes);
+  const results = await executeRollouts(table, targets, {
+    access: (name, config) => clients.get(name, config),
+    dryRun: values['dry-run'],
+    overrideRecorded: true,
+    logger: { warn: (m, f) => io.stderr(`warning: ${m}${f ? ` ${JSON.stringify(f)}` : ''}\n`) },
+  });
+  const parsed = { changes: [change], ignored: [], rejected: [] };
+  const shown = { ...plan, targets };
+  io.stdout(values.json ? `${JSON.stringify(resultsJson(parsed, shown, results), null, 2)}\n` : resultsText(parsed, shown, results));
+  return results.some((r) => r.outcome === 'failed') ? EXIT.targetsFailed : EXIT.ok;
+}
