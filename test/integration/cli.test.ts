@@ -79,8 +79,8 @@ describe('vault-rollout reset-version', () => {
     expect(JSON.parse(io.out).results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`)).toEqual(['alpha:restarted', 'beta:skipped']);
 
     io = memoryIo({ 'routes.yaml': routes() });
-    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/cli/nothing', '--version', '1'], io)).toBe(1);
-    expect(io.err).toContain('no route of routes.yaml targets secret/cli/nothing');
+    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/other/api', '--version', '1'], io)).toBe(1);
+    expect(io.err).toContain('no route of routes.yaml targets secret/other/api');
     expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/cli/api', '--version', '0'], io)).toBe(64);
   });
 });
