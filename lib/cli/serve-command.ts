@@ -17,6 +17,7 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined && !insecureNoAuth) {
     return { error: 'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests' };
   }
+  if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) secrets.insecureNoAuth = true;
   return secrets;
 }
 
