@@ -10,7 +10,10 @@ import type { BatchSender, SendOutcome } from './batch-sender.ts';
 import { INTAKE_PATHS, type RecordKind } from './record-kind.ts';
 
 export interface HttpSenderOptions {
-  /** The function URL (its origin and any base path); the intake paths are appended. */
+  /**
+   * The function URL (its origin and any base path), or one of its endpoints' full URLs (`…/v1/vault/audit`,
+   * `…/v1/vault/events`): either way the base is kept and the intake path of each batch appended.
+   */
   baseUrl: string;
   hmacSecret?: string;
   bearerToken?: string;
@@ -41,8 +44,7 @@ export class HttpBatchSender implements BatchSender {
     this.#options = options;
     this.#fetch = options.fetch ?? globalThis.fetch;
     this.#now = options.now ?? Date.now;
-    const url = new URL(options.baseUrl);
-    this.target = `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+    this.target = intakeBase(options.baseUrl);
   }
 
   async send(kind: RecordKind, body: string, signal: AbortSignal): Promise<SendOutcome> {
@@ -84,6 +86,14 @@ export class HttpBatchSender implements BatchSender {
     }
     return { type: 'rejected', error: `HTTP ${status}${error ? `: ${error}` : ''}` };
   }
+}
+
+/** The function's base URL from what the user gave `--to`: the base itself, or the full URL of an intake endpoint. */
+export function intakeBase(to: string): string {
+  const url = new URL(to);
+  let path = url.pathname.replace(/\/+$/, '');
+  for (const endpoint of Object.values(INTAKE_PATHS)) if (path.endsWith(endpoint)) path = path.slice(0, -endpoint.length);
+  return `${url.origin}${path}`;
 }
 
 function summaryOf(text: string): Record<string, unknown> | undefined {

@@ -123,3 +123,19 @@ describe('serve under hostile uploads', () => {
     expect(res.status).toBe(401);
   });
 });
+
+describe('serve on a busy port', () => {
+  it('says so in one line and exits 1 (no stack trace)', async () => {
+    const second = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', String(port), '--routes', join(repoRoot, 'infra/routes/example.yaml')], {
+      cwd: repoRoot,
+      env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    second.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+    second.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    const code = await new Promise<number | null>((resolve) => second.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(out).toBe(`vault-rollout serve: cannot listen on 127.0.0.1:${port}: the address is already in use (stop what holds it, or pass another --port)\n`);
+  }, 30_000);
+});
