@@ -24,6 +24,7 @@ const OPTIONS = {
   'from-start': { type: 'boolean', default: false },
   'audit-listen': { type: 'string' },
   'vault-addr': { type: 'string' },
+  'vault-redirect-hosts': { type: 'string' },
   events: { type: 'string' },
   namespaces: { type: 'string' },
   filter: { type: 'string' },
@@ -35,6 +36,8 @@ const OPTIONS = {
   'grace-seconds': { type: 'string', default: '10' },
   'batch-wait-ms': { type: 'string', default: '1000' },
 } as const;
+
+const isLoopback = (hostname: string): boolean => ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
 
 const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -61,11 +64,15 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   }
   for (const eventType of eventTypes) if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType)) return usageError(io, 'relay', `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`);
   let auth: VaultTokenSource | undefined;
+  // Vault's other nodes, which a standby's redirect may name; otherwise the token goes only to the --vault-addr host.
+  const redirects = { allowedHosts: list(values['vault-redirect-hosts']) };
   if (eventTypes.length > 0) {
     if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
+    if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
+    if (vaultAddr.startsWith('http://') && !isLoopback(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
     if (env.VAULT_TOKEN) auth = staticTokenSource(env.VAULT_TOKEN);
     else if (env.VAULT_ROLE_ID && env.VAULT_SECRET_ID) {
-      auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
+      auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, redirects, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
     } else {
       io.stderr('vault-rollout relay: --events needs a Vault token: set VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID for an AppRole login\n');
       return EXIT.failure;
@@ -100,7 +107,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
       io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches\n');
       return EXIT.failure;
     }
-    if (toUrl.protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
+    if (toUrl.protocol === 'http:' && !isLoopback(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
     sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}) });
   }
 
@@ -120,7 +127,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     batch: { maxDelayMs: batchWaitMs },
     ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
     ...(values['audit-listen'] ? { auditListen: values['audit-listen'] } : {}),
-    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
+    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, redirects, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
   };
 
   let relay;

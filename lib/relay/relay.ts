@@ -13,6 +13,7 @@ import type { BatchSender } from './batch-sender.ts';
 import { DROP_REASONS, RelayCounters, type DropReason } from './counters.ts';
 import { Deliverer } from './delivery.ts';
 import { EventSubscriber } from './event-subscriber.ts';
+import type { VaultRedirectPolicy } from './vault-redirect.ts';
 import { FileTail } from './file-tail.ts';
 import { OffsetStore } from './offset-store.ts';
 import type { RecordKind } from './record-kind.ts';
@@ -40,6 +41,8 @@ export interface RelayOptions {
     vaultNamespace?: string;
     pingIntervalMs?: number;
     reconnectBaseMs?: number;
+    /** Where Vault may redirect the subscription (same host by default; never wss to ws). */
+    redirects?: VaultRedirectPolicy;
   };
   sender: BatchSender;
   log: RelayLog;
@@ -130,7 +133,7 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
               drop(DROP_REASONS.invalidEvent, 1);
             } else receive('events', line);
           },
-          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs'),
+          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs', 'redirects'),
           ...pick(options, 'sleep', 'random'),
         });
         subscriber.start();
