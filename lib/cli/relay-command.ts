@@ -23,6 +23,7 @@ const OPTIONS = {
   'audit-file': { type: 'string' },
   'from-start': { type: 'boolean', default: false },
   'audit-listen': { type: 'string' },
+  'audit-listen-mode': { type: 'string', default: '0600' },
   'vault-addr': { type: 'string' },
   'vault-redirect-hosts': { type: 'string' },
   events: { type: 'string' },
@@ -62,6 +63,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
       return usageError(io, 'relay', e);
     }
   }
+  const auditListenMode = ({ '0600': 0o600, '600': 0o600, '0660': 0o660, '660': 0o660 } as const)[values['audit-listen-mode'] as '0600'];
+  if (auditListenMode === undefined) return usageError(io, 'relay', '--audit-listen-mode: 0600 (the relay\'s user only) or 0660 (its group too, e.g. Vault\'s)');
   for (const eventType of eventTypes) if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType)) return usageError(io, 'relay', `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`);
   let auth: VaultTokenSource | undefined;
   // Vault's other nodes, which a standby's redirect may name; otherwise the token goes only to the --vault-addr host.
@@ -126,7 +129,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     // How long a record may wait for others to share its batch: latency against fewer, larger requests.
     batch: { maxDelayMs: batchWaitMs },
     ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
-    ...(values['audit-listen'] ? { auditListen: values['audit-listen'] } : {}),
+    ...(values['audit-listen'] ? { auditListen: values['audit-listen'], auditListenMode } : {}),
     ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, redirects, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
   };
 

@@ -32,6 +32,8 @@ export interface RelayOptions {
   spoolMaxPendingBytes?: number;
   auditFile?: { path: string; startAt?: 'end' | 'start'; pollMs?: number };
   auditListen?: string;
+  /** The unix socket's permissions (default 0o600). */
+  auditListenMode?: 0o600 | 0o660;
   events?: {
     vaultAddr: string;
     eventTypes: readonly string[];
@@ -108,7 +110,7 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
   let offsets: OffsetStore | undefined;
   try {
     if (options.auditListen) {
-      const listener = new AuditSocketListener({ address: parseListenAddress(options.auditListen), onLine: (line) => receive('audit', line), onDropped: (reason) => drop(reason, 1), log, ...pick(options, 'maxLineBytes') });
+      const listener = new AuditSocketListener({ address: parseListenAddress(options.auditListen), onLine: (line) => receive('audit', line), onDropped: (reason) => drop(reason, 1), log, ...pick(options, 'maxLineBytes'), ...(options.auditListenMode !== undefined ? { socketMode: options.auditListenMode } : {}) });
       listenAddress = await listener.start();
       stops.push(() => listener.stop());
     }
