@@ -5,6 +5,7 @@
  * optional AbortSignal, for tests), then spools what it holds, delivers for a grace period and exits 0.
  */
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import { parseArgs } from 'node:util';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { BatchSender } from '../relay/batch-sender.ts';
@@ -12,6 +13,7 @@ import { HttpBatchSender } from '../relay/http-sender.ts';
 import { DEFAULT_SPOOL_MAX_BYTES, startRelay, type RelayOptions } from '../relay/relay.ts';
 import { jsonLinesLog } from '../relay/relay-log.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
+import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../relay/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
 import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -31,6 +33,7 @@ const OPTIONS = {
   filter: { type: 'string' },
   to: { type: 'string' },
   'to-sqs': { type: 'boolean', default: false },
+  'to-auth': { type: 'string', default: 'auto' },
   routes: { type: 'string' },
   spool: { type: 'string', default: './.vault-rollout-spool' },
   'spool-max-mb': { type: 'string' },
@@ -106,12 +109,24 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:') return usageError(io, 'relay', '--to must be an http(s) URL');
     const hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET || undefined;
     const bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN || undefined;
-    if (hmacSecret === undefined && bearerToken === undefined) {
-      io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches\n');
+    const toAuth = values['to-auth'];
+    if (toAuth !== 'auto' && toAuth !== 'app' && toAuth !== 'iam') return usageError(io, 'relay', '--to-auth: auto, app (HMAC / bearer) or iam (SigV4, for a Function URL with AWS_IAM)');
+    const urlRegion = functionUrlRegion(toUrl.hostname);
+    // auto: a Function URL with no app-level secret is an AWS_IAM one (staging's `httpAuth: iam`); anything else is app.
+    const iam = toAuth === 'iam' || (toAuth === 'auto' && urlRegion !== undefined && hmacSecret === undefined && bearerToken === undefined);
+    let signer: RequestSigner | undefined;
+    if (iam) {
+      if (bearerToken !== undefined) return usageError(io, 'relay', '--to-auth iam signs the Authorization header with SigV4: unset VAULT_ROLLOUT_WEBHOOK_TOKEN (a bearer token would take the same header)');
+      const region = urlRegion ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+      if (!region) return usageError(io, 'relay', '--to-auth iam: cannot tell the region from --to (not a *.lambda-url.<region>.on.aws URL): set AWS_REGION');
+      signer = sigV4Signer({ region, credentials: fromNodeProviderChain() });
+      log.info("signing with SigV4 (service lambda) using the relay host's AWS credentials", { region, to: toUrl.origin });
+    } else if (hmacSecret === undefined && bearerToken === undefined) {
+      io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches (or --to-auth iam for a Function URL with AWS_IAM)\n');
       return EXIT.failure;
     }
     if (toUrl.protocol === 'http:' && !isLoopback(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
-    sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}) });
+    sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}), ...(signer ? { signer } : {}) });
   }
 
   const graceSeconds = Number(values['grace-seconds']);
