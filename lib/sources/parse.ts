@@ -48,11 +48,13 @@ export class ChangeCollector {
   readonly #mounts: KvMounts;
   /** What CloudWatch envelopes may still inflate to: one budget per input, so many envelopes cannot add up. */
   #inflateBudget: number;
+  readonly #inflateLimit: number;
 
   constructor(options: ParseOptions = {}) {
     this.#admits = ADMITS[options.format ?? 'auto'];
     this.#mounts = options.mounts ?? new Map();
-    this.#inflateBudget = options.maxInflatedBytes ?? MAX_CLOUDWATCH_INFLATED_BYTES;
+    this.#inflateLimit = options.maxInflatedBytes ?? MAX_CLOUDWATCH_INFLATED_BYTES;
+    this.#inflateBudget = this.#inflateLimit;
   }
 
   add(raw: RawRecord): void {
@@ -91,7 +93,7 @@ export class ChangeCollector {
   #cloudWatch(value: unknown, record: string): void {
     let data: CloudWatchLogsData | { error: string };
     if (isCloudWatchEnvelope(value)) {
-      const decoded = decodeCloudWatchEnvelope(value, this.#inflateBudget);
+      const decoded = decodeCloudWatchEnvelope(value, this.#inflateBudget, this.#inflateLimit);
       if (!('error' in decoded)) this.#inflateBudget -= decoded.inflatedBytes;
       data = decoded;
     } else data = parseCloudWatchData(value);
