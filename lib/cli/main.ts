@@ -43,10 +43,10 @@ Commands:
   worker    --routes FILE --queue-url URL [--concurrency 4] [--batch-size 1] [--dry-run]
             The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
             the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint.
-  relay     [--audit-file PATH [--from-start]] [--audit-listen tcp://HOST:PORT|unix:///PATH]
-            [--vault-addr URL --events kv-v1/*,kv-v2/* [--namespaces a,b] [--filter EXPR]]
-            --to FUNCTION-URL|SQS-QUEUE-URL [--to-sqs] [--routes FILE] [--spool DIR] [--spool-max-mb N]
-            [--grace-seconds 10] [--batch-wait-ms 1000]
+  relay     [--audit-file PATH [--from-start]] [--audit-listen unix:///PATH|tcp://HOST:PORT [--audit-listen-mode 0600]]
+            [--vault-addr URL --events kv-v1/*,kv-v2/* [--namespaces a,b] [--filter EXPR] [--vault-redirect-hosts H,…]]
+            --to FUNCTION-URL|SQS-QUEUE-URL [--to-auth auto|app|iam] [--to-sqs] [--routes FILE] [--spool DIR]
+            [--spool-max-mb N] [--grace-seconds 10] [--batch-wait-ms 1000]
             Ship Vault's change feed (file or socket audit device, event notifications) to the function, signed
             with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plan here with
             --routes and queue on SQS. Every batch is spooled on disk first and delivered in order; runs until

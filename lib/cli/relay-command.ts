@@ -5,6 +5,7 @@
  * optional AbortSignal, for tests), then spools what it holds, delivers for a grace period and exits 0.
  */
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import { parseArgs } from 'node:util';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { BatchSender } from '../relay/batch-sender.ts';
@@ -12,6 +13,7 @@ import { HttpBatchSender } from '../relay/http-sender.ts';
 import { DEFAULT_SPOOL_MAX_BYTES, startRelay, type RelayOptions } from '../relay/relay.ts';
 import { jsonLinesLog } from '../relay/relay-log.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
+import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../relay/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
 import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -23,18 +25,23 @@ const OPTIONS = {
   'audit-file': { type: 'string' },
   'from-start': { type: 'boolean', default: false },
   'audit-listen': { type: 'string' },
+  'audit-listen-mode': { type: 'string', default: '0600' },
   'vault-addr': { type: 'string' },
+  'vault-redirect-hosts': { type: 'string' },
   events: { type: 'string' },
   namespaces: { type: 'string' },
   filter: { type: 'string' },
   to: { type: 'string' },
   'to-sqs': { type: 'boolean', default: false },
+  'to-auth': { type: 'string', default: 'auto' },
   routes: { type: 'string' },
   spool: { type: 'string', default: './.vault-rollout-spool' },
   'spool-max-mb': { type: 'string' },
   'grace-seconds': { type: 'string', default: '10' },
   'batch-wait-ms': { type: 'string', default: '1000' },
 } as const;
+
+const isLoopback = (hostname: string): boolean => ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
 
 const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -59,13 +66,19 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
       return usageError(io, 'relay', e);
     }
   }
+  const auditListenMode = ({ '0600': 0o600, '600': 0o600, '0660': 0o660, '660': 0o660 } as const)[values['audit-listen-mode'] as '0600'];
+  if (auditListenMode === undefined) return usageError(io, 'relay', '--audit-listen-mode: 0600 (the relay\'s user only) or 0660 (its group too, e.g. Vault\'s)');
   for (const eventType of eventTypes) if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType)) return usageError(io, 'relay', `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`);
   let auth: VaultTokenSource | undefined;
+  // Vault's other nodes, which a standby's redirect may name; otherwise the token goes only to the --vault-addr host.
+  const redirects = { allowedHosts: list(values['vault-redirect-hosts']) };
   if (eventTypes.length > 0) {
     if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
+    if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
+    if (vaultAddr.startsWith('http://') && !isLoopback(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
     if (env.VAULT_TOKEN) auth = staticTokenSource(env.VAULT_TOKEN);
     else if (env.VAULT_ROLE_ID && env.VAULT_SECRET_ID) {
-      auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
+      auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, redirects, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
     } else {
       io.stderr('vault-rollout relay: --events needs a Vault token: set VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID for an AppRole login\n');
       return EXIT.failure;
@@ -96,12 +109,24 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:') return usageError(io, 'relay', '--to must be an http(s) URL');
     const hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET || undefined;
     const bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN || undefined;
-    if (hmacSecret === undefined && bearerToken === undefined) {
-      io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches\n');
+    const toAuth = values['to-auth'];
+    if (toAuth !== 'auto' && toAuth !== 'app' && toAuth !== 'iam') return usageError(io, 'relay', '--to-auth: auto, app (HMAC / bearer) or iam (SigV4, for a Function URL with AWS_IAM)');
+    const urlRegion = functionUrlRegion(toUrl.hostname);
+    // auto: a Function URL with no app-level secret is an AWS_IAM one (staging's `httpAuth: iam`); anything else is app.
+    const iam = toAuth === 'iam' || (toAuth === 'auto' && urlRegion !== undefined && hmacSecret === undefined && bearerToken === undefined);
+    let signer: RequestSigner | undefined;
+    if (iam) {
+      if (bearerToken !== undefined) return usageError(io, 'relay', '--to-auth iam signs the Authorization header with SigV4: unset VAULT_ROLLOUT_WEBHOOK_TOKEN (a bearer token would take the same header)');
+      const region = urlRegion ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+      if (!region) return usageError(io, 'relay', '--to-auth iam: cannot tell the region from --to (not a *.lambda-url.<region>.on.aws URL): set AWS_REGION');
+      signer = sigV4Signer({ region, credentials: fromNodeProviderChain() });
+      log.info("signing with SigV4 (service lambda) using the relay host's AWS credentials", { region, to: toUrl.origin });
+    } else if (hmacSecret === undefined && bearerToken === undefined) {
+      io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches (or --to-auth iam for a Function URL with AWS_IAM)\n');
       return EXIT.failure;
     }
-    if (toUrl.protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
-    sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}) });
+    if (toUrl.protocol === 'http:' && !isLoopback(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
+    sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}), ...(signer ? { signer } : {}) });
   }
 
   const graceSeconds = Number(values['grace-seconds']);
@@ -119,8 +144,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     // How long a record may wait for others to share its batch: latency against fewer, larger requests.
     batch: { maxDelayMs: batchWaitMs },
     ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
-    ...(values['audit-listen'] ? { auditListen: values['audit-listen'] } : {}),
-    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
+    ...(values['audit-listen'] ? { auditListen: values['audit-listen'], auditListenMode } : {}),
+    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, redirects, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
   };
 
   let relay;

@@ -17,6 +17,7 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined && !insecureNoAuth) {
     return { error: 'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests' };
   }
+  if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) secrets.insecureNoAuth = true;
   return secrets;
 }
 
@@ -60,7 +61,16 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const app = buildApp({ table, queue, telemetry, secrets: async () => secrets });
   // Bounded request time: a sender that trickles its body (slowloris) is cut off, not waited for.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000) } });
-  await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+  const listenError = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    server.once('listening', () => resolve(undefined));
+    server.once('error', (error: NodeJS.ErrnoException) => resolve(error));
+  });
+  if (listenError !== undefined) {
+    const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
+    io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
+    await worker.stop();
+    return EXIT.failure;
+  }
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';

@@ -32,16 +32,40 @@ function problem(status: 400 | 401 | 413 | 503, error: string): HTTPException {
   return new HTTPException(status, { res: Response.json({ error }, { status }) });
 }
 
-/** The body as text: gunzipped when the sender said so, and valid UTF-8, or a 400/413 that says why. */
-async function readBody(request: Request, maxBytes: number): Promise<{ raw: Uint8Array; text: string }> {
+/**
+ * The raw body, counted while it streams in: a body over the limit is refused at the first byte past it, whether the
+ * sender declared a Content-Length or sent chunks, so an unauthenticated upload never grows the process.
+ */
+async function readRawBody(request: Request, maxBytes: number): Promise<Uint8Array> {
   const declared = Number(request.headers.get('content-length') ?? '0');
   if (declared > maxBytes) throw problem(413, `the body is larger than ${maxBytes} bytes`);
-  const raw = new Uint8Array(await request.arrayBuffer());
-  if (raw.byteLength > maxBytes) throw problem(413, `the body is larger than ${maxBytes} bytes`);
-  if (raw.byteLength === 0) throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
+  if (request.body === null) return new Uint8Array();
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      // The server drains or drops the rest of the upload; nothing more is kept.
+      await reader.cancel().catch(() => undefined);
+      throw problem(413, `the body is larger than ${maxBytes} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
+}
+
+/**
+ * The authenticated body as text: gunzipped (once authenticated: the signature covers the bytes sent) when the sender
+ * said so, inflating at most `maxBytes`, and valid UTF-8 — or a 400/413 that says why.
+ */
+function decodeBody(request: Request, raw: Uint8Array, maxBytes: number): string {
   let bytes = raw;
   if ((request.headers.get('content-encoding') ?? '').toLowerCase() === 'gzip') {
     try {
+      // maxOutputLength stops inflating at the cap: a gzip bomb costs at most maxBytes of memory.
       bytes = gunzipSync(raw, { maxOutputLength: maxBytes });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw problem(413, `the decompressed body is larger than ${maxBytes} bytes`);
@@ -49,7 +73,7 @@ async function readBody(request: Request, maxBytes: number): Promise<{ raw: Uint
     }
   }
   try {
-    return { raw, text: new TextDecoder('utf-8', { fatal: true }).decode(bytes) };
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
     throw problem(400, 'the body is not UTF-8 text');
   }
@@ -64,12 +88,15 @@ export function buildApp(deps: AppDeps): Hono {
   app.get('/healthz', (c) => c.json({ ok: true, routes: deps.table.routes.length, clusters: deps.table.clusters.size }));
 
   const receive = async (c: { req: { raw: Request; header(name: string): string | undefined } }) => {
-    const { raw, text } = await readBody(c.req.raw, maxBodyBytes);
+    // Order matters: bounded read, then authentication on the raw bytes, and only then any decompression or parsing.
+    const raw = await readRawBody(c.req.raw, maxBodyBytes);
+    if (raw.byteLength === 0) throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
     const auth = authenticate((name) => c.req.header(name), raw, await deps.secrets(), Math.floor(now() / 1000), replay);
     if (!auth.ok) {
       deps.telemetry.warn('request refused', { reason: auth.reason });
       throw problem(401, auth.reason);
     }
+    const text = decodeBody(c.req.raw, raw, maxBodyBytes);
     let result;
     try {
       result = await intake(text, { table: deps.table, queue: deps.queue, now });

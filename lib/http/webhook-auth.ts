@@ -18,6 +18,8 @@ export interface WebhookSecrets {
   bearerToken?: string;
   /** The platform authenticated the caller (Function URL AWS_IAM). */
   iam?: boolean;
+  /** Accept requests without credentials: only `serve --insecure-no-auth` says so. Anything else fails closed. */
+  insecureNoAuth?: boolean;
 }
 
 export type AuthOutcome = { ok: true; method: 'hmac' | 'bearer' | 'iam' | 'none' } | { ok: false; reason: string };
@@ -69,7 +71,10 @@ export function authenticate(headers: (name: string) => string | undefined, body
     if (match && equalConstantTime(match[1] ?? '', secrets.bearerToken)) return { ok: true, method: 'bearer' };
     return { ok: false, reason: 'the bearer token is not accepted' };
   }
-  if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) return { ok: true, method: 'none' };
+  if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) {
+    // No scheme configured is a misconfiguration, not an invitation: refuse unless unauthenticated use was asked for.
+    return secrets.insecureNoAuth === true ? { ok: true, method: 'none' } : { ok: false, reason: 'no authentication is configured on this endpoint: every request is refused' };
+  }
   const accepted = [secrets.hmacSecret !== undefined ? `${SIGNATURE_HEADER} with ${TIMESTAMP_HEADER}` : '', secrets.bearerToken !== undefined ? 'Authorization: Bearer' : ''].filter(Boolean).join(' or ');
   return { ok: false, reason: `missing credentials: send ${accepted}` };
 }

@@ -2,8 +2,9 @@
  * One WebSocket subscription to Vault's event notifications (Enterprise 1.16+; 1.15 beta):
  * `GET /v1/sys/events/subscribe/<event type pattern>?json=true[&namespaces=…][&filter=…]` with `X-Vault-Token`.
  *
- * A standby node answers 307 with the active node's address: followed (ws `followRedirects`; the token header is
- * kept, ws drops only Authorization and Cookie across hosts). A dropped connection is reopened with jittered
+ * A standby node answers 307 with the active node's address: followed only to the same host or a host named in
+ * `redirects.allowedHosts`, and never from wss to ws (vault-redirect.ts) — the token header goes with the redirect,
+ * and ws itself drops only Authorization and Cookie across hosts. A dropped connection is reopened with jittered
  * exponential backoff; the backoff starts over once a connection stayed up. A ping goes out every
  * `pingIntervalMs`; a connection that answered none since the previous ping is terminated and reopened — a
  * half-open TCP connection would otherwise wait silently forever. Vault does not replay events missed while
@@ -12,6 +13,7 @@
 import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
 import type { RelayLog } from './relay-log.ts';
 import type { VaultTokenSource } from './vault-auth.ts';
+import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from './vault-redirect.ts';
 import { WebSocketClient } from './ws.ts';
 
 export interface EventSubscriberOptions {
@@ -35,6 +37,8 @@ export interface EventSubscriberOptions {
   stableAfterMs?: number;
   sleep?: Sleep;
   random?: () => number;
+  /** Where a redirect may lead (same host by default; never wss to ws). */
+  redirects?: VaultRedirectPolicy;
 }
 
 export function subscribeUrl(vaultAddr: string, eventType: string, namespaces: readonly string[] = [], filter?: string): string {
@@ -105,7 +109,8 @@ export class EventSubscriber {
     const { vaultAddr, eventType, namespaces, filter, vaultNamespace, log, onMessage } = this.#options;
     const headers: Record<string, string> = { 'X-Vault-Token': token };
     if (vaultNamespace) headers['X-Vault-Namespace'] = vaultNamespace;
-    const socket = new WebSocketClient(subscribeUrl(vaultAddr, eventType, namespaces, filter), { headers, followRedirects: true, maxRedirects: 5, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000 });
+    const url = subscribeUrl(vaultAddr, eventType, namespaces, filter);
+    const socket = new WebSocketClient(url, { headers, followRedirects: true, maxRedirects: MAX_VAULT_REDIRECTS, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000 });
     return new Promise((resolve) => {
       let openedAt: number | undefined;
       let status: number | undefined;
@@ -114,7 +119,16 @@ export class EventSubscriber {
       let pinger: NodeJS.Timeout | undefined;
       const stop = (): void => socket.terminate();
       this.#stopping.signal.addEventListener('abort', stop, { once: true });
-      socket.on('redirect', (url) => log.info('following a redirect to the active Vault node', { eventType, to: new URL(url).host }));
+      socket.on('redirect', (to, request) => {
+        // Called before the redirected request is sent: destroying it sends nothing, and ws closes with our error.
+        const next = checkVaultRedirect(url, to, this.#options.redirects);
+        if (!next.ok) {
+          log.error(`event subscription: ${next.reason}`, { eventType });
+          request.destroy(new Error(next.reason));
+          return;
+        }
+        log.info('following a redirect to the active Vault node', { eventType, to: next.url.host });
+      });
       socket.on('open', () => {
         openedAt = Date.now();
         this.connections += 1;

@@ -7,13 +7,19 @@
  */
 import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../http/webhook-auth.ts';
 import type { BatchSender, SendOutcome } from './batch-sender.ts';
+import type { RequestSigner } from './sigv4-signer.ts';
 import { INTAKE_PATHS, type RecordKind } from './record-kind.ts';
 
 export interface HttpSenderOptions {
-  /** The function URL (its origin and any base path); the intake paths are appended. */
+  /**
+   * The function URL (its origin and any base path), or one of its endpoints' full URLs (`…/v1/vault/audit`,
+   * `…/v1/vault/events`): either way the base is kept and the intake path of each batch appended.
+   */
   baseUrl: string;
   hmacSecret?: string;
   bearerToken?: string;
+  /** Signs each request last (SigV4 for an IAM-authenticated Function URL), over the final headers and body. */
+  signer?: RequestSigner;
   timeoutMs?: number;
   fetch?: typeof fetch;
   now?: () => number;
@@ -41,8 +47,7 @@ export class HttpBatchSender implements BatchSender {
     this.#options = options;
     this.#fetch = options.fetch ?? globalThis.fetch;
     this.#now = options.now ?? Date.now;
-    const url = new URL(options.baseUrl);
-    this.target = `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
+    this.target = intakeBase(options.baseUrl);
   }
 
   async send(kind: RecordKind, body: string, signal: AbortSignal): Promise<SendOutcome> {
@@ -59,11 +64,22 @@ export class HttpBatchSender implements BatchSender {
       headers[SIGNATURE_HEADER] = sign(this.#options.hmacSecret, String(timestamp), body);
     }
     if (this.#options.bearerToken !== undefined) headers.authorization = `Bearer ${this.#options.bearerToken}`;
+    const url = `${this.target}${INTAKE_PATHS[kind]}`;
 
+    // Signed per attempt: a SigV4 signature is valid for 5 minutes, and a batch may wait longer in the spool.
+    let sent = headers;
+    if (this.#options.signer) {
+      try {
+        sent = await this.#options.signer({ url, method: 'POST', headers, body });
+      } catch (error) {
+        // The SDK's credential errors say which providers failed, never a key.
+        return { type: 'retry', reason: `cannot sign the request with the relay host's AWS credentials: ${(error as Error).message}`, loud: true };
+      }
+    }
     let response: Response;
     let text: string;
     try {
-      response = await this.#fetch(`${this.target}${INTAKE_PATHS[kind]}`, { method: 'POST', headers, body, signal: AbortSignal.any([signal, AbortSignal.timeout(this.#options.timeoutMs ?? 30_000)]) });
+      response = await this.#fetch(url, { method: 'POST', headers: sent, body, signal: AbortSignal.any([signal, AbortSignal.timeout(this.#options.timeoutMs ?? 30_000)]) });
       text = await response.text();
     } catch (error) {
       // fetch says "fetch failed"; the cause names it (ECONNREFUSED, a timeout, "bad port"). Never the body.
@@ -79,11 +95,19 @@ export class HttpBatchSender implements BatchSender {
       return { type: 'retry', reason: `HTTP ${status}${error ? `: ${error}` : ''}`, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
     }
     if (status === 401 || status === 403 || status === 404 || status === 407) {
-      const hint = status === 404 ? 'check --to (the function URL)' : 'check VAULT_ROLLOUT_WEBHOOK_SECRET / VAULT_ROLLOUT_WEBHOOK_TOKEN against the function, and the clocks (300 s skew allowed)';
+      const hint = status === 404 ? 'check --to (the function URL)' : this.#options.signer ? "check the relay host's AWS credentials: their identity needs lambda:InvokeFunctionUrl on the function (and the clock)" : 'check VAULT_ROLLOUT_WEBHOOK_SECRET / VAULT_ROLLOUT_WEBHOOK_TOKEN against the function, and the clocks (300 s skew allowed)';
       return { type: 'retry', reason: `HTTP ${status}${error ? `: ${error}` : ''}; ${hint}`, loud: true };
     }
     return { type: 'rejected', error: `HTTP ${status}${error ? `: ${error}` : ''}` };
   }
+}
+
+/** The function's base URL from what the user gave `--to`: the base itself, or the full URL of an intake endpoint. */
+export function intakeBase(to: string): string {
+  const url = new URL(to);
+  let path = url.pathname.replace(/\/+$/, '');
+  for (const endpoint of Object.values(INTAKE_PATHS)) if (path.endsWith(endpoint)) path = path.slice(0, -endpoint.length);
+  return `${url.origin}${path}`;
 }
 
 function summaryOf(text: string): Record<string, unknown> | undefined {

@@ -13,6 +13,7 @@ import type { BatchSender } from './batch-sender.ts';
 import { DROP_REASONS, RelayCounters, type DropReason } from './counters.ts';
 import { Deliverer } from './delivery.ts';
 import { EventSubscriber } from './event-subscriber.ts';
+import type { VaultRedirectPolicy } from './vault-redirect.ts';
 import { FileTail } from './file-tail.ts';
 import { OffsetStore } from './offset-store.ts';
 import type { RecordKind } from './record-kind.ts';
@@ -31,6 +32,8 @@ export interface RelayOptions {
   spoolMaxPendingBytes?: number;
   auditFile?: { path: string; startAt?: 'end' | 'start'; pollMs?: number };
   auditListen?: string;
+  /** The unix socket's permissions (default 0o600). */
+  auditListenMode?: 0o600 | 0o660;
   events?: {
     vaultAddr: string;
     eventTypes: readonly string[];
@@ -40,6 +43,8 @@ export interface RelayOptions {
     vaultNamespace?: string;
     pingIntervalMs?: number;
     reconnectBaseMs?: number;
+    /** Where Vault may redirect the subscription (same host by default; never wss to ws). */
+    redirects?: VaultRedirectPolicy;
   };
   sender: BatchSender;
   log: RelayLog;
@@ -105,7 +110,7 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
   let offsets: OffsetStore | undefined;
   try {
     if (options.auditListen) {
-      const listener = new AuditSocketListener({ address: parseListenAddress(options.auditListen), onLine: (line) => receive('audit', line), onDropped: (reason) => drop(reason, 1), log, ...pick(options, 'maxLineBytes') });
+      const listener = new AuditSocketListener({ address: parseListenAddress(options.auditListen), onLine: (line) => receive('audit', line), onDropped: (reason) => drop(reason, 1), log, ...pick(options, 'maxLineBytes'), ...(options.auditListenMode !== undefined ? { socketMode: options.auditListenMode } : {}) });
       listenAddress = await listener.start();
       stops.push(() => listener.stop());
     }
@@ -130,7 +135,7 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
               drop(DROP_REASONS.invalidEvent, 1);
             } else receive('events', line);
           },
-          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs'),
+          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs', 'redirects'),
           ...pick(options, 'sleep', 'random'),
         });
         subscriber.start();

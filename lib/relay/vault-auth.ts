@@ -6,6 +6,7 @@
  */
 import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
 import type { RelayLog } from './relay-log.ts';
+import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from './vault-redirect.ts';
 
 export interface VaultTokenSource {
   /** A valid token, logging in first when needed. Rejects only once stopped. */
@@ -37,6 +38,8 @@ export interface AppRoleOptions {
   minRenewSeconds?: number;
   retryBaseMs?: number;
   retryCapMs?: number;
+  /** Where a redirect may lead (same host by default; never https to http). */
+  redirects?: VaultRedirectPolicy;
 }
 
 interface VaultAuth {
@@ -132,7 +135,21 @@ export class AppRoleTokenSource implements VaultTokenSource {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (token !== undefined) headers['x-vault-token'] = token;
     if (this.#options.namespace) headers['x-vault-namespace'] = this.#options.namespace;
-    const response = await this.#fetch(`${this.#options.vaultAddr.replace(/\/+$/, '')}/v1/${path}`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.any([this.#stopping.signal, AbortSignal.timeout(30_000)]) });
+    // Redirects are followed here, not by fetch: it would carry the token and the secret ID to any host, over any scheme.
+    let url = `${this.#options.vaultAddr.replace(/\/+$/, '')}/v1/${path}`;
+    let response: Response;
+    for (let hops = 0; ; hops++) {
+      response = await this.#fetch(url, { method: 'POST', headers, body: JSON.stringify(body), redirect: 'manual', signal: AbortSignal.any([this.#stopping.signal, AbortSignal.timeout(30_000)]) });
+      const location = response.headers.get('location');
+      if (response.status < 300 || response.status >= 400 || location === null) break;
+      await response.body?.cancel();
+      if (hops >= MAX_VAULT_REDIRECTS) throw new VaultRequestError(`${path}: more than ${MAX_VAULT_REDIRECTS} redirects`);
+      // Only 307/308 keep the method and body; Vault's standby redirect is a 307.
+      if (response.status !== 307 && response.status !== 308) throw new VaultRequestError(`${path}: HTTP ${response.status} redirect: only 307/308 are followed`);
+      const next = checkVaultRedirect(url, location, this.#options.redirects);
+      if (!next.ok) throw new VaultRequestError(`${path}: ${next.reason}`);
+      url = next.url.toString();
+    }
     const text = await response.text();
     if (!response.ok) {
       // Vault's `errors` name the problem ("invalid role or secret ID"), never a credential.

@@ -3,7 +3,7 @@
  * headers, and Vault wants the token in `X-Vault-Token`. `ws` ships no types and @types/ws is not installed, so
  * the surface is declared here instead of globally.
  */
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
 
@@ -20,7 +20,8 @@ export interface WsSocket {
   on(event: 'message', listener: (data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) => void): this;
   on(event: 'close', listener: (code: number, reason: Buffer) => void): this;
   on(event: 'error', listener: (error: Error) => void): this;
-  on(event: 'redirect', listener: (url: string) => void): this;
+  /** Before a redirect is followed; `request.destroy(error)` refuses it (nothing is sent). */
+  on(event: 'redirect', listener: (url: string, request: ClientRequest) => void): this;
   ping(): void;
   send(data: string): void;
   close(code?: number): void;

@@ -31,9 +31,22 @@ export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? pr
   return { table: loadRoutingTable(text, file), file };
 }
 
-/** `VAULT_ROLLOUT_AUTH`: which webhook authentication the HTTP function takes (`hmac`, `bearer`, `iam`). */
+/** The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see README "Deploying". */
+const AUTH_SETTINGS: Readonly<Record<string, ReadonlyArray<'hmac' | 'bearer' | 'iam'>>> = { hmac: ['hmac'], bearer: ['bearer'], 'hmac,bearer': ['hmac', 'bearer'], 'bearer,hmac': ['hmac', 'bearer'], iam: ['iam'] };
+
+/**
+ * `VAULT_ROLLOUT_AUTH`: which webhook authentication the HTTP function takes. Fails closed: unset means the default
+ * `hmac,bearer`; anything but a documented value (an empty string, `iam` mixed with app-level schemes, a typo) is a
+ * ConfigError, so the function refuses every request instead of accepting some without credentials.
+ */
 export function authModes(env: Env): Set<'hmac' | 'bearer' | 'iam'> {
-  const modes = (env.VAULT_ROLLOUT_AUTH ?? 'hmac,bearer').split(',').map((m) => m.trim()).filter(Boolean);
-  for (const m of modes) if (m !== 'hmac' && m !== 'bearer' && m !== 'iam') throw new ConfigError(`VAULT_ROLLOUT_AUTH: unknown mode "${m}"; use hmac, bearer or iam, comma-separated`);
-  return new Set(modes as Array<'hmac' | 'bearer' | 'iam'>);
+  const value = env.VAULT_ROLLOUT_AUTH;
+  if (value === undefined) return new Set(['hmac', 'bearer']);
+  const normalized = value.split(',').map((m) => m.trim()).join(',');
+  const modes = Object.hasOwn(AUTH_SETTINGS, normalized) ? AUTH_SETTINGS[normalized] : undefined;
+  if (modes === undefined) {
+    const why = normalized === '' ? 'it is empty' : /\biam\b/.test(value) ? 'iam (the Function URL authenticates the caller) cannot be combined with hmac or bearer' : 'it is not one of the documented values';
+    throw new ConfigError(`VAULT_ROLLOUT_AUTH is not valid: ${why}; use hmac, bearer, hmac,bearer or iam (every request is refused until it is fixed)`);
+  }
+  return new Set(modes);
 }

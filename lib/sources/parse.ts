@@ -3,7 +3,7 @@
  * lands in exactly one of the three lists, and a bad record never stops the others.
  */
 import { parseAuditEntry, isAuditEntry } from './audit-entry.ts';
-import { decodeCloudWatchEnvelope, isCloudWatchData, isCloudWatchEnvelope, parseCloudWatchData, type CloudWatchLogsData } from './cloudwatch-logs.ts';
+import { decodeCloudWatchEnvelope, isCloudWatchData, MAX_CLOUDWATCH_INFLATED_BYTES, isCloudWatchEnvelope, parseCloudWatchData, type CloudWatchLogsData } from './cloudwatch-logs.ts';
 import { isEventNotification, parseEventNotification } from './event-notification.ts';
 import { JsonRecordSplitter, parseLine, type RawRecord } from './json-records.ts';
 import type { KvMounts } from './kv-mounts.ts';
@@ -16,6 +16,8 @@ export type InputFormat = (typeof InputFormats)[number];
 export interface ParseOptions {
   format?: InputFormat;
   mounts?: KvMounts;
+  /** The most all of this input's CloudWatch envelopes may inflate to, together (default 16 MiB). */
+  maxInflatedBytes?: number;
 }
 
 type Kind = 'audit' | 'event' | 'cloudwatch' | 'fluent-bit' | 'vector';
@@ -44,10 +46,15 @@ export class ChangeCollector {
   readonly result: ParseResult = emptyParseResult();
   readonly #admits: ReadonlySet<Kind>;
   readonly #mounts: KvMounts;
+  /** What CloudWatch envelopes may still inflate to: one budget per input, so many envelopes cannot add up. */
+  #inflateBudget: number;
+  readonly #inflateLimit: number;
 
   constructor(options: ParseOptions = {}) {
     this.#admits = ADMITS[options.format ?? 'auto'];
     this.#mounts = options.mounts ?? new Map();
+    this.#inflateLimit = options.maxInflatedBytes ?? MAX_CLOUDWATCH_INFLATED_BYTES;
+    this.#inflateBudget = this.#inflateLimit;
   }
 
   add(raw: RawRecord): void {
@@ -84,7 +91,12 @@ export class ChangeCollector {
   }
 
   #cloudWatch(value: unknown, record: string): void {
-    const data: CloudWatchLogsData | { error: string } = isCloudWatchEnvelope(value) ? decodeCloudWatchEnvelope(value) : parseCloudWatchData(value);
+    let data: CloudWatchLogsData | { error: string };
+    if (isCloudWatchEnvelope(value)) {
+      const decoded = decodeCloudWatchEnvelope(value, this.#inflateBudget, this.#inflateLimit);
+      if (!('error' in decoded)) this.#inflateBudget -= decoded.inflatedBytes;
+      data = decoded;
+    } else data = parseCloudWatchData(value);
     if ('error' in data) return this.#rejected(record, data.error);
     if (data.messageType === 'CONTROL_MESSAGE') {
       this.result.ignored.push({ record, reason: 'control-message', detail: 'CloudWatch Logs reachability check' });

@@ -5,7 +5,7 @@
  * undelete, destroy and metadata operations end in exactly the expected restarts; reads, lists and failed writes
  * restart nothing. And a loss test: the function is down for 30 s while 100 writes happen.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -147,10 +147,12 @@ describe('OpenBao', () => {
     }
   });
 
-  it('socket audit device -> relay --audit-listen -> function -> restarts', async () => {
-    const relay = await startRelay(['--audit-listen', 'tcp://127.0.0.1:0', '--to', serve.url, '--spool', join(dir, 'spool-socket')]);
-    // The socket device is never Vault's only audit device: a file device beside it.
-    const server = await withServer('openbao', { kind: 'openbao', auditFile: join(dir, 'openbao-socket-side.log'), audit: [{ type: 'socket', path: 'socket', options: { address: (relay.address ?? '').replace(/^tcp:\/\//, ''), socket_type: 'tcp', format: 'json' } }] });
+  it('socket audit device -> relay --audit-listen (an owner-only unix socket) -> function -> restarts', async () => {
+    const socketPath = join(dir, 'audit.sock');
+    const relay = await startRelay(['--audit-listen', `unix://${socketPath}`, '--to', serve.url, '--spool', join(dir, 'spool-socket')]);
+    expect(statSync(socketPath).mode & 0o777).toBe(0o600);
+    // The socket device is never Vault's only audit device: a file device beside it. OpenBao runs as our user here.
+    const server = await withServer('openbao', { kind: 'openbao', auditFile: join(dir, 'openbao-socket-side.log'), audit: [{ type: 'socket', path: 'socket', options: { address: socketPath, socket_type: 'unix', format: 'json' } }] });
     try {
       await exercise(server.client, 'socket');
     } finally {

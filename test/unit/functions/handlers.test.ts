@@ -105,3 +105,37 @@ describe('functions/logs', () => {
     await expect(handler(envelope({ messageType: 'DATA_MESSAGE', logEvents: [{ id: '1', timestamp: 1, message: demo.split('\n')[0] ?? '' }] }))).rejects.toThrow();
   });
 });
+
+describe('VAULT_ROLLOUT_AUTH fails closed', () => {
+  it.each([
+    ['', 'it is empty'],
+    ['hmac,iam', 'iam (the Function URL authenticates the caller) cannot be combined with hmac or bearer'],
+    ['hmac,basic', 'it is not one of the documented values'],
+    ['none', 'it is not one of the documented values'],
+  ])('refuses every request when it is %j, and logs why', async (value, why) => {
+    const { authModes } = await import('../../../lib/runtime/config.ts');
+    expect(() => authModes({ VAULT_ROLLOUT_AUTH: value })).toThrow(`VAULT_ROLLOUT_AUTH is not valid: ${why}; use hmac, bearer, hmac,bearer or iam (every request is refused until it is fixed)`);
+    const { lambdaRuntime } = await import('../../../lib/runtime/lambda.ts');
+    const { handle } = await import('hono/aws-lambda');
+    const { buildApp } = await import('../../../lib/http/app.ts');
+    const handler = handle(buildApp(lambdaRuntime({ ...process.env, VAULT_ROLLOUT_AUTH: value }).appDeps()));
+    const e = event<HttpEvent>('http-api-v2.json');
+    e.body = demo;
+    delete e.headers.authorization;
+    const res = (await handler(e, {} as never)) as Result;
+    expect(res.statusCode).toBeGreaterThanOrEqual(400);
+    expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(0);
+  });
+
+  it.each([
+    [undefined, ['hmac', 'bearer']],
+    ['hmac', ['hmac']],
+    ['bearer', ['bearer']],
+    ['hmac,bearer', ['hmac', 'bearer']],
+    [' bearer , hmac ', ['hmac', 'bearer']],
+    ['iam', ['iam']],
+  ])('takes the documented value %j', async (value, modes) => {
+    const { authModes } = await import('../../../lib/runtime/config.ts');
+    expect([...authModes({ VAULT_ROLLOUT_AUTH: value })]).toEqual(modes);
+  });
+});

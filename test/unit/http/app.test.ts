@@ -117,6 +117,40 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
     expect((await post(app, demo, {})).status).toBe(202);
   });
 
+  it('fails closed: with no scheme configured every request is refused, unless serve said --insecure-no-auth', async () => {
+    const { app, sent } = setup({ secrets: async () => ({}) });
+    const res = await post(app, demo, {});
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error: 'no authentication is configured on this endpoint: every request is refused' });
+    expect(sent).toEqual([]);
+    const open = setup({ secrets: async () => ({ insecureNoAuth: true }) });
+    expect((await post(open.app, demo, {})).status).toBe(202);
+  });
+
+  it('authenticates before it decompresses: an unauthenticated gzip bomb is refused with 401, not inflated', async () => {
+    const { app, sent } = setup({ maxBodyBytes: 1000 });
+    const bomb = gzipSync('{}\n'.repeat(10_000));
+    const res = await post(app, bomb, { 'content-encoding': 'gzip' });
+    expect(res.status).toBe(401);
+    expect(sent).toEqual([]);
+  });
+
+  it('counts a chunked body while it streams and refuses it past the limit (no Content-Length)', async () => {
+    const { app, sent } = setup({ maxBodyBytes: 1000 });
+    let pulls = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        // Bounded: a body that never ends would be pulled at most this often before the 413.
+        if (++pulls > 1000) return controller.close();
+        controller.enqueue(new Uint8Array(100).fill(0x20));
+      },
+    });
+    const res = await app.request('/v1/vault/audit', { method: 'POST', body, headers: { authorization: `Bearer ${TOKEN}` }, duplex: 'half' } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(pulls).toBeLessThan(20);
+    expect(sent).toEqual([]);
+  });
+
   it.each([
     ['an empty body', '', {}, 400, 'the body is empty: send audit entries, event notifications or a log-shipper batch'],
     ['invalid UTF-8', new Uint8Array([0xff, 0xfe, 0x00]), {}, 400, 'the body is not UTF-8 text'],

@@ -149,6 +149,30 @@ describe('backoff', () => {
 });
 
 describe('HttpBatchSender', () => {
+  it.each([
+    ['http://127.0.0.1:8787', 'http://127.0.0.1:8787'],
+    ['http://127.0.0.1:8787/', 'http://127.0.0.1:8787'],
+    ['http://127.0.0.1:8787/v1/vault/audit', 'http://127.0.0.1:8787'],
+    ['http://127.0.0.1:8787/v1/vault/events/', 'http://127.0.0.1:8787'],
+    ['https://api.example.com/stage/v1/vault/audit', 'https://api.example.com/stage'],
+    ['https://api.example.com/stage', 'https://api.example.com/stage'],
+  ])('takes --to %s as the base %s', (to, base) => {
+    expect(new HttpBatchSender({ baseUrl: to }).target).toBe(base);
+  });
+
+  it('posts to the intake route when --to is the full endpoint URL (not /v1/vault/audit/v1/vault/audit)', async () => {
+    const fn = await startFunctionServer();
+    try {
+      const sender = new HttpBatchSender({ baseUrl: `${fn.url}/v1/vault/audit`, bearerToken: 'b' });
+      const signal = new AbortController().signal;
+      expect(await sender.send('audit', 'x\n', signal)).toMatchObject({ type: 'delivered' });
+      expect(await sender.send('events', 'x\n', signal)).toMatchObject({ type: 'delivered' });
+      expect(fn.requests.map((r) => r.path)).toEqual(['/v1/vault/audit', '/v1/vault/events']);
+    } finally {
+      await fn.close();
+    }
+  });
+
   it('reads Retry-After as seconds or a date', () => {
     expect(parseRetryAfter('3', 0)).toBe(3000);
     expect(parseRetryAfter(new Date(10_000).toUTCString(), 4000)).toBe(6000);

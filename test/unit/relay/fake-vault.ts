@@ -11,7 +11,7 @@ export interface FakeVaultOptions {
   /** Answer every upgrade with 307 to this address (a standby node). */
   redirectTo?: string;
   /** The HTTP API (login, renewal); default 404. */
-  api?: (request: IncomingMessage, body: string) => { status: number; body?: unknown };
+  api?: (request: IncomingMessage, body: string) => { status: number; body?: unknown; headers?: Record<string, string> };
 }
 
 export interface FakeVault {
@@ -31,7 +31,7 @@ export async function startFakeVault(options: FakeVaultOptions = {}): Promise<Fa
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       const answer = options.api?.(req, body) ?? { status: 404, body: { errors: ['no handler'] } };
-      res.writeHead(answer.status, { 'content-type': 'application/json' });
+      res.writeHead(answer.status, { 'content-type': 'application/json', ...('headers' in answer ? answer.headers : {}) });
       res.end(JSON.stringify(answer.body ?? {}));
     });
   });

@@ -144,6 +144,65 @@ describe('vault-rollout relay (CLI)', () => {
     expect(JSON.parse(sent[0]?.MessageBody as string)).toMatchObject({ v: 1, targets: [{ kind: 'Deployment', name: 'api', namespace: 'payments' }] });
   });
 
+  it('--to-auth iam: signs each batch with SigV4 (service lambda) from the host\'s AWS credentials, checked by an independent verifier', async () => {
+    const { verifySignedRequest } = await import('../kube/credentials/sigv4-reference.ts');
+    const checks: Array<ReturnType<typeof verifySignedRequest>> = [];
+    const fn = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const check = verifySignedRequest({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) }, (id) => (id === 'AKIDRELAYTEST' ? 'relay/test+secret/EXAMPLE' : undefined), Date.now());
+        checks.push(check);
+        // Tampering is caught: the same headers over another body do not verify.
+        checks.push(verifySignedRequest({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body: Buffer.from('{"forged":1}') }, () => 'relay/test+secret/EXAMPLE', Date.now()));
+        res.writeHead(check.ok ? 202 : 403, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(check.ok ? { accepted: 1, ignored: 0, rejected: 0, queued: 1 } : { message: 'Forbidden' }));
+      });
+    });
+    await new Promise<void>((resolve) => fn.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => fn.close(() => resolve())));
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'AKIDRELAYTEST');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'relay/test+secret/EXAMPLE');
+    vi.stubEnv('AWS_SESSION_TOKEN', 'relay-test-session-token');
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const { code, err } = await runUntil(
+      ['--audit-listen', `unix://${tmp.dir}/audit.sock`, '--to', `http://127.0.0.1:${(fn.address() as AddressInfo).port}/v1/vault/audit`, '--to-auth', 'iam', '--spool', `${tmp.dir}/spool`, '--grace-seconds', '1'],
+      { AWS_REGION: 'eu-west-1' },
+      () => checks.length >= 2,
+      (e) => sendLines(listenAddress(e), [demoLine]),
+    );
+    expect(code).toBe(0);
+    expect(checks[0]).toEqual({ ok: true, detail: expect.stringMatching(/^\d{8}\/eu-west-1\/lambda\/aws4_request$/), accessKeyId: 'AKIDRELAYTEST', region: 'eu-west-1', service: 'lambda' });
+    expect(checks[1]).toMatchObject({ ok: false });
+    expect(err).not.toContain('relay/test+secret/EXAMPLE');
+    expect(err).not.toContain('relay-test-session-token');
+  });
+
+  it.each([
+    ['abc123def456.lambda-url.eu-west-1.on.aws', 'eu-west-1'],
+    ['ABC123.lambda-url.us-gov-west-1.on.aws', 'us-gov-west-1'],
+    ['abc.lambda-url.eu-west-1.on.aws.evil.example', undefined],
+    ['api.example.com', undefined],
+  ])('reads the region of a Function URL host: %s -> %s', async (host, region) => {
+    const { functionUrlRegion } = await import('../../../lib/relay/sigv4-signer.ts');
+    expect(functionUrlRegion(host)).toBe(region);
+  });
+
+  it.each([
+    [['--to-auth', 'iam'], { VAULT_ROLLOUT_WEBHOOK_TOKEN: 'b' }, /unset VAULT_ROLLOUT_WEBHOOK_TOKEN/],
+    [['--to-auth', 'iam'], {}, /set AWS_REGION/],
+    [['--to-auth', 'sigv4'], {}, /--to-auth: auto, app/],
+    [[], {}, /or --to-auth iam for a Function URL with AWS_IAM/],
+  ])('--to-auth refuses %j with %j', async (extra, env, message) => {
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const captured = io(env as Record<string, string>);
+    const code = await relayCommand(['--audit-listen', `unix://${tmp.dir}/a.sock`, '--to', 'https://api.example.com', '--spool', tmp.dir, ...extra], captured);
+    expect(code).not.toBe(0);
+    expect(captured.err).toMatch(message);
+  });
+
   it('follows an audit file and subscribes to events with an AppRole login', async () => {
     const { startFakeVault, kvEvent } = await import('./fake-vault.ts');
     const vault = await startFakeVault({

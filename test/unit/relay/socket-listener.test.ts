@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { BatchSender } from '../../../lib/relay/batch-sender.ts';
@@ -32,7 +33,8 @@ describe('parseListenAddress', () => {
     expect(parseListenAddress('tcp://[::1]:0')).toEqual({ type: 'tcp', host: '::1', port: 0 });
     expect(parseListenAddress('unix:///run/audit.sock')).toEqual({ type: 'unix', path: '/run/audit.sock' });
     expect(() => parseListenAddress('unix://relative.sock')).toThrow(/absolute path/);
-    expect(() => parseListenAddress('udp://127.0.0.1:1')).toThrow(/tcp:\/\/HOST:PORT/);
+    expect(parseListenAddress('/run/vault-rollout/audit.sock')).toEqual({ type: 'unix', path: '/run/vault-rollout/audit.sock' });
+    expect(() => parseListenAddress('udp://127.0.0.1:1')).toThrow(/unix:\/\/\/PATH \(or an absolute path\), or tcp:\/\/HOST:PORT/);
     expect(() => parseListenAddress('tcp://127.0.0.1:70000')).toThrow();
   });
 });
@@ -82,6 +84,46 @@ describe('audit socket listener', () => {
     expect(dropped[1]).toBe('partial-line');
     expect(log.lines.some((l) => l.level === 'warn' && l.message.includes("must not be Vault's only audit device"))).toBe(true);
     await listener.stop();
+  });
+
+  it('creates the unix socket owner-only (0600) whatever the umask, so no other local user can inject lines', async () => {
+    chmodSync(tmp.dir, 0o755); // the directory does not protect it: the socket's own mode must
+    const path = join(tmp.dir, 'audit.sock');
+    const lines: string[] = [];
+    const listener = new AuditSocketListener({ address: { type: 'unix', path }, onLine: (l) => lines.push(l), onDropped: () => undefined, log: memoryLog() });
+    const umask = process.umask(0); // a careless service manager: everything it creates would be world-writable
+    try {
+      await listener.start();
+    } finally {
+      process.umask(umask);
+    }
+    try {
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+      // Another user (nobody) is refused by the kernel; this test runs as root, which may switch users.
+      expect(process.getuid?.()).toBe(0);
+      const other = spawnSync(process.execPath, ['-e', `require('node:net').connect(${JSON.stringify(path)}).on('connect', () => process.exit(0)).on('error', (e) => { console.log(e.code); process.exit(3); }).end('{"forged":1}\\n')`], { uid: 65534, gid: 65534, encoding: 'utf8' });
+      expect(other.stdout.trim()).toBe('EACCES');
+      expect(other.status).toBe(3);
+      // The owner still connects.
+      await sendLines(`unix://${path}`, ['{"real":1}']);
+      await waitFor(() => lines.length === 1);
+      expect(lines).toEqual(['{"real":1}']);
+    } finally {
+      await listener.stop();
+    }
+  });
+
+  it('admits the socket\'s group with mode 0660, and warns loudly when asked for TCP', async () => {
+    const path = join(tmp.dir, 'group.sock');
+    const listener = new AuditSocketListener({ address: { type: 'unix', path }, onLine: () => undefined, onDropped: () => undefined, log: memoryLog(), socketMode: 0o660 });
+    await listener.start();
+    expect(statSync(path).mode & 0o777).toBe(0o660);
+    await listener.stop();
+    const log = memoryLog();
+    const tcp = new AuditSocketListener({ address: { type: 'tcp', host: '127.0.0.1', port: 0 }, onLine: () => undefined, onDropped: () => undefined, log });
+    await tcp.start();
+    expect(log.lines.some((l) => l.level === 'warn' && l.message.startsWith('the audit socket listens on TCP: any process that can reach this port'))).toBe(true);
+    await tcp.stop();
   });
 
   it('refuses to replace a path that is not a socket', async () => {

@@ -58,6 +58,19 @@ describe('transports', () => {
     expect(parseInput(JSON.stringify(envelope)).rejected).toEqual([{ record: 'line 1', error }]);
   });
 
+  it('caps what CloudWatch envelopes inflate to, all envelopes of one input together, and says why', () => {
+    const MiB = 1024 * 1024;
+    // 17 MiB of JSON whitespace compresses to ~17 KB: refused at the 16 MiB cap, never inflated in full.
+    const bomb = { awslogs: { data: gzipSync(Buffer.concat([Buffer.from('{"messageType":"DATA_MESSAGE","logEvents":[]'), Buffer.alloc(17 * MiB, ' '), Buffer.from('}')])).toString('base64') } };
+    const error = `awslogs.data: refused, it decompresses past the limit of ${16 * MiB} bytes for all CloudWatch Logs data of one input (a real delivery is far smaller)`;
+    expect(parseInput(JSON.stringify(bomb)).rejected).toEqual([{ record: 'line 1', error }]);
+    // Three envelopes of 6 MiB each: the first two fit the budget, the third is refused.
+    const six = { awslogs: { data: gzipSync(Buffer.concat([Buffer.from('{"messageType":"DATA_MESSAGE","logEvents":[]'), Buffer.alloc(6 * MiB, ' '), Buffer.from('}')])).toString('base64') } };
+    const r = parseInput([six, six, six].map((e) => JSON.stringify(e)).join('\n'));
+    expect(r.rejected.map((x) => x.record)).toEqual(['line 3']);
+    expect(r.rejected).toEqual([{ record: 'line 3', error }]);
+  });
+
   it('admits only the records its --format names', () => {
     expect(parseInput(line('a'), { format: 'event' }).rejected).toHaveLength(1);
     expect(parseInput(line('a'), { format: 'audit' }).changes).toHaveLength(1);
