@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code. */
+import { admissionPolicyCommand } from './admission-policy-command.ts';
 import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
@@ -19,6 +20,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   serve: (argv, io) => serveCommand(argv, io),
   relay: relayCommand,
   worker: (argv, io) => workerCommand(argv, io),
+  'admission-policy': admissionPolicyCommand,
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -52,6 +54,9 @@ Commands:
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).
+  admission-policy --routes FILE [--user NAME]... [--group NAME]...
+            Print the ValidatingAdmissionPolicy (and binding) that lets the identity change only what a restart
+            writes (infra/rbac/admission-policy.yaml is this output for infra/routes/example.yaml).
 `;
 
 export async function main(argv: string[], io: CliIo): Promise<number> {
