@@ -35,7 +35,8 @@ Commands:
             failed, 3 when any did, 2 when some record could not be parsed.
   doctor    --routes FILE [--json]
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
-            patch each targeted kind in each targeted namespace and create events. Exit 1 on any problem.
+            patch each targeted kind in each targeted namespace and create events; whether the admission policy
+            (admission-policy) is installed, enforced and covers the table. Exit 1 on any problem.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
             The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);

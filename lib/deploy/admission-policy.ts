@@ -29,8 +29,12 @@ import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../
 
 export const POLICY_NAME = 'vault-rollout';
 
-/** Annotation on the policy listing the kinds it lets the identity restart (`group/Kind`), for `doctor`. */
-export const KINDS_ANNOTATION = 'vault-rollout.io/restartable-kinds';
+/** Annotations on the policy, for `doctor` (JSON lists): the kinds it lets the identity restart (`group/Kind`), and whom it binds. */
+export const POLICY_ANNOTATIONS = {
+  kinds: 'vault-rollout.io/restartable-kinds',
+  users: 'vault-rollout.io/users',
+  groups: 'vault-rollout.io/groups',
+} as const;
 
 export interface AdmissionIdentity {
   /** User names, e.g. `system:serviceaccount:vault-rollout:vault-rollout` or a client certificate's CN. */
@@ -172,9 +176,7 @@ export interface AdmissionPolicyManifests {
   binding: Record<string, unknown>;
 }
 
-function identityCondition(identity: AdmissionIdentity): string {
-  const users = [...new Set(identity.users)].sort();
-  const groups = [...new Set(identity.groups)].sort();
+function identityCondition({ users, groups }: { users: string[]; groups: string[] }): string {
   if (users.length + groups.length === 0) throw new AdmissionPolicyError('name at least one user or group: the policy applies to nobody else');
   for (const name of [...users, ...groups]) if (name.trim() === '' || name.length > 253) throw new AdmissionPolicyError(`"${name}" is not a user or group name`);
   // Written so it cannot fail: an error here would make failurePolicy Fail reject everybody's requests.
@@ -188,6 +190,8 @@ const labels = { 'app.kubernetes.io/name': 'vault-rollout' };
 
 /** The policy and its binding for a routing table and the identity vault-rollout runs as. */
 export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: AdmissionIdentity = DEFAULT_IDENTITY): AdmissionPolicyManifests {
+  const users = [...new Set(identity.users)].sort();
+  const groups = [...new Set(identity.groups)].sort();
   const kinds = restartableKinds(table);
   const restartable = kinds.map((k) => k.kind);
   const profiles = kinds.map(({ kind, fields }) => {
@@ -201,13 +205,13 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
   const policy = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicy',
-    metadata: { name: POLICY_NAME, labels, annotations: { [KINDS_ANNOTATION]: restartable.join(',') } },
+    metadata: { name: POLICY_NAME, labels, annotations: { [POLICY_ANNOTATIONS.kinds]: JSON.stringify(restartable), [POLICY_ANNOTATIONS.users]: JSON.stringify(users), [POLICY_ANNOTATIONS.groups]: JSON.stringify(groups) } },
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: {
         resourceRules: [{ apiGroups: ['*'], apiVersions: ['*'], resources: ['*/*'], operations: ['*'], scope: '*' }],
       },
-      matchConditions: [{ name: 'is-vault-rollout', expression: identityCondition(identity) }],
+      matchConditions: [{ name: 'is-vault-rollout', expression: identityCondition({ users, groups }) }],
       variables: [
         { name: 'kind', expression: 'request.kind.group + "/" + request.kind.kind' },
         { name: 'subResource', expression: 'has(request.subResource) ? request.subResource : ""' },

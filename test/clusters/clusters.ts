@@ -666,6 +666,7 @@ async function startAll(log: Logger): Promise<ClustersFile> {
       `--filename=${RBAC_MANIFEST}`, `--filename=${CRD_MANIFEST}`, '--filename=-',
     ], { input: TEST_BINDINGS });
   }));
+  await Promise.all(infos.map(applyAdmissionPolicy));
   log(`manifests applied in ${seconds(tApply)}`);
 
   // Ready for tests: CRD established, and the controller manager at work
@@ -695,6 +696,17 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   };
   writeFileSync(CLUSTERS_FILE, `${JSON.stringify(file, null, 2)}\n`);
   return file;
+}
+
+/**
+ * The admission policy that bounds what the vault-rollout identity may change (infra/rbac/admission-policy.yaml),
+ * applied like a real install and in force (type-checked by the API server) before any test runs.
+ */
+async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
+  const manifest = join(REPO_ROOT, 'infra', 'rbac', 'admission-policy.yaml');
+  const kubectl = [`--kubeconfig=${c.adminKubeconfig}`];
+  await run(bin('kubectl'), [...kubectl, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', `--filename=${manifest}`]);
+  await run(bin('kubectl'), [...kubectl, 'wait', '--timeout=60s', '--for=jsonpath={.status.observedGeneration}=1', 'validatingadmissionpolicy/vault-rollout']);
 }
 
 class DiedError extends Error {
