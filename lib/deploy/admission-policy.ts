@@ -13,7 +13,8 @@
  *
  * Comparisons are "everything except these keys is equal", never "these fields are equal", so a field that a later
  * Kubernetes version adds to a pod spec is covered without regenerating the policy. The API server itself changes
- * `metadata.resourceVersion`, `metadata.generation` and `metadata.managedFields` on every write: those are exempt.
+ * `metadata.resourceVersion`, `metadata.generation` and `metadata.managedFields` on every write (and a DaemonSet's
+ * template-generation annotation on a restart): those are exempt, since admission sees the object after them.
  *
  * Everybody else is unaffected: the policy's matchConditions select the identity's requests by user name or group.
  * It matches every resource and operation, and lets the identity's requests through only when a rule allows them.
@@ -63,6 +64,14 @@ export interface FieldTree {
 
 /** The fields the API server writes on every update, whoever sends it. */
 const SERVER_MANAGED: FieldTree = { metadata: { resourceVersion: true, generation: true, managedFields: true } };
+
+/**
+ * What the API server itself writes when a kind's pod template changes: a DaemonSet's template generation, which
+ * apps/v1 carries in this annotation (the server sets it from the stored value; a client cannot choose it).
+ */
+const SERVER_WRITTEN_ON_RESTART: Readonly<Record<string, FieldTree>> = {
+  'apps/DaemonSet': { metadata: { annotations: { 'deprecated.daemonset.template.generation': true } } },
+};
 
 /** The kinds the identity creates: the SecretRotated Event, and the self reviews `doctor` sends. */
 const CREATABLE_KINDS = ['/Event', 'authentication.k8s.io/SelfSubjectReview', 'authorization.k8s.io/SelfSubjectAccessReview', 'authorization.k8s.io/SelfSubjectRulesReview'];
@@ -197,7 +206,7 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
   const profiles = kinds.map(({ kind, fields }) => {
     const allowed = fieldPaths(fields);
     return {
-      expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${sameExcept('object', 'oldObject', mergeTrees(SERVER_MANAGED, fields))}`,
+      expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${sameExcept('object', 'oldObject', mergeTrees(mergeTrees(SERVER_MANAGED, SERVER_WRITTEN_ON_RESTART[kind] ?? {}), fields))}`,
       message: `vault-rollout may change only ${allowed.join(', ')} of a ${kind.replace(/^\//, '')}: a restart writes nothing else`,
       reason: 'Forbidden',
     };
