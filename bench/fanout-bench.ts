@@ -43,7 +43,7 @@ function rawFanout(c: ClusterInfo, ns: string) {
   const patcher = rawPatcher(c, ns);
   return {
     run: (version: number) => {
-      const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), 'bench/raw-version': String(version) } } } } });
+      const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), 'vault-rollout.io/restart-token': `raw-${version}` } } } } });
       return Promise.all(Array.from({ length: PER_CLUSTER }, (_, i) => patcher.patch(`app-${String(i).padStart(2, '0')}`, body)));
     },
     close: () => patcher.close(),

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code. */
+import { admissionPolicyCommand } from './admission-policy-command.ts';
 import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
@@ -21,6 +22,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   relay: relayCommand,
   worker: (argv, io) => workerCommand(argv, io),
   'reset-version': (argv, io) => resetVersionCommand(argv, io),
+  'admission-policy': admissionPolicyCommand,
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -35,7 +37,8 @@ Commands:
             failed, 3 when any did, 2 when some record could not be parsed.
   doctor    --routes FILE [--json]
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
-            patch each targeted kind in each targeted namespace and create events. Exit 1 on any problem.
+            patch each targeted kind in each targeted namespace and create events; whether the admission policy
+            (admission-policy) is installed, enforced and covers the table. Exit 1 on any problem.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
             The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
@@ -58,6 +61,9 @@ Commands:
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).
+  admission-policy --routes FILE [--user NAME]... [--group NAME]...
+            Print the ValidatingAdmissionPolicy (and binding) that lets the identity change only what a restart
+            writes (infra/rbac/admission-policy.yaml is this output for infra/routes/example.yaml).
 `;
 
 export async function main(argv: string[], io: CliIo): Promise<number> {

@@ -1,8 +1,10 @@
 /**
  * `vault-rollout doctor`: per cluster, can we reach it, which server is it, who are we there, and may we do what
- * the routing table asks (get, list and patch each targeted kind in each targeted namespace, create Events)?
+ * the routing table asks (get, list and patch each targeted kind in each targeted namespace, create Events)? And is
+ * the admission policy that bounds what we may change installed, enforced, and current for this routing table?
  * Every problem comes with what to fix.
  */
+import { POLICY_ANNOTATIONS, POLICY_NAME } from '../deploy/admission-policy.ts';
 import { isResourceTarget, type RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import { WORKLOAD_KINDS } from './workload-kinds.ts';
@@ -70,9 +72,10 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Arr
     add('reachable', false, `${f.reason}: ${f.detail}`, fix);
     return checks;
   }
+  let user: { username?: string; groups?: string[] } | undefined;
   try {
     const review = (await api.request('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' })) as { status?: { userInfo?: { username?: string; groups?: string[] } } };
-    const user = review.status?.userInfo;
+    user = review.status?.userInfo;
     add('identity', true, `${user?.username ?? '?'} (groups: ${(user?.groups ?? []).join(', ') || 'none'})`);
   } catch (e) {
     add('identity', false, classifyKubeError(e).detail, 'SelfSubjectReview needs Kubernetes >= 1.28; the other checks still apply');
@@ -97,6 +100,9 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Arr
     const allowed = await canI(api, { group: '', resource: 'events', verb: 'create', namespace });
     add(`create events in ${namespace === '' ? 'all namespaces' : `namespace ${namespace}`}`, allowed, allowed ? 'allowed' : 'denied (restarts still work, without SecretRotated events)', 'grant create on core/events');
   }
+  const kinds = [...new Set(wanted.map((w) => `${groupOf(w.apiVersion)}/${w.kind}`))].sort();
+  const policy = admissionPolicyCheck(await readAdmissionObjects(api), user, kinds);
+  add('admission policy', policy.ok, policy.detail, policy.fix);
   return checks;
 }
 
@@ -107,4 +113,65 @@ async function canI(api: KubeApi, attributes: { group: string; resource: string;
   } catch {
     return false;
   }
+}
+
+const ADMISSION_PATH = '/apis/admissionregistration.k8s.io/v1';
+
+export interface AdmissionObjects {
+  /** The policy and binding as read, or why not: `not found`, `forbidden`, or another failure. */
+  policy: { annotations?: Record<string, string> } | { failure: string };
+  binding: { policyName?: string; validationActions?: string[] } | { failure: string };
+}
+
+/**
+ * Whether the admission policy that bounds this identity (infra/rbac/admission-policy.yaml) is installed, enforced,
+ * binds who we are, and lets us restart every kind the routing table targets here. Pure, for tables of cases.
+ */
+export function admissionPolicyCheck(found: AdmissionObjects, me: { username?: string; groups?: string[] } | undefined, kinds: readonly string[]): Omit<DoctorCheck, 'cluster' | 'check'> {
+  const fix = 'vault-rollout admission-policy --routes FILE | kubectl apply --server-side -f -   (Kubernetes >= 1.30)';
+  const failure = 'failure' in found.policy ? found.policy.failure : 'failure' in found.binding ? found.binding.failure : undefined;
+  if (failure === 'forbidden') {
+    return { ok: false, detail: `cannot check: may not read validatingadmissionpolicies/${POLICY_NAME}`, fix: `grant get on admissionregistration.k8s.io validatingadmissionpolicies and validatingadmissionpolicybindings, resourceNames [${POLICY_NAME}] (infra/rbac/clusterrole.yaml)` };
+  }
+  if ('failure' in found.policy) {
+    return { ok: false, detail: found.policy.failure === 'not found' ? 'not installed: only RBAC bounds what this identity may patch' : `cannot check: ${found.policy.failure}`, fix };
+  }
+  if ('failure' in found.binding || found.binding.policyName !== POLICY_NAME || !(found.binding.validationActions ?? []).includes('Deny')) {
+    return { ok: false, detail: `the policy is installed but not enforced: no ValidatingAdmissionPolicyBinding ${POLICY_NAME} with validationActions [Deny]`, fix };
+  }
+  const list = (key: string): string[] => {
+    try {
+      const parsed: unknown = JSON.parse((found.policy as { annotations?: Record<string, string> }).annotations?.[key] ?? '[]');
+      return Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === 'string') : [];
+    } catch {
+      return [];
+    }
+  };
+  const users = list(POLICY_ANNOTATIONS.users);
+  const groups = list(POLICY_ANNOTATIONS.groups);
+  if (me?.username !== undefined && !users.includes(me.username) && !(me.groups ?? []).some((g) => groups.includes(g))) {
+    return { ok: false, detail: `installed, but it binds ${[...users, ...groups.map((g) => `group ${g}`)].join(', ') || 'nobody'}, not ${me.username}`, fix: fix.replace('FILE', `FILE --user ${me.username}`) };
+  }
+  const covered = new Set(list(POLICY_ANNOTATIONS.kinds));
+  const missing = kinds.filter((k) => !covered.has(k));
+  if (missing.length > 0) {
+    return { ok: false, detail: `installed, but it does not let this identity restart ${missing.join(', ')} (generated for another routing table)`, fix };
+  }
+  return { ok: true, detail: `installed and enforced: this identity may change only what a restart writes (${covered.size} kinds)` };
+}
+
+async function readAdmissionObjects(api: KubeApi): Promise<AdmissionObjects> {
+  const read = async <T>(plural: string, pick: (o: Record<string, unknown>) => T): Promise<T | { failure: string }> => {
+    try {
+      return pick((await api.request('GET', `${ADMISSION_PATH}/${plural}/${POLICY_NAME}`)) as Record<string, unknown>);
+    } catch (e) {
+      const f = classifyKubeError(e);
+      return { failure: f.reason === 'forbidden' || f.reason === 'not found' ? f.reason : `${f.reason}: ${f.detail}` };
+    }
+  };
+  const [policy, binding] = await Promise.all([
+    read('validatingadmissionpolicies', (o) => ({ annotations: (o.metadata as { annotations?: Record<string, string> } | undefined)?.annotations ?? {} })),
+    read('validatingadmissionpolicybindings', (o) => (o.spec ?? {}) as { policyName?: string; validationActions?: string[] }),
+  ]);
+  return { policy, binding };
 }

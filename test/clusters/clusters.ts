@@ -666,6 +666,7 @@ async function startAll(log: Logger): Promise<ClustersFile> {
       `--filename=${RBAC_MANIFEST}`, `--filename=${CRD_MANIFEST}`, '--filename=-',
     ], { input: TEST_BINDINGS });
   }));
+  await Promise.all(infos.map(applyAdmissionPolicy));
   log(`manifests applied in ${seconds(tApply)}`);
 
   // Ready for tests: CRD established, and the controller manager at work
@@ -695,6 +696,16 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   };
   writeFileSync(CLUSTERS_FILE, `${JSON.stringify(file, null, 2)}\n`);
   return file;
+}
+
+/**
+ * The admission policy that bounds what the vault-rollout identity may change (infra/rbac/admission-policy.yaml),
+ * applied like a real install. (No wait on its status: the controller that type-checks policies and writes
+ * status.observedGeneration is not among CONTROLLERS; the API server enforces the policy regardless.)
+ */
+async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
+  const manifest = join(REPO_ROOT, 'infra', 'rbac', 'admission-policy.yaml');
+  await run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', `--filename=${manifest}`]);
 }
 
 class DiedError extends Error {

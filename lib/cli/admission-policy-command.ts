@@ -1,0 +1,29 @@
+import { parseArgs } from 'node:util';
+import { admissionPolicy, admissionPolicyYaml, AdmissionPolicyError, DEFAULT_IDENTITY } from '../deploy/admission-policy.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { loadRoutes, usageError } from './shared.ts';
+
+/**
+ * `vault-rollout admission-policy`: prints the ValidatingAdmissionPolicy and binding that bound the vault-rollout
+ * identity to restart writes, for the routing table's kinds. Without --user/--group: the shipped identities.
+ */
+export async function admissionPolicyCommand(argv: string[], io: CliIo): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, user: { type: 'string', multiple: true }, group: { type: 'string', multiple: true } }, strict: true, allowPositionals: false }));
+  } catch (e) {
+    return usageError(io, 'admission-policy', e);
+  }
+  if (values.routes === undefined) return usageError(io, 'admission-policy', 'missing --routes FILE');
+  const table = await loadRoutes(io, values.routes);
+  if (typeof table === 'number') return table;
+  const named = values.user !== undefined || values.group !== undefined;
+  const identity = named ? { users: values.user ?? [], groups: values.group ?? [] } : DEFAULT_IDENTITY;
+  try {
+    io.stdout(admissionPolicyYaml(admissionPolicy(table, identity), values.routes));
+  } catch (e) {
+    if (e instanceof AdmissionPolicyError) return usageError(io, 'admission-policy', e);
+    throw e;
+  }
+  return EXIT.ok;
+}
