@@ -141,7 +141,10 @@ describe('vault-rollout relay (CLI)', () => {
     );
     expect(code).toBe(0);
     expect(sent.map((m) => m.MessageGroupId).sort()).toEqual(['alpha', 'beta']);
-    expect(JSON.parse(sent[0]?.MessageBody as string)).toMatchObject({ v: 1, targets: [{ kind: 'Deployment', name: 'api', namespace: 'payments' }] });
+    // The queue carries the change, never a target: the worker plans it again with its own table.
+    const message = JSON.parse(sent[0]?.MessageBody as string);
+    expect(message).toMatchObject({ v: 2, changes: [{ mount: 'secret', key: 'payments/api/db', operation: 'write' }] });
+    expect(message).not.toHaveProperty('targets');
   });
 
   it('--to-auth iam: signs each batch with SigV4 (service lambda) from the host\'s AWS credentials, checked by an independent verifier', async () => {
