@@ -69,7 +69,7 @@ export const RolloutMessageSchema = z.object({
   targets: z.array(
     z.discriminatedUnion('type', [
       z.object({ ...TargetBase, type: z.literal('workload'), kind: z.enum(['Deployment', 'StatefulSet', 'DaemonSet', 'Rollout', 'CronJob']), name: z.string().optional(), selector: z.string().optional(), annotated: z.literal(true).optional() }),
-      z.object({ ...TargetBase, type: z.literal('resource'), apiVersion: z.string(), kind: z.string(), name: z.string(), patch: z.record(z.string(), z.unknown()) }),
+      z.object({ ...TargetBase, type: z.literal('resource'), apiVersion: z.string(), kind: z.string(), name: z.string(), patch: z.record(z.string(), z.unknown()), wait: z.object({ condition: z.string() }).optional() }),
     ]),
   ),
   changeIds: z.array(z.string()),

@@ -21,6 +21,7 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
   };
   type Watcher = { cluster: string; options: WatchOptions; fail?: (e: unknown) => void };
   const watchers = new Set<Watcher>();
+  const history: Array<{ cluster: string; version: number; event: WatchEvent }> = [];
   let version = 100;
   const apis = new Map<string, KubeApi>();
   const apiFor = (access: ClusterAccess): KubeApi => {
@@ -43,6 +44,8 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
         fail(cluster, 'watch');
         const w: Watcher = { cluster, options };
         watchers.add(w);
+        // Like the API server: the watch starts with every change after the version asked for.
+        for (const e of history) if (e.cluster === cluster && e.version > Number(options.resourceVersion)) options.onEvent(structuredClone(e.event));
         try {
           await new Promise<void>((resolve, reject) => {
             w.fail = reject;
@@ -97,6 +100,7 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
     if (type === 'DELETED') store.delete(key);
     else store.set(key, next);
     const cluster = key.slice(0, key.indexOf('/'));
+    history.push({ cluster, version, event: { type, object: structuredClone(next) } });
     for (const w of watchers) if (w.cluster === cluster) w.options.onEvent({ type, object: structuredClone(next) });
   };
   /** Ends every watch of a cluster with an ERROR event of this code (410 Gone, ...). */
