@@ -54,6 +54,8 @@ export interface FollowSettings {
    * acceptedAt), so deadlines and rolloutMs count from the restart, not from this call. Default: now.
    */
   since?: number;
+  /** One deadline for every rollout, instead of the routing table's (`apply --timeout`). */
+  timeoutMs?: number;
   /** Each result as soon as its patch is done, then at every change of its rollout (for a live view). */
   onProgress?(result: RolloutResult): void;
 }
@@ -120,7 +122,7 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
     if (!d.follow) return;
     const r = d.result;
     const startedAt = r.outcome === 'restarted' ? d.follow.patchedAt : (follow.since ?? clock.now());
-    targets.push({ id: String(i), cluster: r.cluster, api: d.follow.run.api, descriptor: d.follow.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: rolloutTimeoutMs(table, r.cluster, r.routes) });
+    targets.push({ id: String(i), cluster: r.cluster, api: d.follow.run.api, descriptor: d.follow.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes) });
   });
   if (targets.length === 0) return;
   const apply = (d: WorkloadDone, f: FollowedRollout) => {
