@@ -96,8 +96,8 @@ function tlsErrorCode(err: unknown): string {
   return String((err as { code?: unknown } | null)?.code ?? (err instanceof Error ? err.message : err));
 }
 
-// Workload bodies: no kubelet or scheduler runs, so pods stay Pending and the
-// image is never pulled.
+// Workload bodies: kwok plays the kubelet (test/clusters/kwok-stages.yaml), so
+// the image is never pulled; nodes.test.ts covers what happens to the pods.
 const podTemplate = (app: string) => ({
   metadata: { labels: { app } },
   spec: { containers: [{ name: 'app', image: 'registry.invalid/vault-rollout/demo:1' }] },
