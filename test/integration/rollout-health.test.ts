@@ -113,6 +113,7 @@ describe('rollout health on clusters with nodes', () => {
     expect(result?.rolloutMs).toBeGreaterThan(0);
     // List, watch, plus read, patch and the two Events: a handful of requests, not a poll loop.
     expect(requests() - before).toBeLessThanOrEqual(8);
+    process.stderr.write(`[rollout-health] web: complete in ${result?.rolloutMs} ms, ${requests() - before} API requests\n`);
     const token = result?.restartToken;
     const live = (await pods('alpha', 'web')).filter((p) => !p.metadata.deletionTimestamp);
     expect(live).toHaveLength(3);
@@ -135,6 +136,7 @@ describe('rollout health on clusters with nodes', () => {
     await settled('alpha', 'deployments', 'slow');
     const [result] = await applyAndFollow(table(), [write('slow', 1)]);
     expect(result).toMatchObject({ outcome: 'restarted', rollout: 'complete', pods: { desired: 1, updated: 1, ready: 1 } });
+    process.stderr.write(`[rollout-health] slow: complete in ${result?.rolloutMs} ms\n`);
     expect(result?.rolloutMs).toBeGreaterThanOrEqual(9_000);
     expect(result?.rolloutMs).toBeLessThan(60_000);
   });
@@ -145,6 +147,7 @@ describe('rollout health on clusters with nodes', () => {
     await createDeployment('alpha', 'never', 2, 'never', { progressDeadlineSeconds: 10 });
     const [result] = await applyAndFollow(table(), [write('never', 1)]);
     expect(result?.outcome).toBe('restarted');
+    process.stderr.write(`[rollout-health] never: ${result?.rollout}: ${result?.rolloutReason}\n`);
     expect(result?.rollout).toBe('failed');
     expect(result?.rolloutReason).toMatch(/^\d of 2 new pods not Ready after \d+ s: ProgressDeadlineExceeded \(ReplicaSet "never-[a-z0-9]+" has timed out progressing\.\)$/);
     const found = await waitFor(async () => (await events('alpha', NS, 'never')).find((e) => e.reason === 'RolloutFailed'), { timeoutMs: 10_000, what: 'RolloutFailed event' });
@@ -205,6 +208,7 @@ describe('rollout health on clusters with nodes', () => {
         ['alpha', 'restarted', 'complete'],
         ['flaky', 'restarted', 'timeout'],
       ]);
+      process.stderr.write(`[rollout-health] flaky: ${results[1]?.rollout}: ${results[1]?.rolloutReason}\n`);
       expect(results[1]?.rolloutReason).toMatch(/\(deadline\): .*last error: unreachable/);
     });
   });
