@@ -12,8 +12,9 @@ import { e2eBench } from './e2e-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { planBench } from './plan-bench.ts';
+import { rolloutHealthBench } from './rollout-health-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

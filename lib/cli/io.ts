@@ -2,7 +2,7 @@
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
-export const EXIT = { ok: 0, failure: 1, rejectedRecords: 2, targetsFailed: 3, usage: 64 } as const;
+export const EXIT = { ok: 0, failure: 1, rejectedRecords: 2, targetsFailed: 3, rolloutsFailed: 4, usage: 64 } as const;
 
 export interface CliIo {
   stdout(text: string): void;
@@ -11,6 +11,9 @@ export interface CliIo {
   /** A file, or standard input for "-". */
   openInput(file: string): AsyncIterable<string | Buffer>;
   env: Readonly<Record<string, string | undefined>>;
+  /** Is standard output / standard error a terminal (apply waits by default and redraws its progress there)? */
+  stdoutIsTTY?: boolean;
+  stderrIsTTY?: boolean;
 }
 
 export function nodeIo(): CliIo {
@@ -20,5 +23,7 @@ export function nodeIo(): CliIo {
     readText: (f) => readFile(f, 'utf8'),
     openInput: (f) => (f === '-' ? process.stdin : createReadStream(f)),
     env: process.env,
+    stdoutIsTTY: process.stdout.isTTY === true,
+    stderrIsTTY: process.stderr.isTTY === true,
   };
 }

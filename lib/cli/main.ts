@@ -31,10 +31,12 @@ Commands:
   plan      --routes FILE [--input FILE|-] [--format auto|audit|event|cloudwatch|fluent-bit|vector] [--json]
             Read Vault change records and show which workloads would restart. Exit 0 when every record was
             understood, 2 when some could not be parsed (the others are still planned), 1 on a bad routing table.
-  apply     --routes FILE [--input FILE|-] [--format ...] [--dry-run] [--json]
+  apply     --routes FILE [--input FILE|-] [--format ...] [--dry-run] [--json] [--wait|--no-wait] [--timeout 10m]
             Plan, then restart the targets in every cluster (server-side dry-run with --dry-run). Prints a result
-            per workload: restarted, unchanged, skipped, dry-run or failed with its reason. Exit 0 when no target
-            failed, 3 when any did, 2 when some record could not be parsed.
+            per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default
+            on a terminal) follows each rollout to complete, failed or timeout (deadline: --timeout, else the
+            routing table's, else 10m), with live progress on stderr. Exit 0 when all is well, 3 when a restart
+            failed, 4 when a rollout failed or timed out, 2 when some record could not be parsed.
   doctor    --routes FILE [--json]
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
             patch each targeted kind in each targeted namespace and create events; whether the admission policy

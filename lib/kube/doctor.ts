@@ -1,7 +1,7 @@
 /**
  * `vault-rollout doctor`: per cluster, can we reach it, which server is it, who are we there, and may we do what
- * the routing table asks (get, list and patch each targeted kind in each targeted namespace, create Events)? And is
- * the admission policy that bounds what we may change installed, enforced, and current for this routing table?
+ * the routing table asks (get, list, watch and patch each targeted kind in each targeted namespace, create Events)?
+ * And is the admission policy that bounds what we may change installed, enforced, and current for this routing table?
  * Every problem comes with what to fix.
  */
 import { POLICY_ANNOTATIONS, POLICY_NAME } from '../deploy/admission-policy.ts';
@@ -90,10 +90,12 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Arr
       add(`${w.kind} (${w.apiVersion})`, false, classifyKubeError(e).detail, w.kind === 'Rollout' ? 'install Argo Rollouts (its CRD) in this cluster, or drop the Rollout targets' : 'install the CRD of this kind, or fix apiVersion/kind in the route');
       continue;
     }
-    for (const verb of ['get', 'list', 'patch']) {
+    for (const verb of ['get', 'list', 'watch', 'patch']) {
       const allowed = await canI(api, { group: groupOf(w.apiVersion), resource: plural, verb, namespace: w.namespace });
       const where = w.namespace === '' ? 'all namespaces' : `namespace ${w.namespace}`;
-      add(`${verb} ${plural} in ${where}`, allowed, allowed ? 'allowed' : 'denied', `grant ${verb} on ${groupOf(w.apiVersion) || 'core'}/${plural} (infra/rbac/clusterrole.yaml, or role-namespaced.yaml in ${where})`);
+      // Without watch, restarts still work and rollouts are followed by a LIST every few seconds instead.
+      const denied = verb === 'watch' ? 'denied (rollouts are followed by polling LIST instead of a watch)' : 'denied';
+      add(`${verb} ${plural} in ${where}`, allowed, allowed ? 'allowed' : denied, `grant ${verb} on ${groupOf(w.apiVersion) || 'core'}/${plural} (infra/rbac/clusterrole.yaml, or role-namespaced.yaml in ${where})`);
     }
   }
   for (const namespace of namespaces) {

@@ -1,6 +1,6 @@
 /**
- * The few API calls a rollout needs — read, list, patch (explicit patch Content-Type, field manager, dry-run) and
- * create an Event — over keep-alive HTTPS with the TLS material and credentials of client-node's KubeConfig.
+ * The few API calls a rollout needs — read, list, patch (explicit patch Content-Type, field manager, dry-run),
+ * create an Event, and list-then-watch to follow the rollout — over keep-alive HTTPS with the TLS material and credentials of client-node's KubeConfig.
  *
  * Why not client-node's generated clients for the requests: 2.0.1 builds a new connection pool (a TLS handshake)
  * for every request and maps every response into model classes; on the fan-out benchmark that made vault-rollout
@@ -28,7 +28,38 @@ export interface KubeApi {
   resource(kind: ApiKind): Promise<{ plural: string; namespaced: boolean }>;
   /** Any other call (doctor's /version, SelfSubjectReview, SelfSubjectAccessReview). */
   request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown>;
+  /** A consistent LIST and the resourceVersion to watch from (the follower's start and its relist after 410 Gone). */
+  listForWatch(kind: ApiKind, namespace: string, options?: { fieldSelector?: string }): Promise<{ items: KubeObject[]; resourceVersion: string }>;
+  /**
+   * Streams changes after `resourceVersion` (with bookmarks) until the server ends the watch after `timeoutSeconds`,
+   * the signal aborts, or an error: an ERROR event (410 Gone among them) rejects with an ApiException of its code.
+   */
+  watch(kind: ApiKind, namespace: string, options: WatchOptions): Promise<void>;
+  /** Requests sent so far (every HTTP request, a watch counts once however many events it streams). */
+  readonly stats: KubeApiStats;
 }
+
+export interface WatchEvent {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK';
+  object: KubeObject;
+}
+
+export interface WatchOptions {
+  resourceVersion: string;
+  timeoutSeconds: number;
+  fieldSelector?: string;
+  signal?: AbortSignal;
+  onEvent(event: WatchEvent): void;
+}
+
+export interface KubeApiStats {
+  requests: number;
+  watches: number;
+  watchEvents: number;
+}
+
+/** A watch line longer than this is refused (the stream is closed and the follower relists): no unbounded buffer. */
+export const MAX_WATCH_LINE_BYTES = 4 * 1024 * 1024;
 
 /** Resources of the kinds vault-rollout touches; anything else is looked up once through discovery. */
 const KNOWN: Readonly<Record<string, { plural: string; namespaced: boolean }>> = {
@@ -59,14 +90,104 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
   const base = new URL(access.server);
   const basePath = base.pathname.replace(/\/+$/, '');
   let agent: Agent | undefined;
+  const stats: KubeApiStats = { requests: 0, watches: 0, watchEvents: 0 };
 
-  async function send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Response> {
+  async function connect(): Promise<{ headers: Record<string, string> }> {
     // Per request, so credentials that change (a refreshed token) are always current; the pool is built once.
     const options: RequestOptions = {};
     await access.kubeConfig.applyToHTTPSOptions(options);
     agent ??= new Agent({ keepAlive: true, maxSockets: 64, ca: options.ca, cert: options.cert, key: options.key, rejectUnauthorized: options.rejectUnauthorized !== false, ...(options.servername ? { servername: options.servername } : {}) });
+    return { headers: { ...(options.headers as Record<string, string>), Accept: 'application/json', 'User-Agent': 'vault-rollout' } };
+  }
+
+  async function streamWatch(path: string, options: WatchOptions): Promise<void> {
+    const { headers } = await connect();
+    stats.requests++;
+    stats.watches++;
+    return new Promise<void>((resolveOuter, rejectOuter) => {
+      if (options.signal?.aborted) return resolveOuter();
+      const onAbort = () => req.destroy();
+      const resolve = () => {
+        options.signal?.removeEventListener('abort', onAbort);
+        resolveOuter();
+      };
+      // An abort is how the follower stops a watch: whatever error it causes is the end of the stream.
+      const reject = (e: unknown) => (options.signal?.aborted ? resolve() : (options.signal?.removeEventListener('abort', onAbort), rejectOuter(e)));
+      const req = request({ protocol: base.protocol, hostname: base.hostname, port: base.port, path: `${basePath}${path}`, method: 'GET', agent, headers }, (res) => {
+        const status = res.statusCode ?? 0;
+        if (status < 200 || status >= 300) {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.length < 64 && chunks.push(c));
+          res.on('end', () => {
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+            } catch {
+              parsed = undefined;
+            }
+            reject(new ApiException(status, `HTTP ${status}`, parsed, {}));
+          });
+          res.on('error', reject);
+          return;
+        }
+        let pending: Buffer[] = [];
+        let pendingBytes = 0;
+        let failed = false;
+        const fail = (e: unknown) => {
+          if (failed) return;
+          failed = true;
+          req.destroy();
+          reject(e);
+        };
+        const line = (text: string) => {
+          if (text.trim() === '') return;
+          let event: { type?: string; object?: KubeObject & { code?: number; message?: string; reason?: string } };
+          try {
+            event = JSON.parse(text) as typeof event;
+          } catch {
+            return fail(new Error('the watch stream sent a line that is not JSON'));
+          }
+          if (event.type === 'ERROR') return fail(new ApiException(event.object?.code ?? 500, `HTTP ${event.object?.code ?? 500}`, event.object, {}));
+          if (event.type !== 'ADDED' && event.type !== 'MODIFIED' && event.type !== 'DELETED' && event.type !== 'BOOKMARK') return;
+          stats.watchEvents++;
+          options.onEvent({ type: event.type, object: event.object ?? {} });
+        };
+        res.on('data', (chunk: Buffer) => {
+          let start = 0;
+          for (let nl = chunk.indexOf(10, start); nl !== -1 && !failed; nl = chunk.indexOf(10, start)) {
+            pending.push(chunk.subarray(start, nl));
+            const text = Buffer.concat(pending).toString('utf8');
+            pending = [];
+            pendingBytes = 0;
+            start = nl + 1;
+            line(text);
+          }
+          if (failed || start >= chunk.length) return;
+          pending.push(chunk.subarray(start));
+          pendingBytes += chunk.length - start;
+          if (pendingBytes > MAX_WATCH_LINE_BYTES) fail(new Error(`a watch event is larger than ${MAX_WATCH_LINE_BYTES} bytes`));
+        });
+        res.on('error', fail);
+        res.on('end', () => {
+          if (!failed && pending.length > 0) line(Buffer.concat(pending).toString('utf8'));
+          if (!failed) resolve();
+        });
+        res.on('close', () => {
+          if (!failed && !res.complete) fail(new Error(`the watch on ${base.host} was cut`));
+        });
+      });
+      // Idle bound: the server ends the watch after timeoutSeconds and sends bookmarks; silence past that is a dead peer.
+      req.setTimeout(options.timeoutSeconds * 1000 + timeoutMs, () => req.destroy(Object.assign(new Error(`the watch on ${base.host} went silent`), { code: 'ETIMEDOUT' })));
+      req.on('error', reject);
+      options.signal?.addEventListener('abort', onAbort, { once: true });
+      req.end();
+    });
+  }
+
+  async function send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Response> {
+    const { headers } = await connect();
+    stats.requests++;
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const headers: Record<string, string> = { ...(options.headers as Record<string, string>), Accept: 'application/json', 'User-Agent': 'vault-rollout' };
     if (payload !== undefined) {
       headers['Content-Type'] = contentType;
       headers['Content-Length'] = String(Buffer.byteLength(payload));
@@ -144,6 +265,28 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
       return (await send('PATCH', `${await collection(kind, namespace)}/${encodeURIComponent(name)}?${query}`, body, strategy)).body as KubeObject;
     },
     resource,
+    stats,
+    listForWatch: async (kind, namespace, options) => {
+      const items: KubeObject[] = [];
+      let continueToken: string | undefined;
+      let resourceVersion = '';
+      do {
+        // No resourceVersion: a consistent read, so the watch that follows misses nothing written before it.
+        const query = new URLSearchParams({ limit: '500' });
+        if (options?.fieldSelector) query.set('fieldSelector', options.fieldSelector);
+        if (continueToken) query.set('continue', continueToken);
+        const page = (await send('GET', `${await collection(kind, namespace)}?${query}`)).body as { items?: KubeObject[]; metadata?: { continue?: string; resourceVersion?: string } };
+        for (const item of page.items ?? []) items.push({ ...item, apiVersion: kind.apiVersion, kind: kind.kind });
+        resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+        continueToken = page.metadata?.continue || undefined;
+      } while (continueToken);
+      return { items, resourceVersion };
+    },
+    watch: async (kind, namespace, options) => {
+      const query = new URLSearchParams({ watch: '1', resourceVersion: options.resourceVersion, allowWatchBookmarks: 'true', timeoutSeconds: String(Math.max(1, Math.round(options.timeoutSeconds))) });
+      if (options.fieldSelector) query.set('fieldSelector', options.fieldSelector);
+      return streamWatch(`${await collection(kind, namespace)}?${query}`, options);
+    },
     request: async (method, path, body) => (await send(method, path, body)).body,
     create: async (body) => {
       const kind = { apiVersion: body.apiVersion ?? 'v1', kind: body.kind ?? '' };

@@ -13,6 +13,9 @@ import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
 import { ANNOTATIONS, decideRestart, parseRecordedVersions, restartAnnotations, watchPatterns } from './restart-record.ts';
+import { rolloutTimeoutMs } from '../routing/routing-table.ts';
+import type { PodCounts, RolloutState } from './rollout-health.ts';
+import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from './workload-kinds.ts';
 
@@ -33,6 +36,28 @@ export interface RolloutResult {
   routes: string[];
   paths: string[];
   restartToken: string;
+  /** Set when the rollout was followed (restarted and unchanged workloads, `follow` given): where it stands. */
+  rollout?: RolloutState;
+  /** Patch to complete, in ms (for an unchanged workload: from `follow.since`). */
+  rolloutMs?: number;
+  /** Pods on the new template out of the desired count, as the controller last reported them. */
+  pods?: PodCounts;
+  /** What the rollout waits for, why it failed or timed out, or why there is nothing to wait for. */
+  rolloutReason?: string;
+}
+
+export interface FollowSettings {
+  /** How long the call may spend following (a Lambda worker: its remaining time minus a margin). */
+  budgetMs: number;
+  /**
+   * Epoch ms when an earlier attempt restarted what is now `unchanged` (a re-delivered or follow-up message: its
+   * acceptedAt), so deadlines and rolloutMs count from the restart, not from this call. Default: now.
+   */
+  since?: number;
+  /** One deadline for every rollout, instead of the routing table's (`apply --timeout`). */
+  timeoutMs?: number;
+  /** Each result as soon as its patch is done, then at every change of its rollout (for a live view). */
+  onProgress?(result: RolloutResult): void;
 }
 
 export interface Logger {
@@ -55,11 +80,13 @@ export interface ExecutorOptions {
   logger?: Logger;
   /** For tests: the API to use for an access (default: client-node). */
   apiFor?: (access: ClusterAccess) => KubeApi;
+  /** Follow restarted (and unchanged) workloads until their rollout is complete, failed, past its deadline or the budget ends. */
+  follow?: FollowSettings;
 }
 
 const realClock = { now: Date.now, monotonic: () => performance.now() };
 
-const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, t.patch) : WORKLOAD_KINDS[t.kind]);
+const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, t.patch, t.wait) : WORKLOAD_KINDS[t.kind]);
 
 /** Limiters outlive one execution so concurrent invocations in one process share a cluster's budget. */
 const limiters = new Map<string, ConcurrencyLimiter>();
@@ -78,12 +105,49 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
   // Events wait until every cluster's patches are in: restarts first, their record second (and on a machine that
   // serves several clusters, one cluster's events never slow another's restarts).
   await Promise.all(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value.map((d) => d.event?.()) : [])));
-  return settled.flatMap((s, i) => {
-    if (s.status === 'fulfilled') return s.value.map((d) => d.result);
+  const done = settled.flatMap((s, i): WorkloadDone[] => {
+    if (s.status === 'fulfilled') return s.value;
     // executeCluster returns results for every failure it knows; this is the net under it.
     const [cluster, ts] = [...byCluster][i] ?? ['', []];
-    return ts.map((t) => failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0));
+    return ts.map((t) => ({ result: failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0) }));
   });
+  if (options.follow) await followDone(table, done, options, options.follow);
+  return done.map((d) => d.result);
+}
+
+/** Follows what was restarted (or found restarted already), then records one RolloutComplete/RolloutFailed Event each. */
+async function followDone(table: RoutingTable, done: WorkloadDone[], options: ExecutorOptions, follow: FollowSettings): Promise<void> {
+  const clock = options.clock ?? realClock;
+  for (const d of done) follow.onProgress?.(d.result);
+  const targets: FollowTarget[] = [];
+  done.forEach((d, i) => {
+    if (!d.follow) return;
+    const r = d.result;
+    const startedAt = r.outcome === 'restarted' ? d.follow.patchedAt : (follow.since ?? clock.now());
+    targets.push({ id: String(i), cluster: r.cluster, api: d.follow.run.api, descriptor: d.follow.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes) });
+  });
+  if (targets.length === 0) return;
+  const apply = (d: WorkloadDone, f: FollowedRollout) => {
+    d.result = { ...d.result, rollout: f.rollout, ...(f.rolloutMs === undefined ? {} : { rolloutMs: f.rolloutMs }), ...(f.pods ? { pods: f.pods } : {}), rolloutReason: f.message };
+  };
+  const followed = await followRollouts(targets, {
+    budgetMs: follow.budgetMs,
+    clock,
+    onProgress: (id, f) => {
+      const d = done[Number(id)];
+      if (!d) return;
+      apply(d, f);
+      follow.onProgress?.(d.result);
+    },
+  });
+  const events: Array<Promise<void>> = [];
+  for (const [id, f] of followed) {
+    const d = done[Number(id)];
+    if (!d?.follow) continue;
+    apply(d, f);
+    if (f.rollout === 'complete' || f.rollout === 'failed') events.push(recordRolloutEvent(d.follow.run, d.follow.target, d.follow.descriptor, d.result));
+  }
+  await Promise.all(events);
 }
 
 const targetName = (t: RolloutTarget): string => (t.type === 'resource' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
@@ -213,6 +277,8 @@ interface WorkloadDone {
   result: RolloutResult;
   /** Records the SecretRotated event, after every cluster's patches. */
   event?: () => Promise<void>;
+  /** What following its rollout needs (restarted and unchanged workloads). */
+  follow?: { run: ClusterRun; target: RolloutTarget; descriptor: WorkloadDescriptor; patchedAt: number };
 }
 
 async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number): Promise<WorkloadDone> {
@@ -229,7 +295,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     if (refusal) return done('skipped', 'paused', attempts, refusal);
     const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
-    if (decision.action === 'unchanged') return done('unchanged', 'already restarted for this version', attempts);
+    if (decision.action === 'unchanged') return { ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } };
 
     const now = run.clock.now();
     const nowIso = new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -244,9 +310,9 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     attempts = patched.attempts;
     if (patched.ok) {
       if (run.options.dryRun) return done('dry-run', '', attempts);
-      if (patched.value.metadata?.resourceVersion === readVersion) return done('unchanged', 'the server found nothing to change', attempts);
+      if (patched.value.metadata?.resourceVersion === readVersion) return { ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now } };
       const patchedObject = patched.value;
-      return { ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now) };
+      return { ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now), follow: { run, target, descriptor, patchedAt: now } };
     }
     if (patched.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return done('failed', patched.failure.reason, attempts, patched.failure.detail);
     // Someone wrote the object since we read it (perhaps another worker restarting it): read again, decide again.
@@ -282,5 +348,40 @@ async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: W
   } catch (e) {
     const failure = classifyKubeError(e);
     if (failure.reason !== 'conflict') run.options.logger?.warn('could not record the SecretRotated event', { cluster: run.cluster, namespace: target.namespace, name, reason: failure.reason });
+  }
+}
+
+/**
+ * One Event when a followed rollout ends complete or failed. Named from the restart token like SecretRotated's, with
+ * one name for both outcomes: a re-delivered message records nothing twice. Paths and versions, never values.
+ */
+async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, result: RolloutResult): Promise<void> {
+  const complete = result.rollout === 'complete';
+  const secrets = target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+  const pods = result.pods ? ` (${result.pods.ready}/${result.pods.desired} new pods Ready)` : '';
+  const time = new Date(run.clock.now()).toISOString();
+  const message = complete
+    ? `Rollout complete${result.rolloutMs === undefined ? '' : ` after ${Math.round(result.rolloutMs / 1000)} s`}${pods} for Vault secret ${secrets}`
+    : `Rollout failed for Vault secret ${secrets}: ${result.rolloutReason ?? ''}`;
+  const event = {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { name: `${result.name}.vr-${target.restartToken.slice(0, 16)}.rollout`, namespace: target.namespace },
+    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name: result.name, namespace: target.namespace },
+    reason: complete ? 'RolloutComplete' : 'RolloutFailed',
+    message: message.slice(0, 1000),
+    type: complete ? 'Normal' : 'Warning',
+    source: { component: 'vault-rollout' },
+    reportingComponent: 'vault-rollout',
+    reportingInstance: 'vault-rollout',
+    firstTimestamp: time,
+    lastTimestamp: time,
+    count: 1,
+  };
+  try {
+    await run.limiter.run(() => run.api.create(event));
+  } catch (e) {
+    const failure = classifyKubeError(e);
+    if (failure.reason !== 'conflict') run.options.logger?.warn('could not record the rollout event', { cluster: run.cluster, namespace: target.namespace, name: result.name, reason: failure.reason });
   }
 }

@@ -5,12 +5,14 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { WorkloadKind } from '../routing/schema.ts';
 import { ANNOTATIONS } from './restart-record.ts';
+import { argoRolloutHealth, conditionHealth, daemonSetHealth, deploymentHealth, nothingToWaitFor, statefulSetHealth, type HealthRule, type WaitCondition } from './rollout-health.ts';
 
 export interface KubeObject {
   apiVersion?: string;
   kind?: string;
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string>; labels?: Record<string, string>; uid?: string };
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; generation?: number; annotations?: Record<string, string>; labels?: Record<string, string>; uid?: string };
   spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
 }
 
 export interface RestartPatchInput {
@@ -30,6 +32,8 @@ export interface WorkloadDescriptor {
   restartPatch(input: RestartPatchInput): Record<string, unknown>;
   /** Why the object refuses a restart now (e.g. a paused Deployment), or undefined. */
   refusal(obj: KubeObject): string | undefined;
+  /** Where the rollout stands, from the object alone (kubectl rollout status's rules; see rollout-health.ts). */
+  health: HealthRule;
 }
 
 type Path = readonly string[];
@@ -45,7 +49,7 @@ function nest(path: Path, leaf: unknown): Record<string, unknown> {
 }
 
 /** Kinds restarted like `kubectl rollout restart`: new annotations on a pod template at `templatePath`. */
-function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, pausedPath?: Path): WorkloadDescriptor {
+function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, health: HealthRule, pausedPath?: Path): WorkloadDescriptor {
   const annotationsPath = [...templatePath, 'metadata', 'annotations'];
   return {
     apiVersion,
@@ -54,14 +58,15 @@ function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, p
     recordedAnnotations: (obj) => dig(obj, annotationsPath) as Record<string, string> | undefined,
     restartPatch: ({ annotations }) => nest(annotationsPath, annotations),
     refusal: (obj) => (pausedPath && dig(obj, pausedPath) === true ? `${kind} is paused (spec.paused: true); resume it to roll out` : undefined),
+    health,
   };
 }
 
 export const WORKLOAD_KINDS: Readonly<Record<WorkloadKind, WorkloadDescriptor>> = {
-  Deployment: podTemplateKind('apps/v1', 'Deployment', ['spec', 'template'], ['spec', 'paused']),
-  StatefulSet: podTemplateKind('apps/v1', 'StatefulSet', ['spec', 'template']),
-  DaemonSet: podTemplateKind('apps/v1', 'DaemonSet', ['spec', 'template']),
-  CronJob: podTemplateKind('batch/v1', 'CronJob', ['spec', 'jobTemplate', 'spec', 'template']),
+  Deployment: podTemplateKind('apps/v1', 'Deployment', ['spec', 'template'], deploymentHealth, ['spec', 'paused']),
+  StatefulSet: podTemplateKind('apps/v1', 'StatefulSet', ['spec', 'template'], statefulSetHealth),
+  DaemonSet: podTemplateKind('apps/v1', 'DaemonSet', ['spec', 'template'], daemonSetHealth),
+  CronJob: podTemplateKind('batch/v1', 'CronJob', ['spec', 'jobTemplate', 'spec', 'template'], nothingToWaitFor('a CronJob runs the new template from its next Job on; nothing runs now to wait for')),
   // Argo Rollouts restarts pods in place when spec.restartAt passes; a template change would be a new revision.
   Rollout: {
     apiVersion: 'argoproj.io/v1alpha1',
@@ -70,13 +75,14 @@ export const WORKLOAD_KINDS: Readonly<Record<WorkloadKind, WorkloadDescriptor>> 
     recordedAnnotations: (obj) => obj.metadata?.annotations,
     restartPatch: ({ annotations, restartAt }) => ({ metadata: { annotations: withoutRestartedAt(annotations) }, spec: { restartAt } }),
     refusal: (obj) => (dig(obj, ['spec', 'paused']) === true ? 'Rollout is paused (spec.paused: true); promote or resume it first' : undefined),
+    health: argoRolloutHealth,
   },
 };
 
 const withoutRestartedAt = (annotations: Record<string, string>) => Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));
 
 /** Operators' custom resources: the route's merge-patch template, with the record in metadata annotations. */
-export function resourceDescriptor(apiVersion: string, kind: string, template: Record<string, unknown>): WorkloadDescriptor {
+export function resourceDescriptor(apiVersion: string, kind: string, template: Record<string, unknown>, wait?: WaitCondition): WorkloadDescriptor {
   return {
     apiVersion,
     kind,
@@ -87,5 +93,7 @@ export function resourceDescriptor(apiVersion: string, kind: string, template: R
       return { ...template, metadata: { ...metadata, annotations: { ...((metadata.annotations ?? {}) as object), ...withoutRestartedAt(annotations) } } };
     },
     refusal: () => undefined,
+    // Without a condition to wait for, an operator's resource says nothing vault-rollout could read as done.
+    health: wait ? conditionHealth(wait) : nothingToWaitFor(`${kind} has no readiness rule: name a status condition in the route (wait: { condition: Ready })`),
   };
 }

@@ -50,6 +50,8 @@ export interface ResourceRolloutTarget extends TargetBase {
   name: string;
   /** The route's merge-patch template, rendered. */
   patch: Record<string, unknown>;
+  /** The status condition that says the operator is done (the route's `wait`), if any. */
+  wait?: { condition: string };
 }
 
 export type RolloutTarget = WorkloadRolloutTarget | ResourceRolloutTarget;
@@ -144,6 +146,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
             continue;
           }
           planned = { type: 'resource', cluster: '', namespace: namespace as string, apiVersion: target.resource.apiVersion, kind: target.resource.kind, name: name as string, patch: renderDeep(target.patch, builtins) as Record<string, unknown> };
+          if (target.wait) planned.wait = { condition: target.wait.condition };
         } else {
           const namespace = render1(target.namespace, captures, 'namespace');
           const name = target.name === undefined ? undefined : render1(target.name, captures, 'name');

@@ -6,7 +6,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, PatternError, PatternIndex, type CompiledPattern } from './path-pattern.ts';
-import { RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target } from './schema.ts';
+import { parseDuration, RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
 export interface ConfigProblem {
@@ -40,6 +40,8 @@ export interface CompiledRoute {
   operations: ReadonlySet<Operation>;
   pattern: CompiledPattern;
   targets: CompiledTarget[];
+  /** `rollout.timeout` of the route, if it sets one. */
+  rolloutTimeoutMs?: number;
 }
 
 export interface RoutingTable {
@@ -50,6 +52,23 @@ export interface RoutingTable {
   index: ReadonlyMap<string, PatternIndex>;
   /** Where the table came from, for relative kubeconfig paths. */
   file: string;
+  /** The top-level `rollout.timeout`, if set. */
+  rolloutTimeoutMs?: number;
+}
+
+/** The default rollout deadline, like a Deployment's progressDeadlineSeconds default (600 s). */
+export const DEFAULT_ROLLOUT_TIMEOUT_MS = 600_000;
+
+/**
+ * The deadline of one target's rollout: its routes' `rollout.timeout` (the longest when several routes name it:
+ * each says how long the workload may take), else its cluster's `rolloutTimeout`, else the top-level
+ * `rollout.timeout`, else 10 minutes.
+ */
+export function rolloutTimeoutMs(table: Pick<RoutingTable, 'routes' | 'clusters' | 'rolloutTimeoutMs'>, cluster: string, routeNames: readonly string[]): number {
+  const fromRoutes = table.routes.filter((r) => routeNames.includes(r.name) && r.rolloutTimeoutMs !== undefined).map((r) => r.rolloutTimeoutMs as number);
+  if (fromRoutes.length > 0) return Math.max(...fromRoutes);
+  const fromCluster = table.clusters.get(cluster)?.rolloutTimeout;
+  return (fromCluster === undefined ? undefined : parseDuration(fromCluster)) ?? table.rolloutTimeoutMs ?? DEFAULT_ROLLOUT_TIMEOUT_MS;
 }
 
 type FieldPath = ReadonlyArray<PropertyKey>;
@@ -186,10 +205,12 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     let nsIndex = index.get(namespace);
     if (!nsIndex) index.set(namespace, (nsIndex = new PatternIndex()));
     nsIndex.add(routes.length, pattern);
-    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets });
+    const timeout = route.rollout?.timeout === undefined ? undefined : parseDuration(route.rollout.timeout);
+    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }) });
   });
 
   const mounts = new Map<string, KvVersion>();
   for (const [mount, version] of Object.entries(doc.vault.mounts)) mounts.set(qualify('', mount.replace(/^\/+|\/+$/g, '')), version);
-  return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file };
+  const timeout = doc.rollout?.timeout === undefined ? undefined : parseDuration(doc.rollout.timeout);
+  return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }) };
 }

@@ -20,6 +20,33 @@ export const KubeconfigSourceSchema = z.union([
 ], { error: 'must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }' });
 export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
 
+const DURATION = /^(\d{1,6})(ms|s|m|h)$/;
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+
+/** `90s`, `10m`, `1h`: a duration in ms, or undefined when the text is not one. */
+export function parseDuration(text: string): number | undefined {
+  const m = DURATION.exec(text);
+  return m ? Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : undefined;
+}
+
+/** A rollout deadline: from 1 s to 24 h (no rollout is followed longer than a day). */
+export const DurationSchema = z
+  .string()
+  .regex(DURATION, 'must be a duration such as 90s, 10m or 1h')
+  .refine((t) => {
+    const ms = parseDuration(t) ?? 0;
+    return ms >= 1000 && ms <= 86_400_000;
+  }, 'must be between 1s and 24h');
+
+/**
+ * How vault-rollout follows a restart to its end. A block (not a lone field) so later settings (waves, gates...)
+ * join it; at the top level it is the default for every route, on a route it overrides that default.
+ */
+export const RolloutSettingsSchema = z.strictObject({
+  timeout: DurationSchema.optional().describe('how long a restarted workload may take to roll out before it counts as timeout (default 10m)'),
+});
+export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
+
 export const EksSchema = z.strictObject({
   name: nonEmpty,
   region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1'),
@@ -34,6 +61,7 @@ export const ClusterSchema = z
     labels: z.record(z.string(), z.string()).default({}),
     insecureSkipTLSVerify: z.boolean().optional(),
     concurrency: z.number().int().min(1).max(100).optional(),
+    rolloutTimeout: DurationSchema.optional().describe('rollout deadline for every workload of this cluster, unless its route sets rollout.timeout'),
   })
   .refine((c) => (c.kubeconfig === undefined) !== (c.eks === undefined), { message: 'give exactly one of kubeconfig or eks' });
 export type ClusterConfig = z.infer<typeof ClusterSchema>;
@@ -67,6 +95,10 @@ export const ResourceTargetSchema = z.strictObject({
     name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})'),
   }),
   patch: z.record(z.string(), z.unknown()).refine((p) => Object.keys(p).length > 0, 'the merge-patch template must not be empty'),
+  wait: z
+    .strictObject({ condition: z.string().regex(/^[A-Za-z][A-Za-z0-9.-]{0,62}$/, 'must be a status condition type, e.g. Ready') })
+    .optional()
+    .describe('how to tell the operator is done: a status condition of this type becoming True; without it there is nothing to wait for'),
 });
 
 export const TargetSchema = z.union([ResourceTargetSchema, WorkloadTargetSchema]);
@@ -84,6 +116,7 @@ export const RouteSchema = z.strictObject({
     operations: z.array(z.enum(Operations)).min(1).default([...DEFAULT_OPERATIONS]),
   }),
   targets: z.array(TargetSchema).min(1, 'a route needs at least one target'),
+  rollout: RolloutSettingsSchema.optional(),
 });
 export type Route = z.infer<typeof RouteSchema>;
 
@@ -91,5 +124,6 @@ export const RoutingTableSchema = z.strictObject({
   clusters: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'cluster names are lowercase letters, digits and "-"'), ClusterSchema),
   vault: z.strictObject({ mounts: z.record(z.string(), z.union([z.literal(1), z.literal(2)])).default({}) }).default({ mounts: {} }),
   routes: z.array(RouteSchema).default([]),
+  rollout: RolloutSettingsSchema.optional(),
 });
 export type RoutingTableDocument = z.infer<typeof RoutingTableSchema>;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control-plane binaries used by the integration
-# clusters (kube-apiserver, kube-controller-manager, kubectl, etcd) from their
-# Go modules, caches them outside the checkout and symlinks them into
+# clusters (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+# etcd) and the kwok node simulator from their Go modules, caches them outside the checkout and symlinks them into
 # <repo>/.local/bin/.
 #
 # Idempotent: a component whose cache dir carries a complete stamp is reused.
@@ -10,12 +10,14 @@
 # Environment:
 #   K8S_VERSION   Kubernetes version (default v1.36.3)
 #   ETCD_VERSION  etcd version (default v3.6.8, the one Kubernetes 1.36 pins)
+#   KWOK_VERSION  sigs.k8s.io/kwok version (default v0.8.0, built on k8s.io/* v0.36)
 #   GO            go binary (default: `go` on PATH, else /usr/local/go/bin/go)
 #   BUILD_P       go build -p value (default 2)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../go-env.sh
@@ -37,12 +39,18 @@ if command -v flock >/dev/null 2>&1; then
   fi
 fi
 
-K8S_DIR="$CACHE_ROOT/kubernetes-$K8S_VERSION"
+# The set of Kubernetes binaries is part of the directory name, not only of the
+# stamp: checkouts of an older revision (other worktrees, CI caches) build the
+# old set into `kubernetes-<version>` and would otherwise rebuild it in turn
+# each time one or the other runs.
+K8S_DIR="$CACHE_ROOT/kubernetes-$K8S_VERSION-sched"
 ETCD_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
-K8S_BINS=(kube-apiserver kube-controller-manager kubectl)
+KWOK_DIR="$CACHE_ROOT/kwok-$KWOK_VERSION"
+K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 # The stamp records what was built; a different stamp means rebuild.
-K8S_STAMP="kubernetes $K8S_VERSION; ${K8S_BINS[*]}; v1"
+K8S_STAMP="kubernetes $K8S_VERSION; ${K8S_BINS[*]}; v2"
 ETCD_STAMP="etcd $ETCD_VERSION; etcd; v1"
+KWOK_STAMP="kwok $KWOK_VERSION; kwok; v1"
 
 is_complete() { # dir stamp bins...
   local dir="$1" stamp="$2"; shift 2
@@ -143,6 +151,32 @@ EOF
   log "etcd $ETCD_VERSION done in $(( $(now) - t0 ))s"
 }
 
+build_kwok() {
+  local t0; t0=$(now)
+  find_go
+  log "building kwok $KWOK_VERSION with $("$GO" version)"
+  local src="$CACHE_ROOT/src/kwok-$KWOK_VERSION"
+  rm -rf "$src" "$KWOK_DIR"
+  mkdir -p "$src"
+  # sigs.k8s.io/kwok has no replace directives: its own requirements (k8s.io/*
+  # v0.36) resolve as they are. Only the `kwok` command is built (not kwokctl).
+  cat > "$src/go.mod" <<EOF
+module vault-rollout.local/kwok-binaries
+
+go 1.26.0
+
+require sigs.k8s.io/kwok $KWOK_VERSION
+EOF
+  local out="$KWOK_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
+    -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  echo "$KWOK_STAMP" > "$out/.complete"
+  mv "$out" "$KWOK_DIR"
+  log "kwok $KWOK_VERSION done in $(( $(now) - t0 ))s"
+}
+
 if is_complete "$ETCD_DIR" "$ETCD_STAMP" etcd; then
   log "reusing $ETCD_DIR"
 else
@@ -154,6 +188,13 @@ else
   build_kubernetes
 fi
 
+if is_complete "$KWOK_DIR" "$KWOK_STAMP" kwok; then
+  log "reusing $KWOK_DIR"
+else
+  build_kwok
+fi
+
 for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_DIR/$b" "$BIN_DIR/$b"; done
 ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
+ln -sfn "$KWOK_DIR/kwok" "$BIN_DIR/kwok"
 log "binaries linked into $BIN_DIR (total $(( $(now) - T_START ))s)"

@@ -1,8 +1,9 @@
 // Local Kubernetes clusters for the integration tests: three real control
 // planes (`alpha`, `beta`, `gamma`) on 127.0.0.1, sharing one etcd (separate
-// --etcd-prefix per cluster), each with its own CA, RBAC and
-// kube-controller-manager. No kubelet and no scheduler: pods stay Pending,
-// but Deployments get ReplicaSets.
+// --etcd-prefix per cluster), each with its own CA, RBAC,
+// kube-controller-manager and kube-scheduler, and three simulated nodes played
+// by kwok (no kubelet, no containers): pods are scheduled, get an IP and
+// become Running and Ready following test/clusters/kwok-stages.yaml.
 //
 //   node test/clusters/clusters.ts up       # build/reuse binaries, start or reuse the clusters
 //   node test/clusters/clusters.ts status   # what runs, /readyz, memory
@@ -37,28 +38,38 @@ const LOCK_FILE = join(LOCAL_DIR, 'clusters.lock');
 const BUILD_SCRIPT = join(REPO_ROOT, 'test', 'clusters', 'build-binaries.sh');
 const RBAC_MANIFEST = join(REPO_ROOT, 'infra', 'rbac', 'clusterrole.yaml');
 const CRD_MANIFEST = join(REPO_ROOT, 'infra', 'crds', 'argo-rollouts-crd.yaml');
+const KWOK_STAGES = join(REPO_ROOT, 'test', 'clusters', 'kwok-stages.yaml');
 
 const bin = (name: string): string => join(BIN_DIR, name);
 
 // Controllers needed for Deployments → ReplicaSets, namespace deletion,
-// ownerReference cleanup and per-namespace `default` ServiceAccounts.
+// ownerReference cleanup and per-namespace `default` ServiceAccounts; pod GC
+// (pods of deleted nodes, terminated pods) and finished-Job TTLs.
 const CONTROLLERS = [
   'deployment-controller', 'replicaset-controller', 'statefulset-controller', 'daemonset-controller',
   'cronjob-controller', 'job-controller', 'serviceaccount-controller', 'serviceaccount-token-controller',
   'root-ca-certificate-publisher-controller', 'namespace-controller', 'garbage-collector-controller',
+  'pod-garbage-collector-controller', 'ttl-after-finished-controller',
 ];
+
+/** The simulated nodes of every cluster; kwok manages the nodes carrying KWOK_NODE_ANNOTATION. */
+export const NODE_NAMES = ['kwok-node-0', 'kwok-node-1', 'kwok-node-2'] as const;
+const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node=fake';
+/** Pod IPs kwok hands out (the Service range is 10.0.0.0/24; nothing is routed to either). */
+const KWOK_POD_CIDR = '10.244.0.0/16';
 
 // ---------------------------------------------------------------------------
 // Ports: VAULT_ROLLOUT_CLUSTERS_PORT_BASE (default 16440), below Linux's
 // ephemeral range. etcd base+0 (client) and base+1 (peer); cluster i (alpha=0):
 // kube-apiserver base+3+10i (16443, 16453, 16463), kube-controller-manager
-// base+7+10i.
+// base+7+10i, kube-scheduler base+8+10i. kwok listens on nothing.
 // ---------------------------------------------------------------------------
 interface Ports {
   etcdClient: number;
   etcdPeer: number;
   apiserver: (i: number) => number;
   controllerManager: (i: number) => number;
+  scheduler: (i: number) => number;
 }
 
 function ports(): Ports {
@@ -72,6 +83,7 @@ function ports(): Ports {
     etcdPeer: base + 1,
     apiserver: (i) => base + 3 + 10 * i,
     controllerManager: (i) => base + 7 + 10 * i,
+    scheduler: (i) => base + 8 + 10 * i,
   };
 }
 
@@ -102,7 +114,9 @@ function clusterDir(name: string): string {
   return join(CLUSTERS_DIR, name);
 }
 
-function componentProcess(name: string, component: 'kube-apiserver' | 'kube-controller-manager'): Managed {
+type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok';
+
+function componentProcess(name: string, component: Component): Managed {
   const dir = clusterDir(name);
   return {
     label: `${name}/${component}`,
@@ -114,6 +128,8 @@ function componentProcess(name: string, component: 'kube-apiserver' | 'kube-cont
 
 function allProcesses(): Managed[] {
   return [
+    ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kwok')),
+    ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-scheduler')),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-controller-manager')),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-apiserver')),
     etcdProcess(),
@@ -151,9 +167,9 @@ function runningPid(p: Managed): number | undefined {
   return procCmdline(pid)?.[0] === p.binary ? pid : undefined;
 }
 
-const SERVER_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager'].map(bin);
+const SERVER_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'].map(bin);
 
-/** Every live etcd/kube-apiserver/kube-controller-manager started from this checkout's .local/bin (pid files or not). */
+/** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok started from this checkout's .local/bin (pid files or not). */
 function strayPids(): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
@@ -228,7 +244,7 @@ async function stopPids(pids: number[]): Promise<void> {
   if (still.length > 0) throw new Error(`processes ${still.join(', ')} did not exit`);
 }
 
-/** Stops every process this checkout started: controllers and API servers first, etcd last. */
+/** Stops every process this checkout started: kwok, schedulers, controllers and API servers first, etcd last. */
 async function stopAll(log: Logger): Promise<void> {
   const procs = allProcesses();
   const etcd = etcdProcess();
@@ -383,6 +399,8 @@ interface ClusterPki {
   admin: CertFiles;
   vaultRollout: CertFiles;
   controllerManager: CertFiles;
+  scheduler: CertFiles;
+  kwok: CertFiles;
 }
 
 function makePki(name: string): ClusterPki {
@@ -403,7 +421,13 @@ function makePki(name: string): ClusterPki {
   const controllerManager = issueCert(dir, ca, {
     name: 'kube-controller-manager', commonName: 'system:kube-controller-manager', usage: 'client',
   });
-  return { ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout, controllerManager };
+  const scheduler = issueCert(dir, ca, { name: 'kube-scheduler', commonName: 'system:kube-scheduler', usage: 'client' });
+  // kwok plays the kubelets of the simulated nodes: bound to the `kwok` ClusterRole of KWOK_RBAC only.
+  const kwok = issueCert(dir, ca, { name: 'kwok', commonName: 'vault-rollout-test:kwok', usage: 'client' });
+  return {
+    ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout,
+    controllerManager, scheduler, kwok,
+  };
 }
 
 function b64(file: string): string {
@@ -467,6 +491,69 @@ subjects:
     name: vault-rollout
 `;
 
+// kwok's rights, from sigs.k8s.io/kwok v0.8.0 kustomize/rbac/role.yaml (the
+// core and coordination rules; no kwok.x-k8s.io CRDs are used here), bound to
+// the client-certificate user of kwok.kubeconfig. And the simulated nodes:
+// created here, initialised (conditions, capacity, addresses) by kwok's
+// node-initialize Stage. No taints: every pod may land on them.
+const KWOK_RBAC = `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: vault-rollout-test:kwok
+  labels:
+    app.kubernetes.io/component: test-clusters
+rules:
+  - apiGroups: ['']
+    resources: [events]
+    verbs: [create, patch, update]
+  - apiGroups: ['']
+    resources: [nodes]
+    verbs: [get, list, watch]
+  - apiGroups: ['']
+    resources: [nodes/status, pods/status]
+    verbs: [patch, update]
+  - apiGroups: ['']
+    resources: [pods]
+    verbs: [delete, get, list, patch, update, watch]
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases]
+    verbs: [create, get, list, patch, update, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: vault-rollout-test:kwok
+  labels:
+    app.kubernetes.io/component: test-clusters
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: vault-rollout-test:kwok
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: vault-rollout-test:kwok
+`;
+
+function nodeManifests(): string {
+  const [key, value] = KWOK_NODE_ANNOTATION.split('=');
+  return NODE_NAMES.map((node, i) => `---
+apiVersion: v1
+kind: Node
+metadata:
+  name: ${node}
+  annotations:
+    ${key}: ${value}
+    vault-rollout.test/node-ip: 10.255.0.${i + 1}
+  labels:
+    kubernetes.io/hostname: ${node}
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+`).join('');
+}
+
 // ---------------------------------------------------------------------------
 // up / down / status
 // ---------------------------------------------------------------------------
@@ -489,7 +576,7 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
   await run('bash', [BUILD_SCRIPT], { inheritOutput: true }).catch((err: unknown) => {
     throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
   });
-  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl']) {
+  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok']) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
   }
   log(`binaries ready in ${seconds(t0)}`);
@@ -538,7 +625,10 @@ export async function up(opts: UpOptions = {}): Promise<UpResult> {
 
 async function startAll(log: Logger): Promise<ClustersFile> {
   const p = ports();
-  const needed = [p.etcdClient, p.etcdPeer, ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i)])];
+  const needed = [
+    p.etcdClient, p.etcdPeer,
+    ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i), p.scheduler(i)]),
+  ];
   const busy: number[] = [];
   for (const port of needed) if (!(await isPortFree(port))) busy.push(port);
   if (busy.length > 0) {
@@ -621,6 +711,9 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     writeKubeconfig(vaultRolloutKubeconfig, name, server, pki.ca.certFile, 'vault-rollout', pki.vaultRollout);
     writeKubeconfig(join(dir, 'kube-controller-manager.kubeconfig'), name, server, pki.ca.certFile,
       'system:kube-controller-manager', pki.controllerManager);
+    writeKubeconfig(join(dir, 'kube-scheduler.kubeconfig'), name, server, pki.ca.certFile,
+      'system:kube-scheduler', pki.scheduler);
+    writeKubeconfig(join(dir, 'kwok.kubeconfig'), name, server, pki.ca.certFile, 'vault-rollout-test:kwok', pki.kwok);
     infos.push({
       name, server, caFile: pki.ca.certFile, adminKubeconfig, vaultRolloutKubeconfig,
       admin: pki.admin, vaultRollout: pki.vaultRollout,
@@ -658,6 +751,22 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     ]);
   });
 
+  // Schedulers (their RBAC, system:kube-scheduler, is bootstrapped by the API server).
+  CLUSTER_NAMES.forEach((name, i) => {
+    const dir = clusterDir(name);
+    const kubeconfig = join(dir, 'kube-scheduler.kubeconfig');
+    startProcess(componentProcess(name, 'kube-scheduler'), [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${p.scheduler(i)}`,
+      `--cert-dir=${join(dir, 'kube-scheduler-serving')}`,
+      '--leader-elect=false',
+      '--profiling=false',
+    ]);
+  });
+
   // Manifests: the project's RBAC and CRD, plus the test user's binding.
   const tApply = Date.now();
   await Promise.all(infos.map(async (c) => {
@@ -689,6 +798,8 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   }));
   log(`controller managers working after ${seconds(tCtl)}`);
 
+  await startNodes(log, infos);
+
   const file: ClustersFile = {
     kubernetesVersion: KUBERNETES_VERSION,
     etcd: { endpoint: etcdEndpoint },
@@ -707,6 +818,45 @@ async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
   const manifest = join(REPO_ROOT, 'infra', 'rbac', 'admission-policy.yaml');
   await run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', `--filename=${manifest}`]);
 }
+
+/** kwok per cluster (after its RBAC), its three Nodes, and a wait until they are Ready. */
+async function startNodes(log: Logger, infos: ClusterInfo[]): Promise<void> {
+  const tNodes = Date.now();
+  await Promise.all(infos.map(async (c) => {
+    await run(bin('kubectl'), [
+      `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', '--filename=-',
+    ], { input: `${KWOK_RBAC}${nodeManifests()}` });
+    const kwok = componentProcess(c.name, 'kwok');
+    const pid = startProcess(kwok, [
+      `--kubeconfig=${join(clusterDir(c.name), 'kwok.kubeconfig')}`,
+      `--config=${KWOK_STAGES}`,
+      `--manage-nodes-with-annotation-selector=${KWOK_NODE_ANNOTATION}`,
+      `--cidr=${KWOK_POD_CIDR}`,
+    ]);
+    const admin = { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile) };
+    await waitFor(async () => {
+      if (!isAlive(pid)) throw new DiedError(kwok);
+      const r = await kubeRequest<{ items?: NodeStatusView[] }>(c.server, admin, 'GET', '/api/v1/nodes');
+      return r.status === 200 && NODE_NAMES.every((n) => (r.body.items ?? []).some((x) => x.metadata?.name === n && isNodeReady(x)));
+    }, { timeoutMs: 60_000, intervalMs: 200, what: `${c.name}: ${NODE_NAMES.length} nodes Ready (kwok)` }).catch(rethrowWithLog(kwok));
+    // The API server taints a new Node node.kubernetes.io/not-ready (TaintNodesByCondition); the node-lifecycle
+    // controller, not run here (it would evict pods whenever kwok's heartbeats lag on a busy machine), lifts it.
+    for (const node of NODE_NAMES) {
+      const r = await kubeRequest(c.server, admin, 'PATCH', `/api/v1/nodes/${node}`,
+        { body: { spec: { taints: null } }, contentType: 'application/merge-patch+json' });
+      if (r.status !== 200) throw new Error(`${c.name}: untainting node ${node}: HTTP ${r.status}`);
+    }
+  }));
+  log(`kwok nodes Ready after ${seconds(tNodes)}`);
+}
+
+interface NodeStatusView {
+  metadata?: { name?: string };
+  status?: { conditions?: { type: string; status: string }[] };
+}
+
+const isNodeReady = (n: NodeStatusView): boolean =>
+  (n.status?.conditions ?? []).some((x) => x.type === 'Ready' && x.status === 'True');
 
 class DiedError extends Error {
   readonly fatal = true; // stops waitFor at once
@@ -773,18 +923,32 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
   for (const name of CLUSTER_NAMES) {
     const api = runningPid(componentProcess(name, 'kube-apiserver'));
     const kcm = runningPid(componentProcess(name, 'kube-controller-manager'));
+    const sched = runningPid(componentProcess(name, 'kube-scheduler'));
+    const kwok = runningPid(componentProcess(name, 'kwok'));
     const info = file?.clusters.find((c) => c.name === name);
     const ready = info && api !== undefined ? await readyz(info.server, info.caFile) : false;
-    ok &&= ready && kcm !== undefined;
-    log(`${name}: kube-apiserver ${api !== undefined ? `pid ${api}` : 'not running'}, ` +
-      `/readyz ${ready ? 'ok' : 'not ready'}, kube-controller-manager ${kcm !== undefined ? `pid ${kcm}` : 'not running'}` +
-      (info ? `, ${info.server}` : ''));
+    const nodes = info && ready ? await readyNodeCount(info) : 0;
+    ok &&= ready && kcm !== undefined && sched !== undefined && kwok !== undefined;
+    const pidOf = (pid: number | undefined): string => (pid !== undefined ? `pid ${pid}` : 'not running');
+    log(`${name}: kube-apiserver ${pidOf(api)}, /readyz ${ready ? 'ok' : 'not ready'}, ` +
+      `kube-controller-manager ${pidOf(kcm)}, kube-scheduler ${pidOf(sched)}, kwok ${pidOf(kwok)}, ` +
+      `nodes Ready ${nodes}/${NODE_NAMES.length}` + (info ? `, ${info.server}` : ''));
   }
   const mem = memorySummary();
   log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB`);
   const stray = strayPids().filter((pid) => !allProcesses().some((p) => runningPid(p) === pid));
   if (stray.length > 0) log(`untracked processes from ${BIN_DIR}: ${stray.join(', ')} (\`down\` stops them)`);
   return ok;
+}
+
+async function readyNodeCount(c: ClusterInfo): Promise<number> {
+  try {
+    const admin = { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile) };
+    const r = await kubeRequest<{ items?: NodeStatusView[] }>(c.server, admin, 'GET', '/api/v1/nodes', { timeoutMs: 3_000 });
+    return r.status === 200 ? (r.body.items ?? []).filter(isNodeReady).length : 0;
+  } catch {
+    return 0;
+  }
 }
 
 async function main(argv: string[]): Promise<number> {

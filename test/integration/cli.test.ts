@@ -97,6 +97,7 @@ describe('vault-rollout doctor', () => {
       'identity: vault-rollout (groups: system:authenticated)',
       `get deployments in namespace ${NS}: allowed`,
       `list deployments in namespace ${NS}: allowed`,
+      `watch deployments in namespace ${NS}: allowed`,
       `patch deployments in namespace ${NS}: allowed`,
       `create events in namespace ${NS}: allowed`,
       'admission policy: installed and enforced: this identity may change only what a restart writes (6 kinds)',

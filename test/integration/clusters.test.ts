@@ -96,8 +96,8 @@ function tlsErrorCode(err: unknown): string {
   return String((err as { code?: unknown } | null)?.code ?? (err instanceof Error ? err.message : err));
 }
 
-// Workload bodies: no kubelet or scheduler runs, so pods stay Pending and the
-// image is never pulled.
+// Workload bodies: kwok plays the kubelet (test/clusters/kwok-stages.yaml), so
+// the image is never pulled; nodes.test.ts covers what happens to the pods.
 const podTemplate = (app: string) => ({
   metadata: { labels: { app } },
   spec: { containers: [{ name: 'app', image: 'registry.invalid/vault-rollout/demo:1' }] },
@@ -181,6 +181,9 @@ clusters.forEach((c: ClusterInfo, i: number) => {
         { group: 'apps', resource: 'deployments', verb: 'patch', namespace: NS },
         { group: 'apps', resource: 'deployments', verb: 'get', namespace: NS },
         { group: 'apps', resource: 'deployments', verb: 'list' },
+        { group: 'apps', resource: 'deployments', verb: 'watch', namespace: NS },
+        { group: 'apps', resource: 'statefulsets', verb: 'watch', namespace: NS },
+        { group: 'batch', resource: 'cronjobs', verb: 'watch', namespace: NS },
         { group: 'apps', resource: 'statefulsets', verb: 'patch', namespace: NS },
         { group: 'apps', resource: 'daemonsets', verb: 'patch', namespace: NS },
         { group: 'batch', resource: 'cronjobs', verb: 'patch', namespace: NS },
@@ -197,7 +200,6 @@ clusters.forEach((c: ClusterInfo, i: number) => {
         { group: 'apps', resource: 'deployments', verb: 'create', namespace: NS },
         { group: 'apps', resource: 'deployments', verb: 'update', namespace: NS },
         { group: 'apps', resource: 'deployments', verb: 'delete', namespace: NS },
-        { group: 'apps', resource: 'deployments', verb: 'watch', namespace: NS },
         { group: 'apps', resource: 'deployments', subresource: 'scale', verb: 'patch', namespace: NS },
         { group: 'apps', resource: 'replicasets', verb: 'get', namespace: NS },
         { group: 'batch', resource: 'jobs', verb: 'create', namespace: NS },

@@ -1,7 +1,7 @@
 /** An in-memory Kubernetes API for unit tests of the executor and the worker (the real clusters are in test/integration). */
 import { ApiException } from '@kubernetes/client-node';
 import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
-import type { KubeApi } from '../../../lib/kube/kube-api.ts';
+import type { KubeApi, WatchEvent, WatchOptions } from '../../../lib/kube/kube-api.ts';
 import type { ExecutorOptions } from '../../../lib/kube/rollout-executor.ts';
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 
@@ -19,9 +19,43 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
       throw f.error();
     }
   };
+  type Watcher = { cluster: string; options: WatchOptions; fail?: (e: unknown) => void };
+  const watchers = new Set<Watcher>();
+  const history: Array<{ cluster: string; version: number; event: WatchEvent }> = [];
+  let version = 100;
+  const apis = new Map<string, KubeApi>();
   const apiFor = (access: ClusterAccess): KubeApi => {
     const cluster = access.server;
-    return {
+    const known = apis.get(cluster);
+    if (known) return known;
+    const stats = { requests: 0, watches: 0, watchEvents: 0 };
+    const api: KubeApi = {
+      stats,
+      listForWatch: async () => {
+        stats.requests++;
+        calls.push({ op: 'listForWatch', cluster });
+        fail(cluster, 'listForWatch');
+        return { items: [...store.entries()].filter(([k]) => k.startsWith(`${cluster}/`)).map(([, o]) => structuredClone(o)), resourceVersion: String(version) };
+      },
+      watch: async (_k, _ns, options) => {
+        stats.requests++;
+        stats.watches++;
+        calls.push({ op: 'watch', cluster });
+        fail(cluster, 'watch');
+        const w: Watcher = { cluster, options };
+        watchers.add(w);
+        // Like the API server: the watch starts with every change after the version asked for.
+        for (const e of history) if (e.cluster === cluster && e.version > Number(options.resourceVersion)) options.onEvent(structuredClone(e.event));
+        try {
+          await new Promise<void>((resolve, reject) => {
+            w.fail = reject;
+            if (options.signal?.aborted) resolve();
+            else options.signal?.addEventListener('abort', () => resolve(), { once: true });
+          });
+        } finally {
+          watchers.delete(w);
+        }
+      },
       read: async (_k, _ns, name) => {
         calls.push({ op: 'read', cluster, name });
         fail(cluster, 'read');
@@ -54,13 +88,31 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
       resource: async () => ({ plural: 'deployments', namespaced: true }),
       request: async () => ({}),
     };
+    apis.set(cluster, api);
+    return api;
+  };
+  /** Changes an object as a controller would (status, generation) and tells every watch of its cluster. */
+  const update = (key: string, change: (o: KubeObject) => KubeObject, type: WatchEvent['type'] = 'MODIFIED') => {
+    const o = store.get(key);
+    if (!o) throw new Error(`no ${key}`);
+    const next = change(structuredClone(o));
+    next.metadata = { ...next.metadata, resourceVersion: String(++version) };
+    if (type === 'DELETED') store.delete(key);
+    else store.set(key, next);
+    const cluster = key.slice(0, key.indexOf('/'));
+    history.push({ cluster, version, event: { type, object: structuredClone(next) } });
+    for (const w of watchers) if (w.cluster === cluster) w.options.onEvent({ type, object: structuredClone(next) });
+  };
+  /** Ends every watch of a cluster with an ERROR event of this code (410 Gone, ...). */
+  const breakWatches = (cluster: string, error: unknown) => {
+    for (const w of watchers) if (w.cluster === cluster) w.fail?.(error);
   };
   /** Bumps an object's resourceVersion, as another writer would. */
   const touch = (key: string) => {
     const o = store.get(key);
     if (o?.metadata) o.metadata.resourceVersion = String(Number(o.metadata.resourceVersion) + 10);
   };
-  return { calls, store, apiFor, touch };
+  return { calls, store, apiFor, touch, update, breakWatches, watchers };
 }
 
 export const options = (apiFor: (a: ClusterAccess) => KubeApi, extra: Partial<ExecutorOptions> = {}): ExecutorOptions => ({

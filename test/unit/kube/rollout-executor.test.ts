@@ -5,6 +5,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { executeRollouts, type ExecutorOptions } from '../../../lib/kube/rollout-executor.ts';
+import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
@@ -128,5 +129,51 @@ describe('executeRollouts', () => {
       apiFor: (access) => ({ ...api(access), patch: async (_k, _n, name) => ({ metadata: { name, resourceVersion: '1' } }) }),
     });
     expect(results[0]).toMatchObject({ outcome: 'unchanged', reason: 'the server found nothing to change' });
+  });
+});
+
+describe('executeRollouts with follow', () => {
+  const complete = (o: KubeObject) => ({ ...o, metadata: { ...o.metadata, generation: 2 }, spec: { ...o.spec, replicas: 2 }, status: { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 } });
+
+  it('follows restarted workloads to complete, records one RolloutComplete event each, and a replay follows the unchanged ones', async () => {
+    const fake = fakeClusters({ a: ['api'], b: ['api'] });
+    const seen: string[] = [];
+    const following = run(fake, [change('api', 2)], {
+      follow: {
+        budgetMs: 60_000,
+        onProgress: (r) => {
+          seen.push(`${r.cluster}:${r.outcome}:${r.rollout ?? '-'}`);
+          if (r.rollout === 'progressing') fake.update(`${r.cluster}/api`, complete);
+        },
+      },
+    });
+    const results = await following;
+    expect(results.map((r) => [r.cluster, r.outcome, r.rollout, r.pods, r.rolloutReason])).toEqual([
+      ['a', 'restarted', 'complete', { desired: 2, updated: 2, ready: 2 }, '2 new pods available'],
+      ['b', 'restarted', 'complete', { desired: 2, updated: 2, ready: 2 }, '2 new pods available'],
+    ]);
+    expect(seen).toContain('a:restarted:-');
+    expect(seen).toContain('a:restarted:complete');
+    const events = fake.calls.filter((c) => c.op === 'create').map((c) => c.name);
+    expect(events.filter((n) => n?.endsWith('.rollout'))).toEqual([expect.stringMatching(/^api\.vr-[0-9a-f]{16}\.rollout$/), expect.stringMatching(/^api\.vr-[0-9a-f]{16}\.rollout$/)]);
+
+    const replay = await run(fake, [change('api', 2)], { follow: { budgetMs: 60_000, since: Date.parse('2026-11-20T23:59:00Z') } });
+    expect(replay.map((r) => [r.outcome, r.rollout, r.rolloutMs])).toEqual([
+      ['unchanged', 'complete', 60_000],
+      ['unchanged', 'complete', 60_000],
+    ]);
+    // The same event names again: the API server keeps the first (409), nothing is duplicated.
+    expect(fake.calls.filter((c) => c.op === 'create' && c.name?.endsWith('.rollout')).map((c) => c.name)).toEqual([...events.filter((n) => n?.endsWith('.rollout')), ...events.filter((n) => n?.endsWith('.rollout'))]);
+  });
+
+  it('leaves failed, skipped and dry-run results without a rollout, and answers progressing when the budget is spent', async () => {
+    const fake = fakeClusters({ a: ['api'] });
+    const results = await run(fake, [change('api', 2), change('missing', 1)], { follow: { budgetMs: 0 } });
+    const byName = Object.fromEntries(results.filter((r) => r.cluster === 'a').map((r) => [r.name, r]));
+    expect(byName.api?.rollout).toBe('progressing');
+    expect(byName.missing?.outcome).toBe('failed');
+    expect(byName.missing?.rollout).toBeUndefined();
+    const dry = await run(fakeClusters({ a: ['api'], b: ['api'] }), [change('api', 3)], { dryRun: true, follow: { budgetMs: 0 } });
+    expect(dry.every((r) => r.rollout === undefined)).toBe(true);
   });
 });
