@@ -1,13 +1,23 @@
-/** Lambda: the SQS FIFO consumer that restarts workloads, reporting partial batch failures. */
-import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { processBatch } from '../lib/pipeline/worker.ts';
+/**
+ * Lambda: the SQS FIFO consumer that restarts workloads, reporting partial batch failures. It follows each
+ * restart's rollout within the invocation's remaining time (less a margin) and hands what is still progressing
+ * back to the queue, so no invocation waits out a rollout.
+ */
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { followBudgetFromEnv, processBatch } from '../lib/pipeline/worker.ts';
 import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 import { lambdaWorkerDeps } from '../lib/runtime/lambda-worker.ts';
 
-const deps = lambdaWorkerDeps(lambdaRuntime(process.env));
+const runtime = lambdaRuntime(process.env);
+const deps = lambdaWorkerDeps(runtime);
+const followBudgetMs = followBudgetFromEnv(process.env);
+/** Left for the patches of the batch, the follow-up send and the response after following. */
+const MARGIN_MS = 20_000;
 
-export async function handler(event: SQSEvent): Promise<SQSBatchResponse> {
+export async function handler(event: SQSEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<SQSBatchResponse> {
   const records = event.Records.map((r) => ({ messageId: r.messageId, body: r.body, groupId: r.attributes.MessageGroupId ?? r.messageId }));
-  const { failed } = await processBatch(records, deps);
+  const queue = runtime.intakeDeps().queue;
+  const follow = followBudgetMs > 0 ? { budgetMs: () => Math.min(followBudgetMs, (context?.getRemainingTimeInMillis() ?? 0) - MARGIN_MS), requeue: (m: Parameters<typeof queue.send>[0][number]) => queue.send([m]) } : undefined;
+  const { failed } = await processBatch(records, { ...deps, ...(follow ? { follow } : {}) });
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
 }

@@ -69,7 +69,8 @@ export async function alarmResources(context) {
 const ROLE_ARN = /^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/;
 
 /**
- * The rollout queue's resource policy: only the intake sends (the http and logs functions' roles, plus the
+ * The rollout queue's resource policy: only the intake sends (the http and logs functions' roles, the worker's
+ * follow-ups of its own messages, plus the
  * principals named in `param:queueSenders` — relay hosts using `--to-sqs`, or an operator who redrives the
  * dead-letter queue), and only the worker receives, deletes or hides messages. IAM allows nothing beyond the
  * roles' own policies anyway; the queue policy also stops any other principal of the account that holds a broad
@@ -92,7 +93,8 @@ export async function rolloutQueuePolicy({ resolveVariable }) {
         Principal: { AWS: account },
         Action: 'sqs:SendMessage',
         Resource: queue,
-        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), ...extra] } },
+        // The worker sends follow-ups: the same changes, when rollouts outlast its time budget.
+        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole'), ...extra] } },
       },
       {
         Sid: 'OnlyTheWorkerConsumes',

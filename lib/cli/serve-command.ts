@@ -3,7 +3,9 @@ import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
 import type { WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import { MemoryRolloutQueue } from '../queue/memory-queue.ts';
+import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -51,12 +53,20 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
 
   const telemetry = powertoolsTelemetry();
   const queue = new MemoryRolloutQueue();
+  let followBudgetMs: number;
+  try {
+    followBudgetMs = followBudgetFromEnv(io.env);
+  } catch (e) {
+    return usageError(io, 'serve', e);
+  }
   const clients = cliClusterClients(io, values.routes);
   const worker = startLocalWorker(queue, {
     table,
     telemetry,
     executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry },
     invalidate: (cluster) => clients.invalidate(cluster),
+    // As in Lambda: follow each rollout for a bounded time, then hand it back to the (in-process) queue.
+    ...(values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } }),
   });
   const app = buildApp({ table, queue, telemetry, secrets: async () => secrets });
   // Bounded request time: a sender that trickles its body (slowloris) is cut off, not waited for.

@@ -1,6 +1,9 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { parseArgs } from 'node:util';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { followBudgetFromEnv } from '../pipeline/worker.ts';
+import type { RolloutMessage } from '../queue/rollout-message.ts';
+import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import { startSqsWorker } from '../runtime/sqs-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -20,11 +23,20 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   if (values.routes === undefined || values['queue-url'] === undefined) return usageError(io, 'worker', 'give --routes FILE and --queue-url URL');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
+  let followBudgetMs: number;
+  try {
+    followBudgetMs = followBudgetFromEnv(io.env);
+  } catch (e) {
+    return usageError(io, 'worker', e);
+  }
   const telemetry = powertoolsTelemetry();
   const clients = cliClusterClients(io, values.routes);
+  const client = new SQSClient({ region: io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION ?? 'us-east-1' });
+  const queue = new SqsRolloutQueue({ client, queueUrl: values['queue-url'] });
+  const follow = values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } };
   const worker = startSqsWorker(
-    new SQSClient({ region: io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION ?? 'us-east-1' }),
-    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry }, invalidate: (c) => clients.invalidate(c) },
+    client,
+    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry }, invalidate: (c) => clients.invalidate(c), ...follow },
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize: Number(values['batch-size']) },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers\n`);

@@ -189,7 +189,8 @@ export function iamFromRoutes(table: Pick<RoutingTable, 'clusters'>, inputs: Iam
   const access = clusterAccessStatements(table, p);
   return {
     http: [...logs('http'), ...send, ...statement('ReadWebhookSecrets', ['ssm:GetParameter'], inputs.webhookParameters.map((n) => ssmParameterArn(n, p)))],
-    worker: [...logs('worker'), ...statement('ConsumeRolloutQueue', QUEUE_CONSUMER_ACTIONS, [inputs.queueArn]), ...access.statements],
+    // The worker also sends: a follow-up of rollouts still progressing when its time budget ends (the same changes).
+    worker: [...logs('worker'), ...statement('ConsumeRolloutQueue', QUEUE_CONSUMER_ACTIONS, [inputs.queueArn]), ...statement('SendFollowUps', QUEUE_PRODUCER_ACTIONS, [inputs.queueArn]), ...access.statements],
     logs: [...logs('logs'), ...send, ...statement('SendToFailureQueue', QUEUE_PRODUCER_ACTIONS, inputs.logsFailureQueueArn === undefined ? [] : [inputs.logsFailureQueueArn])],
     assumedRoles: access.assumedRoles,
   };

@@ -14,7 +14,7 @@
 import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
 import { METRICS, type Telemetry } from '../observability/telemetry.ts';
 import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
-import { changeFromQueue, parseRolloutMessage } from '../queue/rollout-message.ts';
+import { changeFromQueue, followUpMessage, MAX_FOLLOW_ROUNDS, parseRolloutMessage, type RolloutMessage } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 
 export interface QueueRecord {
@@ -30,6 +30,25 @@ export interface WorkerDeps {
   /** Called for a cluster whose credentials were refused, so the next attempt resolves them again. */
   invalidate?: (cluster: string) => void;
   now?: () => number;
+  /**
+   * Follow each restart's rollout for at most `budgetMs()` (in Lambda: the invocation's remaining time minus a
+   * margin), then hand what is still progressing back to the queue as a follow-up message — the same changes, which
+   * the next attempt finds `unchanged` and follows again. Nothing waits longer than the budget; nothing restarts
+   * twice. Without it, a restart's result is the patch alone.
+   */
+  follow?: { budgetMs: () => number; requeue: (message: RolloutMessage) => Promise<void> };
+}
+
+/** How long one attempt follows rollouts before handing them back to the queue (VAULT_ROLLOUT_FOLLOW_SECONDS). */
+export const DEFAULT_FOLLOW_BUDGET_MS = 60_000;
+
+/** The follow budget from the environment: seconds, 0 to only patch (results then carry no rollout state). */
+export function followBudgetFromEnv(env: Readonly<Record<string, string | undefined>>): number {
+  const raw = env.VAULT_ROLLOUT_FOLLOW_SECONDS;
+  if (raw === undefined || raw === '') return DEFAULT_FOLLOW_BUDGET_MS;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900) throw new Error(`VAULT_ROLLOUT_FOLLOW_SECONDS=${raw.slice(0, 20)} must be a number of seconds from 0 to 900`);
+  return seconds * 1000;
 }
 
 export interface BatchOutcome {
@@ -40,7 +59,7 @@ export interface BatchOutcome {
   results: RolloutResult[];
 }
 
-export type MessagePlan = { targets: RolloutTarget[]; changeIds: string[]; ignoredElsewhere: number } | { refused: string };
+export type MessagePlan = { message: RolloutMessage; targets: RolloutTarget[]; changeIds: string[]; ignoredElsewhere: number } | { refused: string };
 
 /**
  * What a message may restart: the plan of its changes under this worker's routing table, in the message group's
@@ -54,7 +73,7 @@ export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'mess
   const plan = planRollouts(table, message.changes.map((c, i) => changeFromQueue(c, `message ${record.messageId} changes[${i}]`)));
   const targets = plan.targets.filter((t) => t.cluster === record.groupId);
   if (targets.length === 0) return { refused: `its ${message.changes.length} change(s) plan nothing in cluster "${record.groupId}" under this routing table` };
-  return { targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
+  return { message, targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
 }
 
 export async function processBatch(records: readonly QueueRecord[], deps: WorkerDeps): Promise<BatchOutcome> {
@@ -83,8 +102,11 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
           continue;
         }
         deps.telemetry.setCorrelationId(planned.changeIds[0]);
-        const { targets } = planned;
-        const out = await executeRollouts(deps.table, targets, deps.executor);
+        const { targets, message } = planned;
+        const startedAt = now();
+        const since = message.follow ? Date.parse(message.follow.since) : undefined;
+        const follow = deps.follow ? { budgetMs: Math.max(0, deps.follow.budgetMs()), ...(since === undefined ? {} : { since }) } : undefined;
+        const out = await executeRollouts(deps.table, targets, { ...deps.executor, ...(follow ? { follow } : {}) });
         results.push(...out);
         for (const r of out) {
           deps.telemetry.metric(METRICS.targets, 1, 'Count', { outcome: r.outcome, cluster: r.cluster });
@@ -95,11 +117,23 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
           }
         }
         const failures = out.filter((r) => r.outcome === 'failed');
-        deps.telemetry.info('rollout message done', { messageId: record.messageId, cluster: record.groupId, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts })) });
+        deps.telemetry.info('rollout message done', { messageId: record.messageId, cluster: record.groupId, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts, ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}) })) });
         if (failures.length > 0) {
           if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(record.groupId);
           failed.push(record.messageId);
           blocked.add(record.groupId);
+        } else if (deps.follow && out.some((r) => r.rollout === 'progressing') && (message.follow?.round ?? 0) < MAX_FOLLOW_ROUNDS) {
+          // The rollouts outlast this attempt's budget: hand them back rather than wait. If the queue cannot take
+          // the follow-up, the message itself comes back (it is safe to run again).
+          const next = followUpMessage(message, new Date(startedAt).toISOString());
+          try {
+            await deps.follow.requeue(next);
+            deps.telemetry.info('rollouts still progressing; follow-up queued', { messageId: record.messageId, cluster: record.groupId, round: next.follow?.round, progressing: out.filter((r) => r.rollout === 'progressing').length });
+          } catch (e) {
+            deps.telemetry.warn('could not queue the follow-up; the message will be redelivered', { messageId: record.messageId, cluster: record.groupId, error: e instanceof Error ? e.name : String(e) });
+            failed.push(record.messageId);
+            blocked.add(record.groupId);
+          }
         }
       }
     }),

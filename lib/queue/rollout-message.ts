@@ -26,7 +26,16 @@ export interface RolloutMessage {
   changes: QueuedChange[];
   /** When the change was accepted (ISO), for the lag metric. */
   acceptedAt: string;
+  /**
+   * Set on a follow-up: the same changes, handed back to the queue because their rollouts were still progressing
+   * when the worker's time budget ended. `since` is when the first attempt restarted them (deadlines count from it),
+   * `round` counts the hand-backs. Neither can restart anything: the changes and the table decide that.
+   */
+  follow?: { since: string; round: number };
 }
+
+/** Hand-backs per change set: at 60 s a round, far past the longest rollout deadline (24 h). */
+export const MAX_FOLLOW_ROUNDS = 2000;
 
 /** SQS allows 256 KiB per message; stay well below it, leaving room for attributes. */
 export const MAX_MESSAGE_BYTES = 200 * 1024;
@@ -43,9 +52,15 @@ function changeIdentity(c: QueuedChange): string {
 }
 
 /** The FIFO deduplication id: the same cluster and changes give the same id (<= 128 chars). */
-export function deduplicationId(m: Pick<RolloutMessage, 'cluster' | 'changes'>): string {
+export function deduplicationId(m: Pick<RolloutMessage, 'cluster' | 'changes' | 'follow'>): string {
   const changes = m.changes.map(changeIdentity).sort();
-  return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}`).digest('hex');
+  const round = m.follow ? `\nfollow ${m.follow.round}` : '';
+  return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}${round}`).digest('hex');
+}
+
+/** The follow-up of a message whose rollouts were still progressing: the same changes, one round later. */
+export function followUpMessage(m: RolloutMessage, since: string): RolloutMessage {
+  return { ...m, follow: { since: m.follow?.since ?? since, round: (m.follow?.round ?? 0) + 1 } };
 }
 
 /** The fields of a change the queue carries, in a stable order. */
@@ -96,6 +111,9 @@ export const RolloutMessageSchema = z.strictObject({
   cluster: z.string().min(1).max(63),
   changes: z.array(QueuedChangeSchema).min(1).max(MAX_MESSAGE_CHANGES),
   acceptedAt: z.string().max(64),
+  follow: z
+    .strictObject({ since: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'), round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS) })
+    .optional(),
 });
 
 /** Message bodies larger than SQS allows are not read at all. */

@@ -186,7 +186,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const account = { AWS: { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' } };
     const role = (id: string) => ({ 'Fn::GetAtt': [id, 'Arn'] });
     expect(statements).toEqual([
-      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: 'sqs:SendMessage', Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole')] } } }),
+      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: 'sqs:SendMessage', Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole')] } } }),
       expect.objectContaining({ Effect: 'Deny', Principal: account, Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'], Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('WorkerRole')] } } }),
     ]);
     expect(JSON.stringify(statements)).not.toContain('"*"');
@@ -306,7 +306,8 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       secrets.map((s) => (s.startsWith('arn:') ? s : sub(`arn:\${AWS::Partition}:secretsmanager:\${AWS::Region}:\${AWS::AccountId}:secret:${s}-??????`))),
     );
     expect(byAction('WorkerRole', 'sqs:ReceiveMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
-    expect(byAction('WorkerRole', 'sqs:SendMessage')).toEqual([]);
+    // Only to its own queue: the follow-ups of rollouts that outlast an invocation.
+    expect(byAction('WorkerRole', 'sqs:SendMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
     for (const role of ['HttpRole', 'LogsRole']) {
       for (const action of ['eks:DescribeCluster', 'sts:AssumeRole', 'secretsmanager:GetSecretValue', 'sqs:ReceiveMessage', 'sqs:DeleteMessage']) expect([role, action, byAction(role, action)]).toEqual([role, action, []]);
       expect(byAction(role, 'sqs:SendMessage')).toContainEqual({ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] });

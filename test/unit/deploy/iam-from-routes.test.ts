@@ -146,7 +146,7 @@ describe('IAM from the routing table: one role per function', () => {
       {},
       {
         http: ['WriteOwnLogs', 'SendToRolloutQueue', 'ReadWebhookSecrets'],
-        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
+        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'SendFollowUps', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
         logs: ['WriteOwnLogs', 'SendToRolloutQueue'],
       },
     ],
@@ -155,7 +155,7 @@ describe('IAM from the routing table: one role per function', () => {
       { webhookParameters: [] },
       {
         http: ['WriteOwnLogs', 'SendToRolloutQueue'],
-        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
+        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'SendFollowUps', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
         logs: ['WriteOwnLogs', 'SendToRolloutQueue'],
       },
     ],
@@ -164,7 +164,7 @@ describe('IAM from the routing table: one role per function', () => {
       { logsFailureQueueArn: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] } },
       {
         http: ['WriteOwnLogs', 'SendToRolloutQueue', 'ReadWebhookSecrets'],
-        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
+        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'SendFollowUps', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
         logs: ['WriteOwnLogs', 'SendToRolloutQueue', 'SendToFailureQueue'],
       },
     ],

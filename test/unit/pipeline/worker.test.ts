@@ -5,7 +5,7 @@ import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
 import { planMessage, processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
-import { rolloutMessages } from '../../../lib/queue/rollout-message.ts';
+import { deduplicationId, MAX_FOLLOW_ROUNDS, rolloutMessages, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
@@ -118,5 +118,46 @@ describe('planMessage: a message is changes, and only the worker\'s own table de
     const out = await processBatch([...forged, ...records(change('api', 2)).filter((r) => r.groupId === 'a')], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
     expect(out.refused.map((r) => r.messageId)).toEqual(['f1', 'f2']);
     expect(fake.calls.filter((c) => c.op === 'patch').map((c) => `${c.cluster}/${c.name}`)).toEqual(['a/api']);
+  });
+});
+
+describe('processBatch: following rollouts without waiting them out', () => {
+  it('hands rollouts still progressing after the budget back to the queue, as the same changes one round later', async () => {
+    const fake = fakeClusters({ a: ['api'], b: ['api'] });
+    const requeued: RolloutMessage[] = [];
+    const follow = { budgetMs: () => 0, requeue: async (m: RolloutMessage) => void requeued.push(m) };
+    const first = records(change('api', 5)).filter((r) => r.groupId === 'a');
+    // Deadlines count from the first attempt on the follower's real clock: stamp it from now.
+    const t0 = Date.now();
+    const out = await processBatch(first, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 });
+    expect(out.failed).toEqual([]);
+    expect(out.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['restarted:progressing']);
+    expect(requeued).toHaveLength(1);
+    const firstMessage = JSON.parse(first[0]?.body ?? '') as RolloutMessage;
+    expect(requeued[0]).toEqual({ ...firstMessage, follow: { since: new Date(t0).toISOString(), round: 1 } });
+    expect(deduplicationId(requeued[0] as RolloutMessage)).not.toBe(deduplicationId(firstMessage));
+
+    // The follow-up restarts nothing again; it follows, and hands back once more with the first attempt's time.
+    const again = await processBatch([{ messageId: 'f1', body: JSON.stringify(requeued[0]), groupId: 'a' }], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 60_000 });
+    expect(again.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:progressing']);
+    expect(requeued[1]?.follow).toEqual({ since: new Date(t0).toISOString(), round: 2 });
+    expect(fake.calls.filter((c) => c.op === 'patch' && c.cluster === 'a')).toHaveLength(1);
+  });
+
+  it('redelivers the message when the follow-up cannot be queued, and stops handing back after the last round', async () => {
+    const fake = fakeClusters({ a: ['api'] });
+    const failing = { budgetMs: () => 0, requeue: async () => Promise.reject(new Error('queue down')) };
+    const batch = records(change('api', 6)).filter((r) => r.groupId === 'a');
+    expect((await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: failing })).failed).toEqual(batch.map((r) => r.messageId));
+
+    const requeued: RolloutMessage[] = [];
+    const last = { ...(JSON.parse(batch[0]?.body ?? '') as RolloutMessage), follow: { since: '2026-11-20T10:00:00Z', round: MAX_FOLLOW_ROUNDS } };
+    const out = await processBatch([{ messageId: 'last', body: JSON.stringify(last), groupId: 'a' }], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
+    expect(out.failed).toEqual([]);
+    expect(requeued).toEqual([]);
+  });
+
+  it.each([['a negative round', { since: '2026-11-20T10:00:00Z', round: -1 }], ['a round past the last', { since: '2026-11-20T10:00:00Z', round: MAX_FOLLOW_ROUNDS + 1 }], ['no time', { since: 'soon', round: 1 }], ['a command', { since: '2026-11-20T10:00:00Z', round: 1, restart: 'everything' }]])('refuses a follow-up with %s', (_name, followField) => {
+    expect(planMessage(table, { messageId: 'm', body: body({ follow: followField }), groupId: 'a' })).toEqual({ refused: expect.stringContaining('follow') });
   });
 });
