@@ -149,10 +149,11 @@ const below = (m: string, key: string): string => {
 };
 
 /**
- * CEL that holds when maps `a` and `b` are equal except at the keys of `tree` (recursively). Keys that are absent
+ * CEL that holds when maps `a` and `b` are equal except at the keys of `tree` (recursively). `bind` may turn the
+ * map below a key into a policy variable, so that it is computed once instead of once per key compared. Keys that are absent
  * on one side compare as absent; a missing map below a tree key compares as an empty map.
  */
-export function sameExcept(a: string, b: string, tree: FieldTree): string {
+export function sameExcept(a: string, b: string, tree: FieldTree, bind: (expression: string) => string = (e) => e): string {
   const literal = Object.keys(tree).filter((k) => !PLACEHOLDER.test(k)).sort();
   const patterns = Object.keys(tree).filter((k) => PLACEHOLDER.test(k)).sort();
   const exempt = [...(literal.length > 0 ? [`k in ${celList(literal)}`] : []), ...patterns.map((p) => `k.matches(${celString(keyPattern(p))})`)];
@@ -161,7 +162,7 @@ export function sameExcept(a: string, b: string, tree: FieldTree): string {
   for (const key of literal) {
     const sub = tree[key];
     if (sub === true || sub === undefined) continue;
-    clauses.push(sameExcept(below(a, key), below(b, key), sub));
+    clauses.push(sameExcept(bind(below(a, key)), bind(below(b, key)), sub, bind));
   }
   return clauses.join(' &&\n');
 }
@@ -203,10 +204,17 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
   const groups = [...new Set(identity.groups)].sort();
   const kinds = restartableKinds(table);
   const restartable = kinds.map((k) => k.kind);
-  const profiles = kinds.map(({ kind, fields }) => {
+  // Each kind's sub-maps become variables (evaluated lazily, once per request, only for the kind requested).
+  const variables: Array<{ name: string; expression: string }> = [];
+  const profiles = kinds.map(({ kind, fields }, i) => {
     const allowed = fieldPaths(fields);
+    const bind = (expression: string): string => {
+      const name = `k${i}_${variables.length}`;
+      variables.push({ name, expression });
+      return `variables.${name}`;
+    };
     return {
-      expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${sameExcept('object', 'oldObject', mergeTrees(mergeTrees(SERVER_MANAGED, SERVER_WRITTEN_ON_RESTART[kind] ?? {}), fields))}`,
+      expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${sameExcept('object', 'oldObject', mergeTrees(mergeTrees(SERVER_MANAGED, SERVER_WRITTEN_ON_RESTART[kind] ?? {}), fields), bind)}`,
       message: `vault-rollout may change only ${allowed.join(', ')} of a ${kind.replace(/^\//, '')}: a restart writes nothing else`,
       reason: 'Forbidden',
     };
@@ -224,6 +232,7 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
       variables: [
         { name: 'kind', expression: 'request.kind.group + "/" + request.kind.kind' },
         { name: 'subResource', expression: 'has(request.subResource) ? request.subResource : ""' },
+        ...variables,
       ],
       validations: [
         {
