@@ -17,7 +17,8 @@ const MARGIN_MS = 20_000;
 export async function handler(event: SQSEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<SQSBatchResponse> {
   const records = event.Records.map((r) => ({ messageId: r.messageId, body: r.body, groupId: r.attributes.MessageGroupId ?? r.messageId }));
   const queue = runtime.intakeDeps().queue;
-  const follow = followBudgetMs > 0 ? { budgetMs: () => Math.min(followBudgetMs, (context?.getRemainingTimeInMillis() ?? 0) - MARGIN_MS), requeue: (m: Parameters<typeof queue.send>[0][number]) => queue.send([m]) } : undefined;
+  // Without an invocation context (a test calling the handler) there is no remaining time to follow in.
+  const follow = followBudgetMs > 0 && context ? { budgetMs: () => Math.min(followBudgetMs, context.getRemainingTimeInMillis() - MARGIN_MS), requeue: (m: Parameters<typeof queue.send>[0][number]) => queue.send([m]) } : undefined;
   const { failed } = await processBatch(records, { ...deps, ...(follow ? { follow } : {}) });
   return { batchItemFailures: failed.map((itemIdentifier) => ({ itemIdentifier })) };
 }

@@ -1,0 +1,89 @@
+/**
+ * Serverless for real: a worker with a short time budget (as a Lambda invocation has) restarts a Deployment whose
+ * new pods become Ready only after ~10 s (`vault-rollout.test/readiness: slow`, see test/clusters/README.md). It
+ * never waits past its budget: it hands the rollout back to the SQS FIFO queue (ElasticMQ) as follow-ups, which
+ * find the workload `unchanged`, follow it again, and end with `complete` — one new ReplicaSet, one restart.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../lib/http/app.ts';
+import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
+import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
+import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
+import type { RolloutMessage } from '../../lib/queue/rollout-message.ts';
+import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
+import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
+import { startSqsWorker } from '../../lib/runtime/sqs-worker.ts';
+import { waitFor } from '../clusters/kube-http.ts';
+import { BEARER_TOKEN } from '../secrets.ts';
+import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
+import { cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, settledWorkload, uniqueName } from './support.ts';
+
+const NS = uniqueName('vr-follow');
+const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-follow-'));
+let emulator: SqsEmulator;
+let sqs: SQSClient;
+let table: RoutingTable;
+
+beforeAll(async () => {
+  emulator = await startSqsEmulator();
+  sqs = emulatorClient(emulator.endpoint);
+  const routesFile = join(dir, 'routes.yaml');
+  writeFileSync(
+    routesFile,
+    `clusters:
+  beta: { kubeconfig: { file: ${JSON.stringify(cluster('beta').vaultRolloutKubeconfig)} } }
+vault: { mounts: { secret: 2 } }
+routes:
+  - name: slow
+    match: { path: "secret/follow/slow" }
+    targets: [{ clusters: [beta], namespace: ${NS}, kind: Deployment, name: slow }]
+`,
+  );
+  table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
+  await createNamespace('beta', NS);
+  const template = { metadata: { labels: { app: 'slow' }, annotations: { 'vault-rollout.test/readiness': 'slow' } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+  await createWorkload('beta', NS, 'Deployment', 'slow', {}, { replicas: 2, template });
+  await waitFor(async () => ((await settledWorkload('beta', NS, 'Deployment', 'slow')) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 2 || undefined, { timeoutMs: 90_000, what: 'the first pods Ready' });
+}, 300_000);
+
+afterAll(async () => {
+  await emulator?.stop();
+  await deleteNamespace('beta', NS);
+});
+
+describe('follow-ups', () => {
+  it('a 2 s budget hands a 10 s rollout back to the queue until it is complete; nothing restarts twice', async () => {
+    const queue = await createFifoQueueWithDlq(sqs, { name: 'follow', maxReceiveCount: 3, visibilityTimeoutSeconds: 30 });
+    const rolloutQueue = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });
+    const app = buildApp({ table, queue: rolloutQueue, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
+    const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: 'follow-1', operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/follow/slow' }, response: { data: { version: 2 } } });
+    expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
+
+    const telemetry = memoryTelemetry();
+    const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
+    const requeued: RolloutMessage[] = [];
+    const follow = { budgetMs: () => 2000, requeue: async (m: RolloutMessage) => { requeued.push(m); await rolloutQueue.send([m]); } };
+    const worker = startSqsWorker(sqs, { table, telemetry, executor: { access: (n, c) => clients.get(n, c) }, follow }, { queueUrl: queue.queueUrl, concurrency: 1, waitTimeSeconds: 1 });
+    type Done = { fields: { results: Array<{ outcome: string; rollout?: string }> } };
+    const done = () => telemetry.lines.filter((l) => l.message === 'rollout message done') as unknown as Done[];
+    try {
+      await waitFor(async () => done().some((l) => l.fields.results.some((r) => r.rollout === 'complete')) || undefined, { timeoutMs: 90_000, what: 'the rollout to complete through follow-ups' });
+    } finally {
+      await worker.stop();
+    }
+    const outcomes = done().map((l) => l.fields.results.map((r) => `${r.outcome}:${r.rollout}`).join());
+    // First the restart, still progressing; then follow-ups that find it unchanged, the last one complete.
+    expect(outcomes[0]).toBe('restarted:progressing');
+    expect(outcomes.at(-1)).toBe('unchanged:complete');
+    expect(outcomes.slice(1, -1).every((o) => o === 'unchanged:progressing')).toBe(true);
+    expect(requeued.length).toBe(outcomes.length - 1);
+    expect(requeued.map((m) => m.follow?.round)).toEqual(requeued.map((_, i) => i + 1));
+    expect(new Set(requeued.map((m) => m.follow?.since)).size).toBe(1);
+    // One restart: the original ReplicaSet and one new one.
+    await expectReplicaSets('beta', NS, 'slow', 2);
+  });
+});
