@@ -11,19 +11,35 @@ export type WorkloadKind = (typeof WorkloadKinds)[number];
 
 const nonEmpty = z.string().min(1, 'must not be empty');
 
+/**
+ * Names that become IAM resource ARNs (lib/deploy/iam-from-routes.ts): `*` and `?` are wildcards there, so a name
+ * holding one would grant every parameter, secret, cluster or role it happens to match. Refused, with the reason.
+ */
+const NO_IAM_WILDCARD = /^[^*?]*$/;
+const IAM_WILDCARD_REASON = 'must not contain * or ?: the IAM policy derived from the routing table would read it as a wildcard';
+const iamName = (charset: RegExp, what: string) =>
+  nonEmpty
+    .refine((s) => charset.test(s) && NO_IAM_WILDCARD.test(s), { error: (issue) => (NO_IAM_WILDCARD.test(String(issue.input)) ? what : IAM_WILDCARD_REASON) })
+    // One check with one reason (two would report a wildcard twice); editors still get the pattern.
+    .meta({ pattern: charset.source });
+
 export const KubeconfigSourceSchema = z.union([
   z.strictObject({ file: nonEmpty.describe('path to a kubeconfig file, relative to the routing table') }),
   z.strictObject({ env: nonEmpty.describe('environment variable holding the kubeconfig YAML') }),
   z.strictObject({ inline: nonEmpty.describe('the kubeconfig YAML itself') }),
-  z.strictObject({ ssm: nonEmpty.describe('SSM Parameter Store SecureString name') }),
-  z.strictObject({ secretsManager: nonEmpty.describe('Secrets Manager secret id or ARN') }),
+  z.strictObject({
+    ssm: iamName(/^[A-Za-z0-9_.:/-]+$/, 'must be an SSM parameter name or ARN (letters, digits, _ . - /)').describe('SSM Parameter Store SecureString name'),
+  }),
+  z.strictObject({
+    secretsManager: iamName(/^[A-Za-z0-9_.:/+=@-]+$/, 'must be a Secrets Manager secret name or ARN (letters, digits, / _ + = . @ -)').describe('Secrets Manager secret id or ARN'),
+  }),
 ], { error: 'must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }' });
 export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
 
 export const EksSchema = z.strictObject({
-  name: nonEmpty,
+  name: iamName(/^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/, 'must be an EKS cluster name (letters, digits, - and _, up to 100)'),
   region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1'),
-  roleArn: z.string().regex(/^arn:aws[a-z-]*:iam::\d{12}:role\/.+$/, 'must be an IAM role ARN').optional(),
+  roleArn: iamName(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/, 'must be an IAM role ARN').optional(),
 });
 
 export const ClusterSchema = z

@@ -149,6 +149,16 @@ describe('routing table', () => {
 `,
       'routes.yaml:3:17: clusters.c.kubeconfig: must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }',
     ],
+    ...([
+      ['an SSM parameter', 'kubeconfig: { ssm: "/vr/kubeconfigs/*" }', '2:27: clusters.c.kubeconfig.ssm'],
+      ['a Secrets Manager secret', 'kubeconfig: { secretsManager: "vr/prod-?" }', '2:38: clusters.c.kubeconfig.secretsManager'],
+      ['an EKS cluster name', 'eks: { name: "prod-*", region: us-east-1 }', '2:21: clusters.c.eks.name'],
+      ['a role ARN', 'eks: { name: p, region: us-east-1, roleArn: "arn:aws:iam::123456789012:role/*" }', '2:52: clusters.c.eks.roleArn'],
+    ] as const).map(([what, cluster, where]) => [
+      `an IAM wildcard in ${what}`,
+      `clusters:\n  c: { ${cluster} }\n`,
+      `routes.yaml:${where}: must not contain * or ?: the IAM policy derived from the routing table would read it as a wildcard`,
+    ]),
     ['broken YAML', 'clusters: {\n  a: [\n', 'routes.yaml:1:1: (top level): YAML:'],
     ['an unknown top-level field', `${clusters}rutes: []\n`, 'routes.yaml:1:1: (top level): Unrecognized key: "rutes"'],
   ])('reports %s with file, line and field', (_name, yaml, expected) => {
