@@ -124,6 +124,15 @@ describe('routing table', () => {
       'routes.yaml:10:20: routes[0].match.path: "**" must be a whole segment, found "a**"',
     ],
     [
+      'a pattern that would backtrack',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/*a*a*a*a*a*a*a*b" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Deployment, name: a }]
+`,
+      'routes.yaml:10:20: routes[0].match.path: "*a*a*a*a*a*a*a*b" has 8 wildcards and captures; at most 4 per segment',
+    ],
+    [
       'a capture named like a built-in',
       `${clusters}routes:
   - name: r
