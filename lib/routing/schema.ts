@@ -61,10 +61,20 @@ const ClusterSelectorSchema = z.union([
 
 const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;
 
+/**
+ * The namespaces a target may reach: names, or globs where `*` stands for any run of characters (`team-*`). A
+ * namespace rendered from a path capture outside them is a plan problem, never a patch.
+ */
+const NamespaceBoundSchema = z
+  .array(z.string().max(63).regex(/^[a-z0-9*]([-a-z0-9*]*[a-z0-9*])?$/, 'must be a namespace name or a glob of one, e.g. payments or team-*'))
+  .min(1, 'list at least one namespace or glob')
+  .describe('namespaces this target may reach (names or globs with *); a namespace rendered outside them is not planned');
+
 export const WorkloadTargetSchema = z
   .strictObject({
     clusters: ClusterSelectorSchema,
     namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+    namespaces: NamespaceBoundSchema.optional(),
     kind: z.enum(WorkloadKinds),
     name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional(),
     selector: nonEmpty.optional(),
@@ -76,6 +86,7 @@ export const WorkloadTargetSchema = z
 
 export const ResourceTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
+  namespaces: NamespaceBoundSchema.optional(),
   resource: z.strictObject({
     apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1'),
     kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor'),

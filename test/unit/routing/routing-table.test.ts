@@ -133,6 +133,56 @@ describe('routing table', () => {
       'routes.yaml:10:20: routes[0].match.path: "*a*a*a*a*a*a*a*b" has 8 wildcards and captures; at most 4 per segment',
     ],
     [
+      'a placeholder in a patch key',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{field}" }
+    targets:
+      - clusters: [prod-eu]
+        resource: { apiVersion: a.io/v1, kind: K, name: x }
+        patch:
+          spec:
+            "{field}": "{version}"
+`,
+      'routes.yaml:16:24: routes[0].targets[0].patch.spec.{field}: placeholder in the patch key "{field}": placeholders may only appear in values, so a path can never choose which field is written',
+    ],
+    [
+      'a literal namespace outside its own bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: kube-system, namespaces: [payments, "team-*"], kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:74: routes[0].targets[0].namespaces: the target\'s namespace "kube-system" is outside its own namespaces: payments, team-*',
+    ],
+    [
+      'a namespace bound on a cluster-scoped resource',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespaces: [a], resource: { apiVersion: a.io/v1, kind: K, name: x }, patch: { spec: { v: "{version}" } } }]
+`,
+      'routes.yaml:11:50: routes[0].targets[0].namespaces: the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it',
+    ],
+    [
+      'a namespace rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], namespace: "{ns}", kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:49: routes[0].targets[0].namespace: the namespace "{ns}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]',
+    ],
+    [
+      'a namespace bound that is no namespace',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], namespace: "{ns}", namespaces: ["Team_*"], kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:70: routes[0].targets[0].namespaces[0]: must be a namespace name or a glob of one, e.g. payments or team-*',
+    ],
+    [
       'a capture named like a built-in',
       `${clusters}routes:
   - name: r
