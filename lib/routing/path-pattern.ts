@@ -191,18 +191,25 @@ export class PatternIndex {
 
   match(path: string): Map<number, Captures> {
     const found = new Map<number, Captures>();
-    walk(this.#root, path.split('/'), 0, {}, found);
+    walk(this.#root, path.split('/'), 0, {}, found, new Map());
     return new Map([...found].sort((a, b) => a[0] - b[0]));
   }
 }
 
-function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, found: Map<number, Captures>): void {
+/**
+ * Depth-first over the trie, in the order that decides which captures a pattern reports. Each `**` node is entered at
+ * each segment index once: which patterns end below it does not depend on the captures that led there, and the first
+ * visit already recorded them, so a second visit (another split of the path by an earlier `**`) could add nothing.
+ * Below a `**` node each node sits at a fixed distance from it, so every (node, index) is walked at most once, and
+ * `**` cannot multiply the work by the number of ways to split the path.
+ */
+function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, found: Map<number, Captures>, entered: Map<TrieNode, Set<number>>): void {
   if (i === segments.length) {
     for (const id of node.ends) if (!found.has(id)) found.set(id, captures);
   } else {
     const segment = segments[i] ?? '';
     const literal = node.literal.get(segment);
-    if (literal) walk(literal, segments, i + 1, captures, found);
+    if (literal) walk(literal, segments, i + 1, captures, found, entered);
     for (const { segment: pattern, node: next } of node.wild.values()) {
       const values = matchSegment(pattern.tokens, segment);
       if (!values) continue;
@@ -211,9 +218,18 @@ function walk(node: TrieNode, segments: readonly string[], i: number, captures: 
         more = { ...captures };
         pattern.captures.forEach((name, k) => ((more as Record<string, string>)[name] = values[k] ?? ''));
       }
-      walk(next, segments, i + 1, more, found);
+      walk(next, segments, i + 1, more, found, entered);
     }
   }
-  // `**` takes none or more of the remaining segments.
-  if (node.globstar) for (let j = i; j <= segments.length; j++) walk(node.globstar, segments, j, captures, found);
+  // `**` takes none or more of the remaining segments. Its node is entered only from here, and each loop runs to
+  // the end, so once one index was entered every later one was too.
+  const globstar = node.globstar;
+  if (globstar) {
+    let at = entered.get(globstar);
+    if (!at) entered.set(globstar, (at = new Set()));
+    for (let j = i; j <= segments.length && !at.has(j); j++) {
+      at.add(j);
+      walk(globstar, segments, j, captures, found, entered);
+    }
+  }
 }

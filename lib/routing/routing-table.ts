@@ -45,9 +45,18 @@ export interface NamespaceBound {
 export const namespaceAllowed = (bound: NamespaceBound, namespace: string): boolean =>
   bound.globs.some((g) => (g.kind === 'literal' ? g.source === namespace : matchSegment(g.tokens, namespace) !== undefined));
 
-function compileNamespaceBound(sources: readonly string[]): NamespaceBound {
-  // The schema allows only [a-z0-9*-] here, so each compiles to one literal or wild segment.
-  return { sources, globs: sources.map((s) => compilePattern(s).segments[0] as PatternSegment) };
+/** The schema allows only [a-z0-9*-] here, so each compiles to one literal or wild segment, or is over its bounds. */
+function compileNamespaceBound(sources: readonly string[], report: (index: number, message: string) => void): NamespaceBound {
+  const globs: PatternSegment[] = [];
+  sources.forEach((source, i) => {
+    try {
+      globs.push(compilePattern(source).segments[0] as PatternSegment);
+    } catch (e) {
+      if (!(e instanceof PatternError)) throw e;
+      report(i, e.message);
+    }
+  });
+  return { sources, globs };
 }
 
 export interface CompiledRoute {
@@ -218,7 +227,7 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
         report([...twhere, isResourceTarget(target) ? 'resource' : 'namespace'], `the namespace "${renderedNamespace}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]`);
       }
       if (target.namespaces !== undefined) {
-        compiled.namespaces = compileNamespaceBound(target.namespaces);
+        compiled.namespaces = compileNamespaceBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
         const namespace = isResourceTarget(target) ? target.resource.namespace : target.namespace;
         if (namespace === undefined) report([...twhere, 'namespaces'], 'the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it');
         else if (placeholders(namespace).length === 0 && !namespaceAllowed(compiled.namespaces, namespace)) {

@@ -140,3 +140,55 @@ describe('the segment matcher agrees with the regex it replaced', () => {
     );
   });
 });
+
+describe('"**" does not multiply the work by the ways to split a path', () => {
+  /** One pattern, every split tried in the order the trie walk tries them (`**` taking fewest segments first), no memory. */
+  function reference(pattern: ReturnType<typeof compilePattern>, path: readonly string[], k = 0, i = 0, captures: Record<string, string> = {}): Record<string, string> | undefined {
+    const segment = pattern.segments[k];
+    if (!segment) return i === path.length ? captures : undefined;
+    if (segment.kind === 'globstar') {
+      for (let j = i; j <= path.length; j++) {
+        const r = reference(pattern, path, k + 1, j, captures);
+        if (r) return r;
+      }
+      return undefined;
+    }
+    const text = path[i];
+    if (text === undefined) return undefined;
+    if (segment.kind === 'literal') return segment.source === text ? reference(pattern, path, k + 1, i + 1, captures) : undefined;
+    const values = matchSegment(segment.tokens, text);
+    if (!values) return undefined;
+    return reference(pattern, path, k + 1, i + 1, { ...captures, ...Object.fromEntries(segment.captures.map((name, n) => [name, values[n] ?? ''])) });
+  }
+
+  it('matches two "**" against a long path, with the captures of the first split', () => {
+    const long = Array.from({ length: 20_000 }, () => 'a').join('/');
+    expect(matchOne('**/a/**/b', long)).toBeUndefined();
+    expect(matchOne('**/a/**/b', `${long}/b`)).toEqual({});
+    expect(matchOne('**/{x}/**/b', `c/d/${long}/b`)).toEqual({ x: 'c' });
+  });
+
+  it('finds the same matches and captures as the walk without memory, on random paths', () => {
+    const segment = fc.constantFrom('a', 'b', 'ab');
+    const patternSegment = fc.constantFrom('a', 'b', '*', '**', '{x}', 'a*', '{y}b');
+    fc.assert(
+      fc.property(fc.array(fc.array(patternSegment, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 3 }), fc.array(segment, { minLength: 1, maxLength: 6 }), (patterns, path) => {
+        const index = new PatternIndex();
+        const expected = new Map<number, Record<string, string>>();
+        patterns.forEach((parts, id) => {
+          let pattern: ReturnType<typeof compilePattern>;
+          try {
+            pattern = compilePattern(parts.join('/'));
+          } catch {
+            return;
+          }
+          index.add(id, pattern);
+          const m = reference(pattern, path);
+          if (m) expected.set(id, m);
+        });
+        expect(index.match(path.join('/'))).toEqual(expected);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+});

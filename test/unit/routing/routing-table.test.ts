@@ -165,6 +165,15 @@ describe('routing table', () => {
       'routes.yaml:11:50: routes[0].targets[0].namespaces: the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it',
     ],
     [
+      'a namespace glob over the pattern bounds',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], namespace: "{ns}", namespaces: ["*a*a*a*a*"], kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:70: routes[0].targets[0].namespaces[0]: "*a*a*a*a*" has 5 wildcards and captures; at most 4 per segment',
+    ],
+    [
       'a namespace rendered from the path without a bound',
       `${clusters}routes:
   - name: r
