@@ -224,7 +224,7 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
       const renderedNamespace = isResourceTarget(target) ? target.resource.namespace : target.namespace;
       if (target.namespaces === undefined && renderedNamespace !== undefined && placeholders(renderedNamespace).length > 0) {
         // Without a bound, a path such as secret/kube-system/... would reach kube-system.
-        report([...twhere, isResourceTarget(target) ? 'resource' : 'namespace'], `the namespace "${renderedNamespace}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]`);
+        report([...twhere, ...(isResourceTarget(target) ? ['resource', 'namespace'] : ['namespace'])], `the namespace "${renderedNamespace}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]`);
       }
       if (target.namespaces !== undefined) {
         compiled.namespaces = compileNamespaceBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));

@@ -165,6 +165,15 @@ describe('routing table', () => {
       'routes.yaml:11:50: routes[0].targets[0].namespaces: the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it',
     ],
     [
+      'a resource namespace rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], resource: { apiVersion: a.io/v1, kind: K, namespace: "{ns}", name: x }, patch: { spec: { v: "{version}" } } }]
+`,
+      'routes.yaml:11:91: routes[0].targets[0].resource.namespace: the namespace "{ns}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]',
+    ],
+    [
       'a namespace glob over the pattern bounds',
       `${clusters}routes:
   - name: r
