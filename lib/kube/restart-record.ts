@@ -5,6 +5,7 @@
  * patch and the API server writes nothing.
  */
 import type { RolloutTarget, SecretRef } from '../plan/planner.ts';
+import { compilePattern, PatternError, type CompiledPattern } from '../routing/path-pattern.ts';
 
 export const ANNOTATIONS = {
   restartedAt: 'kubectl.kubernetes.io/restartedAt',
@@ -100,4 +101,43 @@ export function watchPatterns(value: string | undefined): string[] {
     .split(/[,\n]/)
     .map((s) => s.trim().replace(/^\/+/, ''))
     .filter((s) => s !== '');
+}
+
+/**
+ * Bounds on the watch annotation: anyone who may edit a workload in a watched namespace writes it, and it is parsed
+ * for every workload listed. Each pattern also has the routing table's bounds (PATTERN_LIMITS).
+ */
+export const WATCH_LIMITS = { length: 4096, patterns: 32 } as const;
+
+export interface WatchAnnotation {
+  patterns: CompiledPattern[];
+  /** Why patterns (or the whole annotation) were ignored; empty when every pattern is in use. */
+  problems: string[];
+}
+
+/**
+ * The compiled patterns of a watch annotation. An annotation over its bounds watches nothing; a pattern that does not
+ * compile or is over its bounds watches nothing while the others still count. Either way `problems` says why, so
+ * the caller can name the workload in its log line instead of ignoring it silently.
+ */
+export function parseWatchAnnotation(value: string | undefined): WatchAnnotation {
+  if (value === undefined) return { patterns: [], problems: [] };
+  if (value.length > WATCH_LIMITS.length) {
+    return { patterns: [], problems: [`${ANNOTATIONS.watch} is ${value.length} characters long; at most ${WATCH_LIMITS.length}: it watches nothing`] };
+  }
+  const sources = watchPatterns(value);
+  if (sources.length > WATCH_LIMITS.patterns) {
+    return { patterns: [], problems: [`${ANNOTATIONS.watch} lists ${sources.length} patterns; at most ${WATCH_LIMITS.patterns}: it watches nothing`] };
+  }
+  const patterns: CompiledPattern[] = [];
+  const problems: string[] = [];
+  for (const source of sources) {
+    try {
+      patterns.push(compilePattern(source));
+    } catch (e) {
+      if (!(e instanceof PatternError)) throw e;
+      problems.push(`pattern ${JSON.stringify(source.length > 80 ? `${source.slice(0, 80)}…` : source)} ignored: ${e.message}`);
+    }
+  }
+  return { patterns, problems };
 }

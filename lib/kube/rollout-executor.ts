@@ -5,14 +5,14 @@
  * was read (a 409 means someone else wrote it: read again and decide again), then record an Event.
  */
 import { targetsByCluster, type RolloutTarget } from '../plan/planner.ts';
-import { compilePattern, PatternIndex } from '../routing/path-pattern.ts';
+import { PatternIndex } from '../routing/path-pattern.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
-import { ANNOTATIONS, decideRestart, parseRecordedVersions, restartAnnotations, watchPatterns } from './restart-record.ts';
+import { ANNOTATIONS, decideRestart, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
 import { rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
@@ -251,25 +251,32 @@ async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[
       return { kind: 'result', result: failedResult(t, run.cluster, targetName(t), failure, read.attempts, run.clock.monotonic() - started) };
     });
   }
-  const objects = group.mode === 'annotated' ? read.value.filter((o) => watches(o, first.paths)) : read.value;
+  const ignored: string[] = [];
+  const objects = group.mode === 'annotated' ? read.value.filter((o) => watches(run, group, o, first.paths, ignored)) : read.value;
   if (objects.length === 0) {
-    const why = group.mode === 'annotated' ? `no ${kind.kind} in ${group.namespace} watches ${first.paths.join(', ')} (annotation ${ANNOTATIONS.watch})` : `no ${kind.kind} in ${group.namespace} matches ${targetName(first)}`;
+    const why =
+      group.mode === 'annotated'
+        ? `no ${kind.kind} in ${group.namespace} watches ${first.paths.join(', ')} (annotation ${ANNOTATIONS.watch})${ignored.length > 0 ? `; ignored: ${ignored.join('; ')}` : ''}`
+        : `no ${kind.kind} in ${group.namespace} matches ${targetName(first)}`;
     return [{ kind: 'result', result: { ...identity(first, run.cluster, targetName(first)), outcome: 'skipped', reason: 'no workload matched', detail: why, attempts: read.attempts, durationMs: run.clock.monotonic() - started } }];
   }
   return objects.map((object) => ({ kind: 'workload', target: first, object, started }));
 }
 
-/** Does the workload's `vault-rollout.io/watch` annotation list a pattern matching one of these paths? */
-function watches(object: KubeObject, paths: readonly string[]): boolean {
-  const patterns = watchPatterns(object.metadata?.annotations?.[ANNOTATIONS.watch]);
+/**
+ * Does the workload's `vault-rollout.io/watch` annotation list a pattern matching one of these paths? A pattern
+ * that does not parse or is over its bounds watches nothing, and is logged naming the workload (and collected in
+ * `ignored` for the result), never ignored silently.
+ */
+function watches(run: ClusterRun, group: ReadGroup, object: KubeObject, paths: readonly string[], ignored: string[]): boolean {
+  const name = object.metadata?.name ?? '';
+  const { patterns, problems } = parseWatchAnnotation(object.metadata?.annotations?.[ANNOTATIONS.watch]);
+  if (problems.length > 0) {
+    ignored.push(`${group.descriptor.kind} ${group.namespace}/${name}: ${problems.join(', ')}`);
+    run.options.logger?.warn(`ignoring ${ANNOTATIONS.watch} patterns of a workload`, { cluster: run.cluster, namespace: group.namespace, kind: group.descriptor.kind, name, problems });
+  }
   const index = new PatternIndex();
-  patterns.forEach((p, i) => {
-    try {
-      index.add(i, compilePattern(p));
-    } catch {
-      // an unparsable pattern on a workload watches nothing
-    }
-  });
+  patterns.forEach((p, i) => index.add(i, p));
   return paths.some((p) => index.match(p).size > 0);
 }
 

@@ -8,9 +8,9 @@ import { qualify } from '../sources/kv-mounts.ts';
 import type { Operation, SecretChange } from '../sources/secret-change.ts';
 import type { Captures } from '../routing/path-pattern.ts';
 import { matchRoutes } from '../routing/router.ts';
-import { isResourceTarget, type RoutingTable } from '../routing/routing-table.ts';
+import { isResourceTarget, namespaceAllowed, type NamespaceBound, type RoutingTable } from '../routing/routing-table.ts';
 import type { WorkloadKind } from '../routing/schema.ts';
-import { render, renderDeep } from '../routing/template.ts';
+import { placeholders, render, renderDeep } from '../routing/template.ts';
 
 /** The secret version a target is restarted for: the newest change of one Vault path. */
 export interface SecretRef {
@@ -56,7 +56,10 @@ export interface ResourceRolloutTarget extends TargetBase {
 
 export type RolloutTarget = WorkloadRolloutTarget | ResourceRolloutTarget;
 
-/** A target a route names but that could not be rendered (a captured value that is no Kubernetes name). */
+/**
+ * A target a route names but that was not planned: a captured value that is no Kubernetes name, no label value in a
+ * selector, or a namespace outside the target's `namespaces`.
+ */
 export interface PlanProblem {
   route: string;
   path: string;
@@ -73,6 +76,8 @@ export interface Plan {
 
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** A Kubernetes label value: what a capture may be inside a selector, so it is data there, never selector syntax. */
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
 
 /** Newer wins: higher version, then later time, then larger id, so the choice never depends on order. */
 function newer(a: SecretRef, b: SecretRef): boolean {
@@ -104,10 +109,30 @@ interface Accumulator {
   secrets: Map<string, SecretRef>;
 }
 
-function render1(template: string, values: Captures, kind: 'namespace' | 'name'): string | { error: string } {
+type Rendered = string | { error: string };
+
+function render1(template: string, values: Captures, kind: 'namespace' | 'name'): Rendered {
   const out = render(template, values);
   const ok = kind === 'namespace' ? DNS_LABEL.test(out) : DNS_SUBDOMAIN.test(out);
   return ok ? out : { error: `${kind} ${JSON.stringify(out.slice(0, 80))} rendered from the path is not a valid Kubernetes ${kind}` };
+}
+
+/** A namespace, rendered, and inside the target's bound when it has one. */
+function renderNamespace(template: string, values: Captures, bound: NamespaceBound | undefined): Rendered {
+  const out = render1(template, values, 'namespace');
+  if (typeof out !== 'string' || bound === undefined || namespaceAllowed(bound, out)) return out;
+  return { error: `namespace ${JSON.stringify(out)} rendered from the path is outside the target's namespaces (${bound.sources.join(', ')})` };
+}
+
+/** A selector whose every placeholder is filled with a valid label value (`app in ({apps})` stays one value). */
+function renderSelector(template: string, values: Captures): Rendered {
+  for (const name of placeholders(template)) {
+    const value = values[name];
+    if (value !== undefined && !LABEL_VALUE.test(value)) {
+      return { error: `{${name}} = ${JSON.stringify(value.slice(0, 80))} from the path is not a valid label value, so it cannot go into the selector` };
+    }
+  }
+  return render(template, values);
 }
 
 export function planRollouts(table: RoutingTable, changes: readonly SecretChange[]): Plan {
@@ -135,11 +160,11 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
         vaultNamespace: change.namespace,
         operation: change.operation,
       };
-      for (const { target, clusters } of route.targets) {
+      for (const { target, clusters, namespaces: bound } of route.targets) {
         let planned: Accumulator['target'];
         if (isResourceTarget(target)) {
           const name = render1(target.resource.name, builtins, 'name');
-          const namespace = target.resource.namespace === undefined ? '' : render1(target.resource.namespace, builtins, 'namespace');
+          const namespace = target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
           const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');
           if (bad) {
             problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
@@ -148,16 +173,17 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
           planned = { type: 'resource', cluster: '', namespace: namespace as string, apiVersion: target.resource.apiVersion, kind: target.resource.kind, name: name as string, patch: renderDeep(target.patch, builtins) as Record<string, unknown> };
           if (target.wait) planned.wait = { condition: target.wait.condition };
         } else {
-          const namespace = render1(target.namespace, captures, 'namespace');
+          const namespace = renderNamespace(target.namespace, captures, bound);
           const name = target.name === undefined ? undefined : render1(target.name, captures, 'name');
-          const bad = [namespace, name].find((v): v is { error: string } => typeof v === 'object');
+          const selector = target.selector === undefined ? undefined : renderSelector(target.selector, captures);
+          const bad = [namespace, name, selector].find((v): v is { error: string } => typeof v === 'object');
           if (bad) {
             problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
             continue;
           }
           planned = { type: 'workload', cluster: '', namespace: namespace as string, kind: target.kind };
           if (name !== undefined) planned.name = name as string;
-          if (target.selector !== undefined) planned.selector = render(target.selector, captures);
+          if (selector !== undefined) planned.selector = selector as string;
           if (target.annotated) planned.annotated = true;
         }
         for (const cluster of clusters) {

@@ -7,11 +7,32 @@
 
 const CAPTURE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/**
+ * Bounds on a pattern. Patterns come from routing-table authors and, through the `vault-rollout.io/watch`
+ * annotation, from anyone who may edit a workload; matching is linear in the segment for each token, but the
+ * number of tokens, `**` and captures is what a hostile pattern would grow, so each is capped.
+ */
+export const PATTERN_LIMITS = {
+  /** Characters in the whole pattern. */
+  length: 256,
+  segments: 32,
+  /** `*` and `{x}` in one segment. */
+  wildcardsPerSegment: 4,
+  /** `*` and `{x}` in the whole pattern (`**` counted apart). */
+  wildcards: 16,
+  /** `**` segments in the whole pattern: each multiplies the ways a path can be split. */
+  globstars: 2,
+  captures: 8,
+} as const;
+
+/** One piece of a wild segment: literal text, `*` (any run, longest first) or `{name}` (non-empty, shortest first). */
+export type SegmentToken = { type: 'text'; text: string } | { type: 'star' } | { type: 'capture'; name: string };
+
 export interface PatternSegment {
   /** The segment as written. */
   source: string;
   kind: 'literal' | 'wild' | 'globstar';
-  regex?: RegExp;
+  tokens: SegmentToken[];
   captures: string[];
 }
 
@@ -25,42 +46,113 @@ export class PatternError extends Error {
   override readonly name = 'PatternError';
 }
 
-const escapeRegex = (s: string): string => s.replace(/[.+?^$()|[\]\\]/g, '\\$&');
-
 function compileSegment(source: string): PatternSegment {
   if (source === '') throw new PatternError('empty segment (leading, trailing or double "/")');
-  if (source === '**') return { source, kind: 'globstar', captures: [] };
+  if (source === '**') return { source, kind: 'globstar', tokens: [], captures: [] };
   if (source.includes('**')) throw new PatternError(`"**" must be a whole segment, found "${source}"`);
-  if (!source.includes('*') && !source.includes('{') && !source.includes('}')) return { source, kind: 'literal', captures: [] };
+  if (!source.includes('*') && !source.includes('{') && !source.includes('}')) return { source, kind: 'literal', tokens: [], captures: [] };
   const captures: string[] = [];
-  let regex = '^';
+  const tokens: SegmentToken[] = [];
+  let text = '';
+  const flush = () => {
+    if (text !== '') tokens.push({ type: 'text', text });
+    text = '';
+  };
   for (let i = 0; i < source.length; i++) {
-    const c = source[i];
-    if (c === '*') regex += '[^/]*';
-    else if (c === '{') {
+    const c = source[i] ?? '';
+    if (c === '*') {
+      flush();
+      tokens.push({ type: 'star' });
+    } else if (c === '{') {
       const close = source.indexOf('}', i);
       if (close < 0) throw new PatternError(`unclosed "{" in "${source}"`);
       const name = source.slice(i + 1, close);
       if (!CAPTURE_NAME.test(name)) throw new PatternError(`capture name "${name}" must be a letter or _ followed by letters, digits or _`);
       if (captures.includes(name)) throw new PatternError(`capture {${name}} appears twice`);
       captures.push(name);
-      regex += '([^/]+?)';
+      flush();
+      tokens.push({ type: 'capture', name });
       i = close;
     } else if (c === '}') throw new PatternError(`unmatched "}" in "${source}"`);
-    else regex += escapeRegex(c ?? '');
+    else text += c;
   }
-  return { source, kind: 'wild', regex: new RegExp(`${regex}$`), captures };
+  flush();
+  const wild = tokens.length - tokens.filter((t) => t.type === 'text').length;
+  if (wild > PATTERN_LIMITS.wildcardsPerSegment) {
+    throw new PatternError(`"${source}" has ${wild} wildcards and captures; at most ${PATTERN_LIMITS.wildcardsPerSegment} per segment`);
+  }
+  return { source, kind: 'wild', tokens, captures };
 }
 
 export function compilePattern(source: string): CompiledPattern {
-  const segments = source.split('/').map(compileSegment);
+  if (source.length > PATTERN_LIMITS.length) throw new PatternError(`the pattern is ${source.length} characters long; at most ${PATTERN_LIMITS.length}`);
+  const parts = source.split('/');
+  if (parts.length > PATTERN_LIMITS.segments) throw new PatternError(`the pattern has ${parts.length} segments; at most ${PATTERN_LIMITS.segments}`);
+  const segments = parts.map(compileSegment);
   const captures = segments.flatMap((s) => s.captures);
   const seen = new Set<string>();
   for (const name of captures) {
     if (seen.has(name)) throw new PatternError(`capture {${name}} appears twice`);
     seen.add(name);
   }
+  if (captures.length > PATTERN_LIMITS.captures) throw new PatternError(`the pattern has ${captures.length} captures; at most ${PATTERN_LIMITS.captures}`);
+  const wildcards = segments.reduce((n, s) => n + s.tokens.filter((t) => t.type !== 'text').length, 0);
+  if (wildcards > PATTERN_LIMITS.wildcards) throw new PatternError(`the pattern has ${wildcards} wildcards and captures; at most ${PATTERN_LIMITS.wildcards}`);
+  const globstars = segments.filter((s) => s.kind === 'globstar').length;
+  if (globstars > PATTERN_LIMITS.globstars) throw new PatternError(`the pattern has ${globstars} "**" segments; at most ${PATTERN_LIMITS.globstars}`);
   return { source, segments, captures };
+}
+
+/**
+ * Matches one wild segment against one path segment without backtracking, in O(tokens × segment length) time:
+ * first, from the last token back, which positions each token can start at and still let the rest match; then one
+ * forward pass choosing, token by token, the first feasible choice in the order a backtracking regex would try them
+ * (`*` longest first, `{x}` shortest first). That is the match a regex `^…[^/]*…([^/]+?)…$` finds, so captures
+ * are unchanged; only the time is, from exponential in the number of wildcards to linear per token.
+ * Returns the captured values in token order, or undefined when the segment does not match.
+ */
+export function matchSegment(tokens: readonly SegmentToken[], text: string): string[] | undefined {
+  const n = text.length;
+  // can[k][p]: tokens k.. match text[p..n] exactly.
+  const can: Uint8Array[] = Array.from({ length: tokens.length + 1 }, () => new Uint8Array(n + 2));
+  (can[tokens.length] as Uint8Array)[n] = 1;
+  for (let k = tokens.length - 1; k >= 0; k--) {
+    const token = tokens[k] as SegmentToken;
+    const here = can[k] as Uint8Array;
+    const next = can[k + 1] as Uint8Array;
+    if (token.type === 'text') {
+      const len = token.text.length;
+      for (let p = 0; p + len <= n; p++) here[p] = next[p + len] === 1 && text.startsWith(token.text, p) ? 1 : 0;
+    } else if (token.type === 'star') {
+      for (let p = n; p >= 0; p--) here[p] = next[p] === 1 || here[p + 1] === 1 ? 1 : 0;
+    } else {
+      // Non-empty: some q > p with next[q]; `later` is "some q >= p + 1".
+      let later = 0;
+      for (let p = n - 1; p >= 0; p--) {
+        if (next[p + 1] === 1) later = 1;
+        here[p] = later;
+      }
+    }
+  }
+  if (can[0]?.[0] !== 1) return undefined;
+  const values: string[] = [];
+  let p = 0;
+  for (let k = 0; k < tokens.length; k++) {
+    const token = tokens[k] as SegmentToken;
+    const next = can[k + 1] as Uint8Array;
+    if (token.type === 'text') p += token.text.length;
+    else if (token.type === 'star') {
+      let q = n;
+      while (next[q] !== 1) q--;
+      p = q;
+    } else {
+      let q = p + 1;
+      while (next[q] !== 1) q++;
+      values.push(text.slice(p, q));
+      p = q;
+    }
+  }
+  return values;
 }
 
 export type Captures = Readonly<Record<string, string>>;
@@ -99,29 +191,45 @@ export class PatternIndex {
 
   match(path: string): Map<number, Captures> {
     const found = new Map<number, Captures>();
-    walk(this.#root, path.split('/'), 0, {}, found);
+    walk(this.#root, path.split('/'), 0, {}, found, new Map());
     return new Map([...found].sort((a, b) => a[0] - b[0]));
   }
 }
 
-function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, found: Map<number, Captures>): void {
+/**
+ * Depth-first over the trie, in the order that decides which captures a pattern reports. Each `**` node is entered at
+ * each segment index once: which patterns end below it does not depend on the captures that led there, and the first
+ * visit already recorded them, so a second visit (another split of the path by an earlier `**`) could add nothing.
+ * Below a `**` node each node sits at a fixed distance from it, so every (node, index) is walked at most once, and
+ * `**` cannot multiply the work by the number of ways to split the path.
+ */
+function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, found: Map<number, Captures>, entered: Map<TrieNode, Set<number>>): void {
   if (i === segments.length) {
     for (const id of node.ends) if (!found.has(id)) found.set(id, captures);
   } else {
     const segment = segments[i] ?? '';
     const literal = node.literal.get(segment);
-    if (literal) walk(literal, segments, i + 1, captures, found);
+    if (literal) walk(literal, segments, i + 1, captures, found, entered);
     for (const { segment: pattern, node: next } of node.wild.values()) {
-      const m = pattern.regex?.exec(segment);
-      if (!m) continue;
+      const values = matchSegment(pattern.tokens, segment);
+      if (!values) continue;
       let more = captures;
       if (pattern.captures.length > 0) {
         more = { ...captures };
-        pattern.captures.forEach((name, k) => ((more as Record<string, string>)[name] = m[k + 1] ?? ''));
+        pattern.captures.forEach((name, k) => ((more as Record<string, string>)[name] = values[k] ?? ''));
       }
-      walk(next, segments, i + 1, more, found);
+      walk(next, segments, i + 1, more, found, entered);
     }
   }
-  // `**` takes none or more of the remaining segments.
-  if (node.globstar) for (let j = i; j <= segments.length; j++) walk(node.globstar, segments, j, captures, found);
+  // `**` takes none or more of the remaining segments. Its node is entered only from here, and each loop runs to
+  // the end, so once one index was entered every later one was too.
+  const globstar = node.globstar;
+  if (globstar) {
+    let at = entered.get(globstar);
+    if (!at) entered.set(globstar, (at = new Set()));
+    for (let j = i; j <= segments.length && !at.has(j); j++) {
+      at.add(j);
+      walk(globstar, segments, j, captures, found, entered);
+    }
+  }
 }

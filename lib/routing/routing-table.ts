@@ -5,7 +5,7 @@
 import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 'yaml';
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
-import { compilePattern, PatternError, PatternIndex, type CompiledPattern } from './path-pattern.ts';
+import { compilePattern, matchSegment, PatternError, PatternIndex, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
 import { parseDuration, RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
@@ -32,6 +32,31 @@ export interface CompiledTarget {
   target: Target;
   /** Cluster names this target applies to, sorted. */
   clusters: string[];
+  /** The target's `namespaces`, compiled; undefined when the target sets no bound. */
+  namespaces?: NamespaceBound;
+}
+
+/** The namespaces a target may reach: names and `*` globs, matched like one segment of a path pattern. */
+export interface NamespaceBound {
+  sources: readonly string[];
+  globs: readonly PatternSegment[];
+}
+
+export const namespaceAllowed = (bound: NamespaceBound, namespace: string): boolean =>
+  bound.globs.some((g) => (g.kind === 'literal' ? g.source === namespace : matchSegment(g.tokens, namespace) !== undefined));
+
+/** The schema allows only [a-z0-9*-] here, so each compiles to one literal or wild segment, or is over its bounds. */
+function compileNamespaceBound(sources: readonly string[], report: (index: number, message: string) => void): NamespaceBound {
+  const globs: PatternSegment[] = [];
+  sources.forEach((source, i) => {
+    try {
+      globs.push(compilePattern(source).segments[0] as PatternSegment);
+    } catch (e) {
+      if (!(e instanceof PatternError)) throw e;
+      report(i, e.message);
+    }
+  });
+  return { sources, globs };
 }
 
 export interface CompiledRoute {
@@ -148,6 +173,17 @@ function selectClusters(doc: RoutingTableDocument, selector: Target['clusters'],
   return names;
 }
 
+/** Every key of a JSON-like value, with the path to it. */
+function* keysIn(value: unknown, path: PropertyKey[] = []): Generator<{ key: string; path: PropertyKey[] }> {
+  if (Array.isArray(value)) for (const [i, v] of value.entries()) yield* keysIn(v, [...path, i]);
+  else if (typeof value === 'object' && value !== null) {
+    for (const [k, v] of Object.entries(value)) {
+      yield { key: k, path: [...path, k] };
+      yield* keysIn(v, [...path, k]);
+    }
+  }
+}
+
 /** Placeholders a target uses: captures only in workload fields; captures and built-ins in resource targets. */
 function targetTemplates(target: Target): Array<{ field: string[]; text: string; builtins: boolean }> {
   if (isResourceTarget(target)) {
@@ -197,7 +233,27 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
           }
         }
       }
-      return { target, clusters: selectClusters(doc, target.clusters, (m) => report([...twhere, 'clusters'], m)) };
+      if (isResourceTarget(target)) {
+        // A value from a path (or a built-in such as {path}) may fill a field, never choose which field is written.
+        for (const { key, path } of keysIn(target.patch)) {
+          if (placeholders(key).length > 0) report([...twhere, 'patch', ...path], `placeholder in the patch key ${JSON.stringify(key)}: placeholders may only appear in values, so a path can never choose which field is written`);
+        }
+      }
+      const compiled: CompiledTarget = { target, clusters: selectClusters(doc, target.clusters, (m) => report([...twhere, 'clusters'], m)) };
+      const renderedNamespace = isResourceTarget(target) ? target.resource.namespace : target.namespace;
+      if (target.namespaces === undefined && renderedNamespace !== undefined && placeholders(renderedNamespace).length > 0) {
+        // Without a bound, a path such as secret/kube-system/... would reach kube-system.
+        report([...twhere, ...(isResourceTarget(target) ? ['resource', 'namespace'] : ['namespace'])], `the namespace "${renderedNamespace}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]`);
+      }
+      if (target.namespaces !== undefined) {
+        compiled.namespaces = compileNamespaceBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
+        const namespace = isResourceTarget(target) ? target.resource.namespace : target.namespace;
+        if (namespace === undefined) report([...twhere, 'namespaces'], 'the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it');
+        else if (placeholders(namespace).length === 0 && !namespaceAllowed(compiled.namespaces, namespace)) {
+          report([...twhere, 'namespaces'], `the target's namespace "${namespace}" is outside its own namespaces: ${target.namespaces.join(', ')}`);
+        }
+      }
+      return compiled;
     });
     for (const name of pattern.captures) if (!used.has(name)) report([...where, 'match', 'path'], `unused capture {${name}}: no target uses it (use * to match without capturing)`);
 

@@ -11,12 +11,28 @@ export type WorkloadKind = (typeof WorkloadKinds)[number];
 
 const nonEmpty = z.string().min(1, 'must not be empty');
 
+/**
+ * Names that become IAM resource ARNs (lib/deploy/iam-from-routes.ts): `*` and `?` are wildcards there, so a name
+ * holding one would grant every parameter, secret, cluster or role it happens to match. Refused, with the reason.
+ */
+const NO_IAM_WILDCARD = /^[^*?]*$/;
+const IAM_WILDCARD_REASON = 'must not contain * or ?: the IAM policy derived from the routing table would read it as a wildcard';
+const iamName = (charset: RegExp, what: string) =>
+  nonEmpty
+    .refine((s) => charset.test(s) && NO_IAM_WILDCARD.test(s), { error: (issue) => (NO_IAM_WILDCARD.test(String(issue.input)) ? what : IAM_WILDCARD_REASON) })
+    // One check with one reason (two would report a wildcard twice); editors still get the pattern.
+    .meta({ pattern: charset.source });
+
 export const KubeconfigSourceSchema = z.union([
   z.strictObject({ file: nonEmpty.describe('path to a kubeconfig file, relative to the routing table') }),
   z.strictObject({ env: nonEmpty.describe('environment variable holding the kubeconfig YAML') }),
   z.strictObject({ inline: nonEmpty.describe('the kubeconfig YAML itself') }),
-  z.strictObject({ ssm: nonEmpty.describe('SSM Parameter Store SecureString name') }),
-  z.strictObject({ secretsManager: nonEmpty.describe('Secrets Manager secret id or ARN') }),
+  z.strictObject({
+    ssm: iamName(/^[A-Za-z0-9_.:/-]+$/, 'must be an SSM parameter name or ARN (letters, digits, _ . - /)').describe('SSM Parameter Store SecureString name'),
+  }),
+  z.strictObject({
+    secretsManager: iamName(/^[A-Za-z0-9_.:/+=@-]+$/, 'must be a Secrets Manager secret name or ARN (letters, digits, / _ + = . @ -)').describe('Secrets Manager secret id or ARN'),
+  }),
 ], { error: 'must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }' });
 export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
 
@@ -48,9 +64,9 @@ export const RolloutSettingsSchema = z.strictObject({
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 
 export const EksSchema = z.strictObject({
-  name: nonEmpty,
+  name: iamName(/^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/, 'must be an EKS cluster name (letters, digits, - and _, up to 100)'),
   region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1'),
-  roleArn: z.string().regex(/^arn:aws[a-z-]*:iam::\d{12}:role\/.+$/, 'must be an IAM role ARN').optional(),
+  roleArn: iamName(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/, 'must be an IAM role ARN').optional(),
 });
 
 export const ClusterSchema = z
@@ -73,10 +89,20 @@ const ClusterSelectorSchema = z.union([
 
 const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;
 
+/**
+ * The namespaces a target may reach: names, or globs where `*` stands for any run of characters (`team-*`). A
+ * namespace rendered from a path capture outside them is a plan problem, never a patch.
+ */
+const NamespaceBoundSchema = z
+  .array(z.string().max(63).regex(/^[a-z0-9*]([-a-z0-9*]*[a-z0-9*])?$/, 'must be a namespace name or a glob of one, e.g. payments or team-*'))
+  .min(1, 'list at least one namespace or glob')
+  .describe('namespaces this target may reach (names or globs with *); a namespace rendered outside them is not planned');
+
 export const WorkloadTargetSchema = z
   .strictObject({
     clusters: ClusterSelectorSchema,
     namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+    namespaces: NamespaceBoundSchema.optional(),
     kind: z.enum(WorkloadKinds),
     name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional(),
     selector: nonEmpty.optional(),
@@ -88,6 +114,7 @@ export const WorkloadTargetSchema = z
 
 export const ResourceTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
+  namespaces: NamespaceBoundSchema.optional(),
   resource: z.strictObject({
     apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1'),
     kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor'),

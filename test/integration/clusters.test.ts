@@ -189,7 +189,6 @@ clusters.forEach((c: ClusterInfo, i: number) => {
         { group: 'batch', resource: 'cronjobs', verb: 'patch', namespace: NS },
         { group: 'argoproj.io', resource: 'rollouts', verb: 'patch', namespace: NS },
         { group: '', resource: 'events', verb: 'create', namespace: NS },
-        { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: NS },
       ];
       const denied: ResourceAttributes[] = [
         { group: '', resource: 'secrets', verb: 'get', namespace: NS },
@@ -204,6 +203,10 @@ clusters.forEach((c: ClusterInfo, i: number) => {
         { group: 'apps', resource: 'replicasets', verb: 'get', namespace: NS },
         { group: 'batch', resource: 'jobs', verb: 'create', namespace: NS },
         { group: '', resource: 'events', verb: 'delete', namespace: NS },
+        // Only core/v1 Events are ever created, never updated: no patch, nothing in events.k8s.io.
+        { group: '', resource: 'events', verb: 'patch', namespace: NS },
+        { group: 'events.k8s.io', resource: 'events', verb: 'create', namespace: NS },
+        { group: 'events.k8s.io', resource: 'events', verb: 'patch', namespace: NS },
         { group: 'rbac.authorization.k8s.io', resource: 'clusterroles', verb: 'escalate' },
       ];
       for (const attrs of allowed) expect(await canI(vr, attrs), JSON.stringify(attrs)).toBe(true);

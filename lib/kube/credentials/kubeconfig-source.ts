@@ -1,7 +1,9 @@
 /**
  * A cluster's access from a kubeconfig, read from a file, an environment variable, the routing table itself, SSM
  * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and refused when that
- * context's user needs a credential plugin: Lambda has no aws CLI or other plugins to run.
+ * context's user needs a credential plugin: Lambda has no aws CLI or other plugins to run. A `token-file` anywhere
+ * in it is refused before client-node sees it: client-node reads every user's token file while loading, which would
+ * send any file of this machine as a bearer token to whatever server the kubeconfig names.
  *
  * Errors name the cluster, the source and what to fix, never the kubeconfig's content.
  */
@@ -11,6 +13,7 @@ import type { SSMClient } from '@aws-sdk/client-ssm';
 import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { KubeConfig } from '@kubernetes/client-node';
+import { LineCounter, parseDocument } from 'yaml';
 import type { Cluster, Context, User } from '@kubernetes/client-node';
 import type { ClusterConfig, KubeconfigSource } from '../../routing/schema.ts';
 import { ClusterAccessError } from '../cluster-access.ts';
@@ -159,12 +162,34 @@ function accessFromKubeconfig(name: string, config: ClusterConfig, loaded: Kubec
   };
 }
 
+/**
+ * The kubeconfig is parsed here, checked, and only then handed to client-node, as JSON of exactly what was checked:
+ * client-node's loadFromString reads each user's `token-file` while loading, before any later check could refuse it,
+ * and handing it the checked document (not the text again) leaves no room for two YAML parsers to disagree.
+ */
 function parseKubeconfig(text: string): KubeConfig {
+  const lineCounter = new LineCounter();
+  // Merge keys (`<<: *base`) as client-node's js-yaml reads them, so nothing hides behind one.
+  const doc = parseDocument(text, { lineCounter, merge: true, prettyErrors: false });
+  const yamlError = doc.errors[0];
+  if (yamlError !== undefined) {
+    // Position only: the parser's message quotes the offending line, which may hold a key or a token.
+    const { line, col } = lineCounter.linePos(yamlError.pos[0]);
+    throw new KubeconfigSourceError(`is not valid YAML (line ${line}, column ${col}); fix the YAML`);
+  }
+  let document: unknown;
+  try {
+    document = doc.toJS();
+  } catch {
+    // e.g. more aliases than the parser's bound (a "billion laughs" document)
+    throw new KubeconfigSourceError(NOT_A_KUBECONFIG);
+  }
+  refuseTokenFiles(document);
   const kubeConfig = new KubeConfig();
   try {
-    kubeConfig.loadFromString(text);
+    kubeConfig.loadFromString(JSON.stringify(document ?? null));
   } catch (error) {
-    // No cause on purpose: the YAML parser's error quotes the offending lines, which may hold keys or tokens.
+    // No cause on purpose: a parser's error may quote the offending lines, which may hold keys or tokens.
     throw new KubeconfigSourceError(describeLoadFailure(error));
   }
   // loadFromString accepts any YAML (a list, a scalar, nothing) and just finds no entries in it.
@@ -172,14 +197,25 @@ function parseKubeconfig(text: string): KubeConfig {
   return kubeConfig;
 }
 
+/** Refuses a `token-file` in any user: client-node would read it while loading, whichever context is used. */
+function refuseTokenFiles(document: unknown): void {
+  const users = (document as { users?: unknown } | null)?.users;
+  if (!Array.isArray(users)) return;
+  users.forEach((entry: unknown, i) => {
+    const user = (entry as { user?: unknown } | null)?.user;
+    if (typeof user !== 'object' || user === null || !('token-file' in user)) return;
+    const name = (entry as { name?: unknown }).name;
+    throw new KubeconfigSourceError(
+      `user ${typeof name === 'string' && name !== '' ? name : `users[${i}]`} uses token-file, which is refused: it would send a file of this machine as the bearer token; ` +
+        'put the token itself in the user\'s token field (keep the kubeconfig in SSM or Secrets Manager), or use a client certificate',
+    );
+  });
+}
+
 const NOT_A_KUBECONFIG = 'is not a valid kubeconfig; expected a YAML mapping with clusters, contexts and users';
 const MISSING_FIELD = /^(clusters|contexts|users)\[\d+\]\.[a-z.]+ is missing$/;
 
 function describeLoadFailure(error: unknown): string {
-  const mark = (error as { mark?: { line?: unknown; column?: unknown } }).mark;
-  if (error instanceof Error && error.name === 'YAMLException' && typeof mark?.line === 'number' && typeof mark.column === 'number') {
-    return `is not valid YAML (line ${mark.line + 1}, column ${mark.column + 1}); fix the YAML`;
-  }
   if (error instanceof Error && MISSING_FIELD.test(error.message)) return `is not a valid kubeconfig: ${error.message}`;
   return NOT_A_KUBECONFIG;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ANNOTATIONS, decideRestart, parseRecordedVersions, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
+import { ANNOTATIONS, decideRestart, parseRecordedVersions, parseWatchAnnotation, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
 import type { SecretRef } from '../../../lib/plan/planner.ts';
 
 const secret = (path: string, version: number | null, time = '2026-11-20T10:00:00Z'): SecretRef => ({ path, operation: 'write', version, id: 'id', time });
@@ -64,5 +64,19 @@ describe('the record on the workload', () => {
   it('reads watch annotations', () => {
     expect(watchPatterns(' secret/a/**, /legacy/b\nteam-a/secret/c ,,')).toEqual(['secret/a/**', 'legacy/b', 'team-a/secret/c']);
     expect(watchPatterns(undefined)).toEqual([]);
+  });
+});
+
+describe('parseWatchAnnotation', () => {
+  it('compiles the patterns it can and says why it ignored the others', () => {
+    const { patterns, problems } = parseWatchAnnotation('secret/a/**, secret/{x, *a*a*a*a*a*b');
+    expect(patterns.map((p) => p.source)).toEqual(['secret/a/**']);
+    expect(problems).toEqual(['pattern "secret/{x" ignored: unclosed "{" in "{x"', 'pattern "*a*a*a*a*a*b" ignored: "*a*a*a*a*a*b" has 6 wildcards and captures; at most 4 per segment']);
+  });
+
+  it('watches nothing when the annotation is over its bounds', () => {
+    expect(parseWatchAnnotation(Array.from({ length: 33 }, (_, i) => `s/${i}`).join(','))).toEqual({ patterns: [], problems: ['vault-rollout.io/watch lists 33 patterns; at most 32: it watches nothing'] });
+    expect(parseWatchAnnotation(`s/${'a'.repeat(5000)}`).problems).toEqual(['vault-rollout.io/watch is 5002 characters long; at most 4096: it watches nothing']);
+    expect(parseWatchAnnotation(undefined)).toEqual({ patterns: [], problems: [] });
   });
 });

@@ -177,3 +177,47 @@ describe('executeRollouts with follow', () => {
     expect(dry.every((r) => r.rollout === undefined)).toBe(true);
   });
 });
+
+describe('the watch annotation', () => {
+  const annotatedTable = loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+routes:
+  - name: batch
+    match: { path: "secret/batch/*" }
+    targets:
+      - { clusters: [a], namespace: ns, kind: Deployment, annotated: true }
+`);
+  const watching = (fake: ReturnType<typeof fakeClusters>, name: string, value: string) => {
+    const object = fake.store.get(`a/${name}`);
+    if (object?.metadata) object.metadata.annotations = { 'vault-rollout.io/watch': value };
+  };
+  const runAnnotated = (fake: ReturnType<typeof fakeClusters>, warnings: Array<[string, Record<string, unknown> | undefined]>) =>
+    executeRollouts(annotatedTable, planRollouts(annotatedTable, [change('batch/x', 1)]).targets, options(fake.apiFor, { logger: { warn: (m, f) => void warnings.push([m, f]) } }));
+
+  it('ignores a pattern over its bounds, or an annotation over its bounds, and logs why, naming the workload', async () => {
+    const fake = fakeClusters({ a: ['good', 'mixed', 'many', 'bad'] });
+    watching(fake, 'good', 'secret/batch/*');
+    watching(fake, 'mixed', '*a*a*a*a*a*a*a*b, secret/batch/x');
+    watching(fake, 'many', Array.from({ length: 40 }, (_, i) => `secret/batch/${i === 39 ? 'x' : i}`).join(','));
+    watching(fake, 'bad', 'secret/{x');
+    const warnings: Array<[string, Record<string, unknown> | undefined]> = [];
+    const results = await runAnnotated(fake, warnings);
+    expect(results.map((r) => [r.name, r.outcome])).toEqual([
+      ['good', 'restarted'],
+      ['mixed', 'restarted'],
+    ]);
+    expect(warnings).toEqual([
+      ['ignoring vault-rollout.io/watch patterns of a workload', { cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'mixed', problems: ['pattern "*a*a*a*a*a*a*a*b" ignored: "*a*a*a*a*a*a*a*b" has 8 wildcards and captures; at most 4 per segment'] }],
+      ['ignoring vault-rollout.io/watch patterns of a workload', { cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'many', problems: ['vault-rollout.io/watch lists 40 patterns; at most 32: it watches nothing'] }],
+      ['ignoring vault-rollout.io/watch patterns of a workload', { cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'bad', problems: ['pattern "secret/{x" ignored: unclosed "{" in "{x"'] }],
+    ]);
+  });
+
+  it('says in the result which workloads were ignored when none matched', async () => {
+    const fake = fakeClusters({ a: ['long'] });
+    watching(fake, 'long', `secret/batch/x,${'s/'.repeat(2100)}`);
+    const [result] = await runAnnotated(fake, []);
+    expect(result).toMatchObject({ outcome: 'skipped', reason: 'no workload matched' });
+    expect(result?.detail).toMatch(/; ignored: Deployment ns\/long: vault-rollout.io\/watch is 4215 characters long; at most 4096: it watches nothing$/);
+  });
+});

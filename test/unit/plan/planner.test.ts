@@ -122,3 +122,44 @@ routes:
     ]);
   });
 });
+
+describe('captured values go where they are valid, and only there', () => {
+  const bounded = loadRoutingTable(`clusters: { c: { kubeconfig: { env: KC } } }
+routes:
+  - name: by-team
+    match: { path: "secret/{team}/{app}" }
+    targets:
+      - { clusters: [c], namespace: "{team}", namespaces: [payments, "team-*"], kind: Deployment, name: "{app}" }
+  - name: by-selector
+    match: { path: "sel/{apps}" }
+    targets:
+      - { clusters: [c], namespace: n, kind: Deployment, selector: "app in ({apps})" }
+  - name: tenant-resource
+    match: { path: "crd/{ns}/{name}" }
+    targets:
+      - { clusters: [c], namespaces: ["tenant-*"], resource: { apiVersion: a.io/v1, kind: K, namespace: "{ns}", name: "{name}" }, patch: { spec: { v: "{version}" } } }
+  - name: any-team
+    match: { path: "free/{ns}" }
+    targets:
+      - { clusters: [c], namespace: "{ns}", namespaces: ["*"], kind: Deployment, name: app }
+`);
+
+  it.each([
+    ['a namespace the bound names', 'secret/payments/api', 'c/payments/Deployment/api', null],
+    ['a namespace a glob of the bound matches', 'secret/team-blue/api', 'c/team-blue/Deployment/api', null],
+    ['a namespace outside the bound', 'secret/kube-system/coredns', null, 'namespace "kube-system" rendered from the path is outside the target\'s namespaces (payments, team-*)'],
+    ['a glob is no prefix: "team-*" does not take "teams"', 'secret/teams/api', null, 'namespace "teams" rendered from the path is outside the target\'s namespaces (payments, team-*)'],
+    ['a label value in a selector', 'sel/api', 'c/n/Deployment/app in (api)', null],
+    ['a list where one label value goes', 'sel/api,billing,admin-console', null, '{apps} = "api,billing,admin-console" from the path is not a valid label value, so it cannot go into the selector'],
+    ['selector syntax where one label value goes', 'sel/x)', null, '{apps} = "x)" from the path is not a valid label value, so it cannot go into the selector'],
+    ['a label value too long for one', `sel/${'a'.repeat(64)}`, null, `{apps} = "${'a'.repeat(64)}" from the path is not a valid label value, so it cannot go into the selector`],
+    ['a resource namespace inside the bound', 'crd/tenant-a/main', 'c/tenant-a/K/main', null],
+    ['a resource namespace outside the bound', 'crd/kube-system/main', null, 'namespace "kube-system" rendered from the path is outside the target\'s namespaces (tenant-*)'],
+    ['a namespace that is no DNS label, bound or not', 'free/Kube_System', null, 'namespace "Kube_System" rendered from the path is not a valid Kubernetes namespace'],
+    ['a bound of "*" takes any valid namespace, as the table says so', 'free/kube-system', 'c/kube-system/Deployment/app', null],
+  ])('%s', (_name, path, planned, problem) => {
+    const plan = planRollouts(bounded, [change(path)]);
+    expect(plan.targets.map(brief)).toEqual(planned === null ? [] : [planned]);
+    expect(plan.problems.map((p) => p.error)).toEqual(problem === null ? [] : [problem]);
+  });
+});

@@ -124,6 +124,83 @@ describe('routing table', () => {
       'routes.yaml:10:20: routes[0].match.path: "**" must be a whole segment, found "a**"',
     ],
     [
+      'a pattern that would backtrack',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/*a*a*a*a*a*a*a*b" }
+    targets: [{ clusters: [prod-eu], namespace: n, kind: Deployment, name: a }]
+`,
+      'routes.yaml:10:20: routes[0].match.path: "*a*a*a*a*a*a*a*b" has 8 wildcards and captures; at most 4 per segment',
+    ],
+    [
+      'a placeholder in a patch key',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{field}" }
+    targets:
+      - clusters: [prod-eu]
+        resource: { apiVersion: a.io/v1, kind: K, name: x }
+        patch:
+          spec:
+            "{field}": "{version}"
+`,
+      'routes.yaml:16:24: routes[0].targets[0].patch.spec.{field}: placeholder in the patch key "{field}": placeholders may only appear in values, so a path can never choose which field is written',
+    ],
+    [
+      'a literal namespace outside its own bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: kube-system, namespaces: [payments, "team-*"], kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:74: routes[0].targets[0].namespaces: the target\'s namespace "kube-system" is outside its own namespaces: payments, team-*',
+    ],
+    [
+      'a namespace bound on a cluster-scoped resource',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespaces: [a], resource: { apiVersion: a.io/v1, kind: K, name: x }, patch: { spec: { v: "{version}" } } }]
+`,
+      'routes.yaml:11:50: routes[0].targets[0].namespaces: the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it',
+    ],
+    [
+      'a resource namespace rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], resource: { apiVersion: a.io/v1, kind: K, namespace: "{ns}", name: x }, patch: { spec: { v: "{version}" } } }]
+`,
+      'routes.yaml:11:91: routes[0].targets[0].resource.namespace: the namespace "{ns}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]',
+    ],
+    [
+      'a namespace glob over the pattern bounds',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], namespace: "{ns}", namespaces: ["*a*a*a*a*"], kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:70: routes[0].targets[0].namespaces[0]: "*a*a*a*a*" has 5 wildcards and captures; at most 4 per segment',
+    ],
+    [
+      'a namespace rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], namespace: "{ns}", kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:49: routes[0].targets[0].namespace: the namespace "{ns}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]',
+    ],
+    [
+      'a namespace bound that is no namespace',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{ns}" }
+    targets: [{ clusters: [prod-eu], namespace: "{ns}", namespaces: ["Team_*"], kind: Deployment, name: a }]
+`,
+      'routes.yaml:11:70: routes[0].targets[0].namespaces[0]: must be a namespace name or a glob of one, e.g. payments or team-*',
+    ],
+    [
       'a capture named like a built-in',
       `${clusters}routes:
   - name: r
@@ -149,6 +226,16 @@ describe('routing table', () => {
 `,
       'routes.yaml:3:17: clusters.c.kubeconfig: must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }',
     ],
+    ...([
+      ['an SSM parameter', 'kubeconfig: { ssm: "/vr/kubeconfigs/*" }', '2:27: clusters.c.kubeconfig.ssm'],
+      ['a Secrets Manager secret', 'kubeconfig: { secretsManager: "vr/prod-?" }', '2:38: clusters.c.kubeconfig.secretsManager'],
+      ['an EKS cluster name', 'eks: { name: "prod-*", region: us-east-1 }', '2:21: clusters.c.eks.name'],
+      ['a role ARN', 'eks: { name: p, region: us-east-1, roleArn: "arn:aws:iam::123456789012:role/*" }', '2:52: clusters.c.eks.roleArn'],
+    ] as const).map(([what, cluster, where]) => [
+      `an IAM wildcard in ${what}`,
+      `clusters:\n  c: { ${cluster} }\n`,
+      `routes.yaml:${where}: must not contain * or ?: the IAM policy derived from the routing table would read it as a wildcard`,
+    ]),
     ['broken YAML', 'clusters: {\n  a: [\n', 'routes.yaml:1:1: (top level): YAML:'],
     ['an unknown top-level field', `${clusters}rutes: []\n`, 'routes.yaml:1:1: (top level): Unrecognized key: "rutes"'],
   ])('reports %s with file, line and field', (_name, yaml, expected) => {

@@ -1,7 +1,10 @@
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { beforeEach, describe, expect, it } from 'vitest';
+import fs, { rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ClusterAccessError } from '../../../../lib/kube/cluster-access.ts';
 import { resolveKubeconfigAccess } from '../../../../lib/kube/credentials/kubeconfig-source.ts';
 import type { KubeconfigSourceDeps } from '../../../../lib/kube/credentials/kubeconfig-source.ts';
@@ -152,7 +155,7 @@ describe('errors name the cluster, the source and the fix', () => {
   const cases: [string, ClusterConfig, RegExp, (deps: TestDeps) => void][] = [
     ['missing env var', cluster({ env: 'KUBECONFIG_PROD' }), /^cluster c: kubeconfig from environment variable KUBECONFIG_PROD: the variable is not set or empty; set KUBECONFIG_PROD/, () => {}],
     ['missing file', cluster({ file: 'kc/missing.yaml' }), /^cluster c: kubeconfig file kc\/missing.yaml: cannot read \/etc\/vault-rollout\/kc\/missing.yaml \(ENOENT\); paths are relative to the routing table/, () => {}],
-    ['bad YAML', cluster({ inline: `clusters:\n  - name: x\n   token: ${planted.token}\n` }), /^cluster c: inline kubeconfig: is not valid YAML \(line 3, column 4\); fix the YAML$/, () => {}],
+    ['bad YAML', cluster({ inline: `clusters:\n  - name: x\n   token: ${planted.token}\n` }), /^cluster c: inline kubeconfig: is not valid YAML \(line 3, column 1\); fix the YAML$/, () => {}],
     ['YAML that is no mapping', cluster({ inline: '- just\n- a list' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
     ['empty document', cluster({ inline: '# nothing\n' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
     ['exec plugin', cluster({ inline: kubeconfigYaml({ user: { token: planted.token, exec: { command: 'aws', args: ['eks', 'get-token'] } } }) }), /^cluster c: inline kubeconfig: user admin uses an exec credential plugin, which cannot run here \(no aws CLI or plugins in Lambda\); give the user a token or client certificate, or configure an EKS cluster with eks:/, () => {}],
@@ -195,5 +198,56 @@ describe('errors name the cluster, the source and the fix', () => {
   it('refuses a routing-table entry without a kubeconfig', async () => {
     const error = await rejectionOf(resolveKubeconfigAccess('c', { labels: {} }, testDeps()));
     expect(error.message).toBe('cluster c: has no kubeconfig source');
+  });
+});
+
+describe('token-file', () => {
+  // client-node reads every user's token-file while loading a kubeconfig: from a kubeconfig stored in SSM, that would
+  // send any file of the worker (its environment, a mounted secret) as a bearer token to a server the kubeconfig names.
+  const tokenFilePath = join(tmpdir(), `vault-rollout-token-file-${process.pid}`);
+  const readsOf = (spy: { mock: { calls: unknown[][] } }) => spy.mock.calls.filter(([path]) => String(path) === tokenFilePath);
+  const withTokenFile = (user: string) =>
+    kubeconfigYaml({ user: { 'client-key-data': planted.clientKeyData } }).replace(/users:\n/, `users:\n  - name: ${user}\n    user: { token-file: ${JSON.stringify(tokenFilePath)} }\n`);
+  const sources: [string, ClusterConfig['kubeconfig'], (deps: TestDeps, text: string) => void][] = [
+    ['a file', { file: 'kc.yaml' }, () => {}],
+    ['the environment', { env: 'KC' }, () => {}],
+    ['the routing table', { inline: '(set below)' }, () => {}],
+    ['SSM', { ssm: '/k8s/prod' }, (_deps, text) => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: text } })],
+    ['Secrets Manager', { secretsManager: 'prod/kc' }, (_deps, text) => void secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretString: text })],
+  ];
+
+  beforeEach(() => writeFileSync(tokenFilePath, 'a-local-file-that-is-no-token'));
+  afterEach(() => {
+    vi.restoreAllMocks();
+    rmSync(tokenFilePath, { force: true });
+  });
+
+  it.each(sources)('is refused, before the file is opened, in a kubeconfig from %s', async (_label, source, arrange) => {
+    // The selected context's user (admin) and another user both reference it; either is refused.
+    for (const [user, context] of [['admin', undefined], ['elsewhere', 'main']] as const) {
+      const text = withTokenFile(user).replace(/ {2}- name: admin\n {4}user:\n/, user === 'admin' ? '  - name: unused\n    user:\n' : '$&');
+      const deps = testDeps({ '/etc/vault-rollout/kc.yaml': text }, { KC: text });
+      arrange(deps, text);
+      const config = cluster(source && 'inline' in source ? { inline: text } : source, context === undefined ? {} : { context });
+      const readFileSync = vi.spyOn(fs, 'readFileSync');
+      const openSync = vi.spyOn(fs, 'openSync');
+      const error = await rejectionOf(resolveKubeconfigAccess('c', config, deps));
+      expect(readsOf(readFileSync)).toEqual([]);
+      expect(readsOf(openSync)).toEqual([]);
+      expect(error).toBeInstanceOf(ClusterAccessError);
+      expect(error.message).toMatch(
+        new RegExp(`: user ${user} uses token-file, which is refused: it would send a file of this machine as the bearer token; put the token itself in the user's token field`),
+      );
+      expect(error.message).not.toContain('a-local-file-that-is-no-token');
+      vi.restoreAllMocks();
+    }
+  });
+
+  it('is refused behind a YAML merge key too', async () => {
+    const text = kubeconfigYaml().replace(/^users:\n/m, `x-base: &base { token-file: ${JSON.stringify(tokenFilePath)} }\nusers:\n  - name: merged\n    user: { <<: *base }\n`);
+    const readFileSync = vi.spyOn(fs, 'readFileSync');
+    const error = await rejectionOf(resolveKubeconfigAccess('c', cluster({ inline: text }), testDeps()));
+    expect(readsOf(readFileSync)).toEqual([]);
+    expect(error.message).toMatch(/user merged uses token-file, which is refused/);
   });
 });
