@@ -198,14 +198,19 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
         res.on('end', () => {
+          // A body cut short (the server or a proxy went away) is an error, never an empty answer.
+          if (!res.complete) return reject(Object.assign(new Error(`the answer from ${base.host} was cut short`), { code: 'ECONNRESET' }));
           const text = Buffer.concat(chunks).toString('utf8');
           let parsed: unknown;
+          let unparsable = false;
           try {
             parsed = text === '' ? undefined : JSON.parse(text);
           } catch {
             parsed = undefined;
+            unparsable = true;
           }
           const status = res.statusCode ?? 0;
+          if (unparsable && status >= 200 && status < 300) return reject(Object.assign(new Error(`the answer from ${base.host} is not JSON`), { code: 'ECONNRESET' }));
           const responseHeaders = Object.fromEntries(Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : (v ?? '')]));
           if (status >= 200 && status < 300) resolve({ status, headers: responseHeaders, body: parsed });
           else reject(new ApiException(status, `HTTP ${status}`, parsed, responseHeaders));
@@ -275,8 +280,10 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
         const query = new URLSearchParams({ limit: '500' });
         if (options?.fieldSelector) query.set('fieldSelector', options.fieldSelector);
         if (continueToken) query.set('continue', continueToken);
-        const page = (await send('GET', `${await collection(kind, namespace)}?${query}`)).body as { items?: KubeObject[]; metadata?: { continue?: string; resourceVersion?: string } };
-        for (const item of page.items ?? []) items.push({ ...item, apiVersion: kind.apiVersion, kind: kind.kind });
+        const page = (await send('GET', `${await collection(kind, namespace)}?${query}`)).body as { items?: KubeObject[]; metadata?: { continue?: string; resourceVersion?: string } } | undefined;
+        // A list without items is no list: following would read it as "every workload deleted".
+        if (!Array.isArray(page?.items) || !page.metadata?.resourceVersion) throw Object.assign(new Error('the list answer has no items or resourceVersion'), { code: 'ECONNRESET' });
+        for (const item of page.items) items.push({ ...item, apiVersion: kind.apiVersion, kind: kind.kind });
         resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
         continueToken = page.metadata?.continue || undefined;
       } while (continueToken);

@@ -146,10 +146,11 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
   const timers = members.map((m) => {
     const deadline = m.target.startedAt + m.target.timeoutMs;
     const at = Math.min(deadline, budgetEnd);
+    // Decided when the timer is set, not by comparing clocks when it fires (timers may fire a millisecond early).
+    const state: RolloutState = deadline <= budgetEnd ? 'timeout' : 'progressing';
     return setTimeout(
       () => {
         const now = clock.now();
-        const state: RolloutState = now >= deadline ? 'timeout' : 'progressing';
         settle(m, { rollout: state, ...(m.last?.pods ? { pods: m.last.pods } : {}), message: describeRollout(state, m.last, now - m.target.startedAt, m.lastError) });
       },
       Math.max(0, at - clock.now()),

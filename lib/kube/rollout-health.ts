@@ -62,7 +62,8 @@ export const deploymentHealth: HealthRule = (obj) => {
   const updated = num(status.updatedReplicas) ?? 0;
   const available = num(status.availableReplicas) ?? 0;
   const replicas = num(status.replicas) ?? 0;
-  const pods: PodCounts = { desired, updated, ready: clamp(Math.min(available, updated), desired) };
+  // availableReplicas counts old pods too: take the old ones as available, so `ready` never overstates the new ones.
+  const pods: PodCounts = { desired, updated, ready: clamp(Math.min(available - Math.max(0, replicas - updated), updated), desired) };
   const progressing = conditions(status).find((c) => c.type === 'Progressing');
   if (progressing?.reason === 'ProgressDeadlineExceeded') return { state: 'failed', message: `ProgressDeadlineExceeded${progressing.message ? ` (${progressing.message})` : ''}`, pods };
   if (updated < desired) return { state: 'progressing', message: `${updated} of ${desired} new pods created`, pods };

@@ -9,7 +9,9 @@ import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../..
 import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';
+import { main } from '../../lib/cli/main.ts';
 import { waitFor } from '../clusters/kube-http.ts';
+import { memoryIo } from '../helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../faults/fault-proxy.ts';
 import { admin, clusters, createNamespace, deleteNamespace, events, fileAccess, routingTable, uniqueName } from './support.ts';
 
@@ -169,6 +171,25 @@ describe('rollout health on clusters with nodes', () => {
     expect(results[0]?.rolloutReason).toContain('next Job');
   });
 
+  it('apply --wait: exit 4 and rollout timeout past --timeout, then 0 and complete once the pods are Ready', SLOW, async () => {
+    await createDeployment('alpha', 'cli', 2, 'slow');
+    await settled('alpha', 'deployments', 'cli');
+    const routes = `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(clusters.find((c) => c.name === 'alpha')?.vaultRolloutKubeconfig)} } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: cli\n    match: { path: "secret/cli" }\n    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: cli }]\n`;
+    const record = write('cli', 1);
+    let io = memoryIo({ 'routes.yaml': routes, '-': record });
+    expect(await main(['apply', '--routes', 'routes.yaml', '--wait', '--timeout', '3s', '--json'], io)).toBe(4);
+    const first = JSON.parse(io.out).results[0];
+    expect(first).toMatchObject({ outcome: 'restarted', rollout: 'timeout', pods: { desired: 2 } });
+    expect(first.rolloutReason).toMatch(/^\d of 2 new pods not Ready after 3 s \(deadline\)/);
+    // Not a terminal: one plain line per change of state on stderr.
+    expect(io.err).toMatch(/^alpha .*\/Deployment\/cli: restarted\n/);
+    io = memoryIo({ 'routes.yaml': routes, '-': record });
+    expect(await main(['apply', '--routes', 'routes.yaml', '--wait'], io)).toBe(0);
+    expect(io.out).toContain('Results: 1 unchanged');
+    expect(io.out).toContain('Rollouts: 1 complete');
+    expect(io.out).toMatch(/cli +unchanged +complete +2\/2/);
+  });
+
   describe('a cluster that goes away mid-rollout', () => {
     let proxy: FaultProxy;
     beforeAll(async () => {
@@ -204,12 +225,14 @@ describe('rollout health on clusters with nodes', () => {
         },
       });
       expect(stopped).toBe(true);
-      expect(results.map((r) => [r.cluster, r.outcome, r.rollout])).toEqual([
+      const seen = JSON.stringify(results.map((r) => [r.cluster, r.outcome, r.rollout, r.rolloutReason]));
+      expect(results.map((r) => [r.cluster, r.outcome, r.rollout]), seen).toEqual([
         ['alpha', 'restarted', 'complete'],
         ['flaky', 'restarted', 'timeout'],
       ]);
       process.stderr.write(`[rollout-health] flaky: ${results[1]?.rollout}: ${results[1]?.rolloutReason}\n`);
-      expect(results[1]?.rolloutReason).toMatch(/\(deadline\): .*last error: unreachable/);
+      // The last error is the reconnect being refused (or, if the deadline came first, the cut stream).
+      expect(results[1]?.rolloutReason, seen).toMatch(/\(deadline\): .*last error: (unreachable|error|timeout)/);
     });
   });
 });

@@ -87,6 +87,17 @@ describe('kube-api list-then-watch', () => {
     await expect(api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} })).rejects.toThrow(/not JSON/);
   });
 
+  it('a list answer cut short is an error, never an empty list', async () => {
+    handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"metadata":{"resourceVersion":"5"},"items":[{"metadata"');
+      setTimeout(() => res.destroy(), 10);
+    };
+    await expect(api.listForWatch(DEPLOYMENT, 'ns')).rejects.toThrow();
+    handler = (_req, res) => res.end('{"kind":"Status"}');
+    await expect(api.listForWatch(DEPLOYMENT, 'ns')).rejects.toThrow(/no items/);
+  });
+
   it('ends quietly when aborted', async () => {
     handler = (_req, res) => void res.writeHead(200).write(line('ADDED', 'a', '2'));
     const stop = new AbortController();

@@ -59,7 +59,7 @@ describe('followRollouts', () => {
 
   it('reports failed with counts and the controller reason', async () => {
     const fake = fakeClusters({ a: ['x'] });
-    fake.update('a/x', deployment({ ...rolling, updatedReplicas: 3, availableReplicas: 1, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "x-2" has timed out progressing.' }] }));
+    fake.update('a/x', deployment({ replicas: 3, updatedReplicas: 3, availableReplicas: 1, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "x-2" has timed out progressing.' }] }));
     const api = fake.apiFor(access('a'));
     const results = await followRollouts([target(api, 'x', { startedAt: NOW - 600_000 })], { budgetMs: 60_000, clock });
     expect(results.get('x')).toEqual({
@@ -77,7 +77,7 @@ describe('followRollouts', () => {
     const results = await followRollouts([target(api, 'x'), target(api, 'y', { startedAt: NOW - 700_000 })], { budgetMs: 0, clock });
     expect(results.get('x')?.rollout).toBe('progressing');
     expect(results.get('x')?.message).toContain('1 of 3 new pods created');
-    expect(results.get('y')).toMatchObject({ rollout: 'timeout', message: '2 of 3 new pods not Ready after 700 s (deadline): 1 of 3 new pods created' });
+    expect(results.get('y')).toMatchObject({ rollout: 'timeout', message: '3 of 3 new pods not Ready after 700 s (deadline): 1 of 3 new pods created' });
   });
 
   it('relists after 410 Gone and keeps following', async () => {
@@ -141,3 +141,23 @@ async function vitestWaitFor(check: () => boolean): Promise<void> {
   for (let i = 0; i < 1000 && !check(); i++) await new Promise((r) => setImmediate(r));
   if (!check()) throw new Error('condition never held');
 }
+
+describe('followRollouts without watch permission', () => {
+  it('falls back to a LIST every pollMs when the watch is forbidden', async () => {
+    const fake = fakeClusters({ a: ['x'] }, [{ cluster: 'a', op: 'watch', error: () => new ApiException(403, 'HTTP 403', { reason: 'Forbidden' }, {}), times: 1 }]);
+    fake.update('a/x', deployment(rolling));
+    const api = fake.apiFor(access('a'));
+    let lists = 0;
+    const following = followRollouts([target(api, 'x')], {
+      budgetMs: 60_000,
+      clock,
+      pollMs: 1,
+      onProgress: () => {
+        if (++lists === 2) fake.update('a/x', deployment(done));
+      },
+    });
+    expect((await following).get('x')?.rollout).toBe('complete');
+    expect(fake.calls.filter((c) => c.op === 'watch')).toHaveLength(1);
+    expect(fake.calls.filter((c) => c.op === 'listForWatch').length).toBeGreaterThanOrEqual(2);
+  });
+});

@@ -8,8 +8,8 @@ type Row = [string, unknown, Health['state'], string?, Health['pods']?];
 describe('Deployment health (kubectl rollout status rules)', () => {
   const rows: Row[] = [
     ['generation not observed yet', obj(2, { replicas: 3 }, { observedGeneration: 1, replicas: 3, updatedReplicas: 3, availableReplicas: 3 }), 'progressing', 'observe'],
-    ['new pods not all created', obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 4, updatedReplicas: 1, availableReplicas: 3 }), 'progressing', '1 of 3 new pods created', { desired: 3, updated: 1, ready: 1 }],
-    ['old pods pending termination', obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 4, updatedReplicas: 3, availableReplicas: 3 }), 'progressing', '1 old pods pending termination'],
+    ['new pods not all created', obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 4, updatedReplicas: 1, availableReplicas: 3 }), 'progressing', '1 of 3 new pods created', { desired: 3, updated: 1, ready: 0 }],
+    ['old pods pending termination', obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 4, updatedReplicas: 3, availableReplicas: 3 }), 'progressing', '1 old pods pending termination', { desired: 3, updated: 3, ready: 2 }],
     ['new pods not available', obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 3, updatedReplicas: 3, availableReplicas: 1 }), 'progressing', '2 of 3 new pods not available', { desired: 3, updated: 3, ready: 1 }],
     ['complete', obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 3, updatedReplicas: 3, availableReplicas: 3 }), 'complete', undefined, { desired: 3, updated: 3, ready: 3 }],
     ['observed a later generation', obj(2, { replicas: 3 }, { observedGeneration: 3, replicas: 3, updatedReplicas: 3, availableReplicas: 3 }), 'complete'],
@@ -17,7 +17,7 @@ describe('Deployment health (kubectl rollout status rules)', () => {
     ['scaled to zero', obj(1, { replicas: 0 }, { observedGeneration: 1 }), 'complete', undefined, { desired: 0, updated: 0, ready: 0 }],
     [
       'progress deadline exceeded',
-      obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 4, updatedReplicas: 3, availableReplicas: 1, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "x-1" has timed out progressing.' }] }),
+      obj(2, { replicas: 3 }, { observedGeneration: 2, replicas: 3, updatedReplicas: 3, availableReplicas: 1, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "x-1" has timed out progressing.' }] }),
       'failed',
       'ProgressDeadlineExceeded (ReplicaSet "x-1" has timed out progressing.)',
       { desired: 3, updated: 3, ready: 1 },
