@@ -34,6 +34,7 @@ const LOG_DIR = join(STATE_DIR, 'logs');
 const AUDIT_FILE = join(STATE_DIR, 'audit.log');
 const TOKEN_FILE = join(STATE_DIR, 'bao-token');
 const SPOOL_DIR = join(STATE_DIR, 'spool');
+const PID_FILE = join(STATE_DIR, 'pid');
 const KUBECTL = join(REPO_ROOT, '.local', 'bin', 'kubectl');
 const BAO = join(REPO_ROOT, '.local', 'bin', 'bao');
 /** Namespaces of the example workloads whose ReplicaSets are shown. */
@@ -230,6 +231,17 @@ function watchReplicaSets(cluster: ClusterInfo): void {
 
 // ------------------------------------------------------------------ main ---
 
+/** The pid of another `npm start` of this checkout that is still running, if any. */
+function runningStart(): number | undefined {
+  try {
+    const pid = Number(readFileSync(PID_FILE, 'utf8').trim());
+    if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) return undefined;
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('test/demo/start.ts') ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 async function startAll(): Promise<void> {
   const t0 = Date.now();
   say('vault-rollout: the whole loop on this machine: three local Kubernetes clusters, an OpenBao dev server,');
@@ -239,8 +251,11 @@ async function startAll(): Promise<void> {
     say('First run: building Kubernetes v1.36.3 and etcd from their Go modules (about 5-8 minutes on 2 cores, 2 GB of');
     say('memory, 4 GB of Go caches; needs Go and openssl) and fetching OpenBao 2.7.2 (seconds). Later runs start in seconds.');
   }
+  const other = runningStart();
+  if (other !== undefined) throw new Error(`npm start already runs here (pid ${other}); stop it first (Ctrl-C in its terminal)`);
   rmSync(STATE_DIR, { recursive: true, force: true });
   mkdirSync(LOG_DIR, { recursive: true, mode: 0o700 });
+  writeFileSync(PID_FILE, `${process.pid}\n`);
 
   // 1. Clusters (stopped on exit only if started here).
   const clusters = await up({ log: (m) => say(`[clusters] ${m}`) });
@@ -319,7 +334,7 @@ async function main(): Promise<number> {
     await startAll();
     await stopRequested;
   } catch (e) {
-    if (!(e instanceof StopRequested)) {
+    if (!(e instanceof StopRequested) && !stopping) {
       say(`start failed: ${e instanceof Error ? e.message : String(e)}`);
       code = 1;
     }
@@ -330,5 +345,8 @@ async function main(): Promise<number> {
 
 if (import.meta.main) {
   process.exitCode = await main();
-  rmSync(TOKEN_FILE, { force: true }); // the dev server, and with it the token, is gone
+  if (runningStart() === undefined) {
+    rmSync(TOKEN_FILE, { force: true }); // the dev server, and with it the token, is gone
+    rmSync(PID_FILE, { force: true });
+  }
 }
