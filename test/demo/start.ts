@@ -317,15 +317,18 @@ async function startAll(): Promise<void> {
 async function stopAll(): Promise<void> {
   const t0 = Date.now();
   say('');
-  say(`stopping: ${cleanups.map((c) => c.what).reverse().join(', ') || 'nothing started'}`);
+  say(`stopping: ${cleanups.map((c) => c.what).reverse().join(', ') || 'nothing started'} (serve finishes queued work for up to 10 s)`);
+  const took: string[] = [];
   for (const c of cleanups.reverse()) {
+    const t = Date.now();
     try {
       await c.stop();
     } catch (e) {
       say(`could not stop ${c.what}: ${e instanceof Error ? e.message : String(e)}`);
     }
+    if (Date.now() - t >= 100) took.push(`${c.what} ${seconds(t)}`);
   }
-  say(`stopped in ${seconds(t0)}`);
+  say(`stopped in ${seconds(t0)}${took.length > 0 ? ` (${took.join(', ')})` : ''}`);
 }
 
 async function main(): Promise<number> {
