@@ -85,6 +85,7 @@ function startCli(name: string, args: string[], env: Record<string, string>, onS
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const watchdog = child.pid === undefined ? undefined : startWatchdog(child.pid);
   const lines = (each?: (line: string) => void) => {
     let buffer = '';
     return (chunk: Buffer): void => {
@@ -113,9 +114,21 @@ function startCli(name: string, args: string[], env: Record<string, string>, onS
         await exited;
         clearTimeout(timer);
       }
+      if (watchdog?.pid !== undefined) tryKill(watchdog.pid, 'SIGKILL');
     },
   });
   return { process: child, exited };
+}
+
+/**
+ * Stops a child's process group with SIGTERM if this program dies without stopping it (SIGKILL, a crash): a shell
+ * reads a pipe from us and signals the group when the pipe closes — as test/vault/server.ts does for OpenBao.
+ */
+function startWatchdog(pid: number): ChildProcess {
+  const watchdog = spawn('bash', ['-c', 'while read -r _; do :; done; kill -TERM -- "-$1" 2>/dev/null', 'watchdog', String(pid)], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  watchdog.unref();
+  (watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return watchdog;
 }
 
 function tryKill(pid: number, signal: NodeJS.Signals): void {
@@ -177,8 +190,13 @@ async function mountExampleEngines(bao: DevServer): Promise<string[]> {
   return notes;
 }
 
-/** Watches each cluster's ReplicaSets in the example namespaces and shows the new ones: a Deployment rolled out. */
-function watchReplicaSets(cluster: ClusterInfo): void {
+/**
+ * Watches each cluster's ReplicaSets in the example namespaces and shows the new ones: a Deployment rolled out.
+ * Resolves once the ones that exist now are known (they are not shown).
+ */
+function watchReplicaSets(cluster: ClusterInfo): Promise<void> {
+  let listed: (() => void) | undefined;
+  const known = new Promise<void>((resolve) => (listed = resolve));
   const creds = credentialsFor(cluster, 'admin');
   const seen = new Set<string>();
   let request: ReturnType<typeof httpsRequest> | undefined;
@@ -198,6 +216,7 @@ function watchReplicaSets(cluster: ClusterInfo): void {
       if (list.status !== 200) throw new Error(`HTTP ${list.status}`);
       for (const rs of list.body.items) consider(rs, !first);
       first = false;
+      listed?.();
       backoffMs = 500;
       let buffer = '';
       request = httpsRequest(new URL(`/apis/apps/v1/replicasets?watch=1&resourceVersion=${list.body.metadata.resourceVersion}`, cluster.server), { ca: creds.ca, cert: creds.cert, key: creds.key, agent: false, rejectUnauthorized: true }, (res) => {
@@ -227,6 +246,7 @@ function watchReplicaSets(cluster: ClusterInfo): void {
   };
   void connect();
   cleanups.push({ what: `${cluster.name} watch`, stop: async () => void request?.destroy() });
+  return known;
 }
 
 // ------------------------------------------------------------------ main ---
@@ -289,15 +309,21 @@ async function startAll(): Promise<void> {
       if (url) listening?.(url);
     });
   const url = await Promise.race([serveUrl, serve.exited.then(() => Promise.reject(new Error(`serve exited; see ${rel(join(LOG_DIR, 'serve.log'))}`)))]);
-  startCli('relay', ['relay', '--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait-ms', '200', '--grace-seconds', '2'], common, undefined, (line) => {
+  let relayStarted: (() => void) | undefined;
+  const relayUp = new Promise<void>((resolve) => (relayStarted = resolve));
+  const relay = startCli('relay', ['relay', '--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait-ms', '200', '--grace-seconds', '2'], common, undefined, (line) => {
     try {
-      const entry = JSON.parse(line) as { level?: string; msg?: string; message?: string };
-      if (entry.level === 'warn' || entry.level === 'error') live(`${entry.level === 'warn' ? 'warning   ' : 'error     '}relay: ${entry.msg ?? entry.message ?? ''}`);
+      const entry = JSON.parse(line) as { level?: string; message?: string };
+      if (entry.message === 'relay started') relayStarted?.();
+      if (entry.level === 'warn' || entry.level === 'error') live(`${entry.level === 'warn' ? 'warning   ' : 'error     '}relay: ${entry.message ?? ''}`);
     } catch {
       /* not a log line */
     }
   });
-  for (const c of clusters.clusters.clusters) watchReplicaSets(c);
+  // Ready means ready: the relay follows the audit log (on a busy machine Node takes seconds to load it).
+  await Promise.race([relayUp, relay.exited.then(() => Promise.reject(new Error(`the relay exited; see ${rel(join(LOG_DIR, 'relay.log'))}`)))]);
+  await Promise.race([Promise.all(clusters.clusters.clusters.map(watchReplicaSets)), new Promise((r) => setTimeout(r, 30_000))]);
+  checkStop();
 
   say('');
   say(`ready in ${seconds(t0)}: clusters ${clusters.clusters.clusters.map((c) => c.name).join(', ')}${clusters.started ? '' : ' (already running, left running)'}, OpenBao, relay, serve`);
