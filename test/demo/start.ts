@@ -25,7 +25,7 @@ import { down, KUBERNETES_VERSION, up } from '../clusters/clusters.ts';
 import { credentialsFor, kubeRequest, waitFor, type ClusterInfo } from '../clusters/kube-http.ts';
 import { ensureServerBinary, startDevServer, type DevServer } from '../vault/server.ts';
 import { replicaSetLine, serveLogToLines } from './live-lines.ts';
-import { exampleWorkloads, toYamlStream } from './workloads.ts';
+import { exampleWorkloads, toYamlStream, workloadsOf } from './workloads.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const ROUTES = 'infra/routes/example.yaml';
@@ -156,6 +156,11 @@ async function applyWorkloads(clusters: ClusterInfo[]): Promise<void> {
   await Promise.all(clusters.map(async (c) => {
     const { first, then } = exampleWorkloads(c.name);
     const apply = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-demo', '--filename=-'], toYamlStream(objects));
+    // Each run's OpenBao is new, so its versions start at 1 again, and vault-rollout restarts once per version: a
+    // workload left by an earlier run already records version 1 and would (rightly) stay unchanged. Start afresh.
+    const remove = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'delete', '--ignore-not-found', '--wait=true', '--timeout=60s', '--filename=-'], toYamlStream(objects));
+    if (workloadsOf(first).length > 0) await remove(workloadsOf(first));
+    if (then.length > 0) await remove(then).catch(() => undefined); // the first run has no Harbor CRD yet
     if (first.length > 0) await apply(first);
     if (then.length > 0) {
       const creds = credentialsFor(c, 'admin');
@@ -283,7 +288,7 @@ async function startAll(): Promise<void> {
   checkStop();
   const t1 = Date.now();
   await applyWorkloads(clusters.clusters.clusters);
-  say(`[workloads] example workloads applied in ${clusters.clusters.clusters.map((c) => c.name).join(', ')} in ${seconds(t1)}`);
+  say(`[workloads] example workloads (re)created in ${clusters.clusters.clusters.map((c) => c.name).join(', ')} in ${seconds(t1)}`);
   checkStop();
 
   // 2. OpenBao with a file audit device.

@@ -1,7 +1,7 @@
 /**
  * The example workloads of infra/routes/example.yaml, per local cluster: what each route's targets name, so that
  * every route of the example routing table restarts something real. Applied with the cluster's admin kubeconfig
- * (server-side apply, idempotent: a second `npm start` changes nothing). Pods stay Pending on clusters without
+ * (server-side apply). Pods stay Pending on clusters without
  * nodes; a Deployment still gets a new ReplicaSet when its pod template changes, which is what the demo shows.
  */
 
@@ -91,6 +91,10 @@ export function exampleWorkloads(cluster: string): { first: object[]; then: obje
       return { first: [], then: [] };
   }
 }
+
+/** The workloads among these objects: what a restart patches and records versions on. */
+export const workloadsOf = (objects: object[]): object[] =>
+  objects.filter((o) => ['Deployment', 'DaemonSet', 'CronJob', 'Harbor'].includes((o as { kind?: string }).kind ?? ''));
 
 /** A multi-document YAML stream of these objects (JSON is YAML). */
 export const toYamlStream = (objects: object[]): string => objects.map((o) => JSON.stringify(o)).join('\n---\n');

@@ -102,7 +102,9 @@ describe('npm start', () => {
       /^\S+ {2}restarted alpha +edge\/DaemonSet\/ingress-proxy$/m,
       ...CLUSTERS.map((c) => new RegExp(`^\\S+  rollout +${c} +edge/Deployment/web: new ReplicaSet web-\\w+$`, 'm')),
     ];
-    await waitFor(async () => expected.every((re) => re.test(output)), { timeoutMs: 30_000, intervalMs: 200, what: `every restart line in:\n${output}` });
+    await waitFor(async () => expected.every((re) => re.test(output)), { timeoutMs: 30_000, intervalMs: 200, what: 'every restart line' }).catch((e: unknown) => {
+      throw new Error(`${String(e)}; missing ${expected.filter((re) => !re.test(output)).join(', ')} in:\n${output}`);
+    });
 
     for (const c of CLUSTERS) {
       const after = await replicaSetsOf(c, 'edge', 'web');
