@@ -5,7 +5,8 @@ import type { CliIo } from '../lib/cli/io.ts';
 import { recordOutput } from './hygiene/capture.ts';
 
 export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-export const sharedSamples = fileURLToPath(new URL('../../shared/vault-samples/', import.meta.url));
+/** Public Vault payload samples copied into the repository with their sources (test/events/vault-samples/README.md). */
+export const vaultSamples = fileURLToPath(new URL('events/vault-samples/', import.meta.url));
 
 export const readRepoFile = (relative: string): string => readFileSync(new URL(`../${relative}`, import.meta.url), 'utf8');
 

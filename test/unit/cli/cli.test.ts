@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../../lib/cli/main.ts';
-import { memoryIo, readRepoFile, sharedSamples } from '../../helpers.ts';
+import { memoryIo, readRepoFile, vaultSamples } from '../../helpers.ts';
 
 const routes = readRepoFile('infra/routes/example.yaml');
 const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
@@ -42,7 +42,7 @@ describe('vault-rollout plan', () => {
   });
 
   it('honours --format', async () => {
-    const io = memoryIo({ 'routes.yaml': routes, '-': readFileSync(`${sharedSamples}event-kvv2-data-write.json`, 'utf8') });
+    const io = memoryIo({ 'routes.yaml': routes, '-': readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8') });
     expect(await main(['plan', '--routes', 'routes.yaml', '--format', 'audit', '--json'], io)).toBe(2);
     expect(JSON.parse(io.out).rejected[0].error).toBe('a event record, but the input format says otherwise');
   });

@@ -13,7 +13,7 @@ import { ReplayGuard, sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../../
 import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
 import type { RolloutMessage, RolloutQueue } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { readRepoFile, repoRoot, sharedSamples } from '../../helpers.ts';
+import { readRepoFile, repoRoot, vaultSamples } from '../../helpers.ts';
 import { BEARER_TOKEN, WEBHOOK_SECRET } from '../../secrets.ts';
 import { plannedTargets } from '../../sqs/fixtures.ts';
 
@@ -39,7 +39,7 @@ function setup() {
 }
 
 const samples = [
-  ...readdirSync(sharedSamples).filter((f) => f.endsWith('.json')).map((f) => readFileSync(`${sharedSamples}${f}`, 'utf8')),
+  ...readdirSync(vaultSamples).filter((f) => f.endsWith('.json')).map((f) => readFileSync(`${vaultSamples}${f}`, 'utf8')),
   ...readdirSync(`${repoRoot}test/events/audit`).map((f) => readFileSync(`${repoRoot}test/events/audit/${f}`, 'utf8')),
   readRepoFile('test/fixtures/demo/rotation.ndjson'),
 ];

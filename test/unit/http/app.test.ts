@@ -7,7 +7,7 @@ import { ReplayGuard, sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../../
 import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
 import { QueueUnavailableError, type RolloutMessage, type RolloutQueue } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { readRepoFile, sharedSamples } from '../../helpers.ts';
+import { readRepoFile, vaultSamples } from '../../helpers.ts';
 import { BEARER_TOKEN, WEBHOOK_SECRET } from '../../secrets.ts';
 import { plannedTargets } from '../../sqs/fixtures.ts';
 
@@ -51,7 +51,7 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
 
   it('takes every input format on both routes, whatever the Content-Type', async () => {
     const { app } = setup();
-    const event = readFileSync(`${sharedSamples}event-kvv2-data-write.json`, 'utf8');
+    const event = readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8');
     let at = Math.floor(NOW / 1000);
     for (const path of ['/v1/vault/audit', '/v1/vault/events']) {
       for (const contentType of ['application/json', 'text/plain', 'application/x-ndjson']) {

@@ -5,11 +5,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compilePattern, PatternError, PatternIndex } from '../../../lib/routing/path-pattern.ts';
 import { parseInput, parseStream } from '../../../lib/sources/parse.ts';
-import { sharedSamples } from '../../helpers.ts';
+import { vaultSamples } from '../../helpers.ts';
 
-const samples = readdirSync(sharedSamples)
+const samples = readdirSync(vaultSamples)
   .filter((f) => f.endsWith('.json'))
-  .map((f) => JSON.parse(readFileSync(`${sharedSamples}${f}`, 'utf8')) as unknown);
+  .map((f) => JSON.parse(readFileSync(`${vaultSamples}${f}`, 'utf8')) as unknown);
 
 const total = (r: ReturnType<typeof parseInput>) => r.changes.length + r.ignored.length + r.rejected.length;
 

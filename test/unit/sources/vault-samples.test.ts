@@ -1,8 +1,8 @@
-/** Every public sample in ../shared/vault-samples is an input; expectations follow from Vault's format. */
+/** Every public sample in test/events/vault-samples is an input; expectations follow from Vault's format. */
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseInput } from '../../../lib/sources/parse.ts';
-import { sharedSamples } from '../../helpers.ts';
+import { vaultSamples } from '../../helpers.ts';
 
 const mounts = new Map([
   ['kv', 2],
@@ -23,15 +23,15 @@ const expectations: Record<string, Expectation> = {
   'event-kvv2-data-write.json': { change: { namespace: '', mount: 'secret', key: 'foo', path: 'secret/foo', operation: 'write', version: 1, kvVersion: 2, source: 'event', id: 'a3be9fb1-b514-519f-5b25-b6f144a8c1ce' } },
 };
 
-describe('the shared Vault samples', () => {
-  const files = readdirSync(sharedSamples).filter((f) => f.endsWith('.json'));
+describe('the public Vault samples', () => {
+  const files = readdirSync(vaultSamples).filter((f) => f.endsWith('.json'));
 
   it('has an expectation for every sample', () => {
     expect(files.sort()).toEqual(Object.keys(expectations).sort());
   });
 
   it.each(files)('%s parses to what the format says', (file) => {
-    const text = readFileSync(`${sharedSamples}${file}`, 'utf8');
+    const text = readFileSync(`${vaultSamples}${file}`, 'utf8');
     const expected = expectations[file];
     const result = parseInput(text, { mounts });
     expect(result.rejected).toEqual([]);
@@ -46,14 +46,14 @@ describe('the shared Vault samples', () => {
   });
 
   it('infers the KV version without a routing table and says so', () => {
-    const create = parseInput(readFileSync(`${sharedSamples}audit-response-kvv2-create.json`, 'utf8'));
+    const create = parseInput(readFileSync(`${vaultSamples}audit-response-kvv2-create.json`, 'utf8'));
     expect(create.changes[0]).toMatchObject({ kvVersion: 2, kvVersionFrom: 'inferred', key: 'app/jwt' });
-    const v1 = parseInput(readFileSync(`${sharedSamples}audit-response-kvv1-create.json`, 'utf8'));
+    const v1 = parseInput(readFileSync(`${vaultSamples}audit-response-kvv1-create.json`, 'utf8'));
     expect(v1.changes[0]).toMatchObject({ kvVersion: 1, kvVersionFrom: 'inferred', key: 'app/db' });
   });
 
   it('reads every sample as one NDJSON batch, counting each once', () => {
-    const batch = files.map((f) => JSON.stringify(JSON.parse(readFileSync(`${sharedSamples}${f}`, 'utf8')))).join('\n');
+    const batch = files.map((f) => JSON.stringify(JSON.parse(readFileSync(`${vaultSamples}${f}`, 'utf8')))).join('\n');
     const result = parseInput(batch, { mounts });
     expect(result.changes.length + result.ignored.length + result.rejected.length).toBe(files.length);
     expect(result.changes).toHaveLength(5);
