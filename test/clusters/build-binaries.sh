@@ -11,6 +11,8 @@
 #   K8S_VERSION   Kubernetes version (default v1.36.3)
 #   ETCD_VERSION  etcd version (default v3.6.8, the one Kubernetes 1.36 pins)
 #   KWOK_VERSION  sigs.k8s.io/kwok version (default v0.8.0, built on k8s.io/* v0.36)
+#   ARGO_ROLLOUTS_VERSION  github.com/argoproj/argo-rollouts version (default v1.10.1;
+#                 v1.10.2 asks for Go >= 1.26.10)
 #   GO            go binary (default: `go` on PATH, else /usr/local/go/bin/go)
 #   BUILD_P       go build -p value (default 2)
 set -euo pipefail
@@ -18,6 +20,7 @@ set -euo pipefail
 K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+ARGO_ROLLOUTS_VERSION="${ARGO_ROLLOUTS_VERSION:-v1.10.1}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../go-env.sh
@@ -51,6 +54,8 @@ K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 K8S_STAMP="kubernetes $K8S_VERSION; ${K8S_BINS[*]}; v2"
 ETCD_STAMP="etcd $ETCD_VERSION; etcd; v1"
 KWOK_STAMP="kwok $KWOK_VERSION; kwok; v1"
+ARGO_DIR="$CACHE_ROOT/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
+ARGO_STAMP="argo-rollouts $ARGO_ROLLOUTS_VERSION; rollouts-controller crds; v1"
 
 is_complete() { # dir stamp bins...
   local dir="$1" stamp="$2"; shift 2
@@ -177,6 +182,54 @@ EOF
   log "kwok $KWOK_VERSION done in $(( $(now) - t0 ))s"
 }
 
+build_argo_rollouts() {
+  local t0; t0=$(now)
+  find_go
+  log "building argo-rollouts $ARGO_ROLLOUTS_VERSION rollouts-controller with $("$GO" version)"
+  local src="$CACHE_ROOT/src/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
+  rm -rf "$src" "$ARGO_DIR"
+  mkdir -p "$src"
+  local info modfile moddir
+  info="$(cd "$src" && "$GO" mod download -json "github.com/argoproj/argo-rollouts@$ARGO_ROLLOUTS_VERSION")"
+  modfile="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$info")"
+  moddir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$info")"
+  [[ -f "$modfile" && -d "$moddir" ]] || { log "could not download argo-rollouts@$ARGO_ROLLOUTS_VERSION"; return 1; }
+  # The controller serves metrics and healthz on 0.0.0.0 (controller/controller.go
+  # `listenAddr`, no flag): the one change made to its source, so that it
+  # listens on loopback only. Built from that copy through a replace.
+  cp -r "$moddir" "$src/argo-rollouts"
+  chmod -R u+w "$src/argo-rollouts"
+  grep -q 'listenAddr *= "0.0.0.0:%d"' "$src/argo-rollouts/controller/controller.go" ||
+    { log "argo-rollouts $ARGO_ROLLOUTS_VERSION: listenAddr not found in controller/controller.go"; return 1; }
+  sed -i 's/listenAddr *= "0.0.0.0:%d"/listenAddr = "127.0.0.1:%d"/' "$src/argo-rollouts/controller/controller.go"
+  # Its go.mod pins k8s.io/* (and k8s.io/kubernetes' staging modules) with a
+  # replace block, which is ignored for a dependency: the wrapper repeats it.
+  {
+    echo "module vault-rollout.local/argo-rollouts-binaries"
+    echo
+    echo "go $(awk '$1 == "go" { print $2; exit }' "$modfile")"
+    echo
+    echo "require github.com/argoproj/argo-rollouts $ARGO_ROLLOUTS_VERSION"
+    echo
+    echo "replace github.com/argoproj/argo-rollouts => ./argo-rollouts"
+    echo
+    sed -n '/^replace (/,/^)/p' "$modfile"
+  } > "$src/go.mod"
+  cp "$moddir/go.sum" "$src/go.sum"
+  local out="$ARGO_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out/crds"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath \
+    -ldflags "-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=${ARGO_ROLLOUTS_VERSION#v}" \
+    -o "$out/rollouts-controller" github.com/argoproj/argo-rollouts/cmd/rollouts-controller)
+  # The full CRDs the controller needs (Rollout, AnalysisRun, AnalysisTemplate,
+  # ClusterAnalysisTemplate, Experiment), from the same checksum-verified module.
+  cp "$moddir"/manifests/crds/*-crd.yaml "$out/crds/"
+  chmod u+w "$out/crds/"*
+  echo "$ARGO_STAMP" > "$out/.complete"
+  mv "$out" "$ARGO_DIR"
+  log "argo-rollouts $ARGO_ROLLOUTS_VERSION done in $(( $(now) - t0 ))s"
+}
+
 if is_complete "$ETCD_DIR" "$ETCD_STAMP" etcd; then
   log "reusing $ETCD_DIR"
 else
@@ -193,8 +246,15 @@ if is_complete "$KWOK_DIR" "$KWOK_STAMP" kwok; then
 else
   build_kwok
 fi
+if is_complete "$ARGO_DIR" "$ARGO_STAMP" rollouts-controller; then
+  log "reusing $ARGO_DIR"
+else
+  build_argo_rollouts
+fi
 
 for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_DIR/$b" "$BIN_DIR/$b"; done
 ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
 ln -sfn "$KWOK_DIR/kwok" "$BIN_DIR/kwok"
+ln -sfn "$ARGO_DIR/rollouts-controller" "$BIN_DIR/rollouts-controller"
+ln -sfn "$ARGO_DIR/crds" "$BIN_DIR/argo-rollouts-crds"
 log "binaries linked into $BIN_DIR (total $(( $(now) - T_START ))s)"

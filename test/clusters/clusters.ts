@@ -39,6 +39,8 @@ const BUILD_SCRIPT = join(REPO_ROOT, 'test', 'clusters', 'build-binaries.sh');
 const RBAC_MANIFEST = join(REPO_ROOT, 'infra', 'rbac', 'clusterrole.yaml');
 const CRD_MANIFEST = join(REPO_ROOT, 'infra', 'crds', 'argo-rollouts-crd.yaml');
 const KWOK_STAGES = join(REPO_ROOT, 'test', 'clusters', 'kwok-stages.yaml');
+/** The full Argo Rollouts CRDs, copied by build-binaries.sh from the argo-rollouts module it builds. */
+const ARGO_CRDS_DIR = join(BIN_DIR, 'argo-rollouts-crds');
 
 const bin = (name: string): string => join(BIN_DIR, name);
 
@@ -58,11 +60,19 @@ const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node=fake';
 /** Pod IPs kwok hands out (the Service range is 10.0.0.0/24; nothing is routed to either). */
 const KWOK_POD_CIDR = '10.244.0.0/16';
 
+/**
+ * The real Argo Rollouts controller runs on one cluster only, in namespaced mode: it reconciles the Rollouts of
+ * ARGO_NAMESPACE and nothing else, so the other tests' Rollouts (elsewhere) stay untouched objects.
+ */
+export const ARGO_CLUSTER: ClusterName = 'alpha';
+export const ARGO_NAMESPACE = 'argo-rollouts';
+
 // ---------------------------------------------------------------------------
 // Ports: VAULT_ROLLOUT_CLUSTERS_PORT_BASE (default 16440), below Linux's
 // ephemeral range. etcd base+0 (client) and base+1 (peer); cluster i (alpha=0):
 // kube-apiserver base+3+10i (16443, 16453, 16463), kube-controller-manager
-// base+7+10i, kube-scheduler base+8+10i. kwok listens on nothing.
+// base+7+10i, kube-scheduler base+8+10i; the Argo Rollouts controller (alpha
+// only) metrics base+5, healthz base+6. kwok listens on nothing.
 // ---------------------------------------------------------------------------
 interface Ports {
   etcdClient: number;
@@ -70,6 +80,8 @@ interface Ports {
   apiserver: (i: number) => number;
   controllerManager: (i: number) => number;
   scheduler: (i: number) => number;
+  argoMetrics: number;
+  argoHealthz: number;
 }
 
 function ports(): Ports {
@@ -84,6 +96,8 @@ function ports(): Ports {
     apiserver: (i) => base + 3 + 10 * i,
     controllerManager: (i) => base + 7 + 10 * i,
     scheduler: (i) => base + 8 + 10 * i,
+    argoMetrics: base + 5,
+    argoHealthz: base + 6,
   };
 }
 
@@ -114,7 +128,7 @@ function clusterDir(name: string): string {
   return join(CLUSTERS_DIR, name);
 }
 
-type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok';
+type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok' | 'rollouts-controller';
 
 function componentProcess(name: string, component: Component): Managed {
   const dir = clusterDir(name);
@@ -128,6 +142,7 @@ function componentProcess(name: string, component: Component): Managed {
 
 function allProcesses(): Managed[] {
   return [
+    componentProcess(ARGO_CLUSTER, 'rollouts-controller'),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kwok')),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-scheduler')),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-controller-manager')),
@@ -167,7 +182,7 @@ function runningPid(p: Managed): number | undefined {
   return procCmdline(pid)?.[0] === p.binary ? pid : undefined;
 }
 
-const SERVER_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'].map(bin);
+const SERVER_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller'].map(bin);
 
 /** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok started from this checkout's .local/bin (pid files or not). */
 function strayPids(): number[] {
@@ -401,6 +416,7 @@ interface ClusterPki {
   controllerManager: CertFiles;
   scheduler: CertFiles;
   kwok: CertFiles;
+  argoRollouts?: CertFiles;
 }
 
 function makePki(name: string): ClusterPki {
@@ -424,9 +440,12 @@ function makePki(name: string): ClusterPki {
   const scheduler = issueCert(dir, ca, { name: 'kube-scheduler', commonName: 'system:kube-scheduler', usage: 'client' });
   // kwok plays the kubelets of the simulated nodes: bound to the `kwok` ClusterRole of KWOK_RBAC only.
   const kwok = issueCert(dir, ca, { name: 'kwok', commonName: 'vault-rollout-test:kwok', usage: 'client' });
+  const argoRollouts = name === ARGO_CLUSTER
+    ? issueCert(dir, ca, { name: 'argo-rollouts', commonName: 'vault-rollout-test:argo-rollouts', usage: 'client' })
+    : undefined;
   return {
     ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout,
-    controllerManager, scheduler, kwok,
+    controllerManager, scheduler, kwok, ...(argoRollouts ? { argoRollouts } : {}),
   };
 }
 
@@ -576,7 +595,7 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
   await run('bash', [BUILD_SCRIPT], { inheritOutput: true }).catch((err: unknown) => {
     throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
   });
-  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok']) {
+  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok', 'rollouts-controller']) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
   }
   log(`binaries ready in ${seconds(t0)}`);
@@ -626,7 +645,7 @@ export async function up(opts: UpOptions = {}): Promise<UpResult> {
 async function startAll(log: Logger): Promise<ClustersFile> {
   const p = ports();
   const needed = [
-    p.etcdClient, p.etcdPeer,
+    p.etcdClient, p.etcdPeer, p.argoMetrics, p.argoHealthz,
     ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i), p.scheduler(i)]),
   ];
   const busy: number[] = [];
@@ -714,6 +733,10 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     writeKubeconfig(join(dir, 'kube-scheduler.kubeconfig'), name, server, pki.ca.certFile,
       'system:kube-scheduler', pki.scheduler);
     writeKubeconfig(join(dir, 'kwok.kubeconfig'), name, server, pki.ca.certFile, 'vault-rollout-test:kwok', pki.kwok);
+    if (pki.argoRollouts) {
+      writeKubeconfig(join(dir, 'argo-rollouts.kubeconfig'), name, server, pki.ca.certFile,
+        'vault-rollout-test:argo-rollouts', pki.argoRollouts);
+    }
     infos.push({
       name, server, caFile: pki.ca.certFile, adminKubeconfig, vaultRolloutKubeconfig,
       admin: pki.admin, vaultRollout: pki.vaultRollout,
@@ -799,6 +822,7 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   log(`controller managers working after ${seconds(tCtl)}`);
 
   await startNodes(log, infos);
+  await startArgoRollouts(log, infos, p);
 
   const file: ClustersFile = {
     kubernetesVersion: KUBERNETES_VERSION,
@@ -848,6 +872,133 @@ async function startNodes(log: Logger, infos: ClusterInfo[]): Promise<void> {
     }
   }));
   log(`kwok nodes Ready after ${seconds(tNodes)}`);
+}
+
+// The Argo Rollouts controller's rights in ARGO_NAMESPACE: the rules of its own
+// manifests/role/argo-rollouts-clusterrole.yaml (v1.10.1) that concern
+// Kubernetes' own kinds and its CRDs, as a namespaced Role (no traffic-router
+// or service-mesh kinds exist here); plus reading ClusterAnalysisTemplates.
+const ARGO_RBAC = `
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: ${ARGO_NAMESPACE}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: vault-rollout-test:argo-rollouts
+  namespace: ${ARGO_NAMESPACE}
+rules:
+  - apiGroups: [argoproj.io]
+    resources: [rollouts, rollouts/status, rollouts/finalizers]
+    verbs: [get, list, watch, update, patch]
+  - apiGroups: [argoproj.io]
+    resources: [analysisruns, analysisruns/finalizers, experiments, experiments/finalizers]
+    verbs: [create, get, list, watch, update, patch, delete]
+  - apiGroups: [argoproj.io]
+    resources: [analysistemplates]
+    verbs: [get, list, watch]
+  - apiGroups: [apps]
+    resources: [replicasets]
+    verbs: [create, get, list, watch, update, patch, delete]
+  - apiGroups: ['', apps]
+    resources: [deployments, podtemplates]
+    verbs: [get, list, watch, update]
+  - apiGroups: ['']
+    resources: [services]
+    verbs: [get, list, watch, patch, create, delete]
+  - apiGroups: ['']
+    resources: [secrets, configmaps]
+    verbs: [get, list, watch]
+  - apiGroups: ['']
+    resources: [pods]
+    verbs: [list, update, watch]
+  - apiGroups: ['']
+    resources: [pods/eviction]
+    verbs: [create]
+  - apiGroups: ['']
+    resources: [events]
+    verbs: [create, update, patch]
+  - apiGroups: [networking.k8s.io]
+    resources: [ingresses]
+    verbs: [get, list, watch]
+  - apiGroups: [batch]
+    resources: [jobs]
+    verbs: [create, get, list, watch, update, patch, delete]
+  - apiGroups: ['']
+    resources: [endpoints]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: vault-rollout-test:argo-rollouts
+  namespace: ${ARGO_NAMESPACE}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: vault-rollout-test:argo-rollouts
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: vault-rollout-test:argo-rollouts
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: vault-rollout-test:argo-rollouts
+rules:
+  - apiGroups: [argoproj.io]
+    resources: [clusteranalysistemplates]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: vault-rollout-test:argo-rollouts
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: vault-rollout-test:argo-rollouts
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: vault-rollout-test:argo-rollouts
+`;
+
+/**
+ * On ARGO_CLUSTER: the full Argo Rollouts CRDs (replacing the trimmed rollouts.argoproj.io there), the
+ * controller's namespace and RBAC, then the controller itself, namespaced; waits for its /healthz.
+ */
+async function startArgoRollouts(log: Logger, infos: ClusterInfo[], p: Ports): Promise<void> {
+  const c = infos.find((x) => x.name === ARGO_CLUSTER);
+  if (c === undefined) throw new Error(`no cluster ${ARGO_CLUSTER}`);
+  const tArgo = Date.now();
+  const crds = readdirSync(ARGO_CRDS_DIR).filter((f) => f.endsWith('.yaml')).sort().map((f) => join(ARGO_CRDS_DIR, f));
+  if (crds.length === 0) throw new Error(`no CRDs in ${ARGO_CRDS_DIR}`);
+  await run(bin('kubectl'), [
+    `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-clusters',
+    ...crds.map((f) => `--filename=${f}`), '--filename=-',
+  ], { input: ARGO_RBAC });
+  await run(bin('kubectl'), [
+    `--kubeconfig=${c.adminKubeconfig}`, 'wait', '--for=condition=Established', '--timeout=60s',
+    ...crds.map((f) => `--filename=${f}`),
+  ]);
+  const argo = componentProcess(c.name, 'rollouts-controller');
+  const pid = startProcess(argo, [
+    `--kubeconfig=${join(clusterDir(c.name), 'argo-rollouts.kubeconfig')}`,
+    '--namespaced', `--namespace=${ARGO_NAMESPACE}`,
+    '--leader-elect=false',
+    `--metricsPort=${p.argoMetrics}`,
+    `--healthzPort=${p.argoHealthz}`,
+    '--loglevel=info',
+  ]);
+  await waitFor(async () => {
+    if (!isAlive(pid)) throw new DiedError(argo);
+    return (await httpGet(`http://127.0.0.1:${p.argoHealthz}/healthz`)).status === 200;
+  }, { timeoutMs: 60_000, intervalMs: 200, what: `${c.name}: rollouts-controller /healthz` }).catch(rethrowWithLog(argo));
+  log(`${c.name}: Argo Rollouts controller (namespace ${ARGO_NAMESPACE}) ready after ${seconds(tArgo)}`);
 }
 
 interface NodeStatusView {
@@ -925,14 +1076,17 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
     const kcm = runningPid(componentProcess(name, 'kube-controller-manager'));
     const sched = runningPid(componentProcess(name, 'kube-scheduler'));
     const kwok = runningPid(componentProcess(name, 'kwok'));
+    const argo = name === ARGO_CLUSTER ? runningPid(componentProcess(name, 'rollouts-controller')) : undefined;
     const info = file?.clusters.find((c) => c.name === name);
     const ready = info && api !== undefined ? await readyz(info.server, info.caFile) : false;
     const nodes = info && ready ? await readyNodeCount(info) : 0;
-    ok &&= ready && kcm !== undefined && sched !== undefined && kwok !== undefined;
+    ok &&= ready && kcm !== undefined && sched !== undefined && kwok !== undefined &&
+      (name !== ARGO_CLUSTER || argo !== undefined);
     const pidOf = (pid: number | undefined): string => (pid !== undefined ? `pid ${pid}` : 'not running');
     log(`${name}: kube-apiserver ${pidOf(api)}, /readyz ${ready ? 'ok' : 'not ready'}, ` +
       `kube-controller-manager ${pidOf(kcm)}, kube-scheduler ${pidOf(sched)}, kwok ${pidOf(kwok)}, ` +
-      `nodes Ready ${nodes}/${NODE_NAMES.length}` + (info ? `, ${info.server}` : ''));
+      `nodes Ready ${nodes}/${NODE_NAMES.length}` + (name === ARGO_CLUSTER ? `, rollouts-controller ${pidOf(argo)}` : '') +
+      (info ? `, ${info.server}` : ''));
   }
   const mem = memorySummary();
   log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB`);

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { NODE_NAMES } from '../clusters/clusters.ts';
+import { ARGO_CLUSTER, ARGO_NAMESPACE, NODE_NAMES } from '../clusters/clusters.ts';
 import { clusterClient, loadClusters, waitFor, type KubeClient, type KubeResponse } from '../clusters/kube-http.ts';
 
 const { clusters } = loadClusters();
@@ -292,5 +292,66 @@ describe(`workloads on ${clusters[0]?.name ?? 'alpha'}`, () => {
     expect(job.status?.succeeded).toBe(1);
     const pods = await podsOf(admin, name);
     expect(pods.map((p) => p.status.phase)).toEqual(['Succeeded']);
+  });
+});
+
+// The real Argo Rollouts controller (namespaced to ARGO_NAMESPACE on ARGO_CLUSTER): the status shape it writes is
+// the one vault-rollout's health rules read (phase Healthy/Degraded, observedGeneration).
+describe(`Argo Rollouts controller on ${ARGO_CLUSTER}`, () => {
+  const c = clusters.find((x) => x.name === ARGO_CLUSTER);
+  if (c === undefined) throw new Error(`no cluster ${ARGO_CLUSTER} in clusters.json`);
+  const admin = clusterClient(c, 'admin');
+  const base = `/apis/argoproj.io/v1alpha1/namespaces/${ARGO_NAMESPACE}/rollouts`;
+  const suffix = randomBytes(3).toString('hex');
+  interface RolloutView extends Workload {
+    status?: Workload['status'] & { phase?: string; message?: string; observedGeneration?: string; stableRS?: string; currentPodHash?: string };
+  }
+  const rollout = (name: string, annotations: Record<string, string> = {}, extra: Record<string, unknown> = {}) => ({
+    apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', metadata: { name },
+    spec: {
+      replicas: 3, selector: { matchLabels: { app: name } }, template: podTemplate(name, annotations),
+      strategy: { canary: {} }, ...extra,
+    },
+  });
+  const podsIn = async (app: string): Promise<Pod[]> => (await admin.request<List<Pod>>('GET',
+    `/api/v1/namespaces/${ARGO_NAMESPACE}/pods?labelSelector=${encodeURIComponent(`app=${app}`)}`)).body.items;
+  const phaseOf = async (name: string, phase: string): Promise<RolloutView | undefined> => {
+    const r = (await admin.request<RolloutView>('GET', `${base}/${name}`)).body;
+    return r.status?.phase === phase && r.status.observedGeneration === String(r.metadata.generation) ? r : undefined;
+  };
+
+  afterAll(async () => {
+    for (const name of [`web-${suffix}`, `never-${suffix}`]) await admin.request('DELETE', `${base}/${name}`).catch(() => undefined);
+  });
+
+  it('brings a Rollout to Healthy, and again after a template change, with 3 new Ready pods', SLOW, async () => {
+    const name = `web-${suffix}`;
+    await create(admin, base, rollout(name));
+    const healthy = await waitFor(() => phaseOf(name, 'Healthy'), { timeoutMs: 60_000, what: `Rollout ${name} Healthy` });
+    expect(healthy.status?.stableRS).toBe(healthy.status?.currentPodHash);
+    const first = await podsIn(name);
+
+    const at = new Date().toISOString();
+    expectStatus(await admin.request('PATCH', `${base}/${name}`, {
+      body: restartPatch(at), contentType: 'application/merge-patch+json',
+    }), 200);
+    const after = await waitFor(async () => {
+      const r = await phaseOf(name, 'Healthy');
+      return r && r.status?.currentPodHash !== healthy.status?.currentPodHash && r.status?.stableRS === r.status?.currentPodHash
+        ? r : undefined;
+    }, { timeoutMs: 60_000, what: `Rollout ${name} Healthy on the new template` });
+    const pods = await waitFor(async () => {
+      const ps = (await podsIn(name)).filter((p) => p.metadata.deletionTimestamp === undefined);
+      return ps.length === 3 && ps.every((p) => runningReady(p) && p.metadata.labels?.['rollouts-pod-template-hash'] === after.status?.currentPodHash)
+        ? ps : undefined;
+    }, { timeoutMs: 60_000, what: `3 Ready pods of ${name} on the new template` });
+    expect(pods.filter((p) => first.some((o) => o.metadata.uid === p.metadata.uid))).toEqual([]);
+  });
+
+  it('marks a Rollout whose pods never get Ready Degraded (ProgressDeadlineExceeded)', SLOW, async () => {
+    const name = `never-${suffix}`;
+    await create(admin, base, rollout(name, { [READINESS]: 'never' }, { replicas: 1, progressDeadlineSeconds: 10 }));
+    const degraded = await waitFor(() => phaseOf(name, 'Degraded'), { timeoutMs: 60_000, what: `Rollout ${name} Degraded` });
+    expect(condition(degraded, 'Progressing')?.reason).toBe('ProgressDeadlineExceeded');
   });
 });
