@@ -335,27 +335,15 @@ async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: W
   const name = object.metadata?.name ?? '';
   const secrets = target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
   const time = new Date(now).toISOString();
-  const event = {
-    apiVersion: 'v1',
-    kind: 'Event',
-    metadata: { name: `${name}.vr-${target.restartToken.slice(0, 16)}`, namespace: target.namespace },
+  await createEvent(run, {
+    name: `${name}.vr-${target.restartToken.slice(0, 16)}`,
+    namespace: target.namespace,
     involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion },
     reason: 'SecretRotated',
-    message: `Restarted by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`.slice(0, 1000),
+    message: `Restarted by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`,
     type: 'Normal',
-    source: { component: 'vault-rollout' },
-    reportingComponent: 'vault-rollout',
-    reportingInstance: 'vault-rollout',
-    firstTimestamp: time,
-    lastTimestamp: time,
-    count: 1,
-  };
-  try {
-    await run.limiter.run(() => run.api.create(event));
-  } catch (e) {
-    const failure = classifyKubeError(e);
-    if (failure.reason !== 'conflict') run.options.logger?.warn('could not record the SecretRotated event', { cluster: run.cluster, namespace: target.namespace, name, reason: failure.reason });
-  }
+    time,
+  });
 }
 
 /**
@@ -370,25 +358,48 @@ async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descri
   const message = complete
     ? `Rollout complete${result.rolloutMs === undefined ? '' : ` after ${Math.round(result.rolloutMs / 1000)} s`}${pods} for Vault secret ${secrets}`
     : `Rollout failed for Vault secret ${secrets}: ${result.rolloutReason ?? ''}`;
+  await createEvent(run, {
+    name: `${result.name}.vr-${target.restartToken.slice(0, 16)}.rollout`,
+    namespace: target.namespace,
+    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name: result.name, namespace: target.namespace },
+    reason: complete ? 'RolloutComplete' : 'RolloutFailed',
+    message,
+    type: complete ? 'Normal' : 'Warning',
+    time,
+  });
+}
+
+interface EventInput {
+  name: string;
+  namespace: string;
+  involvedObject: Record<string, unknown>;
+  reason: string;
+  message: string;
+  type: 'Normal' | 'Warning';
+  time: string;
+}
+
+/** Creates a core/v1 Event; its name is derived from the restart, so a repeat is a 409 and is left as it is. */
+async function createEvent(run: ClusterRun, e: EventInput): Promise<void> {
   const event = {
     apiVersion: 'v1',
     kind: 'Event',
-    metadata: { name: `${result.name}.vr-${target.restartToken.slice(0, 16)}.rollout`, namespace: target.namespace },
-    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name: result.name, namespace: target.namespace },
-    reason: complete ? 'RolloutComplete' : 'RolloutFailed',
-    message: message.slice(0, 1000),
-    type: complete ? 'Normal' : 'Warning',
+    metadata: { name: e.name, namespace: e.namespace },
+    involvedObject: e.involvedObject,
+    reason: e.reason,
+    message: e.message.slice(0, 1000),
+    type: e.type,
     source: { component: 'vault-rollout' },
     reportingComponent: 'vault-rollout',
     reportingInstance: 'vault-rollout',
-    firstTimestamp: time,
-    lastTimestamp: time,
+    firstTimestamp: e.time,
+    lastTimestamp: e.time,
     count: 1,
   };
   try {
     await run.limiter.run(() => run.api.create(event));
-  } catch (e) {
-    const failure = classifyKubeError(e);
-    if (failure.reason !== 'conflict') run.options.logger?.warn('could not record the rollout event', { cluster: run.cluster, namespace: target.namespace, name: result.name, reason: failure.reason });
+  } catch (err) {
+    const failure = classifyKubeError(err);
+    if (failure.reason !== 'conflict') run.options.logger?.warn(`could not record the ${e.reason} event`, { cluster: run.cluster, namespace: e.namespace, name: e.involvedObject.name, reason: failure.reason });
   }
 }
