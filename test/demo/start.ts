@@ -155,7 +155,9 @@ function run(cmd: string, args: string[], input: string): Promise<void> {
 async function applyWorkloads(clusters: ClusterInfo[]): Promise<void> {
   await Promise.all(clusters.map(async (c) => {
     const { first, then } = exampleWorkloads(c.name);
-    const apply = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-demo', '--filename=-'], toYamlStream(objects));
+    // --force-conflicts: the demo owns its example objects, even where something else created one first (the
+    // integration tests create the same Harbor CRD their own way).
+    const apply = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-demo', '--filename=-'], toYamlStream(objects));
     // Each run's OpenBao is new, so its versions start at 1 again, and vault-rollout restarts once per version: a
     // workload left by an earlier run already records version 1 and would (rightly) stay unchanged. Start afresh.
     const remove = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'delete', '--ignore-not-found', '--wait=true', '--timeout=60s', '--filename=-'], toYamlStream(objects));

@@ -18,7 +18,9 @@ const NS = uniqueName('vr-admission');
 const C = 'alpha';
 const kubectl = join(repoRootDir, '.local', 'bin', 'kubectl');
 const identity = (): KubeClient => clusterClient(cluster(C), 'vault-rollout');
-const fast = { retry: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 200, maxRetryAfterMs: 1000 } };
+// As many attempts as the product's default: with kwok nodes a fresh DaemonSet's status moves while it is patched,
+// and a conflict costs a re-read and another attempt.
+const fast = { retry: { maxAttempts: 5, baseDelayMs: 50, maxDelayMs: 200, maxRetryAfterMs: 1000 } };
 
 const HARBOR_CRD = {
   apiVersion: 'apiextensions.k8s.io/v1',
