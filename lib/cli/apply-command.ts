@@ -2,11 +2,10 @@ import { parseArgs } from 'node:util';
 import { executeRollouts } from '../kube/rollout-executor.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { progressView } from '../report/rollout-progress.ts';
-import { resultsJson, resultsText } from '../report/results-report.ts';
 import { parseDuration } from '../routing/schema.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { INPUT_OPTIONS, loadChanges, reportRejected, usageError } from './shared.ts';
+import { INPUT_OPTIONS, loadChanges, printResults, reportRejected, stderrLogger, usageError } from './shared.ts';
 
 /** Longest `--timeout`: like the routing table's deadlines, a day at most. */
 const MAX_TIMEOUT_MS = 86_400_000;
@@ -44,11 +43,11 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   const results = await executeRollouts(table, plan.targets, {
     access: (name, config) => clients.get(name, config),
     dryRun: values['dry-run'],
-    logger: { warn: (m, f) => io.stderr(`warning: ${m}${f ? ` ${JSON.stringify(f)}` : ''}\n`) },
+    logger: stderrLogger(io),
     ...(view ? { follow: { budgetMs: timeoutMs === undefined ? UNBOUNDED_BUDGET_MS : timeoutMs + 5_000, ...(timeoutMs === undefined ? {} : { timeoutMs }), onProgress: (r) => view.update(r) } } : {}),
   });
   view?.close();
-  io.stdout(values.json ? `${JSON.stringify(resultsJson(parsed, plan, results), null, 2)}\n` : resultsText(parsed, plan, results));
+  printResults(io, values.json, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
   if (results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
   if (results.some((r) => r.rollout === 'failed' || r.rollout === 'timeout')) return EXIT.rolloutsFailed;

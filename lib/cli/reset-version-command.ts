@@ -9,12 +9,11 @@
 import { parseArgs } from 'node:util';
 import { executeRollouts } from '../kube/rollout-executor.ts';
 import { planRollouts } from '../plan/planner.ts';
-import { resultsJson, resultsText } from '../report/results-report.ts';
 import { guessMount, trimSlashes, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, usageError } from './shared.ts';
+import { loadRoutes, printResults, stderrLogger, usageError } from './shared.ts';
 
 export async function resetVersionCommand(argv: string[], io: CliIo, now: () => number = Date.now): Promise<number> {
   let values;
@@ -54,10 +53,10 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
     access: (name, config) => clients.get(name, config),
     dryRun: values['dry-run'],
     overrideRecorded: true,
-    logger: { warn: (m, f) => io.stderr(`warning: ${m}${f ? ` ${JSON.stringify(f)}` : ''}\n`) },
+    logger: stderrLogger(io),
   });
   const parsed = { changes: [change], ignored: [], rejected: [] };
   const shown = { ...plan, targets };
-  io.stdout(values.json ? `${JSON.stringify(resultsJson(parsed, shown, results), null, 2)}\n` : resultsText(parsed, shown, results));
+  printResults(io, values.json, parsed, shown, results);
   return results.some((r) => r.outcome === 'failed') ? EXIT.targetsFailed : EXIT.ok;
 }

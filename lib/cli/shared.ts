@@ -1,5 +1,8 @@
 import { loadRoutingTable, RoutingTableError, type RoutingTable } from '../routing/routing-table.ts';
 import { InputFormats, parseStream, type InputFormat } from '../sources/parse.ts';
+import type { RolloutResult } from '../kube/rollout-executor.ts';
+import type { Plan } from '../plan/planner.ts';
+import { resultsJson, resultsText } from '../report/results-report.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { EXIT, type CliIo } from './io.ts';
 
@@ -69,4 +72,14 @@ export function untilStopped(signal?: AbortSignal): Promise<void> {
     if (signal?.aborted) stop();
     else signal?.addEventListener('abort', stop, { once: true });
   });
+}
+
+/** Executor warnings on stderr (fields carry paths, names and reasons only). */
+export function stderrLogger(io: CliIo): { warn(message: string, fields?: Record<string, unknown>): void } {
+  return { warn: (m, f) => io.stderr(`warning: ${m}${f ? ` ${JSON.stringify(f)}` : ''}\n`) };
+}
+
+/** The results of `apply` and `reset-version`: the table, or the JSON document with `--json`. */
+export function printResults(io: CliIo, json: boolean, parsed: ParseResult, plan: Plan, results: RolloutResult[]): void {
+  io.stdout(json ? `${JSON.stringify(resultsJson(parsed, plan, results), null, 2)}\n` : resultsText(parsed, plan, results));
 }

@@ -6,14 +6,13 @@
  */
 import { targetsByCluster, type RolloutTarget } from '../plan/planner.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
-import type { RoutingTable } from '../routing/routing-table.ts';
+import { rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
 import { ANNOTATIONS, decideRestart, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
-import { rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
@@ -333,7 +332,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
 /** An Event on the restarted object; its name is derived from the restart, so a repeat does not duplicate it. */
 async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, object: KubeObject, now: number): Promise<void> {
   const name = object.metadata?.name ?? '';
-  const secrets = target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+  const secrets = describeSecrets(target);
   const time = new Date(now).toISOString();
   await createEvent(run, {
     name: `${name}.vr-${target.restartToken.slice(0, 16)}`,
@@ -352,7 +351,7 @@ async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: W
  */
 async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, result: RolloutResult): Promise<void> {
   const complete = result.rollout === 'complete';
-  const secrets = target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+  const secrets = describeSecrets(target);
   const pods = result.pods ? ` (${result.pods.ready}/${result.pods.desired} new pods Ready)` : '';
   const time = new Date(run.clock.now()).toISOString();
   const message = complete
@@ -368,6 +367,9 @@ async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descri
     time,
   });
 }
+
+/** The secrets of a restart as Events name them: paths and versions, never values. */
+const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
 
 interface EventInput {
   name: string;

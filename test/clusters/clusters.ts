@@ -616,6 +616,22 @@ export async function isHealthy(): Promise<boolean> {
   return ready.every(Boolean);
 }
 
+
+/** What kube-controller-manager and kube-scheduler share: their kubeconfig for everything, 127.0.0.1 only, no leader election. */
+function controlPlaneFlags(dir: string, component: 'kube-controller-manager' | 'kube-scheduler', port: number): string[] {
+  const kubeconfig = join(dir, `${component}.kubeconfig`);
+  return [
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--cert-dir=${join(dir, `${component}-serving`)}`,
+    '--leader-elect=false',
+    '--profiling=false',
+  ];
+}
+
 export async function up(opts: UpOptions = {}): Promise<UpResult> {
   const log = opts.log ?? defaultLog;
   const t0 = Date.now();
@@ -757,37 +773,18 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     const dir = clusterDir(name);
     const pki = pkis.get(name);
     if (!pki) throw new Error(`no PKI for ${name}`);
-    const kubeconfig = join(dir, 'kube-controller-manager.kubeconfig');
     startProcess(componentProcess(name, 'kube-controller-manager'), [
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${p.controllerManager(i)}`,
-      `--cert-dir=${join(dir, 'kube-controller-manager-serving')}`,
-      '--leader-elect=false',
+      ...controlPlaneFlags(dir, 'kube-controller-manager', p.controllerManager(i)),
       `--controllers=${CONTROLLERS.join(',')}`,
       '--use-service-account-credentials=true',
       `--service-account-private-key-file=${pki.saKey}`,
       `--root-ca-file=${pki.ca.certFile}`,
-      '--profiling=false',
     ]);
   });
 
   // Schedulers (their RBAC, system:kube-scheduler, is bootstrapped by the API server).
   CLUSTER_NAMES.forEach((name, i) => {
-    const dir = clusterDir(name);
-    const kubeconfig = join(dir, 'kube-scheduler.kubeconfig');
-    startProcess(componentProcess(name, 'kube-scheduler'), [
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${p.scheduler(i)}`,
-      `--cert-dir=${join(dir, 'kube-scheduler-serving')}`,
-      '--leader-elect=false',
-      '--profiling=false',
-    ]);
+    startProcess(componentProcess(name, 'kube-scheduler'), controlPlaneFlags(clusterDir(name), 'kube-scheduler', p.scheduler(i)));
   });
 
   // Manifests: the project's RBAC and CRD, plus the test user's binding.
