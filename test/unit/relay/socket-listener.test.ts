@@ -101,7 +101,12 @@ describe('audit socket listener', () => {
       expect(statSync(path).mode & 0o777).toBe(0o600);
       // Another user (nobody) is refused by the kernel; this test runs as root, which may switch users.
       expect(process.getuid?.()).toBe(0);
-      const other = spawnSync(process.execPath, ['-e', `require('node:net').connect(${JSON.stringify(path)}).on('connect', () => process.exit(0)).on('error', (e) => { console.log(e.code); process.exit(3); }).end('{"forged":1}\\n')`], { uid: 65534, gid: 65534, encoding: 'utf8' });
+      // Any Node that user can execute will do: this checkout's own may sit in a directory only root can enter
+      // (a clone in a mktemp -d directory), so fall back to the system's.
+      const script = `require('node:net').connect(${JSON.stringify(path)}).on('connect', () => process.exit(0)).on('error', (e) => { console.log(e.code); process.exit(3); }).end('{"forged":1}\\n')`;
+      const other = [process.execPath, '/usr/bin/node', '/usr/local/bin/node']
+        .map((node) => spawnSync(node, ['-e', script], { uid: 65534, gid: 65534, encoding: 'utf8' }))
+        .find((r) => r.error === undefined) ?? { stdout: 'no Node executable by uid 65534', status: null };
       expect(other.stdout.trim()).toBe('EACCES');
       expect(other.status).toBe(3);
       // The owner still connects.
