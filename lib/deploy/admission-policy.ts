@@ -23,9 +23,10 @@
  */
 import { stringify } from 'yaml';
 import type { RoutingTable } from '../routing/routing-table.ts';
-import { isResourceTarget } from '../routing/routing-table.ts';
+import { isResourceTarget, isSyncTarget } from '../routing/routing-table.ts';
 import { WorkloadKinds } from '../routing/schema.ts';
 import { ANNOTATIONS } from '../kube/restart-record.ts';
+import { SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 export const POLICY_NAME = 'vault-rollout';
@@ -121,6 +122,8 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
   for (const route of table.routes) {
     for (const { target } of route.targets) {
       if (isResourceTarget(target)) add(resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch));
+      // An operator's resource only where a route syncs it, and only its nudge annotations (sync-kinds.ts).
+      if (isSyncTarget(target)) add(SYNC_KINDS[target.sync.kind]);
     }
   }
   return [...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, fields]) => ({ kind, fields }));
