@@ -152,7 +152,8 @@ export function vsoSources(inv: ClusterInventory): Extracted {
     const authSpec = rec(auth?.spec);
     const connection = findRef(inv.vaultConnections, str(authSpec.vaultConnectionRef), namespaceOf(auth ?? {}) || ns);
     const operatorRestarts: WorkloadRef[] = [];
-    for (const t of arr(spec.rolloutRestartTargets)) {
+    // VSO ignores rolloutRestartTargets when hmacSecretData is false (it cannot tell the data changed).
+    for (const t of spec.hmacSecretData === false ? [] : arr(spec.rolloutRestartTargets)) {
       const kind = VSO_RESTART_KINDS[str(rec(t).kind) ?? ''];
       const name = str(rec(t).name);
       if (kind && name) operatorRestarts.push({ kind, name });

@@ -112,6 +112,12 @@ describe('importRoutes: VaultStaticSecrets', () => {
     expect(result.unmapped).toEqual([expect.objectContaining({ cluster: 'alpha', kind: 'VaultStaticSecret', name: object.metadata?.name, reason: expect.stringContaining(reason) })]);
   });
 
+  it('rolloutRestartTargets count only while hmacSecretData is on (VSO ignores them otherwise)', () => {
+    const targets = { rolloutRestartTargets: [{ kind: 'argo.Rollout', name: 'web' }] };
+    expect(run([inventory('alpha', { vaultStaticSecrets: [vssKv2('p', 'on', 'a', targets)] })]).routes[0]?.targets[0]).toMatchObject({ restart: 'consumers' });
+    expect(run([inventory('alpha', { vaultStaticSecrets: [vssKv2('p', 'off', 'a', { ...targets, hmacSecretData: false })] })]).routes[0]?.targets[0]).toMatchObject({ restart: 'none' });
+  });
+
   it('lists dynamic and PKI secrets as not imported', () => {
     const result = run([inventory('alpha', { vaultDynamicSecrets: [{ metadata: { namespace: 'p', name: 'db' } }], vaultPkiSecrets: [{ metadata: { namespace: 'p', name: 'tls' } }] })]);
     expect(result.unmapped.map((u) => [u.kind, u.reason.split(':')[0]])).toEqual([
