@@ -24,8 +24,9 @@
 import { stringify } from 'yaml';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { isResourceTarget } from '../routing/routing-table.ts';
-import { WorkloadKinds } from '../routing/schema.ts';
+import { SyncKinds, WorkloadKinds } from '../routing/schema.ts';
 import { ANNOTATIONS } from '../kube/restart-record.ts';
+import { SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 export const POLICY_NAME = 'vault-rollout';
@@ -116,8 +117,11 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
     const kind = `${groupOf(descriptor.apiVersion)}/${descriptor.kind}`;
     byKind.set(kind, mergeTrees(byKind.get(kind) ?? {}, restartFields(descriptor)));
   };
-  // The built-in kinds always: a route added later must not need a new policy to restart a Deployment.
+  // The built-in kinds always: a route added later must not need a new policy to restart a Deployment. The same for
+  // the operators' resources a sync target nudges, where only the nudge's annotations may change (RBAC decides
+  // whether the identity may patch them at all: infra/rbac/sync-operators.yaml, only where routes sync).
   for (const kind of WorkloadKinds) add(WORKLOAD_KINDS[kind]);
+  for (const kind of SyncKinds) add(SYNC_KINDS[kind]);
   for (const route of table.routes) {
     for (const { target } of route.targets) {
       if (isResourceTarget(target)) add(resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch));

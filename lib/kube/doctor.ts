@@ -5,8 +5,9 @@
  * Every problem comes with what to fix.
  */
 import { POLICY_ANNOTATIONS, POLICY_NAME } from '../deploy/admission-policy.ts';
-import { isResourceTarget, type RoutingTable } from '../routing/routing-table.ts';
-import type { ClusterConfig } from '../routing/schema.ts';
+import { isConsumersTarget, isResourceTarget, isSyncTarget, type RoutingTable } from '../routing/routing-table.ts';
+import { WorkloadKinds, type ClusterConfig, type Target } from '../routing/schema.ts';
+import { isSyncKind, SYNC_KINDS } from './sync-kinds.ts';
 import { WORKLOAD_KINDS } from './workload-kinds.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type ApiKind, type KubeApi } from './kube-api.ts';
@@ -25,22 +26,48 @@ export interface DoctorOptions {
   apiFor?: (access: ClusterAccess) => KubeApi;
 }
 
+/** One kind the routing table needs in a namespace ('' = cluster-wide). `consumer`: listed to find consumers, so a cluster that does not serve it (no Argo Rollouts) is fine. */
+export type RequiredKind = ApiKind & { namespace: string; consumer?: true };
+
+/** The kinds a target reads and patches: its own, or for sync and consumers targets the operator's kind and every workload kind (consumer discovery). */
+function kindsOf(target: Target): RequiredKind[] {
+  if (isResourceTarget(target)) return [{ apiVersion: target.resource.apiVersion, kind: target.resource.kind, namespace: target.resource.namespace ?? '' }];
+  if (isSyncTarget(target) || isConsumersTarget(target)) {
+    const consumers = WorkloadKinds.map((k): RequiredKind => ({ apiVersion: WORKLOAD_KINDS[k].apiVersion, kind: k, namespace: target.namespace, consumer: true }));
+    if (isSyncTarget(target) && target.restart === 'none') return [{ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind, namespace: target.namespace }];
+    return isSyncTarget(target) ? [{ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind, namespace: target.namespace }, ...consumers] : consumers;
+  }
+  return [{ apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind, namespace: target.namespace }];
+}
+
 /** What the routing table asks of each cluster: (apiVersion, kind, namespace) triples. */
-export function requiredAccess(table: RoutingTable): Map<string, Array<ApiKind & { namespace: string }>> {
-  const byCluster = new Map<string, Map<string, ApiKind & { namespace: string }>>();
+export function requiredAccess(table: RoutingTable): Map<string, RequiredKind[]> {
+  const byCluster = new Map<string, Map<string, RequiredKind>>();
   for (const route of table.routes) {
     for (const { target, clusters } of route.targets) {
-      const kind = isResourceTarget(target) ? { apiVersion: target.resource.apiVersion, kind: target.resource.kind, namespace: target.resource.namespace ?? '' } : { apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind, namespace: target.namespace };
-      // A namespace with {captures} is known only per change: check the permission cluster-wide instead.
-      const namespace = kind.namespace.includes('{') ? '' : kind.namespace;
-      for (const cluster of clusters) {
-        const wanted = byCluster.get(cluster) ?? new Map();
-        wanted.set(`${kind.apiVersion}/${kind.kind}/${namespace}`, { ...kind, namespace });
-        byCluster.set(cluster, wanted);
+      for (const kind of kindsOf(target)) {
+        // A namespace with {captures} is known only per change: check the permission cluster-wide instead.
+        const namespace = kind.namespace.includes('{') ? '' : kind.namespace;
+        for (const cluster of clusters) {
+          const wanted = byCluster.get(cluster) ?? new Map<string, RequiredKind>();
+          const key = `${kind.apiVersion}/${kind.kind}/${namespace}`;
+          const known = wanted.get(key);
+          // Named by a target is stronger than listed for discovery: its absence is then a problem.
+          const { consumer: _consumer, ...named } = kind;
+          wanted.set(key, known && (!known.consumer || kind.consumer) ? known : kind.consumer ? { ...kind, namespace } : { ...named, namespace });
+          byCluster.set(cluster, wanted);
+        }
       }
     }
   }
   return new Map([...byCluster].map(([c, m]) => [c, [...m.values()]]));
+}
+
+/** What to do when the cluster does not serve a kind. */
+function missingKindFix(kind: string): string {
+  if (kind === 'Rollout') return 'install Argo Rollouts (its CRD) in this cluster, or drop the Rollout targets';
+  if (isSyncKind(kind)) return `install the ${SYNC_KINDS[kind].operator} (CRD ${SYNC_KINDS[kind].apiVersion} ${kind}) in this cluster, or drop the sync targets of this kind`;
+  return 'install the CRD of this kind, or fix apiVersion/kind in the route';
 }
 
 const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0] ?? '' : '');
@@ -51,7 +78,7 @@ export async function runDoctor(table: RoutingTable, options: DoctorOptions): Pr
   return perCluster.flat();
 }
 
-async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Array<ApiKind & { namespace: string }>, options: DoctorOptions): Promise<DoctorCheck[]> {
+async function doctorCluster(cluster: string, config: ClusterConfig, wanted: RequiredKind[], options: DoctorOptions): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
   const add = (check: string, ok: boolean, detail: string, fix?: string) => checks.push({ cluster, check, ok, detail, ...(fix && !ok ? { fix } : {}) });
   let access: ClusterAccess;
@@ -87,9 +114,12 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Arr
     try {
       plural = (await api.resource(w)).plural;
     } catch (e) {
-      add(`${w.kind} (${w.apiVersion})`, false, classifyKubeError(e).detail, w.kind === 'Rollout' ? 'install Argo Rollouts (its CRD) in this cluster, or drop the Rollout targets' : 'install the CRD of this kind, or fix apiVersion/kind in the route');
+      // Consumer discovery lists every workload kind; a cluster without Argo Rollouts simply has no Rollout consumers.
+      if (w.consumer) add(`${w.kind} (${w.apiVersion})`, true, 'not served here: no consumers of this kind to find');
+      else add(`${w.kind} (${w.apiVersion})`, false, classifyKubeError(e).detail, missingKindFix(w.kind));
       continue;
     }
+    if (isSyncKind(w.kind)) add(`${w.kind} CRD`, true, `installed (${w.apiVersion} ${plural}): the ${SYNC_KINDS[w.kind].operator} can be nudged`);
     for (const verb of ['get', 'list', 'watch', 'patch']) {
       const allowed = await canI(api, { group: groupOf(w.apiVersion), resource: plural, verb, namespace: w.namespace });
       const where = w.namespace === '' ? 'all namespaces' : `namespace ${w.namespace}`;

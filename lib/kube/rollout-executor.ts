@@ -16,6 +16,8 @@ import { ANNOTATIONS, decideRestart, parseRecordedVersions, parseWatchAnnotation
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
+import { executeConsumersTarget } from './sync-step.ts';
+import { isSyncKind, SYNC_KINDS } from './sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from './workload-kinds.ts';
 
 export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed'] as const;
@@ -85,7 +87,13 @@ export interface ExecutorOptions {
 
 const realClock = { now: Date.now, monotonic: () => performance.now() };
 
-const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, t.patch, t.wait) : WORKLOAD_KINDS[t.kind]);
+function descriptorOf(t: RolloutTarget): WorkloadDescriptor {
+  if (t.type === 'resource') return resourceDescriptor(t.apiVersion, t.kind, t.patch, t.wait);
+  if (t.type === 'workload') return WORKLOAD_KINDS[t.kind];
+  // Consumers targets pass the descriptor of each object they restart (sync-step.ts); this is only their first step's.
+  if (isSyncKind(t.kind)) return SYNC_KINDS[t.kind];
+  throw new Error(`a ${t.kind} target has no descriptor of its own`);
+}
 
 /** Limiters outlive one execution so concurrent invocations in one process share a cluster's budget. */
 const limiters = new Map<string, ConcurrencyLimiter>();
@@ -100,7 +108,9 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
   const byCluster = targetsByCluster(targets);
   // Durations count from here: how long after the call each target had its outcome.
   const started = (options.clock ?? realClock).monotonic();
-  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started)));
+  // One follow budget for the whole call: sync waits spend from it, the rollouts that follow get what is left.
+  const followUntil = options.follow ? (options.clock ?? realClock).now() + Math.max(0, options.follow.budgetMs) : undefined;
+  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started, followUntil)));
   // Events wait until every cluster's patches are in: restarts first, their record second (and on a machine that
   // serves several clusters, one cluster's events never slow another's restarts).
   await Promise.all(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value.map((d) => d.event?.()) : [])));
@@ -110,7 +120,7 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
     const [cluster, ts] = [...byCluster][i] ?? ['', []];
     return ts.map((t) => ({ result: failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0) }));
   });
-  if (options.follow) await followDone(table, done, options, options.follow);
+  if (options.follow) await followDone(table, done, options, { ...options.follow, budgetMs: Math.max(0, (followUntil ?? 0) - (options.clock ?? realClock).now()) });
   return done.map((d) => d.result);
 }
 
@@ -149,14 +159,14 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
   await Promise.all(events);
 }
 
-const targetName = (t: RolloutTarget): string => (t.type === 'resource' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
+const targetName = (t: RolloutTarget): string => (t.type !== 'workload' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
 
 function failedResult(t: RolloutTarget, cluster: string, name: string, failure: KubeFailure, attempts: number, durationMs: number): RolloutResult {
   return { ...identity(t, cluster, name), outcome: 'failed', reason: failure.reason, detail: failure.detail, attempts, durationMs };
 }
 
-function identity(t: RolloutTarget, cluster: string, name: string) {
-  return { cluster, namespace: t.namespace, kind: t.kind, name, routes: t.routes, paths: t.paths, restartToken: t.restartToken };
+function identity(t: RolloutTarget, cluster: string, name: string, kind: string = t.kind) {
+  return { cluster, namespace: t.namespace, kind, name, routes: t.routes, paths: t.paths, restartToken: t.restartToken };
 }
 
 interface ClusterRun {
@@ -170,7 +180,7 @@ interface ClusterRun {
   started: number;
 }
 
-async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number): Promise<WorkloadDone[]> {
+async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number, followUntil: number | undefined): Promise<WorkloadDone[]> {
   const clock = options.clock ?? realClock;
   const config = table.clusters.get(cluster);
   let access: ClusterAccess;
@@ -191,8 +201,27 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     clock,
     started,
   };
-  const groups = await Promise.all(readGroups(targets).map((group) => expandGroup(run, group)));
-  return Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
+  const consumersTargets = targets.filter((t) => t.type === 'consumers');
+  const consumers = consumersTargets.map((t) =>
+    executeConsumersTarget(
+      {
+        cluster,
+        api: run.api,
+        dryRun: options.dryRun === true,
+        clock,
+        started,
+        read: (descriptor, namespace, name) => withRetries(() => run.limiter.run(() => run.api.read(descriptor, namespace, name)), run.retry, run.env),
+        list: (kind, namespace) => withRetries(() => run.limiter.run(() => run.api.list(kind, namespace)), run.retry, run.env),
+        restart: (target, descriptor, object) => restartWorkload(run, target, object, started, descriptor),
+        ...(followUntil === undefined ? {} : { followUntil }),
+        ...(options.follow?.since === undefined ? {} : { since: options.follow.since }),
+      },
+      t,
+    ),
+  );
+  const groups = await Promise.all(readGroups(targets.filter((t) => t.type !== 'consumers')).map((group) => expandGroup(run, group)));
+  const restarted = await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
+  return [...restarted, ...(await Promise.all(consumers)).flat()];
 }
 
 /** Name targets of one namespace and kind are read with one LIST when there are several of them. */
@@ -279,7 +308,7 @@ function watches(run: ClusterRun, group: ReadGroup, object: KubeObject, paths: r
   return paths.some((p) => index.match(p).size > 0);
 }
 
-interface WorkloadDone {
+export interface WorkloadDone {
   result: RolloutResult;
   /** Records the SecretRotated event, after every cluster's patches. */
   event?: () => Promise<void>;
@@ -287,18 +316,17 @@ interface WorkloadDone {
   follow?: { run: ClusterRun; target: RolloutTarget; descriptor: WorkloadDescriptor; patchedAt: number };
 }
 
-async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number): Promise<WorkloadDone> {
-  const descriptor = descriptorOf(target);
+async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number, descriptor: WorkloadDescriptor = descriptorOf(target)): Promise<WorkloadDone> {
   const name = read.metadata?.name ?? targetName(target);
   const done = (outcome: Outcome, reason: string, attempts: number, detail?: string): WorkloadDone => ({
-    result: { ...identity(target, run.cluster, name), outcome, reason, ...(detail === undefined ? {} : { detail }), attempts, durationMs: run.clock.monotonic() - started },
+    result: { ...identity(target, run.cluster, name, descriptor.kind), outcome, reason, ...(detail === undefined ? {} : { detail }), attempts, durationMs: run.clock.monotonic() - started },
   });
 
   let object = read;
   let attempts = 1;
   for (;;) {
     const refusal = descriptor.refusal(object);
-    if (refusal) return done('skipped', 'paused', attempts, refusal);
+    if (refusal) return done('skipped', descriptor.refusalReason ?? 'paused', attempts, refusal);
     const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
     if (decision.action === 'unchanged') return { ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } };
@@ -307,7 +335,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     const nowIso = new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
     // restartAt may never be in the future (Argo would wait for it); restartedAt comes from the change itself.
     const restartAt = target.restartedAt !== null && Date.parse(target.restartedAt) <= now ? target.restartedAt : nowIso;
-    const body = descriptor.restartPatch({ annotations: restartAnnotations(target, decision.versions, nowIso), restartAt });
+    const body = descriptor.restartPatch({ annotations: restartAnnotations(target, decision.versions, nowIso), restartAt, now: new Date(now).toISOString(), object });
     const readVersion = object.metadata?.resourceVersion;
     body.metadata = { ...((body.metadata as object) ?? {}), resourceVersion: readVersion };
 

@@ -20,6 +20,9 @@ export interface RestartPatchInput {
   annotations: Record<string, string>;
   /** RFC 3339 restart time (never in the future). */
   restartAt: string;
+  /** The time of the patch (RFC 3339, ms) and the object as read: what an operator's nudge records (sync-kinds.ts). */
+  now?: string;
+  object?: KubeObject;
 }
 
 export interface WorkloadDescriptor {
@@ -32,6 +35,8 @@ export interface WorkloadDescriptor {
   restartPatch(input: RestartPatchInput): Record<string, unknown>;
   /** Why the object refuses a restart now (e.g. a paused Deployment), or undefined. */
   refusal(obj: KubeObject): string | undefined;
+  /** The result's reason for a refusal (default `paused`). */
+  refusalReason?: string;
   /** Where the rollout stands, from the object alone (kubectl rollout status's rules; see rollout-health.ts). */
   health: HealthRule;
 }

@@ -8,8 +8,8 @@ import { qualify } from '../sources/kv-mounts.ts';
 import type { Operation, SecretChange } from '../sources/secret-change.ts';
 import type { Captures } from '../routing/path-pattern.ts';
 import { matchRoutes } from '../routing/router.ts';
-import { isResourceTarget, namespaceAllowed, type NamespaceBound, type RoutingTable } from '../routing/routing-table.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import { consumersOf, isConsumersTarget, isResourceTarget, isSyncTarget, namespaceAllowed, type NamespaceBound, type RoutingTable } from '../routing/routing-table.ts';
+import { parseDuration, type SyncKind, type WorkloadKind } from '../routing/schema.ts';
 import { placeholders, render, renderDeep } from '../routing/template.ts';
 
 /** The secret version a target is restarted for: the newest change of one Vault path. */
@@ -54,7 +54,23 @@ export interface ResourceRolloutTarget extends TargetBase {
   wait?: { condition: string };
 }
 
-export type RolloutTarget = WorkloadRolloutTarget | ResourceRolloutTarget;
+/**
+ * Restart the consumers of a Secret: the workloads whose pod template references it (or, for `SecretProviderClass`,
+ * mounts that class through the CSI driver). With a sync kind, the operator's resource of that name is nudged first,
+ * and the Secret is the one it writes; the consumers restart only once it has written it.
+ */
+export interface ConsumersRolloutTarget extends TargetBase {
+  type: 'consumers';
+  /** What the route names: the operator's resource to sync, or the Secret / SecretProviderClass itself. */
+  kind: SyncKind | 'Secret' | 'SecretProviderClass';
+  name: string;
+  /** `none`: sync only, restart nothing. */
+  restart: 'consumers' | 'none';
+  /** How long the operator may take to write the Secret (sync kinds only); default DEFAULT_SYNC_TIMEOUT_MS. */
+  syncTimeoutMs?: number;
+}
+
+export type RolloutTarget = WorkloadRolloutTarget | ResourceRolloutTarget | ConsumersRolloutTarget;
 
 /**
  * A target a route names but that was not planned: a captured value that is no Kubernetes name, no label value in a
@@ -102,8 +118,10 @@ export function rfc3339Seconds(time: string): string | null {
   return Number.isNaN(ms) ? null : new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
+type PlannedLater = 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt';
+
 interface Accumulator {
-  target: Omit<WorkloadRolloutTarget, 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt'> | Omit<ResourceRolloutTarget, 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt'>;
+  target: Omit<WorkloadRolloutTarget, PlannedLater> | Omit<ResourceRolloutTarget, PlannedLater> | Omit<ConsumersRolloutTarget, PlannedLater>;
   renderedFrom: SecretRef;
   routes: Set<string>;
   secrets: Map<string, SecretRef>;
@@ -172,6 +190,18 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
           }
           planned = { type: 'resource', cluster: '', namespace: namespace as string, apiVersion: target.resource.apiVersion, kind: target.resource.kind, name: name as string, patch: renderDeep(target.patch, builtins) as Record<string, unknown> };
           if (target.wait) planned.wait = { condition: target.wait.condition };
+        } else if (isSyncTarget(target) || isConsumersTarget(target)) {
+          const named = isSyncTarget(target) ? { kind: target.sync.kind, name: target.sync.name } : (({ field, name: n }) => ({ kind: field === 'secret' ? ('Secret' as const) : ('SecretProviderClass' as const), name: n }))(consumersOf(target));
+          const namespace = renderNamespace(target.namespace, captures, bound);
+          const name = render1(named.name, captures, 'name');
+          const bad = [namespace, name].find((v): v is { error: string } => typeof v !== 'string');
+          if (bad) {
+            problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
+            continue;
+          }
+          planned = { type: 'consumers', cluster: '', namespace: namespace as string, kind: named.kind, name: name as string, restart: isSyncTarget(target) ? target.restart : 'consumers' };
+          const timeout = isSyncTarget(target) && target.sync.timeout !== undefined ? parseDuration(target.sync.timeout) : undefined;
+          if (timeout !== undefined) planned.syncTimeoutMs = timeout;
         } else {
           const namespace = renderNamespace(target.namespace, captures, bound);
           const name = target.name === undefined ? undefined : render1(target.name, captures, 'name');
@@ -237,6 +267,6 @@ export function targetsByCluster<T extends { cluster: string }>(targets: readonl
 
 /** The identity of a target: two routes naming the same workload plan it once. */
 export function targetKey(t: Accumulator['target']): string {
-  const what = t.type === 'resource' ? `${t.apiVersion}/${t.kind}/${t.name}` : `${t.kind}/${t.name !== undefined ? `name=${t.name}` : t.selector !== undefined ? `selector=${t.selector}` : 'annotated'}`;
+  const what = t.type === 'resource' ? `${t.apiVersion}/${t.kind}/${t.name}` : t.type === 'consumers' ? `consumers/${t.kind}/${t.name}` : `${t.kind}/${t.name !== undefined ? `name=${t.name}` : t.selector !== undefined ? `selector=${t.selector}` : 'annotated'}`;
   return `${t.cluster}\u0000${t.namespace}\u0000${what}`;
 }

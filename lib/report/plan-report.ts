@@ -29,7 +29,7 @@ export function planJson(parsed: ParseResult, plan: Plan) {
 }
 
 function targetJson(t: RolloutTarget) {
-  const which = t.type === 'resource' ? { apiVersion: t.apiVersion, name: t.name } : t.name !== undefined ? { name: t.name } : t.selector !== undefined ? { selector: t.selector } : { annotated: true };
+  const which = t.type === 'resource' ? { apiVersion: t.apiVersion, name: t.name } : t.type === 'consumers' ? { name: t.name, restart: t.restart } : t.name !== undefined ? { name: t.name } : t.selector !== undefined ? { selector: t.selector } : { annotated: true };
   return {
     cluster: t.cluster,
     namespace: t.namespace,
@@ -46,6 +46,7 @@ function targetJson(t: RolloutTarget) {
 
 export function describeTarget(t: RolloutTarget): string {
   if (t.type === 'resource') return `${t.name} (${t.apiVersion})`;
+  if (t.type === 'consumers') return t.kind === 'Secret' || t.kind === 'SecretProviderClass' ? `${t.name}: the workloads that reference it` : t.restart === 'none' ? `${t.name}: sync only` : `${t.name}: sync, then restart the consumers of its Secret`;
   return t.name ?? (t.selector !== undefined ? `selector ${t.selector}` : 'annotated (vault-rollout.io/watch)');
 }
 

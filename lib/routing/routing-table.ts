@@ -6,7 +6,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, matchSegment, PatternError, PatternIndex, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, RoutingTableSchema, type ClusterConfig, type ResourceTarget, type Route, type RoutingTableDocument, type Target } from './schema.ts';
+import { parseDuration, RoutingTableSchema, type ClusterConfig, type ConsumersTarget, type ResourceTarget, type Route, type RoutingTableDocument, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
 export interface ConfigProblem {
@@ -102,6 +102,13 @@ const fieldName = (path: FieldPath): string =>
   path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${String(k)}` : String(k)), '');
 
 export const isResourceTarget = (t: Target): t is ResourceTarget => 'resource' in t;
+export const isSyncTarget = (t: Target): t is SyncTarget => 'sync' in t;
+export const isConsumersTarget = (t: Target): t is ConsumersTarget => 'consumers' in t;
+export const isWorkloadTarget = (t: Target): t is WorkloadTarget => !isResourceTarget(t) && !isSyncTarget(t) && !isConsumersTarget(t);
+
+/** The Secret or SecretProviderClass a consumers target names: which field, and its (template) value. */
+export const consumersOf = (t: ConsumersTarget): { field: 'secret' | 'secretProviderClass'; name: string } =>
+  'secret' in t.consumers ? { field: 'secret', name: t.consumers.secret } : { field: 'secretProviderClass', name: t.consumers.secretProviderClass };
 
 function locator(text: string, file: string) {
   const lineCounter = new LineCounter();
@@ -192,6 +199,19 @@ function targetTemplates(target: Target): Array<{ field: string[]; text: string;
       { field: ['resource', 'name'], text: r.name, builtins: true },
       ...(r.namespace !== undefined ? [{ field: ['resource', 'namespace'], text: r.namespace, builtins: true }] : []),
       ...[...stringsIn(target.patch)].map((text) => ({ field: ['patch'], text, builtins: true })),
+    ];
+  }
+  if (isSyncTarget(target)) {
+    return [
+      { field: ['namespace'], text: target.namespace, builtins: false },
+      { field: ['sync', 'name'], text: target.sync.name, builtins: false },
+    ];
+  }
+  if (isConsumersTarget(target)) {
+    const { field, name } = consumersOf(target);
+    return [
+      { field: ['namespace'], text: target.namespace, builtins: false },
+      { field: ['consumers', field], text: name, builtins: false },
     ];
   }
   return [

@@ -128,9 +128,44 @@ export const ResourceTargetSchema = z.strictObject({
     .describe('how to tell the operator is done: a status condition of this type becoming True; without it there is nothing to wait for'),
 });
 
-export const TargetSchema = z.union([ResourceTargetSchema, WorkloadTargetSchema]);
+/** Operators that copy a Vault secret into a Kubernetes Secret, and that vault-rollout can make sync now. */
+export const SyncKinds = ['ExternalSecret', 'VaultStaticSecret'] as const;
+export type SyncKind = (typeof SyncKinds)[number];
+
+const K8S_NAME_MESSAGE = 'must be a Kubernetes object name (may use {captures})';
+
+/**
+ * Sync first, then restart the consumers: nudge the operator's resource, wait until it has written the Secret, then
+ * restart the workloads whose pod template references that Secret (lib/kube/consumers.ts).
+ */
+export const SyncTargetSchema = z.strictObject({
+  clusters: ClusterSelectorSchema,
+  namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+  namespaces: NamespaceBoundSchema.optional(),
+  sync: z.strictObject({
+    kind: z.enum(SyncKinds).describe('ExternalSecret (external-secrets.io/v1) or VaultStaticSecret (secrets.hashicorp.com/v1beta1)'),
+    name: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE),
+    timeout: DurationSchema.optional().describe('how long the operator may take to write the Secret before the target fails (default 5m)'),
+  }),
+  restart: z.enum(['consumers', 'none']).default('consumers').describe('consumers (default): restart the workloads that reference the synced Secret; none: only sync'),
+});
+
+/** Restart whatever references a Secret (no sync step), or whatever mounts a SecretProviderClass (CSI driver). */
+export const ConsumersTargetSchema = z.strictObject({
+  clusters: ClusterSelectorSchema,
+  namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+  namespaces: NamespaceBoundSchema.optional(),
+  consumers: z.union([
+    z.strictObject({ secret: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pod template references this Secret') }),
+    z.strictObject({ secretProviderClass: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pods mount this SecretProviderClass (secrets-store.csi.k8s.io)') }),
+  ], { error: 'must be exactly one of { secret: NAME } or { secretProviderClass: NAME }' }),
+});
+
+export const TargetSchema = z.union([ResourceTargetSchema, SyncTargetSchema, ConsumersTargetSchema, WorkloadTargetSchema]);
 export type WorkloadTarget = z.infer<typeof WorkloadTargetSchema>;
 export type ResourceTarget = z.infer<typeof ResourceTargetSchema>;
+export type SyncTarget = z.infer<typeof SyncTargetSchema>;
+export type ConsumersTarget = z.infer<typeof ConsumersTargetSchema>;
 export type Target = z.infer<typeof TargetSchema>;
 
 export const DEFAULT_OPERATIONS = ['write', 'undelete'] as const;

@@ -28,7 +28,7 @@ function change(path: string, over: Partial<SecretChange> = {}): SecretChange {
   };
 }
 
-const brief = (t: RolloutTarget) => `${t.cluster}/${t.namespace}/${t.kind}/${t.type === 'resource' ? t.name : (t.name ?? t.selector ?? 'annotated')}`;
+const brief = (t: RolloutTarget) => `${t.cluster}/${t.namespace}/${t.kind}/${t.type !== 'workload' ? t.name : (t.name ?? t.selector ?? 'annotated')}`;
 
 describe('planRollouts', () => {
   it.each([
