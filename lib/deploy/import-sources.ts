@@ -4,8 +4,9 @@
  * Secret restarts today (VSO's rolloutRestartTargets, Stakater Reloader's annotations). Pure: the objects come in,
  * sources and reasons come out; nothing here reads a Secret or its data.
  */
+import { podSpecOf, referencesIn } from '../kube/consumers.ts';
 import type { KubeObject } from '../kube/workload-kinds.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
 export interface ClusterInventory {
@@ -296,27 +297,13 @@ export function esoSources(inv: ClusterInventory): Extracted {
   return { sources, unmapped };
 }
 
-/** The pod template of a workload kind (CronJobs keep theirs under jobTemplate). */
-function podSpec(workload: KubeObject): Record<string, unknown> {
-  const spec = rec(workload.spec);
-  const template = workload.kind === 'CronJob' ? rec(rec(rec(spec.jobTemplate).spec).template) : rec(spec.template);
-  return rec(template.spec);
-}
-
-/** Does the pod template read this Secret (env, envFrom, secret volume, projected volume; init and ephemeral containers count)? */
-export function referencesSecret(workload: KubeObject, secret: string): boolean {
-  const pod = podSpec(workload);
-  const containers = [...arr(pod.containers), ...arr(pod.initContainers), ...arr(pod.ephemeralContainers)].map(rec);
-  for (const c of containers) {
-    if (arr(c.envFrom).some((e) => str(rec(rec(e).secretRef).name) === secret)) return true;
-    if (arr(c.env).some((e) => str(rec(rec(rec(e).valueFrom).secretKeyRef).name) === secret)) return true;
-  }
-  return arr(pod.volumes).some((v) => {
-    const volume = rec(v);
-    if (str(rec(volume.secret).secretName) === secret) return true;
-    return arr(rec(volume.projected).sources).some((s) => str(rec(rec(s).secret).name) === secret);
-  });
-}
+/**
+ * Does the pod template read this Secret? The same rule `restart: consumers` uses when it runs (lib/kube/consumers.ts:
+ * env, envFrom, secret and projected volumes; init and ephemeral containers count), so import's view of who consumes a
+ * Secret is the product's.
+ */
+export const referencesSecret = (workload: KubeObject, secret: string): boolean =>
+  (WorkloadKinds as readonly string[]).includes(workload.kind ?? '') && referencesIn(podSpecOf(workload.kind as WorkloadKind, workload), { secret }).length > 0;
 
 export const RELOADER = {
   auto: 'reloader.stakater.com/auto',
