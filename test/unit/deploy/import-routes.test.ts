@@ -199,6 +199,33 @@ describe('importRoutes: ExternalSecrets', () => {
     expect(result.routes[0]?.notes[0]).toContain('not imported (--from)');
   });
 
+  it('--from reloader alone, where Reloader covers only some consumers: those, by name', () => {
+    const plain = deployment('payments', 'report', {}, envFrom('api-db'));
+    const result = run([inventory('alpha', { externalSecrets: [es('payments', 'api-db', { dataFrom: [{ extract: { key: 'payments/api/db' } }] })], secretStores: stores, workloads: [api, plain] })], new Set(['reloader']));
+    expect(result.routes[0]?.targets).toEqual([{ clusters: ['alpha'], namespace: 'payments', kind: 'Deployment', name: 'api' }]);
+  });
+
+  it('a workload Reloader names without reading the Secret gets a target by name beside the sync', () => {
+    const named = deployment('payments', 'cache', { 'secret.reloader.stakater.com/reload': 'api-db' }, envFrom('other'));
+    const result = run([inventory('alpha', { externalSecrets: [es('payments', 'api-db', { dataFrom: [{ extract: { key: 'payments/api/db' } }] })], secretStores: stores, workloads: [api, named] })]);
+    expect(result.routes[0]?.targets).toEqual([
+      { clusters: ['alpha'], namespace: 'payments', kind: 'Deployment', name: 'cache' },
+      { clusters: ['alpha'], namespace: 'payments', sync: { kind: 'ExternalSecret', name: 'api-db' }, restart: 'consumers' },
+    ]);
+    expect(result.routes[0]?.notes[0]).toContain('Deployment/cache named by secret.reloader.stakater.com/reload without reading Secret api-db');
+  });
+
+  it('one path, different targets per cluster: one route, a target per cluster set', () => {
+    const object = es('payments', 'api-db', { dataFrom: [{ extract: { key: 'payments/api/db' } }] });
+    const withReloader = inventory('alpha', { externalSecrets: [object], secretStores: stores, workloads: [api] });
+    const result = run([withReloader, { ...withReloader, cluster: 'beta' }, inventory('gamma', { externalSecrets: [object], secretStores: stores })]);
+    expect(result.routes).toHaveLength(1);
+    expect(result.routes[0]?.targets).toEqual([
+      { clusters: ['gamma'], namespace: 'payments', sync: { kind: 'ExternalSecret', name: 'api-db' }, restart: 'none' },
+      { clusters: { env: 'prod' }, namespace: 'payments', sync: { kind: 'ExternalSecret', name: 'api-db' }, restart: 'consumers' },
+    ]);
+  });
+
   it('a mount seen as KV v1 and v2 is imported once, the other listed', () => {
     const v1 = vaultStore('v1', { path: 'secret', version: 'v1' });
     const result = run([
