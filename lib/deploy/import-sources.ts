@@ -191,7 +191,11 @@ function storeOf(inv: ClusterInventory, namespace: string, ref: Record<string, u
   const name = str(ref.name);
   if (name === undefined) return 'the store reference has no name';
   const store = kind === 'ClusterSecretStore' ? inv.clusterSecretStores.find((s) => nameOf(s) === name) : inv.secretStores.find((s) => nameOf(s) === name && namespaceOf(s) === namespace);
-  if (!store) return `${kind} ${name} was not found`;
+  if (!store) {
+    // A kind that could not be listed (not installed, or forbidden to a namespaced importer) is not a missing store.
+    const unread = inv.missing.find((m) => m.startsWith(`${kind} `));
+    return unread ? `${kind} ${name} could not be read: ${unread}` : `${kind} ${name} was not found`;
+  }
   const provider = rec(rec(store.spec).provider);
   const vault = provider.vault;
   if (vault === undefined) return `${kind} ${name} is not a Vault store (provider: ${Object.keys(provider).join(', ') || 'none'})`;

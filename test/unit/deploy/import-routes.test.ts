@@ -187,6 +187,12 @@ describe('importRoutes: ExternalSecrets', () => {
     expect(result.unmapped).toEqual([expect.objectContaining({ kind: 'ExternalSecret', name: 'x', reason: expect.stringContaining(reason) })]);
   });
 
+  it('a store of a kind that could not be listed is said so, not "not found"', () => {
+    const object = es('payments', 'x', { secretStoreRef: { kind: 'ClusterSecretStore', name: 'shared' }, data: [{ secretKey: 'p', remoteRef: { key: 'a' } }] });
+    const result = run([inventory('alpha', { externalSecrets: [object], missing: ['ClusterSecretStore (external-secrets.io/v1): list is forbidden'] })]);
+    expect(result.unmapped[0]?.reason).toBe('data[0]: ClusterSecretStore shared could not be read: ClusterSecretStore (external-secrets.io/v1): list is forbidden');
+  });
+
   it('says where restart: consumers restarts more than Reloader did', () => {
     const plain = deployment('payments', 'report', {}, envFrom('api-db'));
     const result = run([inventory('alpha', { externalSecrets: [es('payments', 'api-db', { dataFrom: [{ extract: { key: 'payments/api/db' } }] })], secretStores: stores, workloads: [api, plain] })]);
