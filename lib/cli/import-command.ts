@@ -93,7 +93,7 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
     return EXIT.failure;
   }
   const inventories = read as ClusterInventory[];
-  for (const inv of inventories) for (const m of inv.missing) io.stderr(`vault-rollout import: ${inv.cluster}: ${m}\n`);
+  for (const inv of inventories) if (inv.missing.length > 0) io.stderr(`vault-rollout import: ${inv.cluster}: skipped ${inv.missing.join('; ')}\n`);
 
   const result = importRoutes(inventories, { clusters: args.clusters, from: args.from, ...(args.vaultAddr ? { vaultAddr: args.vaultAddr } : {}) });
   if (args.vaultAddr === undefined && result.servers.length > 1) {
