@@ -3,6 +3,7 @@
 import { admissionPolicyCommand } from './admission-policy-command.ts';
 import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
+import { importCommand } from './import-command.ts';
 import { planCommand } from './plan-command.ts';
 import { relayCommand } from './relay-command.ts';
 import { resetVersionCommand } from './reset-version-command.ts';
@@ -23,6 +24,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   worker: (argv, io) => workerCommand(argv, io),
   'reset-version': (argv, io) => resetVersionCommand(argv, io),
   'admission-policy': admissionPolicyCommand,
+  import: (argv, io) => importCommand(argv, io),
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -41,6 +43,12 @@ Commands:
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
             patch each targeted kind in each targeted namespace and create events; whether the admission policy
             (admission-policy) is installed, enforced and covers the table. Exit 1 on any problem.
+  import    --cluster NAME=KUBECONFIG... [--label NAME:KEY=VALUE]... [--from vso,eso,reloader] [-o FILE]
+            [--vault-addr URL] [--namespace NS]...
+            Read, with list permission only, the VaultStaticSecrets, ExternalSecrets (Vault stores) and Reloader
+            annotations of the clusters and write a routing table doing the same job in all of them; what cannot
+            be mapped is listed on stderr and as comments. Exit 1 when a cluster cannot be read or the table
+            written does not validate.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
             The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);

@@ -1,0 +1,126 @@
+/**
+ * `vault-rollout import`: reads what the clusters already declare (VSO, ESO, Reloader) with list permission only and
+ * writes a routing table that does the same job across all of them; what cannot be mapped is listed with why.
+ */
+import { writeFile } from 'node:fs/promises';
+import { dirname, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { describeUnmapped, IMPORT_SOURCES, importRoutes, renderImport, type ImportCluster, type ImportSource } from '../deploy/import-routes.ts';
+import type { ClusterInventory } from '../deploy/import-sources.ts';
+import { readInventory } from '../kube/import-inventory.ts';
+import { kubeApiFor } from '../kube/kube-api.ts';
+import { loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
+import { cliClusterClients } from './cluster-access.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { usageError } from './shared.ts';
+
+const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const LABEL = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?):([A-Za-z0-9._/-]{1,253})=([A-Za-z0-9._-]{0,63})$/;
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const MAX_CLUSTERS = 100;
+
+interface ImportArgs {
+  clusters: Array<ImportCluster & { kubeconfigPath: string }>;
+  from: Set<ImportSource>;
+  output: string | undefined;
+  vaultAddr: string | undefined;
+  namespaces: string[];
+}
+
+function parseImportArgs(argv: string[], cwd: string): ImportArgs {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      cluster: { type: 'string', multiple: true, default: [] },
+      label: { type: 'string', multiple: true, default: [] },
+      from: { type: 'string', default: IMPORT_SOURCES.join(',') },
+      output: { type: 'string', short: 'o' },
+      'vault-addr': { type: 'string' },
+      namespace: { type: 'string', multiple: true, default: [] },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.cluster.length === 0) throw new Error('give at least one --cluster NAME=KUBECONFIG');
+  if (values.cluster.length > MAX_CLUSTERS) throw new Error(`at most ${MAX_CLUSTERS} clusters`);
+  const outDir = values.output === undefined ? cwd : dirname(resolve(cwd, values.output));
+  const clusters = values.cluster.map((c) => {
+    const at = c.indexOf('=');
+    const name = c.slice(0, at);
+    const file = c.slice(at + 1);
+    if (at < 1 || file === '' || !CLUSTER_NAME.test(name)) throw new Error(`--cluster ${c}: must be NAME=KUBECONFIG with a lowercase name`);
+    const kubeconfigPath = resolve(cwd, file);
+    return { name, kubeconfigPath, kubeconfig: relative(outDir, kubeconfigPath), labels: {} as Record<string, string> };
+  });
+  if (new Set(clusters.map((c) => c.name)).size !== clusters.length) throw new Error('a cluster name is given twice');
+  for (const l of values.label) {
+    const m = LABEL.exec(l);
+    const cluster = clusters.find((c) => c.name === m?.[1]);
+    if (!m || !cluster) throw new Error(`--label ${l}: must be CLUSTER:KEY=VALUE for a cluster given with --cluster`);
+    cluster.labels[m[3] as string] = m[4] as string;
+  }
+  const from = values.from.split(',').map((s) => s.trim());
+  const unknown = from.filter((f) => !(IMPORT_SOURCES as readonly string[]).includes(f));
+  if (unknown.length > 0 || from.length === 0) throw new Error(`--from takes ${IMPORT_SOURCES.join(', ')} (comma-separated), not ${unknown.join(', ')}`);
+  const bad = values.namespace.find((n) => !NAMESPACE.test(n));
+  if (bad !== undefined) throw new Error(`--namespace ${bad}: not a namespace name`);
+  return { clusters, from: new Set(from as ImportSource[]), output: values.output, vaultAddr: values['vault-addr'], namespaces: values.namespace };
+}
+
+export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd()): Promise<number> {
+  let args: ImportArgs;
+  try {
+    args = parseImportArgs(argv, cwd);
+  } catch (e) {
+    return usageError(io, 'import', e);
+  }
+  // Kubeconfig paths are absolute here, so the routing-table directory the resolver wants does not matter.
+  const clients = cliClusterClients(io, resolve(cwd, 'import'));
+  const read = await Promise.all(
+    args.clusters.map(async (c): Promise<ClusterInventory | string> => {
+      try {
+        const access = await clients.get(c.name, { kubeconfig: { file: c.kubeconfigPath }, labels: {} });
+        return await readInventory(c.name, kubeApiFor(access), { from: args.from, namespaces: args.namespaces });
+      } catch (e) {
+        return `${c.name}: ${e instanceof Error ? e.message : String(e)}`;
+      }
+    }),
+  );
+  const failures = read.filter((r): r is string => typeof r === 'string');
+  // A table missing one cluster's routes would look complete: nothing is written.
+  if (failures.length > 0) {
+    for (const f of failures) io.stderr(`vault-rollout import: cannot read cluster ${f}\n`);
+    return EXIT.failure;
+  }
+  const inventories = read as ClusterInventory[];
+  for (const inv of inventories) if (inv.missing.length > 0) io.stderr(`vault-rollout import: ${inv.cluster}: skipped ${inv.missing.join('; ')}\n`);
+
+  const result = importRoutes(inventories, { clusters: args.clusters, from: args.from, ...(args.vaultAddr ? { vaultAddr: args.vaultAddr } : {}) });
+  if (args.vaultAddr === undefined && result.servers.length > 1) {
+    io.stderr(`vault-rollout import: the clusters read ${result.servers.length} Vault servers (${result.servers.join(', ')}); a routing table serves one: choose it with --vault-addr\n`);
+    return EXIT.failure;
+  }
+  const header = [
+    `Imported by vault-rollout import (--from ${[...args.from].join(',')}) from ${args.clusters.map((c) => c.name).join(', ')}.`,
+    `Kubeconfig paths are relative to this file; vault-rollout needs its own identity there (infra/rbac), not the importer's.`,
+  ];
+  const text = renderImport(result, header);
+  for (const u of result.unmapped) io.stderr(`vault-rollout import: not imported: ${describeUnmapped(u)}\n`);
+  const targets = result.routes.reduce((n, r) => n + r.targets.length, 0);
+  io.stderr(`vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`);
+
+  let problems: string | undefined;
+  try {
+    loadRoutingTable(text, args.output ?? 'import');
+  } catch (e) {
+    if (!(e instanceof RoutingTableError)) throw e;
+    problems = e.message;
+  }
+  if (args.output === undefined) io.stdout(text);
+  else await writeFile(resolve(cwd, args.output), text, { mode: 0o644 });
+  if (problems !== undefined) {
+    io.stderr(`vault-rollout import: the table written does not validate:\n${problems}\n`);
+    return EXIT.failure;
+  }
+  return EXIT.ok;
+}
