@@ -42,7 +42,10 @@ Commands:
             patch each targeted kind in each targeted namespace and create events; whether the admission policy
             (admission-policy) is installed, enforced and covers the table. Exit 1 on any problem.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
-            The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
+            [--queue-file PATH]
+            The HTTP intake of the Lambda function on this machine, with a durable local queue and worker: 202 once
+            the change is on disk (SQLite; default $VAULT_ROLLOUT_QUEUE_FILE, else
+            $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite).
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
             without either it refuses to start unless told --insecure-no-auth.
   worker    --routes FILE --queue-url URL [--concurrency 4] [--batch-size 1] [--dry-run]
