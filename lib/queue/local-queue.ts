@@ -64,6 +64,11 @@ export interface LocalRolloutQueue extends RolloutQueue {
    * `delayMs` (a backoff) during which it still blocks its group, so the group's order holds.
    */
   release(receiptHandle: string, delayMs?: number): Promise<boolean>;
+  /**
+   * Keeps a received message invisible for `delayMs` more, then redelivers it (a gate or settle window waiting in
+   * the queue, h-waves' primitive): release with a delay, under the name the worker uses for it.
+   */
+  defer(receiptHandle: string, delayMs: number): Promise<boolean>;
   /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
   deadLetters(): DeadLetter[];
   /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */

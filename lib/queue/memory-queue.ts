@@ -102,6 +102,12 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     return Promise.resolve(true);
   }
 
+  /** Keeps a received message invisible for `delayMs` more, then redelivers it; its group stays blocked. */
+  defer(receiptHandle: string, delayMs: number): Promise<boolean> {
+    // Never 0: that would make it visible at once, which is a release, not a wait.
+    return this.release(receiptHandle, Math.max(1, delayMs));
+  }
+
   /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
   deadLetters(): DeadLetter[] {
     this.#expireVisibility();

@@ -175,6 +175,11 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     return Promise.resolve(released);
   }
 
+  defer(receiptHandle: string, delayMs: number): Promise<boolean> {
+    // Never 0: that would make it visible at once, which is a release, not a wait.
+    return this.release(receiptHandle, Math.max(1, delayMs));
+  }
+
   deadLetters(): DeadLetter[] {
     this.#transaction(() => this.#expireVisibility());
     return (this.#sql.deadLetters!.all() as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number }>).map((r) => ({

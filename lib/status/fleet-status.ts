@@ -23,8 +23,9 @@ import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 /**
- * A halted rollout: the mark a wave gate leaves on the workload whose rollout failed it (annotation on the object's
- * metadata; its value is the reason, plain or as JSON `{ "reason": … }`).
+ * A halted rotation: the mark a wave's gate leaves on the workload whose rollout failed it (h-waves' recordHalt in
+ * lib/kube/rollout-executor.ts, same name): an annotation on the object's metadata holding JSON
+ * `{ restartToken, secrets, wave, waves, why, notRestarted, at }`; plain text is read as the reason too.
  */
 export const HALTED_ANNOTATION = 'vault-rollout.io/halted';
 
@@ -192,8 +193,10 @@ function haltedReason(obj: KubeObject): string | undefined {
   const value = obj.metadata?.annotations?.[HALTED_ANNOTATION];
   if (value === undefined) return undefined;
   try {
-    const parsed = JSON.parse(value) as { reason?: unknown };
-    if (typeof parsed?.reason === 'string') return parsed.reason.slice(0, 300);
+    const parsed = JSON.parse(value) as { reason?: unknown; why?: unknown; wave?: unknown; waves?: unknown };
+    const why = typeof parsed?.why === 'string' ? parsed.why : typeof parsed?.reason === 'string' ? parsed.reason : undefined;
+    const wave = typeof parsed?.wave === 'number' ? `wave ${parsed.wave}${typeof parsed.waves === 'number' ? ` of ${parsed.waves}` : ''}` : undefined;
+    if (why !== undefined || wave !== undefined) return [wave, why].filter(Boolean).join(': ').slice(0, 300);
   } catch {
     // plain text
   }

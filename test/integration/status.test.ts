@@ -114,14 +114,14 @@ describe('vault-rollout status', () => {
     expect(row(failed.out, 'alpha', 'broken')).toMatch(/\s1\s+FAILED\s+failed\s+1\/1\s+ProgressDeadlineExceeded/);
   });
 
-  it('HALTED stands out when a wave left its mark on the workload', async () => {
+  it('HALTED stands out when a wave\'s gate left its mark on the workload (the annotation h-waves\' recordHalt writes)', async () => {
     await apply('old', 1, '[alpha]');
     expect((await status(['--path', 'secret/status/old', '--cluster', 'alpha', '--wait', '--timeout', '60s'])).code).toBe(0);
-    const res = await admin('alpha').request('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/old`, { body: { metadata: { annotations: { [HALTED_ANNOTATION]: JSON.stringify({ reason: 'wave 1 failed its gate' }) } } }, contentType: 'application/merge-patch+json' });
+    const res = await admin('alpha').request('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/old`, { body: { metadata: { annotations: { [HALTED_ANNOTATION]: JSON.stringify({ restartToken: 'x', secrets: ['secret/status/old version 1'], wave: 1, waves: 2, why: 'alpha rollout failed', notRestarted: ['beta'], at: new Date().toISOString() }) } } }, contentType: 'application/merge-patch+json' });
     expect(res.status).toBe(200);
     const halted = await status(['--path', 'secret/status/old', '--cluster', 'alpha']);
     expect(halted.code).toBe(1);
-    expect(row(halted.out, 'alpha', 'old')).toMatch(/HALTED\s+complete\s+1\/1\s+halted: wave 1 failed its gate/);
+    expect(row(halted.out, 'alpha', 'old')).toMatch(/HALTED\s+complete\s+1\/1\s+halted: wave 1 of 2: alpha rollout failed/);
   });
 
   it('POISONED: a recorded version above Vault\'s current one points at reset-version', async () => {

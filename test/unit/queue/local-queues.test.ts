@@ -163,6 +163,18 @@ describe.each(QUEUES)('%s', (_name, makeQueue) => {
     expect(again[0]?.receiveCount).toBe(2);
   });
 
+  it('defers a received message (a gate waiting in the queue): redelivered after the delay, its group held meanwhile', async () => {
+    const clock = fakeClock();
+    const queue = makeQueue({ now: clock.now });
+    await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2')]);
+    const [a1] = await queue.receive({ max: 1 });
+    expect(await queue.defer(a1?.receiptHandle ?? '', 0)).toBe(true);
+    expect(await queue.receive()).toEqual([]);
+    clock.advance(60_000);
+    expect(names(await queue.receive({ max: 1 }))).toEqual(['alpha/a1']);
+    expect(await queue.defer('no-such-handle', 10)).toBe(false);
+  });
+
   it('long-polls: a receive waiting for messages returns as soon as one is sent', async () => {
     const queue = makeQueue();
     const started = performance.now();
