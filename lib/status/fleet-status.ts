@@ -182,8 +182,12 @@ function probeChange(p: { vaultNamespace: string; mount: string; key: string; kv
 const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, {}, t.wait) : WORKLOAD_KINDS[t.kind]);
 
 /** The newest of the path's record keys that mean "this version is running": writes and undeletes. */
+const parsedRecords = new WeakMap<KubeObject, Record<string, number | string>>();
+
 function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
-  const versions = parseRecordedVersions(descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.versions]);
+  // Parsed once per object: every path asks every listed object.
+  let versions = parsedRecords.get(obj);
+  if (!versions) parsedRecords.set(obj, (versions = parseRecordedVersions(descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.versions])));
   const values = [versions[path], versions[`${path}#undelete`]].filter((v): v is number | string => v !== undefined);
   if (values.length === 0) return null;
   return values.reduce((a, b) => (typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a));
