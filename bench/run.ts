@@ -13,8 +13,9 @@ import { fanoutBench } from './fanout-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { planBench } from './plan-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
+import { statusBench } from './status-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, status: statusBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

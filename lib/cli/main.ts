@@ -9,6 +9,7 @@ import { relayCommand } from './relay-command.ts';
 import { resetVersionCommand } from './reset-version-command.ts';
 import { schemaCommand } from './schema-command.ts';
 import { serveCommand } from './serve-command.ts';
+import { statusCommand } from './status-command.ts';
 import { validateCommand } from './validate-command.ts';
 import { workerCommand } from './worker-command.ts';
 import { EXIT, type CliIo, nodeIo } from './io.ts';
@@ -23,6 +24,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   relay: relayCommand,
   worker: (argv, io) => workerCommand(argv, io),
   'reset-version': (argv, io) => resetVersionCommand(argv, io),
+  status: (argv, io) => statusCommand(argv, io),
   'admission-policy': admissionPolicyCommand,
   import: (argv, io) => importCommand(argv, io),
 };
@@ -50,7 +52,10 @@ Commands:
             be mapped is listed on stderr and as comments. Exit 1 when a cluster cannot be read or the table
             written does not validate.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
-            The HTTP intake of the Lambda function on this machine, with an in-process queue and worker.
+            [--queue-file PATH]
+            The HTTP intake of the Lambda function on this machine, with a durable local queue and worker: 202 once
+            the change is on disk (SQLite; default $VAULT_ROLLOUT_QUEUE_FILE, else
+            $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite).
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
             without either it refuses to start unless told --insecure-no-auth.
   worker    --routes FILE --queue-url URL [--concurrency 4] [--batch-size 1] [--dry-run]
@@ -68,6 +73,12 @@ Commands:
             Repair a poisoned record: record version N (Vault's current_version of the path) on every workload the
             path's routes target, replacing a higher recorded version. Each workload whose record changes restarts
             once. Exit 0, or 3 when a target failed.
+  status    --routes FILE [--path PATTERN] [--cluster NAME]... [--vault-addr URL] [--json] [--wait [--timeout 15m]]
+            May the old credential be revoked? Per routed path recorded in the clusters: Vault's current version
+            (with --vault-addr or VAULT_ADDR; token VAULT_TOKEN or VAULT_ROLE_ID + VAULT_SECRET_ID), and per cluster
+            and workload the recorded version, rollout state and pods on the new template; BEHIND, FAILED, HALTED,
+            POISONED stand out. Exit 0 when every consumer is current and complete, 1 otherwise. --wait polls until
+            then (live on a terminal) or the timeout.
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).

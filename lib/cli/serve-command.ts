@@ -4,7 +4,10 @@ import { buildApp } from '../http/app.ts';
 import type { WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
-import { MemoryRolloutQueue } from '../queue/memory-queue.ts';
+import { homedir } from 'node:os';
+import { resolve as resolvePath } from 'node:path';
+import { QueueUnavailableError } from '../queue/rollout-message.ts';
+import { defaultQueueFile, SqliteRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
@@ -24,15 +27,17 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
 }
 
 /**
- * `vault-rollout serve`: the Lambda HTTP app on Node, with an in-process queue and worker — the same code as the
- * deployed functions, on a laptop. The queue lives in memory: for durability, deploy (SQS) or use the relay's spool.
+ * `vault-rollout serve`: the Lambda HTTP app on Node, with a local queue and worker — the same code as the deployed
+ * functions, on one machine. The queue is a SQLite file (lib/queue/sqlite-queue.ts): 202 means the change is on
+ * disk, and a kill -9 loses nothing accepted. --dry-run keeps its queue in memory, so nothing it accepted can be
+ * restarted for real by a later serve.
  */
 export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   let values;
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' } },
+      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' } },
       strict: true,
       allowPositionals: false,
     }));
@@ -51,13 +56,21 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
 
-  const telemetry = powertoolsTelemetry();
-  const queue = new MemoryRolloutQueue();
   let followBudgetMs: number;
   try {
     followBudgetMs = followBudgetFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'serve', e);
+  }
+  const telemetry = powertoolsTelemetry();
+  const queueFile = values['dry-run'] ? ':memory:' : resolvePath(values['queue-file'] ?? defaultQueueFile(io.env, homedir()));
+  let queue: SqliteRolloutQueue;
+  try {
+    queue = new SqliteRolloutQueue({ file: queueFile });
+  } catch (e) {
+    if (!(e instanceof QueueUnavailableError)) throw e;
+    io.stderr(`vault-rollout serve: ${e.message}\n`);
+    return EXIT.failure;
   }
   const clients = cliClusterClients(io, values.routes);
   const worker = startLocalWorker(queue, {
@@ -79,12 +92,13 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
     await worker.stop();
+    queue.close();
     return EXIT.failure;
   }
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
-  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
 
   await untilStopped(signal);
   io.stderr('vault-rollout serve: stopping: finishing queued work\n');
@@ -96,5 +110,13 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   clearTimeout(forced);
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
+  queue.close();
   return EXIT.ok;
+}
+
+/** What a restarted serve found in its queue: the work a stop or crash left, worked first. */
+function pendingText(queue: SqliteRolloutQueue): string {
+  const { available, inFlight, deadLetters } = queue.counts();
+  const waiting = available + inFlight;
+  return `${waiting > 0 ? ` (${waiting} messages waiting from before)` : ''}${deadLetters > 0 ? ` (${deadLetters} dead letters)` : ''}`;
 }

@@ -1,6 +1,7 @@
 /**
- * An in-process rollout queue with the semantics of an SQS FIFO queue and its dead-letter queue, for
- * `vault-rollout serve` on a laptop and for tests. Nothing survives the process.
+ * An in-process rollout queue with the semantics of an SQS FIFO queue and its dead-letter queue, for tests (the
+ * shared table in test/unit/queue/local-queues.test.ts holds it to SqliteRolloutQueue's semantics). Nothing survives
+ * the process: `serve` uses SqliteRolloutQueue.
  *
  * - FIFO per message group (the cluster); groups are independent.
  * - A group is blocked while any of its messages is in flight (received, neither deleted nor released), so a
@@ -11,44 +12,11 @@
  *   it on the next receive; moving it at once shows it in `deadLetters()` sooner and is otherwise the same.)
  */
 import { randomUUID } from 'node:crypto';
-import { deduplicationId, messageGroupId, type RolloutMessage, type RolloutQueue } from './rollout-message.ts';
+import { LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
+import { deduplicationId, messageGroupId, type RolloutMessage } from './rollout-message.ts';
 
-export interface MemoryRolloutQueueOptions {
-  /** Receives without a delete before a message goes to the dead letters (SQS redrive policy; default 5). */
-  maxReceiveCount?: number;
-  /** How long a received message stays invisible unless deleted or released (default 30 s, as SQS). */
-  visibilityTimeoutMs?: number;
-  /** The deduplication window (default 5 minutes, as SQS). */
-  deduplicationWindowMs?: number;
-  /** Milliseconds since the epoch; injectable for tests. */
-  now?: () => number;
-}
-
-export interface ReceivedRolloutMessage {
-  messageId: string;
-  /** Valid for this receive only: a later receive of the same message gets a new one. */
-  receiptHandle: string;
-  /** JSON of a RolloutMessage, as on SQS: parse it with parseRolloutMessage. */
-  body: string;
-  groupId: string;
-  /** 1 on the first receive. */
-  receiveCount: number;
-}
-
-export interface DeadLetter {
-  messageId: string;
-  body: string;
-  groupId: string;
-  receiveCount: number;
-  deadLetteredAt: number;
-}
-
-export interface ReceiveOptions {
-  /** At most this many messages (default 10, as SQS). */
-  max?: number;
-  /** Long polling: wait up to this long (real time) for a message when none is available (default 0). */
-  waitMs?: number;
-}
+export type MemoryRolloutQueueOptions = LocalQueueOptions;
+export type { DeadLetter, ReceivedRolloutMessage, ReceiveOptions } from './local-queue.ts';
 
 interface StoredMessage {
   messageId: string;
@@ -60,7 +28,7 @@ interface StoredMessage {
   visibleAt?: number;
 }
 
-export class MemoryRolloutQueue implements RolloutQueue {
+export class MemoryRolloutQueue implements LocalRolloutQueue {
   readonly #maxReceiveCount: number;
   readonly #visibilityTimeoutMs: number;
   readonly #deduplicationWindowMs: number;
@@ -73,9 +41,9 @@ export class MemoryRolloutQueue implements RolloutQueue {
   readonly #waiters = new Set<() => void>();
 
   constructor(options: MemoryRolloutQueueOptions = {}) {
-    this.#maxReceiveCount = options.maxReceiveCount ?? 5;
-    this.#visibilityTimeoutMs = options.visibilityTimeoutMs ?? 30_000;
-    this.#deduplicationWindowMs = options.deduplicationWindowMs ?? 5 * 60_000;
+    this.#maxReceiveCount = options.maxReceiveCount ?? LOCAL_QUEUE_DEFAULTS.maxReceiveCount;
+    this.#visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
+    this.#deduplicationWindowMs = options.deduplicationWindowMs ?? LOCAL_QUEUE_DEFAULTS.deduplicationWindowMs;
     this.#now = options.now ?? Date.now;
   }
 
@@ -123,14 +91,21 @@ export class MemoryRolloutQueue implements RolloutQueue {
     return Promise.resolve(true);
   }
 
-  /** Makes a received message visible again at once (SQS ChangeMessageVisibility 0): it will be redelivered. */
-  release(receiptHandle: string): Promise<boolean> {
+  /** Makes a received message visible again at once, or after `delayMs` (SQS ChangeMessageVisibility). */
+  release(receiptHandle: string, delayMs = 0): Promise<boolean> {
     this.#expireVisibility();
     const message = this.#inFlight.get(receiptHandle);
     if (!message) return Promise.resolve(false);
-    this.#makeVisible(message);
+    if (delayMs > 0) message.visibleAt = this.#now() + delayMs;
+    else this.#makeVisible(message);
     this.#wake();
     return Promise.resolve(true);
+  }
+
+  /** Keeps a received message invisible for `delayMs` more, then redelivers it; its group stays blocked. */
+  defer(receiptHandle: string, delayMs: number): Promise<boolean> {
+    // Never 0: that would make it visible at once, which is a release, not a wait.
+    return this.release(receiptHandle, Math.max(1, delayMs));
   }
 
   /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
@@ -140,11 +115,15 @@ export class MemoryRolloutQueue implements RolloutQueue {
   }
 
   /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */
-  counts(): { available: number; inFlight: number; deadLetters: number } {
+  counts(): QueueCounts {
     this.#expireVisibility();
     let stored = 0;
     for (const group of this.#groups.values()) stored += group.length;
     return { available: stored - this.#inFlight.size, inFlight: this.#inFlight.size, deadLetters: this.#deadLetters.length };
+  }
+
+  close(): void {
+    this.#wake();
   }
 
   #receiveNow(max: number): ReceivedRolloutMessage[] {

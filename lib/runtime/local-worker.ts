@@ -1,9 +1,10 @@
 /**
- * The worker loop of `vault-rollout serve`: what the SQS event source mapping does in Lambda, over the in-process
- * queue — receive a batch, process it, delete what succeeded, release what failed for redelivery.
+ * The worker loop of `vault-rollout serve`: what the SQS event source mapping does in Lambda, over the local queue
+ * — receive a batch, process it, delete what succeeded, release what failed for redelivery after a backoff that
+ * grows with its receive count (the group waits meanwhile, so its order holds; other clusters go on).
  */
 import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
-import type { MemoryRolloutQueue } from '../queue/memory-queue.ts';
+import { redeliveryBackoffMs, type LocalRolloutQueue } from '../queue/local-queue.ts';
 
 export interface LocalWorker {
   stop(): Promise<void>;
@@ -11,7 +12,7 @@ export interface LocalWorker {
   idle(): Promise<void>;
 }
 
-export function startLocalWorker(queue: MemoryRolloutQueue, deps: WorkerDeps, options: { pollMs?: number; retryDelayMs?: number } = {}): LocalWorker {
+export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, options: { pollMs?: number; retryDelayMs?: number } = {}): LocalWorker {
   let running = true;
   let busy = false;
   const loop = (async () => {
@@ -22,8 +23,7 @@ export function startLocalWorker(queue: MemoryRolloutQueue, deps: WorkerDeps, op
       try {
         const { failed } = await processBatch(batch, deps);
         const failedIds = new Set(failed);
-        for (const m of batch) await (failedIds.has(m.messageId) ? queue.release(m.receiptHandle) : queue.delete(m.receiptHandle));
-        if (failedIds.size > 0) await new Promise((r) => setTimeout(r, options.retryDelayMs ?? 1000));
+        for (const m of batch) await (failedIds.has(m.messageId) ? queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : queue.delete(m.receiptHandle));
       } finally {
         busy = false;
       }

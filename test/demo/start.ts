@@ -309,7 +309,10 @@ async function startAll(): Promise<void> {
   const common = { VAULT_ROLLOUT_WEBHOOK_SECRET: secret, POWERTOOLS_METRICS_DISABLED: 'true' };
   let listening: ((url: string) => void) | undefined;
   const serveUrl = new Promise<string>((resolve) => (listening = resolve));
-  const serve = startCli('serve', ['serve', '--routes', ROUTES, '--port', process.env.PORT ?? '0'], common,
+  // A fresh OpenBao starts at version 1 again: what an earlier demo's serve left queued belongs to another Vault.
+  const queueFile = join(STATE_DIR, 'serve-queue.sqlite');
+  for (const f of [queueFile, `${queueFile}-wal`, `${queueFile}-shm`]) rmSync(f, { force: true });
+  const serve = startCli('serve', ['serve', '--routes', ROUTES, '--port', process.env.PORT ?? '0', '--queue-file', queueFile], common,
     (line) => serveLogToLines(line).forEach(live),
     (line) => {
       const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(line)?.[1];

@@ -59,7 +59,7 @@ describe('vault-rollout serve', () => {
     const stop = new AbortController();
     const io = memoryIo({}, { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET, POWERTOOLS_METRICS_DISABLED: 'true' });
     io.readText = async (f) => (await import('node:fs/promises')).readFile(f, 'utf8');
-    const running = serveCommand(['--routes', routesFile, '--port', '0'], io, stop.signal);
+    const running = serveCommand(['--routes', routesFile, '--port', '0', '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], io, stop.signal);
     const port = Number((await waitFor(async () => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(io.err)?.[1], { timeoutMs: 10_000, what: 'serve to listen' })));
     const body = audit('e2e/api', 4);
     const at = String(Math.floor(Date.now() / 1000));

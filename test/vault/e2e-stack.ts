@@ -3,7 +3,9 @@
  * worker) and `vault-rollout relay` in this process, and a watch on the Deployments of a real test cluster that
  * timestamps each restart as the API server reports it.
  */
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'node:https';
 import { relayCommand } from '../../lib/cli/relay-command.ts';
 import { serveCommand } from '../../lib/cli/serve-command.ts';
@@ -28,7 +30,7 @@ export interface Serve {
 export async function startServe(routesFile: string, port = 0): Promise<Serve> {
   const abort = new AbortController();
   const io = fileIo({ VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN });
-  const running = serveCommand(['--routes', routesFile, '--port', String(port)], io, abort.signal);
+  const running = serveCommand(['--routes', routesFile, '--port', String(port), '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], io, abort.signal);
   const bound = Number(await waitFor(async () => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(io.err)?.[1] ?? (io.err.includes('cannot') || io.err.includes('EADDRINUSE') ? Promise.reject(new Error(io.err)) : undefined), { timeoutMs: 15_000, what: 'serve to listen' }));
   return {
     port: bound,

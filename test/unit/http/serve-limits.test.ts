@@ -4,7 +4,8 @@
  * must hold while the body streams: the child's peak memory (VmHWM) is read from /proc and bounded, never a duration.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -126,7 +127,7 @@ describe('serve under hostile uploads', () => {
 
 describe('serve on a busy port', () => {
   it('says so in one line and exits 1 (no stack trace)', async () => {
-    const second = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', String(port), '--routes', join(repoRoot, 'infra/routes/example.yaml')], {
+    const second = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', String(port), '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], {
       cwd: repoRoot,
       env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
       stdio: ['ignore', 'pipe', 'pipe'],

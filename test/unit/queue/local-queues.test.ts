@@ -1,5 +1,14 @@
-import { describe, expect, it } from 'vitest';
-import { MemoryRolloutQueue, type ReceivedRolloutMessage } from '../../../lib/queue/memory-queue.ts';
+/**
+ * One table of queue semantics, run against both local queues: SqliteRolloutQueue (what `serve` uses) and
+ * MemoryRolloutQueue (tests). Then what only the SQLite file can do: survive the process.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { LocalQueueOptions, LocalRolloutQueue, ReceivedRolloutMessage } from '../../../lib/queue/local-queue.ts';
+import { MemoryRolloutQueue } from '../../../lib/queue/memory-queue.ts';
+import { defaultQueueFile, SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { parseRolloutMessage, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { messageName, rolloutMessage } from '../../sqs/fixtures.ts';
 
@@ -14,9 +23,19 @@ const names = (received: readonly ReceivedRolloutMessage[]): string[] =>
     return messageName(message);
   });
 
-describe('MemoryRolloutQueue', () => {
+const dir = mkdtempSync(join(tmpdir(), 'vr-queue-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+const sqliteFile = (): string => join(dir, `q${++files}`, 'queue.sqlite');
+
+const QUEUES: Array<[string, (options?: LocalQueueOptions) => LocalRolloutQueue]> = [
+  ['SqliteRolloutQueue', (options = {}) => new SqliteRolloutQueue({ ...options, file: sqliteFile() })],
+  ['MemoryRolloutQueue', (options = {}) => new MemoryRolloutQueue(options)],
+];
+
+describe.each(QUEUES)('%s', (_name, makeQueue) => {
   it('delivers the messages of one group in order and groups side by side', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = makeQueue();
     await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('beta', 'b1'), rolloutMessage('alpha', 'a2'), rolloutMessage('alpha', 'a3')]);
 
     const received = await queue.receive();
@@ -27,7 +46,7 @@ describe('MemoryRolloutQueue', () => {
   });
 
   it('blocks a group while one of its messages is in flight, but not the other groups', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = makeQueue();
     await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2'), rolloutMessage('beta', 'b1'), rolloutMessage('beta', 'b2')]);
 
     const first = await queue.receive({ max: 1 });
@@ -45,7 +64,7 @@ describe('MemoryRolloutQueue', () => {
   });
 
   it('redelivers a released message first in its group, with a new receipt handle', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = makeQueue();
     await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2')]);
     const [first] = await queue.receive({ max: 1 });
     expect(await queue.release(first?.receiptHandle ?? '')).toBe(true);
@@ -62,7 +81,7 @@ describe('MemoryRolloutQueue', () => {
 
   it('makes an unacknowledged message visible again after the visibility timeout', async () => {
     const clock = fakeClock();
-    const queue = new MemoryRolloutQueue({ visibilityTimeoutMs: 30_000, now: clock.now });
+    const queue = makeQueue({ visibilityTimeoutMs: 30_000, now: clock.now });
     await queue.send([rolloutMessage('alpha', 'a1')]);
     const [first] = await queue.receive();
     clock.advance(29_999);
@@ -77,7 +96,7 @@ describe('MemoryRolloutQueue', () => {
 
   it('queues a re-sent payload once within the deduplication window, and again after it', async () => {
     const clock = fakeClock();
-    const queue = new MemoryRolloutQueue({ now: clock.now });
+    const queue = makeQueue({ now: clock.now });
     await queue.send([rolloutMessage('alpha', 'a1')]);
     await queue.send([rolloutMessage('alpha', 'a1')]);
     const received = await queue.receive();
@@ -95,14 +114,14 @@ describe('MemoryRolloutQueue', () => {
   });
 
   it('does not deduplicate a new secret version of the same workload', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = makeQueue();
     await queue.send([rolloutMessage('alpha', 'a1', 1), rolloutMessage('alpha', 'a1', 2)]);
     expect(await queue.receive()).toHaveLength(2);
   });
 
   it('moves a message released maxReceiveCount times to the dead letters, unblocking its group', async () => {
     const clock = fakeClock();
-    const queue = new MemoryRolloutQueue({ maxReceiveCount: 3, now: clock.now });
+    const queue = makeQueue({ maxReceiveCount: 3, now: clock.now });
     await queue.send([rolloutMessage('alpha', 'poison'), rolloutMessage('alpha', 'a2')]);
 
     for (let receive = 1; receive <= 3; receive++) {
@@ -121,7 +140,7 @@ describe('MemoryRolloutQueue', () => {
 
   it('dead-letters a message whose last visibility timeout expired', async () => {
     const clock = fakeClock();
-    const queue = new MemoryRolloutQueue({ maxReceiveCount: 1, visibilityTimeoutMs: 1000, now: clock.now });
+    const queue = makeQueue({ maxReceiveCount: 1, visibilityTimeoutMs: 1000, now: clock.now });
     await queue.send([rolloutMessage('alpha', 'a1')]);
     await queue.receive();
     clock.advance(1000);
@@ -129,8 +148,35 @@ describe('MemoryRolloutQueue', () => {
     expect(queue.counts()).toEqual({ available: 0, inFlight: 0, deadLetters: 1 });
   });
 
+  it('releases with a backoff: the message and its group wait until the delay has passed', async () => {
+    const clock = fakeClock();
+    const queue = makeQueue({ now: clock.now });
+    await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2'), rolloutMessage('beta', 'b1')]);
+    const [a1] = await queue.receive({ max: 1 });
+    expect(await queue.release(a1?.receiptHandle ?? '', 2000)).toBe(true);
+    expect(names(await queue.receive())).toEqual(['beta/b1']);
+    clock.advance(1999);
+    expect(await queue.receive()).toEqual([]);
+    clock.advance(1);
+    const again = await queue.receive({ max: 1 });
+    expect(names(again)).toEqual(['alpha/a1']);
+    expect(again[0]?.receiveCount).toBe(2);
+  });
+
+  it('defers a received message (a gate waiting in the queue): redelivered after the delay, its group held meanwhile', async () => {
+    const clock = fakeClock();
+    const queue = makeQueue({ now: clock.now });
+    await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2')]);
+    const [a1] = await queue.receive({ max: 1 });
+    expect(await queue.defer(a1?.receiptHandle ?? '', 0)).toBe(true);
+    expect(await queue.receive()).toEqual([]);
+    clock.advance(60_000);
+    expect(names(await queue.receive({ max: 1 }))).toEqual(['alpha/a1']);
+    expect(await queue.defer('no-such-handle', 10)).toBe(false);
+  });
+
   it('long-polls: a receive waiting for messages returns as soon as one is sent', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = makeQueue();
     const started = performance.now();
     const waiting = queue.receive({ waitMs: 10_000 });
     setTimeout(() => void queue.send([rolloutMessage('alpha', 'a1')]), 20);
@@ -139,7 +185,67 @@ describe('MemoryRolloutQueue', () => {
   });
 
   it('long-polls: an empty queue answers nothing after the wait', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = makeQueue();
     expect(await queue.receive({ waitMs: 20 })).toEqual([]);
+  });
+});
+
+describe('SqliteRolloutQueue on disk', () => {
+  it('keeps accepted messages, dead letters and the deduplication window across a close and reopen', async () => {
+    const clock = fakeClock();
+    const file = sqliteFile();
+    const first = new SqliteRolloutQueue({ file, now: clock.now, maxReceiveCount: 1 });
+    await first.send([rolloutMessage('alpha', 'poison'), rolloutMessage('alpha', 'a2'), rolloutMessage('beta', 'b1')]);
+    const [poison] = await first.receive({ max: 1 });
+    await first.release(poison?.receiptHandle ?? '');
+    first.close();
+
+    const second = new SqliteRolloutQueue({ file, now: clock.now, maxReceiveCount: 1 });
+    expect(second.deadLetters().map((d) => d.groupId)).toEqual(['alpha']);
+    await second.send([rolloutMessage('alpha', 'a2')]);
+    expect(names(await second.receive())).toEqual(['alpha/a2', 'beta/b1']);
+    second.close();
+  });
+
+  it('redelivers at once, on reopen, what was in flight when its process stopped (no visibility timeout to wait out)', async () => {
+    const file = sqliteFile();
+    const first = new SqliteRolloutQueue({ file, visibilityTimeoutMs: 3_600_000 });
+    await first.send([rolloutMessage('alpha', 'a1')]);
+    const [taken] = await first.receive();
+    first.close();
+
+    const second = new SqliteRolloutQueue({ file, visibilityTimeoutMs: 3_600_000 });
+    const [again] = await second.receive();
+    expect(again?.messageId).toBe(taken?.messageId);
+    expect(again?.receiveCount).toBe(2);
+    second.close();
+  });
+
+  it('belongs to one process: a second open of the same file is refused, naming why', async () => {
+    const file = sqliteFile();
+    const owner = new SqliteRolloutQueue({ file });
+    await owner.send([rolloutMessage('alpha', 'a1')]);
+    expect(() => new SqliteRolloutQueue({ file })).toThrow(/in use by another process/);
+    owner.close();
+    new SqliteRolloutQueue({ file }).close();
+  });
+
+  it('creates the file readable by its owner only', () => {
+    const file = sqliteFile();
+    new SqliteRolloutQueue({ file }).close();
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(statSync(join(file, '..')).mode & 0o777).toBe(0o700);
+  });
+
+  it('refuses every operation once closed, as an unavailable queue (serve answers 503)', async () => {
+    const queue = new SqliteRolloutQueue({ file: sqliteFile() });
+    queue.close();
+    await expect(queue.send([rolloutMessage('alpha', 'a1')])).rejects.toThrow(/closed/);
+  });
+
+  it('lives under the per-user state directory unless told otherwise', () => {
+    expect(defaultQueueFile({}, '/home/u')).toBe('/home/u/.local/state/vault-rollout/serve-queue.sqlite');
+    expect(defaultQueueFile({ XDG_STATE_HOME: '/s' }, '/home/u')).toBe('/s/vault-rollout/serve-queue.sqlite');
+    expect(defaultQueueFile({ VAULT_ROLLOUT_QUEUE_FILE: '/q.sqlite' }, '/home/u')).toBe('/q.sqlite');
   });
 });

@@ -1,0 +1,154 @@
+/**
+ * `vault-rollout status`: may the old credential be revoked? Per routed path, Vault's current version (when Vault
+ * can be read) and, per cluster and workload, what it records and where its rollout stands. Exit 0 when every
+ * consumer of the selected paths runs the current version and is rolled out, 1 otherwise; `--wait` polls until
+ * that holds or the timeout passes.
+ */
+import { parseArgs } from 'node:util';
+import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
+import { jsonLinesLog } from '../relay/relay-log.ts';
+import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { statusJson, statusLines, statusText } from '../report/status-report.ts';
+import { parseDuration } from '../routing/schema.ts';
+import { PatternError, compilePattern } from '../routing/path-pattern.ts';
+import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
+import { VaultMetadataClient } from '../vault/metadata-client.ts';
+import { ConcurrencyLimiter } from '../kube/limiter.ts';
+import { cliClusterClients } from './cluster-access.ts';
+import { EXIT, type CliIo } from './io.ts';
+import { loadRoutes, usageError } from './shared.ts';
+
+/** At most 24 h of waiting, polled every 2 s by default. */
+const MAX_WAIT_MS = 24 * 3_600_000;
+/** Vault reads in flight at once. */
+const VAULT_CONCURRENCY = 8;
+
+export interface StatusDeps {
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+  stats?: FleetReadStats;
+}
+
+export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps = {}): Promise<number> {
+  const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        routes: { type: 'string' },
+        path: { type: 'string' },
+        cluster: { type: 'string', multiple: true },
+        'vault-addr': { type: 'string' },
+        'vault-namespace': { type: 'string' },
+        json: { type: 'boolean', default: false },
+        wait: { type: 'boolean', default: false },
+        timeout: { type: 'string', default: '15m' },
+        interval: { type: 'string', default: '2s' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    return usageError(io, 'status', e);
+  }
+  if (values.routes === undefined) return usageError(io, 'status', 'missing --routes FILE');
+  const timeoutMs = parseDuration(values.timeout);
+  if (timeoutMs === undefined || timeoutMs > MAX_WAIT_MS) return usageError(io, 'status', '--timeout is a duration such as 90s, 15m or 2h (at most 24h)');
+  const intervalMs = parseDuration(values.interval);
+  if (intervalMs === undefined || intervalMs < 500 || intervalMs > 60_000) return usageError(io, 'status', '--interval is a duration from 500ms to 1m');
+  if (values.path !== undefined) {
+    try {
+      compilePattern(values.path.replace(/^\/+/, ''));
+    } catch (e) {
+      if (e instanceof PatternError) return usageError(io, 'status', `--path: ${e.message}`);
+      throw e;
+    }
+  }
+  const table = await loadRoutes(io, values.routes);
+  if (typeof table === 'number') return table;
+  const only = new Set(values.cluster ?? []);
+  for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);
+
+  const vaultAddr = values['vault-addr'] ?? io.env.VAULT_ADDR;
+  let vault: VaultMetadataClient | undefined;
+  let auth: VaultTokenSource | undefined;
+  if (vaultAddr) {
+    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
+    const namespace = values['vault-namespace'] ?? io.env.VAULT_NAMESPACE;
+    if (io.env.VAULT_TOKEN) auth = staticTokenSource(io.env.VAULT_TOKEN);
+    else if (io.env.VAULT_ROLE_ID && io.env.VAULT_SECRET_ID) {
+      const log = jsonLinesLog((t) => io.stderr(t));
+      auth = new AppRoleTokenSource({ vaultAddr, roleId: io.env.VAULT_ROLE_ID, secretId: io.env.VAULT_SECRET_ID, log, ...(io.env.VAULT_APPROLE_MOUNT ? { mount: io.env.VAULT_APPROLE_MOUNT } : {}), ...(namespace ? { namespace } : {}) });
+    } else {
+      io.stderr('vault-rollout status: --vault-addr needs a Vault token: set VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID (AppRole). Without Vault, leave out --vault-addr: status then compares what the clusters record\n');
+      return EXIT.failure;
+    }
+    vault = new VaultMetadataClient({ vaultAddr, auth, timeoutMs: 5_000, maxAttempts: 2 });
+  }
+
+  const clients = cliClusterClients(io, values.routes);
+  const requests = listRequests(table, only);
+  const options = { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only };
+  const once = async (): Promise<FleetStatus> => {
+    const listings = await readFleet(table, requests, { access: (name, config) => clients.get(name, config) }, deps.stats);
+    const answers = vault ? await readVault(vault, selectedPaths(table, listings, options).paths) : new Map<string, VaultAnswer>();
+    return fleetStatus(table, listings, answers, { ...options, now: now() });
+  };
+
+  try {
+    if (!values.wait) {
+      const status = await once();
+      io.stdout(values.json ? `${JSON.stringify(statusJson(status), null, 2)}\n` : statusText(status));
+      return status.ok ? EXIT.ok : EXIT.failure;
+    }
+    // --wait: poll until every consumer is current and complete, or the timeout.
+    const started = now();
+    const terminal = io.stderrIsTTY === true && !values.json;
+    const said = new Map<string, string>();
+    let drawn = 0;
+    for (;;) {
+      const status = await once();
+      const waited = now() - started;
+      if (status.ok || waited >= timeoutMs) {
+        if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
+        if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${values.timeout})\n`);
+        io.stdout(values.json ? `${JSON.stringify(statusJson(status), null, 2)}\n` : statusText(status));
+        return status.ok ? EXIT.ok : EXIT.failure;
+      }
+      if (terminal) {
+        // The live view: the whole table, redrawn in place.
+        const frame = `Waiting ${Math.round(waited / 1000)} s of ${values.timeout} for every consumer to be current and complete\n${statusText(status)}`;
+        io.stderr(`${drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : ''}${frame}`);
+        drawn = frame.split('\n').length - 1;
+      } else io.stderr(statusLines(status, said));
+      await sleep(Math.min(intervalMs, Math.max(0, timeoutMs - waited)));
+    }
+  } finally {
+    auth?.stop();
+  }
+}
+
+/** Vault's current version of each KV v2 path, a bounded number of reads at once; KV v1 paths are not asked. */
+async function readVault(vault: VaultMetadataClient, paths: ReadonlyArray<{ path: string; vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }>): Promise<Map<string, VaultAnswer>> {
+  const answers = new Map<string, VaultAnswer>();
+  const limiter = new ConcurrencyLimiter(VAULT_CONCURRENCY);
+  await Promise.all(
+    paths
+      .filter((p) => p.kvVersion === 2)
+      .map((p) =>
+        limiter.run(async () => {
+          try {
+            const m = await vault.readMetadata(p.mount, p.key, { namespace: p.vaultNamespace });
+            if (!m) return void answers.set(p.path, { absent: true });
+            const v = m.versions[m.currentVersion];
+            answers.set(p.path, { currentVersion: m.currentVersion, ...(v ? { createdTime: v.createdTime } : {}), ...(v?.destroyed ? { gone: 'destroyed' as const } : v?.deletionTime && Date.parse(v.deletionTime) <= Date.now() ? { gone: 'deleted' as const } : {}) });
+          } catch (e) {
+            answers.set(p.path, { error: e instanceof Error ? e.message.slice(0, 300) : String(e) });
+          }
+        }),
+      ),
+  );
+  return answers;
+}

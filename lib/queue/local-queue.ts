@@ -1,0 +1,81 @@
+/**
+ * The queue of `vault-rollout serve`, as its worker loop (lib/runtime/local-worker.ts) uses it: the operations of
+ * an SQS FIFO queue with a dead-letter queue. Two implementations with the same semantics, checked by one shared
+ * test table: SqliteRolloutQueue (durable, the default of `serve`) and MemoryRolloutQueue (tests only).
+ */
+import type { RolloutQueue } from './rollout-message.ts';
+
+export interface ReceivedRolloutMessage {
+  messageId: string;
+  /** Valid for this receive only: a later receive of the same message gets a new one. */
+  receiptHandle: string;
+  /** JSON of a RolloutMessage, as on SQS: parse it with parseRolloutMessage. */
+  body: string;
+  groupId: string;
+  /** 1 on the first receive. */
+  receiveCount: number;
+}
+
+export interface DeadLetter {
+  messageId: string;
+  body: string;
+  groupId: string;
+  receiveCount: number;
+  deadLetteredAt: number;
+}
+
+export interface ReceiveOptions {
+  /** At most this many messages (default 10, as SQS). */
+  max?: number;
+  /** Long polling: wait up to this long (real time) for a message when none is available (default 0). */
+  waitMs?: number;
+}
+
+export interface QueueCounts {
+  available: number;
+  inFlight: number;
+  deadLetters: number;
+}
+
+/** The defaults of both queues: SQS's. */
+export const LOCAL_QUEUE_DEFAULTS = { maxReceiveCount: 5, visibilityTimeoutMs: 30_000, deduplicationWindowMs: 5 * 60_000 } as const;
+
+export interface LocalQueueOptions {
+  /** Receives without a delete before a message goes to the dead letters (SQS redrive policy; default 5). */
+  maxReceiveCount?: number;
+  /** How long a received message stays invisible unless deleted or released (default 30 s, as SQS). */
+  visibilityTimeoutMs?: number;
+  /** The deduplication window (default 5 minutes, as SQS). */
+  deduplicationWindowMs?: number;
+  /** Milliseconds since the epoch; injectable for tests. */
+  now?: () => number;
+}
+
+export interface LocalRolloutQueue extends RolloutQueue {
+  /**
+   * The next messages of the groups that have none in flight, oldest group first; several consecutive messages
+   * of one group may come in one receive (as on SQS), and they stay in flight together.
+   */
+  receive(options?: ReceiveOptions): Promise<ReceivedRolloutMessage[]>;
+  /** Deletes a received message (it was worked). False if the handle is unknown or stale (visibility expired). */
+  delete(receiptHandle: string): Promise<boolean>;
+  /**
+   * Hands a received message back for redelivery (SQS ChangeMessageVisibility): visible again at once, or after
+   * `delayMs` (a backoff) during which it still blocks its group, so the group's order holds.
+   */
+  release(receiptHandle: string, delayMs?: number): Promise<boolean>;
+  /**
+   * Keeps a received message invisible for `delayMs` more, then redelivers it (a gate or settle window waiting in
+   * the queue, h-waves' primitive): release with a delay, under the name the worker uses for it.
+   */
+  defer(receiptHandle: string, delayMs: number): Promise<boolean>;
+  /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
+  deadLetters(): DeadLetter[];
+  /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */
+  counts(): QueueCounts;
+  /** Releases the queue's resources (the database file); the queue is unusable afterwards. */
+  close(): void;
+}
+
+/** The redelivery backoff after the `receiveCount`-th failed receive: 1 s, 2 s, 4 s … at most 60 s. */
+export const redeliveryBackoffMs = (receiveCount: number, baseMs = 1000, maxMs = 60_000): number => Math.min(maxMs, baseMs * 2 ** Math.max(0, Math.min(30, receiveCount - 1)));

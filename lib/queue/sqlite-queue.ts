@@ -1,0 +1,288 @@
+/**
+ * The durable queue of `vault-rollout serve`: an SQS FIFO queue and its dead-letter queue in one SQLite file, through
+ * Node's built-in node:sqlite (no server, no npm dependency). Same semantics as MemoryRolloutQueue (one shared test
+ * table holds both to them):
+ *
+ * - FIFO per message group (the cluster); groups are independent, oldest group first.
+ * - A group is blocked while any of its messages is in flight (received, neither deleted nor visible again).
+ * - A deduplication id seen within the window (5 minutes) is accepted and dropped.
+ * - Visibility timeout and release (with an optional backoff delay) redeliver; the maxReceiveCount-th receive
+ *   without a delete moves the message to the dead_letters table.
+ *
+ * Durability: WAL with synchronous=FULL, and every operation is one transaction, so `send` resolves only once the
+ * messages are on disk: `serve` answers 202 after that. After a crash (kill -9) the file holds every accepted
+ * message; a message that was in flight when the process died is redelivered when the queue is opened again (its
+ * worker is gone), and the restart record makes the redelivery write nothing twice.
+ *
+ * One process owns the file (locking_mode=EXCLUSIVE): a second `serve` on the same file fails at open instead of
+ * taking the first one's in-flight messages. The OS drops the lock when the owner dies, even by SIGKILL.
+ *
+ * `visible_at` is the one time column: while a message is in flight, when it becomes visible again; on a waiting
+ * message, not before when it may be received (nothing sets it yet: it is where a `defer(message, delayMs)`
+ * primitive for gates and settle windows hooks in).
+ */
+import { randomUUID } from 'node:crypto';
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
+import { deduplicationId, messageGroupId, QueueUnavailableError, type RolloutMessage } from './rollout-message.ts';
+
+export interface SqliteRolloutQueueOptions extends LocalQueueOptions {
+  /** The database file (created with mode 0600, its directory with 0700); ':memory:' for a throwaway queue. */
+  file: string;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS messages (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id TEXT NOT NULL UNIQUE,
+  group_id TEXT NOT NULL,
+  body TEXT NOT NULL,
+  receive_count INTEGER NOT NULL DEFAULT 0,
+  receipt_handle TEXT UNIQUE,
+  visible_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS messages_by_group ON messages (group_id, seq);
+CREATE TABLE IF NOT EXISTS dedup (dedup_id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dead_letters (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id TEXT NOT NULL,
+  group_id TEXT NOT NULL,
+  body TEXT NOT NULL,
+  receive_count INTEGER NOT NULL,
+  dead_lettered_at INTEGER NOT NULL
+);
+`;
+
+/** The file's format: a file written by another format is refused rather than misread. */
+const SCHEMA_VERSION = 1;
+
+interface Row {
+  seq: number;
+  message_id: string;
+  group_id: string;
+  body: string;
+  receive_count: number;
+}
+
+export class SqliteRolloutQueue implements LocalRolloutQueue {
+  readonly #db: DatabaseSync;
+  readonly #maxReceiveCount: number;
+  readonly #visibilityTimeoutMs: number;
+  readonly #deduplicationWindowMs: number;
+  readonly #now: () => number;
+  readonly #waiters = new Set<() => void>();
+  readonly #sql: Record<string, StatementSync>;
+  #closed = false;
+
+  constructor(options: SqliteRolloutQueueOptions) {
+    this.#maxReceiveCount = options.maxReceiveCount ?? LOCAL_QUEUE_DEFAULTS.maxReceiveCount;
+    this.#visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
+    this.#deduplicationWindowMs = options.deduplicationWindowMs ?? LOCAL_QUEUE_DEFAULTS.deduplicationWindowMs;
+    this.#now = options.now ?? Date.now;
+    if (options.file !== ':memory:') createPrivateFile(options.file);
+    this.#db = new DatabaseSync(options.file, { timeout: 0 });
+    try {
+      // EXCLUSIVE before the first read: this process owns the file until it closes or dies.
+      this.#db.exec('PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;');
+      this.#db.exec('BEGIN IMMEDIATE');
+      const version = (this.#db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
+      if (version !== 0 && version !== SCHEMA_VERSION) throw new Error(`${options.file} is a queue of format ${version}; this vault-rollout reads format ${SCHEMA_VERSION}`);
+      this.#db.exec(SCHEMA);
+      this.#db.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
+      // Whatever was in flight belonged to a process that is gone (the lock says no other one holds the file).
+      this.#db.exec('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE receipt_handle IS NOT NULL');
+      this.#db.exec('COMMIT');
+    } catch (e) {
+      this.#db.close();
+      const busy = (e as { errcode?: number }).errcode === 5 || /database is locked/.test((e as Error).message);
+      throw new QueueUnavailableError(busy ? `${options.file} is in use by another process (one serve per queue file)` : `cannot open the queue ${options.file}: ${(e as Error).message}`, { cause: e });
+    }
+    const s = (sql: string) => this.#db.prepare(sql);
+    this.#sql = {
+      dedupPurge: s('DELETE FROM dedup WHERE expires_at <= ?'),
+      dedupInsert: s('INSERT OR IGNORE INTO dedup (dedup_id, expires_at) VALUES (?, ?)'),
+      insert: s('INSERT INTO messages (message_id, group_id, body) VALUES (?, ?, ?)'),
+      // Groups with nothing in flight, oldest first (by their oldest message).
+      openGroups: s(`SELECT group_id FROM messages GROUP BY group_id
+        HAVING SUM(receipt_handle IS NOT NULL) = 0 ORDER BY MIN(seq) LIMIT ?`),
+      groupHead: s('SELECT seq, message_id, group_id, body, receive_count, visible_at FROM messages WHERE group_id = ? ORDER BY seq LIMIT ?'),
+      markInFlight: s('UPDATE messages SET receive_count = receive_count + 1, receipt_handle = ?, visible_at = ? WHERE seq = ?'),
+      expired: s('SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle IS NOT NULL AND visible_at <= ? ORDER BY seq'),
+      byHandle: s('SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle = ?'),
+      deleteSeq: s('DELETE FROM messages WHERE seq = ?'),
+      makeVisible: s('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE seq = ?'),
+      delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
+      deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at) VALUES (?, ?, ?, ?, ?)'),
+      deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at FROM dead_letters ORDER BY seq'),
+      counts: s(`SELECT COUNT(*) AS total, COALESCE(SUM(receipt_handle IS NOT NULL), 0) AS in_flight,
+        (SELECT COUNT(*) FROM dead_letters) AS dead FROM messages`),
+    };
+  }
+
+  send(messages: readonly RolloutMessage[]): Promise<void> {
+    try {
+      this.#transaction(() => {
+        const now = this.#now();
+        this.#sql.dedupPurge!.run(now);
+        for (const message of messages) {
+          const inserted = this.#sql.dedupInsert!.run(deduplicationId(message), now + this.#deduplicationWindowMs);
+          if (Number(inserted.changes) === 0) continue;
+          this.#sql.insert!.run(randomUUID(), messageGroupId(message), JSON.stringify(message));
+        }
+      });
+    } catch (e) {
+      // Nothing was committed: the caller answers 503, and the sender retries.
+      return Promise.reject(e instanceof QueueUnavailableError ? e : new QueueUnavailableError(`the queue could not store the messages: ${(e as Error).message}`, { cause: e }));
+    }
+    this.#wake();
+    return Promise.resolve();
+  }
+
+  async receive(options: ReceiveOptions = {}): Promise<ReceivedRolloutMessage[]> {
+    const max = options.max ?? 10;
+    let received = this.#receiveNow(max);
+    if (received.length === 0 && (options.waitMs ?? 0) > 0 && !this.#closed) {
+      await this.#waitForChange(options.waitMs ?? 0);
+      if (!this.#closed) received = this.#receiveNow(max);
+    }
+    return received;
+  }
+
+  delete(receiptHandle: string): Promise<boolean> {
+    const deleted = this.#transaction(() => {
+      this.#expireVisibility();
+      const row = this.#sql.byHandle!.get(receiptHandle) as Row | undefined;
+      if (!row) return false;
+      this.#sql.deleteSeq!.run(row.seq);
+      return true;
+    });
+    if (deleted) this.#wake();
+    return Promise.resolve(deleted);
+  }
+
+  release(receiptHandle: string, delayMs = 0): Promise<boolean> {
+    const released = this.#transaction(() => {
+      this.#expireVisibility();
+      const row = this.#sql.byHandle!.get(receiptHandle) as Row | undefined;
+      if (!row) return false;
+      if (delayMs > 0) this.#sql.delayVisible!.run(this.#now() + delayMs, row.seq);
+      else this.#makeVisible(row);
+      return true;
+    });
+    if (released) this.#wake();
+    return Promise.resolve(released);
+  }
+
+  defer(receiptHandle: string, delayMs: number): Promise<boolean> {
+    // Never 0: that would make it visible at once, which is a release, not a wait.
+    return this.release(receiptHandle, Math.max(1, delayMs));
+  }
+
+  deadLetters(): DeadLetter[] {
+    this.#transaction(() => this.#expireVisibility());
+    return (this.#sql.deadLetters!.all() as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number }>).map((r) => ({
+      messageId: r.message_id,
+      body: r.body,
+      groupId: r.group_id,
+      receiveCount: r.receive_count,
+      deadLetteredAt: r.dead_lettered_at,
+    }));
+  }
+
+  counts(): QueueCounts {
+    this.#transaction(() => this.#expireVisibility());
+    const c = this.#sql.counts!.get() as { total: number; in_flight: number; dead: number };
+    return { available: c.total - c.in_flight, inFlight: c.in_flight, deadLetters: c.dead };
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wake();
+    this.#db.close();
+  }
+
+  #receiveNow(max: number): ReceivedRolloutMessage[] {
+    return this.#transaction(() => {
+      this.#expireVisibility();
+      const now = this.#now();
+      const received: ReceivedRolloutMessage[] = [];
+      const groups = this.#sql.openGroups!.all(max) as Array<{ group_id: string }>;
+      for (const { group_id } of groups) {
+        if (received.length >= max) break;
+        const rows = this.#sql.groupHead!.all(group_id, max - received.length) as unknown as Array<Row & { visible_at: number | null }>;
+        for (const row of rows) {
+          // A message held back (visible_at in the future) holds back the rest of its group too: order first.
+          if (row.visible_at !== null && row.visible_at > now) break;
+          const receiptHandle = randomUUID();
+          this.#sql.markInFlight!.run(receiptHandle, now + this.#visibilityTimeoutMs, row.seq);
+          received.push({ messageId: row.message_id, receiptHandle, body: row.body, groupId: row.group_id, receiveCount: row.receive_count + 1 });
+        }
+      }
+      return received;
+    });
+  }
+
+  /** In-flight messages past their visibility timeout: visible again, or dead letters when out of receives. */
+  #expireVisibility(): void {
+    for (const row of this.#sql.expired!.all(this.#now()) as unknown as Row[]) this.#makeVisible(row);
+  }
+
+  #makeVisible(row: Row): void {
+    if (row.receive_count < this.#maxReceiveCount) {
+      this.#sql.makeVisible!.run(row.seq);
+      return;
+    }
+    this.#sql.deadLetter!.run(row.message_id, row.group_id, row.body, row.receive_count, this.#now());
+    this.#sql.deleteSeq!.run(row.seq);
+  }
+
+  /** One IMMEDIATE transaction; with synchronous=FULL its COMMIT returns once the WAL is on disk. */
+  #transaction<T>(work: () => T): T {
+    if (this.#closed) throw new QueueUnavailableError('the queue is closed');
+    this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      const result = work();
+      this.#db.exec('COMMIT');
+      return result;
+    } catch (e) {
+      if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
+      throw e;
+    }
+  }
+
+  #waitForChange(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(done);
+    });
+  }
+
+  #wake(): void {
+    for (const waiter of [...this.#waiters]) waiter();
+  }
+}
+
+/** The file and its directory, private to the user before SQLite writes a byte (the WAL and -shm inherit the mode). */
+function createPrivateFile(file: string): void {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  closeSync(openSync(file, 'a', 0o600));
+  chmodSync(file, 0o600);
+}
+
+/**
+ * Where `serve` keeps its queue unless told: $VAULT_ROLLOUT_QUEUE_FILE, else
+ * $XDG_STATE_HOME/vault-rollout/serve-queue.sqlite, else ~/.local/state/vault-rollout/serve-queue.sqlite.
+ */
+export function defaultQueueFile(env: Readonly<Record<string, string | undefined>>, home: string): string {
+  if (env.VAULT_ROLLOUT_QUEUE_FILE) return env.VAULT_ROLLOUT_QUEUE_FILE;
+  const state = env.XDG_STATE_HOME || `${home}/.local/state`;
+  return `${state}/vault-rollout/serve-queue.sqlite`;
+}

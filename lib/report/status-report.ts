@@ -1,0 +1,93 @@
+/**
+ * `vault-rollout status` output: per path, what current means and where it comes from, then a row per consumer.
+ * What needs a look stands out in capitals (BEHIND, FAILED, TIMEOUT, HALTED, POISONED, UNKNOWN); no colours, so it
+ * pastes into a ticket as it is.
+ */
+import type { ConsumerStatus, FleetStatus, PathStatus } from '../status/fleet-status.ts';
+import { table } from './table.ts';
+
+const MAX_ROWS_PER_PATH = 200;
+
+const currentText = (p: PathStatus): string => {
+  if (p.currentFrom === 'vault' && p.vault && 'currentVersion' in p.vault) return `Vault current_version ${p.vault.currentVersion}${p.vault.createdTime ? ` (written ${p.vault.createdTime.replace(/\.\d+Z$/, 'Z')})` : ''}`;
+  if (p.currentFrom === 'records') return `newest recorded ${JSON.stringify(p.current)} (Vault not read)`;
+  return 'no version known';
+};
+
+/** The one word that says what is wrong, in capitals, or what is fine, in lower case. */
+export function consumerVerdict(c: ConsumerStatus): string {
+  if (c.state === 'poisoned') return 'POISONED';
+  if (c.state === 'unknown') return 'UNKNOWN';
+  if (c.halted !== undefined) return 'HALTED';
+  if (c.state === 'behind') return 'BEHIND';
+  if (c.rollout === 'failed') return 'FAILED';
+  if (c.rollout === 'timeout') return 'TIMEOUT';
+  if (c.rollout === 'progressing') return 'rolling';
+  return c.routed ? 'current' : 'current (not routed)';
+}
+
+const podsText = (c: ConsumerStatus): string => (c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-');
+
+function rows(p: PathStatus): string[][] {
+  return p.consumers.slice(0, MAX_ROWS_PER_PATH).map((c) => [c.cluster, `${c.namespace || '-'}/${c.kind}/${c.name}`, c.recorded === null ? '-' : String(c.recorded), consumerVerdict(c), c.rollout, podsText(c), c.ok ? '' : c.detail.slice(0, 160)]);
+}
+
+export function summaryCounts(s: FleetStatus): Record<string, number> {
+  const all = s.paths.flatMap((p) => p.consumers.filter((c) => c.routed));
+  const count = (f: (c: ConsumerStatus) => boolean) => all.filter(f).length;
+  return {
+    paths: s.paths.length,
+    consumers: all.length,
+    ok: count((c) => c.ok),
+    behind: count((c) => c.state === 'behind'),
+    rolling: count((c) => c.state === 'current' && c.rollout === 'progressing' && c.halted === undefined),
+    failed: count((c) => c.rollout === 'failed' || c.rollout === 'timeout'),
+    halted: count((c) => c.halted !== undefined),
+    poisoned: count((c) => c.state === 'poisoned'),
+    unknown: count((c) => c.state === 'unknown'),
+  };
+}
+
+export function summaryLine(s: FleetStatus): string {
+  const n = summaryCounts(s);
+  const parts = [`${n.paths} path(s), ${n.consumers} consumer(s): ${n.ok} current and complete`];
+  for (const k of ['behind', 'rolling', 'failed', 'halted', 'poisoned', 'unknown'] as const) if ((n[k] ?? 0) > 0) parts.push(`${n[k]} ${k}`);
+  if (s.unreadable.length > 0) parts.push(`${s.unreadable.length} unreadable list(s)`);
+  return `${parts.join(', ')}. ${s.ok ? 'Every consumer runs the current version: the old credential may be revoked.' : 'Not yet: some consumer is not on the current version, or not rolled out.'}`;
+}
+
+export function statusText(s: FleetStatus): string {
+  const out: string[] = [];
+  for (const p of s.paths) {
+    out.push(`${p.path}  ${currentText(p)}${p.kvVersion === 1 ? '  [KV v1]' : ''}`);
+    if (p.consumers.length === 0) out.push('  no consumer found in the clusters read');
+    else out.push(table(['CLUSTER', 'WORKLOAD', 'RECORDED', 'STATE', 'ROLLOUT', 'NEW PODS', 'DETAIL'], rows(p)));
+    if (p.consumers.length > MAX_ROWS_PER_PATH) out.push(`  ... and ${p.consumers.length - MAX_ROWS_PER_PATH} more (use --json for all)`);
+    for (const note of p.notes) out.push(`  note: ${note}`);
+    out.push('');
+  }
+  if (s.paths.length === 0) out.push('No routed path is recorded in the clusters read (and --path named none).', '');
+  for (const u of s.unreadable) out.push(`cannot read ${u.cluster}: ${u.error}`);
+  for (const note of s.notes) out.push(`note: ${note}`);
+  out.push(summaryLine(s));
+  return `${out.join('\n')}\n`;
+}
+
+export function statusJson(s: FleetStatus): Record<string, unknown> {
+  return { ok: s.ok, summary: summaryCounts(s), paths: s.paths.map((p) => ({ ...p, consumers: p.consumers.map((c) => ({ ...c, verdict: consumerVerdict(c) })) })), unreadable: s.unreadable, notes: s.notes };
+}
+
+/** One plain line per consumer whose verdict changed, for `--wait` without a terminal. */
+export function statusLines(s: FleetStatus, said: Map<string, string>): string {
+  const lines: string[] = [];
+  for (const p of s.paths) {
+    for (const c of p.consumers) {
+      const key = `${p.path}|${c.cluster}/${c.namespace}/${c.kind}/${c.name}`;
+      const text = `${consumerVerdict(c)} ${c.rollout} ${podsText(c)} ${c.recorded ?? '-'}`;
+      if (said.get(key) === text) continue;
+      said.set(key, text);
+      lines.push(`${p.path} ${c.cluster} ${c.namespace || '-'}/${c.kind}/${c.name}: ${consumerVerdict(c)}, recorded ${c.recorded ?? '-'}, ${c.rollout} ${podsText(c)}${c.ok ? '' : ` (${c.detail.slice(0, 120)})`}`);
+    }
+  }
+  return lines.length > 0 ? `${lines.join('\n')}\n` : '';
+}

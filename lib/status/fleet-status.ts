@@ -1,0 +1,395 @@
+/**
+ * `vault-rollout status`, the pure part: from the routing table, what each cluster recorded (one LIST per kind and
+ * namespace, read elsewhere) and Vault's current versions when it could be read, per path: who consumes it, which
+ * version each consumer records, where its rollout stands. No clock but the one passed in, no network.
+ *
+ * Consumers of a path are the workloads the routing table would restart for it now (the plan of a write of the
+ * path, matched against the listed objects: by name, by label selector, or by watch annotation), plus any other
+ * listed workload that records the path (shown, not counted: no route targets it any more).
+ *
+ * What "current" means: Vault's current_version when Vault answered; otherwise the newest version any consumer
+ * records (all that the clusters can say). KV v1 has no versions: the records hold change times, and status can
+ * only compare those; neither status nor reconcile can see what Vault holds.
+ */
+import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
+import { compilePattern, PatternIndex, type CompiledPattern } from '../routing/path-pattern.ts';
+import { isResourceTarget, rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
+import { placeholders } from '../routing/template.ts';
+import { findMount, guessMount, underMount } from '../sources/kv-mounts.ts';
+import type { SecretChange } from '../sources/secret-change.ts';
+import { ANNOTATIONS, parseRecordedVersions, parseWatchAnnotation } from '../kube/restart-record.ts';
+import { parseLabelSelector, selectorMatches } from '../kube/label-selector.ts';
+import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
+import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
+
+/**
+ * A halted rotation: the mark a wave's gate leaves on the workload whose rollout failed it (h-waves' recordHalt in
+ * lib/kube/rollout-executor.ts, same name): an annotation on the object's metadata holding JSON
+ * `{ restartToken, secrets, wave, waves, why, notRestarted, at }`; plain text is read as the reason too.
+ */
+export const HALTED_ANNOTATION = 'vault-rollout.io/halted';
+
+/** One LIST: a kind in a namespace ('' = every namespace) of one cluster. */
+export interface ListRequest {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+}
+
+export const listKey = (r: ListRequest): string => `${r.apiVersion}/${r.kind}/${r.namespace}`;
+
+/** What one cluster answered: the objects per LIST, or why it could not be read. */
+export interface ClusterListing {
+  cluster: string;
+  lists: Map<string, KubeObject[] | { error: string }>;
+  error?: string;
+}
+
+export interface VaultVersion {
+  currentVersion: number;
+  /** created_time of the current version. */
+  createdTime?: string;
+  /** The current version was deleted or destroyed. */
+  gone?: 'deleted' | 'destroyed';
+}
+
+export type VaultAnswer = VaultVersion | { error: string } | { absent: true };
+
+export const ConsumerStates = ['current', 'behind', 'poisoned', 'unknown'] as const;
+export type ConsumerState = (typeof ConsumerStates)[number];
+
+export interface ConsumerStatus {
+  cluster: string;
+  namespace: string;
+  kind: string;
+  name: string;
+  /** The version (or, KV v1, the change time) recorded for the path; null when none. */
+  recorded: number | string | null;
+  state: ConsumerState;
+  rollout: RolloutState;
+  pods?: PodCounts;
+  /** Why a wave halted on it, when one did. */
+  halted?: string;
+  /** A route targets it now; false: it only records the path (shown, not counted). */
+  routed: boolean;
+  /** Current, rolled out and not halted. */
+  ok: boolean;
+  detail: string;
+}
+
+export interface PathStatus {
+  /** Namespace-qualified `mount/key`, as the record keys it. */
+  path: string;
+  vaultNamespace: string;
+  mount: string;
+  key: string;
+  kvVersion: 1 | 2;
+  /** What current means for this path, and where it comes from. */
+  current: number | string | null;
+  currentFrom: 'vault' | 'records' | 'none';
+  vault?: VaultAnswer;
+  consumers: ConsumerStatus[];
+  notes: string[];
+  ok: boolean;
+}
+
+export interface FleetStatus {
+  paths: PathStatus[];
+  /** Clusters or lists that could not be read, per cluster. */
+  unreadable: Array<{ cluster: string; error: string }>;
+  /** Paths left out by the bound, and other warnings. */
+  notes: string[];
+  ok: boolean;
+}
+
+export interface StatusOptions {
+  /** Only paths matching this pattern (route pattern syntax, namespace-qualified). */
+  path?: string;
+  /** Only these clusters. */
+  clusters?: ReadonlySet<string>;
+  /** At most this many paths (default 10,000); the rest are named as left out. */
+  maxPaths?: number;
+}
+
+export const DEFAULT_MAX_PATHS = 10_000;
+
+const clustersOf = (table: RoutingTable, only: ReadonlySet<string> | undefined, clusters: readonly string[]) => clusters.filter((c) => !only || only.size === 0 || only.has(c));
+
+/** Every LIST status needs: per cluster, each kind and namespace the routes target (all namespaces when templated). */
+export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): Map<string, ListRequest[]> {
+  const byCluster = new Map<string, Map<string, ListRequest>>();
+  for (const route of table.routes) {
+    for (const { target, clusters, namespaces } of route.targets) {
+      let kind: { apiVersion: string; kind: string };
+      let template: string | undefined;
+      if (isResourceTarget(target)) {
+        kind = { apiVersion: target.resource.apiVersion, kind: target.resource.kind };
+        template = target.resource.namespace;
+      } else {
+        kind = { apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind };
+        template = target.namespace;
+      }
+      let ns: string[];
+      if (template === undefined) ns = [''];
+      else if (placeholders(template).length === 0) ns = [template];
+      // Rendered from the path: the bound's names when it lists only names, else every namespace.
+      else if (namespaces && namespaces.globs.every((g) => g.kind === 'literal')) ns = namespaces.globs.map((g) => g.source);
+      else ns = [''];
+      for (const cluster of clustersOf(table, only, clusters)) {
+        let lists = byCluster.get(cluster);
+        if (!lists) byCluster.set(cluster, (lists = new Map()));
+        for (const namespace of ns) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
+      }
+    }
+  }
+  // A LIST of every namespace covers the named ones of the same kind.
+  const out = new Map<string, ListRequest[]>();
+  for (const [cluster, lists] of [...byCluster].sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const all = [...lists.values()];
+    out.set(cluster, all.filter((r) => r.namespace === '' || !lists.has(listKey({ ...r, namespace: '' }))));
+  }
+  return out;
+}
+
+/** The objects of a kind in a namespace, from whichever LIST holds them. */
+function objectsOf(listing: ClusterListing, apiVersion: string, kind: string, namespace: string): KubeObject[] | { error: string } | undefined {
+  const exact = listing.lists.get(listKey({ apiVersion, kind, namespace }));
+  if (exact !== undefined) return exact;
+  const all = listing.lists.get(listKey({ apiVersion, kind, namespace: '' }));
+  if (all === undefined || 'error' in all) return all;
+  return all.filter((o) => (o.metadata?.namespace ?? '') === namespace);
+}
+
+/** The Vault namespace, mount and key of a record key (`ns/mount/key`), using the table's namespaces and mounts. */
+export function splitRecordedPath(table: RoutingTable, qualified: string): { vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 } | undefined {
+  const namespaces = [...table.index.keys()].filter((n) => n === '' || qualified.startsWith(`${n}/`)).sort((a, b) => b.length - a.length);
+  for (const vaultNamespace of namespaces) {
+    const path = vaultNamespace === '' ? qualified : qualified.slice(vaultNamespace.length + 1);
+    const found = findMount(table.mounts, vaultNamespace, path);
+    const mount = found?.mount ?? guessMount(table.mounts, vaultNamespace, path);
+    const key = underMount(path, mount);
+    if (!key) continue;
+    return { vaultNamespace, mount, key, kvVersion: found?.kvVersion ?? 2 };
+  }
+  return undefined;
+}
+
+/** The change status asks the planner about: a write of the path at its current version. */
+function probeChange(p: { vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }, version: number | null): SecretChange {
+  return { namespace: p.vaultNamespace, mount: p.mount, key: p.key, path: `${p.mount}/${p.key}`, operation: 'write', version, kvVersion: p.kvVersion, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'status', time: '', record: 'status' };
+}
+
+const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, {}, t.wait) : WORKLOAD_KINDS[t.kind]);
+
+/** The newest of the path's record keys that mean "this version is running": writes and undeletes. */
+const parsedRecords = new WeakMap<KubeObject, Record<string, number | string>>();
+
+function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
+  // Parsed once per object: every path asks every listed object.
+  let versions = parsedRecords.get(obj);
+  if (!versions) parsedRecords.set(obj, (versions = parseRecordedVersions(descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.versions])));
+  const values = [versions[path], versions[`${path}#undelete`]].filter((v): v is number | string => v !== undefined);
+  if (values.length === 0) return null;
+  return values.reduce((a, b) => (typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a));
+}
+
+function haltedReason(obj: KubeObject): string | undefined {
+  const value = obj.metadata?.annotations?.[HALTED_ANNOTATION];
+  if (value === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(value) as { reason?: unknown; why?: unknown; wave?: unknown; waves?: unknown };
+    const why = typeof parsed?.why === 'string' ? parsed.why : typeof parsed?.reason === 'string' ? parsed.reason : undefined;
+    const wave = typeof parsed?.wave === 'number' ? `wave ${parsed.wave}${typeof parsed.waves === 'number' ? ` of ${parsed.waves}` : ''}` : undefined;
+    if (why !== undefined || wave !== undefined) return [wave, why].filter(Boolean).join(': ').slice(0, 300);
+  } catch {
+    // plain text
+  }
+  return value.slice(0, 300) || 'halted';
+}
+
+/** When the restart of this object began, from its record (the follower's deadline counts from it). */
+function restartedAt(descriptor: WorkloadDescriptor, obj: KubeObject): number | undefined {
+  const at = obj.kind === 'Rollout' ? (obj.spec?.restartAt as string | undefined) : descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
+  const ms = at === undefined ? NaN : Date.parse(at);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+const isNewer = (a: number | string, b: number | string): boolean => (typeof a === 'number' && typeof b === 'number' ? a > b : String(a) > String(b));
+
+function consumerStatus(table: RoutingTable, cluster: string, routes: readonly string[], descriptor: WorkloadDescriptor, obj: KubeObject, path: string, current: number | string | null, fromVault: boolean, routed: boolean, now: number): ConsumerStatus {
+  const recorded = recordedFor(descriptor, obj, path);
+  const health = descriptor.health(obj);
+  let rollout: RolloutState = health.state;
+  let detail = health.message;
+  if (rollout === 'progressing') {
+    const since = restartedAt(descriptor, obj);
+    const deadline = rolloutTimeoutMs(table, cluster, routes);
+    if (since !== undefined && now - since > deadline) {
+      rollout = 'timeout';
+      detail = `still progressing ${Math.round((now - since) / 60_000)} min after its restart (deadline ${Math.round(deadline / 60_000)} min): ${health.message}`;
+    }
+  }
+  let state: ConsumerState;
+  if (current === null) state = recorded === null ? 'unknown' : 'current';
+  else if (recorded === null) state = 'behind';
+  else if (fromVault && typeof recorded === 'number' && typeof current === 'number' && recorded > current) state = 'poisoned';
+  else if (typeof recorded !== typeof current) state = 'behind';
+  else state = isNewer(current, recorded) ? 'behind' : 'current';
+  if (state === 'behind') detail = recorded === null ? 'never restarted for this path' : `records ${JSON.stringify(recorded)}, current is ${JSON.stringify(current)}`;
+  if (state === 'poisoned') detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; repair with vault-rollout reset-version --path ${path} --version ${current}`;
+  const halted = haltedReason(obj);
+  const ok = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
+  return {
+    cluster,
+    namespace: obj.metadata?.namespace ?? '',
+    kind: obj.kind ?? descriptor.kind,
+    name: obj.metadata?.name ?? '',
+    recorded,
+    state,
+    rollout,
+    ...(health.pods ? { pods: health.pods } : {}),
+    ...(halted !== undefined ? { halted } : {}),
+    routed,
+    ok,
+    detail: halted !== undefined && state === 'current' ? `halted: ${halted}` : detail,
+  };
+}
+
+/** The objects a planned target names, among those listed. */
+function targetObjects(target: RolloutTarget, objects: readonly KubeObject[]): KubeObject[] {
+  if (target.type === 'resource' || target.name !== undefined) return objects.filter((o) => o.metadata?.name === target.name);
+  if (target.selector !== undefined) {
+    const selector = parseLabelSelector(target.selector);
+    return objects.filter((o) => selectorMatches(selector, o.metadata?.labels));
+  }
+  return objects.filter((o) => {
+    const index = new PatternIndex();
+    parseWatchAnnotation(o.metadata?.annotations?.[ANNOTATIONS.watch]).patterns.forEach((p, i) => index.add(i, p));
+    return target.paths.some((p) => index.match(p).size > 0);
+  });
+}
+
+/**
+ * The status of the selected paths. `vault` holds what Vault said per qualified path (absent from the map: not
+ * asked, e.g. KV v1 or no --vault-addr).
+ */
+/**
+ * The paths status reports: those recorded on any listed object that a route still matches, and a literal --path;
+ * at most maxPaths of them, the rest named in `notes`.
+ */
+export function selectedPaths(table: RoutingTable, listings: readonly ClusterListing[], options: StatusOptions): { paths: Array<{ path: string; vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }>; notes: string[] } {
+  let filter: CompiledPattern | undefined;
+  const literal = options.path?.replace(/^\/+/, '');
+  if (literal !== undefined) filter = compilePattern(literal);
+  const index = new PatternIndex();
+  if (filter) index.add(0, filter);
+  const found = new Set<string>();
+  for (const listing of listings) {
+    for (const objects of listing.lists.values()) {
+      if ('error' in objects) continue;
+      for (const obj of objects) {
+        const annotations = [obj.metadata?.annotations, (obj.spec?.template as KubeObject | undefined)?.metadata?.annotations, ((obj.spec?.jobTemplate as KubeObject | undefined)?.spec?.template as KubeObject | undefined)?.metadata?.annotations];
+        for (const a of annotations) for (const key of Object.keys(parseRecordedVersions(a?.[ANNOTATIONS.versions]))) found.add(key.replace(/#[a-z]+$/, ''));
+      }
+    }
+  }
+  if (filter && literal !== undefined && filter.segments.every((s) => s.kind === 'literal')) found.add(literal);
+  const paths = [];
+  for (const path of [...found].sort()) {
+    if (filter && index.match(path).size === 0) continue;
+    const parts = splitRecordedPath(table, path);
+    if (!parts) continue;
+    // Only paths a route matches: a record the table no longer routes is nobody's rotation.
+    if (planRollouts(table, [probeChange(parts, null)]).routed[0]?.length === 0) continue;
+    paths.push({ path, ...parts });
+  }
+  const maxPaths = options.maxPaths ?? DEFAULT_MAX_PATHS;
+  const notes = paths.length > maxPaths ? [`${paths.length - maxPaths} more paths left out (at most ${maxPaths}; narrow with --path)`] : [];
+  return { paths: paths.slice(0, maxPaths), notes };
+}
+
+/**
+ * The status of the selected paths. `vault` holds what Vault said per qualified path (absent from the map: not
+ * asked, e.g. KV v1 or no --vault-addr).
+ */
+export function fleetStatus(table: RoutingTable, listings: readonly ClusterListing[], vault: ReadonlyMap<string, VaultAnswer>, options: StatusOptions & { now: number }): FleetStatus {
+  const only = options.clusters;
+  const { paths: candidates, notes } = selectedPaths(table, listings, options);
+  const byCluster = new Map(listings.map((l) => [l.cluster, l]));
+  const paths: PathStatus[] = [];
+  for (const parts of candidates) {
+    const { path } = parts;
+    const answer = vault.get(path);
+    const pathNotes: string[] = [];
+    let current: number | string | null = null;
+    let currentFrom: PathStatus['currentFrom'] = 'none';
+    if (parts.kvVersion === 1) pathNotes.push('KV v1 keeps no versions: status (and reconcile) cannot see what Vault holds; the records compare the times of the changes seen');
+    if (answer && 'currentVersion' in answer) {
+      current = answer.currentVersion;
+      currentFrom = 'vault';
+      if (answer.gone) pathNotes.push(`Vault's current version ${answer.currentVersion} is ${answer.gone}`);
+    } else if (answer && 'error' in answer) pathNotes.push(`Vault could not be read (so this path is not reported safe): ${answer.error}`);
+    else if (answer && 'absent' in answer) pathNotes.push('Vault has no such key (deleted with its metadata, or not KV v2)');
+
+    // Consumers: what the table targets now, then whatever else records the path.
+    const plan = planRollouts(table, [probeChange(parts, typeof current === 'number' ? current : null)]);
+    for (const p of plan.problems) pathNotes.push(`route ${p.route}: ${p.error}`);
+    const seen = new Set<string>();
+    const rows: Array<{ routes: string[]; cluster: string; descriptor: WorkloadDescriptor; obj: KubeObject; routed: boolean }> = [];
+    const unread: ConsumerStatus[] = [];
+    for (const target of plan.targets) {
+      if (only && only.size > 0 && !only.has(target.cluster)) continue;
+      const listing = byCluster.get(target.cluster);
+      const descriptor = descriptorOf(target);
+      const objects = listing ? objectsOf(listing, descriptor.apiVersion, descriptor.kind, target.namespace) : undefined;
+      if (objects === undefined || 'error' in objects) {
+        const why = listing?.error ?? (objects && 'error' in objects ? objects.error : 'not listed');
+        unread.push({ cluster: target.cluster, namespace: target.namespace, kind: descriptor.kind, name: target.type === 'resource' ? target.name : (target.name ?? '*'), recorded: null, state: 'unknown', rollout: 'none', routed: true, ok: false, detail: `cannot read: ${why}` });
+        continue;
+      }
+      const matched = targetObjects(target, objects);
+      if (matched.length === 0 && (target.type === 'resource' || target.name !== undefined)) {
+        unread.push({ cluster: target.cluster, namespace: target.namespace, kind: descriptor.kind, name: target.type === 'resource' ? target.name : (target.name ?? ''), recorded: null, state: 'unknown', rollout: 'none', routed: true, ok: false, detail: 'not found in the cluster' });
+      }
+      for (const obj of matched) {
+        const id = `${target.cluster}/${descriptor.apiVersion}/${descriptor.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+        if (seen.has(id)) continue;
+        seen.add(id);
+        rows.push({ routes: target.routes, cluster: target.cluster, descriptor, obj, routed: true });
+      }
+    }
+    for (const listing of listings) {
+      for (const objects of listing.lists.values()) {
+        if ('error' in objects) continue;
+        for (const obj of objects) {
+          const descriptor = obj.kind && obj.kind in WORKLOAD_KINDS ? WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS] : resourceDescriptor(obj.apiVersion ?? '', obj.kind ?? '', {});
+          const id = `${listing.cluster}/${descriptor.apiVersion}/${descriptor.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+          if (seen.has(id) || recordedFor(descriptor, obj, path) === null) continue;
+          seen.add(id);
+          rows.push({ routes: [], cluster: listing.cluster, descriptor, obj, routed: false });
+        }
+      }
+    }
+    if (current === null) {
+      // Without Vault: the newest version a consumer records is the best the clusters can say.
+      for (const r of rows) {
+        const v = recordedFor(r.descriptor, r.obj, path);
+        if (v !== null && (current === null || isNewer(v, current))) current = v;
+      }
+      if (current !== null) currentFrom = 'records';
+    }
+    const consumers = [
+      ...rows.map((r) => consumerStatus(table, r.cluster, r.routes, r.descriptor, r.obj, path, current, currentFrom === 'vault', r.routed, options.now)),
+      ...unread,
+    ].sort((a, b) => (a.cluster + a.namespace + a.kind + a.name < b.cluster + b.namespace + b.kind + b.name ? -1 : 1));
+    const counted = consumers.filter((c) => c.routed);
+    paths.push({ path, vaultNamespace: parts.vaultNamespace, mount: parts.mount, key: parts.key, kvVersion: parts.kvVersion, current, currentFrom, ...(answer ? { vault: answer } : {}), consumers, notes: pathNotes, ok: counted.every((c) => c.ok) && !(answer !== undefined && 'error' in answer) });
+  }
+  const unreadable = listings.flatMap((l) => [
+    ...(l.error ? [{ cluster: l.cluster, error: l.error }] : []),
+    ...[...l.lists.entries()].filter((e): e is [string, { error: string }] => 'error' in e[1]).map(([key, v]) => ({ cluster: l.cluster, error: `${key}: ${v.error}` })),
+  ]);
+  // An unreadable list may hide records of paths not found; a literal --path already shows its unread consumers.
+  const literal = options.path !== undefined && compilePattern(options.path.replace(/^\/+/, '')).segments.every((s) => s.kind === 'literal');
+  return { paths, unreadable, notes, ok: paths.every((p) => p.ok) && (literal || unreadable.length === 0) };
+}
