@@ -1069,8 +1069,8 @@ async function startOperators(log: Logger, infos: ClusterInfo[], p: Ports): Prom
   const eso = componentProcess(c.name, 'external-secrets');
   const vso = componentProcess(c.name, 'vault-secrets-operator');
   const started: [Managed, number, number][] = [
+    // Neither takes a --kubeconfig flag on its command line: controller-runtime reads KUBECONFIG.
     [eso, p.esoHealthz, startProcess(eso, [
-      `--kubeconfig=${join(dir, 'external-secrets.kubeconfig')}`,
       `--metrics-addr=127.0.0.1:${p.esoMetrics}`,
       `--live-addr=127.0.0.1:${p.esoHealthz}`,
       '--enable-leader-election=false',
@@ -1081,15 +1081,14 @@ async function startOperators(log: Logger, infos: ClusterInfo[], p: Ports): Prom
       '--enable-generator-state=false',
       '--loglevel=info',
       '--zap-time-encoding=iso8601',
-    ])],
+    ], { KUBECONFIG: join(dir, 'external-secrets.kubeconfig') })],
     [vso, p.vsoHealthz, startProcess(vso, [
-      `--kubeconfig=${join(dir, 'vault-secrets-operator.kubeconfig')}`,
       `--metrics-bind-address=127.0.0.1:${p.vsoMetrics}`,
       `--health-probe-bind-address=127.0.0.1:${p.vsoHealthz}`,
       '--leader-elect=false',
       // No Vault client state persisted in a Secret (it would need a transit mount).
       '--client-cache-persistence-model=none',
-    ], { OPERATOR_NAMESPACE: VSO_NAMESPACE })],
+    ], { KUBECONFIG: join(dir, 'vault-secrets-operator.kubeconfig'), OPERATOR_NAMESPACE: VSO_NAMESPACE })],
   ];
   await Promise.all(started.map(([proc, port, pid]) => waitFor(async () => {
     if (!isAlive(pid)) throw new DiedError(proc);
