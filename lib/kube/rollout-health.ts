@@ -36,13 +36,15 @@ const rec = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.
 const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-interface Condition {
+/** A status condition as operators write it (any of the fields may be missing). */
+export interface Condition {
   type?: string;
   status?: string;
   reason?: string;
   message?: string;
+  lastTransitionTime?: string;
 }
-const conditions = (status: Obj): Condition[] => (Array.isArray(status.conditions) ? (status.conditions as unknown[]).map((c) => rec(c) as Condition) : []);
+export const conditions = (status: Obj): Condition[] => (Array.isArray(status.conditions) ? (status.conditions as unknown[]).map((c) => rec(c) as Condition) : []);
 
 function parts(obj: unknown) {
   const o = rec(obj);

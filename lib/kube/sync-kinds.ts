@@ -12,7 +12,7 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { SyncKind, WorkloadKind } from '../routing/schema.ts';
 import { ANNOTATIONS } from './restart-record.ts';
-import type { Health } from './rollout-health.ts';
+import { conditions, type Condition, type Health } from './rollout-health.ts';
 import type { KubeObject, WorkloadDescriptor } from './workload-kinds.ts';
 
 export const SYNC_ANNOTATIONS = {
@@ -39,14 +39,7 @@ type Obj = Record<string, unknown>;
 const rec = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Obj) : {});
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-interface Condition {
-  type?: string;
-  status?: string;
-  reason?: string;
-  message?: string;
-  lastTransitionTime?: string;
-}
-const conditionsOf = (obj: KubeObject): Condition[] => (Array.isArray(obj.status?.conditions) ? (obj.status.conditions as unknown[]).map((c) => rec(c) as Condition) : []);
+const conditionsOf = (obj: KubeObject): Condition[] => conditions(rec(obj.status));
 
 /** Kubernetes times have whole seconds: a time counts as "at or after the nudge" from the nudge's second on. */
 const atOrAfter = (time: string | undefined, nudge: string | undefined): boolean => {
@@ -70,14 +63,17 @@ const isZeroDuration = (d: string): boolean => d.trim() === '0' || /^(0+(\.0*)?(
 const synced = (message: string): Health => ({ state: 'complete', message });
 const waiting = (message: string): Health => ({ state: 'progressing', message });
 
-export const externalSecret: SyncDescriptor = {
+/** What every operator's descriptor shares: a merge patch of its metadata annotations, recorded there too. */
+function operatorKind(d: Pick<SyncDescriptor, 'apiVersion' | 'kind' | 'operator' | 'refusal' | 'health' | 'secretName' | 'restartedByOperator'> & { marker: (obj: KubeObject) => string }): SyncDescriptor {
+  const { marker, ...rest } = d;
+  return { ...rest, patchStrategy: PatchStrategy.MergePatch, recordedAnnotations: (obj) => obj.metadata?.annotations, restartPatch: nudgePatch(marker), refusalReason: 'sync refused' };
+}
+
+export const externalSecret: SyncDescriptor = operatorKind({
   apiVersion: 'external-secrets.io/v1',
   kind: 'ExternalSecret',
   operator: 'External Secrets Operator',
-  patchStrategy: PatchStrategy.MergePatch,
-  recordedAnnotations: (obj) => obj.metadata?.annotations,
-  restartPatch: nudgePatch((obj) => str(obj.status?.syncedResourceVersion) ?? ''),
-  refusalReason: 'sync refused',
+  marker: (obj) => str(obj.status?.syncedResourceVersion) ?? '',
   refusal: (obj) => {
     const policy = str(obj.spec?.refreshPolicy);
     if (policy === 'CreatedOnce') return 'refreshPolicy CreatedOnce: ESO syncs this ExternalSecret only when it is created, so a nudge cannot bring the new value; use refreshPolicy OnChange (or Periodic)';
@@ -107,19 +103,16 @@ export const externalSecret: SyncDescriptor = {
   },
   secretName: (obj) => str(rec(obj.spec?.target).name) || (obj.metadata?.name ?? ''),
   restartedByOperator: () => [],
-};
+});
 
 /** VSO's rolloutRestartTargets kinds, as vault-rollout names them. */
 const VSO_KINDS: Readonly<Record<string, WorkloadKind>> = { Deployment: 'Deployment', StatefulSet: 'StatefulSet', DaemonSet: 'DaemonSet', 'argo.Rollout': 'Rollout' };
 
-export const vaultStaticSecret: SyncDescriptor = {
+export const vaultStaticSecret: SyncDescriptor = operatorKind({
   apiVersion: 'secrets.hashicorp.com/v1beta1',
   kind: 'VaultStaticSecret',
   operator: 'Vault Secrets Operator',
-  patchStrategy: PatchStrategy.MergePatch,
-  recordedAnnotations: (obj) => obj.metadata?.annotations,
-  restartPatch: nudgePatch((obj) => str(obj.status?.secretMAC) ?? ''),
-  refusalReason: 'sync refused',
+  marker: (obj) => str(obj.status?.secretMAC) ?? '',
   refusal: () => undefined,
   health: (o) => {
     const obj = o as KubeObject;
@@ -146,7 +139,7 @@ export const vaultStaticSecret: SyncDescriptor = {
       return kind && name ? [{ kind, name }] : [];
     });
   },
-};
+});
 
 export const SYNC_KINDS: Readonly<Record<SyncKind, SyncDescriptor>> = { ExternalSecret: externalSecret, VaultStaticSecret: vaultStaticSecret };
 

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
+import { runDoctor } from '../../lib/kube/doctor.ts';
 import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
 import { SYNC_ANNOTATIONS } from '../../lib/kube/sync-kinds.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
@@ -157,6 +158,19 @@ describe('sync targets with the CRDs and no operator', () => {
     expect(result).toMatchObject({ kind: 'ExternalSecret', name, outcome: 'skipped', reason: 'sync refused' });
     expect(result?.detail).toMatch(why);
     expect(await resourceVersion(`${ES}/${name}`)).toBe(rv);
+  });
+
+  it('doctor: the operators\' CRDs are installed and the sync RBAC grants exactly what the routes need', async () => {
+    const checks = (await runDoctor(table(), { access: fileAccess })).filter((c) => c.cluster === 'alpha');
+    const byName = new Map(checks.map((c) => [c.check, c]));
+    expect(byName.get('ExternalSecret CRD')).toMatchObject({ ok: true, detail: 'installed (external-secrets.io/v1 externalsecrets): the External Secrets Operator can be nudged' });
+    expect(byName.get('VaultStaticSecret CRD')).toMatchObject({ ok: true });
+    for (const verb of ['get', 'list', 'watch', 'patch']) {
+      expect(byName.get(`${verb} externalsecrets in namespace ${NS}`)).toMatchObject({ ok: true });
+      expect(byName.get(`${verb} vaultstaticsecrets in namespace ${NS}`)).toMatchObject({ ok: true });
+      expect(byName.get(`${verb} deployments in namespace ${NS}`)).toMatchObject({ ok: true });
+    }
+    expect(checks.filter((c) => !c.ok).map((c) => c.check)).toEqual([]);
   });
 
   it('the admission policy lets the vault-rollout identity change only the nudge annotations of an ExternalSecret', async () => {

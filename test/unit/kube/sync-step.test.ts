@@ -11,6 +11,9 @@ import { executeRollouts, type ExecutorOptions } from '../../../lib/kube/rollout
 import { SYNC_ANNOTATIONS } from '../../../lib/kube/sync-kinds.ts';
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
+import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { processBatch } from '../../../lib/pipeline/worker.ts';
+import { rolloutMessages, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 
@@ -218,5 +221,28 @@ describe('sync targets', () => {
     const fake = fakeCluster([{ kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: {} }, ...workloads()]);
     expect(brief(await run(fake.api, [change('orders/db', 3)], { dryRun: true }))).toEqual(['ExternalSecret/orders-db dry-run', 'Deployment/orders dry-run', 'CronJob/report dry-run']);
     expect(fake.patches).toEqual([]);
+  });
+
+  it('the worker hands a sync still in progress back to the queue, and the follow-up restarts the consumers once ESO has synced', async () => {
+    now = Date.parse('2026-11-21T00:00:00Z');
+    const fake = fakeCluster([{ kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: {} }, ...workloads()]);
+    const requeued: RolloutMessage[] = [];
+    const deps = { table, telemetry: memoryTelemetry(), executor: optionsFor(fake.api), follow: { budgetMs: () => 0, requeue: async (m: RolloutMessage) => void requeued.push(m) }, now: () => now };
+    const [message] = rolloutMessages('a', [change('orders/db', 3)], '2026-11-21T00:00:00Z');
+    const first = await processBatch([{ messageId: 'm1', body: JSON.stringify(message), groupId: 'a' }], deps);
+    expect(first.failed).toEqual([]);
+    expect(brief(first.results)).toEqual(['ExternalSecret/orders-db restarted (sync requested) progressing']);
+    expect(requeued).toHaveLength(1);
+
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:01Z'));
+    now += 2000;
+    const followUp = await processBatch([{ messageId: 'm2', body: JSON.stringify(requeued[0]), groupId: 'a' }], deps);
+    // The consumers' rollouts are followed like any other: still progressing, so one more follow-up.
+    expect(brief(followUp.results)).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/orders restarted progressing', 'CronJob/report restarted none']);
+    expect(fake.patches).toEqual(['ExternalSecret/orders-db', 'Deployment/orders', 'CronJob/report']);
+    expect(requeued.map((m) => m.follow)).toEqual([
+      { since: '2026-11-21T00:00:00.000Z', round: 1 },
+      { since: '2026-11-21T00:00:00.000Z', round: 2 },
+    ]);
   });
 });
