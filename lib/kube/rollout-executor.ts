@@ -367,7 +367,7 @@ async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: W
     namespace: target.namespace,
     involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion },
     reason: 'SecretRotated',
-    message: `Restarted by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`,
+    message: `${isSyncKind(descriptor.kind) ? 'Sync requested' : 'Restarted'} by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`,
     type: 'Normal',
     time,
   });

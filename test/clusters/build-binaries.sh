@@ -13,6 +13,10 @@
 #   KWOK_VERSION  sigs.k8s.io/kwok version (default v0.8.0, built on k8s.io/* v0.36)
 #   ARGO_ROLLOUTS_VERSION  github.com/argoproj/argo-rollouts version (default v1.10.1;
 #                 v1.10.2 asks for Go >= 1.26.10)
+#   ESO_VERSION   github.com/external-secrets/external-secrets version (default v0.20.4: from v1.0
+#                 its providers, apis and runtime are nested modules the module proxy does not serve)
+#   VSO_VERSION   github.com/hashicorp/vault-secrets-operator version (default v0.10.0, the version
+#                 the module proxy serves here)
 #   GO            go binary (default: `go` on PATH, else /usr/local/go/bin/go)
 #   BUILD_P       go build -p value (default 2)
 set -euo pipefail
@@ -21,6 +25,8 @@ K8S_VERSION="${K8S_VERSION:-v1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 ARGO_ROLLOUTS_VERSION="${ARGO_ROLLOUTS_VERSION:-v1.10.1}"
+ESO_VERSION="${ESO_VERSION:-v0.20.4}"
+VSO_VERSION="${VSO_VERSION:-v0.10.0}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../go-env.sh
@@ -56,6 +62,10 @@ ETCD_STAMP="etcd $ETCD_VERSION; etcd; v1"
 KWOK_STAMP="kwok $KWOK_VERSION; kwok; v1"
 ARGO_DIR="$CACHE_ROOT/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
 ARGO_STAMP="argo-rollouts $ARGO_ROLLOUTS_VERSION; rollouts-controller crds; v1"
+ESO_DIR="$CACHE_ROOT/external-secrets-$ESO_VERSION"
+ESO_STAMP="external-secrets $ESO_VERSION; external-secrets (vault provider only) crds; v1"
+VSO_DIR="$CACHE_ROOT/vault-secrets-operator-$VSO_VERSION"
+VSO_STAMP="vault-secrets-operator $VSO_VERSION; vault-secrets-operator crds; v1"
 
 is_complete() { # dir stamp bins...
   local dir="$1" stamp="$2"; shift 2
@@ -230,6 +240,96 @@ build_argo_rollouts() {
   log "argo-rollouts $ARGO_ROLLOUTS_VERSION done in $(( $(now) - t0 ))s"
 }
 
+# Downloads module@version (checksum-verified against go.sum's database) and sets MOD_FILE (its go.mod) and MOD_DIR
+# (the read-only extracted module).
+download_module() { # src-dir module version
+  local info
+  info="$(cd "$1" && "$GO" mod download -json "$2@$3")"
+  MOD_FILE="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p' <<<"$info")"
+  MOD_DIR="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$info")"
+  [[ -f "$MOD_FILE" && -d "$MOD_DIR" ]] || { log "could not download $2@$3"; return 1; }
+}
+
+# A wrapper module that builds <module> from the copy ./<copy> and repeats the module's own replace directives (single
+# and block form), which Go ignores for a dependency.
+write_wrapper_module() { # src-dir wrapper-name module version copy-dir
+  local src="$1" name="$2" module="$3" version="$4" copy="$5"
+  {
+    echo "module vault-rollout.local/$name"
+    echo
+    echo "go $(awk '$1 == "go" { print $2; exit }' "$MOD_FILE")"
+    echo
+    echo "require $module $version"
+    echo
+    echo "replace $module => ./$copy"
+    echo
+    awk '/^replace[[:space:]]*\(/ { inb=1; print; next }
+         inb { print; if ($0 ~ /^\)/) inb=0; next }
+         /^replace[[:space:]]/ { print }' "$MOD_FILE"
+  } > "$src/go.mod"
+  cp "$MOD_DIR/go.sum" "$src/go.sum"
+}
+
+build_external_secrets() {
+  local t0; t0=$(now)
+  find_go
+  log "building external-secrets $ESO_VERSION (vault provider only) with $("$GO" version)"
+  local src="$CACHE_ROOT/src/external-secrets-$ESO_VERSION"
+  rm -rf "$src" "$ESO_DIR"
+  mkdir -p "$src"
+  download_module "$src" github.com/external-secrets/external-secrets "$ESO_VERSION"
+  cp -r "$MOD_DIR" "$src/external-secrets"
+  chmod -R u+w "$src/external-secrets"
+  # Two files changed in the copy, so that only the Vault provider is compiled: the package that registers every
+  # provider (≈ 40 of them, each with its cloud SDK) by blank imports keeps only vault's, and the generators' one
+  # keeps none (the tests use no generator). Nothing else imports a provider.
+  local reg="$src/external-secrets/pkg/provider/register/register.go" gen="$src/external-secrets/pkg/generator/register/register.go"
+  grep -q '"github.com/external-secrets/external-secrets/pkg/provider/vault"' "$reg" ||
+    { log "external-secrets $ESO_VERSION: the vault provider is not registered in $reg"; return 1; }
+  [[ -f "$gen" ]] || { log "external-secrets $ESO_VERSION: $gen not found"; return 1; }
+  printf '%s\n' '// Package register: trimmed by vault-rollout'"'"'s build-binaries.sh to the Vault provider.' 'package register' '' \
+    'import _ "github.com/external-secrets/external-secrets/pkg/provider/vault"' > "$reg"
+  printf '%s\n' '// Package register: trimmed by vault-rollout'"'"'s build-binaries.sh to no generator.' 'package register' > "$gen"
+  write_wrapper_module "$src" external-secrets-binaries github.com/external-secrets/external-secrets "$ESO_VERSION" external-secrets
+  local out="$ESO_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out/crds"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath -ldflags "-s -w" \
+    -o "$out/external-secrets" github.com/external-secrets/external-secrets)
+  # Every CRD of the module (the controller watches ExternalSecrets, (Cluster)SecretStores, ClusterExternalSecrets,
+  # PushSecrets, ClusterPushSecrets and the generators' kinds); infra/crds/external-secrets/ commits the three the
+  # product reads.
+  cp "$MOD_DIR"/config/crds/bases/*.yaml "$out/crds/"
+  rm -f "$out/crds/kustomization.yaml"
+  chmod u+w "$out/crds/"*
+  echo "$ESO_STAMP" > "$out/.complete"
+  mv "$out" "$ESO_DIR"
+  log "external-secrets $ESO_VERSION done in $(( $(now) - t0 ))s"
+}
+
+build_vault_secrets_operator() {
+  local t0; t0=$(now)
+  find_go
+  log "building vault-secrets-operator $VSO_VERSION with $("$GO" version)"
+  local src="$CACHE_ROOT/src/vault-secrets-operator-$VSO_VERSION"
+  rm -rf "$src" "$VSO_DIR"
+  mkdir -p "$src"
+  download_module "$src" github.com/hashicorp/vault-secrets-operator "$VSO_VERSION"
+  cp -r "$MOD_DIR" "$src/vault-secrets-operator"
+  chmod -R u+w "$src/vault-secrets-operator"
+  write_wrapper_module "$src" vault-secrets-operator-binaries github.com/hashicorp/vault-secrets-operator "$VSO_VERSION" vault-secrets-operator
+  local out="$VSO_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out/crds"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath \
+    -ldflags "-s -w -X github.com/hashicorp/vault-secrets-operator/internal/version.GitVersion=$VSO_VERSION" \
+    -o "$out/vault-secrets-operator" github.com/hashicorp/vault-secrets-operator)
+  # All nine CRDs: the manager starts a controller for each kind and fails without its CRD.
+  cp "$MOD_DIR"/config/crd/bases/*.yaml "$out/crds/"
+  chmod u+w "$out/crds/"*
+  echo "$VSO_STAMP" > "$out/.complete"
+  mv "$out" "$VSO_DIR"
+  log "vault-secrets-operator $VSO_VERSION done in $(( $(now) - t0 ))s"
+}
+
 if is_complete "$ETCD_DIR" "$ETCD_STAMP" etcd; then
   log "reusing $ETCD_DIR"
 else
@@ -257,4 +357,22 @@ ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
 ln -sfn "$KWOK_DIR/kwok" "$BIN_DIR/kwok"
 ln -sfn "$ARGO_DIR/rollouts-controller" "$BIN_DIR/rollouts-controller"
 ln -sfn "$ARGO_DIR/crds" "$BIN_DIR/argo-rollouts-crds"
+
+# The operators are built under their own locks, after the shared one is released: a long operator build does not
+# hold up a checkout that needs only the clusters (older checkouts take only the shared lock).
+exec 9>&-
+build_locked() { # name dir stamp build-function bins...
+  local name="$1" dir="$2" stamp="$3" fn="$4"; shift 4
+  is_complete "$dir" "$stamp" "$@" && { log "reusing $dir"; return 0; }
+  exec 8>"$CACHE_ROOT/.build-$name.lock"
+  if ! flock -n 8; then log "another build holds $CACHE_ROOT/.build-$name.lock; waiting..."; flock 8; fi
+  if is_complete "$dir" "$stamp" "$@"; then log "reusing $dir"; else "$fn"; fi
+  exec 8>&-
+}
+build_locked external-secrets "$ESO_DIR" "$ESO_STAMP" build_external_secrets external-secrets
+build_locked vault-secrets-operator "$VSO_DIR" "$VSO_STAMP" build_vault_secrets_operator vault-secrets-operator
+ln -sfn "$ESO_DIR/external-secrets" "$BIN_DIR/external-secrets"
+ln -sfn "$ESO_DIR/crds" "$BIN_DIR/external-secrets-crds"
+ln -sfn "$VSO_DIR/vault-secrets-operator" "$BIN_DIR/vault-secrets-operator"
+ln -sfn "$VSO_DIR/crds" "$BIN_DIR/vault-secrets-operator-crds"
 log "binaries linked into $BIN_DIR (total $(( $(now) - T_START ))s)"

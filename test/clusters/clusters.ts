@@ -41,6 +41,10 @@ const CRD_MANIFEST = join(REPO_ROOT, 'infra', 'crds', 'argo-rollouts-crd.yaml');
 const KWOK_STAGES = join(REPO_ROOT, 'test', 'clusters', 'kwok-stages.yaml');
 /** The full Argo Rollouts CRDs, copied by build-binaries.sh from the argo-rollouts module it builds. */
 const ARGO_CRDS_DIR = join(BIN_DIR, 'argo-rollouts-crds');
+/** Every CRD of each operator's module, copied by build-binaries.sh (infra/crds/ commits the ones the product reads). */
+const ESO_CRDS_DIR = join(BIN_DIR, 'external-secrets-crds');
+const VSO_CRDS_DIR = join(BIN_DIR, 'vault-secrets-operator-crds');
+const OPERATORS_RBAC = join(REPO_ROOT, 'test', 'clusters', 'operators-rbac.yaml');
 
 const bin = (name: string): string => join(BIN_DIR, name);
 
@@ -67,12 +71,23 @@ const KWOK_POD_CIDR = '10.244.0.0/16';
 export const ARGO_CLUSTER: ClusterName = 'alpha';
 export const ARGO_NAMESPACE = 'argo-rollouts';
 
+/**
+ * The real External Secrets Operator (v0.20.4, Vault provider only) and Vault Secrets Operator (v0.10.0) controllers
+ * run on this cluster only, cluster-wide, each as its own user (test/clusters/operators-rbac.yaml). The other clusters
+ * have neither their CRDs nor their controllers. test/clusters/operators.ts connects them to an OpenBao.
+ */
+export const OPERATORS_CLUSTER: ClusterName = 'beta';
+/** The namespace VSO calls its own (OPERATOR_NAMESPACE): it holds the OpenBao token reviewer's ServiceAccount. */
+export const VSO_NAMESPACE = 'vault-secrets-operator';
+
 // ---------------------------------------------------------------------------
 // Ports: VAULT_ROLLOUT_CLUSTERS_PORT_BASE (default 16440), below Linux's
 // ephemeral range. etcd base+0 (client) and base+1 (peer); cluster i (alpha=0):
 // kube-apiserver base+3+10i (16443, 16453, 16463), kube-controller-manager
 // base+7+10i, kube-scheduler base+8+10i; the Argo Rollouts controller (alpha
-// only) metrics base+5, healthz base+6. kwok listens on nothing.
+// only) metrics base+5, healthz base+6; on OPERATORS_CLUSTER External Secrets
+// metrics base+14, /healthz base+15, Vault Secrets Operator metrics base+16,
+// /healthz base+19. kwok listens on nothing.
 // ---------------------------------------------------------------------------
 interface Ports {
   etcdClient: number;
@@ -82,6 +97,10 @@ interface Ports {
   scheduler: (i: number) => number;
   argoMetrics: number;
   argoHealthz: number;
+  esoMetrics: number;
+  esoHealthz: number;
+  vsoMetrics: number;
+  vsoHealthz: number;
 }
 
 function ports(): Ports {
@@ -98,6 +117,10 @@ function ports(): Ports {
     scheduler: (i) => base + 8 + 10 * i,
     argoMetrics: base + 5,
     argoHealthz: base + 6,
+    esoMetrics: base + 14,
+    esoHealthz: base + 15,
+    vsoMetrics: base + 16,
+    vsoHealthz: base + 19,
   };
 }
 
@@ -128,7 +151,8 @@ function clusterDir(name: string): string {
   return join(CLUSTERS_DIR, name);
 }
 
-type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok' | 'rollouts-controller';
+type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok' | 'rollouts-controller' |
+  'external-secrets' | 'vault-secrets-operator';
 
 function componentProcess(name: string, component: Component): Managed {
   const dir = clusterDir(name);
@@ -143,6 +167,8 @@ function componentProcess(name: string, component: Component): Managed {
 function allProcesses(): Managed[] {
   return [
     componentProcess(ARGO_CLUSTER, 'rollouts-controller'),
+    componentProcess(OPERATORS_CLUSTER, 'external-secrets'),
+    componentProcess(OPERATORS_CLUSTER, 'vault-secrets-operator'),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kwok')),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-scheduler')),
     ...CLUSTER_NAMES.map((n) => componentProcess(n, 'kube-controller-manager')),
@@ -182,7 +208,10 @@ function runningPid(p: Managed): number | undefined {
   return procCmdline(pid)?.[0] === p.binary ? pid : undefined;
 }
 
-const SERVER_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller'].map(bin);
+const SERVER_BINARIES = [
+  'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller',
+  'external-secrets', 'vault-secrets-operator',
+].map(bin);
 
 /** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok started from this checkout's .local/bin (pid files or not). */
 function strayPids(): number[] {
@@ -214,14 +243,16 @@ function tail(file: string, lines = 25): string {
   }
 }
 
-function startProcess(p: Managed, args: string[]): number {
+function startProcess(p: Managed, args: string[], env?: Record<string, string>): number {
   mkdirSync(resolve(p.logFile, '..'), { recursive: true });
   mkdirSync(resolve(p.pidFile, '..'), { recursive: true });
   const fd = openSync(p.logFile, 'w', 0o644);
   try {
     // detached: own session and process group (pgid = pid), so `down` can
     // signal the whole group and the processes outlive this Node process.
-    const child = spawn(p.binary, args, { detached: true, stdio: ['ignore', fd, fd], cwd: REPO_ROOT });
+    const child = spawn(p.binary, args, {
+      detached: true, stdio: ['ignore', fd, fd], cwd: REPO_ROOT, ...(env ? { env: { ...process.env, ...env } } : {}),
+    });
     child.on('error', () => { /* reported through the readiness wait */ });
     if (child.pid === undefined) throw new Error(`could not start ${p.label} (${p.binary})`);
     child.unref();
@@ -417,6 +448,8 @@ interface ClusterPki {
   scheduler: CertFiles;
   kwok: CertFiles;
   argoRollouts?: CertFiles;
+  externalSecrets?: CertFiles;
+  vaultSecretsOperator?: CertFiles;
 }
 
 function makePki(name: string): ClusterPki {
@@ -443,9 +476,17 @@ function makePki(name: string): ClusterPki {
   const argoRollouts = name === ARGO_CLUSTER
     ? issueCert(dir, ca, { name: 'argo-rollouts', commonName: 'vault-rollout-test:argo-rollouts', usage: 'client' })
     : undefined;
+  const operators = name === OPERATORS_CLUSTER
+    ? {
+      externalSecrets: issueCert(dir, ca, { name: 'external-secrets', commonName: 'vault-rollout-test:external-secrets', usage: 'client' }),
+      vaultSecretsOperator: issueCert(dir, ca, {
+        name: 'vault-secrets-operator', commonName: 'vault-rollout-test:vault-secrets-operator', usage: 'client',
+      }),
+    }
+    : {};
   return {
     ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout,
-    controllerManager, scheduler, kwok, ...(argoRollouts ? { argoRollouts } : {}),
+    controllerManager, scheduler, kwok, ...(argoRollouts ? { argoRollouts } : {}), ...operators,
   };
 }
 
@@ -595,7 +636,10 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
   await run('bash', [BUILD_SCRIPT], { inheritOutput: true }).catch((err: unknown) => {
     throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
   });
-  for (const b of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok', 'rollouts-controller']) {
+  for (const b of [
+    'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok', 'rollouts-controller',
+    'external-secrets', 'vault-secrets-operator',
+  ]) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
   }
   log(`binaries ready in ${seconds(t0)}`);
@@ -661,7 +705,7 @@ export async function up(opts: UpOptions = {}): Promise<UpResult> {
 async function startAll(log: Logger): Promise<ClustersFile> {
   const p = ports();
   const needed = [
-    p.etcdClient, p.etcdPeer, p.argoMetrics, p.argoHealthz,
+    p.etcdClient, p.etcdPeer, p.argoMetrics, p.argoHealthz, p.esoMetrics, p.esoHealthz, p.vsoMetrics, p.vsoHealthz,
     ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i), p.scheduler(i)]),
   ];
   const busy: number[] = [];
@@ -753,6 +797,12 @@ async function startAll(log: Logger): Promise<ClustersFile> {
       writeKubeconfig(join(dir, 'argo-rollouts.kubeconfig'), name, server, pki.ca.certFile,
         'vault-rollout-test:argo-rollouts', pki.argoRollouts);
     }
+    if (pki.externalSecrets && pki.vaultSecretsOperator) {
+      writeKubeconfig(join(dir, 'external-secrets.kubeconfig'), name, server, pki.ca.certFile,
+        'vault-rollout-test:external-secrets', pki.externalSecrets);
+      writeKubeconfig(join(dir, 'vault-secrets-operator.kubeconfig'), name, server, pki.ca.certFile,
+        'vault-rollout-test:vault-secrets-operator', pki.vaultSecretsOperator);
+    }
     infos.push({
       name, server, caFile: pki.ca.certFile, adminKubeconfig, vaultRolloutKubeconfig,
       admin: pki.admin, vaultRollout: pki.vaultRollout,
@@ -819,7 +869,7 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   log(`controller managers working after ${seconds(tCtl)}`);
 
   await startNodes(log, infos);
-  await startArgoRollouts(log, infos, p);
+  await Promise.all([startArgoRollouts(log, infos, p), startOperators(log, infos, p)]);
 
   const file: ClustersFile = {
     kubernetesVersion: KUBERNETES_VERSION,
@@ -998,6 +1048,55 @@ async function startArgoRollouts(log: Logger, infos: ClusterInfo[], p: Ports): P
   log(`${c.name}: Argo Rollouts controller (namespace ${ARGO_NAMESPACE}) ready after ${seconds(tArgo)}`);
 }
 
+/**
+ * On OPERATORS_CLUSTER: every CRD of both operators' modules, their namespaces and RBAC, then both controllers,
+ * cluster-wide, leader election off, metrics and health on 127.0.0.1; waits for their /healthz.
+ */
+async function startOperators(log: Logger, infos: ClusterInfo[], p: Ports): Promise<void> {
+  const c = infos.find((x) => x.name === OPERATORS_CLUSTER);
+  if (c === undefined) throw new Error(`no cluster ${OPERATORS_CLUSTER}`);
+  const t0 = Date.now();
+  const crds = [ESO_CRDS_DIR, VSO_CRDS_DIR].flatMap((dir) => {
+    const files = readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort().map((f) => join(dir, f));
+    if (files.length === 0) throw new Error(`no CRDs in ${dir}`);
+    return files;
+  });
+  const kubectl = (args: string[]): Promise<RunResult> => run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, ...args]);
+  await kubectl(['apply', '--server-side', '--field-manager=vault-rollout-clusters', ...crds.map((f) => `--filename=${f}`),
+    `--filename=${OPERATORS_RBAC}`]);
+  await kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...crds.map((f) => `--filename=${f}`)]);
+  const dir = clusterDir(c.name);
+  const eso = componentProcess(c.name, 'external-secrets');
+  const vso = componentProcess(c.name, 'vault-secrets-operator');
+  const started: [Managed, number, number][] = [
+    // Neither takes a --kubeconfig flag on its command line: controller-runtime reads KUBECONFIG.
+    [eso, p.esoHealthz, startProcess(eso, [
+      `--metrics-addr=127.0.0.1:${p.esoMetrics}`,
+      `--live-addr=127.0.0.1:${p.esoHealthz}`,
+      '--enable-leader-election=false',
+      // Only ExternalSecrets and (Cluster)SecretStores: no PushSecrets, ClusterExternalSecrets or generator state.
+      '--enable-cluster-external-secret-reconciler=false',
+      '--enable-push-secret-reconciler=false',
+      '--enable-cluster-push-secret-reconciler=false',
+      '--enable-generator-state=false',
+      '--loglevel=info',
+      '--zap-time-encoding=iso8601',
+    ], { KUBECONFIG: join(dir, 'external-secrets.kubeconfig') })],
+    [vso, p.vsoHealthz, startProcess(vso, [
+      `--metrics-bind-address=127.0.0.1:${p.vsoMetrics}`,
+      `--health-probe-bind-address=127.0.0.1:${p.vsoHealthz}`,
+      '--leader-elect=false',
+      // No Vault client state persisted in a Secret (it would need a transit mount).
+      '--client-cache-persistence-model=none',
+    ], { KUBECONFIG: join(dir, 'vault-secrets-operator.kubeconfig'), OPERATOR_NAMESPACE: VSO_NAMESPACE })],
+  ];
+  await Promise.all(started.map(([proc, port, pid]) => waitFor(async () => {
+    if (!isAlive(pid)) throw new DiedError(proc);
+    return (await httpGet(`http://127.0.0.1:${port}/healthz`)).status === 200;
+  }, { timeoutMs: 60_000, intervalMs: 200, what: `${proc.label} /healthz` }).catch(rethrowWithLog(proc))));
+  log(`${c.name}: External Secrets and Vault Secrets Operator controllers ready after ${seconds(t0)}`);
+}
+
 interface NodeStatusView {
   metadata?: { name?: string };
   status?: { conditions?: { type: string; status: string }[] };
@@ -1074,15 +1173,18 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
     const sched = runningPid(componentProcess(name, 'kube-scheduler'));
     const kwok = runningPid(componentProcess(name, 'kwok'));
     const argo = name === ARGO_CLUSTER ? runningPid(componentProcess(name, 'rollouts-controller')) : undefined;
+    const eso = name === OPERATORS_CLUSTER ? runningPid(componentProcess(name, 'external-secrets')) : undefined;
+    const vso = name === OPERATORS_CLUSTER ? runningPid(componentProcess(name, 'vault-secrets-operator')) : undefined;
     const info = file?.clusters.find((c) => c.name === name);
     const ready = info && api !== undefined ? await readyz(info.server, info.caFile) : false;
     const nodes = info && ready ? await readyNodeCount(info) : 0;
     ok &&= ready && kcm !== undefined && sched !== undefined && kwok !== undefined &&
-      (name !== ARGO_CLUSTER || argo !== undefined);
+      (name !== ARGO_CLUSTER || argo !== undefined) && (name !== OPERATORS_CLUSTER || (eso !== undefined && vso !== undefined));
     const pidOf = (pid: number | undefined): string => (pid !== undefined ? `pid ${pid}` : 'not running');
     log(`${name}: kube-apiserver ${pidOf(api)}, /readyz ${ready ? 'ok' : 'not ready'}, ` +
       `kube-controller-manager ${pidOf(kcm)}, kube-scheduler ${pidOf(sched)}, kwok ${pidOf(kwok)}, ` +
       `nodes Ready ${nodes}/${NODE_NAMES.length}` + (name === ARGO_CLUSTER ? `, rollouts-controller ${pidOf(argo)}` : '') +
+      (name === OPERATORS_CLUSTER ? `, external-secrets ${pidOf(eso)}, vault-secrets-operator ${pidOf(vso)}` : '') +
       (info ? `, ${info.server}` : ''));
   }
   const mem = memorySummary();
