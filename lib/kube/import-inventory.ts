@@ -45,16 +45,21 @@ export class ImportReadError extends Error {
   override readonly name = 'ImportReadError';
 }
 
+interface Deadline {
+  at: number;
+  now: () => number;
+}
+
 const status = (e: unknown): number | undefined => (e instanceof ApiException ? e.code : undefined);
 
 /** One kind, every page, at most IMPORT_LIMITS.itemsPerKind objects. */
-async function listAll(api: KubeApi, kind: ApiKind, namespace: string, deadline: number): Promise<KubeObject[]> {
+async function listAll(api: KubeApi, kind: ApiKind, namespace: string, deadline: Deadline): Promise<KubeObject[]> {
   const resource = await api.resource(kind);
   const base = `${kind.apiVersion.includes('/') ? `/apis/${kind.apiVersion}` : `/api/${kind.apiVersion}`}${resource.namespaced && namespace !== '' ? `/namespaces/${encodeURIComponent(namespace)}` : ''}/${resource.plural}`;
   const items: KubeObject[] = [];
   let continueToken: string | undefined;
   do {
-    if (Date.now() > deadline) throw new ImportReadError(`reading took longer than ${IMPORT_LIMITS.deadlineMs / 1000} s`);
+    if (deadline.now() > deadline.at) throw new ImportReadError(`reading took longer than ${IMPORT_LIMITS.deadlineMs / 1000} s`);
     const query = new URLSearchParams({ limit: String(IMPORT_LIMITS.pageSize) });
     if (continueToken) query.set('continue', continueToken);
     const page = (await api.request('GET', `${base}?${query}`)) as { items?: KubeObject[]; metadata?: { continue?: string } } | undefined;
@@ -70,7 +75,7 @@ async function listAll(api: KubeApi, kind: ApiKind, namespace: string, deadline:
  * The first served version of a kind, listed in each namespace (or cluster-wide with none): its objects, or
  * undefined with the reason (not installed: 404; not allowed: 403). Any other error is the cluster's failure.
  */
-async function listKind(api: KubeApi, kinds: ApiKind[], namespaces: readonly string[], deadline: number): Promise<{ items: KubeObject[] } | { missing: string }> {
+async function listKind(api: KubeApi, kinds: ApiKind[], namespaces: readonly string[], deadline: Deadline): Promise<{ items: KubeObject[] } | { missing: string }> {
   for (const kind of kinds) {
     try {
       const lists = [];
@@ -87,7 +92,7 @@ async function listKind(api: KubeApi, kinds: ApiKind[], namespaces: readonly str
 
 /** Everything import needs from one cluster. */
 export async function readInventory(cluster: string, api: KubeApi, options: { from: ReadonlySet<string>; namespaces: readonly string[] }, now = Date.now): Promise<ClusterInventory> {
-  const deadline = now() + IMPORT_LIMITS.deadlineMs;
+  const deadline: Deadline = { at: now() + IMPORT_LIMITS.deadlineMs, now };
   const inv = emptyInventory(cluster);
   const readOperators = (from: 'vso' | 'eso') => options.from.has(from) || options.from.has('reloader');
   for (const { field, kinds, from, clusterScoped } of CRD_KINDS) {
