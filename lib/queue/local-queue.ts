@@ -79,3 +79,25 @@ export interface LocalRolloutQueue extends RolloutQueue {
 
 /** The redelivery backoff after the `receiveCount`-th failed receive: 1 s, 2 s, 4 s … at most 60 s. */
 export const redeliveryBackoffMs = (receiveCount: number, baseMs = 1000, maxMs = 60_000): number => Math.min(maxMs, baseMs * 2 ** Math.max(0, Math.min(30, receiveCount - 1)));
+
+/** Long polling: receivers waiting for a change of the queue, woken by any send, delete or release. */
+export class ChangeWaiters {
+  readonly #waiters = new Set<() => void>();
+
+  /** Resolves at the next wake, or after `ms`. */
+  wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(done);
+    });
+  }
+
+  wake(): void {
+    for (const waiter of [...this.#waiters]) waiter();
+  }
+}

@@ -12,7 +12,7 @@
  *   it on the next receive; moving it at once shows it in `deadLetters()` sooner and is otherwise the same.)
  */
 import { randomUUID } from 'node:crypto';
-import { LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
+import { ChangeWaiters, LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
 import { deduplicationId, messageGroupId, type RolloutMessage } from './rollout-message.ts';
 
 export type MemoryRolloutQueueOptions = LocalQueueOptions;
@@ -38,7 +38,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
   readonly #inFlight = new Map<string, StoredMessage>();
   readonly #dedupUntil = new Map<string, number>();
   readonly #deadLetters: DeadLetter[] = [];
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new ChangeWaiters();
 
   constructor(options: MemoryRolloutQueueOptions = {}) {
     this.#maxReceiveCount = options.maxReceiveCount ?? LOCAL_QUEUE_DEFAULTS.maxReceiveCount;
@@ -60,7 +60,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
       if (group) group.push(stored);
       else this.#groups.set(groupId, [stored]);
     }
-    this.#wake();
+    this.#waiters.wake();
     return Promise.resolve();
   }
 
@@ -72,7 +72,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     const max = options.max ?? 10;
     let received = this.#receiveNow(max);
     if (received.length === 0 && (options.waitMs ?? 0) > 0) {
-      await this.#waitForChange(options.waitMs ?? 0);
+      await this.#waiters.wait(options.waitMs ?? 0);
       received = this.#receiveNow(max);
     }
     return received;
@@ -87,7 +87,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     const group = this.#groups.get(message.groupId) ?? [];
     group.splice(group.indexOf(message), 1);
     if (group.length === 0) this.#groups.delete(message.groupId);
-    this.#wake();
+    this.#waiters.wake();
     return Promise.resolve(true);
   }
 
@@ -98,7 +98,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     if (!message) return Promise.resolve(false);
     if (delayMs > 0) message.visibleAt = this.#now() + delayMs;
     else this.#makeVisible(message);
-    this.#wake();
+    this.#waiters.wake();
     return Promise.resolve(true);
   }
 
@@ -123,7 +123,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
   }
 
   close(): void {
-    this.#wake();
+    this.#waiters.wake();
   }
 
   #receiveNow(max: number): ReceivedRolloutMessage[] {
@@ -164,21 +164,5 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     if (group.length === 0) this.#groups.delete(message.groupId);
     const { messageId, body, groupId, receiveCount } = message;
     this.#deadLetters.push({ messageId, body, groupId, receiveCount, deadLetteredAt: this.#now() });
-  }
-
-  #waitForChange(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        this.#waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#waiters.add(done);
-    });
-  }
-
-  #wake(): void {
-    for (const waiter of [...this.#waiters]) waiter();
   }
 }

@@ -25,7 +25,7 @@ import { randomUUID } from 'node:crypto';
 import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
+import { ChangeWaiters, LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
 import { deduplicationId, messageGroupId, QueueUnavailableError, type RolloutMessage } from './rollout-message.ts';
 
 export interface SqliteRolloutQueueOptions extends LocalQueueOptions {
@@ -72,7 +72,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
   readonly #visibilityTimeoutMs: number;
   readonly #deduplicationWindowMs: number;
   readonly #now: () => number;
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new ChangeWaiters();
   readonly #sql: Record<string, StatementSync>;
   #closed = false;
 
@@ -136,7 +136,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       // Nothing was committed: the caller answers 503, and the sender retries.
       return Promise.reject(e instanceof QueueUnavailableError ? e : new QueueUnavailableError(`the queue could not store the messages: ${(e as Error).message}`, { cause: e }));
     }
-    this.#wake();
+    this.#waiters.wake();
     return Promise.resolve();
   }
 
@@ -144,7 +144,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     const max = options.max ?? 10;
     let received = this.#receiveNow(max);
     if (received.length === 0 && (options.waitMs ?? 0) > 0 && !this.#closed) {
-      await this.#waitForChange(options.waitMs ?? 0);
+      await this.#waiters.wait(options.waitMs ?? 0);
       if (!this.#closed) received = this.#receiveNow(max);
     }
     return received;
@@ -158,7 +158,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       this.#sql.deleteSeq!.run(row.seq);
       return true;
     });
-    if (deleted) this.#wake();
+    if (deleted) this.#waiters.wake();
     return Promise.resolve(deleted);
   }
 
@@ -171,7 +171,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       else this.#makeVisible(row);
       return true;
     });
-    if (released) this.#wake();
+    if (released) this.#waiters.wake();
     return Promise.resolve(released);
   }
 
@@ -200,7 +200,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#wake();
+    this.#waiters.wake();
     this.#db.close();
   }
 
@@ -251,22 +251,6 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
       throw e;
     }
-  }
-
-  #waitForChange(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        this.#waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#waiters.add(done);
-    });
-  }
-
-  #wake(): void {
-    for (const waiter of [...this.#waiters]) waiter();
   }
 }
 
