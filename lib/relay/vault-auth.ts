@@ -6,7 +6,8 @@
  */
 import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
 import type { RelayLog } from './relay-log.ts';
-import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from './vault-redirect.ts';
+import { vaultErrors, vaultRequest, VaultRequestError } from '../vault/vault-request.ts';
+import type { VaultRedirectPolicy } from './vault-redirect.ts';
 
 export interface VaultTokenSource {
   /** A valid token, logging in first when needed. Rejects only once stopped. */
@@ -48,13 +49,8 @@ interface VaultAuth {
   renewable: boolean;
 }
 
-class VaultRequestError extends Error {
-  override readonly name = 'VaultRequestError';
-}
-
 export class AppRoleTokenSource implements VaultTokenSource {
   readonly #options: AppRoleOptions;
-  readonly #fetch: typeof fetch;
   readonly #sleep: Sleep;
   readonly #stopping = new AbortController();
   #token: string | undefined;
@@ -65,7 +61,6 @@ export class AppRoleTokenSource implements VaultTokenSource {
 
   constructor(options: AppRoleOptions) {
     this.#options = options;
-    this.#fetch = options.fetch ?? globalThis.fetch;
     this.#sleep = options.sleep ?? abortableSleep;
   }
 
@@ -132,35 +127,9 @@ export class AppRoleTokenSource implements VaultTokenSource {
   }
 
   async #call(path: string, body: object, token?: string): Promise<VaultAuth> {
-    const headers: Record<string, string> = { 'content-type': 'application/json' };
-    if (token !== undefined) headers['x-vault-token'] = token;
-    if (this.#options.namespace) headers['x-vault-namespace'] = this.#options.namespace;
-    // Redirects are followed here, not by fetch: it would carry the token and the secret ID to any host, over any scheme.
-    let url = `${this.#options.vaultAddr.replace(/\/+$/, '')}/v1/${path}`;
-    let response: Response;
-    for (let hops = 0; ; hops++) {
-      response = await this.#fetch(url, { method: 'POST', headers, body: JSON.stringify(body), redirect: 'manual', signal: AbortSignal.any([this.#stopping.signal, AbortSignal.timeout(30_000)]) });
-      const location = response.headers.get('location');
-      if (response.status < 300 || response.status >= 400 || location === null) break;
-      await response.body?.cancel();
-      if (hops >= MAX_VAULT_REDIRECTS) throw new VaultRequestError(`${path}: more than ${MAX_VAULT_REDIRECTS} redirects`);
-      // Only 307/308 keep the method and body; Vault's standby redirect is a 307.
-      if (response.status !== 307 && response.status !== 308) throw new VaultRequestError(`${path}: HTTP ${response.status} redirect: only 307/308 are followed`);
-      const next = checkVaultRedirect(url, location, this.#options.redirects);
-      if (!next.ok) throw new VaultRequestError(`${path}: ${next.reason}`);
-      url = next.url.toString();
-    }
-    const text = await response.text();
-    if (!response.ok) {
-      // Vault's `errors` name the problem ("invalid role or secret ID"), never a credential.
-      let errors = '';
-      try {
-        errors = ((JSON.parse(text) as { errors?: unknown[] }).errors ?? []).map(String).join('; ');
-      } catch {
-        // not JSON
-      }
-      throw new VaultRequestError(`${path}: HTTP ${response.status}${errors ? `: ${errors}` : ''}`);
-    }
+    const { status, text } = await vaultRequest({ vaultAddr: this.#options.vaultAddr, method: 'POST', path, body, ...(token !== undefined ? { token } : {}), ...(this.#options.namespace ? { namespace: this.#options.namespace } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}), signal: this.#stopping.signal });
+    // Vault's `errors` name the problem ("invalid role or secret ID"), never a credential.
+    if (status < 200 || status >= 300) throw new VaultRequestError(`${path}: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`, { status });
     const auth = (JSON.parse(text) as { auth?: Partial<VaultAuth> }).auth;
     if (!auth || typeof auth.client_token !== 'string' || typeof auth.lease_duration !== 'number') throw new VaultRequestError(`${path}: the answer carries no auth block`);
     return { client_token: auth.client_token, lease_duration: auth.lease_duration, renewable: auth.renewable === true };
