@@ -25,7 +25,7 @@ import { stringify } from 'yaml';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { isResourceTarget } from '../routing/routing-table.ts';
 import { WorkloadKinds } from '../routing/schema.ts';
-import { ANNOTATIONS } from '../kube/restart-record.ts';
+import { ANNOTATIONS, recordOnlyPatch } from '../kube/restart-record.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 export const POLICY_NAME = 'vault-rollout';
@@ -114,7 +114,8 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
   const byKind = new Map<string, FieldTree>();
   const add = (descriptor: WorkloadDescriptor) => {
     const kind = `${groupOf(descriptor.apiVersion)}/${descriptor.kind}`;
-    byKind.set(kind, mergeTrees(byKind.get(kind) ?? {}, restartFields(descriptor)));
+    // Besides the restart: reconcile records versions a workload already runs on its metadata (recordOnlyPatch).
+    byKind.set(kind, mergeTrees(byKind.get(kind) ?? {}, mergeTrees(restartFields(descriptor), treeOf(recordOnlyPatch({})))));
   };
   // The built-in kinds always: a route added later must not need a new policy to restart a Deployment.
   for (const kind of WorkloadKinds) add(WORKLOAD_KINDS[kind]);
