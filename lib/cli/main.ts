@@ -4,6 +4,7 @@ import { admissionPolicyCommand } from './admission-policy-command.ts';
 import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { planCommand } from './plan-command.ts';
+import { reconcileCommand } from './reconcile-command.ts';
 import { relayCommand } from './relay-command.ts';
 import { resetVersionCommand } from './reset-version-command.ts';
 import { schemaCommand } from './schema-command.ts';
@@ -23,6 +24,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   worker: (argv, io) => workerCommand(argv, io),
   'reset-version': (argv, io) => resetVersionCommand(argv, io),
   'admission-policy': admissionPolicyCommand,
+  reconcile: reconcileCommand,
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -60,6 +62,13 @@ Commands:
             Repair a poisoned record: record version N (Vault's current_version of the path) on every workload the
             path's routes target, replacing a higher recorded version. Each workload whose record changes restarts
             once. Exit 0, or 3 when a target failed.
+  reconcile --routes FILE [--dry-run] [--vault-addr URL] [--queue-url URL] [--max-paths N] [--json]
+            Expand every route against Vault's KV v2 metadata (never data/), compare each path's current version
+            with what each workload records, and restart what is behind through the queue (SQS with --queue-url or
+            VAULT_ROLLOUT_QUEUE_URL, else worked here). Workloads whose pods started after the version was created
+            are recorded, never restarted. KV v1 routes are reported: reconcile cannot see their changes. Vault
+            auth: VAULT_TOKEN[_FILE|_SSM], VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole, also *_SSM), or VAULT_AWS_ROLE
+            (AWS IAM). Exit 0, 1 when a path, route or workload could not be read, 3 when a restart failed.
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).
