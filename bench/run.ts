@@ -12,9 +12,10 @@ import { e2eBench } from './e2e-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { planBench } from './plan-bench.ts';
+import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, reconcile: reconcileBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 
