@@ -35,23 +35,41 @@ async function routingTable({ resolveVariable }) {
   });
 }
 
+/**
+ * What the reconcile function reads to log in to Vault, by method (param vaultAuth): a token or an AppRole role and
+ * secret ID from SSM, the secret ID from Secrets Manager when vaultSecretIdSecret is set; nothing for AWS IAM.
+ */
+export function vaultCredentials(method, { tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret }) {
+  if (method === 'aws') return { ssmParameters: [], secrets: [] };
+  if (method === 'token') return { ssmParameters: [tokenParameter], secrets: [] };
+  if (method === 'approle') return secretIdSecret ? { ssmParameters: [roleIdParameter], secrets: [secretIdSecret] } : { ssmParameters: [roleIdParameter, secretIdParameter], secrets: [] };
+  throw new Error(`param vaultAuth "${method}": give aws, approle or token`);
+}
+
+async function vaultParams(resolveVariable) {
+  const [method, tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret] = await Promise.all(['vaultAuth', 'vaultTokenParameter', 'vaultRoleIdParameter', 'vaultSecretIdParameter', 'vaultSecretIdSecret'].map((p) => resolveVariable(`param:${p}`)));
+  return { method: String(method), tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret: secretIdSecret ? String(secretIdSecret) : '' };
+}
+
 async function policies(context) {
   const { resolveVariable } = context;
-  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter] = await Promise.all([
+  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter, vault] = await Promise.all([
     routingTable(context),
     resolveVariable('self:service'),
     resolveVariable('sls:stage'),
     resolveVariable('param:httpAuth'),
     resolveVariable('param:webhookSecretParameter'),
     resolveVariable('param:webhookTokenParameter'),
+    vaultParams(resolveVariable),
   ]);
-  return once(JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter]), async () => {
+  return once(JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter, vault]), async () => {
     const { iamFromRoutes, FUNCTION_NAMES } = await import('../../lib/deploy/iam-from-routes.ts');
     return iamFromRoutes(table, {
       queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
       logsFailureQueueArn: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] },
       logGroups: Object.fromEntries(FUNCTION_NAMES.map((fn) => [fn, `/aws/lambda/${service}-${stage}-${fn}`])),
       webhookParameters: webhookParameters(auth, secretParameter, tokenParameter),
+      vaultCredentials: vaultCredentials(vault.method, vault),
     });
   });
 }
@@ -59,6 +77,20 @@ async function policies(context) {
 export const http = async (context) => (await policies(context)).http;
 export const worker = async (context) => (await policies(context)).worker;
 export const logs = async (context) => (await policies(context)).logs;
+export const reconcile = async (context) => (await policies(context)).reconcile;
+
+/** The reconcile function's Vault login settings, as its environment (lib/vault/auth.ts reads them). */
+export async function reconcileEnvironment({ resolveVariable }) {
+  const vault = await vaultParams(resolveVariable);
+  const [addr, namespace, awsRole, headerValue] = await Promise.all(['vaultAddr', 'vaultNamespace', 'vaultAwsRole', 'vaultAwsHeaderValue'].map((p) => resolveVariable(`param:${p}`)));
+  vaultCredentials(vault.method, vault);
+  const env = { VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method };
+  if (namespace) env.VAULT_NAMESPACE = namespace;
+  if (vault.method === 'aws') Object.assign(env, { VAULT_AWS_ROLE: awsRole }, headerValue ? { VAULT_AWS_HEADER_VALUE: headerValue } : {});
+  if (vault.method === 'token') env.VAULT_TOKEN_SSM = vault.tokenParameter;
+  if (vault.method === 'approle') Object.assign(env, { VAULT_ROLE_ID_SSM: vault.roleIdParameter }, vault.secretIdSecret ? { VAULT_SECRET_ID_SECRETS_MANAGER: vault.secretIdSecret } : { VAULT_SECRET_ID_SSM: vault.secretIdParameter });
+  return env;
+}
 
 /** One line per role the worker assumes, with what that role must allow itself: for the stack's Outputs. */
 export const assumedRoles = async (context) =>

@@ -93,8 +93,9 @@ export async function rolloutQueuePolicy({ resolveVariable }) {
         Principal: { AWS: account },
         Action: 'sqs:SendMessage',
         Resource: queue,
-        // The worker sends follow-ups: the same changes, when rollouts outlast its time budget.
-        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole'), ...extra] } },
+        // The worker sends follow-ups: the same changes, when rollouts outlast its time budget; reconcile sends what
+        // Vault's metadata shows is behind.
+        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole'), role('ReconcileRole'), ...extra] } },
       },
       {
         Sid: 'OnlyTheWorkerConsumes',

@@ -5,6 +5,7 @@ import { applyCommand } from './apply-command.ts';
 import { doctorCommand } from './doctor-command.ts';
 import { importCommand } from './import-command.ts';
 import { planCommand } from './plan-command.ts';
+import { reconcileCommand } from './reconcile-command.ts';
 import { relayCommand } from './relay-command.ts';
 import { resetVersionCommand } from './reset-version-command.ts';
 import { schemaCommand } from './schema-command.ts';
@@ -27,6 +28,7 @@ const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<n
   status: (argv, io) => statusCommand(argv, io),
   'admission-policy': admissionPolicyCommand,
   import: (argv, io) => importCommand(argv, io),
+  reconcile: reconcileCommand,
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -79,6 +81,13 @@ Commands:
             and workload the recorded version, rollout state and pods on the new template; BEHIND, FAILED, HALTED,
             POISONED stand out. Exit 0 when every consumer is current and complete, 1 otherwise. --wait polls until
             then (live on a terminal) or the timeout.
+  reconcile --routes FILE [--dry-run] [--vault-addr URL] [--queue-url URL] [--max-paths N] [--json]
+            Expand every route against Vault's KV v2 metadata (never data/), compare each path's current version
+            with what each workload records, and restart what is behind through the queue (SQS with --queue-url or
+            VAULT_ROLLOUT_QUEUE_URL, else worked here). Workloads whose pods started after the version was created
+            are recorded, never restarted. KV v1 routes are reported: reconcile cannot see their changes. Vault
+            auth: VAULT_TOKEN[_FILE|_SSM], VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole, also *_SSM), or VAULT_AWS_ROLE
+            (AWS IAM). Exit 0, 1 when a path, route or workload could not be read, 3 when a restart failed.
   validate  FILE
             Check a routing table. Exit 0, or 1 with every problem (file:line:column: field: message).
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).

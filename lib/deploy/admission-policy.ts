@@ -25,7 +25,7 @@ import { stringify } from 'yaml';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { isResourceTarget } from '../routing/routing-table.ts';
 import { SyncKinds, WorkloadKinds } from '../routing/schema.ts';
-import { ANNOTATIONS } from '../kube/restart-record.ts';
+import { ANNOTATIONS, recordOnlyPatch } from '../kube/restart-record.ts';
 import { SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
@@ -115,7 +115,8 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
   const byKind = new Map<string, FieldTree>();
   const add = (descriptor: WorkloadDescriptor) => {
     const kind = `${groupOf(descriptor.apiVersion)}/${descriptor.kind}`;
-    byKind.set(kind, mergeTrees(byKind.get(kind) ?? {}, restartFields(descriptor)));
+    // Besides the restart: reconcile records versions a workload already runs on its metadata (recordOnlyPatch).
+    byKind.set(kind, mergeTrees(byKind.get(kind) ?? {}, mergeTrees(restartFields(descriptor), treeOf(recordOnlyPatch({})))));
   };
   // The built-in kinds always: a route added later must not need a new policy to restart a Deployment. The same for
   // the operators' resources a sync target nudges, where only the nudge's annotations may change (RBAC decides

@@ -35,7 +35,7 @@ export interface IamStatement {
   Resource: CfnString[];
 }
 
-export const FUNCTION_NAMES = ['http', 'worker', 'logs'] as const;
+export const FUNCTION_NAMES = ['http', 'worker', 'logs', 'reconcile'] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
 export interface ArnPlaceholders {
@@ -65,6 +65,11 @@ export interface IamInputs {
    * Lambda sends events that still fail after its retries there, with the function's role.
    */
   logsFailureQueueArn?: CfnString;
+  /**
+   * What the reconcile function reads to log in to Vault: SSM SecureString names (a token, an AppRole role and secret
+   * ID) and Secrets Manager secret ids; none for an AWS IAM login, which signs with the function's own role.
+   */
+  vaultCredentials?: { ssmParameters: readonly string[]; secrets: readonly string[] };
   placeholders?: ArnPlaceholders;
 }
 
@@ -80,6 +85,7 @@ export interface FunctionPolicies {
   http: IamStatement[];
   worker: IamStatement[];
   logs: IamStatement[];
+  reconcile: IamStatement[];
   assumedRoles: AssumedRoleNeeds[];
 }
 
@@ -192,6 +198,15 @@ export function iamFromRoutes(table: Pick<RoutingTable, 'clusters'>, inputs: Iam
     // The worker also sends: a follow-up of rollouts still progressing when its time budget ends (the same changes).
     worker: [...logs('worker'), ...statement('ConsumeRolloutQueue', QUEUE_CONSUMER_ACTIONS, [inputs.queueArn]), ...statement('SendFollowUps', QUEUE_PRODUCER_ACTIONS, [inputs.queueArn]), ...access.statements],
     logs: [...logs('logs'), ...send, ...statement('SendToFailureQueue', QUEUE_PRODUCER_ACTIONS, inputs.logsFailureQueueArn === undefined ? [] : [inputs.logsFailureQueueArn])],
+    // Reconcile reads the clusters like the worker (and records versions their pods already run), queues what is
+    // behind, and reads only its own Vault login credentials.
+    reconcile: [
+      ...logs('reconcile'),
+      ...send,
+      ...access.statements,
+      ...statement('ReadVaultLogin', ['ssm:GetParameter'], (inputs.vaultCredentials?.ssmParameters ?? []).map((n) => ssmParameterArn(n, p))),
+      ...statement('ReadVaultSecretId', ['secretsmanager:GetSecretValue'], (inputs.vaultCredentials?.secrets ?? []).map((n) => secretArn(n, p))),
+    ],
     assumedRoles: access.assumedRoles,
   };
 }

@@ -69,6 +69,7 @@ const KNOWN: Readonly<Record<string, { plural: string; namespaced: boolean }>> =
   'batch/v1/CronJob': { plural: 'cronjobs', namespaced: true },
   'argoproj.io/v1alpha1/Rollout': { plural: 'rollouts', namespaced: true },
   'v1/Event': { plural: 'events', namespaced: true },
+  'v1/Pod': { plural: 'pods', namespaced: true },
 };
 
 interface Response {

@@ -50,6 +50,30 @@ function compare(a: number | string, b: number | string): number {
   return 1;
 }
 
+/**
+ * One record from several: a workload's pod template record (its restarts) and its metadata record (versions
+ * reconcile found its pods already run, recorded without a restart: RECORD_ONLY). Per key the newer value wins.
+ */
+export function mergeRecordedVersions(...records: readonly RecordedVersions[]): RecordedVersions {
+  const merged: RecordedVersions = {};
+  for (const record of records) {
+    for (const [key, value] of Object.entries(record)) {
+      const known = merged[key];
+      if (known === undefined || compare(value, known) > 0) merged[key] = value;
+    }
+  }
+  return merged;
+}
+
+/**
+ * Where reconcile records versions a workload already runs without restarting it: the versions annotation on the
+ * object's own metadata. For pod-template kinds that changes no pod; for Rollouts and custom resources it is where
+ * their record lives anyway. The admission policy allows exactly this annotation (lib/deploy/admission-policy.ts).
+ */
+export function recordOnlyPatch(versions: RecordedVersions): Record<string, unknown> {
+  return { metadata: { annotations: { [ANNOTATIONS.versions]: JSON.stringify(sortKeys(versions)) } } };
+}
+
 export type RestartDecision =
   | { action: 'restart'; versions: RecordedVersions }
   | { action: 'unchanged'; versions: RecordedVersions }

@@ -12,7 +12,7 @@ import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
-import { ANNOTATIONS, decideRestart, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
+import { ANNOTATIONS, decideRestart, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
@@ -327,7 +327,9 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
   for (;;) {
     const refusal = descriptor.refusal(object);
     if (refusal) return done('skipped', descriptor.refusalReason ?? 'paused', attempts, refusal);
-    const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target, { override: run.options.overrideRecorded === true });
+    // What reconcile recorded on the metadata (pods already on that version) counts too, unless the record is reset.
+    const recorded = mergeRecordedVersions(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), run.options.overrideRecorded === true ? {} : parseRecordedVersions(object.metadata?.annotations?.[ANNOTATIONS.versions]));
+    const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
     if (decision.action === 'unchanged') return { ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } };
 

@@ -1,6 +1,6 @@
 /**
- * The Vault token the event subscriber presents: a fixed one (`VAULT_TOKEN`), or an AppRole login
- * (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`) that is renewed (`auth/token/renew-self`) at two thirds of its TTL and
+ * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a fixed one (`VAULT_TOKEN`), or
+ * a login — AppRole (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`), AWS IAM — that is renewed (`auth/token/renew-self`) at two thirds of its TTL and
  * replaced by a new login when renewal fails or no longer extends it (max TTL reached). The token never appears
  * in logs.
  */
@@ -21,12 +21,19 @@ export function staticTokenSource(token: string): VaultTokenSource {
   return { token: () => Promise.resolve(token), invalidate: () => undefined, stop: () => undefined };
 }
 
-export interface AppRoleOptions {
+/** A login request: `auth/<mount>/login` with its body (and headers), built afresh for every login. */
+export interface LoginRequest {
+  path: string;
+  body: object;
+  headers?: Record<string, string>;
+}
+
+export interface LoginOptions {
   vaultAddr: string;
-  roleId: string;
-  secretId: string;
-  /** The AppRole mount (default `approle`). */
-  mount?: string;
+  /** The auth method's name, for logs (`AppRole`, `AWS IAM`). */
+  method: string;
+  /** Builds the login request (an AWS IAM login signs a fresh one each time). */
+  login: () => Promise<LoginRequest>;
   /** `X-Vault-Namespace` for Enterprise namespaces. */
   namespace?: string;
   log: RelayLog;
@@ -49,8 +56,19 @@ interface VaultAuth {
   renewable: boolean;
 }
 
-export class AppRoleTokenSource implements VaultTokenSource {
-  readonly #options: AppRoleOptions;
+export interface AppRoleOptions extends Omit<LoginOptions, 'method' | 'login'> {
+  roleId: string;
+  secretId: string;
+  /** The AppRole mount (default `approle`). */
+  mount?: string;
+}
+
+/**
+ * A token from a login (AppRole, AWS IAM...), renewed at two thirds of its TTL and replaced by a new login when
+ * renewal fails or no longer extends it.
+ */
+export class LoginTokenSource implements VaultTokenSource {
+  readonly #options: LoginOptions;
   readonly #sleep: Sleep;
   readonly #stopping = new AbortController();
   #token: string | undefined;
@@ -59,7 +77,7 @@ export class AppRoleTokenSource implements VaultTokenSource {
   /** Counts logins, so a renewal scheduled for a replaced token does nothing. */
   #generation = 0;
 
-  constructor(options: AppRoleOptions) {
+  constructor(options: LoginOptions) {
     this.#options = options;
     this.#sleep = options.sleep ?? abortableSleep;
   }
@@ -82,17 +100,18 @@ export class AppRoleTokenSource implements VaultTokenSource {
   }
 
   async #loginUntilDone(): Promise<string> {
-    const { roleId, secretId, mount = 'approle', log } = this.#options;
+    const { log, method } = this.#options;
     for (let attempt = 1; ; attempt++) {
       try {
-        const auth = await this.#call(`auth/${mount}/login`, { role_id: roleId, secret_id: secretId });
+        const request = await this.#options.login();
+        const auth = await this.#call(request.path, request.body, undefined, request.headers);
         this.#accept(auth);
-        log.info('logged in to Vault with AppRole', { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
+        log.info(`logged in to Vault with ${method}`, { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
         return auth.client_token;
       } catch (error) {
         if (this.#stopping.signal.aborted) throw new Error('the Vault token source is stopped', { cause: error });
         const delay = backoffDelayMs(attempt, this.#options.retryBaseMs ?? 1000, this.#options.retryCapMs ?? 60_000, this.#options.random);
-        log.error('AppRole login failed: retrying', { error: (error as Error).message, attempt, retryInMs: delay });
+        log.error(`${method} login failed: retrying`, { error: (error as Error).message, attempt, retryInMs: delay });
         await this.#sleep(delay, this.#stopping.signal);
       }
     }
@@ -126,12 +145,19 @@ export class AppRoleTokenSource implements VaultTokenSource {
     }
   }
 
-  async #call(path: string, body: object, token?: string): Promise<VaultAuth> {
-    const { status, text } = await vaultRequest({ vaultAddr: this.#options.vaultAddr, method: 'POST', path, body, ...(token !== undefined ? { token } : {}), ...(this.#options.namespace ? { namespace: this.#options.namespace } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}), signal: this.#stopping.signal });
+  async #call(path: string, body: object, token?: string, headers?: Record<string, string>): Promise<VaultAuth> {
+    const { status, text } = await vaultRequest({ vaultAddr: this.#options.vaultAddr, method: 'POST', path, body, ...(headers ? { headers } : {}), ...(token !== undefined ? { token } : {}), ...(this.#options.namespace ? { namespace: this.#options.namespace } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}), signal: this.#stopping.signal });
     // Vault's `errors` name the problem ("invalid role or secret ID"), never a credential.
     if (status < 200 || status >= 300) throw new VaultRequestError(`${path}: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`, { status });
     const auth = (JSON.parse(text) as { auth?: Partial<VaultAuth> }).auth;
     if (!auth || typeof auth.client_token !== 'string' || typeof auth.lease_duration !== 'number') throw new VaultRequestError(`${path}: the answer carries no auth block`);
     return { client_token: auth.client_token, lease_duration: auth.lease_duration, renewable: auth.renewable === true };
+  }
+}
+
+/** AppRole: `auth/<mount>/login` with the role ID and secret ID. */
+export class AppRoleTokenSource extends LoginTokenSource {
+  constructor({ roleId, secretId, mount = 'approle', ...options }: AppRoleOptions) {
+    super({ ...options, method: 'AppRole', login: () => Promise.resolve({ path: `auth/${mount}/login`, body: { role_id: roleId, secret_id: secretId } }) });
   }
 }

@@ -65,6 +65,9 @@ export function planText(parsed: ParseResult, plan: Plan): string {
       ),
     );
   }
+  // KV v1 has no versions: a change missed by the feed stays missed, reconcile cannot find it in Vault's metadata.
+  const kv1 = [...new Set(parsed.changes.filter((c, i) => c.kvVersion === 1 && (plan.routed[i] ?? []).length > 0).map((c) => c.mount))];
+  if (kv1.length > 0) out.push(`Note: ${kv1.join(', ')} ${kv1.length === 1 ? 'is' : 'are'} KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.`);
   out.push('', `Targets: ${plan.targets.length}`);
   if (plan.targets.length > 0) {
     out.push(

@@ -6,8 +6,8 @@
 export const Operations = ['write', 'delete', 'destroy', 'undelete'] as const;
 export type Operation = (typeof Operations)[number];
 
-/** Which Vault feed produced the change; the transport (file, Fluent Bit, CloudWatch...) is in `via`. */
-export const ChangeSources = ['audit', 'event'] as const;
+/** Which Vault feed produced the change (`reconcile`: Vault's metadata, read by reconcile); the transport (file, Fluent Bit, CloudWatch...) is in `via`. */
+export const ChangeSources = ['audit', 'event', 'reconcile'] as const;
 export type ChangeSource = (typeof ChangeSources)[number];
 export const Transports = ['direct', 'fluent-bit', 'vector', 'cloudwatch'] as const;
 export type Transport = (typeof Transports)[number];

@@ -11,15 +11,18 @@
  * records (all that the clusters can say). KV v1 has no versions: the records hold change times, and status can
  * only compare those; neither status nor reconcile can see what Vault holds.
  */
-import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
+import { planRollouts, type ConsumersRolloutTarget, type RolloutTarget } from '../plan/planner.ts';
 import { compilePattern, PatternIndex, type CompiledPattern } from '../routing/path-pattern.ts';
-import { isResourceTarget, rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
+import { isConsumersTarget, isResourceTarget, isSyncTarget, rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
+import { WorkloadKinds } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { findMount, guessMount, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import { ANNOTATIONS, parseRecordedVersions, parseWatchAnnotation } from '../kube/restart-record.ts';
 import { parseLabelSelector, selectorMatches } from '../kube/label-selector.ts';
+import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
 import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
+import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 /**
@@ -120,13 +123,18 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
   const byCluster = new Map<string, Map<string, ListRequest>>();
   for (const route of table.routes) {
     for (const { target, clusters, namespaces } of route.targets) {
-      let kind: { apiVersion: string; kind: string };
+      let kinds: Array<{ apiVersion: string; kind: string }>;
       let template: string | undefined;
       if (isResourceTarget(target)) {
-        kind = { apiVersion: target.resource.apiVersion, kind: target.resource.kind };
+        kinds = [{ apiVersion: target.resource.apiVersion, kind: target.resource.kind }];
         template = target.resource.namespace;
+      } else if (isSyncTarget(target) || isConsumersTarget(target)) {
+        // The consumers are found among every restartable kind of the namespace; a sync target records on its resource too.
+        kinds = WorkloadKinds.map((k) => ({ apiVersion: WORKLOAD_KINDS[k].apiVersion, kind: k }));
+        if (isSyncTarget(target)) kinds.push({ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind });
+        template = target.namespace;
       } else {
-        kind = { apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind };
+        kinds = [{ apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind }];
         template = target.namespace;
       }
       let ns: string[];
@@ -138,7 +146,7 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
       for (const cluster of clustersOf(table, only, clusters)) {
         let lists = byCluster.get(cluster);
         if (!lists) byCluster.set(cluster, (lists = new Map()));
-        for (const namespace of ns) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
+        for (const namespace of ns) for (const kind of kinds) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
       }
     }
   }
@@ -179,7 +187,34 @@ function probeChange(p: { vaultNamespace: string; mount: string; key: string; kv
   return { namespace: p.vaultNamespace, mount: p.mount, key: p.key, path: `${p.mount}/${p.key}`, operation: 'write', version, kvVersion: p.kvVersion, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'status', time: '', record: 'status' };
 }
 
-const descriptorOf = (t: RolloutTarget): WorkloadDescriptor => (t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, {}, t.wait) : WORKLOAD_KINDS[t.kind]);
+function descriptorOf(t: Exclude<RolloutTarget, ConsumersRolloutTarget>): WorkloadDescriptor {
+  return t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, {}, t.wait) : WORKLOAD_KINDS[t.kind];
+}
+
+/**
+ * The objects a consumers target stands for: the operator's resource it nudges (which records the versions too) and
+ * every workload whose pod template references the Secret or SecretProviderClass, found among the listed ones.
+ */
+function consumerObjects(target: ConsumersRolloutTarget, listing: ClusterListing): Array<{ descriptor: WorkloadDescriptor; obj: KubeObject }> | { error: string } {
+  const out: Array<{ descriptor: WorkloadDescriptor; obj: KubeObject }> = [];
+  let consumed: ConsumedObject;
+  if (isSyncKind(target.kind)) {
+    const sync = SYNC_KINDS[target.kind];
+    const objects = objectsOf(listing, sync.apiVersion, sync.kind, target.namespace);
+    if (objects === undefined || 'error' in objects) return { error: objects?.error ?? 'not listed' };
+    const resource = objects.find((o) => o.metadata?.name === target.name);
+    if (!resource) return out;
+    out.push({ descriptor: sync, obj: resource });
+    if (target.restart === 'none') return out;
+    consumed = { secret: sync.secretName(resource) };
+  } else consumed = target.kind === 'Secret' ? { secret: target.name } : { secretProviderClass: target.name };
+  for (const kind of WorkloadKinds) {
+    const objects = objectsOf(listing, WORKLOAD_KINDS[kind].apiVersion, kind, target.namespace);
+    if (objects === undefined || 'error' in objects) continue;
+    for (const c of consumersAmong(kind, objects, consumed)) out.push({ descriptor: WORKLOAD_KINDS[kind], obj: c.object });
+  }
+  return out;
+}
 
 /** The newest of the path's record keys that mean "this version is running": writes and undeletes. */
 const parsedRecords = new WeakMap<KubeObject, Record<string, number | string>>();
@@ -256,7 +291,7 @@ function consumerStatus(table: RoutingTable, cluster: string, routes: readonly s
 }
 
 /** The objects a planned target names, among those listed. */
-function targetObjects(target: RolloutTarget, objects: readonly KubeObject[]): KubeObject[] {
+function targetObjects(target: Exclude<RolloutTarget, ConsumersRolloutTarget>, objects: readonly KubeObject[]): KubeObject[] {
   if (target.type === 'resource' || target.name !== undefined) return objects.filter((o) => o.metadata?.name === target.name);
   if (target.selector !== undefined) {
     const selector = parseLabelSelector(target.selector);
@@ -340,6 +375,20 @@ export function fleetStatus(table: RoutingTable, listings: readonly ClusterListi
     for (const target of plan.targets) {
       if (only && only.size > 0 && !only.has(target.cluster)) continue;
       const listing = byCluster.get(target.cluster);
+      if (target.type === 'consumers') {
+        const found = listing ? consumerObjects(target, listing) : { error: 'not listed' };
+        if ('error' in found) {
+          unread.push({ cluster: target.cluster, namespace: target.namespace, kind: target.kind, name: target.name, recorded: null, state: 'unknown', rollout: 'none', routed: true, ok: false, detail: `cannot read: ${listing?.error ?? found.error}` });
+          continue;
+        }
+        for (const { descriptor, obj } of found) {
+          const id = `${target.cluster}/${descriptor.apiVersion}/${descriptor.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+          if (seen.has(id)) continue;
+          seen.add(id);
+          rows.push({ routes: target.routes, cluster: target.cluster, descriptor, obj, routed: true });
+        }
+        continue;
+      }
       const descriptor = descriptorOf(target);
       const objects = listing ? objectsOf(listing, descriptor.apiVersion, descriptor.kind, target.namespace) : undefined;
       if (objects === undefined || 'error' in objects) {
@@ -362,7 +411,7 @@ export function fleetStatus(table: RoutingTable, listings: readonly ClusterListi
       for (const objects of listing.lists.values()) {
         if ('error' in objects) continue;
         for (const obj of objects) {
-          const descriptor = obj.kind && obj.kind in WORKLOAD_KINDS ? WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS] : resourceDescriptor(obj.apiVersion ?? '', obj.kind ?? '', {});
+          const descriptor = obj.kind && obj.kind in WORKLOAD_KINDS ? WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS] : obj.kind && isSyncKind(obj.kind) ? SYNC_KINDS[obj.kind] : resourceDescriptor(obj.apiVersion ?? '', obj.kind ?? '', {});
           const id = `${listing.cluster}/${descriptor.apiVersion}/${descriptor.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
           if (seen.has(id) || recordedFor(descriptor, obj, path) === null) continue;
           seen.add(id);

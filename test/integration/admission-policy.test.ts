@@ -170,7 +170,9 @@ describe('the vault-rollout identity is denied everything else', () => {
     ['a restart annotation together with an image', 'Deployment', template({ metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-22T00:00:00Z' } }, spec: { containers: [{ name: 'app', image: 'evil.invalid/miner:1' }] } }), SMP],
     ['a pod-template label change', 'Deployment', template({ metadata: { labels: { extra: 'yes' } } }), SMP],
     ['a label change', 'Deployment', { metadata: { labels: { owner: 'someone-else' } } }, MERGE],
-    ['a metadata annotation', 'Deployment', { metadata: { annotations: { 'vault-rollout.io/versions': '{}' } } }, MERGE],
+    // (The versions annotation on metadata is allowed: reconcile records there what pods already run, below.)
+    ['a foreign metadata annotation', 'Deployment', { metadata: { annotations: { 'example.com/owner': 'someone-else' } } }, MERGE],
+    ['the restart token on metadata', 'Deployment', { metadata: { annotations: { 'vault-rollout.io/restart-token': 'x' } } }, MERGE],
     ['an image in a StatefulSet', 'StatefulSet', template({ spec: { containers: [{ name: 'app', image: 'evil.invalid/miner:1' }] } }), SMP],
     ['another ServiceAccount for a DaemonSet', 'DaemonSet', template({ spec: { serviceAccountName: 'default' } }), SMP],
     ['a CronJob schedule', 'CronJob', { spec: { schedule: '* * * * *' } }, MERGE],
@@ -186,6 +188,13 @@ describe('the vault-rollout identity is denied everything else', () => {
     const after = await getWorkload(C, NS, kind, `${kind.toLowerCase()}-app`);
     const desired = (o: typeof before) => ({ generation: o.metadata.generation, annotations: o.metadata.annotations, labels: (o.metadata as { labels?: unknown }).labels, spec: o.spec });
     expect(desired(after)).toEqual(desired(before));
+  });
+
+  it('allows reconcile\'s record without a restart: the versions annotation on a Deployment\'s own metadata, nothing else', async () => {
+    const res = await attempt(identity(), 'PATCH', path('Deployment', 'deployment-app'), { metadata: { annotations: { 'vault-rollout.io/versions': '{"secret/x":1}' } } }, MERGE);
+    expect(res.status).toBe(200);
+    const after = await getWorkload(C, NS, 'Deployment', 'deployment-app');
+    expect(after.metadata.annotations?.['vault-rollout.io/versions']).toBe('{"secret/x":1}');
   });
 
   it('denies a custom resource any field its route does not declare', async () => {

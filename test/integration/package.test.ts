@@ -125,8 +125,8 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
 
   it('runs every function on nodejs24.x (arm64), each from its own zip with its ESM bundle and the routing table', () => {
     const lambdas = resourcesOf(t(), 'AWS::Lambda::Function');
-    expect(lambdas.map(([id]) => id).sort()).toEqual(['HttpLambdaFunction', 'LogsLambdaFunction', 'WorkerLambdaFunction']);
-    expect(readdirSync(packages[stage].dir).filter((f) => f.endsWith('.zip')).sort()).toEqual(['http.zip', 'logs.zip', 'worker.zip']);
+    expect(lambdas.map(([id]) => id).sort()).toEqual(['HttpLambdaFunction', 'LogsLambdaFunction', 'ReconcileLambdaFunction', 'WorkerLambdaFunction']);
+    expect(readdirSync(packages[stage].dir).filter((f) => f.endsWith('.zip')).sort()).toEqual(['http.zip', 'logs.zip', 'reconcile.zip', 'worker.zip']);
     for (const fn of FUNCTIONS) {
       const p = props(t(), `${logicalId(fn)}LambdaFunction`);
       expect(p.Runtime).toBe('nodejs24.x');
@@ -186,7 +186,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const account = { AWS: { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' } };
     const role = (id: string) => ({ 'Fn::GetAtt': [id, 'Arn'] });
     expect(statements).toEqual([
-      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: 'sqs:SendMessage', Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole')] } } }),
+      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: 'sqs:SendMessage', Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole'), role('ReconcileRole')] } } }),
       expect.objectContaining({ Effect: 'Deny', Principal: account, Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'], Resource: role('RolloutQueue'), Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('WorkerRole')] } } }),
     ]);
     expect(JSON.stringify(statements)).not.toContain('"*"');
@@ -262,7 +262,8 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
 
   it('gives each function its own role', () => {
     for (const fn of FUNCTIONS) expect(props(t(), `${logicalId(fn)}LambdaFunction`).Role).toEqual({ 'Fn::GetAtt': [`${logicalId(fn)}Role`, 'Arn'] });
-    expect(resourcesOf(t(), 'AWS::IAM::Role').map(([id]) => id).sort()).toEqual(['HttpRole', 'LogsRole', 'WorkerRole']);
+    expect(resourcesOf(t(), 'AWS::IAM::Role').map(([id]) => id).sort()).toEqual(['HttpRole', 'LogsRole', 'ReconcileRole', 'WorkerRole']);
+    expect(props(t(), 'ReconcileLambdaFunction').Role).toEqual({ 'Fn::GetAtt': ['ReconcileRole', 'Arn'] });
   });
 
   it('grants no wildcard resource for eks, sts, ssm, secretsmanager, sqs, kms or logs actions, in any policy', () => {
@@ -279,7 +280,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
         const text = typeof r === 'string' ? r : JSON.stringify(r);
         expect([where, text]).not.toEqual([where, '*']);
         // Only log group ARNs end in ":*" (their streams); no other resource holds a wildcard.
-        if (actions.every((a) => a.startsWith('logs:'))) expect(text).toMatch(/:log-group:\/aws\/lambda\/vault-rollout-[a-z]+-(http|worker|logs):\*"?}?$/);
+        if (actions.every((a) => a.startsWith('logs:'))) expect(text).toMatch(/:log-group:\/aws\/lambda\/vault-rollout-[a-z]+-(http|worker|logs|reconcile):\*"?}?$/);
         else expect([where, text]).toEqual([where, expect.not.stringContaining('*')]);
       }
     }
@@ -315,5 +316,21 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const webhook = expected.webhook ? [`hmac-secret`, `bearer-token`].map((n) => sub(`arn:\${AWS::Partition}:ssm:\${AWS::Region}:\${AWS::AccountId}:parameter/vault-rollout/${stage}/webhook/${n}`)) : [];
     expect(byAction('HttpRole', 'ssm:GetParameter')).toEqual(webhook.sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))));
     expect(byAction('LogsRole', 'ssm:GetParameter')).toEqual([]);
+    // Reconcile reads the clusters like the worker, sends to the queue, never consumes it.
+    expect(byAction('ReconcileRole', 'eks:DescribeCluster')).toEqual(byAction('WorkerRole', 'eks:DescribeCluster'));
+    expect(byAction('ReconcileRole', 'sqs:SendMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
+    expect(byAction('ReconcileRole', 'sqs:ReceiveMessage')).toEqual([]);
+  });
+
+  it('runs reconcile on the stage\'s EventBridge schedule, one at a time, logging in to Vault as the stage says', () => {
+    const rules = resourcesOf(t(), 'AWS::Events::Rule').map(([, r]) => r.Properties ?? {});
+    expect(rules).toEqual([{ ScheduleExpression: stage === 'dev' ? 'rate(1 hour)' : 'rate(15 minutes)', State: 'ENABLED', Targets: [{ Arn: { 'Fn::GetAtt': ['ReconcileLambdaFunction', 'Arn'] }, Id: 'reconcileSchedule' }] }]);
+    const fn = props(t(), 'ReconcileLambdaFunction');
+    expect(fn).toMatchObject({ Runtime: 'nodejs24.x', Handler: 'functions/reconcile.handler', ReservedConcurrentExecutions: 1 });
+    const env = (fn.Environment as { Variables: Record<string, unknown> }).Variables;
+    const vaultLogin = stage === 'dev' ? { VAULT_AUTH_METHOD: 'approle', VAULT_ROLE_ID_SSM: '/vault-rollout/dev/vault/role-id', VAULT_SECRET_ID_SSM: '/vault-rollout/dev/vault/secret-id' } : { VAULT_AUTH_METHOD: 'aws', VAULT_AWS_ROLE: 'vault-rollout-reconcile', VAULT_AWS_HEADER_VALUE: `vault.${stage}.example.com` };
+    expect(env).toMatchObject({ VAULT_ADDR: `https://vault.${stage}.example.com:8200`, VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' }, ...vaultLogin });
+    const entries = readZipEntries(readFileSync(join(packages[stage].dir, 'reconcile.zip'))).map((e) => e.name).sort();
+    expect(entries).toEqual(['functions/reconcile.mjs', `infra/routes/${stage}.yaml`]);
   });
 });

@@ -13,6 +13,7 @@ describe('vault-rollout plan', () => {
     expect(io.out).toContain('Changes: 5 of 6 records (1 ignored, 0 rejected)');
     expect(io.out).toMatch(/alpha\s+payments\s+Deployment\s+api\s+payments-db\s+team-a\/secret\/payments\/api\/db@v7/);
     expect(io.out).toContain('Targets: 11');
+    expect(io.out).toContain('Note: legacy is KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.');
     expect(io.err).toBe('');
   });
 

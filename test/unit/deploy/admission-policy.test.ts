@@ -134,20 +134,22 @@ describe('the policy and its binding', () => {
     // The maps below the allowed keys are variables, computed once per request and only for the kind requested.
     const variables = (p.spec as unknown as { variables: Array<{ name: string; expression: string }> }).variables;
     expect(variables.filter((v) => v.name.startsWith('k4_'))).toEqual([
-      { name: 'k4_38', expression: 'object.?metadata.orValue({})' },
-      { name: 'k4_39', expression: 'oldObject.?metadata.orValue({})' },
-      { name: 'k4_40', expression: 'object.?spec.orValue({})' },
-      { name: 'k4_41', expression: 'oldObject.?spec.orValue({})' },
-      { name: 'k4_42', expression: 'variables.k4_40.?jobTemplate.orValue({})' },
-      { name: 'k4_43', expression: 'variables.k4_41.?jobTemplate.orValue({})' },
-      { name: 'k4_44', expression: 'variables.k4_42.?spec.orValue({})' },
-      { name: 'k4_45', expression: 'variables.k4_43.?spec.orValue({})' },
-      { name: 'k4_46', expression: 'variables.k4_44.?template.orValue({})' },
-      { name: 'k4_47', expression: 'variables.k4_45.?template.orValue({})' },
-      { name: 'k4_48', expression: 'variables.k4_46.?metadata.orValue({})' },
-      { name: 'k4_49', expression: 'variables.k4_47.?metadata.orValue({})' },
-      { name: 'k4_50', expression: 'variables.k4_48.?annotations.orValue({})' },
-      { name: 'k4_51', expression: 'variables.k4_49.?annotations.orValue({})' },
+      { name: 'k4_42', expression: 'object.?metadata.orValue({})' },
+      { name: 'k4_43', expression: 'oldObject.?metadata.orValue({})' },
+      { name: 'k4_44', expression: 'variables.k4_42.?annotations.orValue({})' },
+      { name: 'k4_45', expression: 'variables.k4_43.?annotations.orValue({})' },
+      { name: 'k4_46', expression: 'object.?spec.orValue({})' },
+      { name: 'k4_47', expression: 'oldObject.?spec.orValue({})' },
+      { name: 'k4_48', expression: 'variables.k4_46.?jobTemplate.orValue({})' },
+      { name: 'k4_49', expression: 'variables.k4_47.?jobTemplate.orValue({})' },
+      { name: 'k4_50', expression: 'variables.k4_48.?spec.orValue({})' },
+      { name: 'k4_51', expression: 'variables.k4_49.?spec.orValue({})' },
+      { name: 'k4_52', expression: 'variables.k4_50.?template.orValue({})' },
+      { name: 'k4_53', expression: 'variables.k4_51.?template.orValue({})' },
+      { name: 'k4_54', expression: 'variables.k4_52.?metadata.orValue({})' },
+      { name: 'k4_55', expression: 'variables.k4_53.?metadata.orValue({})' },
+      { name: 'k4_56', expression: 'variables.k4_54.?annotations.orValue({})' },
+      { name: 'k4_57', expression: 'variables.k4_55.?annotations.orValue({})' },
     ]);
     expect(perKind.find((v) => v.message?.endsWith('example.com/Harbor: a restart writes nothing else'))?.message).toBe('vault-rollout may change only metadata.annotations["vault-rollout.io/restart-token"], metadata.annotations["vault-rollout.io/versions"], spec.secretVersion of a example.com/Harbor: a restart writes nothing else');
   });

@@ -16,7 +16,7 @@ const LITERAL: ArnPlaceholders = { partition: 'aws', region: 'eu-west-1', accoun
 
 const inputs = (overrides: Partial<IamInputs> = {}): IamInputs => ({
   queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
-  logGroups: { http: '/aws/lambda/vr-test-http', worker: '/aws/lambda/vr-test-worker', logs: '/aws/lambda/vr-test-logs' },
+  logGroups: { http: '/aws/lambda/vr-test-http', worker: '/aws/lambda/vr-test-worker', logs: '/aws/lambda/vr-test-logs', reconcile: '/aws/lambda/vr-test-reconcile' },
   webhookParameters: ['/vr/test/hmac', '/vr/test/token'],
   placeholders: LITERAL,
   ...overrides,
@@ -203,10 +203,20 @@ describe('IAM from the routing table: one role per function', () => {
     expect(p.assumedRoles.map((r) => [r.roleArn, r.clusters])).toEqual([['arn:aws:iam::210987654321:role/vault-rollout-restarter', ['prod-payments-us']]]);
   });
 
+  it('reconcile: its own logs, sending to the queue, the clusters like the worker, and only its own Vault login credentials', () => {
+    const p = iamFromRoutes(prod, inputs({ vaultCredentials: { ssmParameters: ['/vr/prod/vault/role-id'], secrets: ['vr/prod/vault/secret-id'] } }));
+    expect(p.reconcile.map((s) => s.Sid)).toEqual(['WriteOwnLogs', 'SendToRolloutQueue', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets', 'ReadVaultLogin', 'ReadVaultSecretId']);
+    expect(bySid(p.reconcile).ReadVaultLogin?.Resource).toEqual(['arn:aws:ssm:eu-west-1:123456789012:parameter/vr/prod/vault/role-id']);
+    expect(bySid(p.reconcile).ReadVaultSecretId?.Resource).toEqual(['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/prod/vault/secret-id-??????']);
+    expect(bySid(p.reconcile).DescribeEksClusters).toEqual(bySid(p.worker).DescribeEksClusters);
+    // AWS IAM login: nothing to read, no statement (never a wildcard).
+    expect(iamFromRoutes(prod, inputs()).reconcile.map((s) => s.Sid)).not.toContain('ReadVaultLogin');
+  });
+
   it('never grants a wildcard resource, for any stage table', () => {
     for (const stage of ['dev', 'staging', 'prod']) {
       const p = iamFromRoutes(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `${stage}.yaml`), inputs({ placeholders: undefined }));
-      for (const s of [...p.http, ...p.worker, ...p.logs]) {
+      for (const s of [...p.http, ...p.worker, ...p.logs, ...p.reconcile]) {
         expect(s.Resource.length).toBeGreaterThan(0);
         for (const r of s.Resource) {
           expect(r).not.toBe('*');

@@ -20,6 +20,8 @@ const workloads: Rule[] = [
   { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'patch'] },
   { apiGroups: ['argoproj.io'], resources: ['rollouts'], verbs: ['get', 'list', 'watch', 'patch'] },
   { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+  // reconcile: do a workload's running pods predate a version?
+  { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
 ];
 
 describe('infra/rbac grants only what vault-rollout uses', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ANNOTATIONS, decideRestart, parseRecordedVersions, parseWatchAnnotation, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
+import { ANNOTATIONS, decideRestart, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, recordOnlyPatch, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
 import type { SecretRef } from '../../../lib/plan/planner.ts';
 
 const secret = (path: string, version: number | null, time = '2026-11-20T10:00:00Z'): SecretRef => ({ path, operation: 'write', version, id: 'id', time });
@@ -78,5 +78,25 @@ describe('parseWatchAnnotation', () => {
     expect(parseWatchAnnotation(Array.from({ length: 33 }, (_, i) => `s/${i}`).join(','))).toEqual({ patterns: [], problems: ['vault-rollout.io/watch lists 33 patterns; at most 32: it watches nothing'] });
     expect(parseWatchAnnotation(`s/${'a'.repeat(5000)}`).problems).toEqual(['vault-rollout.io/watch is 5002 characters long; at most 4096: it watches nothing']);
     expect(parseWatchAnnotation(undefined)).toEqual({ patterns: [], problems: [] });
+  });
+});
+
+describe('a record without a restart (reconcile)', () => {
+  it.each([
+    [{ 'kv/a': 3 }, { 'kv/a': 5 }, { 'kv/a': 5 }],
+    [{ 'kv/a': 5 }, { 'kv/a': 3 }, { 'kv/a': 5 }],
+    [{ 'kv/a': 2 }, { 'kv/b': 1 }, { 'kv/a': 2, 'kv/b': 1 }],
+    [{ 'kv/a#delete': '2026-11-01T00:00:00Z' }, { 'kv/a#delete': '2026-11-02T00:00:00Z' }, { 'kv/a#delete': '2026-11-02T00:00:00Z' }],
+  ])('the pod template record %j and the metadata record %j merge to %j (per key, the newer)', (template, metadata, merged) => {
+    expect(mergeRecordedVersions(template, metadata)).toEqual(merged);
+  });
+
+  it('a metadata record of the same version makes the worker find the workload unchanged, never restarted', () => {
+    const secret: SecretRef = { path: 'kv/a', operation: 'write', version: 4, id: 'x', time: '2026-11-23T00:00:00Z' };
+    expect(decideRestart(mergeRecordedVersions({ 'kv/a': 3 }, { 'kv/a': 4 }), { secrets: [secret] }).action).toBe('unchanged');
+  });
+
+  it('writes only the versions annotation, on the object\'s own metadata (no pod template change)', () => {
+    expect(recordOnlyPatch({ 'kv/b': 1, 'kv/a': 2 })).toEqual({ metadata: { annotations: { [ANNOTATIONS.versions]: '{"kv/a":2,"kv/b":1}' } } });
   });
 });

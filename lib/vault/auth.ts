@@ -1,0 +1,147 @@
+/**
+ * How `reconcile` (and `status`) authenticate to Vault, chosen once from the environment:
+ *
+ * - token:   VAULT_TOKEN, VAULT_TOKEN_FILE (a file holding it) or VAULT_TOKEN_SSM (an SSM SecureString name);
+ * - AppRole: VAULT_ROLE_ID (or VAULT_ROLE_ID_SSM) and VAULT_SECRET_ID (or VAULT_SECRET_ID_SSM, or
+ *            VAULT_SECRET_ID_SECRETS_MANAGER, a Secrets Manager secret id), mount VAULT_APPROLE_MOUNT (approle);
+ * - AWS IAM: VAULT_AWS_ROLE (the Vault role) — the process's own AWS credentials (in Lambda: its role) sign an
+ *            sts:GetCallerIdentity request that Vault's `aws` auth method replays to STS; VAULT_AWS_MOUNT (aws),
+ *            VAULT_AWS_HEADER_VALUE (the mount's iam_server_id_header_value, signed as X-Vault-AWS-IAM-Server-ID),
+ *            VAULT_AWS_STS_ENDPOINT / VAULT_AWS_STS_REGION (default the global https://sts.amazonaws.com, us-east-1).
+ *
+ * VAULT_AUTH_METHOD (token | approle | aws) picks one when several are configured; otherwise the one configured is
+ * used. Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
+ * (LoginTokenSource). Nothing here logs a token, a secret ID or an AWS credential.
+ */
+import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
+import { Hash } from '@smithy/hash-node';
+import { HttpRequest } from '@smithy/protocol-http';
+import { SignatureV4 } from '@smithy/signature-v4';
+import type { AwsCredentialsProvider } from '../kube/credentials/eks-token.ts';
+import type { RelayLog } from '../relay/relay-log.ts';
+import { AppRoleTokenSource, LoginTokenSource, staticTokenSource, type LoginRequest, type VaultTokenSource } from '../relay/vault-auth.ts';
+import type { VaultRedirectPolicy } from '../relay/vault-redirect.ts';
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+export const VaultAuthMethods = ['token', 'approle', 'aws'] as const;
+export type VaultAuthMethod = (typeof VaultAuthMethods)[number];
+
+export class VaultAuthConfigError extends Error {
+  override readonly name = 'VaultAuthConfigError';
+}
+
+export interface VaultAuthDeps {
+  vaultAddr: string;
+  log: RelayLog;
+  readFile: (path: string) => Promise<string>;
+  ssm: () => Pick<SSMClient, 'send'>;
+  secretsManager: () => Pick<SecretsManagerClient, 'send'>;
+  awsCredentials: () => AwsCredentialsProvider;
+  fetch?: typeof fetch;
+  redirects?: VaultRedirectPolicy;
+}
+
+/** Which method the environment configures (VAULT_AUTH_METHOD, else the one whose variables are set). */
+export function vaultAuthMethod(env: Env): VaultAuthMethod {
+  const chosen = env.VAULT_AUTH_METHOD;
+  if (chosen !== undefined && chosen !== '') {
+    if (!(VaultAuthMethods as readonly string[]).includes(chosen)) throw new VaultAuthConfigError(`VAULT_AUTH_METHOD=${chosen.slice(0, 20)}: use token, approle or aws`);
+    return chosen as VaultAuthMethod;
+  }
+  const configured: VaultAuthMethod[] = [];
+  if (env.VAULT_TOKEN || env.VAULT_TOKEN_FILE || env.VAULT_TOKEN_SSM) configured.push('token');
+  if (env.VAULT_ROLE_ID || env.VAULT_ROLE_ID_SSM) configured.push('approle');
+  if (env.VAULT_AWS_ROLE) configured.push('aws');
+  if (configured.length === 1) return configured[0] as VaultAuthMethod;
+  if (configured.length === 0) throw new VaultAuthConfigError('no Vault authentication configured: set VAULT_TOKEN (or VAULT_TOKEN_FILE, VAULT_TOKEN_SSM), VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole, each also as *_SSM), or VAULT_AWS_ROLE (AWS IAM)');
+  throw new VaultAuthConfigError(`several Vault authentication methods are configured (${configured.join(', ')}): choose one with VAULT_AUTH_METHOD`);
+}
+
+async function ssmValue(deps: VaultAuthDeps, name: string): Promise<string> {
+  const out = await deps.ssm().send(new GetParameterCommand({ Name: name, WithDecryption: true }));
+  const value = out.Parameter?.Value?.trim();
+  if (!value) throw new VaultAuthConfigError(`SSM parameter ${name} has no value`);
+  return value;
+}
+
+async function secretsManagerValue(deps: VaultAuthDeps, id: string): Promise<string> {
+  const out = await deps.secretsManager().send(new GetSecretValueCommand({ SecretId: id }));
+  const value = out.SecretString?.trim();
+  if (!value) throw new VaultAuthConfigError(`Secrets Manager secret ${id} has no SecretString`);
+  return value;
+}
+
+/** One credential from the first variable set: the value itself, an SSM parameter, a Secrets Manager secret, a file. */
+async function credential(env: Env, deps: VaultAuthDeps, what: string, names: { value: string; ssm?: string; secretsManager?: string; file?: string }): Promise<string> {
+  const value = env[names.value];
+  if (value) return value.trim();
+  const ssm = names.ssm ? env[names.ssm] : undefined;
+  if (ssm) return ssmValue(deps, ssm);
+  const secret = names.secretsManager ? env[names.secretsManager] : undefined;
+  if (secret) return secretsManagerValue(deps, secret);
+  const file = names.file ? env[names.file] : undefined;
+  if (file) {
+    const text = (await deps.readFile(file)).trim();
+    if (!text) throw new VaultAuthConfigError(`${names.file}: ${file} is empty`);
+    return text;
+  }
+  throw new VaultAuthConfigError(`${what}: set ${[names.value, names.ssm, names.secretsManager, names.file].filter(Boolean).join(' or ')}`);
+}
+
+/** The token source the environment configures; stop() it when done (it may hold a renewal timer). */
+export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Promise<{ method: VaultAuthMethod; source: VaultTokenSource }> {
+  const method = vaultAuthMethod(env);
+  const common = { vaultAddr: deps.vaultAddr, log: deps.log, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}), ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.redirects ? { redirects: deps.redirects } : {}) };
+  if (method === 'token') return { method, source: staticTokenSource(await credential(env, deps, 'the Vault token', { value: 'VAULT_TOKEN', ssm: 'VAULT_TOKEN_SSM', file: 'VAULT_TOKEN_FILE' })) };
+  if (method === 'approle') {
+    const roleId = await credential(env, deps, 'the AppRole role ID', { value: 'VAULT_ROLE_ID', ssm: 'VAULT_ROLE_ID_SSM' });
+    const secretId = await credential(env, deps, 'the AppRole secret ID', { value: 'VAULT_SECRET_ID', ssm: 'VAULT_SECRET_ID_SSM', secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER' });
+    return { method, source: new AppRoleTokenSource({ ...common, roleId, secretId, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}) }) };
+  }
+  const role = env.VAULT_AWS_ROLE;
+  if (!role) throw new VaultAuthConfigError('VAULT_AUTH_METHOD=aws needs VAULT_AWS_ROLE, the role of Vault\'s aws auth method');
+  const credentials = deps.awsCredentials();
+  const options: AwsIamLoginOptions = { role, credentials, ...(env.VAULT_AWS_MOUNT ? { mount: env.VAULT_AWS_MOUNT } : {}), ...(env.VAULT_AWS_HEADER_VALUE ? { serverIdHeaderValue: env.VAULT_AWS_HEADER_VALUE } : {}), ...(env.VAULT_AWS_STS_ENDPOINT ? { stsEndpoint: env.VAULT_AWS_STS_ENDPOINT } : {}), ...(env.VAULT_AWS_STS_REGION ? { stsRegion: env.VAULT_AWS_STS_REGION } : {}) };
+  return { method, source: new LoginTokenSource({ ...common, method: 'AWS IAM', login: () => awsIamLoginRequest(options) }) };
+}
+
+export interface AwsIamLoginOptions {
+  /** The role of Vault's aws auth method to log in as. */
+  role: string;
+  credentials: AwsCredentialsProvider;
+  /** The aws auth mount (default `aws`). */
+  mount?: string;
+  /** The mount's `iam_server_id_header_value`: signed into the request, so it cannot be replayed against another Vault. */
+  serverIdHeaderValue?: string;
+  /** Where the signed request is addressed (default the global endpoint); Vault's `sts_endpoint` must agree. */
+  stsEndpoint?: string;
+  stsRegion?: string;
+  now?: () => number;
+}
+
+export const IAM_SERVER_ID_HEADER = 'X-Vault-AWS-IAM-Server-ID';
+const GET_CALLER_IDENTITY = 'Action=GetCallerIdentity&Version=2011-06-15';
+const b64 = (text: string): string => Buffer.from(text, 'utf8').toString('base64');
+
+/**
+ * The body of `auth/<mount>/login` for Vault's `aws` auth method, type iam: a SigV4-signed sts:GetCallerIdentity
+ * request (method, URL, body, headers, each base64), as `vault login -method=aws` builds it. Vault sends it to STS,
+ * which answers with the caller's ARN; the secret key never leaves this process.
+ */
+export async function awsIamLoginRequest(options: AwsIamLoginOptions): Promise<LoginRequest> {
+  const endpoint = new URL(options.stsEndpoint ?? 'https://sts.amazonaws.com/');
+  const region = options.stsRegion ?? 'us-east-1';
+  const signer = new SignatureV4({ credentials: options.credentials, region, service: 'sts', sha256: Hash.bind(null, 'sha256') });
+  const headers: Record<string, string> = { host: endpoint.host, 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' };
+  if (options.serverIdHeaderValue) headers[IAM_SERVER_ID_HEADER] = options.serverIdHeaderValue;
+  const request = new HttpRequest({ method: 'POST', protocol: endpoint.protocol, hostname: endpoint.hostname, ...(endpoint.port ? { port: Number(endpoint.port) } : {}), path: endpoint.pathname || '/', headers, body: GET_CALLER_IDENTITY });
+  const signed = await signer.sign(request, { signingDate: new Date(options.now?.() ?? Date.now()) });
+  // Vault wants each header as a list of values.
+  const signedHeaders = Object.fromEntries(Object.entries(signed.headers).map(([name, value]) => [name, [value]]));
+  return {
+    path: `auth/${(options.mount ?? 'aws').replace(/^\/+|\/+$/g, '')}/login`,
+    body: { role: options.role, iam_http_request_method: 'POST', iam_request_url: b64(endpoint.toString()), iam_request_body: b64(GET_CALLER_IDENTITY), iam_request_headers: b64(JSON.stringify(signedHeaders)) },
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * A route's path pattern, expanded into the KV v2 keys Vault holds: literal segments are walked without asking
+ * (a fully literal path costs one metadata read, later), a wild segment costs one LIST of its folder, a `**` lists
+ * everything below its folder. Every key found is checked against the whole pattern. Bounded: the keys one
+ * expansion may find and the LISTs it may send; going past either stops it and says so (`truncated`).
+ *
+ * The mount is the pattern's longest literal prefix that the routing table's `vault.mounts` names; without such an
+ * entry, the first segment (KV v2 assumed). A KV v1 mount has no metadata: its routes are reported, not expanded.
+ */
+import { matchSegment, PatternIndex, type CompiledPattern, type PatternSegment } from '../routing/path-pattern.ts';
+import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
+import type { KvVersion } from '../sources/secret-change.ts';
+import type { MetadataListing } from './metadata-client.ts';
+
+/** What expansion needs from Vault: LIST of one folder (cached by the caller across routes). */
+export type ListFolder = (namespace: string, mount: string, folder: string) => Promise<MetadataListing>;
+
+export interface ExpansionLimits {
+  /** Keys one pattern may expand to. */
+  maxKeys: number;
+  /** LIST requests one pattern may send. */
+  maxLists: number;
+}
+
+export const DEFAULT_EXPANSION_LIMITS: ExpansionLimits = { maxKeys: 10_000, maxLists: 2_000 };
+
+export type Expansion =
+  | { kind: 'kv2'; mount: string; keys: string[]; lists: number; truncated?: string }
+  | { kind: 'kv1'; mount: string }
+  | { kind: 'unexpandable'; reason: string };
+
+/** The mount of a pattern and its KV version, from its literal prefix and the routing table's mounts. */
+export function patternMount(pattern: CompiledPattern, namespace: string, mounts: KvMounts): { mount: string; kvVersion: KvVersion; rest: PatternSegment[] } | undefined {
+  const literal: string[] = [];
+  for (const segment of pattern.segments) {
+    if (segment.kind !== 'literal') break;
+    literal.push(segment.source);
+  }
+  for (let n = Math.min(literal.length, pattern.segments.length - 1); n >= 1; n--) {
+    const kvVersion = mounts.get(qualify(namespace, literal.slice(0, n).join('/')));
+    if (kvVersion !== undefined) return { mount: literal.slice(0, n).join('/'), kvVersion, rest: pattern.segments.slice(n) };
+  }
+  if (literal.length === 0 || pattern.segments.length < 2) return undefined;
+  return { mount: literal[0] as string, kvVersion: 2, rest: pattern.segments.slice(1) };
+}
+
+export async function expandPattern(pattern: CompiledPattern, namespace: string, mounts: KvMounts, list: ListFolder, limits: ExpansionLimits = DEFAULT_EXPANSION_LIMITS): Promise<Expansion> {
+  const located = patternMount(pattern, namespace, mounts);
+  if (!located) return { kind: 'unexpandable', reason: `the mount of ${pattern.source} is not a literal first segment: name it literally (and list it under vault.mounts)` };
+  const { mount, kvVersion, rest } = located;
+  if (kvVersion === 1) return { kind: 'kv1', mount };
+
+  const found = new Set<string>();
+  let lists = 0;
+  let truncated: string | undefined;
+  const stop = (why: string) => (truncated ??= why);
+  const listed = async (folder: string[]): Promise<MetadataListing | undefined> => {
+    if (lists >= limits.maxLists) {
+      stop(`more than ${limits.maxLists} LIST requests`);
+      return undefined;
+    }
+    lists++;
+    const listing = await list(namespace, mount, folder.join('/'));
+    if (listing.truncated) stop(`${mount}/${folder.join('/')}/ holds ${listing.total} keys, more than one LIST may return`);
+    return listing;
+  };
+  const add = (key: string[]) => {
+    if (found.size >= limits.maxKeys) stop(`more than ${limits.maxKeys} keys`);
+    else found.add(key.join('/'));
+  };
+  // Every key under a folder, depth first (for `**`).
+  const everything = async (folder: string[]): Promise<void> => {
+    const listing = await listed(folder);
+    for (const entry of listing?.keys ?? []) {
+      if (truncated) return;
+      if (entry.endsWith('/')) await everything([...folder, entry.slice(0, -1)]);
+      else add([...folder, entry]);
+    }
+  };
+  const walk = async (folder: string[], i: number): Promise<void> => {
+    if (truncated) return;
+    if (i === rest.length) return add(folder);
+    const segment = rest[i] as PatternSegment;
+    if (segment.kind === 'literal') return walk([...folder, segment.source], i + 1);
+    if (segment.kind === 'globstar') return everything(folder);
+    const listing = await listed(folder);
+    const last = i === rest.length - 1;
+    for (const entry of listing?.keys ?? []) {
+      if (truncated) return;
+      const isFolder = entry.endsWith('/');
+      const name = isFolder ? entry.slice(0, -1) : entry;
+      if (isFolder === last || matchSegment(segment.tokens, name) === undefined) continue;
+      if (isFolder) await walk([...folder, name], i + 1);
+      else add([...folder, name]);
+    }
+  };
+  await walk([], 0);
+
+  // Only what the whole pattern matches (a `**` walk finds more).
+  const index = new PatternIndex();
+  index.add(0, pattern);
+  const keys = [...found].filter((key) => index.match(`${mount}/${key}`).has(0)).sort();
+  return { kind: 'kv2', mount, keys, lists, ...(truncated ? { truncated } : {}) };
+}

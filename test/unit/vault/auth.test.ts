@@ -1,0 +1,68 @@
+import type { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { GetParameterCommand } from '@aws-sdk/client-ssm';
+import { describe, expect, it } from 'vitest';
+import { memoryLog } from '../../../lib/relay/relay-log.ts';
+import { awsIamLoginRequest, IAM_SERVER_ID_HEADER, vaultAuthMethod, vaultTokenSourceFromEnv, type VaultAuthDeps } from '../../../lib/vault/auth.ts';
+
+describe('vaultAuthMethod', () => {
+  it.each([
+    [{ VAULT_TOKEN: 't' }, 'token'],
+    [{ VAULT_TOKEN_FILE: '/f' }, 'token'],
+    [{ VAULT_TOKEN_SSM: '/p' }, 'token'],
+    [{ VAULT_ROLE_ID: 'r', VAULT_SECRET_ID: 's' }, 'approle'],
+    [{ VAULT_ROLE_ID_SSM: '/r', VAULT_SECRET_ID_SECRETS_MANAGER: 'id' }, 'approle'],
+    [{ VAULT_AWS_ROLE: 'reconcile' }, 'aws'],
+    [{ VAULT_TOKEN: 't', VAULT_AWS_ROLE: 'x', VAULT_AUTH_METHOD: 'aws' }, 'aws'],
+  ])('%j -> %s', (env, method) => expect(vaultAuthMethod(env)).toBe(method));
+
+  it.each([
+    [{}, /no Vault authentication configured/],
+    [{ VAULT_TOKEN: 't', VAULT_ROLE_ID: 'r' }, /choose one with VAULT_AUTH_METHOD/],
+    [{ VAULT_AUTH_METHOD: 'ldap' }, /use token, approle or aws/],
+  ])('%j is refused', (env, error) => expect(() => vaultAuthMethod(env)).toThrow(error));
+});
+
+describe('credentials from SSM and Secrets Manager', () => {
+  const calls: unknown[] = [];
+  const deps: VaultAuthDeps = {
+    vaultAddr: 'http://127.0.0.1:1',
+    log: memoryLog(),
+    readFile: () => Promise.reject(new Error('no file')),
+    ssm: () => ({ send: (command: unknown) => (calls.push(command), Promise.resolve({ Parameter: { Value: (command as GetParameterCommand).input.Name === '/vault/token' ? 'tok\n' : 'role' } })) }) as never,
+    secretsManager: () => ({ send: (command: unknown) => (calls.push(command), Promise.resolve({ SecretString: 'sid' })) }) as never,
+    awsCredentials: () => () => Promise.resolve({ accessKeyId: 'AKID', secretAccessKey: 'SECRET' }),
+  };
+
+  it('reads a token from an SSM SecureString, decrypted', async () => {
+    const { method, source } = await vaultTokenSourceFromEnv({ VAULT_TOKEN_SSM: '/vault/token' }, deps);
+    expect(method).toBe('token');
+    expect(await source.token()).toBe('tok');
+    const command = calls.at(-1) as GetParameterCommand;
+    expect(command).toBeInstanceOf(GetParameterCommand);
+    expect(command.input).toEqual({ Name: '/vault/token', WithDecryption: true });
+  });
+
+  it('reads the AppRole role ID from SSM and the secret ID from Secrets Manager', async () => {
+    const { method, source } = await vaultTokenSourceFromEnv({ VAULT_ROLE_ID_SSM: '/vault/role-id', VAULT_SECRET_ID_SECRETS_MANAGER: 'vault/secret-id' }, deps);
+    source.stop();
+    expect(method).toBe('approle');
+    expect((calls.at(-1) as GetSecretValueCommand).input).toEqual({ SecretId: 'vault/secret-id' });
+  });
+});
+
+describe('awsIamLoginRequest', () => {
+  it('signs GetCallerIdentity with the server ID header, every part base64 as Vault wants it', async () => {
+    const login = await awsIamLoginRequest({ role: 'reconcile', credentials: () => Promise.resolve({ accessKeyId: 'AKID', secretAccessKey: 'SECRET', sessionToken: 'SESSION' }), serverIdHeaderValue: 'vault.example.com', now: () => Date.parse('2026-11-23T12:00:00Z') });
+    expect(login.path).toBe('auth/aws/login');
+    const body = login.body as Record<string, string>;
+    const decode = (s: string | undefined) => Buffer.from(s ?? '', 'base64').toString('utf8');
+    expect(body.role).toBe('reconcile');
+    expect(decode(body.iam_request_url)).toBe('https://sts.amazonaws.com/');
+    expect(decode(body.iam_request_body)).toBe('Action=GetCallerIdentity&Version=2011-06-15');
+    const headers = JSON.parse(decode(body.iam_request_headers)) as Record<string, string[]>;
+    expect(headers[IAM_SERVER_ID_HEADER]).toEqual(['vault.example.com']);
+    expect(headers.authorization?.[0]).toMatch(/^AWS4-HMAC-SHA256 Credential=AKID\/20261123\/us-east-1\/sts\/aws4_request, SignedHeaders=.*x-vault-aws-iam-server-id/);
+    expect(headers['x-amz-security-token']).toEqual(['SESSION']);
+    expect(JSON.stringify(login)).not.toContain('SECRET');
+  });
+});
