@@ -166,7 +166,7 @@ aws { region = ${EMULATOR_REGION}, accountId = "${EMULATOR_ACCOUNT}" }
   return { endpoint, stop };
 }
 
-function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+export function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   if (pid === undefined) return;
   try {
     process.kill(-pid, signal);
@@ -201,7 +201,7 @@ export function freeLoopbackPort(): Promise<number> {
   });
 }
 
-function run(command: string, args: readonly string[]): Promise<{ code: number | null; output: string }> {
+export function run(command: string, args: readonly string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
