@@ -10,7 +10,6 @@ import { maxUnavailableFor, rolloutTimeoutMs, type RoutingTable } from '../routi
 import type { ClusterConfig } from '../routing/schema.ts';
 import { Admission, type SlotClaim } from '../slots/admission.ts';
 import { LEASE_MARGIN_MS, slotHolder, slotScopes, type SlotStore } from '../slots/slot-store.ts';
-import { SqliteSlotStore } from '../slots/sqlite-slot-store.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
@@ -112,9 +111,9 @@ function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
 export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
   const byCluster = targetsByCluster(targets);
   const bounded = !options.dryRun && targets.some((t) => maxUnavailableFor(table, t.routes) !== undefined);
-  const admission = bounded
-    ? new Admission((options.slots ??= processSlots ??= new SqliteSlotStore(':memory:')), (what, e) => options.logger?.warn(what, { error: e instanceof Error ? `${e.name}: ${e.message}`.slice(0, 300) : String(e) }))
-    : undefined;
+  // Loaded only when needed: a Lambda worker passes its DynamoDB store and never runs node:sqlite.
+  const slots = bounded ? (options.slots ?? (processSlots ??= new (await import('../slots/sqlite-slot-store.ts')).SqliteSlotStore(':memory:'))) : undefined;
+  const admission = slots ? new Admission(slots, (what, e) => options.logger?.warn(what, { error: e instanceof Error ? `${e.name}: ${e.message}`.slice(0, 300) : String(e) })) : undefined;
   // Durations count from here: how long after the call each target had its outcome.
   const started = (options.clock ?? realClock).monotonic();
   const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started, admission)));
@@ -203,17 +202,18 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
   // Deferred targets, in plan order: each freed slot starts the next one whose scopes have room.
   const deferredIndexes = () => done.flatMap((d, i) => (d.result.outcome === 'deferred' && d.retry ? [i] : []));
   const pollMs = options.slotPollMs ?? 2_000;
-  let lastPoll = clock.now();
+  // The budget's end is a timer, like the follower's deadlines: decided once, not by comparing clock readings.
+  let over = false;
+  const budgetTimer = setTimeout(() => ((over = true), wake?.()), Math.max(0, follow.budgetMs));
+  let polls = 0;
   for (;;) {
     const waiting = deferredIndexes();
-    if (waiting.length === 0 || clock.now() >= endAt) break;
-    if (clock.now() - lastPoll >= pollMs) {
-      admission.reopen();
-      lastPoll = clock.now();
-    }
+    if (waiting.length === 0 || over) break;
+    // Every wait ends at least once per poll interval: other workers may have freed slots meanwhile.
+    if (polls++ > 0) admission.reopen();
     const started: number[] = [];
     for (const i of waiting) {
-      if (clock.now() >= endAt) break;
+      if (over) break;
       const d = done[i] as WorkloadDone;
       const next = await (d.retry as () => Promise<WorkloadDone>)();
       done[i] = next;
@@ -224,8 +224,9 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
     }
     if (started.length > 0) startFollowing(started);
     // Until a slot is released here, a batch of follows ends, or it is time to ask the store again.
+    if (over) break;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, Math.max(0, Math.min(pollMs, endAt - clock.now())));
+      const timer = setTimeout(() => ((wake = undefined), resolve()), pollMs);
       wake = () => {
         clearTimeout(timer);
         wake = undefined;
@@ -233,6 +234,7 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
       };
     });
   }
+  clearTimeout(budgetTimer);
   await Promise.all(active);
   // Slots released while nothing waited any more: nothing to wake.
   wake = undefined;
