@@ -11,10 +11,11 @@ import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
+import { maxUnavailableBench } from './max-unavailable-bench.ts';
 import { planBench } from './plan-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 
