@@ -215,6 +215,8 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
     for (const i of waiting) {
       if (over) break;
       const d = done[i] as WorkloadDone;
+      // Thousands may wait: those whose scope is known full are passed over without a call.
+      if (d.blocked?.()) continue;
       const next = await (d.retry as () => Promise<WorkloadDone>)();
       done[i] = next;
       if (next.result.outcome === 'deferred') continue;
@@ -384,6 +386,8 @@ interface WorkloadDone {
   slot?: SlotClaim;
   /** A deferred target: tries again (reads, decides, takes a slot, patches). */
   retry?: () => Promise<WorkloadDone>;
+  /** A deferred target: is a scope it needs known to be full right now (so trying again is pointless)? */
+  blocked?: () => boolean;
 }
 
 async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number): Promise<WorkloadDone> {
@@ -416,7 +420,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
       const admitted = await run.admission?.admit(run.cluster, slot.holder, bound, ttlMs);
       if (admitted && !admitted.admitted) {
         const current = object;
-        return { ...done('deferred', 'waiting for a rollout slot', attempts, admitted.why), retry: () => restartWorkload(run, target, current, started) };
+        return { ...done('deferred', 'waiting for a rollout slot', attempts, admitted.why), retry: () => restartWorkload(run, target, current, started), blocked: () => run.admission?.knownFull(run.cluster, bound) === true };
       }
       holding = true;
     }

@@ -51,6 +51,11 @@ export class Admission {
     return next;
   }
 
+  /** True when a scope of this bound was found full since the last release or reopen: not worth asking now. */
+  knownFull(cluster: string, bound: MaxUnavailable): boolean {
+    return slotScopes(cluster, bound).some((s) => this.full.has(s.key));
+  }
+
   /** Gives the leases back; a failure leaves them to expire at their deadline. */
   async release(claim: SlotClaim): Promise<void> {
     try {
