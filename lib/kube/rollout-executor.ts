@@ -200,7 +200,24 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
     return;
   }
   // Deferred targets, in plan order: each freed slot starts the next one whose scopes have room.
-  const deferredIndexes = () => done.flatMap((d, i) => (d.result.outcome === 'deferred' && d.retry ? [i] : []));
+  // Clusters take turns (round robin, starting one further each pass): in plan order, the first cluster would take
+  // every fleet slot that frees and the last would wait for the others to finish.
+  let turn = 0;
+  const deferredIndexes = (): number[] => {
+    const byCluster = new Map<string, number[]>();
+    done.forEach((d, i) => {
+      if (!(d.result.outcome === 'deferred' && d.retry)) return;
+      const queue = byCluster.get(d.result.cluster);
+      if (queue) queue.push(i);
+      else byCluster.set(d.result.cluster, [i]);
+    });
+    const queues = [...byCluster.values()];
+    const start = queues.length > 0 ? turn++ % queues.length : 0;
+    const ordered = [...queues.slice(start), ...queues.slice(0, start)];
+    const out: number[] = [];
+    for (let k = 0; out.length < done.length && ordered.some((q) => k < q.length); k++) for (const q of ordered) if (k < q.length) out.push(q[k] as number);
+    return out;
+  };
   const pollMs = options.slotPollMs ?? 2_000;
   // The budget's end is a timer, like the follower's deadlines: decided once, not by comparing clock readings.
   let over = false;

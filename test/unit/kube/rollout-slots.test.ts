@@ -48,6 +48,7 @@ describe('rollout.maxUnavailable', () => {
   it('starts the next deferred target as each rollout completes, never more than the bound at once', async () => {
     const fake = fakeClusters({ a: APPS, b: APPS, c: APPS });
     const rolling = new Map<string, RolloutResult>();
+    const order: string[] = [];
     let maxFleet = 0;
     let maxCluster = 0;
     const results = await run(fake, {
@@ -56,7 +57,10 @@ describe('rollout.maxUnavailable', () => {
         budgetMs: 30_000,
         onProgress: (r) => {
           const key = `${r.cluster}/${r.name}`;
-          if (r.outcome === 'restarted' && r.rollout === undefined) rolling.set(key, r);
+          if (r.outcome === 'restarted' && r.rollout === undefined && !rolling.has(key)) {
+            rolling.set(key, r);
+            order.push(r.cluster);
+          }
           if (r.rollout === 'complete') rolling.delete(key);
           maxFleet = Math.max(maxFleet, rolling.size);
           for (const c of ['a', 'b', 'c']) maxCluster = Math.max(maxCluster, [...rolling.values()].filter((x) => x.cluster === c).length);
@@ -69,6 +73,8 @@ describe('rollout.maxUnavailable', () => {
     expect(fake.calls.filter((c) => c.op === 'patch').length).toBe(9);
     expect(maxFleet).toBe(2);
     expect(maxCluster).toBe(1);
+    // Clusters take turns for the fleet's slots: c, last in plan order, does not wait for a and b to finish.
+    expect(order.indexOf('c')).toBeLessThanOrEqual(3);
   });
 
   it('hands back what is still deferred when the budget ends; the next attempt frees the slots of what completed since and goes on', async () => {
