@@ -8,14 +8,13 @@
  * group. Fails loudly — never skips — when it cannot be installed or started.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateTableCommand, DynamoDBClient, ListTablesCommand, UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
-import { freeLoopbackPort, killGroup, run } from '../sqs/emulator.ts';
+import { freeLoopbackPort, installFromMaven, killGroup } from '../sqs/emulator.ts';
 
 export const DYNAMODB_LOCAL_VERSION = '2.6.1';
-const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
 
 export interface DynamoDbLocal {
   endpoint: string;
@@ -26,44 +25,7 @@ export interface DynamoDbLocal {
 const cacheDir = (): string => join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'vault-rollout', `dynamodb-local-${DYNAMODB_LOCAL_VERSION}`);
 
 /** Installs DynamoDB Local into the per-user cache unless it is there already; returns its jar directory. */
-export async function installDynamoDbLocal(): Promise<string> {
-  const dir = cacheDir();
-  const lib = join(dir, 'lib');
-  if (existsSync(join(dir, 'complete'))) return lib;
-  mkdirSync(join(dir, '..'), { recursive: true });
-  rmSync(dir, { recursive: true, force: true });
-  // A private directory renamed into place: an interrupted or concurrent install never looks complete.
-  const work = mkdtempSync(`${dir}.install-`);
-  try {
-    writeFileSync(
-      join(work, 'pom.xml'),
-      `<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local.vault-rollout</groupId>
-  <artifactId>dynamodb-local-runtime</artifactId>
-  <version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>com.amazonaws</groupId><artifactId>DynamoDBLocal</artifactId><version>${DYNAMODB_LOCAL_VERSION}</version></dependency>
-  </dependencies>
-</project>
-`,
-    );
-    const { code, output } = await run('mvn', ['-B', '-q', '-f', join(work, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${join(work, 'lib')}`, '-DincludeScope=runtime']);
-    if (code !== 0 || !existsSync(join(work, 'lib', `DynamoDBLocal-${DYNAMODB_LOCAL_VERSION}.jar`))) {
-      throw new Error(`installing DynamoDB Local ${DYNAMODB_LOCAL_VERSION} with Maven failed (exit ${code}):\n${output.slice(-4000)}`);
-    }
-    writeFileSync(join(work, 'complete'), `${new Date().toISOString()}\n`);
-    try {
-      renameSync(work, dir);
-    } catch (error) {
-      if (!existsSync(join(dir, 'complete'))) throw error;
-    }
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
-  return lib;
-}
+export const installDynamoDbLocal = (): Promise<string> => installFromMaven(cacheDir(), { groupId: 'com.amazonaws', artifactId: 'DynamoDBLocal', version: DYNAMODB_LOCAL_VERSION }, `DynamoDB Local ${DYNAMODB_LOCAL_VERSION}`);
 
 const clientFor = (endpoint: string): DynamoDBClient =>
   new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 2, requestHandler: { connectionTimeout: 1000, requestTimeout: 5000 } });
