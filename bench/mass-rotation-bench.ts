@@ -15,12 +15,12 @@ import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/
 import { median, round, type Figure } from './figures.ts';
 import { alternate, rawPatcher } from './raw-baseline.ts';
 
-const PATHS = 500;
+export const PATHS = 500;
 const CONCURRENCY = 10;
 const ROUNDS = 3;
-const names = (i: number) => [`app-${i}-a`, `app-${i}-b`];
+export const names = (i: number) => [`app-${i}-a`, `app-${i}-b`];
 
-async function createFixtures(c: ClusterInfo, ns: string): Promise<void> {
+export async function createFixtures(c: ClusterInfo, ns: string): Promise<void> {
   const admin = clusterClient(c, 'admin');
   await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
   const limiter = new ConcurrencyLimiter(20);

@@ -6,6 +6,7 @@ import { parseDuration } from '../routing/schema.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { INPUT_OPTIONS, loadChanges, printResults, reportRejected, stderrLogger, usageError } from './shared.ts';
+import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 
 /** Longest `--timeout`: like the routing table's deadlines, a day at most. */
 const MAX_TIMEOUT_MS = 86_400_000;
@@ -40,8 +41,10 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   const clients = cliClusterClients(io, values.routes ?? '');
   // The live view goes to stderr, so stdout stays the result (the table, or --json) alone.
   const view = wait ? progressView(io.stderr, io.stderrIsTTY === true && !values.json) : undefined;
+  const slots = await slotStoreFromEnv(io.env);
   const results = await executeRollouts(table, plan.targets, {
     access: (name, config) => clients.get(name, config),
+    ...(slots ? { slots } : {}),
     dryRun: values['dry-run'],
     logger: stderrLogger(io),
     ...(view ? { follow: { budgetMs: timeoutMs === undefined ? UNBOUNDED_BUDGET_MS : timeoutMs + 5_000, ...(timeoutMs === undefined ? {} : { timeoutMs }), onProgress: (r) => view.update(r) } } : {}),
@@ -49,7 +52,8 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   view?.close();
   printResults(io, values.json, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
-  if (results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
+  // Deferred (rollout.maxUnavailable, no slot before the end): not restarted, like a failed restart.
+  if (results.some((r) => r.outcome === 'failed' || r.outcome === 'deferred')) return EXIT.targetsFailed;
   if (results.some((r) => r.rollout === 'failed' || r.rollout === 'timeout')) return EXIT.rolloutsFailed;
   return parsed.rejected.length > 0 ? EXIT.rejectedRecords : EXIT.ok;
 }

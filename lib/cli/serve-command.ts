@@ -13,6 +13,7 @@ import { startLocalWorker } from '../runtime/local-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, untilStopped, usageError } from './shared.ts';
+import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 
 /** Secrets for `serve`: from the environment; none at all only when the user says --insecure-no-auth. */
 export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): WebhookSecrets | { error: string } {
@@ -73,10 +74,12 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     return EXIT.failure;
   }
   const clients = cliClusterClients(io, values.routes);
+  // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE (DynamoDB).
+  const slots = await slotStoreFromEnv(io.env);
   const worker = startLocalWorker(queue, {
     table,
     telemetry,
-    executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry },
+    executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) },
     invalidate: (cluster) => clients.invalidate(cluster),
     // As in Lambda: follow each rollout for a bounded time, then hand it back to the (in-process) queue.
     ...(values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } }),

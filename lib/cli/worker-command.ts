@@ -8,6 +8,7 @@ import { startSqsWorker } from '../runtime/sqs-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, untilStopped, usageError } from './shared.ts';
+import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 
 /**
  * `vault-rollout worker --routes FILE --queue-url URL`: the queue consumer outside Lambda (a laptop, a VM, a
@@ -31,12 +32,14 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   }
   const telemetry = powertoolsTelemetry();
   const clients = cliClusterClients(io, values.routes);
+  // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE (DynamoDB).
+  const slots = await slotStoreFromEnv(io.env);
   const client = new SQSClient({ region: io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION ?? 'us-east-1' });
   const queue = new SqsRolloutQueue({ client, queueUrl: values['queue-url'] });
   const follow = values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } };
   const worker = startSqsWorker(
     client,
-    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry }, invalidate: (c) => clients.invalidate(c), ...follow },
+    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), ...follow },
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize: Number(values['batch-size']) },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers\n`);

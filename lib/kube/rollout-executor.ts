@@ -6,8 +6,10 @@
  */
 import { targetsByCluster, type RolloutTarget } from '../plan/planner.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
-import { rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
+import { maxUnavailableFor, rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
+import { Admission, type SlotClaim } from '../slots/admission.ts';
+import { LEASE_MARGIN_MS, slotHolder, slotScopes, type SlotStore } from '../slots/slot-store.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
@@ -20,7 +22,8 @@ import { executeConsumersTarget } from './sync-step.ts';
 import { isSyncKind, SYNC_KINDS } from './sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from './workload-kinds.ts';
 
-export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed'] as const;
+/** `deferred`: bounded by `rollout.maxUnavailable` and no slot free; not patched, tried again (see README). */
+export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed', 'deferred'] as const;
 export type Outcome = (typeof Outcomes)[number];
 
 export interface RolloutResult {
@@ -83,7 +86,16 @@ export interface ExecutorOptions {
   apiFor?: (access: ClusterAccess) => KubeApi;
   /** Follow restarted (and unchanged) workloads until their rollout is complete, failed, past its deadline or the budget ends. */
   follow?: FollowSettings;
+  /**
+   * Where the slots of `rollout.maxUnavailable` live, shared by every worker (DynamoDB in Lambda, a SQLite file for
+   * `serve`). Default: one in-memory SQLite store per process, so the bounds hold within this process only.
+   */
+  slots?: SlotStore;
+  /** How often a call that has deferred targets asks the store again while following (other workers free slots). */
+  slotPollMs?: number;
 }
+
+let processSlots: SlotStore | undefined;
 
 const realClock = { now: Date.now, monotonic: () => performance.now() };
 
@@ -106,11 +118,15 @@ function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
 
 export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
   const byCluster = targetsByCluster(targets);
+  const bounded = !options.dryRun && targets.some((t) => maxUnavailableFor(table, t.routes) !== undefined);
+  // Loaded only when needed: a Lambda worker passes its DynamoDB store and never runs node:sqlite.
+  const slots = bounded ? (options.slots ?? (processSlots ??= new (await import('../slots/sqlite-slot-store.ts')).SqliteSlotStore(':memory:'))) : undefined;
+  const admission = slots ? new Admission(slots, (what, e) => options.logger?.warn(what, { error: e instanceof Error ? `${e.name}: ${e.message}`.slice(0, 300) : String(e) })) : undefined;
   // Durations count from here: how long after the call each target had its outcome.
   const started = (options.clock ?? realClock).monotonic();
   // One follow budget for the whole call: sync waits spend from it, the rollouts that follow get what is left.
   const followUntil = options.follow ? (options.clock ?? realClock).now() + Math.max(0, options.follow.budgetMs) : undefined;
-  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started, followUntil)));
+  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started, followUntil, admission)));
   // Events wait until every cluster's patches are in: restarts first, their record second (and on a machine that
   // serves several clusters, one cluster's events never slow another's restarts).
   await Promise.all(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value.map((d) => d.event?.()) : [])));
@@ -120,43 +136,137 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
     const [cluster, ts] = [...byCluster][i] ?? ['', []];
     return ts.map((t) => ({ result: failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0) }));
   });
-  if (options.follow) await followDone(table, done, options, { ...options.follow, budgetMs: Math.max(0, (followUntil ?? 0) - (options.clock ?? realClock).now()) });
+  if (options.follow) await followDone(table, done, options, { ...options.follow, budgetMs: Math.max(0, (followUntil ?? 0) - (options.clock ?? realClock).now()) }, admission);
   return done.map((d) => d.result);
 }
 
-/** Follows what was restarted (or found restarted already), then records one RolloutComplete/RolloutFailed Event each. */
-async function followDone(table: RoutingTable, done: WorkloadDone[], options: ExecutorOptions, follow: FollowSettings): Promise<void> {
+/**
+ * Follows what was restarted (or found restarted already), then records one RolloutComplete/RolloutFailed Event
+ * each. With `rollout.maxUnavailable`, a rollout that ends gives its slot back and the next deferred target starts,
+ * all within the same budget; what is still deferred at its end comes back `deferred` for a later attempt.
+ */
+async function followDone(table: RoutingTable, done: WorkloadDone[], options: ExecutorOptions, follow: FollowSettings, admission: Admission | undefined): Promise<void> {
   const clock = options.clock ?? realClock;
+  const endAt = clock.now() + Math.max(0, follow.budgetMs);
   for (const d of done) follow.onProgress?.(d.result);
-  const targets: FollowTarget[] = [];
-  done.forEach((d, i) => {
-    if (!d.follow) return;
-    const r = d.result;
-    const startedAt = r.outcome === 'restarted' ? d.follow.patchedAt : (follow.since ?? clock.now());
-    targets.push({ id: String(i), cluster: r.cluster, api: d.follow.run.api, descriptor: d.follow.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes) });
-  });
-  if (targets.length === 0) return;
+  // An unchanged target restarted by an earlier attempt: its deadline counts from its lease (taken just before its
+  // patch) when it holds one, else from the message's first attempt.
+  const claims = done.flatMap((d) => (d.slot && d.result.outcome === 'unchanged' ? d.slot.scopeKeys.slice(0, 1) : []));
+  const leaseStarts = admission && claims.length > 0 ? await admission.leaseStarts([...new Set(claims)]) : new Map<string, number>();
+  const released = new Set<WorkloadDone>();
+  let wake: (() => void) | undefined;
+  const release = (d: WorkloadDone) => {
+    if (!d.slot || !admission || released.has(d)) return;
+    released.add(d);
+    void admission.release(d.slot).then(() => wake?.());
+  };
   const apply = (d: WorkloadDone, f: FollowedRollout) => {
     d.result = { ...d.result, rollout: f.rollout, ...(f.rolloutMs === undefined ? {} : { rolloutMs: f.rolloutMs }), ...(f.pods ? { pods: f.pods } : {}), rolloutReason: f.message };
   };
-  const followed = await followRollouts(targets, {
-    budgetMs: follow.budgetMs,
-    clock,
-    onProgress: (id, f) => {
+  const followBatch = async (indexes: number[]): Promise<void> => {
+    const targets: FollowTarget[] = [];
+    for (const i of indexes) {
+      const d = done[i];
+      if (!d?.follow) continue;
+      const r = d.result;
+      const leased = d.slot ? leaseStarts.get(d.slot.holder) : undefined;
+      const startedAt = r.outcome === 'restarted' ? d.follow.patchedAt : (leased ?? follow.since ?? clock.now());
+      targets.push({ id: String(i), cluster: r.cluster, api: d.follow.run.api, descriptor: d.follow.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes) });
+    }
+    if (targets.length === 0) return;
+    const followed = await followRollouts(targets, {
+      budgetMs: endAt - clock.now(),
+      clock,
+      onProgress: (id, f) => {
+        const d = done[Number(id)];
+        if (!d) return;
+        apply(d, f);
+        // Level-triggered: whichever attempt sees the rollout end gives the slot back.
+        if (f.rollout !== 'progressing') release(d);
+        follow.onProgress?.(d.result);
+      },
+    });
+    const events: Array<Promise<void>> = [];
+    for (const [id, f] of followed) {
       const d = done[Number(id)];
-      if (!d) return;
+      if (!d?.follow) continue;
       apply(d, f);
-      follow.onProgress?.(d.result);
-    },
-  });
-  const events: Array<Promise<void>> = [];
-  for (const [id, f] of followed) {
-    const d = done[Number(id)];
-    if (!d?.follow) continue;
-    apply(d, f);
-    if (f.rollout === 'complete' || f.rollout === 'failed') events.push(recordRolloutEvent(d.follow.run, d.follow.target, d.follow.descriptor, d.result));
+      if (f.rollout === 'complete' || f.rollout === 'failed') events.push(recordRolloutEvent(d.follow.run, d.follow.target, d.follow.descriptor, d.result));
+    }
+    await Promise.all(events);
+  };
+
+  const active = new Set<Promise<void>>();
+  const startFollowing = (indexes: number[]) => {
+    const p: Promise<void> = followBatch(indexes).finally(() => {
+      active.delete(p);
+      wake?.();
+    });
+    active.add(p);
+  };
+  startFollowing(done.map((_, i) => i));
+  if (!admission) {
+    await Promise.all(active);
+    return;
   }
-  await Promise.all(events);
+  // Deferred targets, in plan order: each freed slot starts the next one whose scopes have room.
+  // Clusters take turns (round robin, starting one further each pass): in plan order, the first cluster would take
+  // every fleet slot that frees and the last would wait for the others to finish.
+  let turn = 0;
+  const deferredIndexes = (): number[] => {
+    const byCluster = new Map<string, number[]>();
+    done.forEach((d, i) => {
+      if (!(d.result.outcome === 'deferred' && d.retry)) return;
+      const queue = byCluster.get(d.result.cluster);
+      if (queue) queue.push(i);
+      else byCluster.set(d.result.cluster, [i]);
+    });
+    const queues = [...byCluster.values()];
+    const start = queues.length > 0 ? turn++ % queues.length : 0;
+    const ordered = [...queues.slice(start), ...queues.slice(0, start)];
+    const out: number[] = [];
+    for (let k = 0; out.length < done.length && ordered.some((q) => k < q.length); k++) for (const q of ordered) if (k < q.length) out.push(q[k] as number);
+    return out;
+  };
+  const pollMs = options.slotPollMs ?? 2_000;
+  // The budget's end is a timer, like the follower's deadlines: decided once, not by comparing clock readings.
+  let over = false;
+  const budgetTimer = setTimeout(() => ((over = true), wake?.()), Math.max(0, follow.budgetMs));
+  let polls = 0;
+  for (;;) {
+    const waiting = deferredIndexes();
+    if (waiting.length === 0 || over) break;
+    // Every wait ends at least once per poll interval: other workers may have freed slots meanwhile.
+    if (polls++ > 0) admission.reopen();
+    const started: number[] = [];
+    for (const i of waiting) {
+      if (over) break;
+      const d = done[i] as WorkloadDone;
+      // Thousands may wait: those whose scope is known full are passed over without a call.
+      if (d.blocked?.()) continue;
+      const next = await (d.retry as () => Promise<WorkloadDone>)();
+      done[i] = next;
+      if (next.result.outcome === 'deferred') continue;
+      follow.onProgress?.(next.result);
+      if (next.event) void next.event();
+      started.push(i);
+    }
+    if (started.length > 0) startFollowing(started);
+    // Until a slot is released here, a batch of follows ends, or it is time to ask the store again.
+    if (over) break;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => ((wake = undefined), resolve()), pollMs);
+      wake = () => {
+        clearTimeout(timer);
+        wake = undefined;
+        resolve();
+      };
+    });
+  }
+  clearTimeout(budgetTimer);
+  await Promise.all(active);
+  // Slots released while nothing waited any more: nothing to wake.
+  wake = undefined;
 }
 
 const targetName = (t: RolloutTarget): string => (t.type !== 'workload' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
@@ -170,6 +280,8 @@ function identity(t: RolloutTarget, cluster: string, name: string, kind: string 
 }
 
 interface ClusterRun {
+  table: RoutingTable;
+  admission: Admission | undefined;
   cluster: string;
   api: KubeApi;
   limiter: ConcurrencyLimiter;
@@ -180,7 +292,7 @@ interface ClusterRun {
   started: number;
 }
 
-async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number, followUntil: number | undefined): Promise<WorkloadDone[]> {
+async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number, followUntil: number | undefined, admission: Admission | undefined): Promise<WorkloadDone[]> {
   const clock = options.clock ?? realClock;
   const config = table.clusters.get(cluster);
   let access: ClusterAccess;
@@ -192,6 +304,8 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     return targets.map((t) => ({ result: failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started) }));
   }
   const run: ClusterRun = {
+    table,
+    admission,
     cluster,
     api: (options.apiFor ?? ((a) => kubeApiFor(a, options.requestTimeoutMs)))(access),
     limiter: limiterFor(cluster, config.concurrency ?? options.defaultConcurrency ?? 10),
@@ -314,6 +428,12 @@ export interface WorkloadDone {
   event?: () => Promise<void>;
   /** What following its rollout needs (restarted and unchanged workloads). */
   follow?: { run: ClusterRun; target: RolloutTarget; descriptor: WorkloadDescriptor; patchedAt: number };
+  /** The slot it holds (or held) under `rollout.maxUnavailable`: given back when its rollout ends. */
+  slot?: SlotClaim;
+  /** A deferred target: tries again (reads, decides, takes a slot, patches). */
+  retry?: () => Promise<WorkloadDone>;
+  /** A deferred target: is a scope it needs known to be full right now (so trying again is pointless)? */
+  blocked?: () => boolean;
 }
 
 async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: KubeObject, started: number, descriptor: WorkloadDescriptor = descriptorOf(target)): Promise<WorkloadDone> {
@@ -322,16 +442,35 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     result: { ...identity(target, run.cluster, name, descriptor.kind), outcome, reason, ...(detail === undefined ? {} : { detail }), attempts, durationMs: run.clock.monotonic() - started },
   });
 
+  // Under rollout.maxUnavailable: the slot this restart takes before its patch (and gives back if it patches nothing).
+  const bound = run.admission ? maxUnavailableFor(run.table, target.routes) : undefined;
+  const slot: SlotClaim | undefined = bound ? { holder: slotHolder({ cluster: run.cluster, namespace: target.namespace, kind: descriptor.kind, name, restartToken: target.restartToken }), scopeKeys: slotScopes(run.cluster, bound).map((s) => s.key) } : undefined;
+  const withSlot = (d: WorkloadDone): WorkloadDone => (slot ? { ...d, slot } : d);
+  const giveBack = async (d: WorkloadDone): Promise<WorkloadDone> => {
+    if (slot && holding) await run.admission?.release(slot);
+    return d;
+  };
+  let holding = false;
+
   let object = read;
   let attempts = 1;
   for (;;) {
     const refusal = descriptor.refusal(object);
-    if (refusal) return done('skipped', descriptor.refusalReason ?? 'paused', attempts, refusal);
+    if (refusal) return giveBack(done('skipped', descriptor.refusalReason ?? 'paused', attempts, refusal));
     // What reconcile recorded on the metadata (pods already on that version) counts too, unless the record is reset.
     const recorded = mergeRecordedVersions(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), run.options.overrideRecorded === true ? {} : parseRecordedVersions(object.metadata?.annotations?.[ANNOTATIONS.versions]));
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
-    if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
-    if (decision.action === 'unchanged') return { ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } };
+    if (decision.action === 'skip') return giveBack(done('skipped', 'older version', attempts, decision.reason));
+    if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } });
+    if (slot && bound && !holding && run.options.dryRun !== true) {
+      const ttlMs = (run.options.follow?.timeoutMs ?? rolloutTimeoutMs(run.table, run.cluster, target.routes)) + LEASE_MARGIN_MS;
+      const admitted = await run.admission?.admit(run.cluster, slot.holder, bound, ttlMs);
+      if (admitted && !admitted.admitted) {
+        const current = object;
+        return { ...done('deferred', 'waiting for a rollout slot', attempts, admitted.why), retry: () => restartWorkload(run, target, current, started, descriptor), blocked: () => run.admission?.knownFull(run.cluster, bound) === true };
+      }
+      holding = true;
+    }
 
     const now = run.clock.now();
     const nowIso = new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -346,15 +485,15 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     attempts = patched.attempts;
     if (patched.ok) {
       if (run.options.dryRun) return done('dry-run', '', attempts);
-      if (patched.value.metadata?.resourceVersion === readVersion) return { ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now } };
+      if (patched.value.metadata?.resourceVersion === readVersion) return withSlot({ ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now } });
       const patchedObject = patched.value;
-      return { ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now), follow: { run, target, descriptor, patchedAt: now } };
+      return withSlot({ ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now), follow: { run, target, descriptor, patchedAt: now } });
     }
-    if (patched.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return done('failed', patched.failure.reason, attempts, patched.failure.detail);
+    if (patched.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return giveBack(done('failed', patched.failure.reason, attempts, patched.failure.detail));
     // Someone wrote the object since we read it (perhaps another worker restarting it): read again, decide again.
     const reread = await withRetries(() => run.limiter.run(() => run.api.read(descriptor, target.namespace, name)), run.retry, run.env, attempts + 1);
     attempts = reread.attempts;
-    if (!reread.ok) return done('failed', reread.failure.reason, attempts, reread.failure.detail);
+    if (!reread.ok) return giveBack(done('failed', reread.failure.reason, attempts, reread.failure.detail));
     object = reread.value;
   }
 }

@@ -122,13 +122,17 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
           if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(record.groupId);
           failed.push(record.messageId);
           blocked.add(record.groupId);
-        } else if (deps.follow && out.some((r) => r.rollout === 'progressing') && (message.follow?.round ?? 0) < MAX_FOLLOW_ROUNDS) {
-          // The rollouts outlast this attempt's budget: hand them back rather than wait. If the queue cannot take
-          // the follow-up, the message itself comes back (it is safe to run again).
+        } else if (!deps.follow && out.some((r) => r.outcome === 'deferred')) {
+          // Waiting for a rollout slot (rollout.maxUnavailable) and no follow-up to hand it to: the message comes back.
+          failed.push(record.messageId);
+          blocked.add(record.groupId);
+        } else if (deps.follow && out.some((r) => r.rollout === 'progressing' || r.outcome === 'deferred') && (message.follow?.round ?? 0) < MAX_FOLLOW_ROUNDS) {
+          // The rollouts outlast this attempt's budget, or wait for a slot: hand them back rather than wait. If the
+          // queue cannot take the follow-up, the message itself comes back (it is safe to run again).
           const next = followUpMessage(message, new Date(startedAt).toISOString());
           try {
             await deps.follow.requeue(next);
-            deps.telemetry.info('rollouts still progressing; follow-up queued', { messageId: record.messageId, cluster: record.groupId, round: next.follow?.round, progressing: out.filter((r) => r.rollout === 'progressing').length });
+            deps.telemetry.info('rollouts still progressing; follow-up queued', { messageId: record.messageId, cluster: record.groupId, round: next.follow?.round, progressing: out.filter((r) => r.rollout === 'progressing').length, deferred: out.filter((r) => r.outcome === 'deferred').length });
           } catch (e) {
             deps.telemetry.warn('could not queue the follow-up; the message will be redelivered', { messageId: record.messageId, cluster: record.groupId, error: e instanceof Error ? e.name : String(e) });
             failed.push(record.messageId);

@@ -6,7 +6,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, matchSegment, PatternError, PatternIndex, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, RoutingTableSchema, type ClusterConfig, type ConsumersTarget, type ResourceTarget, type Route, type RoutingTableDocument, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
+import { parseDuration, RoutingTableSchema, type ClusterConfig, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type Route, type RoutingTableDocument, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
 export interface ConfigProblem {
@@ -67,6 +67,8 @@ export interface CompiledRoute {
   targets: CompiledTarget[];
   /** `rollout.timeout` of the route, if it sets one. */
   rolloutTimeoutMs?: number;
+  /** `rollout.maxUnavailable` of the route, if it sets one. */
+  maxUnavailable?: MaxUnavailable;
 }
 
 export interface RoutingTable {
@@ -79,6 +81,8 @@ export interface RoutingTable {
   file: string;
   /** The top-level `rollout.timeout`, if set. */
   rolloutTimeoutMs?: number;
+  /** The top-level `rollout.maxUnavailable`, if set: the default of every route that sets none. */
+  maxUnavailable?: MaxUnavailable;
 }
 
 /** The default rollout deadline, like a Deployment's progressDeadlineSeconds default (600 s). */
@@ -94,6 +98,23 @@ export function rolloutTimeoutMs(table: Pick<RoutingTable, 'routes' | 'clusters'
   if (fromRoutes.length > 0) return Math.max(...fromRoutes);
   const fromCluster = table.clusters.get(cluster)?.rolloutTimeout;
   return (fromCluster === undefined ? undefined : parseDuration(fromCluster)) ?? table.rolloutTimeoutMs ?? DEFAULT_ROLLOUT_TIMEOUT_MS;
+}
+
+/**
+ * The slots one target's restart needs: each of its routes' `rollout.maxUnavailable` (else the top-level one),
+ * the smallest bound of each scope when several routes name it (each says how many may roll at once), or
+ * undefined when none bounds it (today's behaviour: restart at once).
+ */
+export function maxUnavailableFor(table: Pick<RoutingTable, 'routes' | 'maxUnavailable'>, routeNames: readonly string[]): MaxUnavailable | undefined {
+  const bounds = table.routes.filter((r) => routeNames.includes(r.name)).map((r) => r.maxUnavailable ?? table.maxUnavailable);
+  const smallest = (values: Array<number | undefined>) => {
+    const set = values.filter((v): v is number => v !== undefined);
+    return set.length > 0 ? Math.min(...set) : undefined;
+  };
+  const perCluster = smallest(bounds.map((b) => b?.perCluster));
+  const fleet = smallest(bounds.map((b) => b?.fleet));
+  if (perCluster === undefined && fleet === undefined) return undefined;
+  return { ...(perCluster === undefined ? {} : { perCluster }), ...(fleet === undefined ? {} : { fleet }) };
 }
 
 type FieldPath = ReadonlyArray<PropertyKey>;
@@ -282,11 +303,11 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     if (!nsIndex) index.set(namespace, (nsIndex = new PatternIndex()));
     nsIndex.add(routes.length, pattern);
     const timeout = route.rollout?.timeout === undefined ? undefined : parseDuration(route.rollout.timeout);
-    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }) });
+    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(route.rollout?.maxUnavailable ? { maxUnavailable: route.rollout.maxUnavailable } : {}) });
   });
 
   const mounts = new Map<string, KvVersion>();
   for (const [mount, version] of Object.entries(doc.vault.mounts)) mounts.set(qualify('', mount.replace(/^\/+|\/+$/g, '')), version);
   const timeout = doc.rollout?.timeout === undefined ? undefined : parseDuration(doc.rollout.timeout);
-  return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }) };
+  return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}) };
 }

@@ -58,8 +58,27 @@ export const DurationSchema = z
  * How vault-rollout follows a restart to its end. A block (not a lone field) so later settings (waves, gates...)
  * join it; at the top level it is the default for every route, on a route it overrides that default.
  */
+/** The most workloads a slot can count: a bound on the slot store's work per acquire (one slot item each in DynamoDB). */
+export const MAX_UNAVAILABLE_LIMIT = 1000;
+const slotLimit = z.number().int('must be a whole number').min(1, 'must be at least 1').max(MAX_UNAVAILABLE_LIMIT, `must be at most ${MAX_UNAVAILABLE_LIMIT}`);
+
+/**
+ * Workloads rolling at the same time (restarted, rollout not yet complete, failed or timed out): at most `perCluster`
+ * in any one cluster and `fleet` over all of them. Slots live in a shared store (lib/slots), so the fleet bound holds
+ * across concurrent workers.
+ */
+export const MaxUnavailableSchema = z
+  .strictObject({
+    perCluster: slotLimit.optional().describe('workloads rolling at once in one cluster'),
+    fleet: slotLimit.optional().describe('workloads rolling at once over every cluster'),
+  })
+  .refine((m) => m.perCluster !== undefined || m.fleet !== undefined, 'give perCluster, fleet or both')
+  .refine((m) => m.perCluster === undefined || m.fleet === undefined || m.perCluster <= m.fleet, 'perCluster must not exceed fleet');
+export type MaxUnavailable = z.infer<typeof MaxUnavailableSchema>;
+
 export const RolloutSettingsSchema = z.strictObject({
   timeout: DurationSchema.optional().describe('how long a restarted workload may take to roll out before it counts as timeout (default 10m)'),
+  maxUnavailable: MaxUnavailableSchema.optional().describe('workloads rolling at the same time, per cluster and over the fleet; the others wait (outcome deferred) for a slot'),
 });
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 

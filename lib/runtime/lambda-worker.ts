@@ -1,17 +1,24 @@
 /** The worker function's dependencies: the shared runtime plus cluster access with its cached credentials. */
 import { dirname } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ClusterClients } from '../kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../kube/credentials/resolve.ts';
 import type { WorkerDeps } from '../pipeline/worker.ts';
+import { DynamoDbSlotStore } from '../slots/dynamodb-slot-store.ts';
+import { ConfigError } from './config.ts';
 import type { LambdaRuntime } from './lambda.ts';
 
 export function lambdaWorkerDeps(runtime: LambdaRuntime): WorkerDeps {
   const { table, telemetry, env, routesFile } = runtime;
+  // rollout.maxUnavailable bounds every invocation together: never an in-memory stand-in in Lambda.
+  const bounded = table.maxUnavailable !== undefined || table.routes.some((r) => r.maxUnavailable !== undefined);
+  if (bounded && !env.VAULT_ROLLOUT_SLOTS_TABLE) throw new ConfigError('the routing table sets rollout.maxUnavailable but VAULT_ROLLOUT_SLOTS_TABLE is not set: it must name the DynamoDB slot table');
+  const slots = env.VAULT_ROLLOUT_SLOTS_TABLE ? new DynamoDbSlotStore({ client: new DynamoDBClient({ region: env.AWS_REGION }), table: env.VAULT_ROLLOUT_SLOTS_TABLE }) : undefined;
   const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(routesFile), env, logger: telemetry })));
   return {
     table,
     telemetry,
-    executor: { access: (name, config) => clients.get(name, config), logger: telemetry },
+    executor: { access: (name, config) => clients.get(name, config), logger: telemetry, ...(slots ? { slots } : {}) },
     invalidate: (cluster) => clients.invalidate(cluster),
   };
 }

@@ -39,8 +39,13 @@ export const emulatorCacheDir = (): string =>
   join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'vault-rollout', `elasticmq-${ELASTICMQ_VERSION}`);
 
 /** Installs ElasticMQ into the per-user cache unless it is there already; returns its jar directory. */
-export async function installElasticMq(): Promise<string> {
-  const dir = emulatorCacheDir();
+export const installElasticMq = (): Promise<string> => installFromMaven(emulatorCacheDir(), { groupId: 'org.elasticmq', artifactId: 'elasticmq-server_2.13', version: ELASTICMQ_VERSION }, `ElasticMQ ${ELASTICMQ_VERSION}`);
+
+/**
+ * Installs a Maven artifact and its runtime dependencies into `dir`/lib (also used for DynamoDB Local), unless its
+ * `complete` stamp is there; returns the lib directory.
+ */
+export async function installFromMaven(dir: string, artifact: { groupId: string; artifactId: string; version: string }, what: string): Promise<string> {
   const lib = join(dir, 'lib');
   if (existsSync(join(dir, 'complete'))) return lib;
 
@@ -56,18 +61,18 @@ export async function installElasticMq(): Promise<string> {
       `<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.vault-rollout</groupId>
-  <artifactId>elasticmq-runtime</artifactId>
+  <artifactId>${artifact.artifactId}-runtime</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>org.elasticmq</groupId><artifactId>elasticmq-server_2.13</artifactId><version>${ELASTICMQ_VERSION}</version></dependency>
+    <dependency><groupId>${artifact.groupId}</groupId><artifactId>${artifact.artifactId}</artifactId><version>${artifact.version}</version></dependency>
   </dependencies>
 </project>
 `,
     );
     const { code, output } = await run('mvn', ['-B', '-q', '-f', join(work, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${join(work, 'lib')}`, '-DincludeScope=runtime']);
-    if (code !== 0 || !existsSync(join(work, 'lib', `elasticmq-server_2.13-${ELASTICMQ_VERSION}.jar`))) {
-      throw new Error(`installing ElasticMQ ${ELASTICMQ_VERSION} with Maven failed (exit ${code}):\n${output.slice(-4000)}`);
+    if (code !== 0 || !existsSync(join(work, 'lib', `${artifact.artifactId}-${artifact.version}.jar`))) {
+      throw new Error(`installing ${what} with Maven failed (exit ${code}):\n${output.slice(-4000)}`);
     }
     writeFileSync(join(work, 'complete'), `${new Date().toISOString()}\n`);
     try {
@@ -166,7 +171,7 @@ aws { region = ${EMULATOR_REGION}, accountId = "${EMULATOR_ACCOUNT}" }
   return { endpoint, stop };
 }
 
-function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+export function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   if (pid === undefined) return;
   try {
     process.kill(-pid, signal);
@@ -207,7 +212,7 @@ function run(command: string, args: readonly string[]): Promise<{ code: number |
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.once('error', (error) => reject(new Error(`could not run ${command} (needed to install ElasticMQ): ${error.message}`, { cause: error })));
+    child.once('error', (error) => reject(new Error(`could not run ${command} (needed to install a test emulator from Maven Central): ${error.message}`, { cause: error })));
     child.once('close', (code) => resolve({ code, output }));
   });
 }

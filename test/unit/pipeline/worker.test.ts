@@ -7,6 +7,7 @@ import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
 import { deduplicationId, MAX_FOLLOW_ROUNDS, rolloutMessages, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
+import { SqliteSlotStore } from '../../../lib/slots/sqlite-slot-store.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
 
@@ -142,6 +143,31 @@ describe('processBatch: following rollouts without waiting them out', () => {
     expect(again.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:progressing']);
     expect(requeued[1]?.follow).toEqual({ since: new Date(t0).toISOString(), round: 2 });
     expect(fake.calls.filter((c) => c.op === 'patch' && c.cluster === 'a')).toHaveLength(1);
+  });
+
+  it('hands deferred targets (rollout.maxUnavailable, no slot) back as a follow-up; without following, redelivers the message', async () => {
+    const bounded = loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+rollout: { maxUnavailable: { perCluster: 1 } }
+routes:
+  - name: app
+    match: { path: "secret/{app}" }
+    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: "{app}" }]
+`);
+    const fake = fakeClusters({ a: ['api', 'web'] });
+    const plan = planRollouts(bounded, [change('api', 1), change('web', 1)]);
+    const batch = [...changesByCluster([change('api', 1), change('web', 1)], plan)].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, '2026-11-20T10:00:01Z').map((m) => ({ messageId: `d${++n}`, body: JSON.stringify(m), groupId: cluster })));
+    const requeued: RolloutMessage[] = [];
+    const telemetry = memoryTelemetry();
+    const executor = options(fake.apiFor, { slots: new SqliteSlotStore(':memory:') });
+    const out = await processBatch(batch, { table: bounded, telemetry, executor, follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
+    expect(out.results.map((r) => r.outcome).sort()).toEqual(['deferred', 'restarted']);
+    expect(out.failed).toEqual([]);
+    expect(requeued).toHaveLength(1);
+    expect(telemetry.lines.find((l) => l.message === 'rollouts still progressing; follow-up queued')?.fields).toMatchObject({ progressing: 1, deferred: 1 });
+    const noFollow = await processBatch(batch, { table: bounded, telemetry: memoryTelemetry(), executor });
+    expect(noFollow.results.map((r) => r.outcome).sort()).toEqual(['deferred', 'unchanged']);
+    expect(noFollow.failed).toEqual(batch.map((r) => r.messageId));
   });
 
   it('redelivers the message when the follow-up cannot be queued, and stops handing back after the last round', async () => {
