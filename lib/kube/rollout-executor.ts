@@ -81,7 +81,15 @@ export interface ExecutorOptions {
   apiFor?: (access: ClusterAccess) => KubeApi;
   /** Follow restarted (and unchanged) workloads until their rollout is complete, failed, past its deadline or the budget ends. */
   follow?: FollowSettings;
+  /**
+   * Read and follow only, never patch (a wave's gate, issue #12): a workload that would be restarted comes back
+   * `skipped` with reason NOT_RESTARTED_YET — its cluster's message has not been worked yet.
+   */
+  observeOnly?: boolean;
 }
+
+/** The skip reason of a workload an observe-only call found not restarted for these changes yet. */
+export const NOT_RESTARTED_YET = 'not restarted yet';
 
 const realClock = { now: Date.now, monotonic: () => performance.now() };
 
@@ -302,6 +310,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     const decision = decideRestart(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return done('skipped', 'older version', attempts, decision.reason);
     if (decision.action === 'unchanged') return { ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } };
+    if (run.options.observeOnly) return done('skipped', NOT_RESTARTED_YET, attempts);
 
     const now = run.clock.now();
     const nowIso = new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -370,6 +379,41 @@ async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descri
 
 /** The secrets of a restart as Events name them: paths and versions, never values. */
 const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+
+/** The annotation a halt leaves on the workload whose rollout failed a wave's gate (for `status` and people). */
+export const HALTED_ANNOTATION = 'vault-rollout.io/halted';
+
+/**
+ * A halted rotation, made visible where it happened: a Warning Event on the workload that failed the gate (named from
+ * its restart, so a repeat records nothing twice) and the HALTED_ANNOTATION on its metadata (not its pod template:
+ * nothing restarts). Best effort: the halt itself is already decided and logged.
+ */
+export async function recordHalt(table: RoutingTable, target: RolloutTarget, name: string, options: ExecutorOptions, halt: { message: string; record: Record<string, unknown> }): Promise<void> {
+  const config = table.clusters.get(target.cluster);
+  if (!config) return;
+  const clock = options.clock ?? realClock;
+  let access: ClusterAccess;
+  try {
+    access = await options.access(target.cluster, config);
+  } catch (e) {
+    options.logger?.warn('could not record the halt in the cluster', { cluster: target.cluster, error: e instanceof Error ? e.name : String(e) });
+    return;
+  }
+  const run: ClusterRun = { cluster: target.cluster, api: (options.apiFor ?? ((a) => kubeApiFor(a, options.requestTimeoutMs)))(access), limiter: limiterFor(target.cluster, config.concurrency ?? options.defaultConcurrency ?? 10), options, retry: options.retry ?? DEFAULT_RETRY, env: options.retryEnv ?? realRetryEnv, clock, started: clock.monotonic() };
+  const descriptor = descriptorOf(target);
+  await createEvent(run, {
+    name: `${name}.vr-${target.restartToken.slice(0, 16)}.halted`,
+    namespace: target.namespace,
+    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace },
+    reason: 'RotationHalted',
+    message: halt.message,
+    type: 'Warning',
+    time: new Date(clock.now()).toISOString(),
+  });
+  const body = { metadata: { annotations: { [HALTED_ANNOTATION]: JSON.stringify(halt.record) } } };
+  const patched = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, body, descriptor.patchStrategy, options.dryRun === true)), run.retry, run.env);
+  if (!patched.ok) options.logger?.warn('could not annotate the halted workload', { cluster: target.cluster, namespace: target.namespace, name, reason: patched.failure.reason });
+}
 
 interface EventInput {
   name: string;

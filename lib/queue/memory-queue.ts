@@ -11,7 +11,7 @@
  *   it on the next receive; moving it at once shows it in `deadLetters()` sooner and is otherwise the same.)
  */
 import { randomUUID } from 'node:crypto';
-import { deduplicationId, messageGroupId, type RolloutMessage, type RolloutQueue } from './rollout-message.ts';
+import { deduplicationId, messageGroupId, type QueueMessage, type RolloutQueue } from './rollout-message.ts';
 
 export interface MemoryRolloutQueueOptions {
   /** Receives without a delete before a message goes to the dead letters (SQS redrive policy; default 5). */
@@ -79,7 +79,7 @@ export class MemoryRolloutQueue implements RolloutQueue {
     this.#now = options.now ?? Date.now;
   }
 
-  send(messages: readonly RolloutMessage[]): Promise<void> {
+  send(messages: readonly QueueMessage[]): Promise<void> {
     const now = this.#now();
     for (const [id, until] of this.#dedupUntil) if (until <= now) this.#dedupUntil.delete(id);
     for (const message of messages) {
@@ -130,6 +130,18 @@ export class MemoryRolloutQueue implements RolloutQueue {
     if (!message) return Promise.resolve(false);
     this.#makeVisible(message);
     this.#wake();
+    return Promise.resolve(true);
+  }
+
+  /**
+   * Keeps a received message invisible for `delayMs` more, then redelivers it (SQS ChangeMessageVisibility): how a
+   * gate or a settle window waits in the queue instead of in the worker. Its group stays blocked meanwhile.
+   */
+  defer(receiptHandle: string, delayMs: number): Promise<boolean> {
+    this.#expireVisibility();
+    const message = this.#inFlight.get(receiptHandle);
+    if (!message) return Promise.resolve(false);
+    message.visibleAt = this.#now() + Math.max(0, delayMs);
     return Promise.resolve(true);
   }
 
