@@ -380,15 +380,16 @@ async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descri
 /** The secrets of a restart as Events name them: paths and versions, never values. */
 const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
 
-/** The annotation a halt leaves on the workload whose rollout failed a wave's gate (for `status` and people). */
-export const HALTED_ANNOTATION = 'vault-rollout.io/halted';
+/** The name of the Event that marks a halt on a workload: derived from its restart, so `status` can find it by name. */
+export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
 
 /**
- * A halted rotation, made visible where it happened: a Warning Event on the workload that failed the gate (named from
- * its restart, so a repeat records nothing twice) and the HALTED_ANNOTATION on its metadata (not its pod template:
- * nothing restarts). Best effort: the halt itself is already decided and logged.
+ * A halted rotation, made visible where it happened: a Warning `RotationHalted` Event on the workload that failed
+ * the gate, named from its restart (haltEventName), so a repeat records nothing twice and a reader holding the
+ * workload's restart token finds it by name. Not an annotation: the admission policy lets the vault-rollout identity
+ * write only what a restart writes. Best effort: the halt itself is already decided and logged.
  */
-export async function recordHalt(table: RoutingTable, target: RolloutTarget, name: string, options: ExecutorOptions, halt: { message: string; record: Record<string, unknown> }): Promise<void> {
+export async function recordHalt(table: RoutingTable, target: RolloutTarget, name: string, options: ExecutorOptions, message: string): Promise<void> {
   const config = table.clusters.get(target.cluster);
   if (!config) return;
   const clock = options.clock ?? realClock;
@@ -402,17 +403,14 @@ export async function recordHalt(table: RoutingTable, target: RolloutTarget, nam
   const run: ClusterRun = { cluster: target.cluster, api: (options.apiFor ?? ((a) => kubeApiFor(a, options.requestTimeoutMs)))(access), limiter: limiterFor(target.cluster, config.concurrency ?? options.defaultConcurrency ?? 10), options, retry: options.retry ?? DEFAULT_RETRY, env: options.retryEnv ?? realRetryEnv, clock, started: clock.monotonic() };
   const descriptor = descriptorOf(target);
   await createEvent(run, {
-    name: `${name}.vr-${target.restartToken.slice(0, 16)}.halted`,
+    name: haltEventName(name, target.restartToken),
     namespace: target.namespace,
     involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace },
     reason: 'RotationHalted',
-    message: halt.message,
+    message,
     type: 'Warning',
     time: new Date(clock.now()).toISOString(),
   });
-  const body = { metadata: { annotations: { [HALTED_ANNOTATION]: JSON.stringify(halt.record) } } };
-  const patched = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, body, descriptor.patchStrategy, options.dryRun === true)), run.retry, run.env);
-  if (!patched.ok) options.logger?.warn('could not annotate the halted workload', { cluster: target.cluster, namespace: target.namespace, name, reason: patched.failure.reason });
 }
 
 interface EventInput {

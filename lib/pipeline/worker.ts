@@ -337,7 +337,7 @@ async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerD
     const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace && results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name));
     if (target) {
       const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret: it starts again from wave 1.`;
-      await recordHalt(deps.table, target, decision.failing.name, deps.executor, { message: eventMessage, record: { restartToken: target.restartToken, secrets, wave: halt.wave, waves: halt.waves, why: decision.why.slice(0, 500), notRestarted, at: new Date(now()).toISOString() } });
+      await recordHalt(deps.table, target, decision.failing.name, deps.executor, eventMessage);
     }
     return true;
   }

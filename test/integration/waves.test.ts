@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../lib/http/app.ts';
 import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
+import { haltEventName } from '../../lib/kube/rollout-executor.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
 import { processBatch, type WorkerDeps } from '../../lib/pipeline/worker.ts';
@@ -147,8 +148,11 @@ describe('progressive rotation', () => {
       const event = (await events('gamma', NS, 'bad')).find((e) => e.reason === 'RotationHalted');
       expect(event?.message).toContain('halted the rotation of secret/waves/bad version 2 at wave 1 of 3');
       expect(event?.message).toContain('Not restarted: alpha, beta');
-      const mark = JSON.parse((await getWorkload('gamma', NS, 'Deployment', 'bad')).metadata.annotations?.['vault-rollout.io/halted'] ?? '{}');
-      expect(mark).toMatchObject({ wave: 1, notRestarted: ['alpha', 'beta'], secrets: ['secret/waves/bad version 2'] });
+      // The mark a reader finds by name from the workload's restart token.
+      const token = (await getWorkload('gamma', NS, 'Deployment', 'bad')).spec.template?.metadata?.annotations?.['vault-rollout.io/restart-token'] ?? '';
+      const mark = await admin('gamma').request('GET', `/api/v1/namespaces/${NS}/events/${haltEventName('bad', token)}`);
+      expect(mark.status).toBe(200);
+      expect((mark.body as { reason: string; type: string })).toMatchObject({ reason: 'RotationHalted', type: 'Warning' });
 
       // What an operator does: write a fixed version. It starts again from wave 1.
       await write(queue, 'secret/waves/bad', 3);
