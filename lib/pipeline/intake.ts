@@ -4,7 +4,7 @@
  * and restarts, so a down cluster never fails the intake and the queue never carries a patch.
  */
 import { planRollouts, type Plan, type SecretRef } from '../plan/planner.ts';
-import { planChangeSets } from '../plan/waves.ts';
+import { planChangeSets, type ChangeSet } from '../plan/waves.ts';
 import { queuedChange, ROLLOUT_MESSAGE_VERSION, rolloutMessages, type QueueMessage, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
@@ -46,10 +46,8 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
 export function firstWaveMessages(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, acceptedAt: string): QueueMessage[] {
   const byCluster = changesByCluster(changes, plan);
   if (!table.routes.some((r) => r.policy.waves !== undefined)) return [...byCluster].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt));
-  const clustersOf = new Map<SecretChange, string[]>();
-  for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
   const messages: QueueMessage[] = [];
-  for (const set of planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? [])) {
+  for (const set of changeSets(table, changes, plan, byCluster)) {
     const [first, second] = set.waves;
     if (!first) continue;
     const inSet = new Set(set.changes);
@@ -60,6 +58,13 @@ export function firstWaveMessages(table: RoutingTable, changes: readonly SecretC
     if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0 });
   }
   return messages;
+}
+
+/** The change sets of a batch and their waves (lib/plan/waves.ts), from the clusters the plan puts each change in. */
+export function changeSets(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, byCluster = changesByCluster(changes, plan)): ChangeSet[] {
+  const clustersOf = new Map<SecretChange, string[]>();
+  for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
+  return planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? []);
 }
 
 /**

@@ -14,7 +14,7 @@
 import { executeRollouts, NOT_RESTARTED_YET, recordHalt, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
 import { METRICS, type Telemetry } from '../observability/telemetry.ts';
 import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
-import { decideGate, planChangeSets, settleDelay, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
+import { decideGate, settleDelay, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
 import {
   changeFromQueue,
   changeSetHash,
@@ -32,8 +32,7 @@ import {
   type RolloutQueue,
 } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
-import type { SecretChange } from '../sources/secret-change.ts';
-import { changesByCluster } from './intake.ts';
+import { changeSets, changesByCluster } from './intake.ts';
 
 export interface QueueRecord {
   messageId: string;
@@ -264,10 +263,7 @@ export type GatePlan = { set: ChangeSet; targets: RolloutTarget[] } | { refused:
 export function planGate(table: RoutingTable, message: GateMessage, messageId: string): GatePlan {
   const changes = message.changes.map((c, i) => changeFromQueue(c, `message ${messageId} changes[${i}]`));
   const plan = planRollouts(table, changes);
-  const byCluster = changesByCluster(changes, plan);
-  const clustersOf = new Map<SecretChange, string[]>();
-  for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
-  const sets = planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? []);
+  const sets = changeSets(table, changes, plan);
   const key = changeSetHash(message.changes);
   const set = sets.find((s) => s.key === key);
   if (!set) return { refused: sets.length === 0 ? `its ${changes.length} change(s) plan nothing under this routing table` : 'its changes no longer form one rotation under this routing table' };

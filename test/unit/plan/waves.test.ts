@@ -117,3 +117,27 @@ describe('settleDelay', () => {
     ['past the bound: now', [0, 20_500], 5000, 21_000, 0],
   ] as const)('%s', (_, accepted, settle, now, delay) => expect(settleDelay(accepted, settle, now)).toBe(delay));
 });
+
+describe('plan shows the waves', () => {
+  it('in order, per target, with the gates between them; --json gains waves', async () => {
+    const { planJson, planText } = await import('../../../lib/report/plan-report.ts');
+    const { changeSets } = await import('../../../lib/pipeline/intake.ts');
+    const changes = [change('app/db', 3)];
+    const plan = planRollouts(table, changes);
+    const parsed = { changes, ignored: [], rejected: [] };
+    const text = planText(parsed, plan, changeSets(table, changes, plan));
+    expect(text).toContain('Waves of secret/app/db@v3 (route app):');
+    const lines = text.split('\n');
+    const at = (s: string) => lines.findIndex((l) => l.includes(s));
+    expect(at('1     gamma')).toBeLessThan(at('-- gate: every target complete within 2m, then pause 30s; on failure: halt --'));
+    expect(at('2     alpha')).toBeLessThan(at('3     beta'));
+    expect(at('4     delta')).toBeGreaterThan(at('3     beta'));
+    const json = planJson(parsed, plan, changeSets(table, changes, plan));
+    expect(json.waves[0]?.waves.map((w) => [w.wave, w.clusters, w.targets.map((t) => t.name), w.gate?.pause])).toEqual([
+      [1, ['gamma'], ['app'], '30s'],
+      [2, ['alpha'], ['app'], '30s'],
+      [3, ['beta'], ['app'], '30s'],
+      [4, ['delta'], ['app'], undefined],
+    ]);
+  });
+});
