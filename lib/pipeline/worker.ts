@@ -329,7 +329,8 @@ async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerD
     const halt: HaltRecord = { secrets, wave: message.wave + 1, waves: set.waves.length, failing: { cluster: decision.failing.cluster, namespace: decision.failing.namespace, kind: decision.failing.kind, name: decision.failing.name, state: decision.failing.state }, why: decision.why, notRestarted };
     outcome.halts.push(halt);
     deps.telemetry.error('rotation halted', { ...fields, failing: halt.failing, why: decision.why, notRestarted });
-    deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count', { route: set.route });
+    // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
+    deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
     const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace && results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name));
     if (target) {
       const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret: it starts again from wave 1.`;
