@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { changeSets } from '../pipeline/intake.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { planJson, planText } from '../report/plan-report.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -15,7 +16,8 @@ export async function planCommand(argv: string[], io: CliIo): Promise<number> {
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
   const plan = planRollouts(table, parsed.changes);
-  io.stdout(values.json ? `${JSON.stringify(planJson(parsed, plan), null, 2)}\n` : planText(parsed, plan));
+  const sets = changeSets(table, parsed.changes, plan);
+  io.stdout(values.json ? `${JSON.stringify(planJson(parsed, plan, sets), null, 2)}\n` : planText(parsed, plan, sets));
   reportRejected(io, 'plan', values.input, parsed);
   return parsed.rejected.length > 0 ? EXIT.rejectedRecords : EXIT.ok;
 }

@@ -81,6 +81,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     telemetry,
     executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) },
     invalidate: (cluster) => clients.invalidate(cluster),
+    // Gates queue the next wave here (issue #12).
+    queue,
     // As in Lambda: follow each rollout for a bounded time, then hand it back to the (in-process) queue.
     ...(values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } }),
   });

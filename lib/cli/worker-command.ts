@@ -39,7 +39,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const follow = values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } };
   const worker = startSqsWorker(
     client,
-    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), ...follow },
+    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize: Number(values['batch-size']) },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers\n`);

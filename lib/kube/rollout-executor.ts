@@ -93,7 +93,15 @@ export interface ExecutorOptions {
   slots?: SlotStore;
   /** How often a call that has deferred targets asks the store again while following (other workers free slots). */
   slotPollMs?: number;
+  /**
+   * Read and follow only, never patch (a wave's gate, issue #12): a workload that would be restarted comes back
+   * `skipped` with reason NOT_RESTARTED_YET — its cluster's message has not been worked yet.
+   */
+  observeOnly?: boolean;
 }
+
+/** The skip reason of a workload an observe-only call found not restarted for these changes yet. */
+export const NOT_RESTARTED_YET = 'not restarted yet';
 
 let processSlots: SlotStore | undefined;
 
@@ -118,7 +126,7 @@ function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
 
 export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
   const byCluster = targetsByCluster(targets);
-  const bounded = !options.dryRun && targets.some((t) => maxUnavailableFor(table, t.routes) !== undefined);
+  const bounded = !options.dryRun && !options.observeOnly && targets.some((t) => maxUnavailableFor(table, t.routes) !== undefined);
   // Loaded only when needed: a Lambda worker passes its DynamoDB store and never runs node:sqlite.
   const slots = bounded ? (options.slots ?? (processSlots ??= new (await import('../slots/sqlite-slot-store.ts')).SqliteSlotStore(':memory:'))) : undefined;
   const admission = slots ? new Admission(slots, (what, e) => options.logger?.warn(what, { error: e instanceof Error ? `${e.name}: ${e.message}`.slice(0, 300) : String(e) })) : undefined;
@@ -462,6 +470,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return giveBack(done('skipped', 'older version', attempts, decision.reason));
     if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } });
+    if (run.options.observeOnly) return done('skipped', NOT_RESTARTED_YET, attempts);
     if (slot && bound && !holding && run.options.dryRun !== true) {
       const ttlMs = (run.options.follow?.timeoutMs ?? rolloutTimeoutMs(run.table, run.cluster, target.routes)) + LEASE_MARGIN_MS;
       const admitted = await run.admission?.admit(run.cluster, slot.holder, bound, ttlMs);
@@ -539,6 +548,41 @@ async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descri
 
 /** The secrets of a restart as Events name them: paths and versions, never values. */
 const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+
+/** The name of the Event that marks a halt on a workload: derived from its restart, so `status` can find it by name. */
+export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
+
+/**
+ * A halted rotation, made visible where it happened: a Warning `RotationHalted` Event on the workload that failed
+ * the gate, named from its restart (haltEventName), so a repeat records nothing twice and a reader holding the
+ * workload's restart token finds it by name. Not an annotation: the admission policy lets the vault-rollout identity
+ * write only what a restart writes. Best effort: the halt itself is already decided and logged.
+ */
+export async function recordHalt(table: RoutingTable, target: RolloutTarget, name: string, options: ExecutorOptions, message: string): Promise<void> {
+  const config = table.clusters.get(target.cluster);
+  if (!config) return;
+  const clock = options.clock ?? realClock;
+  let access: ClusterAccess;
+  try {
+    access = await options.access(target.cluster, config);
+  } catch (e) {
+    options.logger?.warn('could not record the halt in the cluster', { cluster: target.cluster, error: e instanceof Error ? e.name : String(e) });
+    return;
+  }
+  const run: ClusterRun = { cluster: target.cluster, api: (options.apiFor ?? ((a) => kubeApiFor(a, options.requestTimeoutMs)))(access), limiter: limiterFor(target.cluster, config.concurrency ?? options.defaultConcurrency ?? 10), options, retry: options.retry ?? DEFAULT_RETRY, env: options.retryEnv ?? realRetryEnv, clock, started: clock.monotonic(), table, admission: undefined };
+  // A consumers target of a Secret has no object of its own to carry the Event: its halt is in the log and the result.
+  if (target.type === 'consumers' && !isSyncKind(target.kind)) return;
+  const descriptor = descriptorOf(target);
+  await createEvent(run, {
+    name: haltEventName(name, target.restartToken),
+    namespace: target.namespace,
+    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace },
+    reason: 'RotationHalted',
+    message,
+    type: 'Warning',
+    time: new Date(clock.now()).toISOString(),
+  });
+}
 
 interface EventInput {
   name: string;

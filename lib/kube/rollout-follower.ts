@@ -62,6 +62,8 @@ interface Member {
 }
 
 const realClock = { now: Date.now };
+/** How long a rollout already past its deadline waits for its first status read before it is called timeout. */
+const PAST_DEADLINE_GRACE_MS = 5_000;
 const seconds = (ms: number) => Math.round(ms / 1000);
 
 /** `2 of 3 new pods not Ready after 600 s: ProgressDeadlineExceeded (...)`: counts first, then the cause. */
@@ -132,6 +134,10 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
     m.last = health;
     m.lastError = undefined;
     const pods = health.pods ? { pods: health.pods } : {};
+    if (health.state === 'progressing' && now >= m.target.startedAt + m.target.timeoutMs) {
+      // Past its deadline when read (a follow-up, a wave's gate): the status read says why.
+      return settle(m, { rollout: 'timeout', ...pods, message: describeRollout('timeout', health, elapsed) });
+    }
     if (health.state === 'progressing') {
       options.onProgress?.(m.target.id, { rollout: 'progressing', ...pods, message: describeRollout('progressing', health, elapsed) });
       return;
@@ -153,7 +159,8 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
         const now = clock.now();
         settle(m, { rollout: state, ...(m.last?.pods ? { pods: m.last.pods } : {}), message: describeRollout(state, m.last, now - m.target.startedAt, m.lastError) });
       },
-      Math.max(0, at - clock.now()),
+      // Already past its deadline: read the status first (it may be complete by now), within a short grace.
+      at > clock.now() ? at - clock.now() : Math.min(PAST_DEADLINE_GRACE_MS, Math.max(0, budgetEnd - clock.now())),
     );
   });
 

@@ -24,6 +24,8 @@ export const METRICS = {
   lag: 'VaultToPatchLag',
   /** Queue messages refused by the worker (forged, foreign or unreadable): never executed. Alarmed. */
   refusedMessages: 'RefusedMessages',
+  /** Rotations a wave's gate halted (issue #12): later waves not restarted. Alarmed. */
+  haltedRotations: 'HaltedRotations',
 } as const;
 export type MetricName = (typeof METRICS)[keyof typeof METRICS];
 

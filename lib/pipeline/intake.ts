@@ -4,7 +4,8 @@
  * and restarts, so a down cluster never fails the intake and the queue never carries a patch.
  */
 import { planRollouts, type Plan, type SecretRef } from '../plan/planner.ts';
-import { rolloutMessages, type RolloutQueue } from '../queue/rollout-message.ts';
+import { planChangeSets, type ChangeSet } from '../plan/waves.ts';
+import { queuedChange, ROLLOUT_MESSAGE_VERSION, rolloutMessages, type QueueMessage, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import { parseInput, type InputFormat } from '../sources/parse.ts';
@@ -28,13 +29,42 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
   const parsed = parseInput(text, { mounts: deps.table.mounts, format: deps.format ?? 'auto' });
   const plan = planRollouts(deps.table, parsed.changes);
   const acceptedAt = new Date(deps.now()).toISOString();
-  const messages = [...changesByCluster(parsed.changes, plan)].flatMap(([cluster, changes]) => rolloutMessages(cluster, changes, acceptedAt));
+  const messages = firstWaveMessages(deps.table, parsed.changes, plan, acceptedAt);
   if (messages.length > 0) await deps.queue.send(messages);
   return {
     summary: { accepted: parsed.changes.length, ignored: parsed.ignored.length, rejected: parsed.rejected.length, queued: messages.length },
     parsed,
     plan,
   };
+}
+
+/**
+ * What the intake queues: per cluster, its changes — all clusters at once for changes whose route has no waves; for
+ * a route with waves (issue #12), the first wave's clusters and the gate that will queue the next wave once this
+ * one is healthy. Later waves are not queued here: a halt then needs nothing taken back.
+ */
+export function firstWaveMessages(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, acceptedAt: string): QueueMessage[] {
+  const byCluster = changesByCluster(changes, plan);
+  if (!table.routes.some((r) => r.policy.waves !== undefined)) return [...byCluster].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt));
+  const messages: QueueMessage[] = [];
+  for (const set of changeSets(table, changes, plan, byCluster)) {
+    const [first, second] = set.waves;
+    if (!first) continue;
+    const inSet = new Set(set.changes);
+    for (const cluster of first.clusters) {
+      const cs = (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c));
+      messages.push(...rolloutMessages(cluster, cs, acceptedAt, second ? 0 : undefined));
+    }
+    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0 });
+  }
+  return messages;
+}
+
+/** The change sets of a batch and their waves (lib/plan/waves.ts), from the clusters the plan puts each change in. */
+export function changeSets(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, byCluster = changesByCluster(changes, plan)): ChangeSet[] {
+  const clustersOf = new Map<SecretChange, string[]>();
+  for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
+  return planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? []);
 }
 
 /**

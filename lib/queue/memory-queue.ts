@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ChangeWaiters, LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
-import { deduplicationId, messageGroupId, type RolloutMessage } from './rollout-message.ts';
+import { deduplicationId, messageGroupId, type QueueMessage } from './rollout-message.ts';
 
 export type MemoryRolloutQueueOptions = LocalQueueOptions;
 export type { DeadLetter, ReceivedRolloutMessage, ReceiveOptions } from './local-queue.ts';
@@ -47,7 +47,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     this.#now = options.now ?? Date.now;
   }
 
-  send(messages: readonly RolloutMessage[]): Promise<void> {
+  send(messages: readonly QueueMessage[]): Promise<void> {
     const now = this.#now();
     for (const [id, until] of this.#dedupUntil) if (until <= now) this.#dedupUntil.delete(id);
     for (const message of messages) {

@@ -32,7 +32,37 @@ export interface RolloutMessage {
    * `round` counts the hand-backs. Neither can restart anything: the changes and the table decide that.
    */
   follow?: { since: string; round: number };
+  /** Set when a gate queued it: the index of the wave it belongs to (part of the deduplication id). */
+  wave?: number;
 }
+
+/**
+ * A wave's gate (issue #12): the same CHANGES, never targets, and which wave of their plan to check. The worker
+ * plans them with its own table, reads that wave's targets in their clusters, and then queues the next wave (and
+ * its gate), halts, or hands the gate back to the queue to look again later. Its message group is
+ * `gate-<hash of the changes>`, so a gate that waits never holds a cluster's messages.
+ */
+export interface GateMessage {
+  v: typeof ROLLOUT_MESSAGE_VERSION;
+  kind: 'gate';
+  changes: QueuedChange[];
+  /** The wave whose health this gate checks (0 = the first); the next one starts when it passes. */
+  wave: number;
+  /** When that wave was queued (ISO): the gate's timeout and the rollouts' deadlines count from it. */
+  since: string;
+  acceptedAt: string;
+  /** When the wave was first seen complete (ISO): the pause counts from it. */
+  completeAt?: string;
+  /** Re-sends of this gate (a fresh message keeps SQS's receive count below the redrive limit). */
+  round: number;
+}
+
+export type QueueMessage = RolloutMessage | GateMessage;
+
+export const isGateMessage = (m: QueueMessage): m is GateMessage => 'kind' in m && m.kind === 'gate';
+
+/** Re-sends of one gate: at one look every 10 s or more, well past the longest gate timeout (24 h). */
+export const MAX_GATE_ROUNDS = 10_000;
 
 /** Hand-backs per change set: at 60 s a round, far past the longest rollout deadline (24 h). */
 export const MAX_FOLLOW_ROUNDS = 2000;
@@ -42,8 +72,16 @@ export const MAX_MESSAGE_BYTES = 200 * 1024;
 /** Changes per message: a bound on the work one message can ask for, whatever its size. */
 export const MAX_MESSAGE_CHANGES = 1000;
 
-/** The FIFO message group: one per cluster. */
-export const messageGroupId = (m: Pick<RolloutMessage, 'cluster'>): string => m.cluster;
+/** The FIFO message group: one per cluster; one per change set for gates. */
+export const messageGroupId = (m: QueueMessage): string => (isGateMessage(m) ? gateGroupId(m.changes) : m.cluster);
+
+/** A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against the changes. */
+export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-${changeSetHash(changes)}`;
+
+/** The identity of a set of changes, whatever their order. */
+export function changeSetHash(changes: readonly QueuedChange[]): string {
+  return createHash('sha256').update(changes.map(changeIdentity).sort().join('\n')).digest('hex').slice(0, 48);
+}
 
 /** Identity of one change: the same change from two feeds (audit entry, event) has the same path and version. */
 function changeIdentity(c: QueuedChange): string {
@@ -52,10 +90,12 @@ function changeIdentity(c: QueuedChange): string {
 }
 
 /** The FIFO deduplication id: the same cluster and changes give the same id (<= 128 chars). */
-export function deduplicationId(m: Pick<RolloutMessage, 'cluster' | 'changes' | 'follow'>): string {
+export function deduplicationId(m: QueueMessage): string {
   const changes = m.changes.map(changeIdentity).sort();
+  if (isGateMessage(m)) return createHash('sha256').update(`gate ${m.wave} round ${m.round}\n${changes.join('\n')}`).digest('hex');
   const round = m.follow ? `\nfollow ${m.follow.round}` : '';
-  return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}${round}`).digest('hex');
+  const wave = m.wave === undefined ? '' : `\nwave ${m.wave}`;
+  return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}${round}${wave}`).digest('hex');
 }
 
 /** The follow-up of a message whose rollouts were still progressing: the same changes, one round later. */
@@ -69,24 +109,27 @@ export function queuedChange(c: SecretChange): QueuedChange {
 }
 
 /** Splits one cluster's changes into messages under the size and count limits, in a stable order. */
-export function rolloutMessages(cluster: string, changes: readonly SecretChange[], acceptedAt: string): RolloutMessage[] {
-  const messages: RolloutMessage[] = [];
-  let current: QueuedChange[] = [];
+export function rolloutMessages(cluster: string, changes: readonly SecretChange[], acceptedAt: string, wave?: number): RolloutMessage[] {
+  return chunkChanges(changes).map((chunk) => ({ v: ROLLOUT_MESSAGE_VERSION, cluster, changes: chunk.map(queuedChange), acceptedAt, ...(wave === undefined ? {} : { wave }) }));
+}
+
+/** Changes in chunks that each fit one message (count and bytes), in order. */
+export function chunkChanges<T extends SecretChange | QueuedChange>(changes: readonly T[]): T[][] {
+  const chunks: T[][] = [];
+  let current: T[] = [];
   let size = 0;
-  const flush = () => {
-    if (current.length > 0) messages.push({ v: ROLLOUT_MESSAGE_VERSION, cluster, changes: current, acceptedAt });
-    current = [];
-    size = 0;
-  };
   for (const change of changes) {
-    const queued = queuedChange(change);
-    const bytes = Buffer.byteLength(JSON.stringify(queued));
-    if (current.length >= MAX_MESSAGE_CHANGES || (current.length > 0 && size + bytes > MAX_MESSAGE_BYTES)) flush();
-    current.push(queued);
+    const bytes = Buffer.byteLength(JSON.stringify(queuedChange(change as SecretChange)));
+    if (current.length >= MAX_MESSAGE_CHANGES || (current.length > 0 && size + bytes > MAX_MESSAGE_BYTES)) {
+      chunks.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(change);
     size += bytes;
   }
-  flush();
-  return messages;
+  if (current.length > 0) chunks.push(current);
+  return chunks;
 }
 
 const QueuedChangeSchema = z.strictObject({
@@ -114,6 +157,20 @@ export const RolloutMessageSchema = z.strictObject({
   follow: z
     .strictObject({ since: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'), round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS) })
     .optional(),
+  wave: z.number().int().min(0).max(100).optional(),
+});
+
+const isoTime = z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
+
+export const GateMessageSchema = z.strictObject({
+  v: z.literal(ROLLOUT_MESSAGE_VERSION),
+  kind: z.literal('gate'),
+  changes: z.array(QueuedChangeSchema).min(1).max(MAX_MESSAGE_CHANGES),
+  wave: z.number().int().min(0).max(100),
+  since: isoTime,
+  acceptedAt: z.string().max(64),
+  completeAt: isoTime.optional(),
+  round: z.number().int().min(0).max(MAX_GATE_ROUNDS),
 });
 
 /** Message bodies larger than SQS allows are not read at all. */
@@ -123,7 +180,7 @@ const MAX_BODY_BYTES = 256 * 1024;
  * Parses a message body. A malformed one is an error naming the field, never a value. The error is final:
  * delivering the same body again cannot make it readable.
  */
-export function parseRolloutMessage(body: string): RolloutMessage | { error: string } {
+export function parseRolloutMessage(body: string): QueueMessage | { error: string } {
   if (body.length > MAX_BODY_BYTES) return { error: `the message body is larger than ${MAX_BODY_BYTES} bytes` };
   let value: unknown;
   try {
@@ -133,6 +190,11 @@ export function parseRolloutMessage(body: string): RolloutMessage | { error: str
   }
   if (typeof value === 'object' && value !== null && (value as { v?: unknown }).v === 1) {
     return { error: 'format 1 (planned targets) is no longer accepted: the queue carries changes only; re-send the change through the intake' };
+  }
+  if (typeof value === 'object' && value !== null && 'kind' in value) {
+    const gate = GateMessageSchema.safeParse(value);
+    if (!gate.success) return { error: `not a gate message: ${gate.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}` };
+    return gate.data;
   }
   const parsed = RolloutMessageSchema.safeParse(value);
   if (!parsed.success) return { error: `not a rollout message: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}` };
@@ -146,7 +208,7 @@ export function changeFromQueue(c: QueuedChange, record: string): SecretChange {
 
 /** The queue the HTTP function and the relay write to. Rejects with QueueUnavailableError when it cannot take the messages. */
 export interface RolloutQueue {
-  send(messages: readonly RolloutMessage[]): Promise<void>;
+  send(messages: readonly QueueMessage[]): Promise<void>;
 }
 
 export class QueueUnavailableError extends Error {

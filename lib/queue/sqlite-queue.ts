@@ -26,7 +26,7 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { ChangeWaiters, LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
-import { deduplicationId, messageGroupId, QueueUnavailableError, type RolloutMessage } from './rollout-message.ts';
+import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage } from './rollout-message.ts';
 
 export interface SqliteRolloutQueueOptions extends LocalQueueOptions {
   /** The database file (created with mode 0600, its directory with 0700); ':memory:' for a throwaway queue. */
@@ -121,7 +121,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     };
   }
 
-  send(messages: readonly RolloutMessage[]): Promise<void> {
+  send(messages: readonly QueueMessage[]): Promise<void> {
     try {
       this.#transaction(() => {
         const now = this.#now();

@@ -8,7 +8,7 @@
  * groups, so the usual case — one message per cluster — needs one call per ten clusters.
  */
 import { SendMessageBatchCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
-import { deduplicationId, messageGroupId, QueueUnavailableError, type RolloutMessage, type RolloutQueue } from './rollout-message.ts';
+import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage, type RolloutQueue } from './rollout-message.ts';
 
 /** SQS limits for one SendMessageBatch call. */
 export const MAX_BATCH_ENTRIES = 10;
@@ -37,23 +37,23 @@ interface Outgoing {
 const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class SqsRolloutQueue implements RolloutQueue {
-  readonly #client: SQSClient;
-  readonly #queueUrl: string;
+  readonly client: SQSClient;
+  readonly queueUrl: string;
   readonly #maxEntryRetries: number;
   readonly #baseDelayMs: number;
   readonly #maxDelayMs: number;
   readonly #sleep: (ms: number) => Promise<void>;
 
   constructor(options: SqsRolloutQueueOptions) {
-    this.#client = options.client;
-    this.#queueUrl = options.queueUrl;
+    this.client = options.client;
+    this.queueUrl = options.queueUrl;
     this.#maxEntryRetries = options.maxEntryRetries ?? 3;
     this.#baseDelayMs = options.retryBaseDelayMs ?? 100;
     this.#maxDelayMs = options.retryMaxDelayMs ?? 2000;
     this.#sleep = options.sleep ?? defaultSleep;
   }
 
-  async send(messages: readonly RolloutMessage[]): Promise<void> {
+  async send(messages: readonly QueueMessage[]): Promise<void> {
     // Per group, the messages still to send, in the caller's order.
     const pending = new Map<string, Outgoing[]>();
     messages.forEach((message, index) => {
@@ -117,7 +117,7 @@ export class SqsRolloutQueue implements RolloutQueue {
   async #sendCall(call: readonly Outgoing[]): Promise<Map<string, { code: string; senderFault: boolean }>> {
     let output;
     try {
-      output = await this.#client.send(new SendMessageBatchCommand({ QueueUrl: this.#queueUrl, Entries: call.map((o) => o.entry) }));
+      output = await this.client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: call.map((o) => o.entry) }));
     } catch (error) {
       // Network, credentials, throttling, a missing queue: the SDK has already retried what it retries. The
       // caller answers 503 so the sender retries; what was queued before this call is deduplicated then.

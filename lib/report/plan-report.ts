@@ -1,9 +1,11 @@
 /** How a plan is shown: the JSON document of `plan --json`, and the table a person reads before anything happens. */
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
+import type { ChangeSet } from '../plan/waves.ts';
+import { qualify } from '../sources/kv-mounts.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { table } from './table.ts';
 
-export function planJson(parsed: ParseResult, plan: Plan) {
+export function planJson(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []) {
   return {
     changes: parsed.changes.map((c, i) => ({
       namespace: c.namespace,
@@ -25,7 +27,47 @@ export function planJson(parsed: ParseResult, plan: Plan) {
     rejected: parsed.rejected,
     targets: plan.targets.map(targetJson),
     problems: plan.problems,
+    waves: sets.map((set) => wavesJson(set, plan)),
   };
+}
+
+/** A duration as the routing table writes it: 10m, 90s, 1h. */
+const seconds = (ms: number): string => (ms > 0 && ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms > 0 && ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`);
+
+/** One change set's waves in order, each with its targets and the gate that follows it (none after the last). */
+function wavesJson(set: ChangeSet, plan: Plan) {
+  const paths = new Set(set.changes.map((c) => qualify(c.namespace, c.path)));
+  const { gate, onFailure, settleMs } = set.policy;
+  return {
+    route: set.route,
+    changes: set.changes.map((c) => ({ path: c.path, version: c.version })),
+    settle: seconds(settleMs),
+    waves: set.waves.map((w, i) => ({
+      wave: i + 1,
+      clusters: w.clusters,
+      targets: plan.targets.filter((t) => w.clusters.includes(t.cluster) && t.paths.some((p) => paths.has(p))).map(targetJson),
+      ...(i + 1 < set.waves.length ? { gate: { healthy: gate.healthy, timeout: seconds(gate.timeoutMs), pause: seconds(gate.pauseMs), onFailure } } : {}),
+    })),
+  };
+}
+
+/** The waves as a person reads them: in order, per target, with the gate between them. */
+function wavesText(sets: readonly ChangeSet[], plan: Plan): string[] {
+  const out: string[] = [];
+  for (const set of sets) {
+    const json = wavesJson(set, plan);
+    out.push('', `Waves of ${json.changes.map((c) => (c.version === null ? c.path : `${c.path}@v${c.version}`)).join(', ')} (route ${set.route}${set.policy.settleMs > 0 ? `, settle ${json.settle}` : ''}):`);
+    const rows: string[][] = [];
+    const gateAfter = new Map<number, string>();
+    for (const w of json.waves) {
+      for (const t of w.targets) rows.push([String(w.wave), t.cluster, t.namespace || '-', t.kind, 'name' in t && t.name !== undefined ? String(t.name) : 'selector' in t ? `selector ${t.selector}` : 'annotated']);
+      if (w.gate) gateAfter.set(rows.length, `  -- gate: ${w.gate.healthy ? 'every target complete' : 'every target restarted'} within ${w.gate.timeout}, then pause ${w.gate.pause}; on failure: ${w.gate.onFailure} --`);
+    }
+    // The gates go between the rows of the table (line 0 is its header).
+    const lines = table(['WAVE', 'CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD'], rows).split('\n');
+    out.push(lines.flatMap((line, i) => (gateAfter.has(i) ? [line, gateAfter.get(i) as string] : [line])).join('\n'));
+  }
+  return out;
 }
 
 function targetJson(t: RolloutTarget) {
@@ -53,7 +95,7 @@ export function describeTarget(t: RolloutTarget): string {
 const secretLabel = (s: RolloutTarget['secrets'][number]) =>
   s.version === null ? `${s.path} (${s.operation})` : `${s.path}@v${s.version}${s.operation === 'write' ? '' : ` (${s.operation})`}`;
 
-export function planText(parsed: ParseResult, plan: Plan): string {
+export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []): string {
   const records = parsed.changes.length + parsed.ignored.length + parsed.rejected.length;
   const out: string[] = [];
   out.push(`Changes: ${parsed.changes.length} of ${records} records (${parsed.ignored.length} ignored, ${parsed.rejected.length} rejected)`);
@@ -77,6 +119,8 @@ export function planText(parsed: ParseResult, plan: Plan): string {
       ),
     );
   }
+  // Waves are shown where a route sets them (without, everything restarts at once, as the targets say).
+  out.push(...wavesText(sets.filter((s) => s.policy.waves !== undefined), plan));
   if (plan.problems.length > 0) {
     out.push('', `Targets not planned: ${plan.problems.length}`, table(['RECORD', 'ROUTE', 'PATH', 'PROBLEM'], plan.problems.map((p) => [p.record, p.route, p.path, p.error])));
   }

@@ -6,7 +6,7 @@ import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, matchSegment, PatternError, PatternIndex, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, RoutingTableSchema, type ClusterConfig, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type Route, type RoutingTableDocument, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
+import { parseDuration, RoutingTableSchema, type ClusterConfig, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type Route, type RolloutSettings, type RoutingTableDocument, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
 export interface ConfigProblem {
@@ -69,7 +69,25 @@ export interface CompiledRoute {
   rolloutTimeoutMs?: number;
   /** `rollout.maxUnavailable` of the route, if it sets one. */
   maxUnavailable?: MaxUnavailable;
+  /** Waves, gate, onFailure and settle: the top-level `rollout` with the route's own fields over it. */
+  policy: RolloutPolicy;
 }
+
+/**
+ * How one route's changes are rolled out across clusters (issue #12). Without `waves`, all at once as before.
+ * A route's `rollout` block overrides the top-level one field by field (`gate` too, field by field); `waves` is
+ * replaced whole.
+ */
+export interface RolloutPolicy {
+  /** Cluster names per wave, in order, each cluster in its first wave only; undefined: one wave, everything. */
+  waves?: string[][];
+  gate: { healthy: boolean; timeoutMs: number; pauseMs: number };
+  onFailure: 'halt' | 'continue';
+  settleMs: number;
+}
+
+/** The gate defaults: healthy, 10 minutes, no pause. */
+export const DEFAULT_GATE_TIMEOUT_MS = 600_000;
 
 export interface RoutingTable {
   clusters: ReadonlyMap<string, ClusterConfig>;
@@ -248,6 +266,8 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
   const seenNames = new Map<string, number>();
   const builtins = new Set<string>(BUILTIN_PLACEHOLDERS);
 
+  // The top-level waves are checked once, where they are written; routes without their own reuse them.
+  const defaultWaves = doc.rollout?.waves === undefined ? undefined : compileWaves(doc, doc.rollout.waves, (path, message) => report(['rollout', 'waves', ...path], message));
   doc.routes.forEach((route: Route, r) => {
     const where = ['routes', r];
     const first = seenNames.get(route.name);
@@ -303,11 +323,34 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     if (!nsIndex) index.set(namespace, (nsIndex = new PatternIndex()));
     nsIndex.add(routes.length, pattern);
     const timeout = route.rollout?.timeout === undefined ? undefined : parseDuration(route.rollout.timeout);
-    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(route.rollout?.maxUnavailable ? { maxUnavailable: route.rollout.maxUnavailable } : {}) });
+    const policy = compilePolicy(doc, doc.rollout, route.rollout, (path, message) => report([...where, 'rollout', ...path], message), defaultWaves);
+    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets, policy, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(route.rollout?.maxUnavailable ? { maxUnavailable: route.rollout.maxUnavailable } : {}) });
   });
 
   const mounts = new Map<string, KvVersion>();
   for (const [mount, version] of Object.entries(doc.vault.mounts)) mounts.set(qualify('', mount.replace(/^\/+|\/+$/g, '')), version);
   const timeout = doc.rollout?.timeout === undefined ? undefined : parseDuration(doc.rollout.timeout);
   return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}) };
+}
+
+/** Cluster names per wave; a cluster already in an earlier wave is not repeated. */
+function compileWaves(doc: RoutingTableDocument, waves: NonNullable<RolloutSettings['waves']>, report: (path: FieldPath, message: string) => void): string[][] {
+  const seen = new Set<string>();
+  return waves.map((wave, i) => {
+    const names = selectClusters(doc, wave.clusters, (m) => report([i, 'clusters'], m)).filter((n) => !seen.has(n));
+    for (const n of names) seen.add(n);
+    return names;
+  });
+}
+
+function compilePolicy(doc: RoutingTableDocument, top: RolloutSettings | undefined, own: RolloutSettings | undefined, report: (path: FieldPath, message: string) => void, defaultWaves: string[][] | undefined): RolloutPolicy {
+  const ms = (t: string | undefined, fallback: number) => (t === undefined ? fallback : (parseDuration(t) ?? fallback));
+  const gate = { ...top?.gate, ...own?.gate };
+  const waves = own?.waves !== undefined ? compileWaves(doc, own.waves, (path, message) => report(['waves', ...path], message)) : defaultWaves;
+  return {
+    ...(waves === undefined ? {} : { waves }),
+    gate: { healthy: gate.healthy ?? true, timeoutMs: ms(gate.timeout, DEFAULT_GATE_TIMEOUT_MS), pauseMs: ms(gate.pause, 0) },
+    onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
+    settleMs: ms(own?.settle ?? top?.settle, 0),
+  };
 }

@@ -54,6 +54,26 @@ export const DurationSchema = z
     return ms >= 1000 && ms <= 86_400_000;
   }, 'must be between 1s and 24h');
 
+const ClusterSelectorSchema = z.union([
+  z.array(nonEmpty).min(1, 'list at least one cluster'),
+  z.record(z.string(), z.string()).refine((r) => Object.keys(r).length > 0, 'a label selector needs at least one label'),
+]);
+
+/** Waves per `rollout` block: each is a gate a change waits at; more would be a rollout no one watches. */
+export const MAX_WAVES = 20;
+
+/** A pause between waves: 0s to 24 h. */
+export const PauseSchema = z
+  .string()
+  .regex(DURATION, 'must be a duration such as 0s, 30s or 5m')
+  .refine((t) => (parseDuration(t) ?? -1) <= 86_400_000, 'must be between 0s and 24h');
+
+/** A settle window: 0s to 10 min (a change waits at most 4 windows, see README "Progressive rotation"). */
+export const SettleSchema = z
+  .string()
+  .regex(DURATION, 'must be a duration such as 5s')
+  .refine((t) => (parseDuration(t) ?? -1) <= 600_000, 'must be between 0s and 10m');
+
 /**
  * How vault-rollout follows a restart to its end. A block (not a lone field) so later settings (waves, gates...)
  * join it; at the top level it is the default for every route, on a route it overrides that default.
@@ -79,6 +99,19 @@ export type MaxUnavailable = z.infer<typeof MaxUnavailableSchema>;
 export const RolloutSettingsSchema = z.strictObject({
   timeout: DurationSchema.optional().describe('how long a restarted workload may take to roll out before it counts as timeout (default 10m)'),
   maxUnavailable: MaxUnavailableSchema.optional().describe('workloads rolling at the same time, per cluster and over the fleet; the others wait (outcome deferred) for a slot'),
+  // --- progressive rotation (waves, gates, halts, settle): issue #12 ---
+  waves: z.array(z.strictObject({ clusters: ClusterSelectorSchema.describe('label selector or list of cluster names, as for targets') })).min(1, 'list at least one wave').max(MAX_WAVES, `at most ${MAX_WAVES} waves`).optional()
+    .describe('in order; the clusters of one wave restart in parallel; clusters in no wave go last, as one wave'),
+  gate: z
+    .strictObject({
+      healthy: z.boolean().optional().describe('true (default): every target of a wave must reach rollout complete before the next wave; false: restarted is enough'),
+      timeout: DurationSchema.optional().describe('a wave not complete by then (counted from its start) fails the gate (default 10m)'),
+      pause: PauseSchema.optional().describe('wait this long after a wave is complete before the next one starts (default 0s)'),
+    })
+    .optional(),
+  onFailure: z.enum(['halt', 'continue']).optional().describe('halt (default): no later wave restarts for this change; continue: go on, logging the failure'),
+  settle: SettleSchema.optional().describe('changes reaching one workload within this window give it one restart (default 0s: none)'),
+  // --- end progressive rotation ---
 });
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 
@@ -100,11 +133,6 @@ export const ClusterSchema = z
   })
   .refine((c) => (c.kubeconfig === undefined) !== (c.eks === undefined), { message: 'give exactly one of kubeconfig or eks' });
 export type ClusterConfig = z.infer<typeof ClusterSchema>;
-
-const ClusterSelectorSchema = z.union([
-  z.array(nonEmpty).min(1, 'list at least one cluster'),
-  z.record(z.string(), z.string()).refine((r) => Object.keys(r).length > 0, 'a label selector needs at least one label'),
-]);
 
 const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;
 

@@ -21,9 +21,13 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
       if (batch.length === 0) continue;
       busy = true;
       try {
-        const { failed } = await processBatch(batch, deps);
+        const { failed, deferred } = await processBatch(batch, deps);
         const failedIds = new Set(failed);
-        for (const m of batch) await (failedIds.has(m.messageId) ? queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : queue.delete(m.receiptHandle));
+        const delays = new Map(deferred.map((d) => [d.messageId, d.delayMs]));
+        for (const m of batch) {
+          const delayMs = delays.get(m.messageId);
+          await (delayMs !== undefined ? queue.defer(m.receiptHandle, delayMs) : failedIds.has(m.messageId) ? queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : queue.delete(m.receiptHandle));
+        }
       } finally {
         busy = false;
       }

@@ -4,7 +4,7 @@
  * to the dead-letter queue after maxReceiveCount). Several pollers run at once, like concurrent invocations:
  * a batch stuck on one cluster holds only that batch.
  */
-import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
 
 export interface SqsWorkerOptions {
@@ -39,9 +39,10 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       }
       const messages = received.Messages ?? [];
       if (messages.length === 0) continue;
-      const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '' }));
-      const { failed } = await processBatch(records, deps);
-      const done = messages.filter((m) => !failed.includes(m.MessageId ?? ''));
+      const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '', receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1) }));
+      const { failed, deferred } = await processBatch(records, deps);
+      await deferMessages(client, options.queueUrl, messages, deferred, deps.telemetry);
+      const done = messages.filter((m) => !failed.includes(m.MessageId ?? '') && !deferred.some((d) => d.messageId === m.MessageId));
       if (done.length > 0) {
         await client.send(new DeleteMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
       }
@@ -55,4 +56,25 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       await Promise.allSettled(pollers);
     },
   };
+}
+
+/** SQS's visibility timeout is at most 12 hours. */
+const MAX_VISIBILITY_SECONDS = 43_200;
+
+/**
+ * Hands deferred messages back to the queue for later (gates, settle): invisible for their delay, then redelivered.
+ * A message whose visibility cannot be changed comes back after the queue's visibility timeout instead.
+ */
+export async function deferMessages(client: SQSClient, queueUrl: string, messages: ReadonlyArray<{ MessageId?: string | undefined; ReceiptHandle?: string | undefined }>, deferred: ReadonlyArray<{ messageId: string; delayMs: number }>, logger: { warn(message: string, fields?: Record<string, unknown>): void }): Promise<void> {
+  await Promise.all(
+    deferred.map(async (d) => {
+      const handle = messages.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
+      if (!handle) return;
+      try {
+        await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: handle, VisibilityTimeout: Math.min(MAX_VISIBILITY_SECONDS, Math.max(1, Math.ceil(d.delayMs / 1000))) }));
+      } catch (e) {
+        logger.warn('could not defer a message; it comes back after the visibility timeout', { messageId: d.messageId, error: e instanceof Error ? e.name : String(e) });
+      }
+    }),
+  );
 }

@@ -21,7 +21,7 @@ describe('vault-rollout plan', () => {
     const io = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
     expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '--json'], io)).toBe(0);
     const doc = JSON.parse(io.out);
-    expect(Object.keys(doc)).toEqual(['changes', 'ignored', 'rejected', 'targets', 'problems']);
+    expect(Object.keys(doc)).toEqual(['changes', 'ignored', 'rejected', 'targets', 'problems', 'waves']);
     expect(doc.changes[0]).toMatchObject({ namespace: 'team-a', mount: 'secret', key: 'payments/api/db', path: 'secret/payments/api/db', operation: 'write', version: 7, source: 'audit', id: '4b8f1e0a-6f0e-4c2a-9d3b-2f3f5b2d1a10' });
     expect(doc.changes[3]).toMatchObject({ mount: 'legacy', version: null, kvVersion: 1 });
     expect(doc.ignored).toEqual([{ record: 'line 3', reason: 'read', detail: 'read is not a change' }]);

@@ -32,7 +32,7 @@ afterAll(() => void process.off('unhandledRejection', onUnhandled));
 
 function setup() {
   const sent: RolloutMessage[] = [];
-  const queue: RolloutQueue = { send: async (m) => void sent.push(...m) };
+  const queue: RolloutQueue = { send: async (m) => void sent.push(...(m as RolloutMessage[])) };
   const telemetry = memoryTelemetry();
   const app = buildApp({ table, queue, telemetry, secrets: async () => ({ bearerToken: TOKEN, hmacSecret: SECRET }), now: () => NOW, replayGuard: new ReplayGuard(), maxBodyBytes: 64 * 1024 });
   return { app, sent, telemetry };

@@ -22,7 +22,7 @@ function setup(over: Partial<AppDeps> = {}, queueFails = false) {
   const queue: RolloutQueue = {
     send: async (messages) => {
       if (queueFails) throw new QueueUnavailableError('SendMessageBatch: connect ECONNREFUSED');
-      sent.push(...messages);
+      sent.push(...(messages as RolloutMessage[]));
     },
   };
   const telemetry = memoryTelemetry();
