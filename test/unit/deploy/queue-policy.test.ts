@@ -10,7 +10,7 @@ describe('rolloutQueuePolicy', () => {
   it('denies sending to all but the intake roles and the named senders, and consuming to all but the worker', async () => {
     const policy = (await rolloutQueuePolicy(resolver('arn:aws:iam::123456789012:role/relay-eu, arn:aws:iam::123456789012:role/ops'))) as Policy;
     expect(policy.Statement.map((s) => [s.Sid, s.Effect, s.Condition.ArnNotEquals['aws:PrincipalArn']])).toEqual([
-      ['OnlyTheIntakeSends', 'Deny', [{ 'Fn::GetAtt': ['HttpRole', 'Arn'] }, { 'Fn::GetAtt': ['LogsRole', 'Arn'] }, { 'Fn::GetAtt': ['WorkerRole', 'Arn'] }, 'arn:aws:iam::123456789012:role/relay-eu', 'arn:aws:iam::123456789012:role/ops']],
+      ['OnlyTheIntakeSends', 'Deny', [{ 'Fn::GetAtt': ['HttpRole', 'Arn'] }, { 'Fn::GetAtt': ['LogsRole', 'Arn'] }, { 'Fn::GetAtt': ['WorkerRole', 'Arn'] }, { 'Fn::GetAtt': ['ReconcileRole', 'Arn'] }, 'arn:aws:iam::123456789012:role/relay-eu', 'arn:aws:iam::123456789012:role/ops']],
       ['OnlyTheWorkerConsumes', 'Deny', [{ 'Fn::GetAtt': ['WorkerRole', 'Arn'] }]],
     ]);
   });
