@@ -183,7 +183,7 @@ export async function bundleBench(): Promise<Figure[]> {
     const unpacked = unpackFunctions(pkg.dir, join(work, 'task'));
     const home = join(work, 'home');
     mkdirSync(home);
-    const routes = `infra/routes/${stage}.yaml`;
+    const routes = `infra/routes/${stage}.compiled.json`;
 
     const figures: Figure[] = [
       { name: 'package_s', value: round(pkg.seconds, 1), unit: 's', runs: 1, note: `npm run package -- --stage ${stage}: template and ${FUNCTIONS.length} zips, offline` },
