@@ -151,18 +151,20 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
       time: change.time,
     };
     for (const { route, captures } of matches) {
-      const builtins: Record<string, string> = {
-        ...captures,
-        version: change.version === null ? '' : String(change.version),
-        path: change.path,
-        key: change.key,
-        mount: change.mount,
-        vaultNamespace: change.namespace,
-        operation: change.operation,
-      };
+      // The built-ins only resource targets may use: made for the first one (most routes have none).
+      let builtins: Record<string, string> | undefined;
       for (const { target, clusters, namespaces: bound } of route.targets) {
         let planned: Accumulator['target'];
         if (isResourceTarget(target)) {
+          builtins ??= {
+            ...captures,
+            version: change.version === null ? '' : String(change.version),
+            path: change.path,
+            key: change.key,
+            mount: change.mount,
+            vaultNamespace: change.namespace,
+            operation: change.operation,
+          };
           const name = render1(target.resource.name, builtins, 'name');
           const namespace = target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
           const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');

@@ -169,6 +169,9 @@ export function matchSegment(tokens: readonly SegmentToken[], text: string): str
 
 export type Captures = Readonly<Record<string, string>>;
 
+/** Shared by every match without captures; never written (a capture copies it first). */
+const NO_CAPTURES: Captures = Object.freeze({});
+
 /** Maps and lists are made on first use: most nodes of a big table have one child, or none and one end. */
 interface TrieNode {
   literal: Map<string, TrieNode> | undefined;
@@ -206,8 +209,9 @@ export class PatternIndex {
 
   match(path: string): Map<number, Captures> {
     const found = new Map<number, Captures>();
-    walk(this.#root, path.split('/'), 0, {}, found, new Map());
-    return new Map([...found].sort((a, b) => a[0] - b[0]));
+    walk(this.#root, path.split('/'), 0, NO_CAPTURES, found, new Map());
+    // Nearly every path matches one pattern or none: already in id order.
+    return found.size < 2 ? found : new Map([...found].sort((a, b) => a[0] - b[0]));
   }
 }
 
