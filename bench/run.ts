@@ -10,11 +10,12 @@ import type { Figure } from './figures.ts';
 import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
+import { deviceBench, intakeBench } from './intake-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { planBench } from './plan-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 
