@@ -3,7 +3,7 @@
  * dry-run and replays agree byte for byte. A workload hit by several changes of one batch is planned once,
  * with every route and path that hit it; per path only the newest change counts (versions only move forward).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { Operation, SecretChange } from '../sources/secret-change.ts';
 import type { Captures } from '../routing/path-pattern.ts';
@@ -93,7 +93,8 @@ function secretPart(s: SecretRef): string {
 
 export function restartToken(secrets: readonly SecretRef[]): string {
   const parts = secrets.map(secretPart).sort();
-  return createHash('sha256').update(parts.join('\n')).digest('hex').slice(0, 32);
+  // The one-shot hash: the same digest without a Hash object per target (2 per audit entry at 10,000 routes).
+  return hash('sha256', parts.join('\n'), 'hex').slice(0, 32);
 }
 
 /** Vault stamps nanoseconds and any offset; annotations get UTC seconds like `kubectl rollout restart`. */
