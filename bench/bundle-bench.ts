@@ -16,7 +16,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { readZipEntries } from '../lib/deploy/zip-entries.ts';
+import { compileRoutingTable } from '../lib/routing/compiled-table.ts';
 import { median, round, type Figure } from './figures.ts';
+import { syntheticRoutes } from './plan-bench.ts';
 
 export const FUNCTIONS = ['http', 'worker', 'logs'] as const;
 export type FunctionName = (typeof FUNCTIONS)[number];
@@ -24,7 +26,15 @@ export type FunctionName = (typeof FUNCTIONS)[number];
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const SAMPLES = 20;
 const BUNDLE_GOAL_KB = 1536; // 1.5 MB
-const COLD_INIT_GOAL_MS = 250;
+/** Issue 15: cold init within 3x a bare `node -e ''`, and 10,000 routes within 1.3x of 10. */
+const COLD_INIT_GOAL_RATIO = 3;
+const BIG_TABLE_GOAL_RATIO = 1.3;
+const SMALL_ROUTES = 10;
+const BIG_ROUTES = 10_000;
+/** Issue 15: the compiled table loads within 2x a bare JSON.parse of the same file, with at most 100 MB more. */
+const TABLE_LOAD_GOAL_RATIO = 2;
+const TABLE_LOAD_GOAL_EXTRA_MB = 100;
+const TABLE_SAMPLES = 7;
 
 export interface PackageResult {
   dir: string;
@@ -183,7 +193,7 @@ export async function bundleBench(): Promise<Figure[]> {
     const unpacked = unpackFunctions(pkg.dir, join(work, 'task'));
     const home = join(work, 'home');
     mkdirSync(home);
-    const routes = `infra/routes/${stage}.yaml`;
+    const routes = `infra/routes/${stage}.compiled.json`;
 
     const figures: Figure[] = [
       { name: 'package_s', value: round(pkg.seconds, 1), unit: 's', runs: 1, note: `npm run package -- --stage ${stage}: template and ${FUNCTIONS.length} zips, offline` },
@@ -201,9 +211,15 @@ export async function bundleBench(): Promise<Figure[]> {
       });
     }
 
-    // Interleave: baseline, http, worker, logs, baseline, … so load changes hit every series alike.
+    // The same synthetic tables as the plan benchmark, 10 and 10,000 routes, compiled as `package` compiles them
+    // and put beside each unpacked bundle.
+    const tables: Record<'small' | 'big', string> = { small: `routes-${SMALL_ROUTES}.compiled.json`, big: `routes-${BIG_ROUTES}.compiled.json` };
+    const compiledText = { small: compileRoutingTable(syntheticRoutes(SMALL_ROUTES), 'routes.yaml'), big: compileRoutingTable(syntheticRoutes(BIG_ROUTES), 'routes.yaml') };
+    for (const fn of FUNCTIONS) for (const size of ['small', 'big'] as const) writeFileSync(join(unpacked[fn].root, tables[size]), compiledText[size]);
+
+    // Interleave: baseline, then each function with each table, … so load changes hit every series alike.
     const baseline: number[] = [];
-    const wall: Record<FunctionName, number[]> = { http: [], worker: [], logs: [] };
+    const wall: Record<FunctionName, Record<'small' | 'big' | 'stage', number[]>> = { http: { small: [], big: [], stage: [] }, worker: { small: [], big: [], stage: [] }, logs: { small: [], big: [], stage: [] } };
     const inside: Record<FunctionName, number[]> = { http: [], worker: [], logs: [] };
     for (let i = 0; i < SAMPLES; i++) {
       const bare = await timeProcess(['-e', ''], functionEnv(work, routes, home), work);
@@ -211,31 +227,81 @@ export async function bundleBench(): Promise<Figure[]> {
       baseline.push(bare.wallMs);
       for (const fn of FUNCTIONS) {
         const sample = await coldStart(fn, unpacked[fn], routes, home);
-        wall[fn].push(sample.wallMs);
+        wall[fn].stage.push(sample.wallMs);
         inside[fn].push(sample.inProcessMs ?? Number.NaN);
+        for (const size of ['small', 'big'] as const) wall[fn][size].push((await coldStart(fn, unpacked[fn], tables[size], home)).wallMs);
       }
     }
     const baselineMs = round(median(baseline), 1);
     // Process start-up times swing with the machine's load: say what it was.
     const load = `load average ${round(loadavg()[0] ?? 0, 1)} on ${cpus().length} CPUs`;
+    const spread = (xs: number[]): [number, number] => [round(Math.min(...xs), 1), round(Math.max(...xs), 1)];
     for (const fn of FUNCTIONS) {
-      const value = round(median(wall[fn]), 1);
-      figures.push({
-        name: `cold_init_ms_${fn}`,
-        value,
-        unit: 'ms',
-        goal: `<= ${COLD_INIT_GOAL_MS}`,
-        met: value <= COLD_INIT_GOAL_MS,
-        baseline: { name: "node -e '' process", value: baselineMs },
-        spread: [round(Math.min(...wall[fn]), 1), round(Math.max(...wall[fn]), 1)],
-        runs: SAMPLES,
-        note: `fresh node process: spawn, import the bundle, first handler call, exit; in-process import + call ${round(median(inside[fn]), 1)} ms; ${load}`,
-      });
+      const value = round(median(wall[fn].stage), 1);
+      const small = round(median(wall[fn].small), 1);
+      const big = round(median(wall[fn].big), 1);
+      const ratio = round(value / baselineMs);
+      figures.push(
+        {
+          name: `cold_init_ms_${fn}`,
+          value,
+          unit: 'ms',
+          baseline: { name: "node -e '' process", value: baselineMs },
+          spread: spread(wall[fn].stage),
+          runs: SAMPLES,
+          note: `fresh node process: spawn, import the bundle, first handler call, exit; the ${stage} table, compiled; in-process import + call ${round(median(inside[fn]), 1)} ms; ${load}`,
+        },
+        { name: `cold_init_ratio_${fn}`, value: ratio, unit: "× node -e ''", goal: `<= ${COLD_INIT_GOAL_RATIO}`, met: ratio <= COLD_INIT_GOAL_RATIO, runs: SAMPLES, note: `cold_init_ms_${fn} / the node -e '' process, same run` },
+        {
+          name: `cold_init_ms_${fn}_${BIG_ROUTES}_routes`,
+          value: big,
+          unit: 'ms',
+          goal: `<= ${round(BIG_TABLE_GOAL_RATIO * small, 1)} (${BIG_TABLE_GOAL_RATIO}x the ${SMALL_ROUTES}-route figure)`,
+          met: big <= BIG_TABLE_GOAL_RATIO * small,
+          baseline: { name: `the same with ${SMALL_ROUTES} routes`, value: small },
+          spread: spread(wall[fn].big),
+          runs: SAMPLES,
+          note: `synthetic tables of the plan benchmark, compiled (${round(compiledText.big.length / 2 ** 20, 1)} MB JSON); ratio ${round(big / small)}x; ${SMALL_ROUTES}-route spread ${spread(wall[fn].small).join('–')}`,
+        },
+      );
     }
+    figures.push(...tableLoad(work, compiledText.big));
     return figures;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * The 10,000-route table loaded in fresh processes: compiled (a function's cold start) and YAML (before), each
+ * beside a bare JSON.parse of the compiled file, interleaved; time and RSS added by the load.
+ */
+function tableLoad(work: string, compiledText: string): Figure[] {
+  const compiledFile = join(work, 'table-load.compiled.json');
+  const yamlFile = join(work, 'table-load.yaml');
+  writeFileSync(compiledFile, compiledText);
+  writeFileSync(yamlFile, syntheticRoutes(BIG_ROUTES));
+  const child = fileURLToPath(new URL('./table-load-child.ts', import.meta.url));
+  const run = (mode: string, file: string) => JSON.parse(spawnSync(process.execPath, [child, mode, file], { encoding: 'utf8', timeout: 120_000 }).stdout) as { ms: number; addedMb: number; peakMb: number };
+  const series: Record<'json' | 'compiled' | 'yaml', Array<{ ms: number; addedMb: number }>> = { json: [], compiled: [], yaml: [] };
+  for (let i = 0; i < TABLE_SAMPLES; i++) {
+    series.json.push(run('json', compiledFile));
+    series.compiled.push(run('compiled', compiledFile));
+    if (i < 3) series.yaml.push(run('yaml', yamlFile));
+  }
+  const ms = (m: keyof typeof series) => series[m].map((s) => s.ms);
+  const mb = (m: keyof typeof series) => round(median(series[m].map((s) => s.addedMb)), 1);
+  const jsonMs = round(median(ms('json')), 1);
+  const compiledMs = round(median(ms('compiled')), 1);
+  const ratios = series.compiled.map((s, i) => s.ms / (series.json[i]?.ms ?? Number.NaN));
+  const extraMb = round(mb('compiled') - mb('json'), 1);
+  const size = `${BIG_ROUTES} routes, ${round(compiledText.length / 2 ** 20, 1)} MB compiled JSON`;
+  return [
+    { name: 'table_load_ms', value: compiledMs, unit: 'ms', baseline: { name: 'bare JSON.parse of the same file', value: jsonMs }, spread: [round(Math.min(...ms('compiled')), 1), round(Math.max(...ms('compiled')), 1)], runs: TABLE_SAMPLES, note: `${size}; JSON.parse + compilation (trie, targets), fresh process each` },
+    { name: 'table_load_ratio_to_json_parse', value: round(compiledMs / jsonMs), unit: '× JSON.parse', goal: `<= ${TABLE_LOAD_GOAL_RATIO}`, met: compiledMs / jsonMs <= TABLE_LOAD_GOAL_RATIO, spread: [round(Math.min(...ratios)), round(Math.max(...ratios))], runs: TABLE_SAMPLES, note: 'medians of interleaved fresh processes; spread of the per-pair ratios' },
+    { name: 'table_load_extra_mb', value: extraMb, unit: 'MB RSS over JSON.parse', goal: `<= ${TABLE_LOAD_GOAL_EXTRA_MB}`, met: extraMb <= TABLE_LOAD_GOAL_EXTRA_MB, baseline: { name: 'RSS JSON.parse adds', value: mb('json') }, runs: TABLE_SAMPLES, note: `RSS added by the load, median; ${size}` },
+    { name: 'table_load_yaml_ms', value: round(median(ms('yaml')), 1), unit: 'ms', baseline: { name: 'bare JSON.parse of the compiled file', value: jsonMs }, spread: [round(Math.min(...ms('yaml')), 1), round(Math.max(...ms('yaml')), 1)], runs: series.yaml.length, note: `before: YAML + schema + checks at every cold start (${size}); RSS added ${mb('yaml')} MB; now only at npm run package` },
+  ];
 }
 
 // `node bench/bundle-bench.ts` runs it alone.

@@ -16,6 +16,9 @@ import { median, percentile, round, type Figure } from './figures.ts';
 import { rawPatcher } from './raw-baseline.ts';
 
 const WRITES = 200;
+const BATCH_WAIT_MS = 0;
+/** Each relay figure within this many times the direct-PATCH baseline (issue 15). */
+const GOAL_RATIO = 3;
 
 export async function e2eBench(): Promise<Figure[]> {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
@@ -36,8 +39,9 @@ export async function e2eBench(): Promise<Figure[]> {
   const serve = await startServe(routesFile);
   const auditFile = join(dir, 'audit.log');
   writeFileSync(auditFile, '');
-  // The relay's batching wait is the one knob between latency and request count: 50 ms here, 1 s by default.
-  const relay = await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, 'spool'), '--batch-wait-ms', '50']);
+  // The relay's batching wait is the one knob between latency and request count: 0 here (a batch holds the lines
+  // read together, sent on the next turn of the event loop), 1 s by default.
+  const relay = await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, 'spool'), '--batch-wait-ms', String(BATCH_WAIT_MS)]);
   // One OpenBao per path: a server with both devices would restart each Deployment through whichever came first.
   const viaFileServer = await startDevServer({ kind: 'openbao', auditFile });
   const viaHttpServer = await startDevServer({
@@ -69,11 +73,17 @@ export async function e2eBench(): Promise<Figure[]> {
     }
     const base = { name: 'a PATCH sent straight to the API server after the write', value: round(median(rawMs), 1) };
     const note = (path: string) => `OpenBao ${viaFileServer.version} dev server -> ${path} -> serve (HTTP intake, in-process queue, worker) -> alpha; ${WRITES} sequential writes, each until its restart shows on a watch`;
+    const p50 = round(median(viaFile), 1);
+    const p99 = round(percentile(viaFile, 99), 1);
+    const rawP99 = round(percentile(rawMs, 99), 1);
+    const relayPath = `file audit device -> relay (fs.watch notifications, --batch-wait-ms ${BATCH_WAIT_MS})`;
+    // A baseline of 0-1 ms (same-millisecond clock) would make any ratio unmeetable: the goal is against at least 1 ms.
+    const goal = (baseline: number) => round(GOAL_RATIO * Math.max(1, baseline), 1);
     return [
-      { name: 'e2e_write_to_patch_p50_ms', value: round(median(viaFile), 1), unit: 'ms', baseline: base, spread: [Math.min(...viaFile), Math.max(...viaFile)], runs: WRITES, note: note('file audit device -> relay (250 ms file polling, --batch-wait-ms 50)') },
-      { name: 'e2e_write_to_patch_p99_ms', value: round(percentile(viaFile, 99), 1), unit: 'ms', baseline: { ...base, value: round(percentile(rawMs, 99), 1) }, runs: WRITES, note: note('file audit device -> relay') },
+      { name: 'e2e_write_to_patch_p50_ms', value: p50, unit: 'ms', goal: `<= ${goal(base.value)} (${GOAL_RATIO}x baseline)`, met: p50 <= goal(base.value), baseline: base, spread: [Math.min(...viaFile), Math.max(...viaFile)], runs: WRITES, note: note(relayPath) },
+      { name: 'e2e_write_to_patch_p99_ms', value: p99, unit: 'ms', goal: `<= ${goal(rawP99)} (${GOAL_RATIO}x baseline)`, met: p99 <= goal(rawP99), baseline: { ...base, value: rawP99 }, runs: WRITES, note: note(relayPath) },
       { name: 'e2e_http_device_to_patch_p50_ms', value: round(median(viaHttp), 1), unit: 'ms', baseline: base, spread: [Math.min(...viaHttp), Math.max(...viaHttp)], runs: WRITES, note: note('http audit device (bearer)') },
-      { name: 'e2e_http_device_to_patch_p99_ms', value: round(percentile(viaHttp, 99), 1), unit: 'ms', baseline: { ...base, value: round(percentile(rawMs, 99), 1) }, runs: WRITES, note: note('http audit device') },
+      { name: 'e2e_http_device_to_patch_p99_ms', value: round(percentile(viaHttp, 99), 1), unit: 'ms', baseline: { ...base, value: rawP99 }, runs: WRITES, note: note('http audit device') },
     ];
   } finally {
     raw.close();

@@ -10,6 +10,7 @@ import type { Figure } from './figures.ts';
 import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
+import { deviceBench, intakeBench } from './intake-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { maxUnavailableBench } from './max-unavailable-bench.ts';
 import { planBench } from './plan-bench.ts';
@@ -17,7 +18,7 @@ import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, status: statusBench, reconcile: reconcileBench, slots: maxUnavailableBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

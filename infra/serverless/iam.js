@@ -1,9 +1,9 @@
 // osls variable resolver: what serverless.yml derives from the stage's routing table — the IAM statements of each
 // function's role (lib/deploy/iam-from-routes.ts) and the files packaged beside the bundles. Used as
-// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns). osls require()s this
+// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns, compiledRoutes). osls require()s this
 // ES module and calls the export with its variable resolver; Node 24 loads the TypeScript modules with type
 // stripping. Nothing here touches the network or AWS.
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 
 const SERVICE_DIR = resolve(import.meta.dirname, '..', '..');
@@ -49,6 +49,23 @@ export function vaultCredentials(method, { tokenParameter, roleIdParameter, secr
 async function vaultParams(resolveVariable) {
   const [method, tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret] = await Promise.all(['vaultAuth', 'vaultTokenParameter', 'vaultRoleIdParameter', 'vaultSecretIdParameter', 'vaultSecretIdSecret'].map((p) => resolveVariable(`param:${p}`)));
   return { method: String(method), tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret: secretIdSecret ? String(secretIdSecret) : '' };
+}
+
+/** Where the compiled table of `routes` goes: beside it, so kubeconfig files it names stay relative to the same directory. */
+export const compiledRoutesFile = (routes) => `${routes.replace(/\.ya?ml$/, '')}.compiled.json`;
+
+/**
+ * The file VAULT_ROLLOUT_ROUTES names: the stage's table checked (file:line problems fail packaging) and compiled to
+ * JSON (lib/routing/compiled-table.ts), written beside the YAML. The functions never parse YAML at a cold start.
+ */
+export async function compiledRoutes({ resolveVariable }) {
+  const routes = await resolveVariable('param:routes');
+  return once(`compiled:${routes}`, async () => {
+    const { compileRoutingTable } = await import('../../lib/routing/compiled-table.ts');
+    const compiled = compiledRoutesFile(routes);
+    await writeFile(resolve(SERVICE_DIR, compiled), compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes));
+    return compiled;
+  });
 }
 
 async function policies(context) {
@@ -97,12 +114,12 @@ export const assumedRoles = async (context) =>
   (await policies(context)).assumedRoles.map((r) => `${r.roleArn} needs eks:DescribeCluster on ${r.statement.Resource.join(', ')}`).join('; ') || 'none';
 
 /**
- * package.patterns: the routing table and the kubeconfig files it names (relative to the table), so that they sit
- * at the same relative paths under the function's task root as in the repository.
+ * package.patterns: the compiled routing table and the kubeconfig files it names (relative to the table), so that
+ * they sit at the same relative paths under the function's task root as in the repository.
  */
 export async function packagePatterns(context) {
   const { routes, table } = await routingTable(context);
-  const files = [routes];
+  const files = [await compiledRoutes(context)];
   for (const [name, cluster] of table.clusters) {
     const file = cluster.kubeconfig?.file;
     if (file === undefined) continue;

@@ -110,7 +110,11 @@ export function buildApp(deps: AppDeps): Hono {
     const { summary, parsed, plan } = result;
     deps.telemetry.setCorrelationId(parsed.changes[0]?.id);
     deps.telemetry.metric(METRICS.changesReceived, summary.accepted, 'Count');
-    for (const i of parsed.ignored) deps.telemetry.metric(METRICS.recordsIgnored, 1, 'Count', { reason: i.reason });
+    // One data point per reason with its count, not one per record: a busy Vault's batch is mostly ignored reads,
+    // and each dimensioned point is an EMF document of its own (it was 96 % of the intake's time at 1,000 entries).
+    const ignored = new Map<string, number>();
+    for (const i of parsed.ignored) ignored.set(i.reason, (ignored.get(i.reason) ?? 0) + 1);
+    for (const [reason, count] of ignored) deps.telemetry.metric(METRICS.recordsIgnored, count, 'Count', { reason });
     if (summary.rejected > 0) deps.telemetry.metric(METRICS.recordsRejected, summary.rejected, 'Count');
     deps.telemetry.info('accepted', { ...summary, auth: auth.method, changes: parsed.changes.map((ch) => ({ id: ch.id, path: ch.path, version: ch.version })), targets: plan.targets.length });
     // Publish this request's metrics now: a Lambda container may be frozen right after the answer.

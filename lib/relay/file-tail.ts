@@ -1,6 +1,11 @@
 /**
- * Follows a `file` audit device's log by polling (fs.watch misses events on many file systems and across
- * rotation). Each poll: stat the path; when its inode changed, the file was rotated by rename — the old file is
+ * Follows a `file` audit device's log. Filesystem notifications (inotify through `fs.watch` on the file's
+ * directory, so a rename or a new file at the path is seen as well as a write) wake a poll as soon as Vault writes;
+ * a slow sweep (`sweepMs`) still runs beside them, because notifications can be lost (queue overflow) and a rotated
+ * file moved out of the directory sends none. Where the filesystem has no notifications (fs.watch throws or fails:
+ * some network and FUSE filesystems), the tail polls every `pollMs` instead and says so in its log.
+ *
+ * Each poll: stat the path; when its inode changed, the file was rotated by rename — the old file is
  * drained (Vault may write to it until it reopens on SIGHUP) and closed once it stays quiet — and the new file is
  * read from its start; when the size fell below our offset, it was copy-truncated — read again from 0. Only
  * complete lines are emitted.
@@ -10,6 +15,7 @@
  * for by its inode among its siblings (`audit.log.1`, `audit.log-2024…`) and finished first.
  */
 import { createHash } from 'node:crypto';
+import { watch, type FSWatcher } from 'node:fs';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Ack } from './batcher.ts';
@@ -26,9 +32,14 @@ export interface FileTailOptions {
   log: RelayLog;
   /** Where to start when no position was saved: the end (default: do not replay history) or the start. */
   startAt?: 'end' | 'start';
+  /** The poll interval when the filesystem gives no notifications (default 250 ms). */
   pollMs?: number;
+  /** Follow by filesystem notifications (default true); false polls every `pollMs`. */
+  watch?: boolean;
+  /** With notifications, the interval of the sweep that catches what they miss (default 1000 ms). */
+  sweepMs?: number;
   maxLineBytes?: number;
-  /** Polls without growth after which a rotated file is closed. */
+  /** Timer ticks (sweeps or polls) without growth after which a rotated file is closed. */
   rotatedQuietPolls?: number;
   readChunkBytes?: number;
 }
@@ -49,18 +60,25 @@ const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).dig
 export class FileTail {
   readonly #options: FileTailOptions;
   readonly #pollMs: number;
+  readonly #sweepMs: number;
   readonly #maxLineBytes: number;
   readonly #quietPolls: number;
   readonly #buffer: Buffer;
   #current: TailedFile | undefined;
   #rotated: TailedFile[] = [];
   #timer: NodeJS.Timeout | undefined;
+  #watcher: FSWatcher | undefined;
   #polling: Promise<void> | undefined;
+  /** A poll was asked for while one ran: run another after it (its reads may have ended before the write). */
+  #again = false;
+  /** Whether the poll asked for again counts as a timer tick (for closing quiet rotated files). */
+  #againTicks = false;
   #stopped = false;
 
   constructor(options: FileTailOptions) {
     this.#options = options;
     this.#pollMs = options.pollMs ?? 250;
+    this.#sweepMs = options.sweepMs ?? 1000;
     this.#maxLineBytes = options.maxLineBytes ?? 4 * 1024 * 1024;
     this.#quietPolls = options.rotatedQuietPolls ?? 8;
     this.#buffer = Buffer.allocUnsafe(options.readChunkBytes ?? 1024 * 1024);
@@ -98,13 +116,44 @@ export class FileTail {
       log.warn('the audit file does not exist yet: waiting for it', { path });
     }
     if (this.#current) store.save(this.#position(this.#current, this.#current.offset));
+    // Watch before the first read, so a write between the two wakes a poll rather than waiting for the sweep.
+    if (this.#options.watch ?? true) this.#watch();
+    else log.info('following the audit file by polling (notifications turned off)', { path, pollMs: this.#pollMs });
     await this.pollOnce();
     this.#schedule();
+  }
+
+  /** Whether the tail follows by notifications (true) or polls (false: off, or the filesystem has none). */
+  get watching(): boolean {
+    return this.#watcher !== undefined;
+  }
+
+  #watch(): void {
+    const { path, log } = this.#options;
+    const name = basename(path);
+    const fallBack = (error: unknown) => {
+      this.#watcher?.close();
+      this.#watcher = undefined;
+      log.warn('no filesystem notifications for the audit file: polling it instead', { path, pollMs: this.#pollMs, error: (error as NodeJS.ErrnoException).code ?? String(error) });
+    };
+    try {
+      // The directory, not the file: the file's own watch would follow its inode away on a rename.
+      this.#watcher = watch(dirname(path), { persistent: false }, (_event, changed) => {
+        // The file or a rotated sibling (audit.log.1) changed; no name means the platform could not say which.
+        if (changed === null || changed.startsWith(name)) void this.#wake(false);
+      });
+      this.#watcher.on('error', fallBack);
+      log.info('following the audit file by filesystem notifications', { path, sweepMs: this.#sweepMs });
+    } catch (error) {
+      fallBack(error);
+    }
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    this.#watcher?.close();
+    this.#watcher = undefined;
     await this.#polling;
     for (const file of [...this.#rotated, ...(this.#current ? [this.#current] : [])]) await file.handle.close().catch(() => undefined);
     this.#rotated = [];
@@ -113,9 +162,35 @@ export class FileTail {
     await this.#options.store.flush();
   }
 
-  /** One poll (exposed so tests need not wait for the timer). */
+  /**
+   * One poll, counted as a timer tick (exposed so tests need not wait for the timer). Resolves once a poll that
+   * started after this call has finished, so everything written before the call has been read.
+   */
   pollOnce(): Promise<void> {
-    this.#polling ??= this.#poll().finally(() => (this.#polling = undefined));
+    return this.#wake(true);
+  }
+
+  #wake(tick: boolean): Promise<void> {
+    if (this.#polling) {
+      this.#again = true;
+      this.#againTicks ||= tick;
+      return this.#polling;
+    }
+    this.#polling = (async () => {
+      let ticks = tick;
+      try {
+        for (;;) {
+          await this.#poll(ticks);
+          if (!this.#again || this.#stopped) return;
+          ticks = this.#againTicks;
+          this.#again = false;
+          this.#againTicks = false;
+        }
+      } finally {
+        this.#polling = undefined;
+      }
+    })();
+    this.#polling.catch((error: unknown) => this.#options.log.error('cannot read the audit file', { path: this.#options.path, error: (error as NodeJS.ErrnoException).code ?? String(error) }));
     return this.#polling;
   }
 
@@ -123,16 +198,17 @@ export class FileTail {
     if (this.#stopped) return;
     this.#timer = setTimeout(() => {
       this.pollOnce()
-        .catch((error: unknown) => this.#options.log.error('cannot read the audit file', { path: this.#options.path, error: (error as NodeJS.ErrnoException).code ?? String(error) }))
+        .catch(() => undefined) // logged by #wake
         .finally(() => this.#schedule());
-    }, this.#pollMs);
+    }, this.#watcher ? this.#sweepMs : this.#pollMs);
   }
 
-  async #poll(): Promise<void> {
+  /** `tick`: a timer tick (or a test's pollOnce), which counts towards closing a quiet rotated file. */
+  async #poll(tick: boolean): Promise<void> {
     const { path, log } = this.#options;
     for (const file of [...this.#rotated]) {
       if ((await this.#readAvailable(file)) > 0) file.quietPolls = 0;
-      else if (++file.quietPolls >= this.#quietPolls) await this.#closeRotated(file);
+      else if (tick && ++file.quietPolls >= this.#quietPolls) await this.#closeRotated(file);
     }
     const now = await statOrUndefined(path);
     if (this.#current && (!now || now.ino !== this.#current.inode)) {
@@ -147,9 +223,17 @@ export class FileTail {
     const current = this.#current;
     if (!current) return;
     const size = (await current.handle.stat()).size;
-    if (size < current.offset) {
-      log.info('the audit file was truncated (copy-truncate): reading it again from the start', { path });
-      if (current.splitter.pendingBytes > 0) this.#options.onDropped('partial-line');
+    // Truncated: shorter than what was read, or (written again past that length before this poll) other first bytes.
+    if (size < current.offset || !(await startsWith(current.handle, current.head))) {
+      // Lines written between our last read and the truncation are only in the copy: finish them from there.
+      const resumeAt = current.offset - current.splitter.pendingBytes;
+      const copy = await findCopy(path, current, resumeAt);
+      const drained = copy ? await this.#open(copy, resumeAt) : undefined;
+      log.info('the audit file was truncated (copy-truncate): reading it again from the start', { path, ...(drained ? { finishedFrom: copy } : {}) });
+      if (drained) {
+        await this.#readAvailable(drained);
+        await this.#closeRotated(drained);
+      } else if (current.splitter.pendingBytes > 0) this.#options.onDropped('partial-line');
       this.#restart(current);
     }
     await this.#readAvailable(current);
@@ -227,12 +311,48 @@ async function statOrUndefined(path: string): Promise<{ ino: number; size: numbe
   }
 }
 
+/** Whether the file still begins with the bytes read from its start (not truncated and written again). */
+async function startsWith(handle: FileHandle, head: Buffer): Promise<boolean> {
+  if (head.length === 0) return true;
+  const now = Buffer.allocUnsafe(head.length);
+  const { bytesRead } = await handle.read(now, 0, head.length, 0);
+  return bytesRead === head.length && now.equals(head);
+}
+
 /** Whether an opened file is the one a saved position describes: long enough, and the same first bytes. */
 async function sameFile(file: TailedFile, saved: TailPosition): Promise<boolean> {
   const size = (await file.handle.stat()).size;
   if (size < saved.offset) return false;
   if (saved.headSha256 === undefined || saved.headBytes === undefined) return true;
   return file.head.length >= saved.headBytes && sha256(file.head.subarray(0, saved.headBytes)) === saved.headSha256;
+}
+
+/**
+ * The copy a copy-truncate rotation left beside `path`: a sibling (name starting with its name, another inode) at
+ * least `resumeAt` bytes long whose first bytes are the truncated file's.
+ */
+async function findCopy(path: string, truncated: TailedFile, resumeAt: number): Promise<string | undefined> {
+  const dir = dirname(path);
+  const name = basename(path);
+  const headSha = sha256(truncated.head);
+  const siblings: Array<{ candidate: string; mtimeMs: number }> = [];
+  for (const candidate of await readdir(dir)) {
+    if (candidate === name || !candidate.startsWith(name)) continue;
+    const found = await stat(join(dir, candidate)).catch(() => undefined);
+    if (found && found.ino !== truncated.inode && found.size >= resumeAt) siblings.push({ candidate, mtimeMs: found.mtimeMs });
+  }
+  // The newest first: an older copy with the same first bytes holds older lines.
+  for (const { candidate } of siblings.sort((a, b) => b.mtimeMs - a.mtimeMs)) {
+    const handle = await open(join(dir, candidate), 'r');
+    try {
+      const head = Buffer.alloc(truncated.head.length);
+      const { bytesRead } = head.length > 0 ? await handle.read(head, 0, head.length, 0) : { bytesRead: 0 };
+      if (bytesRead === head.length && sha256(head) === headSha) return join(dir, candidate);
+    } finally {
+      await handle.close();
+    }
+  }
+  return undefined;
 }
 
 /** A rotated sibling of `path` (same directory, name starting with its name) that is the saved file. */

@@ -46,11 +46,14 @@ export class PatternError extends Error {
   override readonly name = 'PatternError';
 }
 
+/** Shared by every literal and `**` segment (most of them, in a big table): one allocation fewer each. */
+const NONE: never[] = Object.freeze([]) as unknown as never[];
+
 function compileSegment(source: string): PatternSegment {
   if (source === '') throw new PatternError('empty segment (leading, trailing or double "/")');
-  if (source === '**') return { source, kind: 'globstar', tokens: [], captures: [] };
+  if (source === '**') return { source, kind: 'globstar', tokens: NONE, captures: NONE };
   if (source.includes('**')) throw new PatternError(`"**" must be a whole segment, found "${source}"`);
-  if (!source.includes('*') && !source.includes('{') && !source.includes('}')) return { source, kind: 'literal', tokens: [], captures: [] };
+  if (!source.includes('*') && !source.includes('{') && !source.includes('}')) return { source, kind: 'literal', tokens: NONE, captures: NONE };
   const captures: string[] = [];
   const tokens: SegmentToken[] = [];
   let text = '';
@@ -89,16 +92,25 @@ export function compilePattern(source: string): CompiledPattern {
   const parts = source.split('/');
   if (parts.length > PATTERN_LIMITS.segments) throw new PatternError(`the pattern has ${parts.length} segments; at most ${PATTERN_LIMITS.segments}`);
   const segments = parts.map(compileSegment);
-  const captures = segments.flatMap((s) => s.captures);
-  const seen = new Set<string>();
-  for (const name of captures) {
-    if (seen.has(name)) throw new PatternError(`capture {${name}} appears twice`);
-    seen.add(name);
+  // One pass, no arrays, for the common case of a pattern without wildcards (a big table has thousands).
+  let wildcards = 0;
+  let globstars = 0;
+  let capturing = false;
+  for (const segment of segments) {
+    if (segment.kind === 'globstar') globstars++;
+    if (segment.captures.length > 0) capturing = true;
+    for (const token of segment.tokens) if (token.type !== 'text') wildcards++;
+  }
+  const captures = capturing ? segments.flatMap((s) => s.captures) : NONE;
+  if (capturing) {
+    const seen = new Set<string>();
+    for (const name of captures) {
+      if (seen.has(name)) throw new PatternError(`capture {${name}} appears twice`);
+      seen.add(name);
+    }
   }
   if (captures.length > PATTERN_LIMITS.captures) throw new PatternError(`the pattern has ${captures.length} captures; at most ${PATTERN_LIMITS.captures}`);
-  const wildcards = segments.reduce((n, s) => n + s.tokens.filter((t) => t.type !== 'text').length, 0);
   if (wildcards > PATTERN_LIMITS.wildcards) throw new PatternError(`the pattern has ${wildcards} wildcards and captures; at most ${PATTERN_LIMITS.wildcards}`);
-  const globstars = segments.filter((s) => s.kind === 'globstar').length;
   if (globstars > PATTERN_LIMITS.globstars) throw new PatternError(`the pattern has ${globstars} "**" segments; at most ${PATTERN_LIMITS.globstars}`);
   return { source, segments, captures };
 }
@@ -157,15 +169,19 @@ export function matchSegment(tokens: readonly SegmentToken[], text: string): str
 
 export type Captures = Readonly<Record<string, string>>;
 
+/** Shared by every match without captures; never written (a capture copies it first). */
+const NO_CAPTURES: Captures = Object.freeze({});
+
+/** Maps and lists are made on first use: most nodes of a big table have one child, or none and one end. */
 interface TrieNode {
-  literal: Map<string, TrieNode>;
-  wild: Map<string, { segment: PatternSegment; node: TrieNode }>;
+  literal: Map<string, TrieNode> | undefined;
+  wild: Map<string, { segment: PatternSegment; node: TrieNode }> | undefined;
   globstar: TrieNode | undefined;
   /** Ids of the patterns that end here, in insertion order. */
-  ends: number[];
+  ends: number[] | undefined;
 }
 
-const newNode = (): TrieNode => ({ literal: new Map(), wild: new Map(), globstar: undefined, ends: [] });
+const newNode = (): TrieNode => ({ literal: undefined, wild: undefined, globstar: undefined, ends: undefined });
 
 /** A set of patterns, each with an id; `match` returns the ids that match with their captures, in id order. */
 export class PatternIndex {
@@ -175,24 +191,27 @@ export class PatternIndex {
     let node = this.#root;
     for (const segment of pattern.segments) {
       if (segment.kind === 'literal') {
-        let next = node.literal.get(segment.source);
-        if (!next) node.literal.set(segment.source, (next = newNode()));
+        const literal = (node.literal ??= new Map());
+        let next = literal.get(segment.source);
+        if (!next) literal.set(segment.source, (next = newNode()));
         node = next;
       } else if (segment.kind === 'globstar') {
         node = node.globstar ??= newNode();
       } else {
-        let entry = node.wild.get(segment.source);
-        if (!entry) node.wild.set(segment.source, (entry = { segment, node: newNode() }));
+        const wild = (node.wild ??= new Map());
+        let entry = wild.get(segment.source);
+        if (!entry) wild.set(segment.source, (entry = { segment, node: newNode() }));
         node = entry.node;
       }
     }
-    node.ends.push(id);
+    (node.ends ??= []).push(id);
   }
 
   match(path: string): Map<number, Captures> {
     const found = new Map<number, Captures>();
-    walk(this.#root, path.split('/'), 0, {}, found, new Map());
-    return new Map([...found].sort((a, b) => a[0] - b[0]));
+    walk(this.#root, path.split('/'), 0, NO_CAPTURES, found, new Map());
+    // Nearly every path matches one pattern or none: already in id order.
+    return found.size < 2 ? found : new Map([...found].sort((a, b) => a[0] - b[0]));
   }
 }
 
@@ -205,12 +224,12 @@ export class PatternIndex {
  */
 function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, found: Map<number, Captures>, entered: Map<TrieNode, Set<number>>): void {
   if (i === segments.length) {
-    for (const id of node.ends) if (!found.has(id)) found.set(id, captures);
+    if (node.ends) for (const id of node.ends) if (!found.has(id)) found.set(id, captures);
   } else {
     const segment = segments[i] ?? '';
-    const literal = node.literal.get(segment);
+    const literal = node.literal?.get(segment);
     if (literal) walk(literal, segments, i + 1, captures, found, entered);
-    for (const { segment: pattern, node: next } of node.wild.values()) {
+    if (node.wild) for (const { segment: pattern, node: next } of node.wild.values()) {
       const values = matchSegment(pattern.tokens, segment);
       if (!values) continue;
       let more = captures;

@@ -190,6 +190,14 @@ function flattenIssues(issues: readonly ZodIssueLike[], prefix: PropertyKey[] = 
 
 /** Parses and checks a routing table; throws RoutingTableError listing every problem found. */
 export function loadRoutingTable(text: string, file = 'routes.yaml'): RoutingTable {
+  return parseRoutingTable(text, file).table;
+}
+
+/**
+ * `loadRoutingTable`, also returning the checked document (the schema's output, plain JSON): what `package`
+ * compiles into the table the functions load (lib/routing/compiled-table.ts).
+ */
+export function parseRoutingTable(text: string, file = 'routes.yaml'): { document: RoutingTableDocument; table: RoutingTable } {
   const { doc, at } = locator(text, file);
   if (doc.errors.length > 0) {
     throw new RoutingTableError(
@@ -202,6 +210,17 @@ export function loadRoutingTable(text: string, file = 'routes.yaml'): RoutingTab
   }
   const problems: ConfigProblem[] = [];
   const table = compile(parsed.data, file, (path, message) => problems.push(at(path, message)));
+  if (problems.length > 0) throw new RoutingTableError(problems);
+  return { document: parsed.data, table };
+}
+
+/**
+ * The table of a document already checked (by `parseRoutingTable`, when it was compiled): the same compilation,
+ * without YAML or the schema. A problem found anyway is reported by field, without a line (there is no YAML).
+ */
+export function compileCheckedDocument(document: RoutingTableDocument, file: string): RoutingTable {
+  const problems: ConfigProblem[] = [];
+  const table = compile(document, file, (path, message) => problems.push({ file, line: 0, column: 0, field: fieldName(path), message }), true);
   if (problems.length > 0) throw new RoutingTableError(problems);
   return table;
 }
@@ -260,32 +279,54 @@ function targetTemplates(target: Target): Array<{ field: string[]; text: string;
   ];
 }
 
-function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPath, message: string) => void): RoutingTable {
+/**
+ * The table of a document. `checked`: the document passed these checks when it was compiled (`package`), so only
+ * what the table is made of is built — the checks cost more than the building (cold start, 10,000 routes).
+ */
+function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPath, message: string) => void, checked = false): RoutingTable {
   const routes: CompiledRoute[] = [];
   const index = new Map<string, PatternIndex>();
   const seenNames = new Map<string, number>();
   const builtins = new Set<string>(BUILTIN_PLACEHOLDERS);
+  // Read only, and most routes take the same operations: one set for each combination.
+  const operationSets = new Map<string, ReadonlySet<Operation>>();
+  // Most routes name the same few cluster lists or selectors: each is resolved once.
+  const selected = new Map<string, string[]>();
+  const clustersOf = (selector: Target['clusters'], reportTo: (message: string) => void): string[] => {
+    if (!checked) return selectClusters(doc, selector, reportTo);
+    const key = JSON.stringify(selector);
+    let names = selected.get(key);
+    if (!names) selected.set(key, (names = selectClusters(doc, selector, reportTo)));
+    return [...names];
+  };
 
   // The top-level waves are checked once, where they are written; routes without their own reuse them.
   const defaultWaves = doc.rollout?.waves === undefined ? undefined : compileWaves(doc, doc.rollout.waves, (path, message) => report(['rollout', 'waves', ...path], message));
   doc.routes.forEach((route: Route, r) => {
     const where = ['routes', r];
-    const first = seenNames.get(route.name);
-    if (first !== undefined) report([...where, 'name'], `duplicate route name "${route.name}" (first at routes[${first}])`);
-    else seenNames.set(route.name, r);
+    if (!checked) {
+      const first = seenNames.get(route.name);
+      if (first !== undefined) report([...where, 'name'], `duplicate route name "${route.name}" (first at routes[${first}])`);
+      else seenNames.set(route.name, r);
+    }
 
     let pattern: CompiledPattern;
     try {
-      pattern = compilePattern(route.match.path.replace(/^\/+/, ''));
+      pattern = compilePattern(route.match.path.startsWith('/') ? route.match.path.replace(/^\/+/, '') : route.match.path);
     } catch (e) {
       report([...where, 'match', 'path'], e instanceof PatternError ? e.message : String(e));
       return;
     }
-    for (const name of pattern.captures) if (builtins.has(name)) report([...where, 'match', 'path'], `{${name}} is a built-in placeholder; name the capture differently`);
+    if (!checked) for (const name of pattern.captures) if (builtins.has(name)) report([...where, 'match', 'path'], `{${name}} is a built-in placeholder; name the capture differently`);
 
     const used = new Set<string>();
     const targets: CompiledTarget[] = route.targets.map((target, t) => {
       const twhere = [...where, 'targets', t];
+      if (checked) {
+        const built: CompiledTarget = { target, clusters: clustersOf(target.clusters, (m) => report([...twhere, 'clusters'], m)) };
+        if (target.namespaces !== undefined) built.namespaces = compileNamespaceBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
+        return built;
+      }
       for (const { field, text, builtins: allowBuiltins } of targetTemplates(target)) {
         for (const name of placeholders(text)) {
           if (pattern.captures.includes(name)) used.add(name);
@@ -316,15 +357,21 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
       }
       return compiled;
     });
-    for (const name of pattern.captures) if (!used.has(name)) report([...where, 'match', 'path'], `unused capture {${name}}: no target uses it (use * to match without capturing)`);
+    if (!checked) for (const name of pattern.captures) if (!used.has(name)) report([...where, 'match', 'path'], `unused capture {${name}}: no target uses it (use * to match without capturing)`);
 
-    const namespace = (route.match.namespace ?? '').replace(/^\/+|\/+$/g, '');
+    const namespace = route.match.namespace === undefined ? '' : route.match.namespace.replace(/^\/+|\/+$/g, '');
     let nsIndex = index.get(namespace);
     if (!nsIndex) index.set(namespace, (nsIndex = new PatternIndex()));
     nsIndex.add(routes.length, pattern);
     const timeout = route.rollout?.timeout === undefined ? undefined : parseDuration(route.rollout.timeout);
     const policy = compilePolicy(doc, doc.rollout, route.rollout, (path, message) => report([...where, 'rollout', ...path], message), defaultWaves);
-    routes.push({ name: route.name, namespace, operations: new Set(route.match.operations), pattern, targets, policy, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(route.rollout?.maxUnavailable ? { maxUnavailable: route.rollout.maxUnavailable } : {}) });
+    const opsKey = route.match.operations.join(',');
+    let operations = operationSets.get(opsKey);
+    if (!operations) operationSets.set(opsKey, (operations = new Set(route.match.operations)));
+    const compiledRoute: CompiledRoute = { name: route.name, namespace, operations, pattern, targets, policy };
+    if (timeout !== undefined) compiledRoute.rolloutTimeoutMs = timeout;
+    if (route.rollout?.maxUnavailable) compiledRoute.maxUnavailable = route.rollout.maxUnavailable;
+    routes.push(compiledRoute);
   });
 
   const mounts = new Map<string, KvVersion>();

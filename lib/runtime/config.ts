@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { isCompiledTable, loadCompiledRoutingTable } from '../routing/compiled-table.ts';
 import { loadRoutingTable, type RoutingTable } from '../routing/routing-table.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -18,7 +19,10 @@ export function required(env: Env, name: string, what: string): string {
   return value;
 }
 
-/** The routing table the deployment bundles (`VAULT_ROLLOUT_ROUTES`, relative to the package root). */
+/**
+ * The routing table the deployment bundles (`VAULT_ROLLOUT_ROUTES`, relative to the package root): the compiled
+ * JSON `npm run package` writes (no YAML parsed at a cold start), or a YAML table (serve, tests).
+ */
 export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? process.cwd()): { table: RoutingTable; file: string } {
   const configured = required(env, 'VAULT_ROLLOUT_ROUTES', 'the routing table file');
   const file = isAbsolute(configured) ? configured : resolve(baseDir, configured);
@@ -28,7 +32,7 @@ export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? pr
   } catch (e) {
     throw new ConfigError(`cannot read the routing table ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
   }
-  return { table: loadRoutingTable(text, file), file };
+  return { table: isCompiledTable(text) ? loadCompiledRoutingTable(text, file) : loadRoutingTable(text, file), file };
 }
 
 /** The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see README "Deploying". */

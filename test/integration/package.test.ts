@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coldStart, FUNCTIONS, packageStage, unpackFunctions, type FunctionName } from '../../bench/bundle-bench.ts';
 import { readZipEntries } from '../../lib/deploy/zip-entries.ts';
+import { loadCompiledRoutingTable } from '../../lib/routing/compiled-table.ts';
 import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
 import { readRepoFile } from '../helpers.ts';
 
@@ -134,8 +135,10 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       expect(p.Handler).toBe(`functions/${fn}.handler`);
       expect((p.Code as { S3Key: string }).S3Key).toMatch(new RegExp(`/${fn}\\.zip$`));
       const entries = readZipEntries(readFileSync(join(packages[stage].dir, `${fn}.zip`)));
-      expect(entries.map((e) => e.name).sort()).toEqual([`functions/${fn}.mjs`, `infra/routes/${stage}.yaml`]);
-      expect(entries.find((e) => e.name.endsWith('.yaml'))?.data.toString()).toBe(readRepoFile(`infra/routes/${stage}.yaml`));
+      expect(entries.map((e) => e.name).sort()).toEqual([`functions/${fn}.mjs`, `infra/routes/${stage}.compiled.json`]);
+      // The YAML, checked and compiled: the function loads the same table without parsing YAML.
+      const compiled = entries.find((e) => e.name.endsWith('.compiled.json'))?.data.toString() ?? '';
+      expect(loadCompiledRoutingTable(compiled, `infra/routes/${stage}.compiled.json`)).toEqual(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `infra/routes/${stage}.compiled.json`));
       const bundle = entries.find((e) => e.name.endsWith('.mjs'))?.data.toString() ?? '';
       // ESM: an .mjs file with an export statement, a require() for CommonJS dependencies from createRequire.
       expect(bundle).toMatch(/export\s*\{[^}]*\bhandler\b[^}]*\}/);
@@ -143,7 +146,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       expect(bundle.length).toBeLessThanOrEqual(1.5 * 1024 * 1024);
       const env = (p.Environment as { Variables: Record<string, unknown> }).Variables;
       expect(env).toMatchObject({
-        VAULT_ROLLOUT_ROUTES: `infra/routes/${stage}.yaml`,
+        VAULT_ROLLOUT_ROUTES: `infra/routes/${stage}.compiled.json`,
         VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' },
         POWERTOOLS_SERVICE_NAME: 'vault-rollout',
         POWERTOOLS_METRICS_NAMESPACE: 'VaultRollout',
@@ -162,7 +165,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const unpacked = unpackFunctions(packages[stage].dir, join(work, `${stage}-task`));
     const home = mkdtempSync(join(work, 'home-'));
     const results: Partial<Record<FunctionName, unknown>> = {};
-    for (const fn of FUNCTIONS) results[fn] = (await coldStart(fn, unpacked[fn], `infra/routes/${stage}.yaml`, home)).result;
+    for (const fn of FUNCTIONS) results[fn] = (await coldStart(fn, unpacked[fn], `infra/routes/${stage}.compiled.json`, home)).result;
     expect(results.http).toMatchObject({ statusCode: 200 });
     expect(results.worker).toEqual({ batchItemFailures: [] });
     expect(results.logs).toMatchObject({ ignored: 1, rejected: 0, queued: 0 });
