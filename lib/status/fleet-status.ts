@@ -22,15 +22,17 @@ import { ANNOTATIONS, parseRecordedVersions, parseWatchAnnotation } from '../kub
 import { parseLabelSelector, selectorMatches } from '../kube/label-selector.ts';
 import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
 import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
+import { haltEventName } from '../kube/rollout-executor.ts';
 import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 /**
- * A halted rotation: the mark a wave's gate leaves on the workload whose rollout failed it (h-waves' recordHalt in
- * lib/kube/rollout-executor.ts, same name): an annotation on the object's metadata holding JSON
- * `{ restartToken, secrets, wave, waves, why, notRestarted, at }`; plain text is read as the reason too.
+ * A halted rotation is found where a wave's gate leaves it: a Warning `RotationHalted` Event on the workload that
+ * failed the gate, named from the workload and its restart token (haltEventName in lib/kube/rollout-executor.ts), so
+ * the Event of the restart the workload records now is found by name among one LIST of Events per namespace. An
+ * identity that may not list Events (the vault-rollout role only creates them) cannot see halts: status says so.
  */
-export const HALTED_ANNOTATION = 'vault-rollout.io/halted';
+const EVENTS: ListRequest = { apiVersion: 'v1', kind: 'Event', namespace: '' };
 
 /** One LIST: a kind in a namespace ('' = every namespace) of one cluster. */
 export interface ListRequest {
@@ -146,7 +148,7 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
       for (const cluster of clustersOf(table, only, clusters)) {
         let lists = byCluster.get(cluster);
         if (!lists) byCluster.set(cluster, (lists = new Map()));
-        for (const namespace of ns) for (const kind of kinds) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
+        for (const namespace of ns) for (const kind of [...kinds, EVENTS]) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
       }
     }
   }
@@ -228,18 +230,15 @@ function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: stri
   return values.reduce((a, b) => (typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a));
 }
 
-function haltedReason(obj: KubeObject): string | undefined {
-  const value = obj.metadata?.annotations?.[HALTED_ANNOTATION];
-  if (value === undefined) return undefined;
-  try {
-    const parsed = JSON.parse(value) as { reason?: unknown; why?: unknown; wave?: unknown; waves?: unknown };
-    const why = typeof parsed?.why === 'string' ? parsed.why : typeof parsed?.reason === 'string' ? parsed.reason : undefined;
-    const wave = typeof parsed?.wave === 'number' ? `wave ${parsed.wave}${typeof parsed.waves === 'number' ? ` of ${parsed.waves}` : ''}` : undefined;
-    if (why !== undefined || wave !== undefined) return [wave, why].filter(Boolean).join(': ').slice(0, 300);
-  } catch {
-    // plain text
-  }
-  return value.slice(0, 300) || 'halted';
+function haltedReason(descriptor: WorkloadDescriptor, obj: KubeObject, listing: ClusterListing | undefined): string | undefined {
+  const token = descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartToken];
+  const name = obj.metadata?.name;
+  if (!listing || token === undefined || name === undefined) return undefined;
+  const events = objectsOf(listing, EVENTS.apiVersion, EVENTS.kind, obj.metadata?.namespace ?? '');
+  if (events === undefined || 'error' in events) return undefined;
+  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === 'RotationHalted');
+  if (!event) return undefined;
+  return String((event as { message?: unknown }).message ?? 'halted').slice(0, 300) || 'halted';
 }
 
 /** When the restart of this object began, from its record (the follower's deadline counts from it). */
@@ -251,7 +250,7 @@ function restartedAt(descriptor: WorkloadDescriptor, obj: KubeObject): number | 
 
 const isNewer = (a: number | string, b: number | string): boolean => (typeof a === 'number' && typeof b === 'number' ? a > b : String(a) > String(b));
 
-function consumerStatus(table: RoutingTable, cluster: string, routes: readonly string[], descriptor: WorkloadDescriptor, obj: KubeObject, path: string, current: number | string | null, fromVault: boolean, routed: boolean, now: number): ConsumerStatus {
+function consumerStatus(table: RoutingTable, cluster: string, routes: readonly string[], descriptor: WorkloadDescriptor, obj: KubeObject, path: string, current: number | string | null, fromVault: boolean, routed: boolean, now: number, listing: ClusterListing | undefined): ConsumerStatus {
   const recorded = recordedFor(descriptor, obj, path);
   const health = descriptor.health(obj);
   let rollout: RolloutState = health.state;
@@ -272,7 +271,7 @@ function consumerStatus(table: RoutingTable, cluster: string, routes: readonly s
   else state = isNewer(current, recorded) ? 'behind' : 'current';
   if (state === 'behind') detail = recorded === null ? 'never restarted for this path' : `records ${JSON.stringify(recorded)}, current is ${JSON.stringify(current)}`;
   if (state === 'poisoned') detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; repair with vault-rollout reset-version --path ${path} --version ${current}`;
-  const halted = haltedReason(obj);
+  const halted = haltedReason(descriptor, obj, listing);
   const ok = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
   return {
     cluster,
@@ -408,8 +407,8 @@ export function fleetStatus(table: RoutingTable, listings: readonly ClusterListi
       }
     }
     for (const listing of listings) {
-      for (const objects of listing.lists.values()) {
-        if ('error' in objects) continue;
+      for (const [key, objects] of listing.lists) {
+        if ('error' in objects || key.startsWith(`${EVENTS.apiVersion}/${EVENTS.kind}/`)) continue;
         for (const obj of objects) {
           const descriptor = obj.kind && obj.kind in WORKLOAD_KINDS ? WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS] : obj.kind && isSyncKind(obj.kind) ? SYNC_KINDS[obj.kind] : resourceDescriptor(obj.apiVersion ?? '', obj.kind ?? '', {});
           const id = `${listing.cluster}/${descriptor.apiVersion}/${descriptor.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
@@ -428,7 +427,7 @@ export function fleetStatus(table: RoutingTable, listings: readonly ClusterListi
       if (current !== null) currentFrom = 'records';
     }
     const consumers = [
-      ...rows.map((r) => consumerStatus(table, r.cluster, r.routes, r.descriptor, r.obj, path, current, currentFrom === 'vault', r.routed, options.now)),
+      ...rows.map((r) => consumerStatus(table, r.cluster, r.routes, r.descriptor, r.obj, path, current, currentFrom === 'vault', r.routed, options.now, byCluster.get(r.cluster))),
       ...unread,
     ].sort((a, b) => (a.cluster + a.namespace + a.kind + a.name < b.cluster + b.namespace + b.kind + b.name ? -1 : 1));
     const counted = consumers.filter((c) => c.routed);

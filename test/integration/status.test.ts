@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { statusCommand } from '../../lib/cli/status-command.ts';
-import { HALTED_ANNOTATION } from '../../lib/status/fleet-status.ts';
+import { haltEventName } from '../../lib/kube/rollout-executor.ts';
 import { memoryIo } from '../helpers.ts';
 import { REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
 import { admin, clusters, createNamespace, createWorkload, deleteNamespace, uniqueName } from './support.ts';
@@ -114,14 +114,21 @@ describe('vault-rollout status', () => {
     expect(row(failed.out, 'alpha', 'broken')).toMatch(/\s1\s+FAILED\s+failed\s+1\/1\s+ProgressDeadlineExceeded/);
   });
 
-  it('HALTED stands out when a wave\'s gate left its mark on the workload (the annotation h-waves\' recordHalt writes)', async () => {
+  it('HALTED stands out when a wave\'s gate halted the restart the workload records (its RotationHalted Event)', async () => {
     await apply('old', 1, '[alpha]');
     expect((await status(['--path', 'secret/status/old', '--cluster', 'alpha', '--wait', '--timeout', '60s'])).code).toBe(0);
-    const res = await admin('alpha').request('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/old`, { body: { metadata: { annotations: { [HALTED_ANNOTATION]: JSON.stringify({ restartToken: 'x', secrets: ['secret/status/old version 1'], wave: 1, waves: 2, why: 'alpha rollout failed', notRestarted: ['beta'], at: new Date().toISOString() }) } } }, contentType: 'application/merge-patch+json' });
-    expect(res.status).toBe(200);
+    // The Event exactly as the gate writes it (recordHalt; test/integration/waves.test.ts shows the gate writing it).
+    const deployment = (await admin('alpha').request('GET', `/apis/apps/v1/namespaces/${NS}/deployments/old`)).body as { spec: { template: { metadata: { annotations: Record<string, string> } } } };
+    const token = deployment.spec.template.metadata.annotations['vault-rollout.io/restart-token'] ?? '';
+    expect(token).not.toBe('');
+    const now = new Date().toISOString();
+    const res = await admin('alpha').request('POST', `/api/v1/namespaces/${NS}/events`, {
+      body: { metadata: { name: haltEventName('old', token), namespace: NS }, involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'old', namespace: NS }, reason: 'RotationHalted', message: 'vault-rollout halted the rotation of secret/status/old@1 at wave 1 of 2: alpha rollout failed', type: 'Warning', firstTimestamp: now, lastTimestamp: now, count: 1, source: { component: 'vault-rollout' } },
+    });
+    expect(res.status).toBe(201);
     const halted = await status(['--path', 'secret/status/old', '--cluster', 'alpha']);
     expect(halted.code).toBe(1);
-    expect(row(halted.out, 'alpha', 'old')).toMatch(/\s1\s+HALTED\s+\S+\s+\S+\s+halted: wave 1 of 2: alpha rollout failed/);
+    expect(row(halted.out, 'alpha', 'old')).toMatch(/\s1\s+HALTED\s+\S+\s+\S+\s+halted: vault-rollout halted the rotation of secret\/status\/old@1 at wave 1 of 2/);
   });
 
   it('POISONED: a recorded version above Vault\'s current one points at reset-version', async () => {

@@ -3,7 +3,8 @@ import { parseLabelSelector, selectorMatches } from '../../../lib/kube/label-sel
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import { statusText } from '../../../lib/report/status-report.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { fleetStatus, HALTED_ANNOTATION, listKey, listRequests, type ClusterListing, type VaultAnswer } from '../../../lib/status/fleet-status.ts';
+import { haltEventName } from '../../../lib/kube/rollout-executor.ts';
+import { fleetStatus, listKey, listRequests, type ClusterListing, type VaultAnswer } from '../../../lib/status/fleet-status.ts';
 
 const table = loadRoutingTable(`
 clusters:
@@ -41,12 +42,16 @@ function deployment(ns: string, name: string, versions: Record<string, number | 
 
 const listing = (cluster: string, lists: Record<string, KubeObject[] | { error: string }>): ClusterListing => ({ cluster, lists: new Map(Object.entries(lists)) });
 const deployments = (ns: string) => listKey({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns });
+/** A workload whose restart a wave's gate halted: the RotationHalted Event named from its restart token. */
+const haltedDeployment = deployment('apps', 'api', { 'secret/app/api': 4 });
+((haltedDeployment.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations)['vault-rollout.io/restart-token'] = 'tok';
+const haltEvent: KubeObject = { apiVersion: 'v1', kind: 'Event', metadata: { namespace: 'apps', name: haltEventName('api', 'tok') }, reason: 'RotationHalted', message: 'wave 1 failed' } as KubeObject;
 
 describe('listRequests: one LIST per kind and namespace', () => {
   it('lists literal namespaces, a bound of names, and every namespace when the namespace comes from the path', () => {
     const lists = listRequests(table);
-    expect(lists.get('alpha')?.map(listKey).sort()).toEqual(['apps/v1/Deployment/apps', 'apps/v1/Deployment/edge', 'batch/v1/CronJob/batch']);
-    expect(lists.get('beta')?.map(listKey).sort()).toEqual(['apps/v1/Deployment/', 'apps/v1/StatefulSet/blue', 'apps/v1/StatefulSet/red']);
+    expect(lists.get('alpha')?.map(listKey).sort()).toEqual(['apps/v1/Deployment/apps', 'apps/v1/Deployment/edge', 'batch/v1/CronJob/batch', 'v1/Event/apps', 'v1/Event/batch', 'v1/Event/edge']);
+    expect(lists.get('beta')?.map(listKey).sort()).toEqual(['apps/v1/Deployment/', 'apps/v1/StatefulSet/blue', 'apps/v1/StatefulSet/red', 'v1/Event/']);
     expect([...listRequests(table, new Set(['beta'])).keys()]).toEqual(['beta']);
   });
 });
@@ -62,7 +67,7 @@ describe('fleetStatus', () => {
     ['a failed rollout', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, failed)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['FAILED', 'current'] }],
     ['still rolling within its deadline', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, progressing)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['rolling', 'current'] }],
     ['progressing past its deadline is a timeout', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, progressing, {}, '2026-11-23T11:00:00Z')] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['TIMEOUT', 'current'] }],
-    ['halted by a wave gate', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, complete, { annotations: { [HALTED_ANNOTATION]: '{"reason":"wave 1 failed"}' } })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['HALTED', 'current'] }],
+    ['halted by a wave gate', [listing('alpha', { [deployments('apps')]: [haltedDeployment], 'v1/Event/apps': [haltEvent] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['HALTED', 'current'] }],
     ['a record above Vault is poisoned', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 999 })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', v(4)]]), undefined, { ok: false, verdicts: ['POISONED', 'current'] }],
     ['Vault unreadable: not reported safe', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', { error: 'connection refused' }]]), undefined, { ok: false, verdicts: ['current', 'current'] }],
     ['a cluster that cannot be listed', [listing('alpha', { [deployments('apps')]: { error: 'forbidden' } }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), 'secret/app/api', { ok: false, verdicts: ['UNKNOWN', 'current'] }],
