@@ -1,34 +1,27 @@
 #!/usr/bin/env node
 /** `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code. */
-import { admissionPolicyCommand } from './admission-policy-command.ts';
-import { applyCommand } from './apply-command.ts';
-import { doctorCommand } from './doctor-command.ts';
-import { importCommand } from './import-command.ts';
-import { planCommand } from './plan-command.ts';
-import { reconcileCommand } from './reconcile-command.ts';
-import { relayCommand } from './relay-command.ts';
-import { resetVersionCommand } from './reset-version-command.ts';
-import { schemaCommand } from './schema-command.ts';
-import { serveCommand } from './serve-command.ts';
-import { statusCommand } from './status-command.ts';
-import { validateCommand } from './validate-command.ts';
-import { workerCommand } from './worker-command.ts';
 import { EXIT, type CliIo, nodeIo } from './io.ts';
 
-const COMMANDS: Readonly<Record<string, (argv: string[], io: CliIo) => Promise<number>>> = {
-  plan: planCommand,
-  apply: applyCommand,
-  doctor: doctorCommand,
-  validate: validateCommand,
-  schema: schemaCommand,
-  serve: (argv, io) => serveCommand(argv, io),
-  relay: relayCommand,
-  worker: (argv, io) => workerCommand(argv, io),
-  'reset-version': (argv, io) => resetVersionCommand(argv, io),
-  status: (argv, io) => statusCommand(argv, io),
-  'admission-policy': admissionPolicyCommand,
-  import: (argv, io) => importCommand(argv, io),
-  reconcile: reconcileCommand,
+type Command = (argv: string[], io: CliIo) => Promise<number>;
+
+/**
+ * Each command's module is imported when it runs, not before: `serve` starts without loading the AWS SDK clients
+ * that `reconcile` or `import` need (seconds of start-up on a small machine, paid again at every restart).
+ */
+const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
+  plan: async () => (await import('./plan-command.ts')).planCommand,
+  apply: async () => (await import('./apply-command.ts')).applyCommand,
+  doctor: async () => (await import('./doctor-command.ts')).doctorCommand,
+  validate: async () => (await import('./validate-command.ts')).validateCommand,
+  schema: async () => (await import('./schema-command.ts')).schemaCommand,
+  serve: async () => (await import('./serve-command.ts')).serveCommand,
+  relay: async () => (await import('./relay-command.ts')).relayCommand,
+  worker: async () => (await import('./worker-command.ts')).workerCommand,
+  'reset-version': async () => (await import('./reset-version-command.ts')).resetVersionCommand,
+  status: async () => (await import('./status-command.ts')).statusCommand,
+  'admission-policy': async () => (await import('./admission-policy-command.ts')).admissionPolicyCommand,
+  import: async () => (await import('./import-command.ts')).importCommand,
+  reconcile: async () => (await import('./reconcile-command.ts')).reconcileCommand,
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
@@ -102,12 +95,12 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stdout(USAGE);
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
-  const command = COMMANDS[name];
-  if (!command) {
+  const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!load) {
     io.stderr(`vault-rollout: unknown command "${name}"\n\n${USAGE}`);
     return EXIT.usage;
   }
-  return command(rest, io);
+  return (await load())(rest, io);
 }
 
 if (import.meta.main) {
