@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control-plane binaries used by the integration
 # clusters (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd) and the kwok node simulator from their Go modules, caches them outside the checkout and symlinks them into
+# etcd), the kwok node simulator, and the Argo Rollouts, External Secrets (Vault provider only) and Vault Secrets
+# Operator controllers from their Go modules, caches them outside the checkout and symlinks them into
 # <repo>/.local/bin/.
 #
 # Idempotent: a component whose cache dir carries a complete stamp is reused.
