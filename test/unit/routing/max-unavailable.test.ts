@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatProblem, loadRoutingTable, maxUnavailableFor, RoutingTableError } from '../../../lib/routing/routing-table.ts';
+import { loadRoutingTable, maxUnavailableFor } from '../../../lib/routing/routing-table.ts';
+import { problemsOf } from './problems.ts';
 
 const yaml = (extra: { top?: string; route?: string }) => `clusters:
   a: { kubeconfig: { env: A } }
@@ -14,16 +15,6 @@ ${extra.route ?? ''}    targets:
     targets:
       - { clusters: [a], namespace: ns, kind: Deployment, name: app }
 `;
-
-const problemsOf = (text: string): string[] => {
-  try {
-    loadRoutingTable(text, 'routes.yaml');
-  } catch (e) {
-    if (e instanceof RoutingTableError) return e.problems.map(formatProblem);
-    throw e;
-  }
-  return [];
-};
 
 describe('rollout.maxUnavailable: route over top level, the smallest bound of the routes that name a target', () => {
   it.each([

@@ -1,6 +1,7 @@
 /** The `rollout:` block's waves, gate, onFailure and settle: every error with file, line and field. */
+import { problemsOf as problems } from './problems.ts';
 import { describe, expect, it } from 'vitest';
-import { formatProblem, loadRoutingTable, RoutingTableError } from '../../../lib/routing/routing-table.ts';
+import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 
 const yaml = (top: string, route = '') => `clusters:
   alpha: { kubeconfig: { env: A }, labels: { env: prod } }
@@ -11,16 +12,6 @@ ${top}routes:
 ${route}    targets:
       - { clusters: [alpha, gamma], namespace: ns, kind: Deployment, name: app }
 `;
-
-function problems(text: string): string[] {
-  try {
-    loadRoutingTable(text, 'routes.yaml');
-  } catch (e) {
-    if (e instanceof RoutingTableError) return e.problems.map(formatProblem);
-    throw e;
-  }
-  return [];
-}
 
 describe('rollout waves in the routing table', () => {
   it.each([

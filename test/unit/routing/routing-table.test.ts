@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatProblem, loadRoutingTable, RoutingTableError } from '../../../lib/routing/routing-table.ts';
+import { problemsOf as problems } from './problems.ts';
+import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const clusters = `clusters:
@@ -10,16 +11,6 @@ const clusters = `clusters:
     eks: { name: prod-us, region: us-east-1 }
     labels: { env: prod }
 `;
-
-function problems(yaml: string): string[] {
-  try {
-    loadRoutingTable(yaml, 'routes.yaml');
-  } catch (e) {
-    if (e instanceof RoutingTableError) return e.problems.map(formatProblem);
-    throw e;
-  }
-  return [];
-}
 
 describe('routing table', () => {
   it('loads the example table', () => {

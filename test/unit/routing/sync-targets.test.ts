@@ -1,7 +1,8 @@
 /** Sync and consumers targets in the routing table: validation with file:line errors, and what they plan. */
+import { problemsOf as problems } from './problems.ts';
 import { describe, expect, it } from 'vitest';
 import { planRollouts } from '../../../lib/plan/planner.ts';
-import { formatProblem, loadRoutingTable, RoutingTableError } from '../../../lib/routing/routing-table.ts';
+import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 
 const head = `clusters:
@@ -12,16 +13,6 @@ routes:
     match: { path: "secret/{service}/db" }
     targets:
 `;
-
-function problems(yaml: string): string[] {
-  try {
-    loadRoutingTable(yaml, 'routes.yaml');
-  } catch (e) {
-    if (e instanceof RoutingTableError) return e.problems.map(formatProblem);
-    throw e;
-  }
-  return [];
-}
 
 const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
 
