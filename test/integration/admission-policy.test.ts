@@ -280,8 +280,8 @@ describe('doctor', () => {
     applyManifest('infra/rbac/clusterrole.yaml', 'gamma');
     applyManifest('infra/rbac/admission-policy.yaml', 'gamma');
     expect(await policyCheck()).toEqual([
-      `${C}: ok: installed and enforced: this identity may change only what a restart writes (6 kinds)`,
-      'gamma: ok: installed and enforced: this identity may change only what a restart writes (6 kinds)',
+      `${C}: ok: installed and enforced: this identity may change only what a restart writes (8 kinds)`,
+      'gamma: ok: installed and enforced: this identity may change only what a restart writes (8 kinds)',
     ]);
     const gamma = admin('gamma');
     await must(gamma, 'DELETE', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/vault-rollout');

@@ -100,7 +100,7 @@ describe('vault-rollout doctor', () => {
       `watch deployments in namespace ${NS}: allowed`,
       `patch deployments in namespace ${NS}: allowed`,
       `create events in namespace ${NS}: allowed`,
-      'admission policy: installed and enforced: this identity may change only what a restart writes (6 kinds)',
+      'admission policy: installed and enforced: this identity may change only what a restart writes (8 kinds)',
     ]);
 
     const elsewhere = uniqueName('vr-elsewhere');
