@@ -334,6 +334,6 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const vaultLogin = stage === 'dev' ? { VAULT_AUTH_METHOD: 'approle', VAULT_ROLE_ID_SSM: '/vault-rollout/dev/vault/role-id', VAULT_SECRET_ID_SSM: '/vault-rollout/dev/vault/secret-id' } : { VAULT_AUTH_METHOD: 'aws', VAULT_AWS_ROLE: 'vault-rollout-reconcile', VAULT_AWS_HEADER_VALUE: `vault.${stage}.example.com` };
     expect(env).toMatchObject({ VAULT_ADDR: `https://vault.${stage}.example.com:8200`, VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' }, ...vaultLogin });
     const entries = readZipEntries(readFileSync(join(packages[stage].dir, 'reconcile.zip'))).map((e) => e.name).sort();
-    expect(entries).toEqual(['functions/reconcile.mjs', `infra/routes/${stage}.yaml`]);
+    expect(entries).toEqual(['functions/reconcile.mjs', `infra/routes/${stage}.compiled.json`]);
   });
 });
