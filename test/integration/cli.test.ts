@@ -75,7 +75,8 @@ describe('vault-rollout reset-version', () => {
     expect((await getWorkload('beta', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions']).toBe('{"secret/cli/api":999999}');
 
     io = memoryIo({ 'routes.yaml': routes(), '-': write(6) });
-    expect(await main(['apply', '--routes', 'routes.yaml', '--json'], io)).toBe(0);
+    // The output says why when it is not 0 (a target failed: its reason; exit 3).
+    expect(await main(['apply', '--routes', 'routes.yaml', '--json'], io), `${io.out}\n${io.err}`).toBe(0);
     expect(JSON.parse(io.out).results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`)).toEqual(['alpha:restarted', 'beta:skipped']);
 
     io = memoryIo({ 'routes.yaml': routes() });

@@ -19,7 +19,8 @@ const workloads: Rule[] = [
   { apiGroups: ['apps'], resources: ['deployments', 'statefulsets', 'daemonsets'], verbs: ['get', 'list', 'watch', 'patch'] },
   { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'patch'] },
   { apiGroups: ['argoproj.io'], resources: ['rollouts'], verbs: ['get', 'list', 'watch', 'patch'] },
-  { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+  // Events: created for restarts and halts; listed by status to find the RotationHalted Event a gate left.
+  { apiGroups: [''], resources: ['events'], verbs: ['create', 'list'] },
   // reconcile: do a workload's running pods predate a version?
   { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
 ];
