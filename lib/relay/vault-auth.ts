@@ -1,5 +1,5 @@
 /**
- * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a fixed one (`VAULT_TOKEN`), or
+ * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a given one (`VAULT_TOKEN`, looked up and renewed while it is renewable), or
  * a login — AppRole (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`), AWS IAM — that is renewed (`auth/token/renew-self`) at two thirds of its TTL and
  * replaced by a new login when renewal fails or no longer extends it (max TTL reached). The token never appears
  * in logs.
@@ -188,6 +188,8 @@ export class GivenTokenSource extends LoginTokenSource {
   constructor({ token, now = Date.now, ...options }: GivenTokenOptions) {
     let toldNotRenewable = false;
     super({
+      // No new login can follow a short renewal, so keep whatever Vault grants until the token expires.
+      minRenewSeconds: 0,
       ...options,
       method: GIVEN,
       login: async () => {
