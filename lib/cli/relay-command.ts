@@ -15,7 +15,7 @@ import { jsonLinesLog } from '../relay/relay-log.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
 import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../relay/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
-import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, untilStopped, usageError } from './shared.ts';
 
@@ -76,7 +76,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
     if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
     if (vaultAddr.startsWith('http://') && !isLoopback(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
-    if (env.VAULT_TOKEN) auth = staticTokenSource(env.VAULT_TOKEN);
+    if (env.VAULT_TOKEN) auth = new GivenTokenSource({ vaultAddr, token: env.VAULT_TOKEN, log, redirects, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
     else if (env.VAULT_ROLE_ID && env.VAULT_SECRET_ID) {
       auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, redirects, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
     } else {

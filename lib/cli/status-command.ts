@@ -7,7 +7,7 @@
 import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../relay/relay-log.ts';
-import { AppRoleTokenSource, staticTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
 import { parseDuration } from '../routing/schema.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
@@ -77,7 +77,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   if (vaultAddr) {
     if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
     const namespace = values['vault-namespace'] ?? io.env.VAULT_NAMESPACE;
-    if (io.env.VAULT_TOKEN) auth = staticTokenSource(io.env.VAULT_TOKEN);
+    if (io.env.VAULT_TOKEN) auth = new GivenTokenSource({ vaultAddr, token: io.env.VAULT_TOKEN, log: jsonLinesLog((t) => io.stderr(t)), ...(namespace ? { namespace } : {}) });
     else if (io.env.VAULT_ROLE_ID && io.env.VAULT_SECRET_ID) {
       const log = jsonLinesLog((t) => io.stderr(t));
       auth = new AppRoleTokenSource({ vaultAddr, roleId: io.env.VAULT_ROLE_ID, secretId: io.env.VAULT_SECRET_ID, log, ...(io.env.VAULT_APPROLE_MOUNT ? { mount: io.env.VAULT_APPROLE_MOUNT } : {}), ...(namespace ? { namespace } : {}) });

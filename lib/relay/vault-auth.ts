@@ -1,5 +1,5 @@
 /**
- * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a fixed one (`VAULT_TOKEN`), or
+ * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a given one (`VAULT_TOKEN`, looked up and renewed while it is renewable), or
  * a login — AppRole (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`), AWS IAM — that is renewed (`auth/token/renew-self`) at two thirds of its TTL and
  * replaced by a new login when renewal fails or no longer extends it (max TTL reached). The token never appears
  * in logs.
@@ -17,6 +17,12 @@ export interface VaultTokenSource {
   stop(): void;
 }
 
+/** A given token that Vault refuses or that has expired: only a new token helps, so this is not retried. */
+export class VaultTokenUnusableError extends Error {
+  override readonly name = 'VaultTokenUnusableError';
+}
+
+/** A token used exactly as given, never looked up or renewed (tests, fakes). */
 export function staticTokenSource(token: string): VaultTokenSource {
   return { token: () => Promise.resolve(token), invalidate: () => undefined, stop: () => undefined };
 }
@@ -32,8 +38,8 @@ export interface LoginOptions {
   vaultAddr: string;
   /** The auth method's name, for logs (`AppRole`, `AWS IAM`). */
   method: string;
-  /** Builds the login request (an AWS IAM login signs a fresh one each time). */
-  login: () => Promise<LoginRequest>;
+  /** Builds the login request (an AWS IAM login signs a fresh one each time), or yields a given token's auth. */
+  login: () => Promise<LoginRequest | VaultAuth>;
   /** `X-Vault-Namespace` for Enterprise namespaces. */
   namespace?: string;
   log: RelayLog;
@@ -50,7 +56,7 @@ export interface LoginOptions {
   redirects?: VaultRedirectPolicy;
 }
 
-interface VaultAuth {
+export interface VaultAuth {
   client_token: string;
   lease_duration: number;
   renewable: boolean;
@@ -104,12 +110,14 @@ export class LoginTokenSource implements VaultTokenSource {
     for (let attempt = 1; ; attempt++) {
       try {
         const request = await this.#options.login();
-        const auth = await this.#call(request.path, request.body, undefined, request.headers);
+        const given = 'client_token' in request;
+        const auth = given ? request : await this.#call(request.path, request.body, undefined, request.headers);
         this.#accept(auth);
-        log.info(`logged in to Vault with ${method}`, { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
+        if (!given) log.info(`logged in to Vault with ${method}`, { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
         return auth.client_token;
       } catch (error) {
         if (this.#stopping.signal.aborted) throw new Error('the Vault token source is stopped', { cause: error });
+        if (error instanceof VaultTokenUnusableError) throw error;
         const delay = backoffDelayMs(attempt, this.#options.retryBaseMs ?? 1000, this.#options.retryCapMs ?? 60_000, this.#options.random);
         log.error(`${method} login failed: retrying`, { error: (error as Error).message, attempt, retryInMs: delay });
         await this.#sleep(delay, this.#stopping.signal);
@@ -139,7 +147,7 @@ export class LoginTokenSource implements VaultTokenSource {
       log.info('renewed the Vault token', { ttlSeconds: auth.lease_duration });
     } catch (error) {
       if (generation !== this.#generation || this.#stopping.signal.aborted) return;
-      log.warn('cannot renew the Vault token: logging in again', { error: (error as Error).message });
+      log.warn(`cannot renew the Vault token: ${this.#options.method === GIVEN ? 'looking it up again' : 'logging in again'}`, { error: (error as Error).message });
       this.invalidate();
       await this.token().catch(() => undefined);
     }
@@ -159,5 +167,46 @@ export class LoginTokenSource implements VaultTokenSource {
 export class AppRoleTokenSource extends LoginTokenSource {
   constructor({ roleId, secretId, mount = 'approle', ...options }: AppRoleOptions) {
     super({ ...options, method: 'AppRole', login: () => Promise.resolve({ path: `auth/${mount}/login`, body: { role_id: roleId, secret_id: secretId } }) });
+  }
+}
+
+const GIVEN = 'a given token';
+
+export interface GivenTokenOptions extends Omit<LoginOptions, 'method' | 'login'> {
+  /** VAULT_TOKEN, a token file's or an SSM SecureString's content. */
+  token: string;
+  now?: () => number;
+}
+
+/**
+ * A given token (VAULT_TOKEN, a token file, SSM), looked up (`auth/token/lookup-self`: ttl, renewable, expire_time)
+ * on first use and then renewed like a login's token; a root or non-renewable token is used as is. Its "login" is
+ * the lookup, so a failed renewal looks it up again, and a token Vault refuses or past its expiry rejects with
+ * VaultTokenUnusableError instead of being retried.
+ */
+export class GivenTokenSource extends LoginTokenSource {
+  constructor({ token, now = Date.now, ...options }: GivenTokenOptions) {
+    let toldNotRenewable = false;
+    super({
+      // No new login can follow a short renewal, so keep whatever Vault grants until the token expires.
+      minRenewSeconds: 0,
+      ...options,
+      method: GIVEN,
+      login: async () => {
+        const { status, text } = await vaultRequest({ vaultAddr: options.vaultAddr, method: 'GET', path: 'auth/token/lookup-self', token, ...(options.namespace ? { namespace: options.namespace } : {}), ...(options.fetch ? { fetch: options.fetch } : {}), ...(options.redirects ? { redirects: options.redirects } : {}) });
+        if (status === 401 || status === 403) throw new VaultTokenUnusableError(`Vault refuses the token (auth/token/lookup-self: HTTP ${status}): the token has expired or was revoked (or lacks the default policy's lookup-self); supply a new token`);
+        if (status < 200 || status >= 300) throw new VaultRequestError(`auth/token/lookup-self: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`, { status });
+        const data = (JSON.parse(text) as { data?: { ttl?: unknown; renewable?: unknown; expire_time?: unknown } }).data ?? {};
+        const ttl = typeof data.ttl === 'number' ? data.ttl : 0;
+        const expires = typeof data.expire_time === 'string' ? Date.parse(data.expire_time) : Number.NaN;
+        if (ttl > 0 && expires <= now()) throw new VaultTokenUnusableError(`the Vault token expired at ${data.expire_time as string}; supply a new token`);
+        const renewable = data.renewable === true && ttl > 0;
+        if (!renewable && !toldNotRenewable) {
+          toldNotRenewable = true;
+          options.log.info('the Vault token is not renewable (or has no TTL): using it without renewal', { ttlSeconds: ttl, renewable: data.renewable === true });
+        }
+        return { client_token: token, lease_duration: ttl, renewable };
+      },
+    });
   }
 }

@@ -11,7 +11,7 @@
  *
  * VAULT_AUTH_METHOD (token | approle | aws) picks one when several are configured; otherwise the one configured is
  * used. Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
- * (LoginTokenSource). Nothing here logs a token, a secret ID or an AWS credential.
+ * (LoginTokenSource); a given token is looked up and renewed the same way (GivenTokenSource). Nothing here logs a token, a secret ID or an AWS credential.
  */
 import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
@@ -20,7 +20,7 @@ import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentialsProvider } from '../kube/credentials/eks-token.ts';
 import type { RelayLog } from '../relay/relay-log.ts';
-import { AppRoleTokenSource, LoginTokenSource, staticTokenSource, type LoginRequest, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { AppRoleTokenSource, GivenTokenSource, LoginTokenSource, type LoginRequest, type VaultTokenSource } from '../relay/vault-auth.ts';
 import type { VaultRedirectPolicy } from '../relay/vault-redirect.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -94,7 +94,7 @@ async function credential(env: Env, deps: VaultAuthDeps, what: string, names: { 
 export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Promise<{ method: VaultAuthMethod; source: VaultTokenSource }> {
   const method = vaultAuthMethod(env);
   const common = { vaultAddr: deps.vaultAddr, log: deps.log, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}), ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.redirects ? { redirects: deps.redirects } : {}) };
-  if (method === 'token') return { method, source: staticTokenSource(await credential(env, deps, 'the Vault token', { value: 'VAULT_TOKEN', ssm: 'VAULT_TOKEN_SSM', file: 'VAULT_TOKEN_FILE' })) };
+  if (method === 'token') return { method, source: new GivenTokenSource({ ...common, token: await credential(env, deps, 'the Vault token', { value: 'VAULT_TOKEN', ssm: 'VAULT_TOKEN_SSM', file: 'VAULT_TOKEN_FILE' }) }) };
   if (method === 'approle') {
     const roleId = await credential(env, deps, 'the AppRole role ID', { value: 'VAULT_ROLE_ID', ssm: 'VAULT_ROLE_ID_SSM' });
     const secretId = await credential(env, deps, 'the AppRole secret ID', { value: 'VAULT_SECRET_ID', ssm: 'VAULT_SECRET_ID_SSM', secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER' });

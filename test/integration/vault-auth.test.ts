@@ -59,6 +59,40 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault logins on %s', (kind) => 
     expect(await currentVersion(server, { VAULT_TOKEN_FILE: file }, deps(server))).toBe(2);
   });
 
+  it('a token with a TTL of a few seconds keeps working past it because it is renewed', async () => {
+    const created = (await server.client.post('auth/token/create', { policies: ['vault-rollout-reconcile'], ttl: '4s', explicit_max_ttl: '5m' })) as { auth: { client_token: string } };
+    const token = created.auth.client_token;
+    const log = memoryLog();
+    const { source } = await vaultTokenSourceFromEnv({ VAULT_TOKEN: token }, deps(server, log));
+    try {
+      const client = new VaultMetadataClient({ vaultAddr: server.addr, auth: source });
+      expect((await client.readMetadata('secret', 'app/db'))?.currentVersion).toBe(2);
+      await new Promise((r) => setTimeout(r, 6_000));
+      expect((await client.readMetadata('secret', 'app/db'))?.currentVersion).toBe(2);
+      expect(log.lines.map((l) => l.message)).toContain('renewed the Vault token');
+      expect(JSON.stringify(log.lines)).not.toContain(token);
+    } finally {
+      source.stop();
+    }
+  }, 30_000);
+
+  it('a non-renewable token is used without renewal', async () => {
+    const created = (await server.client.post('auth/token/create', { policies: ['vault-rollout-reconcile'], ttl: '1h', renewable: false })) as { auth: { client_token: string } };
+    const log = memoryLog();
+    expect(await currentVersion(server, { VAULT_TOKEN: created.auth.client_token }, deps(server, log))).toBe(2);
+    const messages = log.lines.map((l) => l.message);
+    expect(messages.filter((m) => m.includes('not renewable'))).toHaveLength(1);
+    expect(messages).not.toContain('renewed the Vault token');
+  });
+
+  it('a revoked token is refused with a clear error', async () => {
+    const { token } = await server.client.createToken({ policies: ['vault-rollout-reconcile'] });
+    await server.client.post('auth/token/revoke', { token });
+    const { source } = await vaultTokenSourceFromEnv({ VAULT_TOKEN: token }, deps(server));
+    await expect(source.token()).rejects.toThrow(/supply a new token/);
+    source.stop();
+  });
+
   it('AppRole, and the secret ID never reaches a log line', async () => {
     const { roleId, secretId } = await server.client.createAppRole('reconcile', ['vault-rollout-reconcile']);
     const log = memoryLog();

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryLog } from '../../../lib/relay/relay-log.ts';
-import { AppRoleTokenSource, staticTokenSource } from '../../../lib/relay/vault-auth.ts';
+import { AppRoleTokenSource, GivenTokenSource, staticTokenSource, VaultTokenUnusableError } from '../../../lib/relay/vault-auth.ts';
 import { startFakeVault, type FakeVault } from './fake-vault.ts';
 import { fastSleep, waitFor } from './helpers.ts';
 
@@ -106,5 +106,102 @@ describe('AppRoleTokenSource', () => {
     await new Promise((r) => setTimeout(r, 30));
     s.stop();
     await expect(pending).rejects.toThrow(/stopped/);
+  });
+});
+
+/** A fake fetch for a given token: lookup-self answers `lookup`, renew-self answers `renew(n)`; the calls are recorded. */
+function givenTokenVault(lookup: { status: number; body?: unknown }, renew: (n: number) => { status: number; body?: unknown } = () => ({ status: 200, body: { auth: { client_token: '', lease_duration: 60, renewable: true } } })) {
+  const calls: Array<{ path: string; token: string | undefined }> = [];
+  const fetch = ((url: string, init: RequestInit) => {
+    const path = new URL(url).pathname;
+    calls.push({ path, token: (init.headers as Record<string, string>)['x-vault-token'] });
+    const answer = path === '/v1/auth/token/lookup-self' ? lookup : path === '/v1/auth/token/renew-self' ? renew(calls.filter((c) => c.path === path).length) : { status: 404 };
+    return Promise.resolve(Response.json(answer.body ?? {}, { status: answer.status }));
+  }) as typeof globalThis.fetch;
+  return { fetch, calls };
+}
+
+function givenSource(fetch: typeof globalThis.fetch, extra: Partial<ConstructorParameters<typeof GivenTokenSource>[0]> = {}) {
+  const log = memoryLog();
+  const s = new GivenTokenSource({ vaultAddr: 'http://vault.test:8200', token: 'planted-given-token', log, fetch, sleep: fastSleep().sleep, renewDelayMs: () => 20, minRenewSeconds: 0, now: () => Date.parse('2026-11-24T00:00:00Z'), ...extra });
+  cleanups.push(() => s.stop());
+  return { s, log };
+}
+
+const lookup = (ttl: number, renewable: boolean, expire_time: string | null = '2026-11-24T01:00:00Z') => ({ status: 200, body: { data: { ttl, renewable, expire_time, policies: ['default'] } } });
+
+describe('GivenTokenSource', () => {
+  it('looks the token up on first use and renews it on schedule, with that token, never logging it', async () => {
+    const { fetch, calls } = givenTokenVault(lookup(30, true));
+    const { s, log } = givenSource(fetch);
+    expect(await s.token()).toBe('planted-given-token');
+    expect(calls[0]).toEqual({ path: '/v1/auth/token/lookup-self', token: 'planted-given-token' });
+    await waitFor(() => calls.filter((c) => c.path === '/v1/auth/token/renew-self').length >= 2);
+    expect(calls.filter((c) => c.path === '/v1/auth/token/renew-self').every((c) => c.token === 'planted-given-token')).toBe(true);
+    expect(await s.token()).toBe('planted-given-token');
+    expect(log.lines.map((l) => l.message)).toContain('renewed the Vault token');
+    expect(JSON.stringify(log.lines)).not.toContain('planted-given-token');
+  });
+
+  it('renews at two thirds of the TTL by default (the login schedule)', async () => {
+    const asked: number[] = [];
+    const { fetch } = givenTokenVault(lookup(30, true));
+    const { s } = givenSource(fetch, { renewDelayMs: undefined as never });
+    const setTimeoutSpy = globalThis.setTimeout;
+    globalThis.setTimeout = ((fn: () => void, ms: number) => (asked.push(ms), setTimeoutSpy(() => undefined, 0))) as typeof setTimeout;
+    try {
+      await s.token();
+    } finally {
+      globalThis.setTimeout = setTimeoutSpy;
+    }
+    expect(asked).toContain(20_000);
+  });
+
+  it.each([
+    ['a root token (ttl 0)', lookup(0, false, null)],
+    ['a non-renewable token', lookup(3600, false)],
+  ])('uses %s without renewal and says so once', async (_, answer) => {
+    const { fetch, calls } = givenTokenVault(answer);
+    const { s, log } = givenSource(fetch);
+    expect(await s.token()).toBe('planted-given-token');
+    s.invalidate();
+    expect(await s.token()).toBe('planted-given-token');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(calls.map((c) => c.path)).not.toContain('/v1/auth/token/renew-self');
+    expect(log.lines.filter((l) => l.message.includes('not renewable')).map((l) => l.level)).toEqual(['info']);
+  });
+
+  it('a failed renewal is logged without the token and the token looked up again', async () => {
+    const { fetch, calls } = givenTokenVault(lookup(30, true), (n) => (n === 1 ? { status: 500, body: { errors: ['internal error'] } } : { status: 200, body: { auth: { client_token: '', lease_duration: 60, renewable: true } } }));
+    const { s, log } = givenSource(fetch);
+    await s.token();
+    await waitFor(() => calls.filter((c) => c.path === '/v1/auth/token/renew-self').length >= 2);
+    expect(calls.filter((c) => c.path === '/v1/auth/token/lookup-self').length).toBeGreaterThanOrEqual(2);
+    const warning = log.lines.find((l) => l.message.startsWith('cannot renew the Vault token'));
+    expect(warning?.message).toBe('cannot renew the Vault token: looking it up again');
+    expect(JSON.stringify(log.lines)).not.toContain('planted-given-token');
+    expect(await s.token()).toBe('planted-given-token');
+  });
+
+  it.each([
+    ['Vault refuses it (expired and revoked)', { status: 403, body: { errors: ['permission denied'] } }, /HTTP 403.*supply a new token/],
+    ['its expire_time has passed', lookup(30, true, '2026-11-23T23:00:00Z'), /expired at 2026-11-23T23:00:00Z; supply a new token/],
+  ])('rejects, without retrying, when %s', async (_, answer, message) => {
+    const { fetch, calls } = givenTokenVault(answer);
+    const { s, log } = givenSource(fetch);
+    const error = await s.token().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VaultTokenUnusableError);
+    expect((error as Error).message).toMatch(message);
+    expect(calls).toHaveLength(1);
+    expect(JSON.stringify(log.lines)).not.toContain('planted-given-token');
+  });
+
+  it('retries a lookup that fails for another reason (Vault sealed, unreachable)', async () => {
+    let n = 0;
+    const inner = givenTokenVault(lookup(30, true)).fetch;
+    const fetch = ((url: string, init: RequestInit) => (++n === 1 ? Promise.resolve(Response.json({ errors: ['Vault is sealed'] }, { status: 503 })) : inner(url, init))) as typeof globalThis.fetch;
+    const { s, log } = givenSource(fetch, { renewDelayMs: () => 60_000 });
+    expect(await s.token()).toBe('planted-given-token');
+    expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
   });
 });

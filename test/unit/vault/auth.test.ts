@@ -31,12 +31,15 @@ describe('credentials from SSM and Secrets Manager', () => {
     ssm: () => ({ send: (command: unknown) => (calls.push(command), Promise.resolve({ Parameter: { Value: (command as GetParameterCommand).input.Name === '/vault/token' ? 'tok\n' : 'role' } })) }) as never,
     secretsManager: () => ({ send: (command: unknown) => (calls.push(command), Promise.resolve({ SecretString: 'sid' })) }) as never,
     awsCredentials: () => () => Promise.resolve({ accessKeyId: 'AKID', secretAccessKey: 'SECRET' }),
+    // The given token's lookup-self: a root token, used without renewal.
+    fetch: () => Promise.resolve(Response.json({ data: { ttl: 0, renewable: false, expire_time: null } })),
   };
 
   it('reads a token from an SSM SecureString, decrypted', async () => {
     const { method, source } = await vaultTokenSourceFromEnv({ VAULT_TOKEN_SSM: '/vault/token' }, deps);
     expect(method).toBe('token');
     expect(await source.token()).toBe('tok');
+    source.stop();
     const command = calls.at(-1) as GetParameterCommand;
     expect(command).toBeInstanceOf(GetParameterCommand);
     expect(command.input).toEqual({ Name: '/vault/token', WithDecryption: true });
