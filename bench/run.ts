@@ -9,6 +9,7 @@ import { cpus, totalmem } from 'node:os';
 import type { Figure } from './figures.ts';
 import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
+import { esoBench } from './eso-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
 import { deviceBench, intakeBench } from './intake-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
@@ -18,7 +19,7 @@ import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench, eso: esoBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 
