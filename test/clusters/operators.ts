@@ -7,6 +7,8 @@
 // the ESO token lives in a Kubernetes Secret the test creates with the admin identity.
 import { readFileSync } from 'node:fs';
 
+import { parseAllDocuments, stringify } from 'yaml';
+
 import { startDevServer, type DevServer } from '../vault/server.ts';
 import { OPERATORS_CLUSTER, VSO_NAMESPACE } from './clusters.ts';
 import { clusterClient, loadClusters, waitFor, type ClusterInfo, type KubeClient } from './kube-http.ts';
@@ -184,4 +186,18 @@ export async function createVaultAuth(
     if (auth.status?.valid === false && auth.status.error) throw new Error(`VaultAuth invalid: ${auth.status.error}`);
     return auth.status?.valid === true ? auth : undefined;
   }, { timeoutMs: 60_000, intervalMs: 250, what: `VaultAuth ${namespace}/${name} valid` });
+}
+
+/**
+ * What an install does where routes sync: infra/rbac/sync-operators.yaml (server-side apply, idempotent), its
+ * ClusterRoleBinding bound here to the test user `vault-rollout` too.
+ */
+export async function bindSyncOperatorsRbac(kube: KubeClient): Promise<void> {
+  const rbac = parseAllDocuments(readFileSync(new URL('../../infra/rbac/sync-operators.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as { kind: string; metadata: { name: string }; subjects?: unknown[] });
+  for (const doc of rbac) {
+    if (doc.kind === 'ClusterRoleBinding') doc.subjects = [...(doc.subjects ?? []), { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vault-rollout' }];
+    const plural = doc.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings';
+    const r = await kube.request('PATCH', `/apis/rbac.authorization.k8s.io/v1/${plural}/${doc.metadata.name}?fieldManager=vault-rollout-tests&force=true`, { body: stringify(doc), contentType: 'application/apply-patch+yaml' });
+    if (r.status >= 300) throw new Error(`apply ${doc.kind} ${doc.metadata.name}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
+  }
 }

@@ -7,16 +7,14 @@
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse, parseAllDocuments } from 'yaml';
+import { parse } from 'yaml';
 import { main } from '../../lib/cli/main.ts';
 import { reloaderRestarts, referencesSecret } from '../../lib/deploy/import-sources.ts';
 import type { KubeObject } from '../../lib/kube/workload-kinds.ts';
 import { waitFor, type KubeClient } from '../clusters/kube-http.ts';
-import { issueCert } from '../clusters/pki.ts';
 import { memoryIo, repoRoot } from '../helpers.ts';
-import { admin, cluster, createNamespace, deleteNamespace, uniqueName } from './support.ts';
+import { admin, createNamespace, deleteNamespace, importerKubeconfig, uniqueName } from './support.ts';
 
 const IMPORTED = ['alpha', 'beta'] as const;
 const ns = uniqueName('import');
@@ -47,29 +45,6 @@ async function installCrds(name: string): Promise<void> {
       );
     }
   }
-}
-
-/** A client-certificate identity bound only to the import ClusterRole, as a kubeconfig file. */
-async function importKubeconfig(name: string, dir: string): Promise<string> {
-  const c = cluster(name);
-  const user = 'vault-rollout-import';
-  const kube = admin(name);
-  for (const doc of parseAllDocuments(readFileSync(join(repoRoot, 'infra/rbac/import-clusterrole.yaml'), 'utf8'))) {
-    const obj = doc.toJS() as { kind: string; metadata: { name: string } };
-    await apply(kube, `/apis/rbac.authorization.k8s.io/v1/${obj.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings'}/${obj.metadata.name}`, obj);
-  }
-  const cert = issueCert(mkdtempSync(join(dir, `${name}-`)), { certFile: c.caFile, keyFile: join(c.caFile, '..', 'ca.key') }, { name: user, commonName: user, usage: 'client' });
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name, server: c.server, caFile: c.caFile }],
-    users: [{ name: user, certFile: cert.certFile, keyFile: cert.keyFile }],
-    contexts: [{ name, cluster: name, user }],
-    currentContext: name,
-  });
-  const file = join(dir, `${name}.kubeconfig`);
-  const { writeFileSync } = await import('node:fs');
-  writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
-  return file;
 }
 
 const VSO = '/apis/secrets.hashicorp.com/v1beta1';
@@ -139,7 +114,7 @@ describe('vault-rollout import on the test clusters', () => {
       await installCrds(name);
       await createNamespace(name, ns);
       for (const [path, obj] of objects(name)) await apply(admin(name), path, obj);
-      kubeconfigs[name] = await importKubeconfig(name, dir);
+      kubeconfigs[name] = await importerKubeconfig(name, dir);
     }
     const io = memoryIo();
     const code = await main(['import', ...IMPORTED.flatMap((n) => ['--cluster', `${n}=${kubeconfigs[n]}`, '--label', `${n}:env=it`]), '--namespace', ns, '-o', out], io);

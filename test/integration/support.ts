@@ -124,6 +124,33 @@ export async function scopedKubeconfig(clusterName: string, user: string, namesp
   return file;
 }
 
+/**
+ * A client-certificate identity `vault-rollout-import` bound only to infra/rbac/import-clusterrole.yaml (what
+ * `vault-rollout import` needs: list), as the kubeconfig file `<dir>/<cluster>.kubeconfig`.
+ */
+export async function importerKubeconfig(clusterName: string, dir: string): Promise<string> {
+  const c = cluster(clusterName);
+  const user = 'vault-rollout-import';
+  const kube = admin(clusterName);
+  const { parseAllDocuments } = await import('yaml');
+  for (const doc of parseAllDocuments(readFileSync(new URL('../../infra/rbac/import-clusterrole.yaml', import.meta.url), 'utf8'))) {
+    const obj = doc.toJS() as { kind: string; metadata: { name: string } };
+    const plural = obj.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings';
+    await ok(kube, 'PATCH', `/apis/rbac.authorization.k8s.io/v1/${plural}/${obj.metadata.name}?fieldManager=vault-rollout-import-test&force=true`, obj, 'application/apply-patch+yaml');
+  }
+  const cert = issueCert(mkdtempSync(join(dir, `${clusterName}-`)), { certFile: c.caFile, keyFile: join(c.caFile, '..', 'ca.key') }, { name: user, commonName: user, usage: 'client' });
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: clusterName, server: c.server, caFile: c.caFile }],
+    users: [{ name: user, certFile: cert.certFile, keyFile: cert.keyFile }],
+    contexts: [{ name: clusterName, cluster: clusterName, user }],
+    currentContext: clusterName,
+  });
+  const file = join(dir, `${clusterName}.kubeconfig`);
+  writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
+  return file;
+}
+
 /** A loopback port that nothing listens on any more: a stopped cluster's address. */
 export async function closedPort(): Promise<number> {
   const { createServer } = await import('node:net');

@@ -8,20 +8,18 @@
  * Secret holds the new value when the new pods exist. A replay restarts nothing; a CreatedOnce ExternalSecret is
  * refused with its reason; with rolloutRestartTargets, VSO restarts its target once and vault-rollout only the others.
  */
-import { readFileSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { request } from 'node:https';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments, stringify } from 'yaml';
 import { executeRollouts, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';
 import { waitFor, type KubeClient } from '../clusters/kube-http.ts';
-import { ESO_API, OPERATORS_CLUSTER, VSO_API, applyObject, createSecretStore, createVaultAuth, externalSecretPath, startOperatorsVault, vaultStaticSecretPath, type OperatorsVault } from '../clusters/operators.ts';
+import { ESO_API, OPERATORS_CLUSTER, VSO_API, applyObject, createSecretStore, createVaultAuth, externalSecretPath, bindSyncOperatorsRbac, startOperatorsVault, vaultStaticSecretPath, type OperatorsVault } from '../clusters/operators.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
-import { startServe, type Serve } from '../vault/e2e-stack.ts';
+import { startServe, watchSecretsAndReplicaSets, type Serve } from '../vault/e2e-stack.ts';
 import { admin, cluster, createNamespace, deleteNamespace, fileAccess, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-sync-e2e');
@@ -69,30 +67,7 @@ async function secretValue(name: string): Promise<string | undefined> {
 const replicaSets = async (app: string) => (await ok<{ items: Array<{ metadata: Meta }> }>('GET', `/apis/apps/v1/namespaces/${NS}/replicasets?labelSelector=app%3D${app}`)).items;
 const template = async (name: string) => (await ok<{ spec: { template: { metadata: { annotations?: Record<string, string> } } } }>('GET', `/apis/apps/v1/namespaces/${NS}/deployments/${name}`)).spec.template.metadata.annotations ?? {};
 
-/** Every ADDED ReplicaSet and every MODIFIED Secret of the namespace, with the resourceVersion the watch gave it. */
-function watchOrder(): { events: Array<{ kind: 'ReplicaSet' | 'Secret'; type: string; name: string; rv: number; app?: string; data?: string }>; stop(): void } {
-  const events: ReturnType<typeof watchOrder>['events'] = [];
-  const c = cluster(OPERATORS_CLUSTER);
-  const reqs = (['ReplicaSet', 'Secret'] as const).map((kind) => {
-    const path = kind === 'Secret' ? `/api/v1/namespaces/${NS}/secrets?watch=1` : `/apis/apps/v1/namespaces/${NS}/replicasets?watch=1`;
-    const req = request(new URL(path, c.server), { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile), agent: false }, (res) => {
-      let buffer = '';
-      res.on('data', (chunk: Buffer) => {
-        buffer += chunk.toString('utf8');
-        for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
-          const line = buffer.slice(0, nl);
-          buffer = buffer.slice(nl + 1);
-          const e = JSON.parse(line) as { type: string; object: { metadata: Meta; data?: Record<string, string> } };
-          events.push({ kind, type: e.type, name: e.object.metadata.name, rv: Number(e.object.metadata.resourceVersion), ...(e.object.metadata.labels?.app ? { app: e.object.metadata.labels.app } : {}), ...(e.object.data?.password ? { data: Buffer.from(e.object.data.password, 'base64').toString('utf8') } : {}) });
-        }
-      });
-    });
-    req.on('error', () => {});
-    req.end();
-    return req;
-  });
-  return { events, stop: () => reqs.forEach((r) => r.destroy()) };
-}
+const watchOrder = () => watchSecretsAndReplicaSets(cluster(OPERATORS_CLUSTER), NS);
 
 beforeAll(async () => {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
@@ -101,13 +76,7 @@ beforeAll(async () => {
   vault = await startOperatorsVault();
   await createSecretStore(kube, NS, vault);
   await createVaultAuth(kube, NS, vault);
-  // What an install does where routes sync: infra/rbac/sync-operators.yaml, bound here to the test user too.
-  const rbac = parseAllDocuments(readFileSync(new URL('../../infra/rbac/sync-operators.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as { kind: string; metadata: { name: string }; subjects?: unknown[] });
-  for (const doc of rbac) {
-    if (doc.kind === 'ClusterRoleBinding') doc.subjects = [...(doc.subjects ?? []), { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vault-rollout' }];
-    const plural = doc.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings';
-    await ok('PATCH', `/apis/rbac.authorization.k8s.io/v1/${plural}/${doc.metadata.name}?fieldManager=vault-rollout-tests&force=true`, stringify(doc), 'application/apply-patch+yaml');
-  }
+  await bindSyncOperatorsRbac(kube);
   writeFileSync(routesFile, routes(vault.mount));
   table = loadRoutingTable(routes(vault.mount), routesFile);
   serve = await startServe(routesFile);

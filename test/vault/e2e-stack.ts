@@ -105,3 +105,33 @@ export function watchRestarts(cluster: ClusterInfo, namespace: string): { restar
   req.end();
   return { restarts, stop: () => req.destroy() };
 }
+
+export interface OrderEvent { kind: 'ReplicaSet' | 'Secret'; type: string; name: string; rv: number; app?: string; data?: string }
+
+/**
+ * Watches a namespace's ReplicaSets and Secrets (admin identity; the test may read Secrets, vault-rollout never
+ * does) and records every event with its resourceVersion (etcd revision), the `app` label, and the Secret's
+ * `password` value, so a test can tell which came first. The watches start with an ADDED event per existing object.
+ */
+export function watchSecretsAndReplicaSets(cluster: ClusterInfo, namespace: string): { events: OrderEvent[]; stop(): void } {
+  const events: OrderEvent[] = [];
+  const reqs = (['ReplicaSet', 'Secret'] as const).map((kind) => {
+    const path = kind === 'Secret' ? `/api/v1/namespaces/${namespace}/secrets?watch=1` : `/apis/apps/v1/namespaces/${namespace}/replicasets?watch=1`;
+    const req = request(new URL(path, cluster.server), { ca: readFileSync(cluster.caFile), cert: readFileSync(cluster.admin.certFile), key: readFileSync(cluster.admin.keyFile), agent: false }, (res) => {
+      let buffer = '';
+      res.on('data', (chunk: Buffer) => {
+        buffer += chunk.toString('utf8');
+        for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+          const line = buffer.slice(0, nl);
+          buffer = buffer.slice(nl + 1);
+          const e = JSON.parse(line) as { type: string; object: { metadata: { name: string; resourceVersion: string; labels?: Record<string, string> }; data?: Record<string, string> } };
+          events.push({ kind, type: e.type, name: e.object.metadata.name, rv: Number(e.object.metadata.resourceVersion), ...(e.object.metadata.labels?.app ? { app: e.object.metadata.labels.app } : {}), ...(e.object.data?.password ? { data: Buffer.from(e.object.data.password, 'base64').toString('utf8') } : {}) });
+        }
+      });
+    });
+    req.on('error', () => {});
+    req.end();
+    return req;
+  });
+  return { events, stop: () => reqs.forEach((r) => r.destroy()) };
+}
