@@ -55,6 +55,7 @@ interface TailedFile {
 }
 
 const FINGERPRINT_BYTES = 256;
+const TRUNCATED = Symbol('truncated');
 const sha256 = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
 
 export class FileTail {
@@ -207,7 +208,7 @@ export class FileTail {
   async #poll(tick: boolean): Promise<void> {
     const { path, log } = this.#options;
     for (const file of [...this.#rotated]) {
-      if ((await this.#readAvailable(file)) > 0) file.quietPolls = 0;
+      if ((await this.#readAvailable(file)) !== 0) file.quietPolls = 0;
       else if (tick && ++file.quietPolls >= this.#quietPolls) await this.#closeRotated(file);
     }
     const now = await statOrUndefined(path);
@@ -224,27 +225,38 @@ export class FileTail {
     if (!current) return;
     const size = (await current.handle.stat()).size;
     // Truncated: shorter than what was read, or (written again past that length before this poll) other first bytes.
-    if (size < current.offset || !(await startsWith(current.handle, current.head))) {
-      // Lines written between our last read and the truncation are only in the copy: finish them from there.
-      const resumeAt = current.offset - current.splitter.pendingBytes;
-      const copy = await findCopy(path, current, resumeAt);
-      const drained = copy ? await this.#open(copy, resumeAt) : undefined;
-      log.info('the audit file was truncated (copy-truncate): reading it again from the start', { path, ...(drained ? { finishedFrom: copy } : {}) });
-      if (drained) {
-        await this.#readAvailable(drained);
-        await this.#closeRotated(drained);
-      } else if (current.splitter.pendingBytes > 0) this.#options.onDropped('partial-line');
-      this.#restart(current);
-    }
-    await this.#readAvailable(current);
+    if (size < current.offset || !(await startsWith(current.handle, current.head))) await this.#readAgainFromStart(current);
+    // A truncation can also land during the reads: the chunk it spoiled is not used, and the file is read again.
+    while ((await this.#readAvailable(current, true)) === TRUNCATED) await this.#readAgainFromStart(current);
   }
 
-  /** Reads to the end of the file; returns the bytes read. */
-  async #readAvailable(file: TailedFile): Promise<number> {
+  /** The current file was copy-truncated: finish what was not read yet from the copy, then read it from 0. */
+  async #readAgainFromStart(current: TailedFile): Promise<void> {
+    const { path, log } = this.#options;
+    // Lines written between our last read and the truncation are only in the copy: finish them from there.
+    const resumeAt = current.offset - current.splitter.pendingBytes;
+    const copy = await findCopy(path, current, resumeAt);
+    const drained = copy ? await this.#open(copy, resumeAt) : undefined;
+    log.info('the audit file was truncated (copy-truncate): reading it again from the start', { path, ...(drained ? { finishedFrom: copy } : {}) });
+    if (drained) {
+      await this.#readAvailable(drained);
+      await this.#closeRotated(drained);
+    } else if (current.splitter.pendingBytes > 0) this.#options.onDropped('partial-line');
+    this.#restart(current);
+  }
+
+  /**
+   * Reads to the end of the file; returns the bytes read. With `checkHead` (the file at the path, which a
+   * copy-truncate may empty at any moment), each chunk is used only if the file still begins with the bytes read
+   * from its start once the chunk is in: a chunk read after a truncation holds new lines at an old offset, which
+   * would be spliced onto the old unfinished line. Then it returns TRUNCATED, having used nothing of that chunk.
+   */
+  async #readAvailable(file: TailedFile, checkHead = false): Promise<number | typeof TRUNCATED> {
     let total = 0;
     for (;;) {
       const { bytesRead } = await file.handle.read(this.#buffer, 0, this.#buffer.length, file.offset);
       if (bytesRead === 0) return total;
+      if (checkHead && !(await startsWith(file.handle, file.head))) return TRUNCATED;
       if (file.head.length < FINGERPRINT_BYTES && file.offset < FINGERPRINT_BYTES) file.head = Buffer.concat([file.head.subarray(0, file.offset), this.#buffer.subarray(0, Math.min(bytesRead, FINGERPRINT_BYTES - file.offset))]);
       file.offset += bytesRead;
       total += bytesRead;
