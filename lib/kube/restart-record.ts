@@ -7,6 +7,13 @@
 import type { RolloutTarget, SecretRef } from '../plan/planner.ts';
 import { compilePattern, PatternError, type CompiledPattern } from '../routing/path-pattern.ts';
 
+/**
+ * The Event that marks a halt on the workload that failed a wave's gate: named from its restart (so a repeat records
+ * nothing twice, and `status` finds it by name with `list` on Events alone) and with this reason.
+ */
+export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
+export const HALT_EVENT_REASON = 'RotationHalted';
+
 export const ANNOTATIONS = {
   restartedAt: 'kubectl.kubernetes.io/restartedAt',
   /** JSON object: Vault path (with `#operation` for other than writes) -> the newest version restarted for, or

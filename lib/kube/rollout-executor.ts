@@ -14,7 +14,7 @@ import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
-import { ANNOTATIONS, decideRestart, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
+import { ANNOTATIONS, decideRestart, HALT_EVENT_REASON, haltEventName, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
@@ -549,9 +549,6 @@ async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descri
 /** The secrets of a restart as Events name them: paths and versions, never values. */
 const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
 
-/** The name of the Event that marks a halt on a workload: derived from its restart, so `status` can find it by name. */
-export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
-
 /**
  * A halted rotation, made visible where it happened: a Warning `RotationHalted` Event on the workload that failed
  * the gate, named from its restart (haltEventName), so a repeat records nothing twice and a reader holding the
@@ -577,7 +574,7 @@ export async function recordHalt(table: RoutingTable, target: RolloutTarget, nam
     name: haltEventName(name, target.restartToken),
     namespace: target.namespace,
     involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace },
-    reason: 'RotationHalted',
+    reason: HALT_EVENT_REASON,
     message,
     type: 'Warning',
     time: new Date(clock.now()).toISOString(),

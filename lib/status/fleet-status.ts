@@ -18,17 +18,16 @@ import { WorkloadKinds } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { findMount, guessMount, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import { ANNOTATIONS, parseRecordedVersions, parseWatchAnnotation } from '../kube/restart-record.ts';
+import { ANNOTATIONS, HALT_EVENT_REASON, haltEventName, parseRecordedVersions, parseWatchAnnotation } from '../kube/restart-record.ts';
 import { parseLabelSelector, selectorMatches } from '../kube/label-selector.ts';
 import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
 import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
-import { haltEventName } from '../kube/rollout-executor.ts';
 import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 
 /**
  * A halted rotation is found where a wave's gate leaves it: a Warning `RotationHalted` Event on the workload that
- * failed the gate, named from the workload and its restart token (haltEventName in lib/kube/rollout-executor.ts), so
+ * failed the gate, named from the workload and its restart token (haltEventName in lib/kube/restart-record.ts), so
  * the Event of the restart the workload records now is found by name among one LIST of Events per namespace. An
  * identity that may not list Events (the vault-rollout role only creates them) cannot see halts: status says so.
  */
@@ -236,7 +235,7 @@ function haltedReason(descriptor: WorkloadDescriptor, obj: KubeObject, listing: 
   if (!listing || token === undefined || name === undefined) return undefined;
   const events = objectsOf(listing, EVENTS.apiVersion, EVENTS.kind, obj.metadata?.namespace ?? '');
   if (events === undefined || 'error' in events) return undefined;
-  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === 'RotationHalted');
+  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === HALT_EVENT_REASON);
   if (!event) return undefined;
   return String((event as { message?: unknown }).message ?? 'halted').slice(0, 300) || 'halted';
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { statusCommand } from '../../lib/cli/status-command.ts';
-import { haltEventName } from '../../lib/kube/rollout-executor.ts';
+import { haltEventName } from '../../lib/kube/restart-record.ts';
 import { memoryIo } from '../helpers.ts';
 import { REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
 import { admin, clusters, createNamespace, createWorkload, deleteNamespace, uniqueName } from './support.ts';

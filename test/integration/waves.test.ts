@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../lib/http/app.ts';
 import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
-import { haltEventName } from '../../lib/kube/rollout-executor.ts';
+import { haltEventName } from '../../lib/kube/restart-record.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
 import { processBatch, type WorkerDeps } from '../../lib/pipeline/worker.ts';

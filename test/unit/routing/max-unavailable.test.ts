@@ -1,20 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadRoutingTable, maxUnavailableFor } from '../../../lib/routing/routing-table.ts';
-import { problemsOf } from './problems.ts';
+import { problemsOf, twoRouteTable } from './problems.ts';
 
-const yaml = (extra: { top?: string; route?: string }) => `clusters:
-  a: { kubeconfig: { env: A } }
-  b: { kubeconfig: { env: B } }
-${extra.top ?? ''}routes:
-  - name: app
-    match: { path: "secret/app" }
-${extra.route ?? ''}    targets:
-      - { clusters: [a, b], namespace: ns, kind: Deployment, name: app }
-  - name: other
-    match: { path: "secret/other" }
-    targets:
-      - { clusters: [a], namespace: ns, kind: Deployment, name: app }
-`;
+const yaml = twoRouteTable;
 
 describe('rollout.maxUnavailable: route over top level, the smallest bound of the routes that name a target', () => {
   it.each([

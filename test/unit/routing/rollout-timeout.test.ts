@@ -1,20 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { formatProblem, loadRoutingTable, rolloutTimeoutMs, RoutingTableError } from '../../../lib/routing/routing-table.ts';
 import { parseDuration } from '../../../lib/routing/schema.ts';
+import { twoRouteTable } from './problems.ts';
 
-const yaml = (extra: { top?: string; cluster?: string; route?: string }) => `clusters:
-  a: { kubeconfig: { env: A }${extra.cluster ?? ''} }
-  b: { kubeconfig: { env: B } }
-${extra.top ?? ''}routes:
-  - name: app
-    match: { path: "secret/app" }
-${extra.route ?? ''}    targets:
-      - { clusters: [a, b], namespace: ns, kind: Deployment, name: app }
-  - name: other
-    match: { path: "secret/other" }
-    targets:
-      - { clusters: [a], namespace: ns, kind: Deployment, name: app }
-`;
+const yaml = twoRouteTable;
 
 describe('rollout deadlines: route, then cluster, then top level, then 10 minutes', () => {
   it.each([

@@ -3,7 +3,7 @@ import { parseLabelSelector, selectorMatches } from '../../../lib/kube/label-sel
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import { statusText } from '../../../lib/report/status-report.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { haltEventName } from '../../../lib/kube/rollout-executor.ts';
+import { haltEventName } from '../../../lib/kube/restart-record.ts';
 import { fleetStatus, listKey, listRequests, type ClusterListing, type VaultAnswer } from '../../../lib/status/fleet-status.ts';
 
 const table = loadRoutingTable(`
