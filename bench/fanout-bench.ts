@@ -69,12 +69,17 @@ export async function fanoutBench(): Promise<Figure[]> {
     const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
     const raw = clusters.map((c) => rawFanout(c, ns));
 
+    let conflicts = 0;
+    let patchedTargets = 0;
     const ours = async (version: number) => {
       const t0 = performance.now();
       const plan = planRollouts(table, parseInput(auditWrite(version), { mounts: table.mounts }).changes);
       const t1 = performance.now();
       const results = await executeRollouts(table, plan.targets, { access: (n, c) => access.get(n, c), clock: { now: Date.now, monotonic: () => performance.now() } });
       const restarted = results.filter((r) => r.outcome === 'restarted').length;
+      // A patch refused with 409 (the object changed since it was read: a controller's status write) is read again.
+      conflicts += results.filter((r) => r.attempts > 1).length;
+      patchedTargets += results.length;
       if (restarted !== clusters.length * PER_CLUSTER) throw new Error(`fan-out restarted ${restarted}: ${JSON.stringify(results.filter((r) => r.outcome !== 'restarted').slice(0, 2))}`);
       // Until every patch was accepted: parse and plan, then the latest outcome (events are recorded after).
       return t1 - t0 + Math.max(...results.map((r) => r.durationMs));
@@ -94,7 +99,7 @@ export async function fanoutBench(): Promise<Figure[]> {
     return [
       { name: 'fanout_p50_ms', value: round(p50, 1), unit: 'ms', baseline: { name: 'raw parallel PATCHes', value: round(rawP50, 1) }, spread: [round(Math.min(...oursMs), 1), round(Math.max(...oursMs), 1)], runs: oursMs.length, note },
       { name: 'fanout_p99_ms', value: round(percentile(oursMs, 99), 1), unit: 'ms', baseline: { name: 'raw parallel PATCHes', value: round(percentile(rawMs, 99), 1) }, runs: oursMs.length, note },
-      { name: 'fanout_ratio_to_raw', value: round(ratio), unit: '× (p50)', goal: '<= 1.1', met: ratio <= 1.1, runs: oursMs.length, note: 'vault-rollout reads each cluster once (LIST), then patches conditionally on the resourceVersion it read' },
+      { name: 'fanout_ratio_to_raw', value: round(ratio), unit: '× (p50)', goal: '<= 1.1', met: ratio <= 1.1, runs: oursMs.length, note: `vault-rollout reads each cluster once (LIST), then patches conditionally on the resourceVersion it read; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt` },
     ];
   } finally {
     for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);

@@ -69,6 +69,8 @@ export async function massRotationBench(): Promise<Figure[]> {
     );
     const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
     const raw = clusters.map((c) => rawPatches(c, ns));
+    let conflicts = 0;
+    let patchedTargets = 0;
     const ours = async (version: number) => {
       const lines = Array.from({ length: PATHS }, (_, i) => JSON.stringify({ time: new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), type: 'response', request: { id: `mass-${i}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/mass/app-${i}` }, response: { data: { version } } }));
       const t0 = performance.now();
@@ -76,6 +78,9 @@ export async function massRotationBench(): Promise<Figure[]> {
       const t1 = performance.now();
       const results = await executeRollouts(table, plan.targets, { access: (n, c) => access.get(n, c) });
       const restarted = results.filter((r) => r.outcome === 'restarted').length;
+      // A patch refused with 409 (the object changed since it was read: a controller's status write) is read again.
+      conflicts += results.filter((r) => r.attempts > 1).length;
+      patchedTargets += results.length;
       if (restarted !== 3 * 2 * PATHS) throw new Error(`mass rotation restarted ${restarted} of ${3 * 2 * PATHS}`);
       return t1 - t0 + Math.max(...results.map((r) => r.durationMs));
     };
@@ -92,7 +97,7 @@ export async function massRotationBench(): Promise<Figure[]> {
     const note = `${PATHS} paths -> ${targets} Deployments over 3 clusters, ${CONCURRENCY} requests in flight per cluster for both; median of ${ROUNDS} rounds after a warm-up, alternating`;
     return [
       { name: 'mass_rotation_targets_per_s', value: round(perSecond, 0), unit: 'targets/s', baseline: { name: 'raw PATCHes, same concurrency', value: round(rawPerSecond, 0) }, spread: [round(targets / (Math.max(...oursMs) / 1000), 0), round(targets / (Math.min(...oursMs) / 1000), 0)], runs: ROUNDS, note },
-      { name: 'mass_rotation_ratio_to_raw', value: round(perSecond / rawPerSecond), unit: '× raw throughput', goal: '>= 0.95', met: perSecond / rawPerSecond >= 0.95, runs: ROUNDS, note: 'vault-rollout reads each cluster with one LIST, then patches each Deployment conditionally; events after' },
+      { name: 'mass_rotation_ratio_to_raw', value: round(perSecond / rawPerSecond), unit: '× raw throughput', goal: '>= 0.95', met: perSecond / rawPerSecond >= 0.95, runs: ROUNDS, note: `vault-rollout reads each cluster with one LIST, then patches each Deployment conditionally; events after; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt` },
     ];
   } finally {
     for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);

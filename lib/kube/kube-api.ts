@@ -19,10 +19,18 @@ export interface ApiKind {
   kind: string;
 }
 
+/** One RFC 6902 operation: vault-rollout sends only `test` (the guard) and `add`. */
+export interface JsonPatchOperation {
+  op: 'test' | 'add';
+  path: string;
+  value: unknown;
+}
+
 export interface KubeApi {
   read(kind: ApiKind, namespace: string, name: string): Promise<KubeObject>;
   list(kind: ApiKind, namespace: string, labelSelector?: string): Promise<KubeObject[]>;
-  patch(kind: ApiKind, namespace: string, name: string, body: Record<string, unknown>, strategy: PatchStrategy, dryRun: boolean): Promise<KubeObject>;
+  /** A merge or strategic-merge patch (an object), or a JSON Patch (RFC 6902: a list of operations). */
+  patch(kind: ApiKind, namespace: string, name: string, body: Record<string, unknown> | JsonPatchOperation[], strategy: PatchStrategy, dryRun: boolean): Promise<KubeObject>;
   create(body: KubeObject & Record<string, unknown>): Promise<KubeObject>;
   /** The resource (plural, scope) serving a kind, from a built-in table or discovery. */
   resource(kind: ApiKind): Promise<{ plural: string; namespaced: boolean }>;

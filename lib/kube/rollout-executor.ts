@@ -14,6 +14,7 @@ import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
+import { PatchStrategy } from '@kubernetes/client-node';
 import { ANNOTATIONS, decideRestart, HALT_EVENT_REASON, haltEventName, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
@@ -485,20 +486,29 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     const nowIso = new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
     // restartAt may never be in the future (Argo would wait for it); restartedAt comes from the change itself.
     const restartAt = target.restartedAt !== null && Date.parse(target.restartedAt) <= now ? target.restartedAt : nowIso;
-    const body = descriptor.restartPatch({ annotations: restartAnnotations(target, decision.versions, nowIso), restartAt, now: new Date(now).toISOString(), object });
+    const input = { annotations: restartAnnotations(target, decision.versions, nowIso), restartAt, now: new Date(now).toISOString(), object };
+    // Guarded by the record as read where the kind can say so (a status write in between is no conflict), else by
+    // the resourceVersion read.
+    const guarded = descriptor.guardedRestartPatch?.(input, object);
     const readVersion = object.metadata?.resourceVersion;
-    body.metadata = { ...((body.metadata as object) ?? {}), resourceVersion: readVersion };
+    const merge = guarded ? undefined : descriptor.restartPatch(input);
+    if (merge) merge.metadata = { ...((merge.metadata as object) ?? {}), resourceVersion: readVersion };
+    const body = guarded ?? (merge as Record<string, unknown>);
+    const strategy = guarded ? PatchStrategy.JsonPatch : descriptor.patchStrategy;
 
     // One budget of attempts covers patches, retries and re-reads after conflicts.
-    const patched = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, body, descriptor.patchStrategy, run.options.dryRun === true)), run.retry, run.env, attempts);
+    const patched = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, body, strategy, run.options.dryRun === true)), run.retry, run.env, attempts);
     attempts = patched.attempts;
     if (patched.ok) {
       if (run.options.dryRun) return done('dry-run', '', attempts);
-      if (patched.value.metadata?.resourceVersion === readVersion) return withSlot({ ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now } });
+      // (A guarded patch passed its test, so the record it adds differs from the one read: it changed the template.)
+      if (!guarded && patched.value.metadata?.resourceVersion === readVersion) return withSlot({ ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now } });
       const patchedObject = patched.value;
       return withSlot({ ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now), follow: { run, target, descriptor, patchedAt: now } });
     }
-    if (patched.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return giveBack(done('failed', patched.failure.reason, attempts, patched.failure.detail));
+    // A guarded patch whose test failed is a 422 (the API server does not say which operation failed): read again.
+    const conflict = patched.failure.reason === 'conflict' || (guarded !== undefined && patched.failure.reason === 'invalid');
+    if (!conflict || attempts >= run.retry.maxAttempts) return giveBack(done('failed', patched.failure.reason, attempts, patched.failure.detail));
     // Someone wrote the object since we read it (perhaps another worker restarting it): read again, decide again.
     const reread = await withRetries(() => run.limiter.run(() => run.api.read(descriptor, target.namespace, name)), run.retry, run.env, attempts + 1);
     attempts = reread.attempts;

@@ -4,6 +4,7 @@
  */
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { WorkloadKind } from '../routing/schema.ts';
+import type { JsonPatchOperation } from './kube-api.ts';
 import { ANNOTATIONS } from './restart-record.ts';
 import { argoRolloutHealth, conditionHealth, daemonSetHealth, deploymentHealth, nothingToWaitFor, statefulSetHealth, type HealthRule, type WaitCondition } from './rollout-health.ts';
 
@@ -33,6 +34,13 @@ export interface WorkloadDescriptor {
   recordedAnnotations(obj: KubeObject): Record<string, string> | undefined;
   /** The restart patch, without identity (apiVersion, kind, name, namespace, resourceVersion are added by the caller). */
   restartPatch(input: RestartPatchInput): Record<string, unknown>;
+  /**
+   * The same restart as a JSON Patch guarded by a `test` of the record as read (the annotations map that holds it),
+   * instead of by the resourceVersion read: a controller's status write between the read and the patch then costs
+   * nothing, while a restart by anyone else (which changes the record) still fails the test (422) and is read again.
+   * Undefined where the kind has none, or the object lacks the map's parent: then the resourceVersion guards.
+   */
+  guardedRestartPatch?(input: RestartPatchInput, read: KubeObject): JsonPatchOperation[] | undefined;
   /** Why the object refuses a restart now (e.g. a paused Deployment), or undefined. */
   refusal(obj: KubeObject): string | undefined;
   /** The result's reason for a refusal (default `paused`). */
@@ -49,6 +57,11 @@ function dig(obj: unknown, path: Path): unknown {
   return at;
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** RFC 6901: `~` and `/` in a key are escaped (an annotation key has a `/`). */
+const escapePointer = (key: string): string => key.replaceAll('~', '~0').replaceAll('/', '~1');
+const pointer = (path: Path): string => path.map((k) => `/${escapePointer(k)}`).join('');
+
 function nest(path: Path, leaf: unknown): Record<string, unknown> {
   return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), leaf) as Record<string, unknown>;
 }
@@ -62,6 +75,21 @@ function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, h
     patchStrategy: PatchStrategy.StrategicMergePatch,
     recordedAnnotations: (obj) => dig(obj, annotationsPath) as Record<string, string> | undefined,
     restartPatch: ({ annotations }) => nest(annotationsPath, annotations),
+    guardedRestartPatch: ({ annotations }, read) => {
+      const existing = dig(read, annotationsPath);
+      if (isRecord(existing)) {
+        const at = pointer(annotationsPath);
+        return [{ op: 'test', path: at, value: existing }, ...Object.entries(annotations).map(([key, value]): JsonPatchOperation => ({ op: 'add', path: `${at}/${escapePointer(key)}`, value }))];
+      }
+      // No annotations yet: the template's metadata (its labels) as read guards the map's creation.
+      const metadataPath = annotationsPath.slice(0, -1);
+      const metadata = dig(read, metadataPath);
+      if (existing !== undefined || !isRecord(metadata)) return undefined;
+      return [
+        { op: 'test', path: pointer(metadataPath), value: metadata },
+        { op: 'add', path: pointer(annotationsPath), value: annotations },
+      ];
+    },
     refusal: (obj) => (pausedPath && dig(obj, pausedPath) === true ? `${kind} is paused (spec.paused: true); resume it to roll out` : undefined),
     health,
   };

@@ -1,11 +1,12 @@
 /** An in-memory Kubernetes API for unit tests of the executor and the worker (the real clusters are in test/integration). */
 import { ApiException } from '@kubernetes/client-node';
 import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
-import type { KubeApi, WatchEvent, WatchOptions } from '../../../lib/kube/kube-api.ts';
+import type { JsonPatchOperation, KubeApi, WatchEvent, WatchOptions } from '../../../lib/kube/kube-api.ts';
 import type { ExecutorOptions } from '../../../lib/kube/rollout-executor.ts';
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
+import { applyJsonPatch } from './json-patch.ts';
 
-export type Call = { op: string; cluster: string; name?: string; body?: Record<string, unknown>; dryRun?: boolean };
+export type Call = { op: string; cluster: string; name?: string; body?: Record<string, unknown> | JsonPatchOperation[]; dryRun?: boolean };
 
 /** An in-memory cluster: objects by name, with resourceVersions, and scripted failures. */
 export function fakeClusters(objects: Record<string, string[]>, failures: Array<{ cluster: string; op: string; error: () => unknown; times: number }> = []) {
@@ -73,6 +74,14 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
         fail(cluster, 'patch');
         const o = store.get(`${cluster}/${name}`);
         if (!o) throw new ApiException(404, 'x', {}, {});
+        if (Array.isArray(body)) {
+          // A JSON Patch guarded by its `test` of the record, not by the resourceVersion.
+          const patched = applyJsonPatch(o, body);
+          if (dryRun) return patched;
+          const next: KubeObject = { ...patched, metadata: { ...patched.metadata, resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) } };
+          store.set(`${cluster}/${name}`, next);
+          return structuredClone(next);
+        }
         if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
         if (dryRun) return structuredClone(o);
         const template = (body.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;

@@ -68,6 +68,64 @@ describe('executeRollouts', () => {
     expect(older).toMatchObject({ outcome: 'skipped', reason: 'older version' });
   });
 
+  describe('a Deployment is patched with a JSON Patch guarded by its record as read, not by its resourceVersion', () => {
+    const withTemplate = (fake: ReturnType<typeof fakeClusters>, annotations?: Record<string, string>) => {
+      const o = fake.store.get('a/api') as KubeObject;
+      o.spec = { template: { metadata: { labels: { app: 'api' }, ...(annotations ? { annotations } : {}) } } };
+    };
+    /** The fake's API, with another writer's change landing between the executor's read and its first patch. */
+    const writeBeforePatch = (fake: ReturnType<typeof fakeClusters>, write: (o: KubeObject) => void) => {
+      let written = false;
+      return (access: Parameters<typeof fake.apiFor>[0]) => {
+        const api = fake.apiFor(access);
+        return {
+          ...api,
+          patch: (async (...args) => {
+            if (!written && args[2] === 'api') {
+              written = true;
+              fake.update('a/api', (o) => (write(o), o));
+            }
+            return api.patch(...args);
+          }) as typeof api.patch,
+        };
+      };
+    };
+    const planA = (version: number) => planRollouts(table, [change('api', version)]).targets.filter((t) => t.cluster === 'a');
+
+    it('a controller\'s status write between the read and the patch is no conflict: one attempt', async () => {
+      const fake = fakeClusters({ a: ['api'] });
+      withTemplate(fake, { team: 'x' });
+      const apiFor = writeBeforePatch(fake, (o) => (o.status = { observedGeneration: 9 }));
+      const [result] = await executeRollouts(table, planA(2), options(apiFor));
+      expect(result).toMatchObject({ outcome: 'restarted', attempts: 1 });
+      const body = fake.calls.find((c) => c.op === 'patch')?.body;
+      expect(Array.isArray(body) && body[0]).toEqual({ op: 'test', path: '/spec/template/metadata/annotations', value: { team: 'x' } });
+      expect(Array.isArray(body) && body.slice(1).map((op) => op.path)).toContain('/spec/template/metadata/annotations/vault-rollout.io~1versions');
+      expect((fake.store.get('a/api')?.spec?.template as { metadata: { annotations: Record<string, string> } }).metadata.annotations).toMatchObject({ team: 'x', 'vault-rollout.io/versions': '{"secret/api":2}' });
+    });
+
+    it('a restart by someone else fails the test (422): read again, decide again', async () => {
+      const fake = fakeClusters({ a: ['api'] });
+      withTemplate(fake, { team: 'x' });
+      const apiFor = writeBeforePatch(fake, (o) => (((o.spec?.template as { metadata: { annotations: Record<string, string> } }).metadata.annotations['vault-rollout.io/versions'] = '{"secret/api":3}'), o));
+      const [result] = await executeRollouts(table, planA(2), options(apiFor));
+      expect(result).toMatchObject({ outcome: 'skipped', reason: 'older version', attempts: 2 });
+      expect(fake.calls.filter((c) => c.op === 'patch')).toHaveLength(1);
+    });
+
+    it('a template without annotations: its metadata as read guards the new map', async () => {
+      const fake = fakeClusters({ a: ['api'] });
+      withTemplate(fake);
+      const [result] = await executeRollouts(table, planA(2), options(fake.apiFor));
+      expect(result).toMatchObject({ outcome: 'restarted', attempts: 1 });
+      const body = fake.calls.find((c) => c.op === 'patch')?.body;
+      expect(Array.isArray(body) && body.map((op) => [op.op, op.path])).toEqual([
+        ['test', '/spec/template/metadata'],
+        ['add', '/spec/template/metadata/annotations'],
+      ]);
+    });
+  });
+
   it('gives up on conflicts after the attempt budget', async () => {
     const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', {}, {}), times: 99 }]);
     const [result] = await run(fake, [change('api', 2)], { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 } });
@@ -119,7 +177,7 @@ describe('executeRollouts', () => {
     expect(result).toMatchObject({ kind: 'Harbor', name: 'main', outcome: 'restarted' });
     const body = fake.calls.find((c) => c.op === 'patch')?.body;
     expect(body).toMatchObject({ spec: { v: '7' }, metadata: { resourceVersion: '1', annotations: { 'vault-rollout.io/versions': '{"secret/registry":7}' } } });
-    expect((body?.metadata as { annotations: Record<string, string> }).annotations['kubectl.kubernetes.io/restartedAt']).toBeUndefined();
+    expect(((body as { metadata?: unknown } | undefined)?.metadata as { annotations: Record<string, string> }).annotations['kubectl.kubernetes.io/restartedAt']).toBeUndefined();
   });
 
   it('reports unchanged when the server finds nothing to change', async () => {

@@ -3,6 +3,7 @@
  * real ESO and VSO are in test/integration/sync-operators.test.ts): nudge, wait, restart the consumers only after the
  * sync; follow-ups are level-triggered; refusals, failures and deadlines stop the restart.
  */
+import { applyJsonPatch } from './json-patch.ts';
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
@@ -69,9 +70,9 @@ function fakeCluster(objects: Array<KubeObject & { kind: string }>) {
     patch: async (kind, _ns, name, body, _s, dryRun) => {
       const o = store.get(key(kind.kind, name));
       if (!o) throw new ApiException(404, 'x', {}, {});
-      if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
+      if (!Array.isArray(body) && (body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
       if (dryRun) return structuredClone(o);
-      const next = merge(o, body) as KubeObject;
+      const next = (Array.isArray(body) ? applyJsonPatch(o, body) : merge(o, body)) as KubeObject;
       const changed = JSON.stringify({ ...next, metadata: { ...next.metadata, resourceVersion: '' } }) !== JSON.stringify({ ...o, metadata: { ...o.metadata, resourceVersion: '' } });
       next.metadata = { ...next.metadata, resourceVersion: changed ? String(Number(o.metadata?.resourceVersion) + 1) : o.metadata?.resourceVersion };
       if (changed) patches.push(key(kind.kind, name));
