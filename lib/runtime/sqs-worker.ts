@@ -4,7 +4,7 @@
  * to the dead-letter queue after maxReceiveCount). Several pollers run at once, like concurrent invocations:
  * a batch stuck on one cluster holds only that batch.
  */
-import { ChangeMessageVisibilityCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
 
 export interface SqsWorkerOptions {
@@ -60,21 +60,40 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
 
 /** SQS's visibility timeout is at most 12 hours. */
 const MAX_VISIBILITY_SECONDS = 43_200;
+/** Entries per ChangeMessageVisibilityBatch call (an SQS limit; a FIFO batch holds at most 10 anyway). */
+const MAX_VISIBILITY_ENTRIES = 10;
 
 /**
  * Hands deferred messages back to the queue for later (gates, settle): invisible for their delay, then redelivered.
  * A message whose visibility cannot be changed comes back after the queue's visibility timeout instead.
+ *
+ * One ChangeMessageVisibilityBatch call per ten, each group's messages LAST FIRST. A settle hold defers a cluster's
+ * whole burst for the same window, and the burst must come back as one batch. SQS keeps a FIFO group locked while any
+ * message received from it is in flight, so there it does; ElasticMQ hands out the visible prefix of a group, and when
+ * the messages were changed one by one in receive order the head came back a few milliseconds before the rest: a
+ * receive took 3 of the 5 and the burst restarted twice. Changed last first, the head is visible last on both.
+ * The batch action needs only sqs:ChangeMessageVisibility.
  */
 export async function deferMessages(client: SQSClient, queueUrl: string, messages: ReadonlyArray<{ MessageId?: string | undefined; ReceiptHandle?: string | undefined }>, deferred: ReadonlyArray<{ messageId: string; delayMs: number }>, logger: { warn(message: string, fields?: Record<string, unknown>): void }): Promise<void> {
-  await Promise.all(
-    deferred.map(async (d) => {
-      const handle = messages.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
-      if (!handle) return;
-      try {
-        await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: handle, VisibilityTimeout: Math.min(MAX_VISIBILITY_SECONDS, Math.max(1, Math.ceil(d.delayMs / 1000))) }));
-      } catch (e) {
-        logger.warn('could not defer a message; it comes back after the visibility timeout', { messageId: d.messageId, error: e instanceof Error ? e.name : String(e) });
+  const position = (id: string) => messages.findIndex((m) => m.MessageId === id);
+  const entries = deferred
+    .map((d) => ({ ...d, handle: messages[position(d.messageId)]?.ReceiptHandle }))
+    .filter((d): d is typeof d & { handle: string } => d.handle !== undefined && d.handle !== '')
+    .sort((a, b) => position(b.messageId) - position(a.messageId));
+  for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
+    const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
+    try {
+      const out = await client.send(
+        new ChangeMessageVisibilityBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: call.map((d, i) => ({ Id: `v${i}`, ReceiptHandle: d.handle, VisibilityTimeout: Math.min(MAX_VISIBILITY_SECONDS, Math.max(1, Math.ceil(d.delayMs / 1000))) })),
+        }),
+      );
+      for (const failed of out.Failed ?? []) {
+        logger.warn('could not defer a message; it comes back after the visibility timeout', { messageId: call[Number(failed.Id?.slice(1))]?.messageId, error: failed.Code ?? 'Failed' });
       }
-    }),
-  );
+    } catch (e) {
+      logger.warn('could not defer messages; they come back after the visibility timeout', { messages: call.length, error: e instanceof Error ? e.name : String(e) });
+    }
+  }
 }
