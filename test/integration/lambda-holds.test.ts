@@ -12,8 +12,12 @@
  *   batch → one plan: one new ReplicaSet recording all five versions.
  * - A gate: held by visibility while its wave is not restarted; after HOLDS_BEFORE_RESEND holds it re-sends itself
  *   fresh (round 1) and nothing reaches the dead-letter queue; once the wave is complete it queues the next wave.
+ * - Isolation with batches of 10: a batch holding a hanging cluster (a server that accepts and never answers) and
+ *   beta: beta's message is deleted as soon as beta is worked, so beta's NEXT change is received and restarted by
+ *   another invocation while the first one still hangs.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
@@ -29,7 +33,7 @@ import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-t
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, EMULATOR_REGION, startSqsEmulator, type FifoQueuePair, type SqsEmulator } from '../sqs/emulator.ts';
-import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
+import { admin, alteredKubeconfig, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-holds');
 const SETTLE_S = 2;
@@ -44,17 +48,24 @@ let sqs: SQSClient;
 let queue: FifoQueuePair;
 let table: RoutingTable;
 let handler: (event: SQSEvent) => Promise<SQSBatchResponse>;
+/** The hanging cluster's API server: accepts connections, never answers (until the test lets go). */
+let hang: Server;
+const hungSockets = new Set<Socket>();
 const savedEnv = { ...process.env };
 
 beforeAll(async () => {
   emulator = await startSqsEmulator();
   sqs = emulatorClient(emulator.endpoint);
+  hang = createServer((socket) => void hungSockets.add(socket));
+  await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
+  const hangKubeconfig = alteredKubeconfig(cluster('beta').vaultRolloutKubeconfig, { server: `https://127.0.0.1:${(hang.address() as { port: number }).port}` });
   queue = await createFifoQueueWithDlq(sqs, { name: `holds-${process.pid}`, maxReceiveCount: MAX_RECEIVE_COUNT, visibilityTimeoutSeconds: VISIBILITY_TIMEOUT_S });
   writeFileSync(
     routesFile,
     `clusters:
   alpha: { kubeconfig: { file: ${JSON.stringify(cluster('alpha').vaultRolloutKubeconfig)} } }
   beta: { kubeconfig: { file: ${JSON.stringify(cluster('beta').vaultRolloutKubeconfig)} } }
+  hanging: { kubeconfig: { file: ${JSON.stringify(hangKubeconfig)} } }
 vault: { mounts: { secret: 2 } }
 routes:
   - name: burst
@@ -65,12 +76,16 @@ routes:
     match: { path: "secret/holds/gated" }
     rollout: { waves: [{ clusters: [alpha] }, { clusters: [beta] }], gate: { timeout: 5m } }
     targets: [{ clusters: [alpha, beta], namespace: ${NS}, kind: Deployment, name: gated }]
+  - name: isolated
+    match: { path: "secret/holds/isolated" }
+    targets: [{ clusters: [hanging, beta], namespace: ${NS}, kind: Deployment, name: isolated }]
 `,
   );
   table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
   await Promise.all(['alpha', 'beta'].map((c) => createNamespace(c, NS)));
   await createWorkload('alpha', NS, 'Deployment', 'burst');
   await Promise.all(['alpha', 'beta'].map((c) => createWorkload(c, NS, 'Deployment', 'gated')));
+  await createWorkload('beta', NS, 'Deployment', 'isolated');
 
   // The worker function as Lambda loads it: its module reads the environment once.
   Object.assign(process.env, {
@@ -87,6 +102,8 @@ routes:
 }, 300_000);
 
 afterAll(async () => {
+  for (const socket of hungSockets) socket.destroy();
+  hang?.close();
   process.env = savedEnv;
   sqs?.destroy();
   await emulator?.stop();
@@ -253,5 +270,45 @@ describe('the Lambda worker on a real FIFO queue', () => {
       expect((await replicaSetRecords(c, 'gated')).filter((r) => r['secret/holds/gated'] === 2)).toHaveLength(1);
     }
     expect(await depth(queue.deadLetterQueueUrl)).toBe(0);
+  }, 200_000);
+
+  it('batches of 10: a hanging cluster delays no other cluster\'s next message (each cluster handed back as soon as it is worked)', async () => {
+    const intake = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });
+    await post(intake, 'secret/holds/isolated', 2);
+    const receive = async () => (await sqs.send(new ReceiveMessageCommand({ QueueUrl: queue.queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }))).Messages ?? [];
+    const first = await waitFor(async () => {
+      const got = await receive();
+      return got.length > 0 ? got : undefined;
+    }, { timeoutMs: 10_000, what: 'the first batch' });
+    expect(first.map((m) => m.Attributes?.MessageGroupId).sort()).toEqual(['beta', 'hanging']);
+    let firstDone = false;
+    const firstInvocation = handler({ Records: first.map(toRecord) }).finally(() => (firstDone = true));
+    try {
+      await waitFor(async () => (await recorded('beta', 'isolated'))['secret/holds/isolated'] === 2 || undefined, { timeoutMs: 30_000, what: 'beta restarted at version 2' });
+      // The next change: beta's message is receivable while the first invocation still hangs on the other cluster,
+      // because beta's first message was deleted when beta was worked, not when the batch ended.
+      await post(intake, 'secret/holds/isolated', 3);
+      const next = await waitFor(async () => {
+        const got = await receive();
+        return got.length > 0 ? got : undefined;
+      }, { timeoutMs: 10_000, what: 'beta\'s next message' });
+      expect(next.map((m) => [m.Attributes?.MessageGroupId, m.Attributes?.ApproximateReceiveCount])).toEqual([['beta', '1']]);
+      expect(firstDone).toBe(false);
+      const response = await handler({ Records: next.map(toRecord) });
+      expect(response.batchItemFailures).toEqual([]);
+      await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: queue.queueUrl, Entries: next.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+      expect((await recorded('beta', 'isolated'))['secret/holds/isolated']).toBe(3);
+      expect(firstDone).toBe(false);
+    } finally {
+      // Let go of the hanging cluster: its requests fail, and the first invocation reports only its message.
+      for (const socket of hungSockets) socket.destroy();
+      hang.close();
+    }
+    const response = await firstInvocation;
+    const hangingId = first.find((m) => m.Attributes?.MessageGroupId === 'hanging')?.MessageId;
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: hangingId }]);
+    // What the event source mapping then does: delete the rest — beta's message, already gone.
+    const again = await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: queue.queueUrl, Entries: first.filter((m) => m.MessageId !== hangingId).map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+    console.log(`deleting beta's message again after the early delete: ${JSON.stringify({ successful: again.Successful?.length ?? 0, failed: again.Failed?.map((f) => f.Code) ?? [] })}`);
   }, 200_000);
 });
