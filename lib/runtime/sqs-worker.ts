@@ -1,15 +1,15 @@
 /**
  * The worker outside Lambda: polls the SQS FIFO queue the way Lambda's event source mapping does — receive a
- * batch, process it, delete what succeeded, leave the failures to come back after the visibility timeout (and
- * to the dead-letter queue after maxReceiveCount). Several pollers run at once, like concurrent invocations:
- * a batch stuck on one cluster holds only that batch.
+ * batch, process it, delete what succeeded (each cluster's messages as soon as that cluster is worked), leave the
+ * failures to come back after the visibility timeout (and to the dead-letter queue after maxReceiveCount). Several
+ * pollers run at once, like concurrent invocations: a cluster that hangs holds only its own messages.
  */
 import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
+import { processBatch, type GroupOutcome, type WorkerDeps } from '../pipeline/worker.ts';
 
 export interface SqsWorkerOptions {
   queueUrl: string;
-  /** Messages per receive; 1 keeps clusters fully isolated (one message is one cluster). */
+  /** Messages per receive (1-10); more than 1 lets settle coalesce a cluster's burst (lib/deploy/worker-batch-size.ts). */
   batchSize?: number;
   /** Concurrent pollers. */
   concurrency?: number;
@@ -40,12 +40,20 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       const messages = received.Messages ?? [];
       if (messages.length === 0) continue;
       const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '', receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1) }));
-      const { failed, deferred } = await processBatch(records, deps);
-      await deferMessages(client, options.queueUrl, messages, deferred, deps.telemetry);
-      const done = messages.filter((m) => !failed.includes(m.MessageId ?? '') && !deferred.some((d) => d.messageId === m.MessageId));
-      if (done.length > 0) {
-        await client.send(new DeleteMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
-      }
+      // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
+      // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
+      const handBack = async (group: GroupOutcome): Promise<void> => {
+        await deferMessages(client, options.queueUrl, messages, group.deferred, deps.telemetry);
+        const done = messages.filter((m) => group.messageIds.includes(m.MessageId ?? '') && !group.failed.includes(m.MessageId ?? '') && !group.deferred.some((d) => d.messageId === m.MessageId));
+        if (done.length === 0) return;
+        try {
+          await client.send(new DeleteMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+        } catch (e) {
+          // Not deleted: they come back after the visibility timeout and find their workloads unchanged.
+          deps.telemetry.warn('could not delete worked messages; they will be redelivered', { messages: done.length, error: e instanceof Error ? e.name : String(e) });
+        }
+      };
+      await processBatch(records, { ...deps, onGroupDone: handBack });
     }
   };
   const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll());
