@@ -8,12 +8,11 @@
  * cluster's messages are handed back the moment that cluster is worked — the worked ones deleted, the held ones made
  * invisible for their hold — so a cluster that hangs delays no other cluster's next message, only its own.
  */
-import { DeleteMessageBatchCommand } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { followBudgetFromEnv, processBatch, type GroupOutcome } from '../lib/pipeline/worker.ts';
 import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 import { lambdaWorkerDeps } from '../lib/runtime/lambda-worker.ts';
-import { deferMessages } from '../lib/runtime/sqs-worker.ts';
+import { deferMessages, handBackGroup } from '../lib/runtime/sqs-worker.ts';
 
 const runtime = lambdaRuntime(process.env);
 const deps = lambdaWorkerDeps(runtime);
@@ -29,18 +28,10 @@ export async function handler(event: SQSEvent, context?: Pick<Context, 'getRemai
   const follow = followBudgetMs > 0 && context ? { budgetMs: () => Math.min(followBudgetMs, context.getRemainingTimeInMillis() - MARGIN_MS), requeue: (m: Parameters<typeof queue.send>[0][number]) => queue.send([m]) } : undefined;
   // Several clusters in one batch: hand each one's messages back as soon as it is worked (see above). After the
   // response the event source mapping deletes the worked messages again and finds them gone (ElasticMQ answers that
-  // entry ReceiptHandleIsInvalid): nothing comes back either way. A delete that fails here is left to the mapping.
+  // entry ReceiptHandleIsInvalid): nothing comes back either way. A delete that fails here is left to the mapping
+  // (the message is not reported failed).
   const several = new Set(records.map((r) => r.groupId)).size > 1;
-  const onGroupDone = async (group: GroupOutcome): Promise<void> => {
-    await deferMessages(queue.client, queue.queueUrl, received, group.deferred, runtime.telemetry);
-    const done = received.filter((m) => group.messageIds.includes(m.MessageId) && !group.failed.includes(m.MessageId) && !group.deferred.some((d) => d.messageId === m.MessageId));
-    if (done.length === 0) return;
-    try {
-      await queue.client.send(new DeleteMessageBatchCommand({ QueueUrl: queue.queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle })) }));
-    } catch (e) {
-      runtime.telemetry.warn('could not delete a worked cluster\'s messages early; the event source mapping deletes them', { messages: done.length, error: e instanceof Error ? e.name : String(e) });
-    }
-  };
+  const onGroupDone = (group: GroupOutcome) => handBackGroup(queue.client, queue.queueUrl, received, group, runtime.telemetry);
   const { failed, deferred } = await processBatch(records, { ...deps, queue, ...(follow ? { follow } : {}), ...(several ? { onGroupDone } : {}) });
   // A deferred message (a gate, a settle window) waits in the queue: invisible for its delay, reported failed so
   // the event source mapping does not delete it.

@@ -42,17 +42,7 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '', receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1) }));
       // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
       // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
-      const handBack = async (group: GroupOutcome): Promise<void> => {
-        await deferMessages(client, options.queueUrl, messages, group.deferred, deps.telemetry);
-        const done = messages.filter((m) => group.messageIds.includes(m.MessageId ?? '') && !group.failed.includes(m.MessageId ?? '') && !group.deferred.some((d) => d.messageId === m.MessageId));
-        if (done.length === 0) return;
-        try {
-          await client.send(new DeleteMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
-        } catch (e) {
-          // Not deleted: they come back after the visibility timeout and find their workloads unchanged.
-          deps.telemetry.warn('could not delete worked messages; they will be redelivered', { messages: done.length, error: e instanceof Error ? e.name : String(e) });
-        }
-      };
+      const handBack = (group: GroupOutcome) => handBackGroup(client, options.queueUrl, messages, group, deps.telemetry);
       await processBatch(records, { ...deps, onGroupDone: handBack });
     }
   };
@@ -64,6 +54,23 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       await Promise.allSettled(pollers);
     },
   };
+}
+
+/**
+ * Hands one worked group's messages back to the queue: its held ones deferred (deferMessages), its done ones —
+ * worked or refused, neither failed nor held — deleted. A delete that fails is logged: in Lambda the event source
+ * mapping deletes them after the response; elsewhere they come back after the visibility timeout and find their
+ * workloads unchanged.
+ */
+export async function handBackGroup(client: SQSClient, queueUrl: string, messages: ReadonlyArray<{ MessageId?: string | undefined; ReceiptHandle?: string | undefined }>, group: GroupOutcome, logger: { warn(message: string, fields?: Record<string, unknown>): void }): Promise<void> {
+  await deferMessages(client, queueUrl, messages, group.deferred, logger);
+  const done = messages.filter((m) => m.MessageId !== undefined && group.messageIds.includes(m.MessageId) && !group.failed.includes(m.MessageId) && !group.deferred.some((d) => d.messageId === m.MessageId));
+  if (done.length === 0) return;
+  try {
+    await client.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+  } catch (e) {
+    logger.warn('could not delete worked messages now', { messages: done.length, error: e instanceof Error ? e.name : String(e) });
+  }
 }
 
 /** SQS's visibility timeout is at most 12 hours. */

@@ -1,8 +1,8 @@
 /** deferMessages (lib/runtime/sqs-worker.ts): how held messages go back to the queue — the Lambda and `worker` defer path. */
-import { ChangeMessageVisibilityBatchCommand, SQSClient, SQSServiceException, type ChangeMessageVisibilityBatchCommandInput } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, SQSClient, SQSServiceException, type ChangeMessageVisibilityBatchCommandInput } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { deferMessages } from '../../../lib/runtime/sqs-worker.ts';
+import { deferMessages, handBackGroup } from '../../../lib/runtime/sqs-worker.ts';
 
 const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/vault-rollout.fifo';
 const sqsMock = mockClient(SQSClient);
@@ -17,6 +17,7 @@ const logger = () => {
 beforeEach(() => {
   sqsMock.reset();
   sqsMock.on(ChangeMessageVisibilityBatchCommand).resolves({ Successful: [], Failed: [] });
+  sqsMock.on(DeleteMessageBatchCommand).resolves({ Successful: [], Failed: [] });
 });
 
 describe('deferMessages', () => {
@@ -58,5 +59,22 @@ describe('deferMessages', () => {
     const failed = logger();
     await deferMessages(client, QUEUE_URL, received(['m1']), [{ messageId: 'm1', delayMs: 1000 }], failed);
     expect(failed.lines).toEqual([{ message: 'could not defer messages; they come back after the visibility timeout', fields: { messages: 1, error: 'AccessDenied' } }]);
+  });
+});
+
+describe('handBackGroup', () => {
+  it('defers the group\'s held messages and deletes its done ones, leaving its failed ones and other groups alone', async () => {
+    const log = logger();
+    await handBackGroup(client, QUEUE_URL, received(['a1', 'a2', 'a3', 'b1']), { messageIds: ['a1', 'a2', 'a3'], failed: ['a3'], deferred: [{ messageId: 'a2', delayMs: 3000 }] }, log);
+    expect(calls().map((c) => c.Entries?.map((e) => e.ReceiptHandle))).toEqual([['rh-a2']]);
+    expect(sqsMock.commandCalls(DeleteMessageBatchCommand).map((c) => c.args[0].input.Entries?.map((e) => e.ReceiptHandle))).toEqual([['rh-a1']]);
+    expect(log.lines).toEqual([]);
+  });
+
+  it('logs a delete that fails, never throws', async () => {
+    sqsMock.on(DeleteMessageBatchCommand).rejects(new SQSServiceException({ name: 'AccessDenied', $fault: 'client', $metadata: {} }));
+    const log = logger();
+    await handBackGroup(client, QUEUE_URL, received(['a1']), { messageIds: ['a1'], failed: [], deferred: [] }, log);
+    expect(log.lines).toEqual([{ message: 'could not delete worked messages now', fields: { messages: 1, error: 'AccessDenied' } }]);
   });
 });
