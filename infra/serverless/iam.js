@@ -1,8 +1,8 @@
 // osls variable resolver: what serverless.yml derives from the stage's routing table — the IAM statements of each
 // function's role (lib/deploy/iam-from-routes.ts) and the files packaged beside the bundles. Used as
-// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns, compiledRoutes). osls require()s this
-// ES module and calls the export with its variable resolver; Node 24 loads the TypeScript modules with type
-// stripping. Nothing here touches the network or AWS.
+// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns, compiledRoutes,
+// workerBatchSize). osls require()s this ES module and calls the export with its variable resolver; Node 24 loads
+// the TypeScript modules with type stripping. Nothing here touches the network or AWS.
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 
@@ -107,6 +107,17 @@ export async function reconcileEnvironment({ resolveVariable }) {
   if (vault.method === 'token') env.VAULT_TOKEN_SSM = vault.tokenParameter;
   if (vault.method === 'approle') Object.assign(env, { VAULT_ROLE_ID_SSM: vault.roleIdParameter }, vault.secretIdSecret ? { VAULT_SECRET_ID_SECRETS_MANAGER: vault.secretIdSecret } : { VAULT_SECRET_ID_SSM: vault.secretIdParameter });
   return env;
+}
+
+/**
+ * The worker's SQS batch size (param workerBatchSize): `auto` derives it from the stage's table — 10 when a route sets
+ * rollout.settle (settle coalesces only what one batch holds), else 1 (one cluster per invocation). A number is taken
+ * as given; 1 with settling routes fails packaging. Rule and AWS references: lib/deploy/worker-batch-size.ts.
+ */
+export async function workerBatchSize(context) {
+  const [{ table }, param] = await Promise.all([routingTable(context), context.resolveVariable('param:workerBatchSize')]);
+  const { workerBatchSize: derive } = await import('../../lib/deploy/worker-batch-size.ts');
+  return derive(table, param);
 }
 
 /** One line per role the worker assumes, with what that role must allow itself: for the stack's Outputs. */

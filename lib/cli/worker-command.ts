@@ -1,6 +1,7 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { parseArgs } from 'node:util';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
@@ -17,7 +18,7 @@ import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   let values;
   try {
-    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: '1' }, 'dry-run': { type: 'boolean', default: false } }, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: 'auto' }, 'dry-run': { type: 'boolean', default: false } }, strict: true, allowPositionals: false }));
   } catch (e) {
     return usageError(io, 'worker', e);
   }
@@ -27,6 +28,13 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   let followBudgetMs: number;
   try {
     followBudgetMs = followBudgetFromEnv(io.env);
+  } catch (e) {
+    return usageError(io, 'worker', e);
+  }
+  let batchSize: number;
+  try {
+    // auto: 10 when a route sets rollout.settle (settle coalesces what one receive returns), else 1.
+    batchSize = workerBatchSize(table, values['batch-size']);
   } catch (e) {
     return usageError(io, 'worker', e);
   }
@@ -40,9 +48,9 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const worker = startSqsWorker(
     client,
     { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
-    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize: Number(values['batch-size']) },
+    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize },
   );
-  io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers\n`);
+  io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}\n`);
   await untilStopped(signal);
   await worker.stop();
   return EXIT.ok;

@@ -60,6 +60,19 @@ export interface WorkerDeps {
   queue?: RolloutQueue;
   /** Gates: how long one look follows a wave's rollouts (default 10 s, capped by the follow budget), and how long to wait before the next look (default 10 s). */
   gate?: { lookMs?: number; recheckMs?: number };
+  /**
+   * Called as soon as one group of the batch (a cluster, a gate) is worked, before the slower groups are: lets a
+   * runtime hand that group's messages back at once (delete the worked ones, defer the held ones), so a batch of
+   * several clusters never makes one wait for another. Must not throw.
+   */
+  onGroupDone?: (group: GroupOutcome) => Promise<void>;
+}
+
+/** What became of one group's messages: the ids not in `failed` or `deferred` are done (worked or refused). */
+export interface GroupOutcome {
+  messageIds: string[];
+  failed: string[];
+  deferred: Array<{ messageId: string; delayMs: number }>;
 }
 
 /** Holds by visibility before a held message is re-sent fresh: with the first delivery, 3 of SQS's 5 receives. */
@@ -128,7 +141,18 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
   // Groups (clusters, gates) are independent: work them concurrently, each in order.
   const groups = new Map<string, QueueRecord[]>();
   for (const r of records) groups.set(r.groupId, [...(groups.get(r.groupId) ?? []), r]);
-  await Promise.all([...groups.values()].map((group) => workGroup(group, deps, outcome)));
+  await Promise.all(
+    [...groups.values()].map(async (group) => {
+      const own: BatchOutcome = { failed: [], refused: [], results: [], deferred: [], halts: [] };
+      await workGroup(group, deps, own);
+      outcome.failed.push(...own.failed);
+      outcome.refused.push(...own.refused);
+      outcome.results.push(...own.results);
+      outcome.deferred.push(...own.deferred);
+      outcome.halts.push(...own.halts);
+      await deps.onGroupDone?.({ messageIds: group.map((r) => r.messageId), failed: own.failed, deferred: own.deferred });
+    }),
+  );
   deps.telemetry.flush();
   return outcome;
 }

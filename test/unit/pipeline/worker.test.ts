@@ -84,6 +84,44 @@ describe('processBatch', () => {
 const body = (over: Record<string, unknown>) => JSON.stringify({ v: 2, cluster: 'a', changes: [queued('api', 1)], acceptedAt: '2026-11-20T10:00:01Z', ...over });
 const queued = (key: string, version: number, mount = 'secret') => ({ namespace: '', mount, key, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}`, time: '2026-11-20T10:00:00Z' });
 
+describe('processBatch: several clusters in one batch (a batch of up to 10, with settle)', () => {
+  it('hands each group back as soon as it is worked: a hanging cluster holds only its own messages', async () => {
+    const fake = fakeClusters({ a: ['api'], b: ['api'] });
+    let release = (): void => undefined;
+    const hanging = new Promise<void>((resolve) => (release = resolve));
+    // Cluster a answers nothing until released; b answers at once.
+    const apiFor: typeof fake.apiFor = (access) => {
+      const api = fake.apiFor(access);
+      if (access.server !== 'a') return api;
+      return new Proxy(api, { get: (target, key) => {
+        const value = Reflect.get(target, key) as unknown;
+        return typeof value === 'function' ? async (...args: unknown[]) => (await hanging, (value as (...a: unknown[]) => unknown).apply(target, args)) : value;
+      } });
+    };
+    const batch = records(change('api', 1));
+    const done: Array<{ group: string; failed: string[]; deferred: number }> = [];
+    let bDone = (): void => undefined;
+    const bWorked = new Promise<void>((resolve) => (bDone = resolve));
+    const working = processBatch(batch, {
+      table,
+      telemetry: memoryTelemetry(),
+      executor: options(apiFor),
+      onGroupDone: async (g) => {
+        const group = batch.find((r) => r.messageId === g.messageIds[0])?.groupId ?? '?';
+        done.push({ group, failed: g.failed, deferred: g.deferred.length });
+        if (group === 'b') bDone();
+      },
+    });
+    await bWorked;
+    // b is handed back while a still hangs.
+    expect(done).toEqual([{ group: 'b', failed: [], deferred: 0 }]);
+    release();
+    const out = await working;
+    expect(done.map((d) => d.group)).toEqual(['b', 'a']);
+    expect(out.results.map((r) => `${r.cluster}:${r.outcome}`).sort()).toEqual(['a:restarted', 'b:restarted']);
+  });
+});
+
 describe('planMessage: a message is changes, and only the worker\'s own table decides what they restart', () => {
   it.each([
     ['a format-1 message carrying a target and a patch', JSON.stringify({ v: 1, cluster: 'a', targets: [{ type: 'resource', cluster: 'b', namespace: 'kube-system', apiVersion: 'apps/v1', kind: 'Deployment', name: 'coredns', patch: { spec: { template: { spec: { containers: [{ name: 'coredns', image: 'evil' }] } } } } }], changeIds: [], acceptedAt: 'x' }), 'a', 'format 1'],
