@@ -23,7 +23,9 @@ const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, f
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 
-const only = process.argv.slice(2);
+// `--report`: write RESULTS.md from results.json again, measuring nothing (after merging figures from several runs).
+const reportOnly = process.argv.includes('--report');
+const only = process.argv.slice(2).filter((a) => a !== '--report');
 const unknown = only.filter((n) => !(n in BENCHMARKS));
 if (unknown.length > 0) throw new Error(`unknown benchmark(s) ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}`);
 
@@ -31,7 +33,7 @@ const resultsFile = new URL('./results.json', import.meta.url);
 const previous: Measured[] = existsSync(resultsFile) ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Measured[] }).figures ?? []).filter((f) => f.benchmark !== undefined) : [];
 const fresh: Measured[] = [];
 for (const [name, run] of Object.entries(BENCHMARKS)) {
-  if (only.length > 0 && !only.includes(name)) continue;
+  if (reportOnly || (only.length > 0 && !only.includes(name))) continue;
   process.stderr.write(`bench: ${name}...\n`);
   const measuredAt = new Date().toISOString();
   fresh.push(...(await run()).map((f) => ({ ...f, benchmark: name, measuredAt })));

@@ -124,6 +124,14 @@ export function compilePattern(source: string): CompiledPattern {
  * Returns the captured values in token order, or undefined when the segment does not match.
  */
 export function matchSegment(tokens: readonly SegmentToken[], text: string): string[] | undefined {
+  const one = oneWildcard(tokens);
+  if (one !== undefined) {
+    // `prefix * suffix` or `prefix {x} suffix`: the regex has one way to match, so no table is needed.
+    const { prefix, wildcard, suffix } = one;
+    const end = text.length - suffix.length;
+    if (end - prefix.length < (wildcard.type === 'capture' ? 1 : 0) || !text.startsWith(prefix) || !text.endsWith(suffix)) return undefined;
+    return wildcard.type === 'capture' ? [text.slice(prefix.length, end)] : [];
+  }
   const n = text.length;
   // can[k][p]: tokens k.. match text[p..n] exactly.
   const can: Uint8Array[] = Array.from({ length: tokens.length + 1 }, () => new Uint8Array(n + 2));
@@ -165,6 +173,22 @@ export function matchSegment(tokens: readonly SegmentToken[], text: string): str
     }
   }
   return values;
+}
+
+/** The shape of most wild segments (`svc-{app}`, `*`, `{app}.tls`): one wildcard between optional literal text. */
+function oneWildcard(tokens: readonly SegmentToken[]): { prefix: string; wildcard: Exclude<SegmentToken, { type: 'text' }>; suffix: string } | undefined {
+  if (tokens.length > 3) return undefined;
+  let prefix = '';
+  let suffix = '';
+  let wildcard: Exclude<SegmentToken, { type: 'text' }> | undefined;
+  for (const token of tokens) {
+    if (token.type !== 'text') {
+      if (wildcard) return undefined;
+      wildcard = token;
+    } else if (wildcard) suffix = token.text;
+    else prefix = token.text;
+  }
+  return wildcard && { prefix, wildcard, suffix };
 }
 
 export type Captures = Readonly<Record<string, string>>;
@@ -209,7 +233,7 @@ export class PatternIndex {
 
   match(path: string): Map<number, Captures> {
     const found = new Map<number, Captures>();
-    walk(this.#root, path.split('/'), 0, NO_CAPTURES, found, new Map());
+    walk(this.#root, path.split('/'), 0, NO_CAPTURES, { found, entered: undefined });
     // Nearly every path matches one pattern or none: already in id order.
     return found.size < 2 ? found : new Map([...found].sort((a, b) => a[0] - b[0]));
   }
@@ -222,13 +246,20 @@ export class PatternIndex {
  * Below a `**` node each node sits at a fixed distance from it, so every (node, index) is walked at most once, and
  * `**` cannot multiply the work by the number of ways to split the path.
  */
-function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, found: Map<number, Captures>, entered: Map<TrieNode, Set<number>>): void {
+/** One match's state, shared by the whole walk; `entered` is made at the first `**` node reached (most paths meet none). */
+interface Walk {
+  found: Map<number, Captures>;
+  entered: Map<TrieNode, Set<number>> | undefined;
+}
+
+function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, state: Walk): void {
   if (i === segments.length) {
+    const { found } = state;
     if (node.ends) for (const id of node.ends) if (!found.has(id)) found.set(id, captures);
   } else {
     const segment = segments[i] ?? '';
     const literal = node.literal?.get(segment);
-    if (literal) walk(literal, segments, i + 1, captures, found, entered);
+    if (literal) walk(literal, segments, i + 1, captures, state);
     if (node.wild) for (const { segment: pattern, node: next } of node.wild.values()) {
       const values = matchSegment(pattern.tokens, segment);
       if (!values) continue;
@@ -237,18 +268,19 @@ function walk(node: TrieNode, segments: readonly string[], i: number, captures: 
         more = { ...captures };
         pattern.captures.forEach((name, k) => ((more as Record<string, string>)[name] = values[k] ?? ''));
       }
-      walk(next, segments, i + 1, more, found, entered);
+      walk(next, segments, i + 1, more, state);
     }
   }
   // `**` takes none or more of the remaining segments. Its node is entered only from here, and each loop runs to
   // the end, so once one index was entered every later one was too.
   const globstar = node.globstar;
   if (globstar) {
+    const entered = (state.entered ??= new Map());
     let at = entered.get(globstar);
     if (!at) entered.set(globstar, (at = new Set()));
     for (let j = i; j <= segments.length && !at.has(j); j++) {
       at.add(j);
-      walk(globstar, segments, j, captures, found, entered);
+      walk(globstar, segments, j, captures, state);
     }
   }
 }

@@ -302,6 +302,7 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
 
   // The top-level waves are checked once, where they are written; routes without their own reuse them.
   const defaultWaves = doc.rollout?.waves === undefined ? undefined : compileWaves(doc, doc.rollout.waves, (path, message) => report(['rollout', 'waves', ...path], message));
+  let topPolicy: RolloutPolicy | undefined;
   doc.routes.forEach((route: Route, r) => {
     const where = ['routes', r];
     if (!checked) {
@@ -364,7 +365,8 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     if (!nsIndex) index.set(namespace, (nsIndex = new PatternIndex()));
     nsIndex.add(routes.length, pattern);
     const timeout = route.rollout?.timeout === undefined ? undefined : parseDuration(route.rollout.timeout);
-    const policy = compilePolicy(doc, doc.rollout, route.rollout, (path, message) => report([...where, 'rollout', ...path], message), defaultWaves);
+    // A route without its own `rollout` has the top-level policy: one object for all of them (read only, like `waves`).
+    const policy = route.rollout === undefined ? (topPolicy ??= compilePolicy(doc, doc.rollout, undefined, () => undefined, defaultWaves)) : compilePolicy(doc, doc.rollout, route.rollout, (path, message) => report([...where, 'rollout', ...path], message), defaultWaves);
     const opsKey = route.match.operations.join(',');
     let operations = operationSets.get(opsKey);
     if (!operations) operationSets.set(opsKey, (operations = new Set(route.match.operations)));

@@ -7,7 +7,8 @@ import type { IgnoreReason, KvVersion, Operation } from './secret-change.ts';
 /** KV version per mount, keyed by the namespace-qualified mount path without slashes ("secret", "team-a/secret"). */
 export type KvMounts = ReadonlyMap<string, KvVersion>;
 
-export const trimSlashes = (s: string): string => s.replace(/^\/+|\/+$/g, '');
+/** Most paths have no slash at either end: those are returned as they are, without running the regex. */
+export const trimSlashes = (s: string): string => (s.startsWith('/') || s.endsWith('/') ? s.replace(/^\/+|\/+$/g, '') : s);
 
 export function qualify(namespace: string, path: string): string {
   return namespace === '' ? path : `${namespace}/${path}`;
