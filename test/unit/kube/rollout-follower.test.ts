@@ -127,8 +127,10 @@ describe('followRollouts', () => {
 });
 
 describe('startFollower (targets that join while it runs)', () => {
-  /** The fake's API, recording the fieldSelector of every LIST and WATCH. */
-  function recorded(fake: ReturnType<typeof fakeClusters>) {
+  /** x, y and z rolling, a follower, and the fake's API recording the fieldSelector of every LIST and WATCH. */
+  function threeRolling() {
+    const fake = fakeClusters({ a: ['x', 'y', 'z'] });
+    for (const n of ['x', 'y', 'z']) fake.update(`a/${n}`, deployment(rolling));
     const api = fake.apiFor(access('a'));
     const requests: string[] = [];
     const wrapped: KubeApi = {
@@ -137,14 +139,11 @@ describe('startFollower (targets that join while it runs)', () => {
       listForWatch: (k, n, o) => (requests.push(`list ${o?.fieldSelector ?? '*'}`), api.listForWatch(k, n, o)),
       watch: (k, n, o) => (requests.push(`watch ${o.fieldSelector ?? '*'}`), api.watch(k, n, o)),
     };
-    return { api: wrapped, requests };
+    return { fake, api: wrapped, requests, follower: startFollower({ budgetMs: 60_000, clock }) };
   }
 
   it('a target that joins an open watch is answered from it: no LIST or WATCH of its own', async () => {
-    const fake = fakeClusters({ a: ['x', 'y', 'z'] });
-    for (const n of ['x', 'y', 'z']) fake.update(`a/${n}`, deployment(rolling));
-    const { api, requests } = recorded(fake);
-    const follower = startFollower({ budgetMs: 60_000, clock });
+    const { fake, api, requests, follower } = threeRolling();
     const x = follower.follow(target(api, 'x'));
     const y = follower.follow(target(api, 'y'));
     await vitestWaitFor(() => fake.watchers.size === 1);
@@ -163,10 +162,7 @@ describe('startFollower (targets that join while it runs)', () => {
   });
 
   it('a single workload is watched by name until a second one joins; then the namespace, once', async () => {
-    const fake = fakeClusters({ a: ['x', 'y', 'z'] });
-    for (const n of ['x', 'y', 'z']) fake.update(`a/${n}`, deployment(rolling));
-    const { api, requests } = recorded(fake);
-    const follower = startFollower({ budgetMs: 60_000, clock });
+    const { fake, api, requests, follower } = threeRolling();
     const x = follower.follow(target(api, 'x'));
     await vitestWaitFor(() => fake.watchers.size === 1);
     const y = follower.follow(target(api, 'y'));
