@@ -2,8 +2,9 @@
  * The issue's mass rotation under `rollout.maxUnavailable: { perCluster: 10, fleet: 20 }`: 500 changed paths ->
  * 3,000 Deployments (1,000 in each real cluster), restarted and followed to `complete` by one executor call (as
  * `apply --wait` or one worker does it), slots in a SQLite file. Beside it, the same rotation unbounded. Measured:
- * time until every rollout is complete, and the most rolling at once — counted three ways: the executor's own
- * results (restarted, not yet ended), the slot store's leases, and the Deployments in the clusters (sampled).
+ * time until every rollout is complete (from clusters whose controllers have observed the new Deployments), and the
+ * most rolling at once — counted three ways: the executor's own results (restarted, not yet ended), the slot
+ * store's leases, and the Deployments in the clusters (sampled).
  *
  * The Deployments have `replicas: 0`, as in the mass bench: each rollout is the deployment controller's status round
  * trip, no pods. That keeps 3,000 restarts within minutes on this 2-core machine; with pods each slot would be held

@@ -2,8 +2,9 @@
  * Follows restarted workloads until their rollout is complete, failed or past its deadline — or until the caller's
  * time budget ends (a Lambda worker never sleeps past its own timeout), which leaves them `progressing`.
  *
- * One LIST-then-WATCH per (cluster, namespace, kind), shared by every workload followed there; 410 Gone relists,
- * other errors reconnect with backoff, a denied watch falls back to a LIST every few seconds. Level-triggered:
+ * One LIST-then-WATCH per (cluster, namespace, kind), shared by every workload followed there (also by those that
+ * join while it runs: startFollower); 410 Gone relists, other errors reconnect with backoff, a denied watch falls
+ * back to a LIST every few seconds. Level-triggered:
  * every answer is derived from the object the cluster holds now (its kind's health rule), so calling again with
  * the same (cluster, namespace, kind, name, restart token) — a re-delivered message, a follow-up after the budget —
  * gives the same answer without anything remembered in between.
