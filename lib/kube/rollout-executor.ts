@@ -17,7 +17,7 @@ import { ConcurrencyLimiter } from './limiter.ts';
 import { PatchStrategy } from '@kubernetes/client-node';
 import { ANNOTATIONS, decideRestart, HALT_EVENT_REASON, haltEventName, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
-import { followRollouts, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
+import { startFollower, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
 import { executeConsumersTarget } from './sync-step.ts';
 import { isSyncKind, SYNC_KINDS } from './sync-kinds.ts';
@@ -153,79 +153,110 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
  * Follows what was restarted (or found restarted already), then records one RolloutComplete/RolloutFailed Event
  * each. With `rollout.maxUnavailable`, a rollout that ends gives its slot back and the next deferred target starts,
  * all within the same budget; what is still deferred at its end comes back `deferred` for a later attempt.
+ *
+ * One follower for the whole call: a target started by a freed slot joins the watch of its (cluster, namespace,
+ * kind) that is already open, so the cost of a slot cycle is the patch and the controller, not a LIST and a WATCH
+ * per restart (a 1,000-Deployment namespace is ~1,000 objects per LIST).
  */
 async function followDone(table: RoutingTable, done: WorkloadDone[], options: ExecutorOptions, follow: FollowSettings, admission: Admission | undefined): Promise<void> {
   const clock = options.clock ?? realClock;
-  const endAt = clock.now() + Math.max(0, follow.budgetMs);
   for (const d of done) follow.onProgress?.(d.result);
   // An unchanged target restarted by an earlier attempt: its deadline counts from its lease (taken just before its
   // patch) when it holds one, else from the message's first attempt.
   const claims = done.flatMap((d) => (d.slot && d.result.outcome === 'unchanged' ? d.slot.scopeKeys.slice(0, 1) : []));
   const leaseStarts = admission && claims.length > 0 ? await admission.leaseStarts([...new Set(claims)]) : new Map<string, number>();
   const released = new Set<WorkloadDone>();
+  // Set by every release and every retry that ends: the loop below looks again before it waits (no wake is lost).
+  let signalled = false;
   let wake: (() => void) | undefined;
+  const signal = () => {
+    signalled = true;
+    wake?.();
+  };
   const release = (d: WorkloadDone) => {
     if (!d.slot || !admission || released.has(d)) return;
     released.add(d);
-    void admission.release(d.slot).then(() => wake?.());
+    void admission.release(d.slot).then(signal);
   };
   const apply = (d: WorkloadDone, f: FollowedRollout) => {
     d.result = { ...d.result, rollout: f.rollout, ...(f.rolloutMs === undefined ? {} : { rolloutMs: f.rolloutMs }), ...(f.pods ? { pods: f.pods } : {}), rolloutReason: f.message };
   };
-  const followBatch = async (indexes: number[]): Promise<void> => {
-    const targets: FollowTarget[] = [];
-    for (const i of indexes) {
-      const d = done[i];
-      if (!d?.follow) continue;
-      const r = d.result;
-      const leased = d.slot ? leaseStarts.get(d.slot.holder) : undefined;
-      const startedAt = r.outcome === 'restarted' ? d.follow.patchedAt : (leased ?? follow.since ?? clock.now());
-      targets.push({ id: String(i), cluster: r.cluster, api: d.follow.run.api, descriptor: d.follow.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes) });
-    }
-    if (targets.length === 0) return;
-    const followed = await followRollouts(targets, {
-      budgetMs: endAt - clock.now(),
-      clock,
-      onProgress: (id, f) => {
-        const d = done[Number(id)];
-        if (!d) return;
-        apply(d, f);
-        // Level-triggered: whichever attempt sees the rollout end gives the slot back.
-        if (f.rollout !== 'progressing') release(d);
-        follow.onProgress?.(d.result);
-      },
-    });
-    const events: Array<Promise<void>> = [];
-    for (const [id, f] of followed) {
+  const follower = startFollower({
+    budgetMs: Math.max(0, follow.budgetMs),
+    clock,
+    onProgress: (id, f) => {
       const d = done[Number(id)];
-      if (!d?.follow) continue;
+      if (!d) return;
       apply(d, f);
-      if (f.rollout === 'complete' || f.rollout === 'failed') events.push(recordRolloutEvent(d.follow.run, d.follow.target, d.follow.descriptor, d.result));
-    }
-    await Promise.all(events);
+      // Level-triggered: whichever attempt sees the rollout end gives the slot back.
+      if (f.rollout !== 'progressing') release(d);
+      follow.onProgress?.(d.result);
+    },
+  });
+  const following: Array<Promise<void>> = [];
+  const startFollowing = (i: number) => {
+    const d = done[i];
+    if (!d?.follow) return;
+    const r = d.result;
+    const f = d.follow;
+    const leased = d.slot ? leaseStarts.get(d.slot.holder) : undefined;
+    const startedAt = r.outcome === 'restarted' ? f.patchedAt : (leased ?? follow.since ?? clock.now());
+    const target: FollowTarget = { id: String(i), cluster: r.cluster, api: f.run.api, descriptor: f.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes), ...f.restarted };
+    following.push(
+      follower.follow(target).then(async (answer) => {
+        apply(d, answer);
+        if (answer.rollout === 'complete' || answer.rollout === 'failed') await recordRolloutEvent(f.run, f.target, f.descriptor, d.result);
+      }),
+    );
   };
+  done.forEach((_, i) => startFollowing(i));
+  if (admission) await startDeferred(done, admission, follow, options.slotPollMs ?? 2_000, startFollowing, {
+    signal,
+    takeSignal: () => {
+      const was = signalled;
+      signalled = false;
+      return was;
+    },
+    waitFor: (ms) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(() => ((wake = undefined), resolve()), ms);
+        wake = () => {
+          clearTimeout(timer);
+          wake = undefined;
+          resolve();
+        };
+      }),
+  });
+  // Nothing more joins: every watch ends with its last answer.
+  follower.seal();
+  await Promise.all(following);
+  // Slots released while nothing waited any more: nothing to wake.
+  wake = undefined;
+}
 
-  const active = new Set<Promise<void>>();
-  const startFollowing = (indexes: number[]) => {
-    const p: Promise<void> = followBatch(indexes).finally(() => {
-      active.delete(p);
-      wake?.();
-    });
-    active.add(p);
-  };
-  startFollowing(done.map((_, i) => i));
-  if (!admission) {
-    await Promise.all(active);
-    return;
-  }
-  // Deferred targets, in plan order: each freed slot starts the next one whose scopes have room.
+/**
+ * Deferred targets, in plan order: each freed slot starts the next one whose scopes have room, until none waits or
+ * the budget ends. Admissions are decided one at a time (so a scope found full passes the rest over without a
+ * call), but the patches that follow them run concurrently under the cluster's limiter: one slow PATCH does not
+ * hold the next admission.
+ */
+async function startDeferred(
+  done: WorkloadDone[],
+  admission: Admission,
+  follow: FollowSettings,
+  pollMs: number,
+  startFollowing: (i: number) => void,
+  wakeup: { signal(): void; takeSignal(): boolean; waitFor(ms: number): Promise<void> },
+): Promise<void> {
   // Clusters take turns (round robin, starting one further each pass): in plan order, the first cluster would take
   // every fleet slot that frees and the last would wait for the others to finish.
   let turn = 0;
+  /** Targets whose retry is under way (admitted and patching, or being decided): never tried twice at once. */
+  const inFlight = new Map<number, Promise<void>>();
   const deferredIndexes = (): number[] => {
     const byCluster = new Map<string, number[]>();
     done.forEach((d, i) => {
-      if (!(d.result.outcome === 'deferred' && d.retry)) return;
+      if (!(d.result.outcome === 'deferred' && d.retry) || inFlight.has(i)) return;
       const queue = byCluster.get(d.result.cluster);
       if (queue) queue.push(i);
       else byCluster.set(d.result.cluster, [i]);
@@ -237,45 +268,49 @@ async function followDone(table: RoutingTable, done: WorkloadDone[], options: Ex
     for (let k = 0; out.length < done.length && ordered.some((q) => k < q.length); k++) for (const q of ordered) if (k < q.length) out.push(q[k] as number);
     return out;
   };
-  const pollMs = options.slotPollMs ?? 2_000;
   // The budget's end is a timer, like the follower's deadlines: decided once, not by comparing clock readings.
   let over = false;
-  const budgetTimer = setTimeout(() => ((over = true), wake?.()), Math.max(0, follow.budgetMs));
+  const budgetTimer = setTimeout(() => ((over = true), wakeup.signal()), Math.max(0, follow.budgetMs));
   let polls = 0;
   for (;;) {
     const waiting = deferredIndexes();
-    if (waiting.length === 0 || over) break;
+    if ((waiting.length === 0 && inFlight.size === 0) || over) break;
     // Every wait ends at least once per poll interval: other workers may have freed slots meanwhile.
     if (polls++ > 0) admission.reopen();
-    const started: number[] = [];
     for (const i of waiting) {
       if (over) break;
       const d = done[i] as WorkloadDone;
       // Thousands may wait: those whose scope is known full are passed over without a call.
       if (d.blocked?.()) continue;
-      const next = await (d.retry as () => Promise<WorkloadDone>)();
-      done[i] = next;
-      if (next.result.outcome === 'deferred') continue;
-      follow.onProgress?.(next.result);
-      if (next.event) void next.event();
-      started.push(i);
+      const retried = (d.retry as () => Promise<WorkloadDone>)().then((next) => {
+        done[i] = next;
+        inFlight.delete(i);
+        // Deferred again (another worker took the slot first): it waits for a release like the rest. Anything else
+        // (restarted and followed, or failed and its slot given back) is worth another look now.
+        if (next.result.outcome === 'deferred') return;
+        follow.onProgress?.(next.result);
+        if (next.event) void next.event();
+        startFollowing(i);
+        wakeup.signal();
+      }, (e: unknown) => {
+        // Only a bug gets here (restartWorkload answers with results): a result for it rather than a lost target.
+        done[i] = { result: { ...d.result, outcome: 'failed', reason: 'error', detail: e instanceof Error ? e.message : String(e) } };
+        inFlight.delete(i);
+      });
+      inFlight.set(i, retried);
+      // Its admission is decided once the queue of admissions is idle: then `blocked` is current for the next one.
+      await admission.idle();
     }
-    if (started.length > 0) startFollowing(started);
-    // Until a slot is released here, a batch of follows ends, or it is time to ask the store again.
     if (over) break;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => ((wake = undefined), resolve()), pollMs);
-      wake = () => {
-        clearTimeout(timer);
-        wake = undefined;
-        resolve();
-      };
-    });
+    // Until a slot is released, a retry ends, or it is time to ask the store again.
+    if (!wakeup.takeSignal()) {
+      await wakeup.waitFor(pollMs);
+      wakeup.takeSignal();
+    }
   }
   clearTimeout(budgetTimer);
-  await Promise.all(active);
-  // Slots released while nothing waited any more: nothing to wake.
-  wake = undefined;
+  // Retries already admitted finish their patch (and join the follower): a slot taken is never left unfollowed.
+  await Promise.all(inFlight.values());
 }
 
 const targetName = (t: RolloutTarget): string => (t.type !== 'workload' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
@@ -431,12 +466,16 @@ function watches(run: ClusterRun, group: ReadGroup, object: KubeObject, paths: r
   return paths.some((p) => index.match(p).size > 0);
 }
 
+/** The object a rollout belongs to (the patch's answer, or the object found restarted): older generations of it are stale. */
+type Restarted = { uid?: string; generation?: number };
+const restartedFrom = (o: KubeObject): Restarted => ({ ...(o.metadata?.uid === undefined ? {} : { uid: o.metadata.uid }), ...(o.metadata?.generation === undefined ? {} : { generation: o.metadata.generation }) });
+
 export interface WorkloadDone {
   result: RolloutResult;
   /** Records the SecretRotated event, after every cluster's patches. */
   event?: () => Promise<void>;
   /** What following its rollout needs (restarted and unchanged workloads). */
-  follow?: { run: ClusterRun; target: RolloutTarget; descriptor: WorkloadDescriptor; patchedAt: number };
+  follow?: { run: ClusterRun; target: RolloutTarget; descriptor: WorkloadDescriptor; patchedAt: number; restarted?: Restarted };
   /** The slot it holds (or held) under `rollout.maxUnavailable`: given back when its rollout ends. */
   slot?: SlotClaim;
   /** A deferred target: tries again (reads, decides, takes a slot, patches). */
@@ -470,7 +509,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     const recorded = mergeRecordedVersions(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), run.options.overrideRecorded === true ? {} : parseRecordedVersions(object.metadata?.annotations?.[ANNOTATIONS.versions]));
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return giveBack(done('skipped', 'older version', attempts, decision.reason));
-    if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now() } });
+    if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) } });
     if (run.options.observeOnly) return done('skipped', NOT_RESTARTED_YET, attempts);
     if (slot && bound && !holding && run.options.dryRun !== true) {
       const ttlMs = (run.options.follow?.timeoutMs ?? rolloutTimeoutMs(run.table, run.cluster, target.routes)) + LEASE_MARGIN_MS;
@@ -502,9 +541,9 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     if (patched.ok) {
       if (run.options.dryRun) return done('dry-run', '', attempts);
       // (A guarded patch passed its test, so the record it adds differs from the one read: it changed the template.)
-      if (!guarded && patched.value.metadata?.resourceVersion === readVersion) return withSlot({ ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now } });
+      if (!guarded && patched.value.metadata?.resourceVersion === readVersion) return withSlot({ ...done('unchanged', 'the server found nothing to change', attempts), follow: { run, target, descriptor, patchedAt: now, restarted: restartedFrom(patched.value) } });
       const patchedObject = patched.value;
-      return withSlot({ ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now), follow: { run, target, descriptor, patchedAt: now } });
+      return withSlot({ ...done('restarted', '', attempts), event: () => recordEvent(run, target, descriptor, patchedObject, now), follow: { run, target, descriptor, patchedAt: now, restarted: restartedFrom(patchedObject) } });
     }
     // A guarded patch whose test failed is a 422 (the API server does not say which operation failed): read again.
     const conflict = patched.failure.reason === 'conflict' || (guarded !== undefined && patched.failure.reason === 'invalid');

@@ -2,8 +2,9 @@
  * Follows restarted workloads until their rollout is complete, failed or past its deadline — or until the caller's
  * time budget ends (a Lambda worker never sleeps past its own timeout), which leaves them `progressing`.
  *
- * One LIST-then-WATCH per (cluster, namespace, kind), shared by every workload followed there; 410 Gone relists,
- * other errors reconnect with backoff, a denied watch falls back to a LIST every few seconds. Level-triggered:
+ * One LIST-then-WATCH per (cluster, namespace, kind), shared by every workload followed there (also by those that
+ * join while it runs: startFollower); 410 Gone relists, other errors reconnect with backoff, a denied watch falls
+ * back to a LIST every few seconds. Level-triggered:
  * every answer is derived from the object the cluster holds now (its kind's health rule), so calling again with
  * the same (cluster, namespace, kind, name, restart token) — a re-delivered message, a follow-up after the budget —
  * gives the same answer without anything remembered in between.
@@ -31,6 +32,12 @@ export interface FollowTarget {
   /** Epoch ms when the rollout began (the patch); deadline and `rolloutMs` count from it. */
   startedAt: number;
   timeoutMs: number;
+  /**
+   * The restarted object (the patch's answer, or the object found restarted already): a status of an older
+   * generation of the same object (same uid) predates this restart and is not taken as its answer.
+   */
+  uid?: string;
+  generation?: number;
 }
 
 export interface FollowedRollout {
@@ -54,13 +61,6 @@ export interface FollowOptions {
   pollMs?: number;
 }
 
-interface Member {
-  target: FollowTarget;
-  last?: Health;
-  lastError?: string;
-  done?: FollowedRollout;
-}
-
 const realClock = { now: Date.now };
 /** How long a rollout already past its deadline waits for its first status read before it is called timeout. */
 const PAST_DEADLINE_GRACE_MS = 5_000;
@@ -80,93 +80,158 @@ export function describeRollout(state: RolloutState, health: Health | undefined,
   return health?.message ?? '';
 }
 
+/**
+ * Follows a fixed set of targets: every watch ends as soon as each of its targets has an answer. With a single
+ * workload in a (cluster, namespace, kind), its watch is by name: the stream carries nothing else.
+ */
 export async function followRollouts(targets: readonly FollowTarget[], options: FollowOptions): Promise<Map<string, FollowedRollout>> {
-  const clock = options.clock ?? realClock;
-  const callStart = clock.now();
-  const budgetEnd = callStart + Math.max(0, options.budgetMs);
-  const groups = new Map<KubeApi, Map<string, Member[]>>();
-  for (const target of targets) {
-    const byKey = groups.get(target.api) ?? new Map<string, Member[]>();
-    groups.set(target.api, byKey);
-    const key = `${target.namespace}\u0000${target.descriptor.apiVersion}\u0000${target.descriptor.kind}`;
-    byKey.set(key, [...(byKey.get(key) ?? []), { target }]);
-  }
-  const results = new Map<string, FollowedRollout>();
-  await Promise.all([...groups.values()].flatMap((byKey) => [...byKey.values()].map((members) => followGroup(members, options, clock, budgetEnd))));
-  for (const group of groups.values()) for (const members of group.values()) for (const m of members) if (m.done) results.set(m.target.id, m.done);
-  return results;
+  const follower = startFollower(options);
+  const answers = targets.map(async (t) => [t.id, await follower.follow(t)] as const);
+  follower.seal();
+  return new Map(await Promise.all(answers));
 }
 
-/** One shared LIST + WATCH for the members of one (cluster, namespace, kind), until each has an answer. */
-async function followGroup(members: Member[], options: FollowOptions, clock: { now(): number }, budgetEnd: number): Promise<void> {
-  const first = members[0] as Member;
-  const { api, descriptor, namespace } = first.target;
-  const byName = new Map<string, Member[]>();
-  for (const m of members) byName.set(m.target.name, [...(byName.get(m.target.name) ?? []), m]);
-  // A single workload is watched by name: the stream carries nothing else.
-  const fieldSelector = byName.size === 1 ? `metadata.name=${first.target.name}` : undefined;
-  const stop = new AbortController();
-  let pending = members.length;
-  let wake: (() => void) | undefined;
-  let finished!: () => void;
-  // The answer is due when every member has one, even if a request is still in flight (it ends on its own timeout).
-  const allDone = new Promise<void>((resolve) => (finished = resolve));
+export interface RolloutFollower {
+  /**
+   * Follows one more target in the shared LIST + WATCH of its (cluster, namespace, kind): a watch already open
+   * answers from what it has seen, with no new request. Resolves with the target's answer (never rejects).
+   */
+  follow(target: FollowTarget): Promise<FollowedRollout>;
+  /** No more targets will join: each watch ends when its last target has an answer. Also happens when the budget ends. */
+  seal(): void;
+}
 
+/**
+ * A follower that targets join while it runs (a freed `maxUnavailable` slot starts the next restart): the watches
+ * stay open, idle ones included, until `seal()` or the end of the budget, so a workload restarted later joins its
+ * (cluster, namespace, kind)'s watch instead of starting a LIST and a WATCH of its own.
+ */
+export function startFollower(options: FollowOptions): RolloutFollower {
+  const clock = options.clock ?? realClock;
+  const budgetEnd = clock.now() + Math.max(0, options.budgetMs);
+  const groups = new Map<KubeApi, Map<string, WatchGroup>>();
+  let sealed = false;
+  const seal = () => {
+    if (sealed) return;
+    sealed = true;
+    clearTimeout(budgetTimer);
+    for (const byKey of groups.values()) for (const g of byKey.values()) g.sealed();
+  };
+  const budgetTimer = setTimeout(seal, Math.max(0, budgetEnd - clock.now()));
+  return {
+    follow(target) {
+      const byKey = groups.get(target.api) ?? new Map<string, WatchGroup>();
+      groups.set(target.api, byKey);
+      const key = `${target.namespace}\u0000${target.descriptor.apiVersion}\u0000${target.descriptor.kind}`;
+      let group = byKey.get(key);
+      if (!group || group.ended()) byKey.set(key, (group = watchGroup(target, options, clock, budgetEnd, () => sealed)));
+      return group.join(target);
+    },
+    seal,
+  };
+}
+
+interface Member {
+  target: FollowTarget;
+  /** Join order in its group: a LIST sent after the join proves the workload gone when it is missing. */
+  seq: number;
+  last?: Health;
+  lastError?: string;
+  done?: FollowedRollout;
+  answer(done: FollowedRollout): void;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+/** What the group's LIST and WATCH last said about one object of its kind (the health, not the object). */
+type Seen = { deleted: false; uid?: string; generation: number; token?: string; health: Health } | { deleted: true; uid?: string };
+
+interface WatchGroup {
+  join(target: FollowTarget): Promise<FollowedRollout>;
+  /** No more joins: end once every member has its answer. */
+  sealed(): void;
+  ended(): boolean;
+}
+
+/**
+ * One LIST + WATCH for one (cluster, namespace, kind), shared by every member, with what it has seen of each
+ * object's health (bounded by the objects of that kind in the namespace), so a member that joins later is answered
+ * from it at once and then by the events that follow.
+ */
+function watchGroup(first: FollowTarget, options: FollowOptions, clock: { now(): number }, budgetEnd: number, isSealed: () => boolean): WatchGroup {
+  const { api, descriptor, namespace } = first;
+  /** Members still without an answer, by workload name. */
+  const byName = new Map<string, Member[]>();
+  let known = new Map<string, Seen>();
+  let listed = false;
+  /** A single workload is watched by name until a second one joins; from then on the whole namespace. */
+  let several = false;
+  let selector: string | undefined;
+  const stop = new AbortController();
+  let request: AbortController | undefined;
+  let relist = false;
+  let pending = 0;
+  let joins = 0;
+  let wake: (() => void) | undefined;
+
+  const end = () => {
+    if (stop.signal.aborted) return;
+    stop.abort();
+    wake?.();
+  };
   const settle = (m: Member, done: FollowedRollout) => {
     if (m.done) return;
     m.done = done;
+    clearTimeout(m.timer);
+    const same = byName.get(m.target.name) ?? [];
+    const rest = same.filter((x) => x !== m);
+    if (rest.length > 0) byName.set(m.target.name, rest);
+    else byName.delete(m.target.name);
     options.onProgress?.(m.target.id, done);
-    if (--pending === 0) {
-      stop.abort();
-      wake?.();
-      finished();
-    }
+    m.answer(done);
+    if (--pending === 0 && isSealed()) end();
   };
-  const evaluate = (m: Member, obj: KubeObject | undefined) => {
-    if (m.done) return;
-    const now = clock.now();
-    const elapsed = now - m.target.startedAt;
-    if (obj === undefined) return settle(m, { rollout: 'failed', message: `${descriptor.kind} ${namespace}/${m.target.name} no longer exists` });
-    let health = descriptor.health(obj);
+  const seen = (obj: KubeObject, deleted: boolean): Seen => {
+    const uid = obj.metadata?.uid;
+    if (deleted) return { deleted: true, ...(uid === undefined ? {} : { uid }) };
     const token = descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartToken];
+    return { deleted: false, ...(uid === undefined ? {} : { uid }), generation: obj.metadata?.generation ?? 0, ...(token === undefined ? {} : { token }), health: descriptor.health(obj) };
+  };
+  const evaluate = (m: Member, s: Seen | undefined) => {
+    if (m.done) return;
+    const { target } = m;
+    // What the watch saw of the object before this member's restart (a shared watch may lag behind the patch):
+    // an older generation of the same object says nothing about this rollout. The events that follow will.
+    const sameObject = target.uid !== undefined && s?.uid === target.uid;
+    if (s?.deleted && target.uid !== undefined && s.uid !== undefined && !sameObject) return;
+    if (s && !s.deleted && sameObject && s.generation < (target.generation ?? 0)) return;
+    const now = clock.now();
+    const elapsed = now - target.startedAt;
+    if (s === undefined || s.deleted) return settle(m, { rollout: 'failed', message: `${descriptor.kind} ${namespace}/${target.name} no longer exists` });
+    let health = s.health;
     // Versions only move forward: a later restart includes ours, and its rollout is the one to follow.
-    if (token !== undefined && token !== m.target.restartToken) health = { ...health, message: `${health.message} (restarted again since, restart ${token.slice(0, 12)})` };
+    if (s.token !== undefined && s.token !== target.restartToken) health = { ...health, message: `${health.message} (restarted again since, restart ${s.token.slice(0, 12)})` };
     m.last = health;
     m.lastError = undefined;
     const pods = health.pods ? { pods: health.pods } : {};
-    if (health.state === 'progressing' && now >= m.target.startedAt + m.target.timeoutMs) {
+    if (health.state === 'progressing' && now >= target.startedAt + target.timeoutMs) {
       // Past its deadline when read (a follow-up, a wave's gate): the status read says why.
       return settle(m, { rollout: 'timeout', ...pods, message: describeRollout('timeout', health, elapsed) });
     }
     if (health.state === 'progressing') {
-      options.onProgress?.(m.target.id, { rollout: 'progressing', ...pods, message: describeRollout('progressing', health, elapsed) });
+      options.onProgress?.(target.id, { rollout: 'progressing', ...pods, message: describeRollout('progressing', health, elapsed) });
       return;
     }
     settle(m, { rollout: health.state, ...pods, ...(health.state === 'complete' ? { rolloutMs: Math.max(0, elapsed) } : {}), message: describeRollout(health.state, health, elapsed) });
   };
   const onObject = (obj: KubeObject, deleted: boolean) => {
-    for (const m of byName.get(obj.metadata?.name ?? '') ?? []) evaluate(m, deleted ? undefined : obj);
+    const name = obj.metadata?.name ?? '';
+    const s = seen(obj, deleted);
+    known.set(name, s);
+    for (const m of byName.get(name) ?? []) evaluate(m, s);
   };
-
-  // Deadlines: per member, cut short by the call's budget.
-  const timers = members.map((m) => {
-    const deadline = m.target.startedAt + m.target.timeoutMs;
-    const at = Math.min(deadline, budgetEnd);
-    // Decided when the timer is set, not by comparing clocks when it fires (timers may fire a millisecond early).
-    const state: RolloutState = deadline <= budgetEnd ? 'timeout' : 'progressing';
-    return setTimeout(
-      () => {
-        const now = clock.now();
-        settle(m, { rollout: state, ...(m.last?.pods ? { pods: m.last.pods } : {}), message: describeRollout(state, m.last, now - m.target.startedAt, m.lastError) });
-      },
-      // Already past its deadline: read the status first (it may be complete by now), within a short grace.
-      at > clock.now() ? at - clock.now() : Math.min(PAST_DEADLINE_GRACE_MS, Math.max(0, budgetEnd - clock.now())),
-    );
-  });
-
   const noteError = (e: unknown) => {
     const f = classifyKubeError(e);
-    for (const m of members) m.lastError = `${f.reason}: ${f.detail}`.slice(0, 300);
+    for (const ms of byName.values()) for (const m of ms) m.lastError = `${f.reason}: ${f.detail}`.slice(0, 300);
   };
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -178,14 +243,18 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
   let poll = false;
   const watchSeconds = options.watchSeconds ?? 60;
   const loop = async () => {
-    while (pending > 0) {
+    while (!stop.signal.aborted) {
       let resourceVersion: string;
+      selector = several ? undefined : first.name;
+      const listedFrom = joins;
       try {
-        const listed = await api.listForWatch(descriptor, namespace, fieldSelector ? { fieldSelector } : undefined);
-        resourceVersion = listed.resourceVersion;
-        const seen = new Set(listed.items.map((o) => o.metadata?.name ?? ''));
-        for (const o of listed.items) onObject(o, false);
-        for (const [name, ms] of byName) if (!seen.has(name)) for (const m of ms) evaluate(m, undefined);
+        const answer = await api.listForWatch(descriptor, namespace, selector ? { fieldSelector: `metadata.name=${selector}` } : undefined);
+        resourceVersion = answer.resourceVersion;
+        // A selector that no longer covers every member (one joined during the LIST): list again, wider.
+        if (selector !== undefined && several) continue;
+        known = new Map(answer.items.map((o) => [o.metadata?.name ?? '', seen(o, false)]));
+        listed = true;
+        for (const [name, ms] of [...byName]) for (const m of [...ms]) if (known.has(name) || m.seq < listedFrom) evaluate(m, known.get(name));
       } catch (e) {
         noteError(e);
         await pause(backoff(++failures));
@@ -195,14 +264,16 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
         await pause(options.pollMs ?? 2_000);
         continue;
       }
+      relist = false;
       try {
-        while (pending > 0) {
+        while (!stop.signal.aborted && !relist) {
           const remaining = Math.max(1, Math.ceil((budgetEnd - clock.now()) / 1000));
+          request = new AbortController();
           await api.watch(descriptor, namespace, {
             resourceVersion,
             timeoutSeconds: Math.min(watchSeconds, remaining),
-            signal: stop.signal,
-            ...(fieldSelector ? { fieldSelector } : {}),
+            signal: AbortSignal.any([stop.signal, request.signal]),
+            ...(selector ? { fieldSelector: `metadata.name=${selector}` } : {}),
             onEvent: (event) => {
               resourceVersion = event.object.metadata?.resourceVersion ?? resourceVersion;
               if (event.type !== 'BOOKMARK') onObject(event.object, event.type === 'DELETED');
@@ -215,7 +286,7 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
         if (e instanceof ApiException && e.code === 410) continue;
         if (e instanceof ApiException && e.code === 403) {
           poll = true;
-          for (const m of members) m.lastError = 'watch is forbidden (grant watch; following by LIST meanwhile)';
+          for (const ms of byName.values()) for (const m of ms) m.lastError = 'watch is forbidden (grant watch; following by LIST meanwhile)';
           continue;
         }
         noteError(e);
@@ -223,12 +294,49 @@ async function followGroup(members: Member[], options: FollowOptions, clock: { n
       }
     }
   };
-  void loop().catch((e: unknown) => {
-    // Only a bug gets here (a health rule that throws): answer for every member rather than hang.
-    for (const m of members) settle(m, { rollout: 'failed', message: `could not follow: ${e instanceof Error ? e.message : String(e)}` });
+  // Started once the caller has added what it has at hand (followRollouts adds every target first).
+  queueMicrotask(() => {
+    loop().catch((e: unknown) => {
+      // Only a bug gets here (a health rule that throws): answer for every member rather than hang.
+      for (const ms of [...byName.values()]) for (const m of [...ms]) settle(m, { rollout: 'failed', message: `could not follow: ${e instanceof Error ? e.message : String(e)}` });
+      end();
+    });
   });
-  await allDone;
-  for (const t of timers) clearTimeout(t);
+
+  return {
+    ended: () => stop.signal.aborted,
+    sealed: () => {
+      if (pending === 0) end();
+    },
+    join(target) {
+      return new Promise<FollowedRollout>((resolve) => {
+        const m: Member = { target, seq: joins++, answer: resolve };
+        pending++;
+        byName.set(target.name, [...(byName.get(target.name) ?? []), m]);
+        if (target.name !== first.name && !several) {
+          several = true;
+          // The open watch is by name and would never carry this one: relist the whole namespace.
+          if (selector !== undefined) {
+            relist = true;
+            request?.abort();
+          }
+        }
+        // Deadlines: per member, cut short by the call's budget.
+        const deadline = target.startedAt + target.timeoutMs;
+        const at = Math.min(deadline, budgetEnd);
+        // Decided when the timer is set, not by comparing clocks when it fires (timers may fire a millisecond early).
+        const state: RolloutState = deadline <= budgetEnd ? 'timeout' : 'progressing';
+        const now = clock.now();
+        m.timer = setTimeout(
+          () => settle(m, { rollout: state, ...(m.last?.pods ? { pods: m.last.pods } : {}), message: describeRollout(state, m.last, clock.now() - target.startedAt, m.lastError) }),
+          // Already past its deadline: read the status first (it may be complete by now), within a short grace.
+          at > now ? at - now : Math.min(PAST_DEADLINE_GRACE_MS, Math.max(0, budgetEnd - now)),
+        );
+        // The watch is open: answer from what it has seen (a later restart's events follow on the same stream).
+        if (listed && known.has(target.name)) evaluate(m, known.get(target.name));
+      });
+    },
+  };
 }
 
 /** 250 ms doubling to 5 s, jittered; a flapping cluster costs a request every few seconds at most. */

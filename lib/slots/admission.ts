@@ -51,6 +51,11 @@ export class Admission {
     return next;
   }
 
+  /** Resolves when every admission asked for so far is decided (taken or refused). */
+  async idle(): Promise<void> {
+    await this.queue;
+  }
+
   /** True when a scope of this bound was found full since the last release or reopen: not worth asking now. */
   knownFull(cluster: string, bound: MaxUnavailable): boolean {
     return slotScopes(cluster, bound).some((s) => this.full.has(s.key));

@@ -2,7 +2,7 @@ import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { KubeApi } from '../../../lib/kube/kube-api.ts';
 import { ANNOTATIONS } from '../../../lib/kube/restart-record.ts';
-import { describeRollout, followRollouts, type FollowedRollout, type FollowTarget } from '../../../lib/kube/rollout-follower.ts';
+import { describeRollout, followRollouts, startFollower, type FollowedRollout, type FollowTarget } from '../../../lib/kube/rollout-follower.ts';
 import { WORKLOAD_KINDS, type KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import { fakeClusters } from './fake-kube.ts';
 
@@ -123,6 +123,80 @@ describe('followRollouts', () => {
     const api = fake.apiFor(access('a'));
     const results = await followRollouts([target(api, 'x', { restartToken: 'older' })], { budgetMs: 60_000, clock });
     expect(results.get('x')?.message).toContain('restarted again since');
+  });
+});
+
+describe('startFollower (targets that join while it runs)', () => {
+  /** x, y and z rolling, a follower, and the fake's API recording the fieldSelector of every LIST and WATCH. */
+  function threeRolling() {
+    const fake = fakeClusters({ a: ['x', 'y', 'z'] });
+    for (const n of ['x', 'y', 'z']) fake.update(`a/${n}`, deployment(rolling));
+    const api = fake.apiFor(access('a'));
+    const requests: string[] = [];
+    const wrapped: KubeApi = {
+      ...api,
+      stats: api.stats,
+      listForWatch: (k, n, o) => (requests.push(`list ${o?.fieldSelector ?? '*'}`), api.listForWatch(k, n, o)),
+      watch: (k, n, o) => (requests.push(`watch ${o.fieldSelector ?? '*'}`), api.watch(k, n, o)),
+    };
+    return { fake, api: wrapped, requests, follower: startFollower({ budgetMs: 60_000, clock }) };
+  }
+
+  it('a target that joins an open watch is answered from it: no LIST or WATCH of its own', async () => {
+    const { fake, api, requests, follower } = threeRolling();
+    const x = follower.follow(target(api, 'x'));
+    const y = follower.follow(target(api, 'y'));
+    await vitestWaitFor(() => fake.watchers.size === 1);
+    fake.update('a/x', deployment(done));
+    expect((await x).rollout).toBe('complete');
+    // y still rolls; z joins the open watch, and its status is known already.
+    fake.update('a/z', deployment(done));
+    expect((await follower.follow(target(api, 'z'))).rollout).toBe('complete');
+    fake.update('a/y', deployment(done));
+    expect((await y).rollout).toBe('complete');
+    expect(requests).toEqual(['list *', 'watch *']);
+    // Not sealed: the watch stays open for the next target; sealed with nothing pending, it ends.
+    expect(fake.watchers.size).toBe(1);
+    follower.seal();
+    await vitestWaitFor(() => fake.watchers.size === 0);
+  });
+
+  it('a single workload is watched by name until a second one joins; then the namespace, once', async () => {
+    const { fake, api, requests, follower } = threeRolling();
+    const x = follower.follow(target(api, 'x'));
+    await vitestWaitFor(() => fake.watchers.size === 1);
+    const y = follower.follow(target(api, 'y'));
+    await vitestWaitFor(() => requests.length === 4 && fake.watchers.size === 1);
+    const z = follower.follow(target(api, 'z'));
+    for (const n of ['x', 'y', 'z']) fake.update(`a/${n}`, deployment(done));
+    expect((await Promise.all([x, y, z])).map((f) => f.rollout)).toEqual(['complete', 'complete', 'complete']);
+    expect(requests).toEqual(['list metadata.name=x', 'watch metadata.name=x', 'list *', 'watch *']);
+    follower.seal();
+  });
+
+  it('what the watch saw of an older generation of the restarted object is not its answer', async () => {
+    const fake = fakeClusters({ a: ['x', 'y'] });
+    fake.update('a/x', deployment(rolling));
+    // y: complete at generation 2 as the watch last saw it; this restart made generation 3.
+    fake.update('a/y', deployment(done));
+    const api = fake.apiFor(access('a'));
+    const follower = startFollower({ budgetMs: 60_000, clock });
+    const x = follower.follow(target(api, 'x'));
+    await vitestWaitFor(() => fake.watchers.size === 1);
+    const states: string[] = [];
+    const y = follower.follow(target(api, 'y', { uid: 'uid-y', generation: 3 }));
+    void y.then((f) => states.push(f.rollout));
+    await new Promise((r) => setImmediate(r));
+    expect(states).toEqual([]);
+    // The controller's status of generation 3 follows on the same stream.
+    fake.update('a/y', (o) => ({ ...deployment(done)(o), metadata: { ...o.metadata, generation: 3 }, status: { observedGeneration: 3, ...done } }));
+    expect((await y).rollout).toBe('complete');
+    // Another object under the same name (deleted and created again) is judged as it is, as before.
+    const other = follower.follow(target(api, 'x', { id: 'x2', uid: 'uid-other', generation: 9 }));
+    fake.update('a/x', deployment(done));
+    expect((await other).rollout).toBe('complete');
+    expect((await x).rollout).toBe('complete');
+    follower.seal();
   });
 });
 

@@ -75,6 +75,9 @@ describe('rollout.maxUnavailable', () => {
     expect(maxCluster).toBe(1);
     // Clusters take turns for the fleet's slots: c, last in plan order, does not wait for a and b to finish.
     expect(order.indexOf('c')).toBeLessThanOrEqual(3);
+    // What a freed slot starts joins its cluster's open watch: per cluster one LIST by name, then one of the
+    // namespace when the second workload joins — not a LIST and a WATCH per restart.
+    for (const c of ['a', 'b', 'c']) expect(fake.calls.filter((x) => x.cluster === c && x.op === 'listForWatch').length).toBeLessThanOrEqual(2);
   });
 
   it('hands back what is still deferred when the budget ends; the next attempt frees the slots of what completed since and goes on', async () => {
