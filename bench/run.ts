@@ -19,7 +19,7 @@ import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: e2eBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench, eso: esoBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ followSeconds: 0 }), health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench, eso: esoBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

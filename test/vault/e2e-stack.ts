@@ -27,9 +27,9 @@ export interface Serve {
 }
 
 /** `vault-rollout serve` on a loopback port (0 = any), HMAC secret and bearer token from test/secrets.ts. */
-export async function startServe(routesFile: string, port = 0): Promise<Serve> {
+export async function startServe(routesFile: string, port = 0, env: Record<string, string> = {}): Promise<Serve> {
   const abort = new AbortController();
-  const io = fileIo({ VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN });
+  const io = fileIo({ VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, ...env });
   const running = serveCommand(['--routes', routesFile, '--port', String(port), '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], io, abort.signal);
   const bound = Number(await waitFor(async () => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(io.err)?.[1] ?? (io.err.includes('cannot') || io.err.includes('EADDRINUSE') ? Promise.reject(new Error(io.err)) : undefined), { timeoutMs: 15_000, what: 'serve to listen' }));
   return {
