@@ -530,9 +530,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     // the resourceVersion read.
     const guarded = descriptor.guardedRestartPatch?.(input, object);
     const readVersion = object.metadata?.resourceVersion;
-    const merge = guarded ? undefined : descriptor.restartPatch(input);
-    if (merge) merge.metadata = { ...((merge.metadata as object) ?? {}), resourceVersion: readVersion };
-    const body = guarded ?? (merge as Record<string, unknown>);
+    const body = guarded ?? withResourceVersion(descriptor.restartPatch(input), readVersion);
     const strategy = guarded ? PatchStrategy.JsonPatch : descriptor.patchStrategy;
 
     // One budget of attempts covers patches, retries and re-reads after conflicts.
@@ -555,6 +553,9 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     object = reread.value;
   }
 }
+
+/** A merge patch made conditional on the resourceVersion read (the server answers 409 when the object changed since). */
+const withResourceVersion = (patch: Record<string, unknown>, resourceVersion: string | undefined): Record<string, unknown> => ({ ...patch, metadata: { ...((patch.metadata as object) ?? {}), resourceVersion } });
 
 /** An Event on the restarted object; its name is derived from the restart, so a repeat does not duplicate it. */
 async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, object: KubeObject, now: number): Promise<void> {

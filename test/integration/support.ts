@@ -112,6 +112,12 @@ export async function scopedKubeconfig(clusterName: string, user: string, namesp
     const plural = obj.kind === 'Role' ? 'roles' : 'rolebindings';
     await ok(kube, 'POST', `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/${plural}`, { ...obj, metadata: { ...obj.metadata, namespace } });
   }
+  return writeClientKubeconfig(clusterName, user, cert, join(dir, 'kubeconfig'));
+}
+
+/** A kubeconfig file (mode 0600) for a client-certificate user of a test cluster. */
+function writeClientKubeconfig(clusterName: string, user: string, cert: { certFile: string; keyFile: string }, file: string): string {
+  const c = cluster(clusterName);
   const kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: clusterName, server: c.server, caFile: c.caFile }],
@@ -119,7 +125,6 @@ export async function scopedKubeconfig(clusterName: string, user: string, namesp
     contexts: [{ name: clusterName, cluster: clusterName, user }],
     currentContext: clusterName,
   });
-  const file = join(dir, 'kubeconfig');
   writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
   return file;
 }
@@ -139,16 +144,7 @@ export async function importerKubeconfig(clusterName: string, dir: string): Prom
     await ok(kube, 'PATCH', `/apis/rbac.authorization.k8s.io/v1/${plural}/${obj.metadata.name}?fieldManager=vault-rollout-import-test&force=true`, obj, 'application/apply-patch+yaml');
   }
   const cert = issueCert(mkdtempSync(join(dir, `${clusterName}-`)), { certFile: c.caFile, keyFile: join(c.caFile, '..', 'ca.key') }, { name: user, commonName: user, usage: 'client' });
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: clusterName, server: c.server, caFile: c.caFile }],
-    users: [{ name: user, certFile: cert.certFile, keyFile: cert.keyFile }],
-    contexts: [{ name: clusterName, cluster: clusterName, user }],
-    currentContext: clusterName,
-  });
-  const file = join(dir, `${clusterName}.kubeconfig`);
-  writeFileSync(file, kc.exportConfig(), { mode: 0o600 });
-  return file;
+  return writeClientKubeconfig(clusterName, user, cert, join(dir, `${clusterName}.kubeconfig`));
 }
 
 /** A loopback port that nothing listens on any more: a stopped cluster's address. */

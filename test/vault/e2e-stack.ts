@@ -6,6 +6,7 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { ClientRequest } from 'node:http';
 import { request } from 'node:https';
 import { relayCommand } from '../../lib/cli/relay-command.ts';
 import { serveCommand } from '../../lib/cli/serve-command.ts';
@@ -77,32 +78,35 @@ export interface Restart {
 }
 
 /** Watches a namespace's Deployments and records every change of their `vault-rollout.io/versions` record. */
+/** A watch of `path` on a test cluster as admin, each event's JSON line handed to `onEvent`; returns the request to destroy. */
+function adminWatch<T>(cluster: ClusterInfo, path: string, onEvent: (event: T) => void): ClientRequest {
+  const req = request(new URL(path, cluster.server), { ca: readFileSync(cluster.caFile), cert: readFileSync(cluster.admin.certFile), key: readFileSync(cluster.admin.keyFile), agent: false }, (res) => {
+    let buffer = '';
+    res.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString('utf8');
+      for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        onEvent(JSON.parse(line) as T);
+      }
+    });
+  });
+  req.on('error', () => {});
+  req.end();
+  return req;
+}
+
 export function watchRestarts(cluster: ClusterInfo, namespace: string): { restarts: Restart[]; stop(): void } {
   const restarts: Restart[] = [];
   const last = new Map<string, string>();
-  const req = request(
-    new URL(`/apis/apps/v1/namespaces/${namespace}/deployments?watch=1&allowWatchBookmarks=false`, cluster.server),
-    { ca: readFileSync(cluster.caFile), cert: readFileSync(cluster.admin.certFile), key: readFileSync(cluster.admin.keyFile), agent: false },
-    (res) => {
-      let buffer = '';
-      res.on('data', (chunk: Buffer) => {
-        buffer += chunk.toString('utf8');
-        for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
-          const line = buffer.slice(0, nl);
-          buffer = buffer.slice(nl + 1);
-          const event = JSON.parse(line) as { object: { metadata: { name: string }; spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } } };
-          const record = event.object.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'];
-          const name = event.object.metadata.name;
-          if (record !== undefined && record !== last.get(name)) {
-            last.set(name, record);
-            restarts.push({ name, versions: JSON.parse(record) as Record<string, number | string>, at: Date.now() });
-          }
-        }
-      });
-    },
-  );
-  req.on('error', () => {});
-  req.end();
+  const req = adminWatch<{ object: { metadata: { name: string }; spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } } }>(cluster, `/apis/apps/v1/namespaces/${namespace}/deployments?watch=1&allowWatchBookmarks=false`, (event) => {
+    const record = event.object.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'];
+    const name = event.object.metadata.name;
+    if (record !== undefined && record !== last.get(name)) {
+      last.set(name, record);
+      restarts.push({ name, versions: JSON.parse(record) as Record<string, number | string>, at: Date.now() });
+    }
+  });
   return { restarts, stop: () => req.destroy() };
 }
 
@@ -117,21 +121,9 @@ export function watchSecretsAndReplicaSets(cluster: ClusterInfo, namespace: stri
   const events: OrderEvent[] = [];
   const reqs = (['ReplicaSet', 'Secret'] as const).map((kind) => {
     const path = kind === 'Secret' ? `/api/v1/namespaces/${namespace}/secrets?watch=1` : `/apis/apps/v1/namespaces/${namespace}/replicasets?watch=1`;
-    const req = request(new URL(path, cluster.server), { ca: readFileSync(cluster.caFile), cert: readFileSync(cluster.admin.certFile), key: readFileSync(cluster.admin.keyFile), agent: false }, (res) => {
-      let buffer = '';
-      res.on('data', (chunk: Buffer) => {
-        buffer += chunk.toString('utf8');
-        for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
-          const line = buffer.slice(0, nl);
-          buffer = buffer.slice(nl + 1);
-          const e = JSON.parse(line) as { type: string; object: { metadata: { name: string; resourceVersion: string; labels?: Record<string, string> }; data?: Record<string, string> } };
-          events.push({ kind, type: e.type, name: e.object.metadata.name, rv: Number(e.object.metadata.resourceVersion), ...(e.object.metadata.labels?.app ? { app: e.object.metadata.labels.app } : {}), ...(e.object.data?.password ? { data: Buffer.from(e.object.data.password, 'base64').toString('utf8') } : {}) });
-        }
-      });
+    return adminWatch<{ type: string; object: { metadata: { name: string; resourceVersion: string; labels?: Record<string, string> }; data?: Record<string, string> } }>(cluster, path, (e) => {
+      events.push({ kind, type: e.type, name: e.object.metadata.name, rv: Number(e.object.metadata.resourceVersion), ...(e.object.metadata.labels?.app ? { app: e.object.metadata.labels.app } : {}), ...(e.object.data?.password ? { data: Buffer.from(e.object.data.password, 'base64').toString('utf8') } : {}) });
     });
-    req.on('error', () => {});
-    req.end();
-    return req;
   });
   return { events, stop: () => reqs.forEach((r) => r.destroy()) };
 }
