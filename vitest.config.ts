@@ -18,7 +18,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
-          setupFiles: ['test/hygiene/capture.ts'],
+          setupFiles: ['test/hygiene/capture.ts', 'test/property-seed.ts'],
           // A bound, not a speed goal: property tests of 500 runs took 5.7 s beside the integration tests at load 15 on
           // 2 cores (vitest's default of 5 s failed them); a test that hangs still fails.
           testTimeout: 30_000,

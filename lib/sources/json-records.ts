@@ -12,12 +12,16 @@ function jsonError(e: unknown): string {
   return at ? `invalid JSON at character ${at[1]}` : 'invalid JSON';
 }
 
-/** Parses one line; raw text before the first `{` or `[` is an audit prefix and is skipped. */
+/**
+ * Parses one line; raw text before the first `{` is an audit prefix and is skipped. Only an object follows a prefix
+ * (the audit device writes one entry per line): `[vault] {...}` is a prefixed entry, and `x[]` is a bad line, not
+ * an empty batch that would vanish without a trace.
+ */
 export function parseLine(line: string): { value: unknown } | { error: string } {
   try {
     return { value: JSON.parse(line) };
   } catch (e) {
-    const start = line.search(/[{[]/);
+    const start = line.indexOf('{');
     if (start > 0) {
       try {
         return { value: JSON.parse(line.slice(start)) };

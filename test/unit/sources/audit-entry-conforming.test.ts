@@ -49,6 +49,20 @@ const oddValue = fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom(...ODD_
 
 const FIELDS = ['type', 'time', 'date', 'error', 'request', 'response', 'data', 'id', 'operation', 'path', 'mount_type', 'mount_point', 'namespace', 'version', 'metadata'] as const;
 
+/**
+ * A fresh copy of an edit's value for each place it goes. The values are shared (ODD_VALUES are constants, and
+ * fast-check hands the same object to every shrink): writing one into the tree and then editing the tree would edit
+ * the constant, and a value written inside itself (replace `request` by `{ version: 3 }`, then `version` by the same
+ * object) makes a cycle. The copy keeps what the schema is picky about: a null prototype and an own `__proto__` key.
+ */
+function freshValue(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map(freshValue);
+  const copy: object = Object.getPrototypeOf(value) === null ? Object.create(null) : {};
+  for (const k of Object.keys(value)) Object.defineProperty(copy, k, { value: freshValue((value as Record<string, unknown>)[k]), enumerable: true, writable: true, configurable: true });
+  return copy;
+}
+
 type Edit = { kind: 'replace' | 'remove'; field: string; value: unknown } | { kind: 'set'; at: readonly string[]; field: string; value: unknown };
 
 /** The objects an entry is made of, where a field may be added. */
@@ -66,7 +80,7 @@ const variant = fc.tuple(fc.constantFrom(...samples), fc.array(edit, { maxLength
     if (e.kind === 'set') {
       const target = e.at.reduce<unknown>((o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined), copy);
       // defineProperty: an own `__proto__` key, as JSON.parse makes one.
-      if (typeof target === 'object' && target !== null) Object.defineProperty(target, e.field, { value: e.value, enumerable: true, writable: true, configurable: true });
+      if (typeof target === 'object' && target !== null) Object.defineProperty(target, e.field, { value: freshValue(e.value), enumerable: true, writable: true, configurable: true });
       continue;
     }
     const visit = (o: unknown): void => {
@@ -74,7 +88,7 @@ const variant = fc.tuple(fc.constantFrom(...samples), fc.array(edit, { maxLength
       for (const k of Object.keys(o)) {
         if (k === e.field) {
           if (e.kind === 'remove') delete (o as Record<string, unknown>)[k];
-          else (o as Record<string, unknown>)[k] = e.value;
+          else (o as Record<string, unknown>)[k] = freshValue(e.value);
         } else visit((o as Record<string, unknown>)[k]);
       }
     };

@@ -63,5 +63,12 @@ describe('JsonRecordSplitter: every framing Vault and the shippers use', () => {
   it('reads a prefix before the JSON object', () => {
     expect(parseLine('audit-prefix {"a":1}')).toEqual({ value: { a: 1 } });
     expect(parseLine('x {"a":')).toHaveProperty('error');
+    expect(parseLine('[vault-audit] {"a":1}')).toEqual({ value: { a: 1 } });
+  });
+
+  it('takes only an object after a prefix: a prefixed array is a bad line, not records that vanish or multiply', () => {
+    expect(parseLine('x[]')).toHaveProperty('error');
+    expect(parseLine('x[1,2]')).toHaveProperty('error');
+    expect(split('x[]\n{"a":1}\n').map((r) => ('error' in r ? 'error' : r.value))).toEqual(['error', { a: 1 }]);
   });
 });
