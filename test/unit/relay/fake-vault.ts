@@ -49,6 +49,9 @@ export async function startFakeVault(options: FakeVaultOptions = {}): Promise<Fa
       }),
   };
   server.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => {
+    // Once upgraded, the HTTP server no longer listens for the socket's errors: a subscriber that refuses our 307 and
+    // drops the connection resets it (read ECONNRESET), which is expected here and must not be an uncaught error.
+    socket.on('error', () => undefined);
     const token = req.headers['x-vault-token'] as string | undefined;
     vault.upgrades.push({ url: req.url ?? '', token, namespace: req.headers['x-vault-namespace'] as string | undefined });
     if (options.redirectTo) {
