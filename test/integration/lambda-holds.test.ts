@@ -56,7 +56,8 @@ const savedEnv = { ...process.env };
 beforeAll(async () => {
   emulator = await startSqsEmulator();
   sqs = emulatorClient(emulator.endpoint);
-  hang = createServer((socket) => void hungSockets.add(socket));
+  // A client that gives up resets the socket: expected, never an uncaught error.
+  hang = createServer((socket) => void hungSockets.add(socket.on('error', () => undefined)));
   await new Promise<void>((resolve) => hang.listen(0, '127.0.0.1', resolve));
   const hangKubeconfig = alteredKubeconfig(cluster('beta').vaultRolloutKubeconfig, { server: `https://127.0.0.1:${(hang.address() as { port: number }).port}` });
   queue = await createFifoQueueWithDlq(sqs, { name: `holds-${process.pid}`, maxReceiveCount: MAX_RECEIVE_COUNT, visibilityTimeoutSeconds: VISIBILITY_TIMEOUT_S });
