@@ -28,6 +28,8 @@ export interface AppDeps {
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
 const MAX_ERRORS_SHOWN = 20;
+/** Stateless between calls (no `stream: true`), so one serves every request instead of one built per request. */
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 function problem(status: 400 | 401 | 413 | 503, error: string): HTTPException {
   return new HTTPException(status, { res: Response.json({ error }, { status }) });
@@ -110,7 +112,7 @@ function decodeBody(request: Request, raw: Uint8Array, maxBytes: number): string
     }
   }
   try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    return STRICT_UTF8.decode(bytes);
   } catch {
     throw problem(400, 'the body is not UTF-8 text');
   }
