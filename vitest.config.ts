@@ -1,4 +1,23 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { defineConfig } from 'vitest/config';
+
+/** The commit's seed for the property tests (test/property-seed.ts); undefined outside a git checkout (then random). */
+function commitSeed(): number | undefined {
+  try {
+    const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: import.meta.dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return createHash('sha256').update(head).digest().readInt32BE(0);
+  } catch {
+    return undefined;
+  }
+}
+
+// In CI the property tests draw from a seed fixed by the commit, derived here once for every worker (which inherit
+// the environment); an FC_SEED given by hand wins.
+if (process.env.CI === 'true' && process.env.FC_SEED === undefined) {
+  const seed = commitSeed();
+  if (seed !== undefined) process.env.FC_SEED = String(seed);
+}
 
 // Two projects: fast pure unit tests, and integration tests that need the real test clusters
 // (brought up once by the global setup and stopped after).

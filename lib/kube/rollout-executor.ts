@@ -1,9 +1,11 @@
 /**
  * Plan -> restarts. Clusters are worked concurrently and isolated (a result per target, never an exception that
  * aborts the rest); within a cluster, requests share a concurrency limit and retry with backoff. Per workload:
- * read, decide from what it records (restart, unchanged, skip), patch conditionally on the resourceVersion that
- * was read (a 409 means someone else wrote it: read again and decide again), then record an Event.
+ * read, decide from what it records (restart, unchanged, skip), patch conditionally on what was read — a JSON Patch
+ * `test` of the record for pod-template kinds, else the resourceVersion (a failed test or a 409 means someone else
+ * wrote it: read again and decide again) — then record an Event.
  */
+import { PatchStrategy } from '@kubernetes/client-node';
 import { targetsByCluster, type RolloutTarget } from '../plan/planner.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
 import { maxUnavailableFor, rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
@@ -14,7 +16,6 @@ import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
-import { PatchStrategy } from '@kubernetes/client-node';
 import { ANNOTATIONS, decideRestart, HALT_EVENT_REASON, haltEventName, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { startFollower, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';

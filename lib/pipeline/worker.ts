@@ -136,14 +136,16 @@ export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'mess
 /** What one step of a group works: a cluster message (or, with settle, several taken together) or a gate. */
 type Unit = { kind: 'cluster'; records: QueueRecord[]; planned: Extract<MessagePlan, { message: RolloutMessage }> } | { kind: 'gate'; record: QueueRecord; message: GateMessage };
 
+const emptyOutcome = (): BatchOutcome => ({ failed: [], refused: [], results: [], deferred: [], halts: [] });
+
 export async function processBatch(records: readonly QueueRecord[], deps: WorkerDeps): Promise<BatchOutcome> {
-  const outcome: BatchOutcome = { failed: [], refused: [], results: [], deferred: [], halts: [] };
+  const outcome = emptyOutcome();
   // Groups (clusters, gates) are independent: work them concurrently, each in order.
   const groups = new Map<string, QueueRecord[]>();
   for (const r of records) groups.set(r.groupId, [...(groups.get(r.groupId) ?? []), r]);
   await Promise.all(
     [...groups.values()].map(async (group) => {
-      const own: BatchOutcome = { failed: [], refused: [], results: [], deferred: [], halts: [] };
+      const own = emptyOutcome();
       await workGroup(group, deps, own);
       outcome.failed.push(...own.failed);
       outcome.refused.push(...own.refused);
