@@ -12,7 +12,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { followBudgetFromEnv, processBatch, type GroupOutcome } from '../lib/pipeline/worker.ts';
 import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 import { lambdaWorkerDeps } from '../lib/runtime/lambda-worker.ts';
-import { deferMessages, handBackGroup } from '../lib/runtime/sqs-worker.ts';
+import { deferMessages, handBackGroup, sqsDeadLetter } from '../lib/runtime/sqs-worker.ts';
 
 const runtime = lambdaRuntime(process.env);
 const deps = lambdaWorkerDeps(runtime);
@@ -32,7 +32,9 @@ export async function handler(event: SQSEvent, context?: Pick<Context, 'getRemai
   // (the message is not reported failed).
   const several = new Set(records.map((r) => r.groupId)).size > 1;
   const onGroupDone = (group: GroupOutcome) => handBackGroup(queue.client, queue.queueUrl, received, group, runtime.telemetry);
-  const { failed, deferred } = await processBatch(records, { ...deps, queue, ...(follow ? { follow } : {}), ...(several ? { onGroupDone } : {}) });
+  // A refused message goes to the DLQ with its reason (serverless.yml sets VAULT_ROLLOUT_DLQ_URL), then is deleted.
+  const deadLetter = process.env.VAULT_ROLLOUT_DLQ_URL ? { deadLetter: sqsDeadLetter(queue.client, process.env.VAULT_ROLLOUT_DLQ_URL) } : {};
+  const { failed, deferred } = await processBatch(records, { ...deps, ...deadLetter, queue, ...(follow ? { follow } : {}), ...(several ? { onGroupDone } : {}) });
   // A deferred message (a gate, a settle window) waits in the queue: invisible for its delay, reported failed so
   // the event source mapping does not delete it.
   if (!several) await deferMessages(queue.client, queue.queueUrl, received, deferred, runtime.telemetry);

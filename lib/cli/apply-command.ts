@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { executeRollouts } from '../kube/rollout-executor.ts';
+import { applyInForeground, wavedRotations } from '../pipeline/foreground-waves.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { progressView } from '../report/rollout-progress.ts';
 import { parseDuration } from '../routing/schema.ts';
@@ -7,6 +7,8 @@ import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { INPUT_OPTIONS, loadChanges, printResults, reportRejected, stderrLogger, usageError } from './shared.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
+import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { printForegroundHalts } from './halts-command.ts';
 
 /** Longest `--timeout`: like the routing table's deadlines, a day at most. */
 const MAX_TIMEOUT_MS = 86_400_000;
@@ -14,9 +16,12 @@ const MAX_TIMEOUT_MS = 86_400_000;
 const UNBOUNDED_BUDGET_MS = MAX_TIMEOUT_MS + 60_000;
 
 /**
- * `vault-rollout apply`: plan, restart, and (with --wait, the default on a terminal) follow every rollout to its
- * end. Exit 0 when all is well, 3 when a restart failed, 4 when a restart went through but its rollout failed or
- * timed out, 2 for unparsable records.
+ * `vault-rollout apply`: plan, restart, and (with --wait, the default on a terminal and for a table with waves)
+ * follow every rollout to its end. A rotation with `rollout.waves` runs wave by wave, each gate decided here as the
+ * queue's gates decide it, and halts where they would (lib/pipeline/foreground-waves.ts); `--no-wait` refuses it
+ * rather than ignore its waves. A change of a halted rotation is refused. Exit 0 when all is well, 3 when a restart
+ * failed (or a halt refused the rotation), 4 when a rollout failed or timed out or a gate halted, 2 for unparsable
+ * records.
  */
 export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   let values;
@@ -33,25 +38,42 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   }
   const timeoutMs = values.timeout === undefined ? undefined : parseDuration(values.timeout);
   if (values.timeout !== undefined && (timeoutMs === undefined || timeoutMs < 1000 || timeoutMs > MAX_TIMEOUT_MS)) return usageError(io, 'apply', '--timeout must be a duration from 1s to 24h, such as 90s or 10m');
-  const wait = (values.wait ?? (io.stdoutIsTTY === true || timeoutMs !== undefined)) && !values['dry-run'];
   const loaded = await loadChanges(io, 'apply', values);
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
   const plan = planRollouts(table, parsed.changes);
+  const waved = wavedRotations(table, parsed.changes, plan);
+  const wait = (values.wait ?? (io.stdoutIsTTY === true || timeoutMs !== undefined || waved.length > 0)) && !values['dry-run'];
+  if (!wait && !values['dry-run'] && waved.length > 0) {
+    io.stderr(`vault-rollout apply: ${waved.map((s) => `route ${s.route} rolls out in ${s.waves.length} waves (${s.waves.map((w) => w.clusters.join(',')).join(' -> ')})`).join('; ')}: --no-wait would restart every wave at once. Run apply --wait (each wave and its gate run here), or send the change to serve or the queue.\n`);
+    return EXIT.usage;
+  }
   const clients = cliClusterClients(io, values.routes ?? '');
   // The live view goes to stderr, so stdout stays the result (the table, or --json) alone.
   const view = wait ? progressView(io.stderr, io.stderrIsTTY === true && !values.json) : undefined;
   const slots = await slotStoreFromEnv(io.env);
-  const results = await executeRollouts(table, plan.targets, {
-    access: (name, config) => clients.get(name, config),
-    ...(slots ? { slots } : {}),
-    dryRun: values['dry-run'],
-    logger: stderrLogger(io),
-    ...(view ? { follow: { budgetMs: timeoutMs === undefined ? UNBOUNDED_BUDGET_MS : timeoutMs + 5_000, ...(timeoutMs === undefined ? {} : { timeoutMs }), onProgress: (r) => view.update(r) } } : {}),
+  // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
+  const rotations = await cliRotationStore(io);
+  const logger = stderrLogger(io);
+  const { results, halts, refused } = await applyInForeground(parsed.changes, plan, {
+    table,
+    rotations,
+    log: { info: () => undefined, warn: (m, f) => logger.warn(m, f) },
+    executor: {
+      access: (name, config) => clients.get(name, config),
+      ...(slots ? { slots } : {}),
+      dryRun: values['dry-run'],
+      logger,
+      ...(view ? { follow: { budgetMs: timeoutMs === undefined ? UNBOUNDED_BUDGET_MS : timeoutMs + 5_000, ...(timeoutMs === undefined ? {} : { timeoutMs }), onProgress: (r) => view.update(r) } } : {}),
+    },
   });
   view?.close();
+  rotations.close?.();
   printResults(io, values.json, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
+  printForegroundHalts(io, 'apply', halts, refused, cliRotationStoreName(io));
+  if (refused.length > 0) return EXIT.targetsFailed;
+  if (halts.length > 0) return EXIT.rolloutsFailed;
   // Deferred (rollout.maxUnavailable, no slot before the end): not restarted, like a failed restart.
   if (results.some((r) => r.outcome === 'failed' || r.outcome === 'deferred')) return EXIT.targetsFailed;
   if (results.some((r) => r.rollout === 'failed' || r.rollout === 'timeout')) return EXIT.rolloutsFailed;

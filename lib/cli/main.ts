@@ -19,6 +19,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   worker: async () => (await import('./worker-command.ts')).workerCommand,
   'reset-version': async () => (await import('./reset-version-command.ts')).resetVersionCommand,
   status: async () => (await import('./status-command.ts')).statusCommand,
+  halts: async () => (await import('./halts-command.ts')).haltsCommand,
   'admission-policy': async () => (await import('./admission-policy-command.ts')).admissionPolicyCommand,
   import: async () => (await import('./import-command.ts')).importCommand,
   reconcile: async () => (await import('./reconcile-command.ts')).reconcileCommand,
@@ -33,9 +34,12 @@ Commands:
   apply     --routes FILE [--input FILE|-] [--format ...] [--dry-run] [--json] [--wait|--no-wait] [--timeout 10m]
             Plan, then restart the targets in every cluster (server-side dry-run with --dry-run). Prints a result
             per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default
-            on a terminal) follows each rollout to complete, failed or timeout (deadline: --timeout, else the
-            routing table's, else 10m), with live progress on stderr. Exit 0 when all is well, 3 when a restart
-            failed, 4 when a rollout failed or timed out, 2 when some record could not be parsed.
+            on a terminal and when the table has rollout.waves) follows each rollout to complete, failed or timeout
+            (deadline: --timeout, else the routing table's, else 10m), with live progress on stderr. Waves run one
+            after another here, each gate decided as the queue's gates decide it; a failed gate halts the rotation
+            (see halts). --no-wait refuses a rotation with waves. Exit 0 when all is well, 3 when a restart failed
+            or a halt refused the rotation, 4 when a rollout failed or timed out or a gate halted, 2 when some
+            record could not be parsed.
   doctor    --routes FILE [--json]
             Per cluster: credentials, reachability and version, who we are, and whether we may get, list and
             patch each targeted kind in each targeted namespace and create events; whether the admission policy
@@ -74,6 +78,11 @@ Commands:
             and workload the recorded version, rollout state and pods on the new template; BEHIND, FAILED, HALTED,
             POISONED stand out. Exit 0 when every consumer is current and complete, 1 otherwise. --wait polls until
             then (live on a terminal) or the timeout.
+  halts     [list] [--json] | clear ROTATION
+            The rotations a wave's gate halted (apply, serve, worker and Lambda record them in one store:
+            VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state,
+            /vault-rollout/rotations.sqlite). While halted, no path restarts those versions anywhere: not the queue,
+            not reconcile, not apply. clear resumes it: the next change or reconcile starts again from wave 1.
   reconcile --routes FILE [--dry-run] [--vault-addr URL] [--queue-url URL] [--max-paths N] [--json]
             Expand every route against Vault's KV v2 metadata (never data/), compare each path's current version
             with what each workload records, and restart what is behind through the queue (SQS with --queue-url or

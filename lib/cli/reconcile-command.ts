@@ -27,6 +27,7 @@ import { table as renderTable } from '../report/table.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
+import { cliRotationStore } from './rotation-store.ts';
 
 const OPTIONS = {
   routes: { type: 'string' },
@@ -78,12 +79,14 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const access = (name: string, config: Parameters<typeof clients.get>[1]) => clients.get(name, config);
 
   const queueUrl = values['queue-url'] ?? io.env.VAULT_ROLLOUT_QUEUE_URL;
+  // Halts hold here too: a halted rotation's changes are not queued (VAULT_ROLLOUT_STATE_TABLE for a Lambda deployment).
+  const rotations = await cliRotationStore(io);
   const local = queueUrl === undefined ? new MemoryRolloutQueue() : undefined;
   const queue: RolloutQueue = local ?? new SqsRolloutQueue({ client: new SQSClient({ region: region ?? 'us-east-1' }), queueUrl: queueUrl as string });
   const started = performance.now();
   let report: ReconcileReport;
   try {
-    report = await reconcile({ table, vault, access, queue, now: Date.now, dryRun: values['dry-run'], ...(maxPaths ? { limits: { maxPaths } } : {}) });
+    report = await reconcile({ table, vault, access, queue, rotations, now: Date.now, dryRun: values['dry-run'], ...(maxPaths ? { limits: { maxPaths } } : {}) });
   } finally {
     auth.source.stop();
   }
@@ -93,7 +96,8 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const results: WorkedResult[] = [];
   if (local && report.queued.messages > 0) {
     const telemetry = memoryTelemetry();
-    const worker = startLocalWorker(local, { table, telemetry, executor: { access } }, { pollMs: 50, retryDelayMs: 1000 });
+    // The same worker, waves and gates as serve's: a gate queues the next wave on this in-memory queue.
+    const worker = startLocalWorker(local, { table, rotations, queue: local, telemetry, executor: { access } }, { pollMs: 50, retryDelayMs: 1000 });
     await worker.idle();
     await worker.stop();
     for (const line of telemetry.lines) {
@@ -122,6 +126,7 @@ export function reconcileText(report: ReconcileReport, results: readonly WorkedR
   const shown = report.workloads.filter((w) => w.state !== 'current');
   if (shown.length > 0) out.push(renderTable(['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'STATE', 'PATHS', 'DETAIL'], shown.map((w) => [w.cluster, w.namespace, w.kind, w.name, w.state.toUpperCase(), w.paths.join(', '), w.detail ?? ''])));
   for (const p of report.plan.problems) out.push(`plan problem: route ${p.route}, ${p.path}: ${p.error}`);
+  for (const h of report.halted) out.push('', `HALTED, not queued: rotation ${h.rotation} (${h.secrets.join(', ')}) halted at wave ${h.wave} of ${h.waves}: ${h.why}. Clear it with: vault-rollout halts clear ${h.rotation}`);
   if (report.dryRun) out.push('', `DRY RUN: nothing recorded, nothing queued; ${counts.behind} workload(s) would restart.`);
   else if (queueUrl) out.push('', `Queued ${report.queued.changes} change(s) in ${report.queued.messages} message(s) on ${queueUrl}.`);
   else if (results.length > 0) {

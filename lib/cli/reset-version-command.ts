@@ -7,7 +7,9 @@
  * comes up with the current secret.
  */
 import { parseArgs } from 'node:util';
-import { executeRollouts } from '../kube/rollout-executor.ts';
+import { applyInForeground } from '../pipeline/foreground-waves.ts';
+import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { printForegroundHalts } from './halts-command.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { guessMount, trimSlashes, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
@@ -49,14 +51,25 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
     return EXIT.failure;
   }
   const clients = cliClusterClients(io, values.routes);
-  const results = await executeRollouts(table, targets, {
-    access: (name, config) => clients.get(name, config),
-    dryRun: values['dry-run'],
-    overrideRecorded: true,
-    logger: stderrLogger(io),
+  // The same waves, gates and halts as every other path that restarts (lib/pipeline/foreground-waves.ts).
+  const rotations = await cliRotationStore(io);
+  const { results, halts, refused } = await applyInForeground([change], plan, {
+    table,
+    rotations,
+    only: (t) => only.size === 0 || only.has(t.cluster),
+    executor: {
+      access: (name, config) => clients.get(name, config),
+      dryRun: values['dry-run'],
+      overrideRecorded: true,
+      logger: stderrLogger(io),
+    },
+    followWaves: { budgetMs: 86_400_000 },
   });
+  rotations.close?.();
   const parsed = { changes: [change], ignored: [], rejected: [] };
   const shown = { ...plan, targets };
   printResults(io, values.json, parsed, shown, results);
-  return results.some((r) => r.outcome === 'failed') ? EXIT.targetsFailed : EXIT.ok;
+  printForegroundHalts(io, 'reset-version', halts, refused, cliRotationStoreName(io));
+  if (refused.length > 0 || results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
+  return halts.length > 0 ? EXIT.rolloutsFailed : EXIT.ok;
 }

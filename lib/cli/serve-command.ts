@@ -14,6 +14,8 @@ import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, untilStopped, usageError } from './shared.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
+import { MemoryRotationStore, type RotationStore } from '../rotations/rotation-store.ts';
+import { cliRotationStore } from './rotation-store.ts';
 
 /** Secrets for `serve`: from the environment; none at all only when the user says --insecure-no-auth. */
 export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): WebhookSecrets | { error: string } {
@@ -76,8 +78,11 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const clients = cliClusterClients(io, values.routes);
   // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE (DynamoDB).
   const slots = await slotStoreFromEnv(io.env);
+  // Released waves and halts (lib/rotations): a SQLite file `apply`, `status` and `halts` read too; memory in a dry run.
+  const rotations: RotationStore = values['dry-run'] ? new MemoryRotationStore() : await cliRotationStore(io);
   const worker = startLocalWorker(queue, {
     table,
+    rotations,
     telemetry,
     executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) },
     invalidate: (cluster) => clients.invalidate(cluster),
@@ -116,6 +121,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
   queue.close();
+  rotations.close?.();
   return EXIT.ok;
 }
 

@@ -5,7 +5,8 @@ import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
-import { startSqsWorker } from '../runtime/sqs-worker.ts';
+import { sqsDeadLetter, startSqsWorker } from '../runtime/sqs-worker.ts';
+import { cliRotationStore } from './rotation-store.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, untilStopped, usageError } from './shared.ts';
@@ -18,7 +19,7 @@ import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   let values;
   try {
-    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: 'auto' }, 'dry-run': { type: 'boolean', default: false } }, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: 'auto' }, 'dry-run': { type: 'boolean', default: false }, 'dlq-url': { type: 'string' } }, strict: true, allowPositionals: false }));
   } catch (e) {
     return usageError(io, 'worker', e);
   }
@@ -45,9 +46,14 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const client = new SQSClient({ region: io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION ?? 'us-east-1' });
   const queue = new SqsRolloutQueue({ client, queueUrl: values['queue-url'] });
   const follow = values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } };
+  // Released waves and halts: VAULT_ROLLOUT_STATE_TABLE (the Lambda deployment's DynamoDB table) or a SQLite file.
+  const rotations = await cliRotationStore(io);
+  // Refused messages go to the DLQ with their reason when --dlq-url (or VAULT_ROLLOUT_DLQ_URL) names it; else the
+  // redrive policy moves them there after maxReceiveCount receives.
+  const dlqUrl = values['dlq-url'] ?? io.env.VAULT_ROLLOUT_DLQ_URL;
   const worker = startSqsWorker(
     client,
-    { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
+    { table, rotations, ...(dlqUrl ? { deadLetter: sqsDeadLetter(client, dlqUrl) } : {}), telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}\n`);

@@ -39,23 +39,27 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
 }
 
 /**
- * What the intake queues: per cluster, its changes — all clusters at once for changes whose route has no waves; for
- * a route with waves (issue #12), the first wave's clusters and the gate that will queue the next wave once this
- * one is healthy. Later waves are not queued here: a halt then needs nothing taken back.
+ * What every path that restarts queues (the intake, the relay's SQS sender, reconcile): per cluster, its changes —
+ * all clusters at once for changes whose route has no waves; for a route with waves (issue #12), the first wave's
+ * clusters and the gate that will queue the next wave once this one is healthy. Later waves are never queued here:
+ * a halt then needs nothing taken back, and the worker refuses a later-wave message no passed gate released
+ * (lib/pipeline/wave-guard.ts). Each message of a rotation carries the rotation's whole change set, so the worker,
+ * planning it again, finds the same set (the same key, the same waves) as the gate does.
  */
-export function firstWaveMessages(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, acceptedAt: string): QueueMessage[] {
+export function firstWaveMessages(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, acceptedAt: string, needs: (cluster: string, changes: readonly SecretChange[]) => boolean = () => true): QueueMessage[] {
   const byCluster = changesByCluster(changes, plan);
-  if (!table.routes.some((r) => r.policy.waves !== undefined)) return [...byCluster].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt));
+  const tableHash = { table: table.hash };
+  if (!table.routes.some((r) => r.policy.waves !== undefined)) return [...byCluster].filter(([cluster, cs]) => needs(cluster, cs)).flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt, undefined, table.hash));
   const messages: QueueMessage[] = [];
   for (const set of changeSets(table, changes, plan, byCluster)) {
     const [first, second] = set.waves;
     if (!first) continue;
     const inSet = new Set(set.changes);
     for (const cluster of first.clusters) {
-      const cs = (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c));
-      messages.push(...rolloutMessages(cluster, cs, acceptedAt, second ? 0 : undefined));
+      const here = (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c));
+      if (here.length > 0 && needs(cluster, here)) messages.push(...rolloutMessages(cluster, set.changes, acceptedAt, second ? 0 : undefined, table.hash));
     }
-    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0 });
+    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0, ...tableHash });
   }
   return messages;
 }
@@ -72,8 +76,11 @@ export function changeSets(table: RoutingTable, changes: readonly SecretChange[]
  * again with the same table, restarts in that cluster. A change whose route renders nothing valid (a problem of
  * the plan) is not queued: the worker would refuse it.
  */
+/** One change as a target's secrets name it (its path qualified by its Vault namespace): what ties targets to changes. */
+export const secretIdentity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>): string => `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
+
 export function changesByCluster(changes: readonly SecretChange[], plan: Pick<Plan, 'targets'>): Map<string, SecretChange[]> {
-  const identity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>) => `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
+  const identity = secretIdentity;
   const clustersOf = new Map<string, Set<string>>();
   for (const target of plan.targets) {
     for (const secret of target.secrets) {

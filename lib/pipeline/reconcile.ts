@@ -26,7 +26,9 @@ import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPoli
 import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
 import { planRollouts, type ConsumersRolloutTarget, type Plan, type RolloutTarget, type SecretRef } from '../plan/planner.ts';
-import { rolloutMessages, type RolloutQueue } from '../queue/rollout-message.ts';
+import { changeIdentity, queuedChange, type RolloutQueue } from '../queue/rollout-message.ts';
+import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
+import { firstWaveMessages } from './intake.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { WorkloadKinds, type ClusterConfig } from '../routing/schema.ts';
@@ -59,6 +61,11 @@ export interface ReconcileDeps {
   limits?: Partial<ReconcileLimits>;
   retry?: RetryPolicy;
   retryEnv?: RetryEnv;
+  /**
+   * Halts and released waves (lib/rotations). A change of a halted rotation is never queued (reported in `halted`),
+   * so a scheduled reconcile cannot undo a halt; the worker refuses such a message anyway.
+   */
+  rotations?: Pick<RotationStore, 'haltsOf'>;
 }
 
 export interface RouteExpansionReport {
@@ -110,6 +117,8 @@ export interface ReconcileReport {
   workloads: WorkloadReport[];
   /** Messages queued (0 in a dry run) and the changes they carry. */
   queued: { messages: number; changes: number };
+  /** Halted rotations whose changes were behind somewhere and were not queued (`vault-rollout halts clear` resumes them). */
+  halted: RotationHalt[];
   dryRun: boolean;
 }
 
@@ -416,17 +425,19 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileReport> {
   for (const t of plan.targets) byCluster.set(t.cluster, [...(byCluster.get(t.cluster) ?? []), t]);
   const verdicts = (await Promise.all([...byCluster].map(([cluster, targets]) => reconcileCluster(deps, limits, cluster, targets).then((v) => v.map((x) => ({ cluster, ...x })))))).flat();
 
-  // Per cluster, the changes some workload there is behind on, in path order: the worker plans them again and
-  // restarts what is behind; what reconcile recorded it finds unchanged.
+  // The changes some workload is behind on, less those of a halted rotation, go through the same wave logic as the
+  // intake (firstWaveMessages): per rotation, its first wave's clusters where something is behind, and the gate that
+  // releases the next wave once the first is healthy. Later waves are never queued here. The worker plans them again
+  // and restarts what is behind; what reconcile recorded it finds unchanged.
   const acceptedAt = new Date(deps.now()).toISOString();
-  const messages = [];
-  let changes = 0;
-  for (const cluster of [...byCluster.keys()].sort()) {
-    const behind = new Set(verdicts.filter((v) => v.cluster === cluster).flatMap((v) => v.behind));
-    const queued = vault.changes.filter((c) => behind.has(qualify(c.namespace, c.path)));
-    changes += queued.length;
-    messages.push(...rolloutMessages(cluster, queued, acceptedAt));
-  }
+  const behindIn = new Map<string, Set<string>>();
+  for (const v of verdicts) for (const path of v.behind) behindIn.set(path, (behindIn.get(path) ?? new Set()).add(v.cluster));
+  const behindChanges = vault.changes.filter((c) => behindIn.has(qualify(c.namespace, c.path)));
+  const halts = deps.rotations && behindChanges.length > 0 ? await deps.rotations.haltsOf(behindChanges.map((c) => changeIdentity(queuedChange(c)))) : [];
+  const haltedIds = new Set(halts.flatMap((h) => h.changes));
+  const queued = behindChanges.filter((c) => !haltedIds.has(changeIdentity(queuedChange(c))));
+  const messages = firstWaveMessages(deps.table, queued, planRollouts(deps.table, queued), acceptedAt, (cluster, changes) => changes.some((c) => behindIn.get(qualify(c.namespace, c.path))?.has(cluster) === true));
+  const changes = queued.length;
   if (!deps.dryRun && messages.length > 0) await deps.queue.send(messages);
   return {
     routes: vault.routes,
@@ -435,6 +446,7 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileReport> {
     plan,
     workloads: verdicts.map((v) => v.report).sort((a, b) => `${a.cluster}/${a.namespace}/${a.kind}/${a.name}`.localeCompare(`${b.cluster}/${b.namespace}/${b.kind}/${b.name}`)),
     queued: { messages: deps.dryRun ? 0 : messages.length, changes: deps.dryRun ? 0 : changes },
+    halted: halts,
     dryRun: deps.dryRun === true,
   };
 }

@@ -7,9 +7,11 @@
  * dropped. Re-running a message is safe: targets already restarted are `unchanged`.
  *
  * A message that cannot be honoured — unreadable, another format, a cluster that is not its group or not in the
- * table, changes that plan nothing in its cluster — is REFUSED: logged with the reason, counted in the
- * RefusedMessages metric, and acknowledged without executing anything. It is not redelivered, so a forged
- * message can neither run nor hold the real messages of its group behind it.
+ * table, changes that plan nothing in its cluster, a change of a halted rotation, a later wave no passed gate
+ * released (lib/pipeline/wave-guard.ts) — is REFUSED: logged with the reason, counted in the RefusedMessages
+ * metric, and dead-lettered with the reason (`deadLetter`) without executing anything. It is not redelivered, so a
+ * forged message can neither run nor hold the real messages of its group behind it, and a change refused because
+ * the sender planned with another table is kept where an operator finds it, not lost.
  */
 import { executeRollouts, NOT_RESTARTED_YET, recordHalt, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
 import { METRICS, type Telemetry } from '../observability/telemetry.ts';
@@ -32,7 +34,10 @@ import {
   type RolloutQueue,
 } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
+import type { RotationStore } from '../rotations/rotation-store.ts';
+import { changeIdentity } from '../queue/rollout-message.ts';
 import { changeSets, changesByCluster } from './intake.ts';
+import { clusterMessageRefusal, haltedReason, haltOf } from './wave-guard.ts';
 
 export interface QueueRecord {
   messageId: string;
@@ -44,6 +49,14 @@ export interface QueueRecord {
 
 export interface WorkerDeps {
   table: RoutingTable;
+  /** Released waves and halts (lib/rotations): checked before every restart, written by gates. */
+  rotations: RotationStore;
+  /**
+   * Where a refused message goes, with its reason (the runtime's dead-letter queue). When it throws, the message is
+   * redelivered instead (and reaches the dead letters through the queue's redrive policy). Without it (tests) a
+   * refused message is acknowledged.
+   */
+  deadLetter?: (record: QueueRecord, reason: string) => Promise<void>;
   executor: ExecutorOptions;
   telemetry: Telemetry;
   /** Called for a cluster whose credentials were refused, so the next attempt resolves them again. */
@@ -147,6 +160,7 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
     [...groups.values()].map(async (group) => {
       const own = emptyOutcome();
       await workGroup(group, deps, own);
+      await deadLetterRefused(group, deps, own);
       outcome.failed.push(...own.failed);
       outcome.refused.push(...own.refused);
       outcome.results.push(...own.results);
@@ -159,6 +173,21 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
   return outcome;
 }
 
+/** Hands each refused message of a group to the dead letters; one that cannot be is redelivered instead. */
+async function deadLetterRefused(group: readonly QueueRecord[], deps: WorkerDeps, outcome: BatchOutcome): Promise<void> {
+  if (!deps.deadLetter) return;
+  for (const { messageId, reason } of outcome.refused) {
+    const record = group.find((r) => r.messageId === messageId);
+    if (!record) continue;
+    try {
+      await deps.deadLetter(record, reason);
+    } catch (e) {
+      deps.telemetry.warn('could not dead-letter a refused message; it will be redelivered', { messageId, error: e instanceof Error ? e.name : String(e) });
+      outcome.failed.push(messageId);
+    }
+  }
+}
+
 function refuse(deps: WorkerDeps, outcome: BatchOutcome, record: QueueRecord, reason: string): void {
   // Never executed, never redelivered: redelivery cannot make it acceptable, and a forged message must not
   // hold the real messages of its group behind it.
@@ -169,7 +198,7 @@ function refuse(deps: WorkerDeps, outcome: BatchOutcome, record: QueueRecord, re
 
 async function workGroup(group: readonly QueueRecord[], deps: WorkerDeps, outcome: BatchOutcome): Promise<void> {
   let blocked = false;
-  for (const unit of unitsOf(group, deps, outcome)) {
+  for (const unit of await unitsOf(group, deps, outcome)) {
     const ids = unit.kind === 'gate' ? [unit.record.messageId] : unit.records.map((r) => r.messageId);
     if (blocked) {
       outcome.failed.push(...ids);
@@ -189,7 +218,7 @@ async function workGroup(group: readonly QueueRecord[], deps: WorkerDeps, outcom
  * most SETTLE_MAX_WINDOWS windows after the oldest, and at most HOLDS_BEFORE_RESEND holds), then worked as ONE
  * plan: each workload gets one restart recording every version.
  */
-function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome: BatchOutcome): Unit[] {
+async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome: BatchOutcome): Promise<Unit[]> {
   const units: Unit[] = [];
   const clusterUnits: Array<Extract<Unit, { kind: 'cluster' }>> = [];
   for (const record of group) {
@@ -202,6 +231,11 @@ function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome: Batch
     const planned = planMessage(deps.table, record);
     if ('refused' in planned) {
       refuse(deps, outcome, record, planned.refused);
+      continue;
+    }
+    const refusal = await clusterMessageRefusal(deps.table, deps.rotations, record.groupId, planned.message.changes, planned.message.table);
+    if (refusal !== undefined) {
+      refuse(deps, outcome, record, refusal);
       continue;
     }
     const unit = { kind: 'cluster' as const, records: [record], planned };
@@ -299,7 +333,8 @@ export function planGate(table: RoutingTable, message: GateMessage, messageId: s
   return { set, targets: plan.targets };
 }
 
-const stateOf = (r: RolloutResult): WaveTargetState['state'] => {
+/** A wave target's state for its gate, from what an observe-only (or restarting) call found. */
+export const waveTargetState = (r: RolloutResult): WaveTargetState['state'] => {
   if (r.outcome === 'failed' || (r.outcome === 'skipped' && r.reason === NOT_RESTARTED_YET)) return 'pending';
   if (r.outcome !== 'restarted' && r.outcome !== 'unchanged') return 'done';
   if (r.rollout === undefined) return 'pending';
@@ -313,11 +348,21 @@ async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerD
     refuse(deps, outcome, record, planned.refused);
     return true;
   }
+  const { set, targets } = planned;
+  // A halted rotation's gate, or a gate for a wave no passed gate released, is refused (lib/pipeline/wave-guard.ts).
+  const halted = await haltOf(deps.rotations, message.changes);
+  if (halted) {
+    refuse(deps, outcome, record, haltedReason(halted));
+    return true;
+  }
+  if (message.wave > 0 && (await deps.rotations.releasedWave(set.key)) < message.wave) {
+    refuse(deps, outcome, record, `a gate for wave ${message.wave + 1} of rotation ${set.key}, which no passed gate released`);
+    return true;
+  }
   if (!deps.queue) {
     deps.telemetry.warn('a gate message needs a queue to send the next wave to; it will be redelivered', { messageId: record.messageId });
     return false;
   }
-  const { set, targets } = planned;
   const now = deps.now ?? Date.now;
   const wave = set.waves[message.wave];
   const next = set.waves[message.wave + 1];
@@ -326,7 +371,7 @@ async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerD
   const lookMs = Math.min(deps.gate?.lookMs ?? 10_000, deps.follow ? Math.max(0, deps.follow.budgetMs()) : Infinity);
   const since = Date.parse(message.since);
   const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: lookMs, since } });
-  const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: stateOf(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
+  const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
   const decision = decideGate({ states, now: now(), since, ...(message.completeAt ? { completeAt: Date.parse(message.completeAt) } : {}), policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 });
   const secrets = [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
   const fields = { messageId: record.messageId, route: set.route, secrets, wave: message.wave + 1, waves: set.waves.length, clusters: wave.clusters };
@@ -355,13 +400,20 @@ async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerD
   if (decision.action === 'fail' && decision.onFailure === 'halt') {
     const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
     const halt: HaltRecord = { secrets, wave: message.wave + 1, waves: set.waves.length, failing: { cluster: decision.failing.cluster, namespace: decision.failing.namespace, kind: decision.failing.kind, name: decision.failing.name, state: decision.failing.state }, why: decision.why, notRestarted };
+    // Durable before anything else: from here every path that restarts refuses these changes (wave-guard.ts).
+    try {
+      await deps.rotations.halt({ rotation: set.key, route: set.route, changes: set.changes.map((c) => changeIdentity(queuedChange(c))), ...halt, haltedAt: new Date(now()).toISOString() });
+    } catch (e) {
+      deps.telemetry.warn('could not record the halt; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+      return false;
+    }
     outcome.halts.push(halt);
-    deps.telemetry.error('rotation halted', { ...fields, failing: halt.failing, why: decision.why, notRestarted });
+    deps.telemetry.error('rotation halted', { ...fields, rotation: set.key, failing: halt.failing, why: decision.why, notRestarted });
     // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
     deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
     const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace && results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name));
     if (target) {
-      const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret: it starts again from wave 1.`;
+      const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`;
       await recordHalt(deps.table, target, decision.failing.name, deps.executor, eventMessage);
     }
     return true;
@@ -372,9 +424,13 @@ async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerD
   const startedAt = new Date(now()).toISOString();
   const inSet = new Set(set.changes);
   const byCluster = changesByCluster(set.changes, { targets });
-  const messages: QueueMessage[] = next.clusters.flatMap((cluster) => rolloutMessages(cluster, (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c)), message.acceptedAt, message.wave + 1));
-  if (set.waves[message.wave + 2]) messages.push({ v: message.v, kind: 'gate', changes: set.changes.map(queuedChange), wave: message.wave + 1, since: startedAt, acceptedAt: message.acceptedAt, round: 0 });
+  // Each message carries the whole set, so the worker that receives it finds this rotation (wave-guard.ts).
+  const messages: QueueMessage[] = next.clusters.filter((cluster) => (byCluster.get(cluster) ?? []).some((c) => inSet.has(c))).flatMap((cluster) => rolloutMessages(cluster, set.changes, message.acceptedAt, message.wave + 1, deps.table.hash));
+  if (set.waves[message.wave + 2]) messages.push({ v: message.v, kind: 'gate', changes: set.changes.map(queuedChange), wave: message.wave + 1, since: startedAt, acceptedAt: message.acceptedAt, round: 0, table: deps.table.hash });
   try {
+    // Released before the messages go out: a worker killed in between leaves a release with nothing queued, which the
+    // gate, redelivered, queues again; the reverse order would leave queued messages the guard refuses.
+    await deps.rotations.releaseWave(set.key, message.wave + 1);
     await deps.queue.send(messages);
   } catch (e) {
     deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });

@@ -22,6 +22,8 @@ export interface DeadLetter {
   groupId: string;
   receiveCount: number;
   deadLetteredAt: number;
+  /** Why the worker refused it (set when it was dead-lettered at once, not by running out of receives). */
+  reason?: string;
 }
 
 export interface ReceiveOptions {
@@ -69,7 +71,12 @@ export interface LocalRolloutQueue extends RolloutQueue {
    * the queue, h-waves' primitive): release with a delay, under the name the worker uses for it.
    */
   defer(receiptHandle: string, delayMs: number): Promise<boolean>;
-  /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
+  /**
+   * Moves a received message to the dead letters at once, with the reason (a message the worker refused: it is
+   * kept for an operator, never executed, never redelivered). False if the handle is unknown or stale.
+   */
+  deadLetter(receiptHandle: string, reason: string): Promise<boolean>;
+  /** The messages that were received maxReceiveCount times without being deleted, or refused, oldest first. */
   deadLetters(): DeadLetter[];
   /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */
   counts(): QueueCounts;

@@ -108,6 +108,19 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
     return this.release(receiptHandle, Math.max(1, delayMs));
   }
 
+  deadLetter(receiptHandle: string, reason: string): Promise<boolean> {
+    this.#expireVisibility();
+    const message = this.#inFlight.get(receiptHandle);
+    if (!message) return Promise.resolve(false);
+    this.#inFlight.delete(receiptHandle);
+    const group = this.#groups.get(message.groupId) ?? [];
+    group.splice(group.indexOf(message), 1);
+    if (group.length === 0) this.#groups.delete(message.groupId);
+    this.#deadLetters.push({ messageId: message.messageId, body: message.body, groupId: message.groupId, receiveCount: message.receiveCount, deadLetteredAt: this.#now(), reason: reason.slice(0, 1000) });
+    this.#waiters.wake();
+    return Promise.resolve(true);
+  }
+
   /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
   deadLetters(): DeadLetter[] {
     this.#expireVisibility();

@@ -34,6 +34,8 @@ export interface RolloutMessage {
   follow?: { since: string; round: number };
   /** Set when a gate queued it: the index of the wave it belongs to (part of the deduplication id). */
   wave?: number;
+  /** The hash of the sender's routing table: a refusal says when the sender's table is not the worker's. Decides nothing. */
+  table?: string;
 }
 
 /**
@@ -55,6 +57,8 @@ export interface GateMessage {
   completeAt?: string;
   /** Re-sends of this gate (a fresh message keeps SQS's receive count below the redrive limit). */
   round: number;
+  /** The hash of the sender's routing table (see RolloutMessage.table). */
+  table?: string;
 }
 
 export type QueueMessage = RolloutMessage | GateMessage;
@@ -83,8 +87,11 @@ export function changeSetHash(changes: readonly QueuedChange[]): string {
   return createHash('sha256').update(changes.map(changeIdentity).sort().join('\n')).digest('hex').slice(0, 48);
 }
 
-/** Identity of one change: the same change from two feeds (audit entry, event) has the same path and version. */
-function changeIdentity(c: QueuedChange): string {
+/**
+ * Identity of one change: the same change from two feeds (audit entry, event) or from reconcile has the same path
+ * and version. Halts are recorded against these (lib/rotations).
+ */
+export function changeIdentity(c: QueuedChange): string {
   const path = `${c.namespace}\u0000${c.mount}/${c.key}`;
   return c.version === null ? `${path}#${c.operation}:${c.id}@${c.time}` : `${path}@${c.version}:${c.operation}`;
 }
@@ -109,8 +116,8 @@ export function queuedChange(c: SecretChange): QueuedChange {
 }
 
 /** Splits one cluster's changes into messages under the size and count limits, in a stable order. */
-export function rolloutMessages(cluster: string, changes: readonly SecretChange[], acceptedAt: string, wave?: number): RolloutMessage[] {
-  return chunkChanges(changes).map((chunk) => ({ v: ROLLOUT_MESSAGE_VERSION, cluster, changes: chunk.map(queuedChange), acceptedAt, ...(wave === undefined ? {} : { wave }) }));
+export function rolloutMessages(cluster: string, changes: readonly (SecretChange | QueuedChange)[], acceptedAt: string, wave?: number, table?: string): RolloutMessage[] {
+  return chunkChanges(changes).map((chunk) => ({ v: ROLLOUT_MESSAGE_VERSION, cluster, changes: chunk.map((c) => queuedChange(c as SecretChange)), acceptedAt, ...(wave === undefined ? {} : { wave }), ...(table === undefined ? {} : { table }) }));
 }
 
 /** Changes in chunks that each fit one message (count and bytes), in order. */
@@ -158,6 +165,7 @@ export const RolloutMessageSchema = z.strictObject({
     .strictObject({ since: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'), round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS) })
     .optional(),
   wave: z.number().int().min(0).max(100).optional(),
+  table: z.string().regex(/^[0-9a-f]{1,64}$/).optional(),
 });
 
 const isoTime = z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
@@ -171,6 +179,7 @@ export const GateMessageSchema = z.strictObject({
   acceptedAt: z.string().max(64),
   completeAt: isoTime.optional(),
   round: z.number().int().min(0).max(MAX_GATE_ROUNDS),
+  table: z.string().regex(/^[0-9a-f]{1,64}$/).optional(),
 });
 
 /** Message bodies larger than SQS allows are not read at all. */

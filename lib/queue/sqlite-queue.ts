@@ -90,6 +90,9 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       const version = (this.#db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
       if (version !== 0 && version !== SCHEMA_VERSION) throw new Error(`${options.file} is a queue of format ${version}; this vault-rollout reads format ${SCHEMA_VERSION}`);
       this.#db.exec(SCHEMA);
+      // Added after format 1 shipped: a refused message's reason (NULL for one that ran out of receives).
+      const columns = this.#db.prepare('PRAGMA table_info(dead_letters)').all() as Array<{ name: string }>;
+      if (!columns.some((c) => c.name === 'reason')) this.#db.exec('ALTER TABLE dead_letters ADD COLUMN reason TEXT');
       this.#db.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
       // Whatever was in flight belonged to a process that is gone (the lock says no other one holds the file).
       this.#db.exec('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE receipt_handle IS NOT NULL');
@@ -114,8 +117,8 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       deleteSeq: s('DELETE FROM messages WHERE seq = ?'),
       makeVisible: s('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE seq = ?'),
       delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
-      deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at) VALUES (?, ?, ?, ?, ?)'),
-      deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at FROM dead_letters ORDER BY seq'),
+      deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)'),
+      deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq'),
       counts: s(`SELECT COUNT(*) AS total, COALESCE(SUM(receipt_handle IS NOT NULL), 0) AS in_flight,
         (SELECT COUNT(*) FROM dead_letters) AS dead FROM messages`),
     };
@@ -180,14 +183,28 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     return this.release(receiptHandle, Math.max(1, delayMs));
   }
 
+  deadLetter(receiptHandle: string, reason: string): Promise<boolean> {
+    const moved = this.#transaction(() => {
+      this.#expireVisibility();
+      const row = this.#sql.byHandle!.get(receiptHandle) as Row | undefined;
+      if (!row) return false;
+      this.#sql.deadLetter!.run(row.message_id, row.group_id, row.body, row.receive_count, this.#now(), reason.slice(0, 1000));
+      this.#sql.deleteSeq!.run(row.seq);
+      return true;
+    });
+    if (moved) this.#waiters.wake();
+    return Promise.resolve(moved);
+  }
+
   deadLetters(): DeadLetter[] {
     this.#transaction(() => this.#expireVisibility());
-    return (this.#sql.deadLetters!.all() as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number }>).map((r) => ({
+    return (this.#sql.deadLetters!.all() as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number; reason: string | null }>).map((r) => ({
       messageId: r.message_id,
       body: r.body,
       groupId: r.group_id,
       receiveCount: r.receive_count,
       deadLetteredAt: r.dead_lettered_at,
+      ...(r.reason === null ? {} : { reason: r.reason }),
     }));
   }
 
@@ -235,7 +252,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       this.#sql.makeVisible!.run(row.seq);
       return;
     }
-    this.#sql.deadLetter!.run(row.message_id, row.group_id, row.body, row.receive_count, this.#now());
+    this.#sql.deadLetter!.run(row.message_id, row.group_id, row.body, row.receive_count, this.#now(), null);
     this.#sql.deleteSeq!.run(row.seq);
   }
 

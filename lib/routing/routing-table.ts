@@ -2,6 +2,7 @@
  * Loads and checks a routing table once, at start-up: YAML -> zod -> cross-field checks -> a compiled table
  * whose routes are indexed for matching. Every error names the file, the line and the field.
  */
+import { createHash } from 'node:crypto';
 import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 'yaml';
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
@@ -101,6 +102,11 @@ export interface RoutingTable {
   rolloutTimeoutMs?: number;
   /** The top-level `rollout.maxUnavailable`, if set: the default of every route that sets none. */
   maxUnavailable?: MaxUnavailable;
+  /**
+   * A short hash of the checked document, carried in queue messages so a refusal can say that the sender planned
+   * with another table (a deploy in progress, a relay's older copy). Computed on first use.
+   */
+  readonly hash: string;
 }
 
 /** The default rollout deadline, like a Deployment's progressDeadlineSeconds default (600 s). */
@@ -379,7 +385,19 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
   const mounts = new Map<string, KvVersion>();
   for (const [mount, version] of Object.entries(doc.vault.mounts)) mounts.set(qualify('', mount.replace(/^\/+|\/+$/g, '')), version);
   const timeout = doc.rollout?.timeout === undefined ? undefined : parseDuration(doc.rollout.timeout);
-  return { clusters: new Map(Object.entries(doc.clusters)), mounts, routes, index, file, ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }), ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}) };
+  let hash: string | undefined;
+  return {
+    clusters: new Map(Object.entries(doc.clusters)),
+    mounts,
+    routes,
+    index,
+    file,
+    ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }),
+    ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}),
+    get hash() {
+      return (hash ??= createHash('sha256').update(JSON.stringify(doc)).digest('hex').slice(0, 16));
+    },
+  };
 }
 
 /** Cluster names per wave; a cluster already in an earlier wave is not repeated. */

@@ -4,6 +4,8 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ClusterClients } from '../kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../kube/credentials/resolve.ts';
 import type { WorkerDeps } from '../pipeline/worker.ts';
+import { DynamoDbRotationStore } from '../rotations/dynamodb-rotation-store.ts';
+import { MemoryRotationStore } from '../rotations/rotation-store.ts';
 import { DynamoDbSlotStore } from '../slots/dynamodb-slot-store.ts';
 import { ConfigError } from './config.ts';
 import type { LambdaRuntime } from './lambda.ts';
@@ -14,9 +16,15 @@ export function lambdaWorkerDeps(runtime: LambdaRuntime): WorkerDeps {
   const bounded = table.maxUnavailable !== undefined || table.routes.some((r) => r.maxUnavailable !== undefined);
   if (bounded && !env.VAULT_ROLLOUT_SLOTS_TABLE) throw new ConfigError('the routing table sets rollout.maxUnavailable but VAULT_ROLLOUT_SLOTS_TABLE is not set: it must name the DynamoDB slot table');
   const slots = env.VAULT_ROLLOUT_SLOTS_TABLE ? new DynamoDbSlotStore({ client: new DynamoDBClient({ region: env.AWS_REGION }), table: env.VAULT_ROLLOUT_SLOTS_TABLE }) : undefined;
+  // Released waves and halts: the DynamoDB table every invocation (and the scheduled reconcile) shares. A table with
+  // waves never runs on an in-memory stand-in: a halt must outlive the invocation.
+  const waves = table.routes.some((r) => r.policy.waves !== undefined);
+  if (waves && !env.VAULT_ROLLOUT_STATE_TABLE) throw new ConfigError('the routing table sets rollout.waves but VAULT_ROLLOUT_STATE_TABLE is not set: it must name the DynamoDB rotation state table');
+  const rotations = env.VAULT_ROLLOUT_STATE_TABLE ? new DynamoDbRotationStore({ client: new DynamoDBClient({ region: env.AWS_REGION }), table: env.VAULT_ROLLOUT_STATE_TABLE }) : new MemoryRotationStore();
   const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(routesFile), env, logger: telemetry })));
   return {
     table,
+    rotations,
     telemetry,
     executor: { access: (name, config) => clients.get(name, config), logger: telemetry, ...(slots ? { slots } : {}) },
     invalidate: (cluster) => clients.invalidate(cluster),

@@ -21,10 +21,17 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
       if (batch.length === 0) continue;
       busy = true;
       try {
-        const { failed, deferred } = await processBatch(batch, deps);
+        // A refused message goes to the dead letters with its reason, kept for an operator (never executed).
+        const deadLetter = async (record: { messageId: string }, reason: string): Promise<void> => {
+          const handle = batch.find((m) => m.messageId === record.messageId)?.receiptHandle;
+          if (handle === undefined || !(await queue.deadLetter(handle, reason))) throw new Error(`message ${record.messageId} is no longer in flight`);
+        };
+        const { failed, deferred, refused } = await processBatch(batch, { deadLetter, ...deps });
+        const gone = new Set(refused.map((r) => r.messageId));
         const failedIds = new Set(failed);
         const delays = new Map(deferred.map((d) => [d.messageId, d.delayMs]));
         for (const m of batch) {
+          if (gone.has(m.messageId) && !failedIds.has(m.messageId)) continue;
           const delayMs = delays.get(m.messageId);
           await (delayMs !== undefined ? queue.defer(m.receiptHandle, delayMs) : failedIds.has(m.messageId) ? queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : queue.delete(m.receiptHandle));
         }

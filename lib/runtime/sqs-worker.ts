@@ -4,8 +4,27 @@
  * failures to come back after the visibility timeout (and to the dead-letter queue after maxReceiveCount). Several
  * pollers run at once, like concurrent invocations: a cluster that hangs holds only its own messages.
  */
-import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { processBatch, type GroupOutcome, type WorkerDeps } from '../pipeline/worker.ts';
+import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } from '../pipeline/worker.ts';
+
+/**
+ * A refused message's way to the dead-letter queue (the rollout queue's DLQ, FIFO): the same body and group, the
+ * reason as a message attribute; then the worker deletes it from the rollout queue. Needs only sqs:SendMessage on
+ * the DLQ. A failed send throws, and the worker leaves the message to be redelivered (and to the redrive policy).
+ */
+export function sqsDeadLetter(client: SQSClient, deadLetterQueueUrl: string): (record: QueueRecord, reason: string) => Promise<void> {
+  return async (record, reason) => {
+    await client.send(
+      new SendMessageCommand({
+        QueueUrl: deadLetterQueueUrl,
+        MessageBody: record.body,
+        MessageGroupId: record.groupId.slice(0, 128) || 'refused',
+        MessageDeduplicationId: `refused-${record.messageId}`.slice(0, 128),
+        MessageAttributes: { reason: { DataType: 'String', StringValue: reason.slice(0, 1000) } },
+      }),
+    );
+  };
+}
 
 export interface SqsWorkerOptions {
   queueUrl: string;

@@ -24,6 +24,7 @@ import { startFaultProxy, type FaultProxy } from '../faults/fault-proxy.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
+import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-faults');
 const APPS = Array.from({ length: 10 }, (_, i) => `app-${i}`);
@@ -66,7 +67,7 @@ async function queueDepth(url: string): Promise<number> {
 
 function workerDeps(telemetry = memoryTelemetry()) {
   const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-  return { table, telemetry, executor: { access: (n: string, c: Parameters<ClusterClients['get']>[1]) => clients.get(n, c), requestTimeoutMs: 5000, retry: { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 1000, maxRetryAfterMs: 2000 } }, invalidate: (c: string) => clients.invalidate(c) };
+  return { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n: string, c: Parameters<ClusterClients['get']>[1]) => clients.get(n, c), requestTimeoutMs: 5000, retry: { maxAttempts: 5, baseDelayMs: 100, maxDelayMs: 1000, maxRetryAfterMs: 2000 } }, invalidate: (c: string) => clients.invalidate(c) };
 }
 
 beforeAll(async () => {

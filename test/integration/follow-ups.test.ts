@@ -21,6 +21,7 @@ import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, settledWorkload, uniqueName } from './support.ts';
+import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-follow');
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-follow-'));
@@ -67,7 +68,7 @@ describe('follow-ups', () => {
     const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
     const requeued: RolloutMessage[] = [];
     const follow = { budgetMs: () => 2000, requeue: async (m: RolloutMessage) => { requeued.push(m); await rolloutQueue.send([m]); } };
-    const worker = startSqsWorker(sqs, { table, telemetry, executor: { access: (n, c) => clients.get(n, c) }, follow }, { queueUrl: queue.queueUrl, concurrency: 1, waitTimeSeconds: 1 });
+    const worker = startSqsWorker(sqs, { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c) }, follow }, { queueUrl: queue.queueUrl, concurrency: 1, waitTimeSeconds: 1 });
     type Done = { fields: { results: Array<{ outcome: string; rollout?: string }> } };
     const done = () => telemetry.lines.filter((l) => l.message === 'rollout message done') as unknown as Done[];
     try {

@@ -20,6 +20,7 @@ import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
+import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-forged');
 // Stands for gamma/kube-system/coredns of the report: a workload no route names.
@@ -94,7 +95,7 @@ describe('forged queue messages', () => {
 
     const telemetry = memoryTelemetry();
     const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-    const worker = startSqsWorker(sqs, { table, telemetry, executor: { access: (n, c) => clients.get(n, c) } }, { queueUrl: queue.queueUrl, concurrency: 2, waitTimeSeconds: 1 });
+    const worker = startSqsWorker(sqs, { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c) } }, { queueUrl: queue.queueUrl, concurrency: 2, waitTimeSeconds: 1 });
     try {
       await waitFor(async () => (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions'] === '{"secret/forged/api":3}', { timeoutMs: 60_000, what: 'the real restart' });
       await waitFor(async () => {

@@ -22,6 +22,7 @@ import { startLocalWorker } from '../../lib/runtime/local-worker.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, events, getWorkload, uniqueName } from './support.ts';
+import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-waves');
 const CLUSTERS = ['alpha', 'beta', 'gamma'] as const;
@@ -76,7 +77,7 @@ afterAll(async () => {
 function workerDeps(queue: MemoryRolloutQueue): WorkerDeps & { telemetry: ReturnType<typeof memoryTelemetry> } {
   const telemetry = memoryTelemetry();
   const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-  return { table, telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, queue, follow: { budgetMs: () => 3000, requeue: (m) => queue.send([m]) }, gate: { lookMs: 3000, recheckMs: 1000 } };
+  return { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, queue, follow: { budgetMs: () => 3000, requeue: (m) => queue.send([m]) }, gate: { lookMs: 3000, recheckMs: 1000 } };
 }
 
 let request = 0;

@@ -17,6 +17,7 @@ import { processBatch } from '../../../lib/pipeline/worker.ts';
 import { rolloutMessages, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
+import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -228,7 +229,7 @@ describe('sync targets', () => {
     now = Date.parse('2026-11-21T00:00:00Z');
     const fake = fakeCluster([{ kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: {} }, ...workloads()]);
     const requeued: RolloutMessage[] = [];
-    const deps = { table, telemetry: memoryTelemetry(), executor: optionsFor(fake.api), follow: { budgetMs: () => 0, requeue: async (m: RolloutMessage) => void requeued.push(m) }, now: () => now };
+    const deps = { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: optionsFor(fake.api), follow: { budgetMs: () => 0, requeue: async (m: RolloutMessage) => void requeued.push(m) }, now: () => now };
     const [message] = rolloutMessages('a', [change('orders/db', 3)], '2026-11-21T00:00:00Z');
     const first = await processBatch([{ messageId: 'm1', body: JSON.stringify(message), groupId: 'a' }], deps);
     expect(first.failed).toEqual([]);

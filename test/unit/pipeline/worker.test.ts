@@ -10,6 +10,7 @@ import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { SqliteSlotStore } from '../../../lib/slots/sqlite-slot-store.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -33,7 +34,7 @@ describe('processBatch', () => {
   it('restarts every message, measures the lag, and reports no failure', async () => {
     const fake = fakeClusters({ a: ['api'], b: ['api'] });
     const telemetry = memoryTelemetry();
-    const out = await processBatch(records(change('api', 1)), { table, telemetry, executor: options(fake.apiFor), now: () => Date.parse('2026-11-20T10:00:02Z') });
+    const out = await processBatch(records(change('api', 1)), { table, rotations: new MemoryRotationStore(), telemetry, executor: options(fake.apiFor), now: () => Date.parse('2026-11-20T10:00:02Z') });
     expect(out.failed).toEqual([]);
     expect(out.results.map((r) => `${r.cluster}:${r.outcome}`).sort()).toEqual(['a:restarted', 'b:restarted']);
     expect(telemetry.metrics.filter((m) => m.name === 'VaultToPatchLag').map((m) => m.value)).toEqual([2000, 2000]);
@@ -44,7 +45,7 @@ describe('processBatch', () => {
     const first = records(change('api', 1));
     const second = records(change('web', 1));
     const batch = [...first, ...second];
-    const out = await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor, { retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 } }) });
+    const out = await processBatch(batch, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor, { retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 } }) });
     const ids = (cluster: string) => batch.filter((r) => r.groupId === cluster).map((r) => r.messageId);
     expect(out.failed.sort()).toEqual(ids('a').sort());
     // The second message of group a was not processed: its workload was never patched.
@@ -55,7 +56,7 @@ describe('processBatch', () => {
   it('refuses an unreadable message without holding its group, and says why', async () => {
     const telemetry = memoryTelemetry();
     const fake = fakeClusters({ a: ['api'] });
-    const out = await processBatch([{ messageId: 'poison', body: '{"v":2,"cluster":"a"}', groupId: 'a' }, ...records(change('api', 1)).filter((r) => r.groupId === 'a')], { table, telemetry, executor: options(fake.apiFor) });
+    const out = await processBatch([{ messageId: 'poison', body: '{"v":2,"cluster":"a"}', groupId: 'a' }, ...records(change('api', 1)).filter((r) => r.groupId === 'a')], { table, rotations: new MemoryRotationStore(), telemetry, executor: options(fake.apiFor) });
     expect(out.failed).toEqual([]);
     expect(out.refused).toEqual([{ messageId: 'poison', reason: expect.stringContaining('changes') }]);
     expect(out.results.map((r) => `${r.cluster}:${r.name}:${r.outcome}`)).toEqual(['a:api:restarted']);
@@ -66,7 +67,7 @@ describe('processBatch', () => {
   it('drops cached credentials of a cluster that refused them', async () => {
     const fake = fakeClusters({ a: ['api'], b: ['api'] }, [{ cluster: 'a', op: 'read', error: () => new ApiException(401, 'x', {}, {}), times: 1 }]);
     const invalidated: string[] = [];
-    const out = await processBatch(records(change('api', 1)), { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), invalidate: (c) => void invalidated.push(c) });
+    const out = await processBatch(records(change('api', 1)), { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), invalidate: (c) => void invalidated.push(c) });
     expect(invalidated).toEqual(['a']);
     expect(out.failed).toHaveLength(1);
   });
@@ -74,8 +75,8 @@ describe('processBatch', () => {
   it('is safe to redeliver: a message run twice restarts once', async () => {
     const fake = fakeClusters({ a: ['api'], b: ['api'] });
     const batch = records(change('api', 3));
-    await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
-    const again = await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
+    await processBatch(batch, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
+    const again = await processBatch(batch, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
     expect(again.results.map((r) => r.outcome)).toEqual(['unchanged', 'unchanged']);
   });
 });
@@ -104,6 +105,7 @@ describe('processBatch: several clusters in one batch (a batch of up to 10, with
     const bWorked = new Promise<void>((resolve) => (bDone = resolve));
     const working = processBatch(batch, {
       table,
+      rotations: new MemoryRotationStore(),
       telemetry: memoryTelemetry(),
       executor: options(apiFor),
       onGroupDone: async (g) => {
@@ -154,7 +156,7 @@ describe('planMessage: a message is changes, and only the worker\'s own table de
       { messageId: 'f1', body: body({ cluster: 'b' }), groupId: 'a' },
       { messageId: 'f2', body: body({ changes: [queued('coredns/../x', 1, 'other')] }), groupId: 'a' },
     ];
-    const out = await processBatch([...forged, ...records(change('api', 2)).filter((r) => r.groupId === 'a')], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
+    const out = await processBatch([...forged, ...records(change('api', 2)).filter((r) => r.groupId === 'a')], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor) });
     expect(out.refused.map((r) => r.messageId)).toEqual(['f1', 'f2']);
     expect(fake.calls.filter((c) => c.op === 'patch').map((c) => `${c.cluster}/${c.name}`)).toEqual(['a/api']);
   });
@@ -168,7 +170,7 @@ describe('processBatch: following rollouts without waiting them out', () => {
     const first = records(change('api', 5)).filter((r) => r.groupId === 'a');
     // Deadlines count from the first attempt on the follower's real clock: stamp it from now.
     const t0 = Date.now();
-    const out = await processBatch(first, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 });
+    const out = await processBatch(first, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 });
     expect(out.failed).toEqual([]);
     expect(out.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['restarted:progressing']);
     expect(requeued).toHaveLength(1);
@@ -177,7 +179,7 @@ describe('processBatch: following rollouts without waiting them out', () => {
     expect(deduplicationId(requeued[0] as RolloutMessage)).not.toBe(deduplicationId(firstMessage));
 
     // The follow-up restarts nothing again; it follows, and hands back once more with the first attempt's time.
-    const again = await processBatch([{ messageId: 'f1', body: JSON.stringify(requeued[0]), groupId: 'a' }], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 60_000 });
+    const again = await processBatch([{ messageId: 'f1', body: JSON.stringify(requeued[0]), groupId: 'a' }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 60_000 });
     expect(again.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:progressing']);
     expect(requeued[1]?.follow).toEqual({ since: new Date(t0).toISOString(), round: 2 });
     expect(fake.calls.filter((c) => c.op === 'patch' && c.cluster === 'a')).toHaveLength(1);
@@ -198,12 +200,12 @@ routes:
     const requeued: RolloutMessage[] = [];
     const telemetry = memoryTelemetry();
     const executor = options(fake.apiFor, { slots: new SqliteSlotStore(':memory:') });
-    const out = await processBatch(batch, { table: bounded, telemetry, executor, follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
+    const out = await processBatch(batch, { table: bounded, rotations: new MemoryRotationStore(), telemetry, executor, follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
     expect(out.results.map((r) => r.outcome).sort()).toEqual(['deferred', 'restarted']);
     expect(out.failed).toEqual([]);
     expect(requeued).toHaveLength(1);
     expect(telemetry.lines.find((l) => l.message === 'rollouts still progressing; follow-up queued')?.fields).toMatchObject({ progressing: 1, deferred: 1 });
-    const noFollow = await processBatch(batch, { table: bounded, telemetry: memoryTelemetry(), executor });
+    const noFollow = await processBatch(batch, { table: bounded, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor });
     expect(noFollow.results.map((r) => r.outcome).sort()).toEqual(['deferred', 'unchanged']);
     expect(noFollow.failed).toEqual(batch.map((r) => r.messageId));
   });
@@ -212,11 +214,11 @@ routes:
     const fake = fakeClusters({ a: ['api'] });
     const failing = { budgetMs: () => 0, requeue: async () => Promise.reject(new Error('queue down')) };
     const batch = records(change('api', 6)).filter((r) => r.groupId === 'a');
-    expect((await processBatch(batch, { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: failing })).failed).toEqual(batch.map((r) => r.messageId));
+    expect((await processBatch(batch, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: failing })).failed).toEqual(batch.map((r) => r.messageId));
 
     const requeued: RolloutMessage[] = [];
     const last = { ...(JSON.parse(batch[0]?.body ?? '') as RolloutMessage), follow: { since: '2026-11-20T10:00:00Z', round: MAX_FOLLOW_ROUNDS } };
-    const out = await processBatch([{ messageId: 'last', body: JSON.stringify(last), groupId: 'a' }], { table, telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
+    const out = await processBatch([{ messageId: 'last', body: JSON.stringify(last), groupId: 'a' }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
     expect(out.failed).toEqual([]);
     expect(requeued).toEqual([]);
   });

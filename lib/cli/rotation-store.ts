@@ -1,0 +1,13 @@
+/** The rotation store of a CLI command: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else the default state file. */
+import { homedir } from 'node:os';
+import type { RotationStore } from '../rotations/rotation-store.ts';
+import { defaultStateFile, rotationStoreFromEnv, rotationStoreName } from '../rotations/rotation-store-from-env.ts';
+import type { CliIo } from './io.ts';
+
+export async function cliRotationStore(io: Pick<CliIo, 'env'>): Promise<RotationStore> {
+  const store = await rotationStoreFromEnv(io.env, defaultStateFile(io.env, homedir()));
+  if (!store) throw new Error('no rotation store'); // cannot happen: a default file is always given
+  return store;
+}
+
+export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string => rotationStoreName(io.env, defaultStateFile(io.env, homedir()));

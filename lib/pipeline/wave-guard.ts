@@ -1,0 +1,49 @@
+/**
+ * The wave guard (issue #21): what the worker checks, against the rotation store, before it restarts anything. A
+ * message is a claim, never a command, so the worker does not take its `wave` on trust:
+ *
+ * - a message (cluster or gate) carrying a change of a halted rotation is refused, whoever sent it — the intake, a
+ *   reconcile run, a relay, a forged sender — until an operator clears the halt (`vault-rollout halts clear`);
+ * - a cluster message is planned again into its change sets (the same sets the intake and the gate compute, since it
+ *   carries the whole set): in each set its cluster falls in some wave; the first wave may restart at once, a later
+ *   wave only once a passed gate released it (the store's `releasedWave`);
+ * - a gate for a later wave is refused unless that wave was released: a gate can never skip the waves before it.
+ *
+ * A refused message is dead-lettered with the reason (never silently dropped, never executed).
+ */
+import { planRollouts } from '../plan/planner.ts';
+import { changeFromQueue, changeIdentity, type QueuedChange } from '../queue/rollout-message.ts';
+import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import { changeSets } from './intake.ts';
+
+/** Why a message of a halted rotation is refused, and what clears it. */
+export function haltedReason(halt: RotationHalt): string {
+  return `rotation ${halt.rotation} (${halt.secrets.slice(0, 5).join(', ')}${halt.secrets.length > 5 ? ', …' : ''}) halted at wave ${halt.wave} of ${halt.waves} at ${halt.haltedAt}: ${halt.why.slice(0, 300)}; write a fixed version of the secret, or clear the halt with \`vault-rollout halts clear ${halt.rotation}\``;
+}
+
+/** The first halt naming any of these changes, or undefined. */
+export async function haltOf(store: RotationStore, changes: readonly QueuedChange[]): Promise<RotationHalt | undefined> {
+  const halts = await store.haltsOf(changes.map(changeIdentity));
+  return halts.sort((a, b) => a.haltedAt.localeCompare(b.haltedAt))[0];
+}
+
+/**
+ * Why a cluster message may not restart anything now, or undefined when it may: a halted change, or its cluster in a
+ * wave of one of its rotations that no passed gate released. `senderTable` (the message's table hash) only explains.
+ */
+export async function clusterMessageRefusal(table: RoutingTable, store: RotationStore, cluster: string, changes: readonly QueuedChange[], senderTable?: string): Promise<string | undefined> {
+  const halt = await haltOf(store, changes);
+  if (halt) return haltedReason(halt);
+  if (!table.routes.some((r) => r.policy.waves !== undefined)) return undefined;
+  const secretChanges = changes.map((c, i) => changeFromQueue(c, `changes[${i}]`));
+  for (const set of changeSets(table, secretChanges, planRollouts(table, secretChanges))) {
+    const wave = set.waves.findIndex((w) => w.clusters.includes(cluster));
+    if (wave <= 0) continue;
+    const released = await store.releasedWave(set.key);
+    if (released >= wave) continue;
+    const sender = senderTable !== undefined && senderTable !== table.hash ? ` (the sender planned with routing table ${senderTable}, this worker's is ${table.hash})` : '';
+    return `cluster "${cluster}" is in wave ${wave + 1} of ${set.waves.length} of rotation ${set.key} (route ${set.route}), and no passed gate released that wave (released: up to wave ${released + 1})${sender}`;
+  }
+  return undefined;
+}

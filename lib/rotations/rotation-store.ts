@@ -1,0 +1,103 @@
+/**
+ * A rotation's durable state (issue #21): how far its waves were released, and whether it halted. A rotation is one
+ * change set (lib/plan/waves.ts `ChangeSet`), named by its key, the hash of its changes. Every path that restarts
+ * reads it — the worker before it restarts anything in a later wave or for a halted change, reconcile before it
+ * queues, `apply` before it patches — and only a gate that passed (release) or failed (halt) writes it. So a halt
+ * holds against a reconcile run, a forged queue message, a relay with an older table and `apply` alike, until an
+ * operator clears it (`vault-rollout halts clear`).
+ *
+ * Stores: DynamoDB in Lambda (`VAULT_ROLLOUT_STATE_TABLE`), SQLite for `serve`, `worker` and the CLI (serve's queue
+ * file by default, or `VAULT_ROLLOUT_STATE_DB`), memory in tests.
+ */
+import { createHash } from 'node:crypto';
+
+export interface RotationHalt {
+  /** The change set's key: the same changes give the same key in the intake, the worker, reconcile and `apply`. */
+  rotation: string;
+  route: string;
+  /** The identities of the rotation's changes (path, version, operation): what a later message is checked against. */
+  changes: string[];
+  /** The changes as people read them: `secret/app/db version 2`. */
+  secrets: string[];
+  /** 1-based wave that failed, and how many waves there are. */
+  wave: number;
+  waves: number;
+  failing: { cluster: string; namespace: string; kind: string; name: string; state: string };
+  why: string;
+  /** Clusters of the later waves, never restarted for these changes. */
+  notRestarted: string[];
+  /** ISO time of the halt. */
+  haltedAt: string;
+}
+
+export interface RotationStore {
+  /** The highest wave index a passed gate released for this rotation (0: only the first wave may restart). */
+  releasedWave(rotation: string): Promise<number>;
+  /** Records that a gate passed and released `wave`: never lowers what was released. */
+  releaseWave(rotation: string, wave: number): Promise<void>;
+  halt(halt: RotationHalt): Promise<void>;
+  /** The halts that name any of these change identities. */
+  haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]>;
+  /** Every halt, oldest first (at most `MAX_LISTED_HALTS`). */
+  halts(): Promise<RotationHalt[]>;
+  /** Clears a halt and the rotation's released waves (the next change or reconcile starts it again from wave 1). */
+  clear(rotation: string): Promise<RotationHalt | undefined>;
+  close?(): void;
+}
+
+/** A bound on what `halts()` returns: a fleet with more halts than this has a bigger problem to show. */
+export const MAX_LISTED_HALTS = 1000;
+
+/** A fixed-length key for a change identity (identities carry paths up to 1 KiB). */
+export const identityKey = (identity: string): string => createHash('sha256').update(identity).digest('hex').slice(0, 40);
+
+/** Tests and dry runs: one process's memory. Never used where a halt must outlive the process. */
+export class MemoryRotationStore implements RotationStore {
+  readonly #released = new Map<string, number>();
+  readonly #halts = new Map<string, RotationHalt>();
+
+  releasedWave(rotation: string): Promise<number> {
+    return Promise.resolve(this.#released.get(rotation) ?? 0);
+  }
+
+  releaseWave(rotation: string, wave: number): Promise<void> {
+    this.#released.set(rotation, Math.max(wave, this.#released.get(rotation) ?? 0));
+    return Promise.resolve();
+  }
+
+  halt(halt: RotationHalt): Promise<void> {
+    this.#halts.set(halt.rotation, structuredClone(halt));
+    return Promise.resolve();
+  }
+
+  haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]> {
+    const wanted = new Set(changeIdentities);
+    return Promise.resolve([...this.#halts.values()].filter((h) => h.changes.some((c) => wanted.has(c))).map((h) => structuredClone(h)));
+  }
+
+  halts(): Promise<RotationHalt[]> {
+    return Promise.resolve([...this.#halts.values()].sort((a, b) => a.haltedAt.localeCompare(b.haltedAt)).slice(0, MAX_LISTED_HALTS).map((h) => structuredClone(h)));
+  }
+
+  clear(rotation: string): Promise<RotationHalt | undefined> {
+    const halt = this.#halts.get(rotation);
+    this.#halts.delete(rotation);
+    this.#released.delete(rotation);
+    return Promise.resolve(halt);
+  }
+
+  close(): void {
+    // Nothing to release.
+  }
+}
+
+/** Reads a stored halt back; a record that is not one (a hand-edited table) is skipped, never trusted half-way. */
+export function parseStoredHalt(text: string): RotationHalt | undefined {
+  try {
+    const v = JSON.parse(text) as Partial<RotationHalt>;
+    if (typeof v.rotation !== 'string' || !Array.isArray(v.changes) || !Array.isArray(v.secrets) || typeof v.wave !== 'number' || typeof v.waves !== 'number' || typeof v.why !== 'string' || typeof v.haltedAt !== 'string' || typeof v.failing !== 'object' || v.failing === null) return undefined;
+    return { route: '', notRestarted: [], ...v } as RotationHalt;
+  } catch {
+    return undefined;
+  }
+}

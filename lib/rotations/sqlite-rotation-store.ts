@@ -1,0 +1,88 @@
+/**
+ * Rotation state in a SQLite file (node:sqlite): `serve` keeps it in its queue file, so the queue and the halts that
+ * hold it back live and die together; `worker` and the CLI name a file with VAULT_ROLLOUT_STATE_DB. Several processes
+ * may share the file (WAL, a busy timeout); each write is one statement or one immediate transaction.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
+
+export class SqliteRotationStore implements RotationStore {
+  private readonly db: DatabaseSync;
+
+  constructor(file: string) {
+    if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    this.db = new DatabaseSync(file);
+    this.db.exec('PRAGMA busy_timeout = 5000');
+    if (file !== ':memory:') this.db.exec('PRAGMA journal_mode = WAL');
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS rotation_waves (rotation TEXT PRIMARY KEY, released INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS rotation_halts (rotation TEXT PRIMARY KEY, halted_at TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS rotation_halted_changes (change_key TEXT NOT NULL, rotation TEXT NOT NULL, PRIMARY KEY (change_key, rotation)) WITHOUT ROWID;`);
+  }
+
+  releasedWave(rotation: string): Promise<number> {
+    const row = this.db.prepare('SELECT released FROM rotation_waves WHERE rotation = ?').get(rotation) as { released: number } | undefined;
+    return Promise.resolve(Number(row?.released ?? 0));
+  }
+
+  releaseWave(rotation: string, wave: number): Promise<void> {
+    this.db.prepare('INSERT INTO rotation_waves (rotation, released) VALUES (?, ?) ON CONFLICT (rotation) DO UPDATE SET released = max(released, excluded.released)').run(rotation, wave);
+    return Promise.resolve();
+  }
+
+  halt(halt: RotationHalt): Promise<void> {
+    this.transaction(() => {
+      this.db.prepare('INSERT OR REPLACE INTO rotation_halts (rotation, halted_at, record) VALUES (?, ?, ?)').run(halt.rotation, halt.haltedAt, JSON.stringify(halt));
+      const insert = this.db.prepare('INSERT OR IGNORE INTO rotation_halted_changes (change_key, rotation) VALUES (?, ?)');
+      for (const identity of halt.changes) insert.run(identityKey(identity), halt.rotation);
+    });
+    return Promise.resolve();
+  }
+
+  haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]> {
+    const rotations = new Set<string>();
+    const find = this.db.prepare('SELECT rotation FROM rotation_halted_changes WHERE change_key = ?');
+    for (const identity of new Set(changeIdentities)) for (const row of find.all(identityKey(identity)) as Array<{ rotation: string }>) rotations.add(row.rotation);
+    const read = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?');
+    return Promise.resolve([...rotations].flatMap((r) => {
+      const row = read.get(r) as { record: string } | undefined;
+      const halt = row && parseStoredHalt(row.record);
+      return halt ? [halt] : [];
+    }));
+  }
+
+  halts(): Promise<RotationHalt[]> {
+    const rows = this.db.prepare('SELECT record FROM rotation_halts ORDER BY halted_at LIMIT ?').all(MAX_LISTED_HALTS) as Array<{ record: string }>;
+    return Promise.resolve(rows.flatMap((r) => parseStoredHalt(r.record) ?? []));
+  }
+
+  clear(rotation: string): Promise<RotationHalt | undefined> {
+    return Promise.resolve(
+      this.transaction(() => {
+        const row = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?').get(rotation) as { record: string } | undefined;
+        this.db.prepare('DELETE FROM rotation_halts WHERE rotation = ?').run(rotation);
+        this.db.prepare('DELETE FROM rotation_halted_changes WHERE rotation = ?').run(rotation);
+        this.db.prepare('DELETE FROM rotation_waves WHERE rotation = ?').run(rotation);
+        return row ? parseStoredHalt(row.record) : undefined;
+      }),
+    );
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  private transaction<T>(work: () => T): T {
+    this.db.exec('BEGIN IMMEDIATE');
+    try {
+      const out = work();
+      this.db.exec('COMMIT');
+      return out;
+    } catch (e) {
+      this.db.exec('ROLLBACK');
+      throw e;
+    }
+  }
+}
