@@ -5,8 +5,8 @@
 import { writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describeUnmapped, IMPORT_SOURCES, importRoutes, renderImport, type ImportCluster, type ImportSource } from '../deploy/import-routes.ts';
-import type { ClusterInventory } from '../deploy/import-sources.ts';
+import { describeUnmapped, IMPORT_SOURCES, importRoutes, KvVersionConflictError, renderImport, type ImportCluster, type ImportResult, type ImportSource } from '../deploy/import-routes.ts';
+import { VSO_OPERATOR_NAMESPACE, type ClusterInventory } from '../deploy/import-sources.ts';
 import { readInventory } from '../kube/import-inventory.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
 import { loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
@@ -25,6 +25,7 @@ interface ImportArgs {
   output: string | undefined;
   vaultAddr: string | undefined;
   namespaces: string[];
+  vsoOperatorNamespace: string;
 }
 
 function parseImportArgs(argv: string[], cwd: string): ImportArgs {
@@ -37,6 +38,7 @@ function parseImportArgs(argv: string[], cwd: string): ImportArgs {
       output: { type: 'string', short: 'o' },
       'vault-addr': { type: 'string' },
       namespace: { type: 'string', multiple: true, default: [] },
+      'vso-operator-namespace': { type: 'string', default: VSO_OPERATOR_NAMESPACE },
     },
     strict: true,
     allowPositionals: false,
@@ -64,7 +66,9 @@ function parseImportArgs(argv: string[], cwd: string): ImportArgs {
   if (unknown.length > 0 || from.length === 0) throw new Error(`--from takes ${IMPORT_SOURCES.join(', ')} (comma-separated), not ${unknown.join(', ')}`);
   const bad = values.namespace.find((n) => !NAMESPACE.test(n));
   if (bad !== undefined) throw new Error(`--namespace ${bad}: not a namespace name`);
-  return { clusters, from: new Set(from as ImportSource[]), output: values.output, vaultAddr: values['vault-addr'], namespaces: values.namespace };
+  const vsoOperatorNamespace = values['vso-operator-namespace'];
+  if (!NAMESPACE.test(vsoOperatorNamespace)) throw new Error(`--vso-operator-namespace ${vsoOperatorNamespace}: not a namespace name`);
+  return { clusters, from: new Set(from as ImportSource[]), output: values.output, vaultAddr: values['vault-addr'], namespaces: values.namespace, vsoOperatorNamespace };
 }
 
 export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd()): Promise<number> {
@@ -80,7 +84,7 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
     args.clusters.map(async (c): Promise<ClusterInventory | string> => {
       try {
         const access = await clients.get(c.name, { kubeconfig: { file: c.kubeconfigPath }, labels: {} });
-        return await readInventory(c.name, kubeApiFor(access), { from: args.from, namespaces: args.namespaces });
+        return await readInventory(c.name, kubeApiFor(access), { from: args.from, namespaces: args.namespaces, vsoOperatorNamespace: args.vsoOperatorNamespace });
       } catch (e) {
         return `${c.name}: ${e instanceof Error ? e.message : String(e)}`;
       }
@@ -95,7 +99,15 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
   const inventories = read as ClusterInventory[];
   for (const inv of inventories) if (inv.missing.length > 0) io.stderr(`vault-rollout import: ${inv.cluster}: skipped ${inv.missing.join('; ')}\n`);
 
-  const result = importRoutes(inventories, { clusters: args.clusters, from: args.from, ...(args.vaultAddr ? { vaultAddr: args.vaultAddr } : {}) });
+  let result: ImportResult;
+  try {
+    result = importRoutes(inventories, { clusters: args.clusters, from: args.from, vsoOperatorNamespace: args.vsoOperatorNamespace, ...(args.vaultAddr ? { vaultAddr: args.vaultAddr } : {}) });
+  } catch (e) {
+    if (!(e instanceof KvVersionConflictError)) throw e;
+    // Whichever version the table chose, the other objects' routes would read the mount wrongly: nothing is written.
+    for (const c of e.conflicts) io.stderr(`vault-rollout import: ${c}\n`);
+    return EXIT.failure;
+  }
   if (args.vaultAddr === undefined && result.servers.length > 1) {
     io.stderr(`vault-rollout import: the clusters read ${result.servers.length} Vault servers (${result.servers.join(', ')}); a routing table serves one: choose it with --vault-addr\n`);
     return EXIT.failure;

@@ -45,11 +45,11 @@ Commands:
             patch each targeted kind in each targeted namespace and create events; whether the admission policy
             (admission-policy) is installed, enforced and covers the table. Exit 1 on any problem.
   import    --cluster NAME=KUBECONFIG... [--label NAME:KEY=VALUE]... [--from vso,eso,reloader] [-o FILE]
-            [--vault-addr URL] [--namespace NS]...
+            [--vault-addr URL] [--namespace NS]... [--vso-operator-namespace vault-secrets-operator-system]
             Read, with list permission only, the VaultStaticSecrets, ExternalSecrets (Vault stores) and Reloader
             annotations of the clusters and write a routing table doing the same job in all of them; what cannot
-            be mapped is listed on stderr and as comments. Exit 1 when a cluster cannot be read or the table
-            written does not validate.
+            be mapped is listed on stderr and as comments. Exit 1 when a cluster cannot be read, two objects read
+            one mount with different KV versions, or the table written does not validate.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
             [--queue-file PATH]
             The HTTP intake of the Lambda function on this machine, with a durable local queue and worker: 202 once

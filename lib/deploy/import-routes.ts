@@ -24,6 +24,22 @@ export interface ImportOptions {
   from: ReadonlySet<ImportSource>;
   /** Only sources reading this Vault address; required when the clusters read more than one. */
   vaultAddr?: string;
+  /** The namespace VSO runs in (where its defaults live); VSO_OPERATOR_NAMESPACE when not given. */
+  vsoOperatorNamespace?: string;
+}
+
+/**
+ * Two imported objects read one mount with different KV versions. A table has one version per mount, so either
+ * choice would silently break the other's routes (and the first object seen would decide, whoever wrote it): the
+ * import fails and names both.
+ */
+export class KvVersionConflictError extends Error {
+  override readonly name = 'KvVersionConflictError';
+  readonly conflicts: string[];
+  constructor(conflicts: string[]) {
+    super(conflicts.join('\n'));
+    this.conflicts = conflicts;
+  }
 }
 
 /** A target without its clusters: what to do in one namespace of one cluster. */
@@ -125,7 +141,7 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
   for (const inv of inventories) {
     // VSO's and ESO's objects are read whenever Reloader is imported: they say which Secret holds which Vault path.
     if (options.from.has('vso') || options.from.has('reloader')) {
-      const vso = vsoSources(inv);
+      const vso = vsoSources(inv, options.vsoOperatorNamespace);
       sources.push(...vso.sources);
       if (options.from.has('vso')) unmapped.push(...vso.unmapped);
     }
@@ -138,6 +154,8 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
   const servers = [...new Set(sources.map((s) => s.server?.replace(/\/+$/, '')).filter((s) => s !== undefined))].sort();
 
   const mounts: Record<string, 1 | 2> = {};
+  /** Per mount, the first source seen reading it as KV v1 and as KV v2: two entries are a conflict. */
+  const mountFirstSeen = new Map<string, Map<1 | 2, VaultSource>>();
   const byPath = new Map<string, { source: VaultSource; targets: Map<string, { target: ImportedTarget; clusters: Set<string> }>; notes: string[] }>();
   for (const source of sources) {
     const skip = (reason: string) => unmapped.push({ cluster: source.cluster, kind: source.operator.kind, namespace: source.operator.namespace, name: source.operator.name, reason });
@@ -146,14 +164,12 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
       continue;
     }
     const mountKey = source.vaultNamespace ? `${source.vaultNamespace}/${source.mount}` : source.mount;
-    const known = mounts[mountKey];
-    if (known !== undefined && known !== source.kvVersion) {
-      skip(`mount ${mountKey} is KV v${source.kvVersion} here but KV v${known} elsewhere`);
-      continue;
-    }
     const workloads = inventories.find((i) => i.cluster === source.cluster)?.workloads ?? [];
     const { targets, notes } = targetsOf(source, workloads, options.from);
     if (targets.length === 0) continue;
+    const first = mountFirstSeen.get(mountKey) ?? new Map<1 | 2, VaultSource>();
+    mountFirstSeen.set(mountKey, first);
+    if (!first.has(source.kvVersion)) first.set(source.kvVersion, source);
     mounts[mountKey] = source.kvVersion;
     const pathKey = `${source.vaultNamespace ?? ''}|${source.mount}/${source.key}`;
     let entry = byPath.get(pathKey);
@@ -166,6 +182,20 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
       t.clusters.add(source.cluster);
     }
   }
+
+  const conflicts = [...mountFirstSeen.entries()]
+    .filter(([, seen]) => seen.size > 1)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([mount, seen]) => {
+      const v1 = seen.get(1) as VaultSource;
+      const v2 = seen.get(2) as VaultSource;
+      return (
+        `mount ${mount} is read as KV v1 by ${describeSource(v1)} and as KV v2 by ${describeSource(v2)}; a mount has one KV version: ` +
+        `fix the object that is wrong (VaultStaticSecret spec.type kv-v1|kv-v2, or the store's spec.provider.vault.version v1|v2; \`vault secrets list -detailed\` shows the mount's version), ` +
+        `or leave its namespace or cluster out of the import (--namespace, --cluster)`
+      );
+    });
+  if (conflicts.length > 0) throw new KvVersionConflictError(conflicts);
 
   const taken = new Set<string>();
   const routes: ImportedRoute[] = [...byPath.entries()]
@@ -185,6 +215,8 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
   const sortedMounts = Object.fromEntries(Object.entries(mounts).sort(([a], [b]) => (a < b ? -1 : 1)));
   return { clusters, mounts: sortedMounts, routes, unmapped: sortUnmapped(unmapped), servers };
 }
+
+const describeSource = (s: VaultSource): string => `${s.cluster}: ${s.operator.kind} ${s.operator.namespace}/${s.operator.name}`;
 
 const sortUnmapped = (u: Unmapped[]) => [...u].sort((a, b) => (`${a.cluster}/${a.namespace}/${a.kind}/${a.name}/${a.reason}` < `${b.cluster}/${b.namespace}/${b.kind}/${b.name}/${b.reason}` ? -1 : 1));
 

@@ -5,8 +5,10 @@
  * sources and reasons come out; nothing here reads a Secret or its data.
  */
 import { podSpecOf, referencesIn } from '../kube/consumers.ts';
+import { parseLabelSelector, selectorMatches, type LabelSelector } from '../kube/label-selector.ts';
 import type { KubeObject } from '../kube/workload-kinds.ts';
 import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
+import { compileGoRegexp, type StepMeter } from './go-regexp.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
 export interface ClusterInventory {
@@ -20,6 +22,8 @@ export interface ClusterInventory {
   externalSecrets: KubeObject[];
   secretStores: KubeObject[];
   clusterSecretStores: KubeObject[];
+  /** Namespace objects, listed only when a ClusterSecretStore admits namespaces by label (spec.conditions). */
+  namespaces: KubeObject[];
   /** Deployments, StatefulSets, DaemonSets, CronJobs and Argo Rollouts, each with its `kind` set. */
   workloads: KubeObject[];
   missing: string[];
@@ -35,6 +39,7 @@ export const emptyInventory = (cluster: string): ClusterInventory => ({
   externalSecrets: [],
   secretStores: [],
   clusterSecretStores: [],
+  namespaces: [],
   workloads: [],
   missing: [],
 });
@@ -101,22 +106,41 @@ function keyProblem(key: string): string | undefined {
   return undefined;
 }
 
-/** A `name` or `namespace/name` reference, resolved against objects of that kind. */
-function findRef(objects: KubeObject[], ref: string | undefined, defaultNamespace: string): KubeObject | undefined {
-  if (ref === undefined) {
-    // VSO's defaults: a VaultAuth / VaultConnection named "default" in the operator's namespace, which we do not
-    // know; it is taken when exactly one such object exists.
-    const defaults = objects.filter((o) => nameOf(o) === 'default');
-    return defaults.length === 1 ? defaults[0] : undefined;
-  }
-  const [ns, name] = ref.includes('/') ? (ref.split('/', 2) as [string, string]) : [defaultNamespace, ref];
+/**
+ * The namespace VSO runs in when it is installed as its docs and chart examples do (`vault-secrets-operator-system`):
+ * where its default VaultAuth and VaultConnection live. `import --vso-operator-namespace` says otherwise.
+ */
+export const VSO_OPERATOR_NAMESPACE = 'vault-secrets-operator-system';
+
+/**
+ * VSO's own rule for a reference (common.ParseResourceRef): `namespace/name` as written, `name` in the referring
+ * object's namespace, and none at all the object named `default` in the operator's namespace, never a `default`
+ * elsewhere (anyone who may create a VaultAuth in their own namespace could name it so).
+ */
+function findRef(objects: KubeObject[], ref: string | undefined, referrerNamespace: string, operatorNamespace: string): KubeObject | undefined {
+  const parts = ref === undefined ? [operatorNamespace, 'default'] : ref.split('/');
+  if (parts.length > 2) return undefined; // VSO: invalid name
+  const [ns, name] = parts.length === 2 ? parts : [referrerNamespace, ref];
   return objects.find((o) => nameOf(o) === name && namespaceOf(o) === ns);
+}
+
+/**
+ * VSO's isAllowedNamespace: a VaultAuth serves its own namespace; the default one in the operator's namespace serves
+ * every namespace; any other only the namespaces of its `spec.allowedNamespaces` (`["*"]`: all).
+ */
+function authServes(auth: KubeObject, namespace: string, operatorNamespace: string): boolean {
+  if (namespaceOf(auth) === namespace || (nameOf(auth) === 'default' && namespaceOf(auth) === operatorNamespace)) return true;
+  const allowed = arr(rec(auth.spec).allowedNamespaces);
+  return (allowed.length === 1 && allowed[0] === '*') || allowed.includes(namespace);
 }
 
 const VSO_RESTART_KINDS: Readonly<Record<string, WorkloadKind>> = { Deployment: 'Deployment', StatefulSet: 'StatefulSet', DaemonSet: 'DaemonSet', 'argo.Rollout': 'Rollout' };
 
-/** VaultStaticSecrets (secrets.hashicorp.com/v1beta1) → sources; dynamic and PKI secrets → why not. */
-export function vsoSources(inv: ClusterInventory): Extracted {
+/**
+ * VaultStaticSecrets (secrets.hashicorp.com/v1beta1) → sources; dynamic and PKI secrets → why not. Defaults (no
+ * vaultAuthRef, no vaultConnectionRef) resolve only in `operatorNamespace`, as VSO resolves them.
+ */
+export function vsoSources(inv: ClusterInventory, operatorNamespace: string = VSO_OPERATOR_NAMESPACE): Extracted {
   const sources: VaultSource[] = [];
   const unmapped: Unmapped[] = [];
   const skip = (o: KubeObject, kind: string, reason: string) => unmapped.push({ cluster: inv.cluster, kind, namespace: namespaceOf(o), name: nameOf(o), reason });
@@ -149,9 +173,13 @@ export function vsoSources(inv: ClusterInventory): Extracted {
       skip(vss, 'VaultStaticSecret', 'spec.destination.name is empty');
       continue;
     }
-    const auth = findRef(inv.vaultAuths, str(spec.vaultAuthRef), ns);
+    const auth = findRef(inv.vaultAuths, str(spec.vaultAuthRef), ns, operatorNamespace);
+    if (auth && !authServes(auth, ns, operatorNamespace)) {
+      skip(vss, 'VaultStaticSecret', `VaultAuth ${namespaceOf(auth)}/${nameOf(auth)} does not allow namespace ${ns} (spec.allowedNamespaces): VSO refuses to sync it`);
+      continue;
+    }
     const authSpec = rec(auth?.spec);
-    const connection = findRef(inv.vaultConnections, str(authSpec.vaultConnectionRef), namespaceOf(auth ?? {}) || ns);
+    const connection = findRef(inv.vaultConnections, str(authSpec.vaultConnectionRef), namespaceOf(auth ?? {}) || ns, operatorNamespace);
     const operatorRestarts: WorkloadRef[] = [];
     // VSO ignores rolloutRestartTargets when hmacSecretData is false (it cannot tell the data changed).
     for (const t of spec.hmacSecretData === false ? [] : arr(spec.rolloutRestartTargets)) {
@@ -196,6 +224,10 @@ function storeOf(inv: ClusterInventory, namespace: string, ref: Record<string, u
     const unread = inv.missing.find((m) => m.startsWith(`${kind} `));
     return unread ? `${kind} ${name} could not be read: ${unread}` : `${kind} ${name} was not found`;
   }
+  if (kind === 'ClusterSecretStore') {
+    const refused = storeRefuses(inv, store, namespace);
+    if (refused !== undefined) return refused;
+  }
   const provider = rec(rec(store.spec).provider);
   const vault = provider.vault;
   if (vault === undefined) return `${kind} ${name} is not a Vault store (provider: ${Object.keys(provider).join(', ') || 'none'})`;
@@ -204,6 +236,59 @@ function storeOf(inv: ClusterInventory, namespace: string, ref: Record<string, u
   if (version !== 'v1' && version !== 'v2') return `${kind} ${name} has KV version ${version}`;
   const mount = trimSlashes(str(v.path) ?? '');
   return { server: str(v.server), mount: mount === '' ? undefined : mount, kvVersion: version === 'v1' ? 1 : 2, vaultNamespace: vaultNamespace(v.namespace) };
+}
+
+/** Does any ClusterSecretStore of the cluster admit namespaces by label (so the Namespaces' labels must be read)? */
+export const needsNamespaceLabels = (inv: Pick<ClusterInventory, 'clusterSecretStores'>): boolean =>
+  inv.clusterSecretStores.some((s) => arr(rec(s.spec).conditions).some((c) => rec(c).namespaceSelector !== undefined && rec(c).namespaceSelector !== null));
+
+/** A metav1.LabelSelector object (matchLabels, matchExpressions) as the selector lib/kube/label-selector.ts reads. */
+function labelSelectorOf(v: unknown): LabelSelector {
+  const selector = rec(v);
+  const clauses = Object.entries(stringMap(selector.matchLabels)).map(([k, value]) => `${k}=${value}`);
+  for (const e of arr(selector.matchExpressions)) {
+    const key = str(rec(e).key) ?? '';
+    const values = arr(rec(e).values).filter((x): x is string => typeof x === 'string');
+    const operator = str(rec(e).operator);
+    if ((operator === 'In' || operator === 'NotIn') && values.length === 0) return { error: `matchExpressions ${key} ${operator} has no values` };
+    if (operator === 'In' || operator === 'NotIn') clauses.push(`${key} ${operator.toLowerCase()} (${values.join(',')})`);
+    else if (operator === 'Exists') clauses.push(key);
+    else if (operator === 'DoesNotExist') clauses.push(`!${key}`);
+    else return { error: `matchExpressions ${key}: operator ${operator ?? '(none)'} is not In, NotIn, Exists or DoesNotExist` };
+  }
+  return parseLabelSelector(clauses.join(','));
+}
+
+/**
+ * ESO's shouldProcessSecret for a ClusterSecretStore (v0.20): no `spec.conditions` serves every namespace; otherwise,
+ * condition by condition, its `namespaceSelector` on the Namespace's labels, its `namespaces` by name (ESO matches
+ * them as the `kubernetes.io/metadata.name` label, which the API server sets to the name) and its `namespaceRegexes`
+ * as unanchored Go regexps; the first that matches serves it, the first selector ESO cannot read refuses it. Returns
+ * why the store does not serve `namespace` (or why import cannot tell), or undefined when it does.
+ */
+function storeRefuses(inv: ClusterInventory, store: KubeObject, namespace: string): string | undefined {
+  const conditions = arr(rec(store.spec).conditions);
+  if (conditions.length === 0) return undefined;
+  const what = `ClusterSecretStore ${nameOf(store)}`;
+  const ns = inv.namespaces.find((n) => nameOf(n) === namespace);
+  let undecided: string | undefined;
+  for (const [i, c] of conditions.entries()) {
+    const condition = rec(c);
+    if (condition.namespaceSelector !== undefined && condition.namespaceSelector !== null) {
+      const selector = labelSelectorOf(condition.namespaceSelector);
+      if ('error' in selector) return undecided ?? `${what}: conditions[${i}].namespaceSelector: ${selector.error}; ESO refuses the store`;
+      if (selector.requirements.length === 0) return undefined; // {} selects every namespace
+      if (ns === undefined) undecided ??= `${what} admits namespaces by label (conditions[${i}].namespaceSelector) and the labels of namespace ${namespace} could not be read (list Namespaces)`;
+      else if (selectorMatches(selector, ns.metadata?.labels)) return undefined;
+    }
+    if (arr(condition.namespaces).includes(namespace)) return undefined;
+    for (const [j, pattern] of arr(condition.namespaceRegexes).entries()) {
+      const re = compileGoRegexp(typeof pattern === 'string' ? pattern : '');
+      if ('error' in re) undecided ??= `${what}: conditions[${i}].namespaceRegexes[${j}] ${JSON.stringify(String(pattern).slice(0, 80))} is not evaluated by import: ${re.error}`;
+      else if (re.test(namespace)) return undefined;
+    }
+  }
+  return undecided ?? `${what} does not serve namespace ${namespace} (spec.conditions): ESO does not sync it`;
 }
 
 /**
@@ -322,34 +407,36 @@ const MAX_RELOAD_ENTRIES = 64;
 const MAX_RELOAD_ENTRY_LENGTH = 253;
 
 /**
- * Reloader's named list: comma-separated names, each read by Reloader as an anchored regular expression (a value
- * that does not compile is compared as text). Kubernetes names hold no regexp syntax but `.`; beyond that, only
- * `.` and up to four `*` are evaluated here (no nested quantifiers, so no catastrophic backtracking on an
- * annotation anyone who may edit a workload writes); any other pattern is compared as text.
+ * Reloader's named list: comma-separated names, each compiled by Reloader as the Go regexp `^name$` (string
+ * concatenation, so `a|b` reads as `^a|b$`), and compared as text when it does not compile. Evaluated here by the
+ * linear matcher of ./go-regexp.ts, never a backtracking RegExp: anyone who may edit a workload writes this
+ * annotation. A pattern outside that matcher's subset is compared as text, like one that does not compile.
  */
-function namedReloadMatches(value: string, secret: string): boolean {
+function namedReloadMatches(value: string, secret: string, meter?: StepMeter): boolean {
   return value
     .split(',')
     .slice(0, MAX_RELOAD_ENTRIES)
     .map((v) => v.trim())
     .filter((v) => v !== '' && v.length <= MAX_RELOAD_ENTRY_LENGTH)
-    .some((v) => v === secret || (SIMPLE_PATTERN.test(v) && !v.startsWith('*') && !v.includes('**') && v.split('*').length <= 5 && new RegExp(`^(?:${v})$`).test(secret)));
+    .some((v) => {
+      if (v === secret) return true;
+      const pattern = compileGoRegexp(`^${v}$`);
+      return !('error' in pattern) && pattern.test(secret, meter);
+    });
 }
-
-const SIMPLE_PATTERN = /^[a-z0-9.*-]+$/;
 
 /**
  * Would Stakater Reloader restart this workload when the Secret changes? Its rules: a name in
  * `secret.reloader.stakater.com/reload`; or `reloader.stakater.com/auto` / `secret.reloader.stakater.com/auto` "true"
  * and the pod template references the Secret; or `reloader.stakater.com/search` "true", the Secret annotated
  * `reloader.stakater.com/match` "true", and referenced. A Secret annotated `reloader.stakater.com/ignore` "true"
- * restarts nothing.
+ * restarts nothing. `meter` counts the regexp work of the named list (tests bound it without a clock).
  */
-export function reloaderRestarts(workload: KubeObject, secret: string, secretAnnotations: Record<string, string>): boolean {
+export function reloaderRestarts(workload: KubeObject, secret: string, secretAnnotations: Record<string, string>, meter?: StepMeter): boolean {
   if (secretAnnotations[RELOADER.ignore] === 'true') return false;
   const a = workload.metadata?.annotations ?? {};
   const named = a[RELOADER.secretReload];
-  if (named !== undefined && namedReloadMatches(named, secret)) return true;
+  if (named !== undefined && namedReloadMatches(named, secret, meter)) return true;
   if (!referencesSecret(workload, secret)) return false;
   if (a[RELOADER.auto] === 'true' || a[RELOADER.secretAuto] === 'true') return true;
   return a[RELOADER.search] === 'true' && secretAnnotations[RELOADER.match] === 'true';

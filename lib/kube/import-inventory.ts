@@ -4,7 +4,7 @@
  * items and time; a kind that is not installed or not readable is named, never guessed.
  */
 import { ApiException } from '@kubernetes/client-node';
-import { emptyInventory, esoSources, vsoSources, type ClusterInventory } from '../deploy/import-sources.ts';
+import { emptyInventory, esoSources, needsNamespaceLabels, VSO_OPERATOR_NAMESPACE, vsoSources, type ClusterInventory } from '../deploy/import-sources.ts';
 import type { ApiKind, KubeApi } from './kube-api.ts';
 import type { KubeObject } from './workload-kinds.ts';
 
@@ -18,7 +18,7 @@ export const IMPORT_LIMITS = {
   deadlineMs: 120_000,
 } as const;
 
-type Listable = Exclude<keyof ClusterInventory, 'cluster' | 'missing' | 'workloads'>;
+type Listable = Exclude<keyof ClusterInventory, 'cluster' | 'missing' | 'workloads' | 'namespaces'>;
 
 const VSO = 'secrets.hashicorp.com/v1beta1';
 const CRD_KINDS: ReadonlyArray<{ field: Listable; kinds: ApiKind[]; from: 'vso' | 'eso'; clusterScoped?: true }> = [
@@ -90,19 +90,41 @@ async function listKind(api: KubeApi, kinds: ApiKind[], namespaces: readonly str
   return { missing: `${kinds[0]?.kind} (${kinds.map((k) => k.apiVersion).join(' or ')}): not installed` };
 }
 
+export interface InventoryOptions {
+  from: ReadonlySet<string>;
+  /** Namespaces to read; none: cluster-wide. */
+  namespaces: readonly string[];
+  /** Where VSO runs: its default VaultAuth and VaultConnection are read there too. */
+  vsoOperatorNamespace?: string;
+}
+
 /** Everything import needs from one cluster. */
-export async function readInventory(cluster: string, api: KubeApi, options: { from: ReadonlySet<string>; namespaces: readonly string[] }, now = Date.now): Promise<ClusterInventory> {
+export async function readInventory(cluster: string, api: KubeApi, options: InventoryOptions, now = Date.now): Promise<ClusterInventory> {
   const deadline: Deadline = { at: now() + IMPORT_LIMITS.deadlineMs, now };
   const inv = emptyInventory(cluster);
+  const operatorNamespace = options.vsoOperatorNamespace ?? VSO_OPERATOR_NAMESPACE;
   const readOperators = (from: 'vso' | 'eso') => options.from.has(from) || options.from.has('reloader');
   for (const { field, kinds, from, clusterScoped } of CRD_KINDS) {
     if (!readOperators(from)) continue;
     const listed = await listKind(api, kinds, clusterScoped ? [] : options.namespaces, deadline);
     if ('missing' in listed) inv.missing.push(listed.missing);
     else inv[field] = listed.items;
+    // VSO's defaults live in its own namespace, which a --namespace list may leave out; a Role that does not reach
+    // it loses only the defaults, and says so.
+    if ((field === 'vaultAuths' || field === 'vaultConnections') && options.namespaces.length > 0 && !options.namespaces.includes(operatorNamespace) && !('missing' in listed)) {
+      const defaults = await listKind(api, kinds, [operatorNamespace], deadline);
+      if ('missing' in defaults) inv.missing.push(`${defaults.missing} in the VSO operator namespace ${operatorNamespace} (its default is not known)`);
+      else inv[field].push(...defaults.items);
+    }
+  }
+  // A ClusterSecretStore that admits namespaces by label: the Namespaces' labels decide which ExternalSecrets it serves.
+  if (needsNamespaceLabels(inv)) {
+    const listed = await listKind(api, [{ apiVersion: 'v1', kind: 'Namespace' }], [], deadline);
+    if ('missing' in listed) inv.missing.push(listed.missing);
+    else inv.namespaces = listed.items;
   }
   // Workloads only where an operator writes a Secret: that is where consumers and Reloader annotations matter.
-  const namespaces = [...new Set([...vsoSources(inv).sources, ...esoSources(inv).sources].map((s) => s.operator.namespace))].sort();
+  const namespaces = [...new Set([...vsoSources(inv, operatorNamespace).sources, ...esoSources(inv).sources].map((s) => s.operator.namespace))].sort();
   if (namespaces.length === 0) return inv;
   const apart = namespaces.length <= IMPORT_LIMITS.namespacesListedApart ? namespaces : options.namespaces;
   for (const kind of WORKLOAD_API_KINDS) {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { importRoutes, renderImport, type ImportCluster, type ImportSource } from '../../../lib/deploy/import-routes.ts';
+import { compileGoRegexp } from '../../../lib/deploy/go-regexp.ts';
 import { emptyInventory, reloaderRestarts, referencesSecret, type ClusterInventory } from '../../../lib/deploy/import-sources.ts';
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
 
@@ -32,7 +33,8 @@ const CLUSTERS: ImportCluster[] = [
   { name: 'gamma', kubeconfig: 'gamma.kubeconfig', labels: { env: 'staging' } },
 ];
 const ALL = new Set<ImportSource>(['vso', 'eso', 'reloader']);
-const run = (invs: ClusterInventory[], from: ReadonlySet<ImportSource> = ALL, vaultAddr?: string) => importRoutes(invs, { clusters: CLUSTERS, from, ...(vaultAddr ? { vaultAddr } : {}) });
+const run = (invs: ClusterInventory[], from: ReadonlySet<ImportSource> = ALL, vaultAddr?: string, vsoOperatorNamespace?: string) =>
+  importRoutes(invs, { clusters: CLUSTERS, from, ...(vaultAddr ? { vaultAddr } : {}), ...(vsoOperatorNamespace ? { vsoOperatorNamespace } : {}) });
 
 describe('referencesSecret', () => {
   it.each([
@@ -61,13 +63,51 @@ describe('reloaderRestarts', () => {
     ['named', { 'secret.reloader.stakater.com/reload': 'cache, db' }, envFrom('other'), {}, true],
     ['named by regexp', { 'secret.reloader.stakater.com/reload': 'd.*' }, envFrom('other'), {}, true],
     ['named, another', { 'secret.reloader.stakater.com/reload': 'dbx,cache' }, envFrom('db'), {}, false],
-    ['a pattern with nested quantifiers is text', { 'secret.reloader.stakater.com/reload': '(d+)+' }, envFrom('db'), {}, false],
+    ['nested quantifiers, evaluated without backtracking', { 'secret.reloader.stakater.com/reload': '(d+)+' }, envFrom('db'), {}, false],
+    // Reloader compiles "^" + name + "$" with Go's regexp: the whole of its syntax counts, not only . and *.
+    ['an alternation in a group', { 'secret.reloader.stakater.com/reload': '(cache|db)' }, envFrom('other'), {}, true],
+    ['a class and +', { 'secret.reloader.stakater.com/reload': '[a-d]+' }, envFrom('other'), {}, true],
+    ['more than four stars', { 'secret.reloader.stakater.com/reload': 'd.*.*.*.*.*b' }, envFrom('other'), {}, true],
+    ['"^" + "d|x" + "$" is ^d|x$: a prefix d matches', { 'secret.reloader.stakater.com/reload': 'd|x' }, envFrom('other'), {}, true],
+    ['a pattern Go does not compile is compared as text', { 'secret.reloader.stakater.com/reload': 'd**' }, envFrom('other'), {}, false],
     ['search, Secret matched', { 'reloader.stakater.com/search': 'true' }, envFrom('db'), { 'reloader.stakater.com/match': 'true' }, true],
     ['search, Secret not matched', { 'reloader.stakater.com/search': 'true' }, envFrom('db'), {}, false],
     ['Secret ignored', { 'reloader.stakater.com/auto': 'true' }, envFrom('db'), { 'reloader.stakater.com/ignore': 'true' }, false],
     ['no annotation', {}, envFrom('db'), {}, false],
   ])('%s → %s', (_what, annotations, pod, secretAnnotations, expected) => {
     expect(reloaderRestarts(deployment('ns', 'w', annotations, pod), 'db', secretAnnotations)).toBe(expected);
+  });
+});
+
+describe('reloaderRestarts: the named list costs linear work', () => {
+  // The issue's case: one 253-character entry of wildcards against a 253-character name took 255 ms by backtracking.
+  const reload = 'secret.reloader.stakater.com/reload';
+  const work = (entry: string, name: string) => {
+    const meter = { steps: 0 };
+    expect(reloaderRestarts(deployment('ns', 'w', { [reload]: entry }, envFrom('other')), name, {}, meter)).toBe(false);
+    return meter.steps;
+  };
+  const size = (entry: string) => {
+    const compiled = compileGoRegexp(`^${entry}$`);
+    if ('error' in compiled) throw new Error(compiled.error);
+    return compiled.size;
+  };
+
+  it.each([
+    ['stars', (k: number) => `${'.*'.repeat(k)}x`, 126],
+    ['nested groups', (k: number) => `${'(a*)*'.repeat(k)}x`, 50],
+    ['alternations', (k: number) => `${'(a|a)*'.repeat(k)}x`, 42],
+  ])('%s: at most 2 × (name + 1) × program steps; twice the name, or twice the pattern, about twice the work', (_what, crafted, k) => {
+    const entry = crafted(k);
+    expect(entry.length).toBeLessThanOrEqual(253);
+    const n = 126;
+    const once = work(entry, 'a'.repeat(n));
+    const twice = work(entry, 'a'.repeat(2 * n));
+    expect(once).toBeGreaterThan(0);
+    expect(once).toBeLessThanOrEqual(2 * (n + 1) * size(entry));
+    expect(twice).toBeLessThanOrEqual(2 * (2 * n + 1) * size(entry));
+    expect(twice / once).toBeLessThan(2.1);
+    expect(work(entry, 'a'.repeat(2 * n)) / work(crafted(k / 2), 'a'.repeat(2 * n))).toBeLessThan(2.2);
   });
 });
 
@@ -139,6 +179,80 @@ describe('importRoutes: VaultStaticSecrets', () => {
     const chosen = run(both, ALL, 'https://vault.example:8200/');
     expect(chosen.routes[0]?.targets[0]?.clusters).toEqual(['alpha']);
     expect(chosen.unmapped[0]).toMatchObject({ cluster: 'beta', reason: 'reads Vault at https://other:8200, not --vault-addr https://vault.example:8200/' });
+  });
+});
+
+describe('importRoutes: VSO defaults live in the operator namespace only', () => {
+  const OPERATOR = 'vault-secrets-operator-system';
+  // A tenant of namespace "evil" may create a VaultAuth named default, pointing at its own Vault namespace and address.
+  const tenantDefault = [vaultAuth('evil', 'default', { method: 'kubernetes', namespace: 'evil', vaultConnectionRef: 'conn' })];
+  const tenantConnection = [vaultConnection('evil', 'conn', 'https://evil.example:8200')];
+  const operatorDefault = (ns: string) => [vaultAuth(ns, 'default', { method: 'kubernetes', namespace: 'platform' })];
+  const operatorConnection = (ns: string) => [vaultConnection(ns, 'default', 'https://vault.example:8200')];
+  const noRef = vss('payments', 'api-db', { mount: 'secret', type: 'kv-v2', path: 'payments/api/db', destination: { name: 'api-db' } });
+  const refTo = (ref: string) => vss('payments', 'api-db', { vaultAuthRef: ref, mount: 'secret', type: 'kv-v2', path: 'payments/api/db', destination: { name: 'api-db' } });
+
+  it.each([
+    ["only a tenant's default: not the payments namespace's default", [noRef], tenantDefault, tenantConnection, undefined, undefined, []],
+    ["the operator's default beside a tenant's: the operator's", [noRef], [...tenantDefault, ...operatorDefault(OPERATOR)], [...tenantConnection, ...operatorConnection(OPERATOR)], undefined, 'platform', ['https://vault.example:8200']],
+    ['--vso-operator-namespace names where the default is', [noRef], [...operatorDefault('vso'), ...operatorDefault(OPERATOR).map((a) => ({ ...a, spec: { namespace: 'wrong' } }))], operatorConnection('vso'), 'vso', 'platform', ['https://vault.example:8200']],
+    ['a cross-namespace ref the VaultAuth allows (allowedNamespaces)', [refTo('evil/default')], [vaultAuth('evil', 'default', { namespace: 'evil', vaultConnectionRef: 'conn', allowedNamespaces: ['payments'] })], tenantConnection, undefined, 'evil', ['https://evil.example:8200']],
+    ['allowedNamespaces ["*"]', [refTo('evil/default')], [vaultAuth('evil', 'default', { namespace: 'evil', vaultConnectionRef: 'conn', allowedNamespaces: ['*'] })], tenantConnection, undefined, 'evil', ['https://evil.example:8200']],
+    ["a tenant's own ref to its own default", [{ ...refTo('default'), metadata: { namespace: 'evil', name: 'x' } }], tenantDefault, tenantConnection, undefined, 'evil', ['https://evil.example:8200']],
+  ])('%s', (_what, objects, vaultAuths, vaultConnections, operatorNamespace, vaultNamespace, servers) => {
+    const result = run([inventory('alpha', { vaultStaticSecrets: objects, vaultAuths, vaultConnections })], new Set(['vso']), undefined, operatorNamespace);
+    expect(result.unmapped).toEqual([]);
+    expect(result.routes[0]?.match).toEqual({ ...(vaultNamespace ? { namespace: vaultNamespace } : {}), path: 'secret/payments/api/db' });
+    expect(result.servers).toEqual(servers);
+  });
+
+  it('a VaultAuth in another namespace that does not allow this one is not imported (VSO refuses it)', () => {
+    const result = run([inventory('alpha', { vaultStaticSecrets: [refTo('evil/default')], vaultAuths: tenantDefault, vaultConnections: tenantConnection })], new Set(['vso']));
+    expect(result.routes).toEqual([]);
+    expect(result.unmapped).toEqual([
+      { cluster: 'alpha', kind: 'VaultStaticSecret', namespace: 'payments', name: 'api-db', reason: 'VaultAuth evil/default does not allow namespace payments (spec.allowedNamespaces): VSO refuses to sync it' },
+    ]);
+  });
+});
+
+describe('importRoutes: ClusterSecretStore conditions', () => {
+  const shared = (conditions?: unknown[]) => ({ ...store('ClusterSecretStore', 'shared', { vault: { server: 'https://vault.example:8200', path: 'shared', version: 'v2' } }), spec: { provider: { vault: { server: 'https://vault.example:8200', path: 'shared', version: 'v2' } }, ...(conditions ? { conditions } : {}) } });
+  const object = es('payments', 'api-db', { secretStoreRef: { name: 'shared', kind: 'ClusterSecretStore' }, data: [{ secretKey: 'p', remoteRef: { key: 'payments/api/db' } }] });
+  const ns = (labels: Record<string, string>): KubeObject => ({ kind: 'Namespace', metadata: { name: 'payments', labels: { 'kubernetes.io/metadata.name': 'payments', ...labels } } });
+  const refused = 'data[0]: ClusterSecretStore shared does not serve namespace payments (spec.conditions): ESO does not sync it';
+
+  it.each<[string, unknown[] | undefined, KubeObject[], string | undefined]>([
+    ['no conditions: every namespace', undefined, [], undefined],
+    ['namespaces names it', [{ namespaces: ['payments'] }], [], undefined],
+    ['namespaces names others', [{ namespaces: ['orders', 'web'] }], [], refused],
+    ['an unanchored regex (Go MatchString)', [{ namespaceRegexes: ['ment'] }], [], undefined],
+    ['an anchored regex that does not match', [{ namespaceRegexes: ['^pay$'] }], [], refused],
+    ['the second condition serves it', [{ namespaces: ['orders'] }, { namespaceRegexes: ['^pay.*s$'] }], [], undefined],
+    ['a namespaceSelector on its labels', [{ namespaceSelector: { matchLabels: { team: 'pay' } } }], [ns({ team: 'pay' })], undefined],
+    ['a namespaceSelector with matchExpressions', [{ namespaceSelector: { matchExpressions: [{ key: 'team', operator: 'In', values: ['pay', 'web'] }, { key: 'frozen', operator: 'DoesNotExist' }] } }], [ns({ team: 'pay' })], undefined],
+    ['a namespaceSelector its labels do not match', [{ namespaceSelector: { matchLabels: { team: 'pay' } } }], [ns({ team: 'web' })], refused],
+    ['an empty namespaceSelector selects all', [{ namespaceSelector: {} }], [], undefined],
+    ['labels not read', [{ namespaceSelector: { matchLabels: { team: 'pay' } } }], [], 'data[0]: ClusterSecretStore shared admits namespaces by label (conditions[0].namespaceSelector) and the labels of namespace payments could not be read (list Namespaces)'],
+    ['labels not read, but a later condition names it', [{ namespaceSelector: { matchLabels: { team: 'pay' } } }, { namespaces: ['payments'] }], [], undefined],
+    ['a regex outside the evaluated subset', [{ namespaceRegexes: ['(?i)PAY'] }], [], 'data[0]: ClusterSecretStore shared: conditions[0].namespaceRegexes[0] "(?i)PAY" is not evaluated by import: flags and other (? groups are not evaluated (at 1)'],
+    ['a crafted regex runs in linear time and does not match', [{ namespaceRegexes: [`^(a|a)*(a*)*b$`] }], [], refused],
+  ])('%s', (_what, conditions, namespaces, reason) => {
+    const crafted = reason === refused && JSON.stringify(conditions).includes('(a|a)');
+    const objects = crafted ? [{ ...object, metadata: { namespace: 'a'.repeat(63), name: 'api-db' } }] : [object];
+    const result = run([inventory('alpha', { externalSecrets: objects, clusterSecretStores: [shared(conditions)], namespaces })], new Set(['eso']));
+    if (reason === undefined) {
+      expect(result.unmapped).toEqual([]);
+      expect(result.routes.map((r) => r.match.path)).toEqual(['shared/payments/api/db']);
+    } else {
+      expect(result.routes).toEqual([]);
+      expect(result.unmapped.map((u) => u.reason)).toEqual([crafted ? reason.replaceAll('payments', 'a'.repeat(63)) : reason]);
+    }
+  });
+
+  it('a SecretStore has no conditions (ESO checks them on ClusterSecretStores only)', () => {
+    const namespaced = { ...vaultStore('vault', { path: 'secret' }), spec: { provider: { vault: { path: 'secret' } }, conditions: [{ namespaces: ['other'] }] } };
+    const result = run([inventory('alpha', { externalSecrets: [es('payments', 'a', { data: [{ secretKey: 'p', remoteRef: { key: 'a' } }] })], secretStores: [namespaced] })], new Set(['eso']));
+    expect(result.routes.map((r) => r.match.path)).toEqual(['secret/a']);
   });
 });
 
@@ -232,13 +346,30 @@ describe('importRoutes: ExternalSecrets', () => {
     ]);
   });
 
-  it('a mount seen as KV v1 and v2 is imported once, the other listed', () => {
+  it.each([
+    ['in one cluster', 'alpha', 'alpha'],
+    ['across clusters', 'alpha', 'beta'],
+  ])('a mount read as KV v1 and v2 %s fails the import, naming both objects, whichever comes first', (_what, v2Cluster, v1Cluster) => {
     const v1 = vaultStore('v1', { path: 'secret', version: 'v1' });
-    const result = run([
-      inventory('alpha', { externalSecrets: [es('payments', 'a', { data: [{ secretKey: 'p', remoteRef: { key: 'a' } }] }), es('payments', 'b', { secretStoreRef: { name: 'v1' }, data: [{ secretKey: 'p', remoteRef: { key: 'b' } }] })], secretStores: [...stores, v1] }),
-    ]);
-    expect(result.routes.map((r) => r.match.path)).toEqual(['secret/a']);
-    expect(result.unmapped[0]?.reason).toBe('mount secret is KV v1 here but KV v2 elsewhere');
+    const v2Object = es('payments', 'a', { data: [{ secretKey: 'p', remoteRef: { key: 'a' } }] });
+    const v1Object = es('tenant', 'b', { secretStoreRef: { name: 'v1' }, data: [{ secretKey: 'p', remoteRef: { key: 'b' } }] });
+    const invs =
+      v2Cluster === v1Cluster
+        ? [inventory('alpha', { externalSecrets: [v2Object, v1Object], secretStores: [...stores, { ...v1, metadata: { name: 'v1', namespace: 'tenant' } }] })]
+        : [inventory('alpha', { externalSecrets: [v2Object], secretStores: stores }), inventory('beta', { externalSecrets: [v1Object], secretStores: [{ ...v1, metadata: { name: 'v1', namespace: 'tenant' } }] })];
+    const message =
+      `mount secret is read as KV v1 by ${v1Cluster}: ExternalSecret tenant/b and as KV v2 by ${v2Cluster}: ExternalSecret payments/a; a mount has one KV version: ` +
+      "fix the object that is wrong (VaultStaticSecret spec.type kv-v1|kv-v2, or the store's spec.provider.vault.version v1|v2; `vault secrets list -detailed` shows the mount's version), " +
+      'or leave its namespace or cluster out of the import (--namespace, --cluster)';
+    expect(() => run(invs)).toThrow(message);
+    // The first object seen no longer decides: the other order fails alike.
+    const reversed = invs.length === 1 ? [{ ...invs[0], externalSecrets: [...(invs[0]?.externalSecrets ?? [])].reverse() } as ClusterInventory] : [...invs].reverse();
+    expect(() => run(reversed)).toThrow(message);
+  });
+
+  it('a mount read with one KV version by many objects is no conflict', () => {
+    const objects = ['a', 'b', 'c'].map((k) => es('payments', k, { data: [{ secretKey: 'p', remoteRef: { key: k } }] }));
+    expect(run([inventory('alpha', { externalSecrets: objects, secretStores: stores }), inventory('beta', { externalSecrets: objects, secretStores: stores })]).mounts).toEqual({ secret: 2 });
   });
 });
 

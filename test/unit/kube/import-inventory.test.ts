@@ -60,7 +60,30 @@ describe('readInventory', () => {
   it('reads only what --from asks for', async () => {
     const { api, requests } = tableApi({}, ['external-secrets.io/v1', 'secrets.hashicorp.com/v1beta1']);
     await readInventory('alpha', api, { from: new Set(['vso']), namespaces: ['payments'] });
-    expect(requests.every((r) => r.startsWith('/apis/secrets.hashicorp.com/v1beta1/namespaces/payments/'))).toBe(true);
+    expect(requests.every((r) => r.startsWith('/apis/secrets.hashicorp.com/v1beta1/namespaces/payments/') || /^\/apis\/secrets.hashicorp.com\/v1beta1\/namespaces\/vault-secrets-operator-system\/vault(auth|connection)s\?/.test(r))).toBe(true);
+  });
+
+  it("with --namespace, VSO's defaults are read in the operator namespace too; a Role that does not reach it loses only them", async () => {
+    const VSO = '/apis/secrets.hashicorp.com/v1beta1';
+    const auth: KubeObject = { metadata: { namespace: 'vso', name: 'default' }, spec: {} };
+    const { api } = tableApi({ [`${VSO}/namespaces/vso/vaultauths`]: [auth], [`${VSO}/namespaces/vso/vaultconnections`]: 403 }, ['secrets.hashicorp.com/v1beta1']);
+    const inv = await readInventory('alpha', api, { from: new Set(['vso']), namespaces: ['payments'], vsoOperatorNamespace: 'vso' });
+    expect(inv.vaultAuths).toEqual([{ ...auth, apiVersion: 'secrets.hashicorp.com/v1beta1', kind: 'VaultAuth' }]);
+    expect(inv.missing).toEqual(['VaultConnection (secrets.hashicorp.com/v1beta1): list is forbidden in the VSO operator namespace vso (its default is not known)']);
+  });
+
+  it('lists Namespaces only when a ClusterSecretStore admits namespaces by label', async () => {
+    const css = (conditions: unknown[]): KubeObject => ({ metadata: { name: 'shared' }, spec: { provider: { vault: { path: 'secret' } }, conditions } });
+    const namespace: KubeObject = { metadata: { name: 'payments', labels: { team: 'pay' } } };
+    for (const [conditions, listed] of [
+      [[{ namespaces: ['payments'] }, { namespaceRegexes: ['^pay'] }], false],
+      [[{ namespaceSelector: { matchLabels: { team: 'pay' } } }], true],
+    ] as const) {
+      const { api, requests } = tableApi({ [`${ES}/clustersecretstores`]: [css([...conditions])], '/api/v1/namespaces': [namespace] }, ['external-secrets.io/v1', 'v1']);
+      const inv = await readInventory('alpha', api, { from: new Set(['eso']), namespaces: [] });
+      expect(requests.some((r) => r.startsWith('/api/v1/namespaces?'))).toBe(listed);
+      expect(inv.namespaces).toEqual(listed ? [{ ...namespace, apiVersion: 'v1', kind: 'Namespace' }] : []);
+    }
   });
 
   it('a forbidden list is named, not fatal', async () => {
