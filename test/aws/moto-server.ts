@@ -1,5 +1,5 @@
 // A local AWS emulator for the tests: moto's server (PyPI `moto[server]`, installed by test/aws/setup-moto.sh into a
-// venv under ~/.cache/vault-rollout/moto-<version>/) on a free 127.0.0.1 port. Vault's `aws` auth method is
+// venv under ~/.cache/vault-rollout/moto-<version>-<hash>/) on a free 127.0.0.1 port. Vault's `aws` auth method is
 // pointed at it as its STS endpoint. If the install or the start fails, this throws: the test fails, never skips.
 import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';

@@ -4,8 +4,10 @@
  * Installed once into ${XDG_CACHE_HOME:-~/.cache}/vault-rollout/dynamodb-local-<version>/lib from Maven Central
  * (com.amazonaws:DynamoDBLocal and its dependencies, with sqlite4java's native libraries, through
  * `mvn dependency:copy-dependencies`; needs java >= 17 and mvn on PATH), like ElasticMQ (test/sqs/emulator.ts), and
- * reused while its stamp is there. Started `-inMemory` on a free loopback port; `stop()` ends the JVM's process
- * group. Fails loudly — never skips — when it cannot be installed or started.
+ * reused while its stamp is there and its files match test/maven/DynamoDBLocal-<version>.sha256. Started `-inMemory`
+ * on a free loopback port with its telemetry off (`-disableTelemetry` and DDB_LOCAL_TELEMETRY=0: it would otherwise
+ * report usage to AWS from every test run); `stop()` ends the JVM's process group. Fails loudly — never skips —
+ * when it cannot be installed or started.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -30,6 +32,14 @@ export const installDynamoDbLocal = (): Promise<string> => installFromMaven(cach
 const clientFor = (endpoint: string): DynamoDBClient =>
   new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 2, requestHandler: { connectionTimeout: 1000, requestTimeout: 5000 } });
 
+/** The java command line and environment that run DynamoDB Local from `lib` on `port`: in memory, telemetry off. */
+export function dynamoDbLocalCommand(lib: string, port: number, env: NodeJS.ProcessEnv = process.env): { args: string[]; env: NodeJS.ProcessEnv } {
+  return {
+    args: ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', `-Djava.library.path=${lib}`, '-cp', join(lib, '*'), 'com.amazonaws.services.dynamodbv2.local.main.ServerRunner', '-inMemory', '-disableTelemetry', '-port', String(port)],
+    env: { ...env, DDB_LOCAL_TELEMETRY: '0' },
+  };
+}
+
 /** Installs (when needed) and starts DynamoDB Local on a free 127.0.0.1 port, resolving once it answers. */
 export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
   const lib = await installDynamoDbLocal();
@@ -37,11 +47,8 @@ export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
   const runDir = mkdtempSync(join(tmpdir(), 'vault-rollout-dynamodb-'));
   const logFile = join(runDir, 'dynamodb.log');
   const log = openSync(logFile, 'w');
-  const child = spawn(
-    'java',
-    ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', `-Djava.library.path=${lib}`, '-cp', join(lib, '*'), 'com.amazonaws.services.dynamodbv2.local.main.ServerRunner', '-inMemory', '-port', String(port)],
-    { detached: true, stdio: ['ignore', log, log] },
-  );
+  const command = dynamoDbLocalCommand(lib, port);
+  const child = spawn('java', command.args, { detached: true, stdio: ['ignore', log, log], env: command.env });
   closeSync(log);
   let exited = false;
   const exit = new Promise<void>((resolve) => {

@@ -6,8 +6,8 @@
  * routing table.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coldStart, FUNCTIONS, packageStage, unpackFunctions, type FunctionName } from '../../bench/bundle-bench.ts';
@@ -15,10 +15,10 @@ import { workerBatchSize } from '../../lib/deploy/worker-batch-size.ts';
 import { readZipEntries } from '../../lib/deploy/zip-entries.ts';
 import { loadCompiledRoutingTable } from '../../lib/routing/compiled-table.ts';
 import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
-import { readRepoFile } from '../helpers.ts';
+import { readRepoFile, repoRoot } from '../helpers.ts';
 
-const CFN_LINT_VERSION = '1.58.0';
-const CFN_LINT_VENV = join(homedir(), '.cache', 'vault-rollout', `cfn-lint-${CFN_LINT_VERSION}`);
+/** The version test/requirements/cfn-lint.txt pins. */
+const CFN_LINT_VERSION = /^cfn-lint==(\S+)/m.exec(readRepoFile('test/requirements/cfn-lint.txt'))?.[1] ?? 'missing from test/requirements/cfn-lint.txt';
 /** osls writes `DependsOn` on a function's role next to the `Fn::GetAtt` of it (W3005, redundant, harmless). */
 const CFN_LINT_IGNORED = ['W3005'];
 
@@ -50,26 +50,23 @@ interface Statement {
   NotResource?: unknown;
 }
 
-/** cfn-lint from PyPI in a venv under ~/.cache, installed once; fails (never skips) if it cannot be installed. */
+/**
+ * cfn-lint from PyPI in a venv under ~/.cache, installed once by test/requirements/install-venv.sh (exactly
+ * test/requirements/cfn-lint.txt, every file checked against its pinned SHA-256); fails (never skips) if it cannot
+ * be installed.
+ */
 function ensureCfnLint(): string {
-  const bin = join(CFN_LINT_VENV, 'bin', 'cfn-lint');
-  const marker = join(CFN_LINT_VENV, '.vault-rollout-installed');
-  if (existsSync(marker) && spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout?.includes(CFN_LINT_VERSION)) return bin;
-  rmSync(CFN_LINT_VENV, { recursive: true, force: true });
-  const steps: Array<[string, string[]]> = [
-    ['python3', ['-m', 'venv', CFN_LINT_VENV]],
-    [join(CFN_LINT_VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', `cfn-lint==${CFN_LINT_VERSION}`]],
-  ];
-  for (const [command, args] of steps) {
-    const r = spawnSync(command, args, { encoding: 'utf8', timeout: 300_000 });
-    if (r.status !== 0) {
-      throw new Error(
-        `cfn-lint ${CFN_LINT_VERSION} could not be installed into ${CFN_LINT_VENV} (needs python3 with venv and access to PyPI): ` +
-          `${command} ${args.join(' ')} -> ${r.error?.message ?? `exit ${r.status}`}\n${r.stdout ?? ''}${r.stderr ?? ''}`,
-      );
-    }
+  const r = spawnSync('bash', [join(repoRoot, 'test/requirements/install-venv.sh'), 'cfn-lint', 'bin/cfn-lint', '--version'], { encoding: 'utf8', timeout: 300_000 });
+  const venv = r.stdout?.trim() ?? '';
+  if (r.status !== 0 || venv === '') {
+    throw new Error(
+      `cfn-lint ${CFN_LINT_VERSION} could not be installed (needs python3 with venv and access to PyPI): ` +
+        `test/requirements/install-venv.sh cfn-lint -> ${r.error?.message ?? `exit ${r.status}`}\n${r.stdout ?? ''}${r.stderr ?? ''}`,
+    );
   }
-  writeFileSync(marker, `${CFN_LINT_VERSION}\n`);
+  const bin = join(venv, 'bin', 'cfn-lint');
+  const version = spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout ?? '';
+  if (!version.includes(CFN_LINT_VERSION)) throw new Error(`${bin} says ${JSON.stringify(version.trim())}, expected cfn-lint ${CFN_LINT_VERSION} (test/requirements/cfn-lint.txt)`);
   return bin;
 }
 

@@ -9,8 +9,9 @@
  * ElasticMQ does not enforce the 256 KiB total of a batch call; the tests check that split on the calls made.
  *
  * Installed once into ${XDG_CACHE_HOME:-~/.cache}/vault-rollout/elasticmq-<version>/lib (its jars from Maven
- * Central through `mvn dependency:copy-dependencies`; needs java >= 11 and mvn on PATH), reused while its
- * stamp is there. Started on a free loopback port; `stop()` ends the JVM's process group. Fails loudly —
+ * Central through `mvn dependency:copy-dependencies`, each checked against the SHA-256 pinned in
+ * test/maven/elasticmq-server_2.13-<version>.sha256; needs java >= 11 and mvn on PATH), reused while its
+ * stamp is there and its jars still match. Started on a free loopback port; `stop()` ends the JVM's process group. Fails loudly —
  * never skips — when it cannot be installed or started.
  */
 import { spawn } from 'node:child_process';
@@ -18,8 +19,9 @@ import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, 
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient, type SQSClientConfig } from '@aws-sdk/client-sqs';
+import { pinProblems, pinsFileOf, readPins } from '../maven/pinned-artifacts.ts';
 
 export const ELASTICMQ_VERSION = '1.7.1';
 const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
@@ -43,11 +45,20 @@ export const installElasticMq = (): Promise<string> => installFromMaven(emulator
 
 /**
  * Installs a Maven artifact and its runtime dependencies into `dir`/lib (also used for DynamoDB Local), unless its
- * `complete` stamp is there; returns the lib directory.
+ * `complete` stamp is there; returns the lib directory. Every file is checked against the SHA-256 pins in
+ * test/maven/<artifactId>-<version>.sha256 (test/maven/pin.sh writes them): after the download, before anything
+ * runs it, and again each time a cached copy is used. Maven itself runs with strict checksums.
  */
 export async function installFromMaven(dir: string, artifact: { groupId: string; artifactId: string; version: string }, what: string): Promise<string> {
+  const pinsFile = pinsFileOf(artifact);
+  if (!existsSync(pinsFile)) throw new Error(`${what}: no pinned checksums in ${pinsFile}; write them with test/maven/pin.sh ${artifact.groupId}:${artifact.artifactId}:${artifact.version}`);
+  const pins = readPins(pinsFile);
   const lib = join(dir, 'lib');
-  if (existsSync(join(dir, 'complete'))) return lib;
+  if (existsSync(join(dir, 'complete'))) {
+    const problems = pinProblems(lib, pins, 'flat');
+    if (problems.length > 0) throw new Error(`${what} cached in ${dir} does not match ${pinsFile}; delete ${dir} to install it again:\n${problems.slice(0, 20).join('\n')}`);
+    return lib;
+  }
 
   // Build in a private directory and rename it into place, so a concurrent or interrupted install never leaves
   // a half-filled cache that looks complete.
@@ -70,10 +81,15 @@ export async function installFromMaven(dir: string, artifact: { groupId: string;
 </project>
 `,
     );
-    const { code, output } = await run('mvn', ['-B', '-q', '-f', join(work, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${join(work, 'lib')}`, '-DincludeScope=runtime']);
-    if (code !== 0 || !existsSync(join(work, 'lib', `${artifact.artifactId}-${artifact.version}.jar`))) {
-      throw new Error(`installing ${what} with Maven failed (exit ${code}):\n${output.slice(-4000)}`);
-    }
+    // Repository layout: each file keeps its group's path, so the pins name it unambiguously.
+    const download = join(work, 'download');
+    const { code, output } = await run('mvn', ['-B', '-q', '--strict-checksums', '-f', join(work, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${download}`, '-DincludeScope=runtime', '-Dmdep.useRepositoryLayout=true']);
+    if (code !== 0) throw new Error(`installing ${what} with Maven failed (exit ${code}):\n${output.slice(-4000)}`);
+    const problems = pinProblems(download, pins, 'repository');
+    if (problems.length > 0) throw new Error(`${what} as downloaded does not match ${pinsFile}; not installed:\n${problems.slice(0, 20).join('\n')}`);
+    mkdirSync(join(work, 'lib'));
+    for (const pin of pins) renameSync(join(download, ...pin.path.split('/')), join(work, 'lib', basename(pin.path)));
+    rmSync(download, { recursive: true, force: true });
     writeFileSync(join(work, 'complete'), `${new Date().toISOString()}\n`);
     try {
       renameSync(work, dir);
