@@ -102,9 +102,13 @@ function newer(a: SecretRef, b: SecretRef): boolean {
   return a.id > b.id;
 }
 
+/**
+ * A write of a version is that version, whichever feed reports it; anything else is one event (a delete of version 3
+ * can happen again after an undelete), so its Vault request or event id and time are part of it.
+ */
 function secretPart(s: SecretRef): string {
   if (s.version === null) return `${s.path}#${s.operation}:${s.id}@${s.time}`;
-  return s.operation === 'write' ? `${s.path}@${s.version}` : `${s.path}@${s.version}:${s.operation}`;
+  return s.operation === 'write' ? `${s.path}@${s.version}` : `${s.path}@${s.version}:${s.operation}:${s.id}@${s.time}`;
 }
 
 export function restartToken(secrets: readonly SecretRef[]): string {
