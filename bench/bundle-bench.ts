@@ -194,6 +194,8 @@ export async function bundleBench(): Promise<Figure[]> {
     const home = join(work, 'home');
     mkdirSync(home);
     const routes = `infra/routes/${stage}.compiled.json`;
+    // The worker's table (with the kubeconfigs); the intake functions are packaged with the intake's table only.
+    const routesOf = (fn: FunctionName) => (fn === 'worker' ? routes : `infra/routes/${stage}.intake.compiled.json`);
 
     const figures: Figure[] = [
       { name: 'package_s', value: round(pkg.seconds, 1), unit: 's', runs: 1, note: `npm run package -- --stage ${stage}: template and ${FUNCTIONS.length} zips, offline` },
@@ -226,7 +228,7 @@ export async function bundleBench(): Promise<Figure[]> {
       if (bare.code !== 0) throw new Error(`node -e '' failed: ${bare.stderr}`);
       baseline.push(bare.wallMs);
       for (const fn of FUNCTIONS) {
-        const sample = await coldStart(fn, unpacked[fn], routes, home);
+        const sample = await coldStart(fn, unpacked[fn], routesOf(fn), home);
         wall[fn].stage.push(sample.wallMs);
         inside[fn].push(sample.inProcessMs ?? Number.NaN);
         for (const size of ['small', 'big'] as const) wall[fn][size].push((await coldStart(fn, unpacked[fn], tables[size], home)).wallMs);

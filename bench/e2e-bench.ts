@@ -41,7 +41,7 @@ export async function e2eBench(options: { followSeconds?: number } = {}): Promis
     await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, { body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: ns }, spec: { replicas: 0, revisionHistoryLimit: 1, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'a', image: 'registry.invalid/a:1' }] } } } } });
   }
   const routesFile = join(dir, 'routes.yaml');
-  writeFileSync(routesFile, `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(alpha.vaultRolloutKubeconfig)} } }\nvault: { mounts: { kv2: 2 } }\nroutes:\n  - name: e2e\n    match: { path: "kv2/{app}/db" }\n    targets: [{ clusters: [alpha], namespace: ${ns}, kind: Deployment, name: "{app}" }]\n`);
+  writeFileSync(routesFile, `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(alpha.vaultRolloutKubeconfig)} } }\nvault: { mounts: { kv2: 2 } }\nroutes:\n  - name: e2e\n    match: { path: "kv2/{app}/db" }\n    targets: [{ clusters: [alpha], namespace: ${ns}, names: ["*"], kind: Deployment, name: "{app}" }]\n`);
   const watch = watchRestarts(alpha, ns);
   const serve = await startServe(routesFile, 0, options.followSeconds === undefined ? {} : { VAULT_ROLLOUT_FOLLOW_SECONDS: String(options.followSeconds) });
   const auditFile = join(dir, 'audit.log');

@@ -67,7 +67,7 @@ vault: { mounts: { ${v.mount}: 2 } }
 routes:
   - name: eso
     match: { path: "${v.mount}/eso/{service}" }
-    targets: [{ clusters: [${OPERATORS_CLUSTER}], namespace: ${ns}, sync: { kind: ExternalSecret, name: "{service}" } }]
+    targets: [{ clusters: [${OPERATORS_CLUSTER}], namespace: ${ns}, names: ["*"], sync: { kind: ExternalSecret, name: "{service}" } }]
 `);
     serve = await startServe(routesFile);
 

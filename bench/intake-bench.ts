@@ -24,7 +24,7 @@ const INTAKE_GOAL = 0.5;
 const DEVICE_GOAL_MS = 1;
 const READS = 300;
 
-const ROUTES = 'clusters:\n  a: { kubeconfig: { env: BENCH_UNUSED_KUBECONFIG } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: app\n    match: { path: "secret/apps/{app}/db" }\n    targets: [{ clusters: [a], namespace: apps, kind: Deployment, name: "{app}" }]\n';
+const ROUTES = 'clusters:\n  a: { kubeconfig: { env: BENCH_UNUSED_KUBECONFIG } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: app\n    match: { path: "secret/apps/{app}/db" }\n    targets: [{ clusters: [a], namespace: apps, names: ["*"], kind: Deployment, name: "{app}" }]\n';
 
 /** One audit entry as Vault's file or http device writes it: a request or a response, a KV v2 read or write. */
 function entry(i: number): string {

@@ -63,7 +63,7 @@ export async function massRotationBench(): Promise<Figure[]> {
         'routes:',
         '  - name: mass',
         '    match: { path: "secret/mass/{app}" }',
-        `    targets: [{ clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, kind: Deployment, name: "{app}-a" }, { clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, kind: Deployment, name: "{app}-b" }]`,
+        `    targets: [{ clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, names: ["*"], kind: Deployment, name: "{app}-a" }, { clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, names: ["*"], kind: Deployment, name: "{app}-b" }]`,
       ].join('\n'),
       'bench.yaml',
     );

@@ -73,7 +73,7 @@ export async function maxUnavailableBench(): Promise<Figure[]> {
           'routes:',
           '  - name: mass',
           '    match: { path: "secret/mass/{app}" }',
-          `    targets: [{ clusters: [${names}], namespace: ${ns}, kind: Deployment, name: "{app}-a" }, { clusters: [${names}], namespace: ${ns}, kind: Deployment, name: "{app}-b" }]`,
+          `    targets: [{ clusters: [${names}], namespace: ${ns}, names: ["*"], kind: Deployment, name: "{app}-a" }, { clusters: [${names}], namespace: ${ns}, names: ["*"], kind: Deployment, name: "{app}-b" }]`,
         ].join('\n'),
         'bench.yaml',
       );

@@ -26,8 +26,8 @@ export function syntheticRoutes(n: number): string {
   for (let i = 0; i < n; i++) {
     const shape = i % 4;
     const path = shape === 0 ? `secret/team-${i}/app/db` : shape === 1 ? `secret/team-${i}/{app}/**` : shape === 2 ? `secret/team-${i}/*/tls` : `secret/team-${i}/svc-{app}`;
-    const name = shape === 1 || shape === 3 ? '"{app}"' : `app-${i}`;
-    lines.push(`  - name: r${i}`, `    match: { path: "${path}" }`, `    targets: [{ clusters: { env: prod }, namespace: ns-${i % 50}, kind: Deployment, name: ${name} }]`);
+    const name = shape === 1 || shape === 3 ? 'names: [api, web, "app-*"], name: "{app}"' : `name: app-${i}`;
+    lines.push(`  - name: r${i}`, `    match: { path: "${path}" }`, `    targets: [{ clusters: { env: prod }, namespace: ns-${i % 50}, kind: Deployment, ${name} }]`);
   }
   return `${lines.join('\n')}\n`;
 }

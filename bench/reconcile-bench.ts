@@ -42,7 +42,7 @@ export async function reconcileBench(): Promise<Figure[]> {
   try {
     const apps = Array.from({ length: PATHS }, (_, i) => `app-${String(i).padStart(4, '0')}`);
     for (const app of apps) await server.client.kv2Write('secret', `bench/${app}/db`, { password: 'x' });
-    const table = loadRoutingTable(`clusters:\n  a: { kubeconfig: { inline: "unused" } }\nroutes:\n  - name: bench\n    match: { path: "secret/bench/{app}/db" }\n    targets: [{ clusters: [a], namespace: ${NS}, kind: Deployment, name: "{app}" }]\n`, 'bench.yaml');
+    const table = loadRoutingTable(`clusters:\n  a: { kubeconfig: { inline: "unused" } }\nroutes:\n  - name: bench\n    match: { path: "secret/bench/{app}/db" }\n    targets: [{ clusters: [a], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]\n`, 'bench.yaml');
     const current = apps.map((app) => ({ metadata: { name: app, namespace: NS, resourceVersion: '1' }, spec: { selector: { matchLabels: { app } }, template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/${app}/db`]: 1 }) } } } } }) as KubeObject);
     const unrecorded = apps.map((app) => ({ metadata: { name: app, namespace: NS, resourceVersion: '1' }, spec: { selector: { matchLabels: { app } } } }) as KubeObject);
     const later = new Date(Date.now() + 60_000).toISOString();

@@ -47,7 +47,7 @@ vault: { mounts: { secret: 2 } }
 routes:
 ${Array.from({ length: CLUSTERS }, (_, i) => `  - name: c${String(i).padStart(3, '0')}
     match: { path: "secret/bench/status/{app}" }
-    targets: [{ clusters: [c${String(i).padStart(3, '0')}], namespace: ${ns(i)}, kind: Deployment, name: "{app}" }]`).join('\n')}
+    targets: [{ clusters: [c${String(i).padStart(3, '0')}], namespace: ${ns(i)}, names: ["*"], kind: Deployment, name: "{app}" }]`).join('\n')}
 `;
     writeFileSync(join(dir, 'routes.yaml'), routes);
     const times: number[] = [];

@@ -1,7 +1,7 @@
 // osls variable resolver: what serverless.yml derives from the stage's routing table — the IAM statements of each
 // function's role (lib/deploy/iam-from-routes.ts) and the files packaged beside the bundles. Used as
-// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns, compiledRoutes,
-// workerBatchSize). osls require()s this ES module and calls the export with its variable resolver; Node 24 loads
+// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns, clusterPackagePatterns,
+// compiledRoutes, intakeRoutes, workerBatchSize). osls require()s this ES module and calls the export with its variable resolver; Node 24 loads
 // the TypeScript modules with type stripping. Nothing here touches the network or AWS.
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
@@ -53,6 +53,8 @@ async function vaultParams(resolveVariable) {
 
 /** Where the compiled table of `routes` goes: beside it, so kubeconfig files it names stay relative to the same directory. */
 export const compiledRoutesFile = (routes) => `${routes.replace(/\.ya?ml$/, '')}.compiled.json`;
+/** Where the intake's table goes (compiled without `file` and `inline` kubeconfigs): beside the other. */
+export const intakeRoutesFile = (routes) => `${routes.replace(/\.ya?ml$/, '')}.intake.compiled.json`;
 
 /**
  * The file VAULT_ROLLOUT_ROUTES names: the stage's table checked (file:line problems fail packaging) and compiled to
@@ -64,6 +66,21 @@ export async function compiledRoutes({ resolveVariable }) {
     const { compileRoutingTable } = await import('../../lib/routing/compiled-table.ts');
     const compiled = compiledRoutesFile(routes);
     await writeFile(resolve(SERVICE_DIR, compiled), compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes));
+    return compiled;
+  });
+}
+
+/**
+ * The file VAULT_ROLLOUT_ROUTES names for every function but the two that reach clusters (worker, reconcile): the
+ * same table compiled without `file` and `inline` kubeconfigs, so the intake functions (http, internet-facing, and
+ * logs) carry no cluster credential.
+ */
+export async function intakeRoutes({ resolveVariable }) {
+  const routes = await resolveVariable('param:routes');
+  return once(`intake:${routes}`, async () => {
+    const { compileRoutingTable } = await import('../../lib/routing/compiled-table.ts');
+    const compiled = intakeRoutesFile(routes);
+    await writeFile(resolve(SERVICE_DIR, compiled), compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes, { withoutKubeconfigs: true }));
     return compiled;
   });
 }
@@ -101,7 +118,8 @@ export async function reconcileEnvironment({ resolveVariable }) {
   const vault = await vaultParams(resolveVariable);
   const [addr, namespace, awsRole, headerValue] = await Promise.all(['vaultAddr', 'vaultNamespace', 'vaultAwsRole', 'vaultAwsHeaderValue'].map((p) => resolveVariable(`param:${p}`)));
   vaultCredentials(vault.method, vault);
-  const env = { VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method };
+  // Reconcile reads the clusters (and records on them): the full table, with its kubeconfigs.
+  const env = { VAULT_ROLLOUT_ROUTES: await compiledRoutes({ resolveVariable }), VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method };
   if (namespace) env.VAULT_NAMESPACE = namespace;
   if (vault.method === 'aws') Object.assign(env, { VAULT_AWS_ROLE: awsRole }, headerValue ? { VAULT_AWS_HEADER_VALUE: headerValue } : {});
   if (vault.method === 'token') env.VAULT_TOKEN_SSM = vault.tokenParameter;
@@ -124,11 +142,17 @@ export async function workerBatchSize(context) {
 export const assumedRoles = async (context) =>
   (await policies(context)).assumedRoles.map((r) => `${r.roleArn} needs eks:DescribeCluster on ${r.statement.Resource.join(', ')}`).join('; ') || 'none';
 
-/**
- * package.patterns: the compiled routing table and the kubeconfig files it names (relative to the table), so that
- * they sit at the same relative paths under the function's task root as in the repository.
- */
+/** package.patterns, for every function: the intake's table only (no kubeconfig file, no inline kubeconfig). */
 export async function packagePatterns(context) {
+  return [await intakeRoutes(context)];
+}
+
+/**
+ * The worker's and reconcile's package.patterns (on top of packagePatterns): the full compiled table and the
+ * kubeconfig files it names, relative to the table, so that they sit at the same relative paths under the
+ * function's task root as in the repository. Only these two functions reach clusters.
+ */
+export async function clusterPackagePatterns(context) {
   const { routes, table } = await routingTable(context);
   const files = [await compiledRoutes(context)];
   for (const [name, cluster] of table.clusters) {

@@ -17,7 +17,7 @@ export const HALT_EVENT_REASON = 'RotationHalted';
 export const ANNOTATIONS = {
   restartedAt: 'kubectl.kubernetes.io/restartedAt',
   /** JSON object: Vault path (with `#operation` for other than writes) -> the newest version restarted for, or
-   *  the change time where the feed gives no version. */
+   *  `time#id` of the change where the feed gives no version (see recordValue). */
   versions: 'vault-rollout.io/versions',
   restartToken: 'vault-rollout.io/restart-token',
   /** Opt-in discovery: comma- or newline-separated path patterns the workload depends on. */
@@ -26,14 +26,26 @@ export const ANNOTATIONS = {
 
 export type RecordedVersions = Record<string, number | string>;
 
-/** What a secret reference records: its version, or for versionless changes the time of the change. */
-export const recordValue = (s: SecretRef): number | string => (s.version ?? s.time);
+/**
+ * What a secret reference records: its version; for a change without one (KV v1, an audit entry of a delete) the
+ * change's own identity, `time#id`: the time Vault stamped (to order changes) and the Vault request or event id
+ * (to tell two changes apart when the feed gives no time, or the same time). A redelivered change carries the same
+ * id and time, so it finds itself recorded (`unchanged`); a new write has a new request id, so it never does.
+ */
+export const recordValue = (s: SecretRef): number | string => (s.version ?? `${s.time}#${s.id}`);
 
 /**
  * Where it is recorded: writes under the path, other operations under `path#operation`, so a delete of version 3
  * (or a delete with no version at all) is not mistaken for the write of version 3 that came before it.
  */
 export const recordKey = (s: SecretRef): string => (s.operation === 'write' ? s.path : `${s.path}#${s.operation}`);
+
+/**
+ * A delete and an undelete of a version undo each other: recording one ends the other's record, so a delete after
+ * an undelete of the same version (delete -> undelete -> delete: the event feed says version 3 each time) is a new
+ * change, not a replay of the first delete.
+ */
+const UNDOES: Readonly<Partial<Record<SecretRef['operation'], SecretRef['operation']>>> = { delete: 'undelete', undelete: 'delete' };
 
 /** Parses the versions annotation; a hand-edited or foreign value counts as nothing recorded. */
 export function parseRecordedVersions(value: string | undefined): RecordedVersions {
@@ -47,13 +59,51 @@ export function parseRecordedVersions(value: string | undefined): RecordedVersio
   }
 }
 
+/** RFC 3339 as Vault stamps it (nanoseconds, any offset): the instant as [epoch ms of the second, ns in it]. */
+const RFC3339 = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/i;
+function instant(time: string): [number, number] | undefined {
+  const m = RFC3339.exec(time);
+  const seconds = m ? Date.parse(`${m[1]}${m[3]}`) : Number.NaN;
+  return m && !Number.isNaN(seconds) ? [seconds, Number((m[2] ?? '').padEnd(9, '0'))] : undefined;
+}
+
+/** Times compare as instants when both are RFC 3339, else as text (what records written before held). */
+function compareTimes(a: string, b: string): number {
+  const [x, y] = [instant(a), instant(b)];
+  if (x && y) return Math.sign(x[0] - y[0]) || Math.sign(x[1] - y[1]);
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 /**
- * -1, 0, 1: versions compare as numbers, times as times. A version and a time cannot be ordered (one feed gave a
- * version, another none): that is a different change, so it counts as newer and restarts.
+ * Two versionless identities (`time#id`): the same text is the same change; otherwise the later time is newer. Two
+ * different changes that cannot be ordered (no time, or the same time) are both new: the second restarts too. A
+ * record without `#id` (written before ids were recorded) is the change of that time.
+ */
+function compareIdentities(a: string, b: string): number {
+  if (a === b) return 0;
+  const [ta, ia] = splitIdentity(a);
+  const [tb, ib] = splitIdentity(b);
+  if (ta !== '' && tb !== '') {
+    const order = compareTimes(ta, tb);
+    if (order !== 0) return order;
+    if (ia === undefined || ib === undefined) return 0;
+  }
+  return 1;
+}
+
+const splitIdentity = (value: string): [string, string | undefined] => {
+  const at = value.indexOf('#');
+  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + 1)];
+};
+
+/**
+ * -1, 0, 1: versions compare as numbers, versionless changes by their identity (compareIdentities). A version and a
+ * versionless change cannot be ordered (one feed gave a version, another none): that is a different change, so it
+ * counts as newer and restarts.
  */
 function compare(a: number | string, b: number | string): number {
   if (typeof a === 'number' && typeof b === 'number') return Math.sign(a - b);
-  if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
+  if (typeof a === 'string' && typeof b === 'string') return compareIdentities(a, b);
   return 1;
 }
 
@@ -106,6 +156,8 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
     if (order > 0 || (options.override === true && order < 0)) {
       newer++;
       merged[key] = value;
+      const undone = UNDOES[secret.operation];
+      if (undone !== undefined) delete merged[`${secret.path}#${undone}`];
     } else if (order === 0) same++;
     else older.push(`${key} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
   }

@@ -8,7 +8,7 @@ import { qualify } from '../sources/kv-mounts.ts';
 import type { Operation, SecretChange } from '../sources/secret-change.ts';
 import type { Captures } from '../routing/path-pattern.ts';
 import { matchRoutes } from '../routing/router.ts';
-import { consumersOf, isConsumersTarget, isResourceTarget, isSyncTarget, namespaceAllowed, type NamespaceBound, type RoutingTable } from '../routing/routing-table.ts';
+import { boundAllows, consumersOf, isConsumersTarget, isResourceTarget, isSyncTarget, type NameBound, type RoutingTable } from '../routing/routing-table.ts';
 import { parseDuration, type SyncKind, type WorkloadKind } from '../routing/schema.ts';
 import { placeholders, render, renderDeep } from '../routing/template.ts';
 
@@ -74,7 +74,7 @@ export type RolloutTarget = WorkloadRolloutTarget | ResourceRolloutTarget | Cons
 
 /**
  * A target a route names but that was not planned: a captured value that is no Kubernetes name, no label value in a
- * selector, or a namespace outside the target's `namespaces`.
+ * selector, a namespace outside the target's `namespaces` or a name outside its `names`.
  */
 export interface PlanProblem {
   route: string;
@@ -102,9 +102,13 @@ function newer(a: SecretRef, b: SecretRef): boolean {
   return a.id > b.id;
 }
 
+/**
+ * A write of a version is that version, whichever feed reports it; anything else is one event (a delete of version 3
+ * can happen again after an undelete), so its Vault request or event id and time are part of it.
+ */
 function secretPart(s: SecretRef): string {
   if (s.version === null) return `${s.path}#${s.operation}:${s.id}@${s.time}`;
-  return s.operation === 'write' ? `${s.path}@${s.version}` : `${s.path}@${s.version}:${s.operation}`;
+  return s.operation === 'write' ? `${s.path}@${s.version}` : `${s.path}@${s.version}:${s.operation}:${s.id}@${s.time}`;
 }
 
 export function restartToken(secrets: readonly SecretRef[]): string {
@@ -137,10 +141,17 @@ function render1(template: string, values: Captures, kind: 'namespace' | 'name')
 }
 
 /** A namespace, rendered, and inside the target's bound when it has one. */
-function renderNamespace(template: string, values: Captures, bound: NamespaceBound | undefined): Rendered {
+function renderNamespace(template: string, values: Captures, bound: NameBound | undefined): Rendered {
   const out = render1(template, values, 'namespace');
-  if (typeof out !== 'string' || bound === undefined || namespaceAllowed(bound, out)) return out;
+  if (typeof out !== 'string' || bound === undefined || boundAllows(bound, out)) return out;
   return { error: `namespace ${JSON.stringify(out)} rendered from the path is outside the target's namespaces (${bound.sources.join(', ')})` };
+}
+
+/** An object name, rendered, and inside the target's `names` when it has them. */
+function renderName(template: string, values: Captures, bound: NameBound | undefined): Rendered {
+  const out = render1(template, values, 'name');
+  if (typeof out !== 'string' || bound === undefined || boundAllows(bound, out)) return out;
+  return { error: `name ${JSON.stringify(out.slice(0, 80))} rendered from the path is outside the target's names (${bound.sources.join(', ')})` };
 }
 
 /** A selector whose every placeholder is filled with a valid label value (`app in ({apps})` stays one value). */
@@ -172,7 +183,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
     for (const { route, captures } of matches) {
       // The built-ins only resource targets may use: made for the first one (most routes have none).
       let builtins: Record<string, string> | undefined;
-      for (const { target, clusters, namespaces: bound } of route.targets) {
+      for (const { target, clusters, namespaces: bound, names: nameBound } of route.targets) {
         let planned: Accumulator['target'];
         if (isResourceTarget(target)) {
           builtins ??= {
@@ -184,7 +195,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
             vaultNamespace: change.namespace,
             operation: change.operation,
           };
-          const name = render1(target.resource.name, builtins, 'name');
+          const name = renderName(target.resource.name, builtins, nameBound);
           const namespace = target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
           const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');
           if (bad) {
@@ -196,7 +207,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
         } else if (isSyncTarget(target) || isConsumersTarget(target)) {
           const named = isSyncTarget(target) ? { kind: target.sync.kind, name: target.sync.name } : (({ field, name: n }) => ({ kind: field === 'secret' ? ('Secret' as const) : ('SecretProviderClass' as const), name: n }))(consumersOf(target));
           const namespace = renderNamespace(target.namespace, captures, bound);
-          const name = render1(named.name, captures, 'name');
+          const name = renderName(named.name, captures, nameBound);
           const bad = [namespace, name].find((v): v is { error: string } => typeof v !== 'string');
           if (bad) {
             problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
@@ -207,7 +218,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
           if (timeout !== undefined) planned.syncTimeoutMs = timeout;
         } else {
           const namespace = renderNamespace(target.namespace, captures, bound);
-          const name = target.name === undefined ? undefined : render1(target.name, captures, 'name');
+          const name = target.name === undefined ? undefined : renderName(target.name, captures, nameBound);
           const selector = target.selector === undefined ? undefined : renderSelector(target.selector, captures);
           const bad = [namespace, name, selector].find((v): v is { error: string } => typeof v === 'object');
           if (bad) {

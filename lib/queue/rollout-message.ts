@@ -88,12 +88,15 @@ export function changeSetHash(changes: readonly QueuedChange[]): string {
 }
 
 /**
- * Identity of one change: the same change from two feeds (audit entry, event) or from reconcile has the same path
- * and version. Halts are recorded against these (lib/rotations).
+ * Identity of one change: the same write from two feeds (audit entry, event) or from reconcile has the same path and
+ * version; any other operation is one event, told apart by its id and time (a delete of version 3 may come again
+ * after an undelete, and must not be dropped as a duplicate of the first). Halts are recorded against these
+ * (lib/rotations).
  */
 export function changeIdentity(c: QueuedChange): string {
   const path = `${c.namespace}\u0000${c.mount}/${c.key}`;
-  return c.version === null ? `${path}#${c.operation}:${c.id}@${c.time}` : `${path}@${c.version}:${c.operation}`;
+  if (c.version !== null && c.operation === 'write') return `${path}@${c.version}:${c.operation}`;
+  return c.version === null ? `${path}#${c.operation}:${c.id}@${c.time}` : `${path}@${c.version}:${c.operation}:${c.id}@${c.time}`;
 }
 
 /** The FIFO deduplication id: the same cluster and changes give the same id (<= 128 chars). */

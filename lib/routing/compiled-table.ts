@@ -18,11 +18,30 @@ export interface CompiledTableFile {
   document: RoutingTableDocument;
 }
 
-/** Checks the YAML table (throws RoutingTableError with file:line problems) and returns its compiled JSON text. */
-export function compileRoutingTable(yamlText: string, file: string): string {
+/**
+ * Checks the YAML table (throws RoutingTableError with file:line problems) and returns its compiled JSON text.
+ * `withoutKubeconfigs`: the table of a function that never reaches a cluster (the intake: http, logs): every cluster's
+ * `file` or `inline` kubeconfig is left out, so no kubeconfig content (and no path to a packaged one) is in it. Such a
+ * cluster has neither kubeconfig nor eks there, and reaching it fails with that reason; planning needs only its name
+ * and labels. References that are no credential themselves (`env`, `ssm`, `secretsManager`, `eks`) stay.
+ */
+export function compileRoutingTable(yamlText: string, file: string, options: { withoutKubeconfigs?: boolean } = {}): string {
   const { document } = parseRoutingTable(yamlText, file);
-  const compiled: CompiledTableFile = { format: COMPILED_TABLE_FORMAT, source: { file, sha256: createHash('sha256').update(yamlText).digest('hex') }, document };
+  const compiled: CompiledTableFile = { format: COMPILED_TABLE_FORMAT, source: { file, sha256: createHash('sha256').update(yamlText).digest('hex') }, document: options.withoutKubeconfigs ? withoutKubeconfigContent(document) : document };
   return `${JSON.stringify(compiled)}\n`;
+}
+
+/** The document with each `file` and `inline` kubeconfig removed (see compileRoutingTable). */
+export function withoutKubeconfigContent(document: RoutingTableDocument): RoutingTableDocument {
+  const clusters = Object.fromEntries(
+    Object.entries(document.clusters).map(([name, cluster]) => {
+      const source = cluster.kubeconfig;
+      if (source === undefined || !('file' in source || 'inline' in source)) return [name, cluster];
+      const { kubeconfig: _withheld, context: _context, ...rest } = cluster;
+      return [name, rest];
+    }),
+  );
+  return { ...document, clusters };
 }
 
 /** Whether a routing table file's text is the compiled form (JSON with our format), not YAML. */

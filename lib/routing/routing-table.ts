@@ -34,20 +34,25 @@ export interface CompiledTarget {
   /** Cluster names this target applies to, sorted. */
   clusters: string[];
   /** The target's `namespaces`, compiled; undefined when the target sets no bound. */
-  namespaces?: NamespaceBound;
+  namespaces?: NameBound;
+  /** The target's `names`, compiled; undefined when the target sets no bound. */
+  names?: NameBound;
 }
 
-/** The namespaces a target may reach: names and `*` globs, matched like one segment of a path pattern. */
-export interface NamespaceBound {
+/**
+ * The namespaces (`namespaces`) or object names (`names`) a target may reach: names and `*` globs, matched like one
+ * segment of a path pattern.
+ */
+export interface NameBound {
   sources: readonly string[];
   globs: readonly PatternSegment[];
 }
 
-export const namespaceAllowed = (bound: NamespaceBound, namespace: string): boolean =>
-  bound.globs.some((g) => (g.kind === 'literal' ? g.source === namespace : matchSegment(g.tokens, namespace) !== undefined));
+export const boundAllows = (bound: NameBound, value: string): boolean =>
+  bound.globs.some((g) => (g.kind === 'literal' ? g.source === value : matchSegment(g.tokens, value) !== undefined));
 
-/** The schema allows only [a-z0-9*-] here, so each compiles to one literal or wild segment, or is over its bounds. */
-function compileNamespaceBound(sources: readonly string[], report: (index: number, message: string) => void): NamespaceBound {
+/** The schema allows only [a-z0-9.*-] here, so each compiles to one literal or wild segment, or is over its bounds. */
+function compileNameBound(sources: readonly string[], report: (index: number, message: string) => void): NameBound {
   const globs: PatternSegment[] = [];
   sources.forEach((source, i) => {
     try {
@@ -154,6 +159,21 @@ export const isWorkloadTarget = (t: Target): t is WorkloadTarget => !isResourceT
 /** The Secret or SecretProviderClass a consumers target names: which field, and its (template) value. */
 export const consumersOf = (t: ConsumersTarget): { field: 'secret' | 'secretProviderClass'; name: string } =>
   'secret' in t.consumers ? { field: 'secret', name: t.consumers.secret } : { field: 'secretProviderClass', name: t.consumers.secretProviderClass };
+
+/**
+ * The one object name a target names, where it is written and its template: a workload's `name`, a resource's
+ * `resource.name`, the synced resource's `sync.name`, the consumers' Secret or SecretProviderClass. Undefined for
+ * targets that find their objects by `selector` or `annotated`.
+ */
+export function targetName(t: Target): { field: string[]; template: string } | undefined {
+  if (isResourceTarget(t)) return { field: ['resource', 'name'], template: t.resource.name };
+  if (isSyncTarget(t)) return { field: ['sync', 'name'], template: t.sync.name };
+  if (isConsumersTarget(t)) {
+    const { field, name } = consumersOf(t);
+    return { field: ['consumers', field], template: name };
+  }
+  return t.name === undefined ? undefined : { field: ['name'], template: t.name };
+}
 
 function locator(text: string, file: string) {
   const lineCounter = new LineCounter();
@@ -331,7 +351,8 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
       const twhere = [...where, 'targets', t];
       if (checked) {
         const built: CompiledTarget = { target, clusters: clustersOf(target.clusters, (m) => report([...twhere, 'clusters'], m)) };
-        if (target.namespaces !== undefined) built.namespaces = compileNamespaceBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
+        if (target.namespaces !== undefined) built.namespaces = compileNameBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
+        if (target.names !== undefined) built.names = compileNameBound(target.names, (i, m) => report([...twhere, 'names', i], m));
         return built;
       }
       for (const { field, text, builtins: allowBuiltins } of targetTemplates(target)) {
@@ -355,11 +376,23 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
         report([...twhere, ...(isResourceTarget(target) ? ['resource', 'namespace'] : ['namespace'])], `the namespace "${renderedNamespace}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]`);
       }
       if (target.namespaces !== undefined) {
-        compiled.namespaces = compileNamespaceBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
+        compiled.namespaces = compileNameBound(target.namespaces, (i, m) => report([...twhere, 'namespaces', i], m));
         const namespace = isResourceTarget(target) ? target.resource.namespace : target.namespace;
         if (namespace === undefined) report([...twhere, 'namespaces'], 'the resource has no namespace (cluster-scoped), so namespaces bounds nothing; remove it');
-        else if (placeholders(namespace).length === 0 && !namespaceAllowed(compiled.namespaces, namespace)) {
+        else if (placeholders(namespace).length === 0 && !boundAllows(compiled.namespaces, namespace)) {
           report([...twhere, 'namespaces'], `the target's namespace "${namespace}" is outside its own namespaces: ${target.namespaces.join(', ')}`);
+        }
+      }
+      const name = targetName(target);
+      if (target.names === undefined && name !== undefined && placeholders(name.template).length > 0) {
+        // Without a bound, whoever may write secret/payments/<x> would restart any workload of the namespace named <x>.
+        report([...twhere, ...name.field], `the name "${name.template}" is rendered from the path: list the names it may reach in names: [names or globs such as api-*]`);
+      }
+      if (target.names !== undefined) {
+        compiled.names = compileNameBound(target.names, (i, m) => report([...twhere, 'names', i], m));
+        if (name === undefined) report([...twhere, 'names'], 'the target finds its workloads by selector or annotation, so names bounds nothing; remove it');
+        else if (placeholders(name.template).length === 0 && !boundAllows(compiled.names, name.template)) {
+          report([...twhere, 'names'], `the target's name "${name.template}" is outside its own names: ${target.names.join(', ')}`);
         }
       }
       return compiled;

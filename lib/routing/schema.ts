@@ -145,11 +145,22 @@ const NamespaceBoundSchema = z
   .min(1, 'list at least one namespace or glob')
   .describe('namespaces this target may reach (names or globs with *); a namespace rendered outside them is not planned');
 
+/**
+ * The objects a target may reach when its name is rendered from the change (`name: "{service}"`): names, or globs
+ * where `*` stands for any run of characters (`api-*`). Without it, whoever may write `secret/payments/<x>` could
+ * restart any workload of the namespace by choosing `<x>`; a name rendered outside them is a plan problem.
+ */
+const NameBoundSchema = z
+  .array(z.string().max(253).regex(/^[a-z0-9*]([-a-z0-9.*]*[a-z0-9*])?$/, 'must be a Kubernetes object name or a glob of one, e.g. api or api-*'))
+  .min(1, 'list at least one name or glob')
+  .describe('object names this target may reach (names or globs with *); a name rendered from the path outside them is not planned');
+
 export const WorkloadTargetSchema = z
   .strictObject({
     clusters: ClusterSelectorSchema,
     namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
     namespaces: NamespaceBoundSchema.optional(),
+    names: NameBoundSchema.optional(),
     kind: z.enum(WorkloadKinds),
     name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional(),
     selector: nonEmpty.optional(),
@@ -162,6 +173,7 @@ export const WorkloadTargetSchema = z
 export const ResourceTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
   namespaces: NamespaceBoundSchema.optional(),
+  names: NameBoundSchema.optional(),
   resource: z.strictObject({
     apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1'),
     kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor'),
@@ -189,6 +201,7 @@ export const SyncTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
   namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
   namespaces: NamespaceBoundSchema.optional(),
+  names: NameBoundSchema.optional(),
   sync: z.strictObject({
     kind: z.enum(SyncKinds).describe('ExternalSecret (external-secrets.io/v1) or VaultStaticSecret (secrets.hashicorp.com/v1beta1)'),
     name: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE),
@@ -202,6 +215,7 @@ export const ConsumersTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
   namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
   namespaces: NamespaceBoundSchema.optional(),
+  names: NameBoundSchema.optional(),
   consumers: z.union([
     z.strictObject({ secret: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pod template references this Secret') }),
     z.strictObject({ secretProviderClass: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pods mount this SecretProviderClass (secrets-store.csi.k8s.io)') }),

@@ -84,6 +84,7 @@ const table = () =>
     targets:
       - clusters: [${C}]
         resource: { apiVersion: example.com/v1, kind: Harbor, namespace: ${NS}, name: "{registry}" }
+        names: [main]
         patch: { spec: { secretVersion: "{version}" } }`,
     ].join('\n'),
   );
@@ -273,6 +274,7 @@ describe('doctor', () => {
     targets:
       - clusters: [${C}, gamma]
         resource: { apiVersion: example.com/v1, kind: Harbor, namespace: ${NS}, name: "{registry}" }
+        names: [main]
         patch: { spec: { secretVersion: "{version}" } }`);
   const policyCheck = async () => (await runDoctor(doctorTable(), { access: fileAccess })).filter((c) => c.check === 'admission policy' && c.cluster !== 'beta').map((c) => `${c.cluster}: ${c.ok ? 'ok' : 'PROBLEM'}: ${c.detail}${c.fix ? ` (fix: ${c.fix})` : ''}`);
 

@@ -12,7 +12,7 @@ vault: { mounts: { secret: 2 } }
 routes:
   - name: api
     match: { path: "secret/cli/{app}" }
-    targets: [{ clusters: [alpha, beta], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha, beta], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `;
 const write = (version: number) => JSON.stringify({ time: '2026-11-20T12:00:00Z', type: 'response', request: { id: `cli-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/cli/api' }, response: { data: { version } } });
 

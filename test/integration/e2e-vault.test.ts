@@ -35,10 +35,10 @@ vault: { mounts: { kv2: 2, kv1: 1 } }
 routes:
   - name: v2
     match: { path: "kv2/{app}/db", operations: [write, delete, destroy, undelete] }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
   - name: v1
     match: { path: "kv1/{app}/db", operations: [write, delete] }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `,
   );
   await createNamespace('alpha', NS);

@@ -85,10 +85,10 @@ vault: { mounts: { secret: 2 } }
 routes:
   - name: faults
     match: { path: "secret/faults/{app}" }
-    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
   - name: crash
     match: { path: "secret/crash/{app}" }
-    targets: [{ clusters: [gamma], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [gamma], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `,
   );
   table = loadRoutingTable((await import('node:fs')).readFileSync(routesFile, 'utf8'), routesFile);

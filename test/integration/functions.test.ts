@@ -35,7 +35,7 @@ vault: { mounts: { secret: 2 } }
 routes:
   - name: e2e
     match: { path: "secret/e2e/{app}" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
   - name: ghost
     match: { path: "secret/ghost" }
     targets: [{ clusters: [ghost], namespace: ${NS}, kind: Deployment, name: api }]

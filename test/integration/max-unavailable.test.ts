@@ -58,7 +58,7 @@ rollout:
 routes:
   - name: slots
     match: { path: "secret/slots/{app}" }
-    targets: [{ clusters: [${CLUSTERS.join(', ')}], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [${CLUSTERS.join(', ')}], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `,
   );
   await Promise.all(

@@ -107,9 +107,14 @@ function statementsOf(t: Template): Array<{ where: string; statement: Statement 
   return out;
 }
 
+/** The functions that reach clusters, and so get kubeconfigs: the worker (restarts) and reconcile (reads, records). */
+const REACHES_CLUSTERS: ReadonlySet<string> = new Set(['worker', 'reconcile']);
+
 const GUARDED = /^(eks|sts|ssm|secretsmanager|sqs|kms|logs):|^\*$/;
 
 describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
+  /** The table a function loads: the full one where it reaches clusters, else the intake's (no kubeconfigs). */
+  const routesOf = (fn: FunctionName) => (REACHES_CLUSTERS.has(fn) ? `infra/routes/${stage}.compiled.json` : `infra/routes/${stage}.intake.compiled.json`);
   const t = () => packages[stage].template;
   const expected = EXPECTED[stage];
   const table = loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `${stage}.yaml`);
@@ -133,10 +138,15 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       expect(p.Handler).toBe(`functions/${fn}.handler`);
       expect((p.Code as { S3Key: string }).S3Key).toMatch(new RegExp(`/${fn}\\.zip$`));
       const entries = readZipEntries(readFileSync(join(packages[stage].dir, `${fn}.zip`)));
-      expect(entries.map((e) => e.name).sort()).toEqual([`functions/${fn}.mjs`, `infra/routes/${stage}.compiled.json`]);
+      // Only the functions that reach clusters get the full table (and any kubeconfig file it names); the intake's
+      // table has no file or inline kubeconfig (test/unit/deploy/function-packages.test.ts).
+      expect(entries.map((e) => e.name).sort()).toEqual(
+        REACHES_CLUSTERS.has(fn) ? [`functions/${fn}.mjs`, `infra/routes/${stage}.compiled.json`, `infra/routes/${stage}.intake.compiled.json`] : [`functions/${fn}.mjs`, `infra/routes/${stage}.intake.compiled.json`],
+      );
+      if (!REACHES_CLUSTERS.has(fn)) for (const e of entries) expect(e.data.toString()).not.toMatch(/"inline"|kubeconfig"\s*:\s*\{\s*"file"/);
       // The YAML, checked and compiled: the function loads the same table without parsing YAML.
-      const compiled = entries.find((e) => e.name.endsWith('.compiled.json'))?.data.toString() ?? '';
-      expect(loadCompiledRoutingTable(compiled, `infra/routes/${stage}.compiled.json`)).toEqual(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `infra/routes/${stage}.compiled.json`));
+      const compiled = entries.find((e) => e.name === routesOf(fn))?.data.toString() ?? '';
+      expect(loadCompiledRoutingTable(compiled, routesOf(fn))).toEqual(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), routesOf(fn)));
       const bundle = entries.find((e) => e.name.endsWith('.mjs'))?.data.toString() ?? '';
       // ESM: an .mjs file with an export statement, a require() for CommonJS dependencies from createRequire.
       expect(bundle).toMatch(/export\s*\{[^}]*\bhandler\b[^}]*\}/);
@@ -144,7 +154,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       expect(bundle.length).toBeLessThanOrEqual(1.5 * 1024 * 1024);
       const env = (p.Environment as { Variables: Record<string, unknown> }).Variables;
       expect(env).toMatchObject({
-        VAULT_ROLLOUT_ROUTES: `infra/routes/${stage}.compiled.json`,
+        VAULT_ROLLOUT_ROUTES: routesOf(fn),
         VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' },
         POWERTOOLS_SERVICE_NAME: 'vault-rollout',
         POWERTOOLS_METRICS_NAMESPACE: 'VaultRollout',
@@ -163,7 +173,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const unpacked = unpackFunctions(packages[stage].dir, join(work, `${stage}-task`));
     const home = mkdtempSync(join(work, 'home-'));
     const results: Partial<Record<FunctionName, unknown>> = {};
-    for (const fn of FUNCTIONS) results[fn] = (await coldStart(fn, unpacked[fn], `infra/routes/${stage}.compiled.json`, home)).result;
+    for (const fn of FUNCTIONS) results[fn] = (await coldStart(fn, unpacked[fn], routesOf(fn), home)).result;
     expect(results.http).toMatchObject({ statusCode: 200 });
     expect(results.worker).toEqual({ batchItemFailures: [] });
     expect(results.logs).toMatchObject({ ignored: 1, rejected: 0, queued: 0 });
@@ -333,6 +343,6 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     const vaultLogin = stage === 'dev' ? { VAULT_AUTH_METHOD: 'approle', VAULT_ROLE_ID_SSM: '/vault-rollout/dev/vault/role-id', VAULT_SECRET_ID_SSM: '/vault-rollout/dev/vault/secret-id' } : { VAULT_AUTH_METHOD: 'aws', VAULT_AWS_ROLE: 'vault-rollout-reconcile', VAULT_AWS_HEADER_VALUE: `vault.${stage}.example.com` };
     expect(env).toMatchObject({ VAULT_ADDR: `https://vault.${stage}.example.com:8200`, VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' }, ...vaultLogin });
     const entries = readZipEntries(readFileSync(join(packages[stage].dir, 'reconcile.zip'))).map((e) => e.name).sort();
-    expect(entries).toEqual(['functions/reconcile.mjs', `infra/routes/${stage}.compiled.json`]);
+    expect(entries).toEqual(['functions/reconcile.mjs', `infra/routes/${stage}.compiled.json`, `infra/routes/${stage}.intake.compiled.json`]);
   });
 });

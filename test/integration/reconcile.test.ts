@@ -34,10 +34,10 @@ vault: { mounts: { secret: 2, kv1: 1 } }
 routes:
   - name: ${prefix}
     match: { path: "secret/${prefix}/{app}/db" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
   - name: ${prefix}-legacy
     match: { path: "kv1/${prefix}/{app}" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `,
   );
   return path;

@@ -80,7 +80,7 @@ vault: { mounts: { secret: 2 } }
 routes:
   - name: kill
     match: { path: "secret/kill/{app}" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `);
   await createNamespace('alpha', NS);
   // Zero replicas: a template change still makes exactly one new ReplicaSet, without 100 pods to schedule.

@@ -18,10 +18,10 @@ vault: { mounts: { secret: 2, legacy: 1 } }
 routes:
   - name: apps
     match: { path: "secret/status/{app}" }
-    targets: [{ clusters: ${targets}, namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: ${targets}, namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
   - name: legacy
     match: { path: "legacy/status/{app}" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `;
 const write = (app: string, version: number, mount = 'secret') =>
   JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `st-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: `${mount}/`, path: mount === 'secret' ? `${mount}/data/status/${app}` : `${mount}/status/${app}` }, response: mount === 'secret' ? { data: { version } } : {} });

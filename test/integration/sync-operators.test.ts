@@ -37,10 +37,10 @@ vault: { mounts: { ${mount}: 2 } }
 routes:
   - name: eso
     match: { path: "${mount}/eso/{service}" }
-    targets: [{ clusters: [${OPERATORS_CLUSTER}], namespace: ${NS}, sync: { kind: ExternalSecret, name: "{service}" } }]
+    targets: [{ clusters: [${OPERATORS_CLUSTER}], namespace: ${NS}, names: ["*"], sync: { kind: ExternalSecret, name: "{service}" } }]
   - name: vso
     match: { path: "${mount}/vso/{service}" }
-    targets: [{ clusters: [${OPERATORS_CLUSTER}], namespace: ${NS}, sync: { kind: VaultStaticSecret, name: "{service}" } }]
+    targets: [{ clusters: [${OPERATORS_CLUSTER}], namespace: ${NS}, names: ["*"], sync: { kind: VaultStaticSecret, name: "{service}" } }]
 `;
 
 async function ok<T>(method: string, path: string, body?: unknown, contentType?: string): Promise<T> {

@@ -49,7 +49,7 @@ routes:
   - name: waves
     match: { path: "secret/waves/{app}" }
     rollout: { timeout: 6s }
-    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
   - name: settle
     match: { path: "secret/settle/*" }
     rollout: { settle: 3s }

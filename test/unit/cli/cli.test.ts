@@ -77,7 +77,7 @@ describe('vault-rollout validate', () => {
   });
 
   it('exits 1 and lists every problem', async () => {
-    const io = memoryIo({ 'bad.yaml': 'clusters: {}\nroutes:\n  - name: x\n    match: { path: "a/{b}" }\n    targets: [{ clusters: [c], namespace: n, kind: Deployment, name: "{b}" }]\n' });
+    const io = memoryIo({ 'bad.yaml': 'clusters: {}\nroutes:\n  - name: x\n    match: { path: "a/{b}" }\n    targets: [{ clusters: [c], namespace: n, names: ["*"], kind: Deployment, name: "{b}" }]\n' });
     expect(await main(['validate', 'bad.yaml'], io)).toBe(1);
     expect(io.err).toContain('bad.yaml:5:27: routes[0].targets[0].clusters: unknown cluster "c"; defined: none');
   });

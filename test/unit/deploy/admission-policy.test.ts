@@ -13,7 +13,7 @@ const table = (routes: string) =>
 
 const resourceRoute = (name: string, patch: string, kind = 'Harbor', apiVersion = 'example.com/v1') => `  - name: ${name}
     match: { path: "secret/${name}/{registry}" }
-    targets: [{ clusters: [a], resource: { apiVersion: ${apiVersion}, kind: ${kind}, namespace: ns, name: "{registry}" }, patch: ${patch} }]
+    targets: [{ clusters: [a], resource: { apiVersion: ${apiVersion}, kind: ${kind}, namespace: ns, name: "{registry}" }, names: ["*"], patch: ${patch} }]
 `;
 
 interface Policy {

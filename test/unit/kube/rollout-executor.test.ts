@@ -18,7 +18,7 @@ routes:
   - name: app
     match: { path: "secret/{app}" }
     targets:
-      - { clusters: [a, b], namespace: ns, kind: Deployment, name: "{app}" }
+      - { clusters: [a, b], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }
   - name: harbor
     match: { path: "secret/registry" }
     targets:

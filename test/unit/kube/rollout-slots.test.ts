@@ -21,7 +21,7 @@ routes:
   - name: app
     match: { path: "secret/{app}" }
     targets:
-      - { clusters: [a, b, c], namespace: ns, kind: Deployment, name: "{app}" }
+      - { clusters: [a, b, c], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }
 `);
 const APPS = ['x', 'y', 'z'];
 const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });

@@ -25,7 +25,7 @@ routes:
   - name: es
     match: { path: "secret/{service}/db" }
     targets:
-      - { clusters: [a], namespace: ns, sync: { kind: ExternalSecret, name: "{service}-db" } }
+      - { clusters: [a], namespace: ns, names: ["*"], sync: { kind: ExternalSecret, name: "{service}-db" } }
   - name: vss
     match: { path: "secret/web" }
     targets:

@@ -18,7 +18,7 @@ const table = loadRoutingTable(`clusters:
 routes:
   - name: app
     match: { path: "secret/{app}" }
-    targets: [{ clusters: [a, b], namespace: ns, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [a, b], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }]
 `);
 
 const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
@@ -192,7 +192,7 @@ rollout: { maxUnavailable: { perCluster: 1 } }
 routes:
   - name: app
     match: { path: "secret/{app}" }
-    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [a], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }]
 `);
     const fake = fakeClusters({ a: ['api', 'web'] });
     const plan = planRollouts(bounded, [change('api', 1), change('web', 1)]);

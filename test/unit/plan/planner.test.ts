@@ -129,7 +129,7 @@ routes:
   - name: by-team
     match: { path: "secret/{team}/{app}" }
     targets:
-      - { clusters: [c], namespace: "{team}", namespaces: [payments, "team-*"], kind: Deployment, name: "{app}" }
+      - { clusters: [c], namespace: "{team}", namespaces: [payments, "team-*"], names: [api, coredns, "web-*"], kind: Deployment, name: "{app}" }
   - name: by-selector
     match: { path: "sel/{apps}" }
     targets:
@@ -137,7 +137,15 @@ routes:
   - name: tenant-resource
     match: { path: "crd/{ns}/{name}" }
     targets:
-      - { clusters: [c], namespaces: ["tenant-*"], resource: { apiVersion: a.io/v1, kind: K, namespace: "{ns}", name: "{name}" }, patch: { spec: { v: "{version}" } } }
+      - { clusters: [c], namespaces: ["tenant-*"], names: [main], resource: { apiVersion: a.io/v1, kind: K, namespace: "{ns}", name: "{name}" }, patch: { spec: { v: "{version}" } } }
+  - name: synced
+    match: { path: "eso/{name}" }
+    targets:
+      - { clusters: [c], namespace: apps, names: ["db-*"], sync: { kind: ExternalSecret, name: "{name}" } }
+  - name: consumed
+    match: { path: "csi/{class}" }
+    targets:
+      - { clusters: [c], namespace: apps, names: [vault-db], consumers: { secretProviderClass: "{class}" } }
   - name: any-team
     match: { path: "free/{ns}" }
     targets:
@@ -157,6 +165,13 @@ routes:
     ['a resource namespace outside the bound', 'crd/kube-system/main', null, 'namespace "kube-system" rendered from the path is outside the target\'s namespaces (tenant-*)'],
     ['a namespace that is no DNS label, bound or not', 'free/Kube_System', null, 'namespace "Kube_System" rendered from the path is not a valid Kubernetes namespace'],
     ['a bound of "*" takes any valid namespace, as the table says so', 'free/kube-system', 'c/kube-system/Deployment/app', null],
+    ['a name a glob of the bound matches', 'secret/payments/web-eu', 'c/payments/Deployment/web-eu', null],
+    ['a name outside the bound: the path cannot pick any workload of the namespace', 'secret/payments/admin', null, 'name "admin" rendered from the path is outside the target\'s names (api, coredns, web-*)'],
+    ['a name glob is no prefix: "web-*" does not take "web"', 'secret/payments/web', null, 'name "web" rendered from the path is outside the target\'s names (api, coredns, web-*)'],
+    ['a resource name outside the bound', 'crd/tenant-a/other', null, 'name "other" rendered from the path is outside the target\'s names (main)'],
+    ['a synced resource inside the bound', 'eso/db-main', 'c/apps/ExternalSecret/db-main', null],
+    ['a synced resource outside the bound', 'eso/web', null, 'name "web" rendered from the path is outside the target\'s names (db-*)'],
+    ['a SecretProviderClass outside the bound', 'csi/other', null, 'name "other" rendered from the path is outside the target\'s names (vault-db)'],
   ])('%s', (_name, path, planned, problem) => {
     const plan = planRollouts(bounded, [change(path)]);
     expect(plan.targets.map(brief)).toEqual(planned === null ? [] : [planned]);

@@ -23,14 +23,14 @@ describe('compiled routing table', () => {
   });
 
   it('matches like the YAML table does', () => {
-    const text = 'clusters:\n  a: { kubeconfig: { env: A } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: api\n    match: { path: "secret/{app}/db" }\n    targets: [{ clusters: [a], namespace: prod, kind: Deployment, name: "{app}" }]\n';
+    const text = 'clusters:\n  a: { kubeconfig: { env: A } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: api\n    match: { path: "secret/{app}/db" }\n    targets: [{ clusters: [a], namespace: prod, names: [api], kind: Deployment, name: "{app}" }]\n';
     const table = loadCompiledRoutingTable(compileRoutingTable(text, 'r.yaml'), 'r.json');
     const change = { namespace: '', mount: 'secret', path: 'secret/api/db', key: 'api/db', operation: 'write', version: 3, source: 'audit', id: '1', time: 0 } as unknown as Parameters<typeof matchRoutes>[1];
     expect(matchRoutes(table, change).map((m) => [m.route.name, m.captures])).toEqual([['api', { app: 'api' }]]);
   });
 
   it('keeps file:line errors: compiling refuses a table validate refuses, with the same problems', () => {
-    const text = 'clusters:\n  a: { kubeconfig: { env: A } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: api\n    match: { path: "secret/{app}/db" }\n    targets: [{ clusters: [nope], namespace: prod, kind: Deployment, name: "{app}" }]\n';
+    const text = 'clusters:\n  a: { kubeconfig: { env: A } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: api\n    match: { path: "secret/{app}/db" }\n    targets: [{ clusters: [nope], namespace: prod, names: [api], kind: Deployment, name: "{app}" }]\n';
     const problems = (fn: () => unknown) => {
       try {
         fn();

@@ -59,7 +59,7 @@ describe('routing table', () => {
   - name: r
     match: { path: "secret/{app}/{env}" }
     targets:
-      - { clusters: [prod-eu], namespace: n, kind: Deployment, name: "{app}" }
+      - { clusters: [prod-eu], namespace: n, names: [api], kind: Deployment, name: "{app}" }
 `,
       'routes.yaml:10:20: routes[0].match.path: unused capture {env}: no target uses it (use * to match without capturing)',
     ],
@@ -192,6 +192,78 @@ describe('routing table', () => {
       'routes.yaml:11:70: routes[0].targets[0].namespaces[0]: must be a namespace name or a glob of one, e.g. payments or team-*',
     ],
     [
+      'a workload name rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/payments/{service}" }
+    targets: [{ clusters: [prod-eu], namespace: payments, kind: Deployment, name: "{service}" }]
+`,
+      'routes.yaml:11:83: routes[0].targets[0].name: the name "{service}" is rendered from the path: list the names it may reach in names: [names or globs such as api-*]',
+    ],
+    [
+      'a name partly rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/card/{component}" }
+    targets: [{ clusters: [prod-eu], namespace: card, kind: StatefulSet, name: "card-{component}" }]
+`,
+      'routes.yaml:11:80: routes[0].targets[0].name: the name "card-{component}" is rendered from the path: list the names it may reach in names: [names or globs such as api-*]',
+    ],
+    [
+      'a resource name rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/registry/{registry}" }
+    targets: [{ clusters: [prod-eu], resource: { apiVersion: a.io/v1, kind: K, namespace: registry, name: "{registry}" }, patch: { spec: { v: "{version}" } } }]
+`,
+      'routes.yaml:11:107: routes[0].targets[0].resource.name: the name "{registry}" is rendered from the path: list the names it may reach in names: [names or globs such as api-*]',
+    ],
+    [
+      'a synced resource rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/eso/{name}" }
+    targets: [{ clusters: [prod-eu], namespace: apps, sync: { kind: ExternalSecret, name: "{name}" } }]
+`,
+      'routes.yaml:11:91: routes[0].targets[0].sync.name: the name "{name}" is rendered from the path: list the names it may reach in names: [names or globs such as api-*]',
+    ],
+    [
+      'a consumed Secret rendered from the path without a bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/db/{secret}" }
+    targets: [{ clusters: [prod-eu], namespace: apps, consumers: { secret: "{secret}" } }]
+`,
+      'routes.yaml:11:76: routes[0].targets[0].consumers.secret: the name "{secret}" is rendered from the path: list the names it may reach in names: [names or globs such as api-*]',
+    ],
+    [
+      'a literal name outside its own bound',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: payments, names: [api, "web-*"], kind: Deployment, name: admin }]
+`,
+      'routes.yaml:11:66: routes[0].targets[0].names: the target\'s name "admin" is outside its own names: api, web-*',
+    ],
+    [
+      'a name bound on a target that names nothing',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/a" }
+    targets: [{ clusters: [prod-eu], namespace: payments, names: [api], kind: Deployment, selector: "app=x" }]
+`,
+      'routes.yaml:11:66: routes[0].targets[0].names: the target finds its workloads by selector or annotation, so names bounds nothing; remove it',
+    ],
+    [
+      'a name bound that is no name',
+      `${clusters}routes:
+  - name: r
+    match: { path: "secret/{app}" }
+    targets: [{ clusters: [prod-eu], namespace: payments, names: ["Api_*"], kind: Deployment, name: "{app}" }]
+`,
+      'routes.yaml:11:67: routes[0].targets[0].names[0]: must be a Kubernetes object name or a glob of one, e.g. api or api-*',
+    ],
+    [
       'a capture named like a built-in',
       `${clusters}routes:
   - name: r
@@ -240,7 +312,7 @@ describe('routing table', () => {
   - name: r
     match: { path: "secret/{app}" }
     targets:
-      - { clusters: [nope], namespace: n, kind: Deployment, name: "{svc}" }
+      - { clusters: [nope], namespace: n, names: [api], kind: Deployment, name: "{svc}" }
 `);
     expect(found).toHaveLength(3);
   });
@@ -251,9 +323,9 @@ describe('routing table', () => {
   - name: r
     match: { path: "secret/{app}" }
     targets:
-      - { clusters: [prod-eu], resource: { apiVersion: a.io/v1, kind: K, name: "{app}" }, patch: { spec: { v: "{version}", p: "{path}" } } }
-      - { clusters: [prod-eu], namespace: n, kind: Deployment, name: "{app}-{version}" }
+      - { clusters: [prod-eu], names: [api], resource: { apiVersion: a.io/v1, kind: K, name: "{app}" }, patch: { spec: { v: "{version}", p: "{path}" } } }
+      - { clusters: [prod-eu], namespace: n, names: ["api-*"], kind: Deployment, name: "{app}-{version}" }
 `),
-    ).toEqual(['routes.yaml:13:70: routes[0].targets[1].name: undefined capture {version}: the path "secret/{app}" captures {app}']);
+    ).toEqual(['routes.yaml:13:88: routes[0].targets[1].name: undefined capture {version}: the path "secret/{app}" captures {app}']);
   });
 });

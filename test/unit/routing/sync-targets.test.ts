@@ -18,9 +18,9 @@ const change = (key: string, version: number): SecretChange => ({ namespace: '',
 
 describe('sync and consumers targets', () => {
   it('plan: a sync target per cluster, restart consumers by default, and consumers of a Secret or a SecretProviderClass', () => {
-    const table = loadRoutingTable(`${head}      - { clusters: { env: prod }, namespace: payments, sync: { kind: ExternalSecret, name: "{service}-db", timeout: 2m } }
-      - { clusters: [prod-eu], namespace: payments, sync: { kind: VaultStaticSecret, name: "{service}" }, restart: none }
-      - { clusters: [prod-eu], namespace: payments, consumers: { secret: "{service}-creds" } }
+    const table = loadRoutingTable(`${head}      - { clusters: { env: prod }, namespace: payments, names: ["*-db"], sync: { kind: ExternalSecret, name: "{service}-db", timeout: 2m } }
+      - { clusters: [prod-eu], namespace: payments, names: [orders], sync: { kind: VaultStaticSecret, name: "{service}" }, restart: none }
+      - { clusters: [prod-eu], namespace: payments, names: ["*-creds"], consumers: { secret: "{service}-creds" } }
       - { clusters: [prod-eu], namespace: web, consumers: { secretProviderClass: vault-web } }
 `);
     const plan = planRollouts(table, [change('orders/db', 4)]);
@@ -37,7 +37,7 @@ describe('sync and consumers targets', () => {
   });
 
   it('a captured name that is no Kubernetes name is a plan problem, never a patch', () => {
-    const table = loadRoutingTable(`${head}      - { clusters: [prod-eu], namespace: payments, sync: { kind: ExternalSecret, name: "{service}-db" } }
+    const table = loadRoutingTable(`${head}      - { clusters: [prod-eu], namespace: payments, names: ["*-db"], sync: { kind: ExternalSecret, name: "{service}-db" } }
 `);
     const plan = planRollouts(table, [change('Bad_Name/db', 1)]);
     expect(plan.targets).toEqual([]);
@@ -46,7 +46,7 @@ describe('sync and consumers targets', () => {
 
   it.each([
     ['an unknown operator kind', '      - { clusters: [prod-eu], namespace: p, sync: { kind: SealedSecret, name: "{service}" } }\n', 'routes.yaml:8:60: routes[0].targets[0].sync.kind: Invalid option: expected one of "ExternalSecret"|"VaultStaticSecret"'],
-    ['an undefined capture in the sync name', '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{app}" } }\n', ['routes.yaml:8:82: routes[0].targets[0].sync.name: undefined capture {app}: the path "secret/{service}/db" captures {service}', 'routes.yaml:6:20: routes[0].match.path: unused capture {service}: no target uses it (use * to match without capturing)']],
+    ['an undefined capture in the sync name', '      - { clusters: [prod-eu], namespace: p, names: [api], sync: { kind: ExternalSecret, name: "{app}" } }\n', ['routes.yaml:8:96: routes[0].targets[0].sync.name: undefined capture {app}: the path "secret/{service}/db" captures {service}', 'routes.yaml:6:20: routes[0].match.path: unused capture {service}: no target uses it (use * to match without capturing)']],
     ['a restart mode that does not exist', '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{service}" }, restart: all }\n', 'routes.yaml:8:106: routes[0].targets[0].restart: Invalid option: expected one of "consumers"|"none"'],
     ['a sync timeout out of bounds', '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{service}", timeout: 2d } }\n', ['routes.yaml:8:104: routes[0].targets[0].sync.timeout: must be a duration such as 90s, 10m or 1h', 'routes.yaml:8:104: routes[0].targets[0].sync.timeout: must be between 1s and 24h']],
     ['both secret and secretProviderClass', '      - { clusters: [prod-eu], namespace: p, consumers: { secret: "{service}", secretProviderClass: x } }\n', 'routes.yaml:8:57: routes[0].targets[0].consumers: must be exactly one of { secret: NAME } or { secretProviderClass: NAME }'],

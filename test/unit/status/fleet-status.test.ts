@@ -15,7 +15,7 @@ vault:
 routes:
   - name: api
     match: { path: "secret/app/{svc}" }
-    targets: [{ clusters: [alpha, beta], namespace: apps, kind: Deployment, name: "{svc}" }]
+    targets: [{ clusters: [alpha, beta], namespace: apps, names: ["*"], kind: Deployment, name: "{svc}" }]
   - name: tls
     match: { path: "secret/tls" }
     targets: [{ clusters: [alpha], namespace: edge, kind: Deployment, selector: "tls in (shared),tier!=db" }]
