@@ -25,7 +25,7 @@ export default defineConfig({
   test: {
     // Everything the suites print is captured, then checked for secrets once all projects have run.
     globalSetup: ['test/global-setup-hygiene.ts'],
-    setupFiles: ['test/hygiene/capture.ts'],
+    setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts'],
     coverage: {
       provider: 'v8',
       include: ['lib/**/*.ts'],
@@ -37,7 +37,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
-          setupFiles: ['test/hygiene/capture.ts', 'test/property-seed.ts'],
+          setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts', 'test/property-seed.ts'],
           // A bound, not a speed goal: property tests of 500 runs took 5.7 s beside the integration tests at load 15 on
           // 2 cores (vitest's default of 5 s failed them); a test that hangs still fails.
           testTimeout: 30_000,
@@ -47,7 +47,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          setupFiles: ['test/hygiene/capture.ts'],
+          setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts'],
           globalSetup: ['test/global-setup-clusters.ts'],
           testTimeout: 120_000,
           hookTimeout: 600_000,

@@ -18,7 +18,8 @@ export interface CapturedIo extends CliIo {
 /** A CliIo with in-memory files ("-" is standard input) and captured output. */
 export function memoryIo(files: Record<string, string> = {}, env: Record<string, string | undefined> = {}): CapturedIo {
   const io: CapturedIo = {
-    env,
+    // The worker's own state directory (test/state/isolate.ts), never the user's.
+    env: { XDG_STATE_HOME: process.env.XDG_STATE_HOME, ...env },
     out: '',
     err: '',
     stdout: (t) => {

@@ -119,7 +119,8 @@ export async function reconcileEnvironment({ resolveVariable }) {
   const [addr, namespace, awsRole, headerValue] = await Promise.all(['vaultAddr', 'vaultNamespace', 'vaultAwsRole', 'vaultAwsHeaderValue'].map((p) => resolveVariable(`param:${p}`)));
   vaultCredentials(vault.method, vault);
   // Reconcile reads the clusters (and records on them): the full table, with its kubeconfigs.
-  const env = { VAULT_ROLLOUT_ROUTES: await compiledRoutes({ resolveVariable }), VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method };
+  // Halts (lib/rotations): a halted rotation's changes are never queued by reconcile.
+  const env = { VAULT_ROLLOUT_ROUTES: await compiledRoutes({ resolveVariable }), VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method, VAULT_ROLLOUT_STATE_TABLE: { Ref: 'RotationStateTable' } };
   if (namespace) env.VAULT_NAMESPACE = namespace;
   if (vault.method === 'aws') Object.assign(env, { VAULT_AWS_ROLE: awsRole }, headerValue ? { VAULT_AWS_HEADER_VALUE: headerValue } : {});
   if (vault.method === 'token') env.VAULT_TOKEN_SSM = vault.tokenParameter;

@@ -17,6 +17,9 @@ import { ConcurrencyLimiter } from '../kube/limiter.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
+import { haltsText } from './halts-command.ts';
+import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import type { RotationHalt } from '../rotations/rotation-store.ts';
 
 /** At most 24 h of waiting, polled every 2 s by default. */
 const MAX_WAIT_MS = 24 * 3_600_000;
@@ -91,16 +94,25 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const clients = cliClusterClients(io, values.routes);
   const requests = listRequests(table, only);
   const options = { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only };
-  const once = async (): Promise<FleetStatus> => {
+  // Halted rotations (lib/rotations, the store apply, serve, the worker and Lambda record them in): a halt is never
+  // "safe to revoke" — its later waves still run the old credential. With --path, those whose paths start with its
+  // literal prefix.
+  const rotations = await cliRotationStore(io);
+  const prefix = values.path?.split(/[*{]/)[0] ?? '';
+  const once = async (): Promise<FleetStatus & { halts: RotationHalt[] }> => {
     const listings = await readFleet(table, requests, { access: (name, config) => clients.get(name, config) }, deps.stats);
     const answers = vault ? await readVault(vault, selectedPaths(table, listings, options).paths) : new Map<string, VaultAnswer>();
-    return fleetStatus(table, listings, answers, { ...options, now: now() });
+    const status = fleetStatus(table, listings, answers, { ...options, now: now() });
+    const halts = (await rotations.halts()).filter((h) => h.secrets.some((s) => s.startsWith(prefix)));
+    return { ...status, halts, ok: status.ok && halts.length === 0 };
   };
+  const json = (status: FleetStatus & { halts: RotationHalt[] }) => `${JSON.stringify({ ...statusJson(status), halts: status.halts }, null, 2)}\n`;
+  const text = (status: FleetStatus & { halts: RotationHalt[] }) => `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
 
   try {
     if (!values.wait) {
       const status = await once();
-      io.stdout(values.json ? `${JSON.stringify(statusJson(status), null, 2)}\n` : statusText(status));
+      io.stdout(values.json ? json(status) : text(status));
       return status.ok ? EXIT.ok : EXIT.failure;
     }
     // --wait: poll until every consumer is current and complete, or the timeout.
@@ -114,7 +126,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
       if (status.ok || waited >= timeoutMs) {
         if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
         if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${values.timeout})\n`);
-        io.stdout(values.json ? `${JSON.stringify(statusJson(status), null, 2)}\n` : statusText(status));
+        io.stdout(values.json ? json(status) : text(status));
         return status.ok ? EXIT.ok : EXIT.failure;
       }
       if (terminal) {
@@ -127,6 +139,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     }
   } finally {
     auth?.stop();
+    rotations.close?.();
   }
 }
 
