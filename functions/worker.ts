@@ -33,8 +33,8 @@ export async function handler(event: SQSEvent, context?: Pick<Context, 'getRemai
   const several = new Set(records.map((r) => r.groupId)).size > 1;
   const onGroupDone = (group: GroupOutcome) => handBackGroup(queue.client, queue.queueUrl, received, group, runtime.telemetry);
   // A refused message goes to the DLQ with its reason (serverless.yml sets VAULT_ROLLOUT_DLQ_URL), then is deleted.
-  const deadLetter = process.env.VAULT_ROLLOUT_DLQ_URL ? { deadLetter: sqsDeadLetter(queue.client, process.env.VAULT_ROLLOUT_DLQ_URL) } : {};
-  const { failed, deferred } = await processBatch(records, { ...deps, ...deadLetter, queue, ...(follow ? { follow } : {}), ...(several ? { onGroupDone } : {}) });
+  const deadLetter = sqsDeadLetter(queue.client, process.env.VAULT_ROLLOUT_DLQ_URL);
+  const { failed, deferred } = await processBatch(records, { ...deps, deadLetter, queue, ...(follow ? { follow } : {}), ...(several ? { onGroupDone } : {}) });
   // A deferred message (a gate, a settle window) waits in the queue: invisible for its delay, reported failed so
   // the event source mapping does not delete it.
   if (!several) await deferMessages(queue.client, queue.queueUrl, received, deferred, runtime.telemetry);

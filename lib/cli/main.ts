@@ -57,7 +57,7 @@ Commands:
             $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite).
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
             without either it refuses to start unless told --insecure-no-auth.
-  worker    --routes FILE --queue-url URL [--concurrency 4] [--batch-size auto] [--dry-run]
+  worker    --routes FILE --queue-url URL [--dlq-url URL] [--concurrency 4] [--batch-size auto] [--dry-run]
             The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
             the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint.
   relay     [--audit-file PATH [--from-start]] [--audit-listen unix:///PATH|tcp://HOST:PORT [--audit-listen-mode 0600]]

@@ -53,10 +53,10 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const dlqUrl = values['dlq-url'] ?? io.env.VAULT_ROLLOUT_DLQ_URL;
   const worker = startSqsWorker(
     client,
-    { table, rotations, ...(dlqUrl ? { deadLetter: sqsDeadLetter(client, dlqUrl) } : {}), telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
+    { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize },
   );
-  io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}\n`);
+  io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
   await untilStopped(signal);
   await worker.stop();
   return EXIT.ok;

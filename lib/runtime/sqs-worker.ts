@@ -12,8 +12,10 @@ import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } fr
  * reason as a message attribute; then the worker deletes it from the rollout queue. Needs only sqs:SendMessage on
  * the DLQ. A failed send throws, and the worker leaves the message to be redelivered (and to the redrive policy).
  */
-export function sqsDeadLetter(client: SQSClient, deadLetterQueueUrl: string): (record: QueueRecord, reason: string) => Promise<void> {
+export function sqsDeadLetter(client: SQSClient, deadLetterQueueUrl: string | undefined): (record: QueueRecord, reason: string) => Promise<void> {
   return async (record, reason) => {
+    // No DLQ named: the message is redelivered until the queue's redrive policy moves it to the DLQ (never acknowledged).
+    if (!deadLetterQueueUrl) throw new Error('no dead-letter queue URL (VAULT_ROLLOUT_DLQ_URL): left to the redrive policy');
     await client.send(
       new SendMessageCommand({
         QueueUrl: deadLetterQueueUrl,
