@@ -1,0 +1,80 @@
+/**
+ * The rotation store's semantics (issue #21), one table of behaviours run against the DynamoDB store on DynamoDB Local
+ * (what Lambda uses) and the SQLite store (serve, worker, the CLI), two handles on one table or file each: a release
+ * by one worker is seen by the other, a release never goes down, a halt is found by any of its changes and cleared.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoDbRotationStore } from '../../lib/rotations/dynamodb-rotation-store.ts';
+import type { RotationHalt, RotationStore } from '../../lib/rotations/rotation-store.ts';
+import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
+import { createSlotTable, startDynamoDbLocal, type DynamoDbLocal } from '../dynamodb/dynamodb-local.ts';
+
+let dynamo: DynamoDbLocal;
+let client: DynamoDBClient;
+const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-rotations-'));
+let tables = 0;
+
+beforeAll(async () => {
+  dynamo = await startDynamoDbLocal();
+  client = dynamo.client();
+}, 300_000);
+
+afterAll(async () => {
+  client?.destroy();
+  await dynamo?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const kinds: Array<[string, () => Promise<[RotationStore, RotationStore]>]> = [
+  [
+    'DynamoDB (DynamoDB Local)',
+    async () => {
+      const table = `rotations-${++tables}`;
+      // The same key schema as the slot table (pk, sk), as serverless.yml's RotationStateTable.
+      await createSlotTable(client, table);
+      return [new DynamoDbRotationStore({ client, table }), new DynamoDbRotationStore({ client, table })];
+    },
+  ],
+  [
+    'SQLite (node:sqlite, one file)',
+    () => {
+      const file = join(dir, `rotations-${++tables}.sqlite`);
+      return Promise.resolve([new SqliteRotationStore(file), new SqliteRotationStore(file)]);
+    },
+  ],
+];
+
+const halt = (rotation: string, changes: string[], haltedAt: string): RotationHalt => ({ rotation, route: 'app', changes, secrets: changes.map((c) => `${c} (secret)`), wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'timeout' }, why: 'rollout timeout', notRestarted: ['alpha', 'beta'], haltedAt });
+
+describe.each(kinds)('rotation store: %s', (_, make) => {
+  it('a release by one worker is seen by the other and never goes down', async () => {
+    const [a, b] = await make();
+    expect(await b.releasedWave('r1')).toBe(0);
+    await a.releaseWave('r1', 1);
+    expect(await b.releasedWave('r1')).toBe(1);
+    await b.releaseWave('r1', 2);
+    await a.releaseWave('r1', 1);
+    expect(await a.releasedWave('r1')).toBe(2);
+    expect(await a.releasedWave('r2')).toBe(0);
+  });
+
+  it('a halt is found by any of its changes, listed oldest first, and cleared with its releases', async () => {
+    const [a, b] = await make();
+    await a.releaseWave('r1', 1);
+    await a.halt(halt('r1', ['secret/x@2:write', 'secret/y@5:write'], '2026-11-25T10:00:00.000Z'));
+    await b.halt(halt('r0', ['secret/z@1:write'], '2026-11-25T09:00:00.000Z'));
+    expect((await b.haltsOf(['secret/y@5:write'])).map((h) => h.rotation)).toEqual(['r1']);
+    expect(await b.haltsOf(['secret/y@6:write'])).toEqual([]);
+    expect((await b.halts()).map((h) => h.rotation)).toEqual(['r0', 'r1']);
+    const cleared = await b.clear('r1');
+    expect(cleared?.changes).toEqual(['secret/x@2:write', 'secret/y@5:write']);
+    expect(await a.haltsOf(['secret/x@2:write'])).toEqual([]);
+    expect(await a.releasedWave('r1')).toBe(0);
+    expect(await a.clear('r1')).toBeUndefined();
+    expect((await a.halts()).map((h) => h.rotation)).toEqual(['r0']);
+  });
+});
