@@ -80,15 +80,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
 
   /** Deletes a received message (it was worked). False if the handle is unknown or stale (visibility expired). */
   delete(receiptHandle: string): Promise<boolean> {
-    this.#expireVisibility();
-    const message = this.#inFlight.get(receiptHandle);
-    if (!message) return Promise.resolve(false);
-    this.#inFlight.delete(receiptHandle);
-    const group = this.#groups.get(message.groupId) ?? [];
-    group.splice(group.indexOf(message), 1);
-    if (group.length === 0) this.#groups.delete(message.groupId);
-    this.#waiters.wake();
-    return Promise.resolve(true);
+    return Promise.resolve(this.#take(receiptHandle) !== undefined);
   }
 
   /** Makes a received message visible again at once, or after `delayMs` (SQS ChangeMessageVisibility). */
@@ -109,16 +101,22 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
   }
 
   deadLetter(receiptHandle: string, reason: string): Promise<boolean> {
+    const message = this.#take(receiptHandle);
+    if (message) this.#deadLetters.push({ messageId: message.messageId, body: message.body, groupId: message.groupId, receiveCount: message.receiveCount, deadLetteredAt: this.#now(), reason: reason.slice(0, 1000) });
+    return Promise.resolve(message !== undefined);
+  }
+
+  /** Takes a received message out of the queue (its group moves on); undefined if the handle is unknown or stale. */
+  #take(receiptHandle: string): StoredMessage | undefined {
     this.#expireVisibility();
     const message = this.#inFlight.get(receiptHandle);
-    if (!message) return Promise.resolve(false);
+    if (!message) return undefined;
     this.#inFlight.delete(receiptHandle);
     const group = this.#groups.get(message.groupId) ?? [];
     group.splice(group.indexOf(message), 1);
     if (group.length === 0) this.#groups.delete(message.groupId);
-    this.#deadLetters.push({ messageId: message.messageId, body: message.body, groupId: message.groupId, receiveCount: message.receiveCount, deadLetteredAt: this.#now(), reason: reason.slice(0, 1000) });
     this.#waiters.wake();
-    return Promise.resolve(true);
+    return message;
   }
 
   /** The messages that were received maxReceiveCount times without being deleted, oldest first. */

@@ -6,6 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
 
 export class SqliteRotationStore implements RotationStore {
@@ -75,14 +76,6 @@ export class SqliteRotationStore implements RotationStore {
   }
 
   private transaction<T>(work: () => T): T {
-    this.db.exec('BEGIN IMMEDIATE');
-    try {
-      const out = work();
-      this.db.exec('COMMIT');
-      return out;
-    } catch (e) {
-      this.db.exec('ROLLBACK');
-      throw e;
-    }
+    return immediateTransaction(this.db, work);
   }
 }

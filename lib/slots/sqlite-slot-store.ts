@@ -5,6 +5,7 @@
  * one process its own store (`apply`, tests).
  */
 import { DatabaseSync } from 'node:sqlite';
+import { immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import type { AcquireResult, Lease, SlotScope, SlotStore } from './slot-store.ts';
 
 export class SqliteSlotStore implements SlotStore {
@@ -62,14 +63,6 @@ export class SqliteSlotStore implements SlotStore {
   }
 
   private transaction<T>(work: () => T): T {
-    this.db.exec('BEGIN IMMEDIATE');
-    try {
-      const out = work();
-      this.db.exec('COMMIT');
-      return out;
-    } catch (e) {
-      this.db.exec('ROLLBACK');
-      throw e;
-    }
+    return immediateTransaction(this.db, work);
   }
 }
