@@ -9,6 +9,7 @@ import { resolve as resolvePath } from 'node:path';
 import { QueueUnavailableError } from '../queue/rollout-message.ts';
 import { defaultQueueFile, SqliteRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
+import { visibilitySecondsFromEnv } from '../runtime/config.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -58,8 +59,10 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (typeof table === 'number') return table;
 
   let followBudgetMs: number;
+  let visibilitySeconds: number;
   try {
     followBudgetMs = followBudgetFromEnv(io.env);
+    visibilitySeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'serve', e);
   }
@@ -67,7 +70,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const queueFile = values['dry-run'] ? ':memory:' : resolvePath(values['queue-file'] ?? defaultQueueFile(io.env, homedir()));
   let queue: SqliteRolloutQueue;
   try {
-    queue = new SqliteRolloutQueue({ file: queueFile });
+    queue = new SqliteRolloutQueue({ file: queueFile, visibilityTimeoutMs: visibilitySeconds * 1000 });
   } catch (e) {
     if (!(e instanceof QueueUnavailableError)) throw e;
     io.stderr(`vault-rollout serve: ${e.message}\n`);

@@ -5,6 +5,7 @@ import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
+import { visibilitySecondsFromEnv } from '../runtime/config.ts';
 import { startSqsWorker } from '../runtime/sqs-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -26,8 +27,10 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   let followBudgetMs: number;
+  let visibilityTimeoutSeconds: number;
   try {
     followBudgetMs = followBudgetFromEnv(io.env);
+    visibilityTimeoutSeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'worker', e);
   }
@@ -48,7 +51,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const worker = startSqsWorker(
     client,
     { table, telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
-    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize },
+    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize, visibilityTimeoutSeconds },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}\n`);
   await untilStopped(signal);

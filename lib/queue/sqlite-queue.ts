@@ -69,7 +69,7 @@ interface Row {
 export class SqliteRolloutQueue implements LocalRolloutQueue {
   readonly #db: DatabaseSync;
   readonly #maxReceiveCount: number;
-  readonly #visibilityTimeoutMs: number;
+  readonly visibilityTimeoutMs: number;
   readonly #deduplicationWindowMs: number;
   readonly #now: () => number;
   readonly #waiters = new ChangeWaiters();
@@ -78,7 +78,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
 
   constructor(options: SqliteRolloutQueueOptions) {
     this.#maxReceiveCount = options.maxReceiveCount ?? LOCAL_QUEUE_DEFAULTS.maxReceiveCount;
-    this.#visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
+    this.visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
     this.#deduplicationWindowMs = options.deduplicationWindowMs ?? LOCAL_QUEUE_DEFAULTS.deduplicationWindowMs;
     this.#now = options.now ?? Date.now;
     if (options.file !== ':memory:') createPrivateFile(options.file);
@@ -150,6 +150,18 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     return received;
   }
 
+  extendVisibility(receiptHandle: string, ms: number): Promise<boolean> {
+    return Promise.resolve(
+      this.#transaction(() => {
+        this.#expireVisibility();
+        const row = this.#sql.byHandle!.get(receiptHandle) as Row | undefined;
+        if (!row) return false;
+        this.#sql.delayVisible!.run(this.#now() + Math.max(1, ms), row.seq);
+        return true;
+      }),
+    );
+  }
+
   delete(receiptHandle: string): Promise<boolean> {
     const deleted = this.#transaction(() => {
       this.#expireVisibility();
@@ -217,7 +229,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
           // A message held back (visible_at in the future) holds back the rest of its group too: order first.
           if (row.visible_at !== null && row.visible_at > now) break;
           const receiptHandle = randomUUID();
-          this.#sql.markInFlight!.run(receiptHandle, now + this.#visibilityTimeoutMs, row.seq);
+          this.#sql.markInFlight!.run(receiptHandle, now + this.visibilityTimeoutMs, row.seq);
           received.push({ messageId: row.message_id, receiptHandle, body: row.body, groupId: row.group_id, receiveCount: row.receive_count + 1 });
         }
       }
