@@ -54,17 +54,48 @@ export class ReplayGuard {
   }
 }
 
+/** The form of every signature `sign` makes: anything else cannot match, whatever the body. */
+const SIGNATURE_FORMAT = /^sha256=[0-9a-f]{64}$/;
+
+/**
+ * What the headers alone decide, before a byte of the body is read: a bearer token is checked in full; HMAC's
+ * timestamp (format and window) and the signature's form are checked, the signature itself needs the body; no
+ * credentials at all is refused. `ok: true` means only "worth reading the body": `authenticate` decides.
+ */
+export function authenticateHeaders(headers: (name: string) => string | undefined, secrets: WebhookSecrets, nowSeconds: number): { ok: true } | { ok: false; reason: string } {
+  if (secrets.iam) return { ok: true };
+  const signature = headers(SIGNATURE_HEADER);
+  if (secrets.hmacSecret !== undefined && signature !== undefined) {
+    const checked = hmacHeaders(signature, headers(TIMESTAMP_HEADER), nowSeconds);
+    return 'reason' in checked ? checked : { ok: true };
+  }
+  const outcome = credentialsOtherThanHmac(headers, secrets);
+  return outcome.ok ? { ok: true } : outcome;
+}
+
+/** The HMAC headers' own checks: a refusal, or the timestamp the signature is to be checked with. */
+function hmacHeaders(signature: string, timestamp: string | undefined, nowSeconds: number): { ok: false; reason: string } | { timestamp: string } {
+  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
+  if (Math.abs(nowSeconds - Number(timestamp)) > MAX_SKEW_SECONDS) return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${MAX_SKEW_SECONDS} s from the server's clock` };
+  if (!SIGNATURE_FORMAT.test(signature)) return { ok: false, reason: `${SIGNATURE_HEADER} must be sha256=<64 hex digits>` };
+  return { timestamp };
+}
+
 export function authenticate(headers: (name: string) => string | undefined, body: Uint8Array, secrets: WebhookSecrets, nowSeconds: number, replay: ReplayGuard): AuthOutcome {
   if (secrets.iam) return { ok: true, method: 'iam' };
   const signature = headers(SIGNATURE_HEADER);
-  const timestamp = headers(TIMESTAMP_HEADER);
   if (secrets.hmacSecret !== undefined && signature !== undefined) {
-    if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
-    if (Math.abs(nowSeconds - Number(timestamp)) > MAX_SKEW_SECONDS) return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${MAX_SKEW_SECONDS} s from the server's clock` };
-    if (!equalConstantTime(signature, sign(secrets.hmacSecret, timestamp, body))) return { ok: false, reason: 'the signature does not match the body' };
+    const checked = hmacHeaders(signature, headers(TIMESTAMP_HEADER), nowSeconds);
+    if ('reason' in checked) return checked;
+    if (!equalConstantTime(signature, sign(secrets.hmacSecret, checked.timestamp, body))) return { ok: false, reason: 'the signature does not match the body' };
     if (!replay.firstTime(signature, nowSeconds)) return { ok: false, reason: 'this signature was already used (replay)' };
     return { ok: true, method: 'hmac' };
   }
+  return credentialsOtherThanHmac(headers, secrets);
+}
+
+/** Bearer, none configured, or missing credentials: decided by the headers alone. */
+function credentialsOtherThanHmac(headers: (name: string) => string | undefined, secrets: WebhookSecrets): AuthOutcome {
   const authorization = headers('authorization');
   if (secrets.bearerToken !== undefined && authorization !== undefined) {
     const match = /^Bearer\s+(.+)$/i.exec(authorization);
