@@ -1,7 +1,7 @@
 import { serve } from '@hono/node-server';
 import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
-import type { WebhookSecrets } from '../http/webhook-auth.ts';
+import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import { homedir } from 'node:os';
@@ -99,7 +99,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     // As in Lambda: follow each rollout for a bounded time, then hand it back to the (in-process) queue.
     ...(values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } }),
   });
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets });
+  // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });

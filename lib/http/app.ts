@@ -12,7 +12,7 @@ import { METRICS, type Telemetry } from '../observability/telemetry.ts';
 import { intake } from '../pipeline/intake.ts';
 import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
-import { authenticate, authenticateHeaders, ReplayGuard, type WebhookSecrets } from './webhook-auth.ts';
+import { authenticate, authenticateHeaders, ReplayGuard, type ReplayWindow, type WebhookSecrets } from './webhook-auth.ts';
 
 export interface AppDeps {
   table: RoutingTable;
@@ -23,7 +23,8 @@ export interface AppDeps {
   now?: () => number;
   /** Largest body accepted, compressed or not (Lambda itself caps requests at 6 MB). */
   maxBodyBytes?: number;
-  replayGuard?: ReplayGuard;
+  /** Where accepted signatures are remembered (default: this process's memory). */
+  replayGuard?: ReplayWindow;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;

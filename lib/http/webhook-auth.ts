@@ -1,7 +1,8 @@
 /**
  * Authentication of the webhook, checked on the raw body before anything parses it:
  * - HMAC: `X-Vault-Rollout-Timestamp: <unix seconds>` and `X-Vault-Rollout-Signature: sha256=<hex HMAC-SHA256(secret,
- *   "<timestamp>.<raw body>")>`, within 300 s of our clock, compared in constant time, each signature accepted once;
+ *   "<timestamp>.<raw body>")>`, within 300 s of our clock, compared in constant time, each signature accepted once
+ *   (within its window: per process in Lambda, across restarts in `serve`);
  * - a static bearer token, for senders that can only add fixed headers (OpenBao's http audit device, Fluent Bit);
  * - IAM: the Lambda Function URL (AWS_IAM) authenticated the caller before we run.
  */
@@ -35,23 +36,46 @@ function equalConstantTime(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
-/** Signatures seen within the skew window, so a captured request cannot be replayed. Per process: best effort. */
-export class ReplayGuard {
+/** Where a signature is remembered for its window: accepted once, refused as a replay after. */
+export interface ReplayWindow {
+  /** True the first time a signature is seen within its window. */
+  firstTime(signature: string, nowSeconds: number): boolean;
+}
+
+/** How long a signature is remembered: its timestamp is accepted up to MAX_SKEW_SECONDS either side of the clock. */
+export const REPLAY_WINDOW_SECONDS = 2 * MAX_SKEW_SECONDS;
+
+/**
+ * Signatures seen within the skew window, in this process's memory: what Lambda's http function uses (each container
+ * its own; README "Security model" says why a replay across containers changes nothing). `serve` keeps its window
+ * in its queue file instead (storedReplayWindow), so a restart does not forget it.
+ */
+export class ReplayGuard implements ReplayWindow {
   readonly #seen = new Map<string, number>();
   readonly #limit: number;
   constructor(limit = 100_000) {
     this.#limit = limit;
   }
 
-  /** True the first time a signature is seen within its window. */
   firstTime(signature: string, nowSeconds: number): boolean {
     if (this.#seen.size >= this.#limit) for (const [s, until] of this.#seen) if (until < nowSeconds) this.#seen.delete(s);
     const until = this.#seen.get(signature);
     if (until !== undefined && until >= nowSeconds) return false;
     if (this.#seen.size >= this.#limit) this.#seen.delete(this.#seen.keys().next().value ?? '');
-    this.#seen.set(signature, nowSeconds + 2 * MAX_SKEW_SECONDS);
+    this.#seen.set(signature, nowSeconds + REPLAY_WINDOW_SECONDS);
     return true;
   }
+}
+
+/** A durable store of keys, each remembered until a time (serve: its SQLite queue file). */
+export interface SeenKeys {
+  /** Records `key` until `untilSeconds`; false when it is already recorded and not yet expired at `nowSeconds`. */
+  firstSeen(key: string, nowSeconds: number, untilSeconds: number): boolean;
+}
+
+/** The replay window kept in a durable store shared by whatever authenticates against it. */
+export function storedReplayWindow(store: SeenKeys): ReplayWindow {
+  return { firstTime: (signature, nowSeconds) => store.firstSeen(signature, nowSeconds, nowSeconds + REPLAY_WINDOW_SECONDS) };
 }
 
 /** The form of every signature `sign` makes: anything else cannot match, whatever the body. */
@@ -81,7 +105,7 @@ function hmacHeaders(signature: string, timestamp: string | undefined, nowSecond
   return { timestamp };
 }
 
-export function authenticate(headers: (name: string) => string | undefined, body: Uint8Array, secrets: WebhookSecrets, nowSeconds: number, replay: ReplayGuard): AuthOutcome {
+export function authenticate(headers: (name: string) => string | undefined, body: Uint8Array, secrets: WebhookSecrets, nowSeconds: number, replay: ReplayWindow): AuthOutcome {
   if (secrets.iam) return { ok: true, method: 'iam' };
   const signature = headers(SIGNATURE_HEADER);
   if (secrets.hmacSecret !== undefined && signature !== undefined) {

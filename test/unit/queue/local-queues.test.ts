@@ -244,6 +244,21 @@ describe('SqliteRolloutQueue on disk', () => {
     second.close();
   });
 
+  it('remembers seen keys (serve\'s replay window) until their time, across a reopen', () => {
+    const file = sqliteFile();
+    const first = new SqliteRolloutQueue({ file });
+    expect(first.firstSeen('sig-1', 1000, 1600)).toBe(true);
+    expect(first.firstSeen('sig-1', 1001, 1601)).toBe(false);
+    expect(first.firstSeen('sig-2', 1001, 1601)).toBe(true);
+    first.close();
+
+    const second = new SqliteRolloutQueue({ file });
+    expect(second.firstSeen('sig-1', 1600, 2200)).toBe(false);
+    // Past its time the key is forgotten (the HMAC timestamp window refuses such a request anyway).
+    expect(second.firstSeen('sig-1', 1601, 2201)).toBe(true);
+    second.close();
+  });
+
   it('belongs to one process: a second open of the same file is refused, naming why', async () => {
     const file = sqliteFile();
     const owner = new SqliteRolloutQueue({ file });
