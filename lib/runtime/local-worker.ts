@@ -35,7 +35,7 @@ type HandBack = 'extendVisibility' | 'delete' | 'release' | 'defer';
 export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, options: LocalWorkerOptions = {}): LocalWorker {
   const heartbeatMs = options.heartbeatMs ?? Math.max(1, Math.floor(queue.visibilityTimeoutMs / 3));
   const lost = (message: ReceivedRolloutMessage, operation: HandBack): void => {
-    deps.telemetry.error('the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', { messageId: message.messageId, cluster: message.groupId, operation });
+    deps.telemetry.error('the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', { messageId: message.messageId, group: message.groupId, operation });
     deps.telemetry.metric(METRICS.visibilityLost, 1, 'Count');
   };
 

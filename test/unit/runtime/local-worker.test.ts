@@ -97,7 +97,7 @@ describe('startLocalWorker: the queue took a message back before the worker hand
       await worker.stop();
     }
     const [first] = telemetry.lines.filter((l) => l.level === 'error');
-    expect(first).toEqual({ level: 'error', message: 'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', fields: { messageId: expect.stringMatching(/^[0-9a-f-]{36}$/), cluster: 'a', operation } });
+    expect(first).toEqual({ level: 'error', message: 'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', fields: { messageId: expect.stringMatching(/^[0-9a-f-]{36}$/), group: 'a', operation } });
     expect(telemetry.metrics.filter((m) => m.name === METRICS.visibilityLost).length).toBeGreaterThanOrEqual(1);
     queue.close();
   }, 30_000);
