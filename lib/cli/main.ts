@@ -51,19 +51,20 @@ Commands:
             be mapped is listed on stderr and as comments. Exit 1 when a cluster cannot be read, two objects read
             one mount with different KV versions, or the table written does not validate.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
-            [--queue-file PATH]
+            [--queue-file PATH] [--max-connections 256] [--i-understand-unauthenticated-access]
             The HTTP intake of the Lambda function on this machine, with a durable local queue and worker: 202 once
             the change is on disk (SQLite; default $VAULT_ROLLOUT_QUEUE_FILE, else
             $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite).
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
-            without either it refuses to start unless told --insecure-no-auth.
+            without either it refuses to start unless told --insecure-no-auth, and on a --host other than loopback
+            it refuses that too unless also told --i-understand-unauthenticated-access.
   worker    --routes FILE --queue-url URL [--dlq-url URL] [--concurrency 4] [--batch-size auto] [--dry-run]
             The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
             the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint.
   relay     [--audit-file PATH [--from-start]] [--audit-listen unix:///PATH|tcp://HOST:PORT [--audit-listen-mode 0600]]
             [--vault-addr URL --events kv-v1/*,kv-v2/* [--namespaces a,b] [--filter EXPR] [--vault-redirect-hosts H,…]]
             --to FUNCTION-URL|SQS-QUEUE-URL [--to-auth auto|app|iam] [--to-sqs] [--routes FILE] [--spool DIR]
-            [--spool-max-mb N] [--grace-seconds 10] [--batch-wait-ms 1000]
+            [--spool-max-mb N] [--grace-seconds 10] [--batch-wait-ms 1000] [--i-understand-unauthenticated-access]
             Ship Vault's change feed (file or socket audit device, event notifications) to the function, signed
             with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plan here with
             --routes and queue on SQS. Every batch is spooled on disk first and delivered in order; runs until

@@ -17,7 +17,7 @@ import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../relay/sig
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
 import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, untilStopped, usageError } from './shared.ts';
+import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
 
 const SQS_QUEUE_URL = /^https:\/\/sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\/\d{12}\/[A-Za-z0-9_-]+(?:\.fifo)?$/;
 
@@ -39,9 +39,8 @@ const OPTIONS = {
   'spool-max-mb': { type: 'string' },
   'grace-seconds': { type: 'string', default: '10' },
   'batch-wait-ms': { type: 'string', default: '1000' },
+  [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false },
 } as const;
-
-const isLoopback = (hostname: string): boolean => ['127.0.0.1', 'localhost', '[::1]'].includes(hostname);
 
 const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 
@@ -60,10 +59,16 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   const vaultAddr = values['vault-addr'] ?? env.VAULT_ADDR;
   if (!values['audit-file'] && !values['audit-listen'] && eventTypes.length === 0) return usageError(io, 'relay', 'give at least one source: --audit-file, --audit-listen or --events');
   if (values['audit-listen']) {
+    let address;
     try {
-      parseListenAddress(values['audit-listen']);
+      address = parseListenAddress(values['audit-listen']);
     } catch (e) {
       return usageError(io, 'relay', e);
+    }
+    // Whatever connects is believed and signed: on an address other hosts reach, anyone could inject changes.
+    if (address.type === 'tcp' && !isLoopbackHost(address.host) && !values[UNAUTHENTICATED_ACCESS_FLAG]) {
+      io.stderr(`vault-rollout relay: --audit-listen ${values['audit-listen'].slice(0, 100)} would let anyone who reaches it inject audit entries that the relay signs and delivers: use unix:///PATH or a loopback address (127.0.0.1, ::1), or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`);
+      return EXIT.failure;
     }
   }
   const auditListenMode = ({ '0600': 0o600, '600': 0o600, '0660': 0o660, '660': 0o660 } as const)[values['audit-listen-mode'] as '0600'];
@@ -75,7 +80,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (eventTypes.length > 0) {
     if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
     if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
-    if (vaultAddr.startsWith('http://') && !isLoopback(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
+    if (vaultAddr.startsWith('http://') && !isLoopbackHost(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
     if (env.VAULT_TOKEN) auth = new GivenTokenSource({ vaultAddr, token: env.VAULT_TOKEN, log, redirects, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
     else if (env.VAULT_ROLE_ID && env.VAULT_SECRET_ID) {
       auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, redirects, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
@@ -125,7 +130,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
       io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches (or --to-auth iam for a Function URL with AWS_IAM)\n');
       return EXIT.failure;
     }
-    if (toUrl.protocol === 'http:' && !isLoopback(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
+    if (toUrl.protocol === 'http:' && !isLoopbackHost(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
     sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}), ...(signer ? { signer } : {}) });
   }
 

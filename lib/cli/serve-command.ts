@@ -1,7 +1,7 @@
 import { serve } from '@hono/node-server';
 import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
-import type { WebhookSecrets } from '../http/webhook-auth.ts';
+import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import { homedir } from 'node:os';
@@ -9,13 +9,17 @@ import { resolve as resolvePath } from 'node:path';
 import { QueueUnavailableError } from '../queue/rollout-message.ts';
 import { defaultQueueFile, SqliteRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
+import { visibilitySecondsFromEnv } from '../runtime/config.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, untilStopped, usageError } from './shared.ts';
+import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { MemoryRotationStore, type RotationStore } from '../rotations/rotation-store.ts';
 import { cliRotationStore } from './rotation-store.ts';
+
+/** Concurrent connections `serve` accepts (--max-connections): audit devices, relays and shippers are a handful. */
+export const DEFAULT_MAX_CONNECTIONS = 256;
 
 /** Secrets for `serve`: from the environment; none at all only when the user says --insecure-no-auth. */
 export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): WebhookSecrets | { error: string } {
@@ -40,7 +44,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' } },
+      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' }, 'max-connections': { type: 'string', default: String(DEFAULT_MAX_CONNECTIONS) }, [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false } },
       strict: true,
       allowPositionals: false,
     }));
@@ -51,17 +55,26 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const requestTimeoutMs = Number(values['request-timeout']) * 1000;
   if (!(requestTimeoutMs > 0)) return usageError(io, 'serve', '--request-timeout must be a number of seconds');
   if (!Number.isInteger(port) || port < 0 || port > 65535) return usageError(io, 'serve', '--port must be a port number');
+  const maxConnections = Number(values['max-connections']);
+  if (!Number.isInteger(maxConnections) || maxConnections < 1 || maxConnections > 65_535) return usageError(io, 'serve', '--max-connections must be a whole number from 1 to 65535');
   const secrets = localSecrets(io.env, values['insecure-no-auth']);
   if ('error' in secrets) {
     io.stderr(`vault-rollout serve: ${secrets.error}\n`);
+    return EXIT.failure;
+  }
+  // Unauthenticated and reachable from other hosts: anyone on the network could restart workloads. Only when said twice.
+  if (secrets.insecureNoAuth === true && !isLoopbackHost(values.host) && !values[UNAUTHENTICATED_ACCESS_FLAG]) {
+    io.stderr(`vault-rollout serve: --insecure-no-auth on --host ${values.host.slice(0, 100)} would let anyone who reaches it restart workloads: listen on 127.0.0.1 (the default), set VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN, or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`);
     return EXIT.failure;
   }
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
 
   let followBudgetMs: number;
+  let visibilitySeconds: number;
   try {
     followBudgetMs = followBudgetFromEnv(io.env);
+    visibilitySeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'serve', e);
   }
@@ -69,7 +82,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const queueFile = values['dry-run'] ? ':memory:' : resolvePath(values['queue-file'] ?? defaultQueueFile(io.env, homedir()));
   let queue: SqliteRolloutQueue;
   try {
-    queue = new SqliteRolloutQueue({ file: queueFile });
+    queue = new SqliteRolloutQueue({ file: queueFile, visibilityTimeoutMs: visibilitySeconds * 1000 });
   } catch (e) {
     if (!(e instanceof QueueUnavailableError)) throw e;
     io.stderr(`vault-rollout serve: ${e.message}\n`);
@@ -91,9 +104,13 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     // As in Lambda: follow each rollout for a bounded time, then hand it back to the (in-process) queue.
     ...(values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } }),
   });
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets });
-  // Bounded request time: a sender that trickles its body (slowloris) is cut off, not waited for.
-  const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000) } });
+  // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue) });
+  // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
+  // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
+  const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });
+  // Bounded connections: past the cap Node closes a new socket at once, so idle or slow peers cannot exhaust the process.
+  server.maxConnections = maxConnections;
   const listenError = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
     server.once('listening', () => resolve(undefined));
     server.once('error', (error: NodeJS.ErrnoException) => resolve(error));

@@ -4,6 +4,7 @@ import type { RolloutResult } from '../kube/rollout-executor.ts';
 import type { Plan } from '../plan/planner.ts';
 import { resultsJson, resultsText } from '../report/results-report.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
+import { isIPv4 } from 'node:net';
 import { EXIT, type CliIo } from './io.ts';
 
 export function usageError(io: CliIo, command: string, e: unknown): number {
@@ -82,4 +83,18 @@ export function stderrLogger(io: CliIo): { warn(message: string, fields?: Record
 /** The results of `apply` and `reset-version`: the table, or the JSON document with `--json`. */
 export function printResults(io: CliIo, json: boolean, parsed: ParseResult, plan: Plan, results: RolloutResult[]): void {
   io.stdout(json ? `${JSON.stringify(resultsJson(parsed, plan, results), null, 2)}\n` : resultsText(parsed, plan, results));
+}
+
+/**
+ * The flag that lets `serve --insecure-no-auth` listen on, and `relay --audit-listen tcp://…` bind, an address other
+ * hosts can reach: without it both refuse to start, because whatever reaches such a listener can restart workloads.
+ */
+export const UNAUTHENTICATED_ACCESS_FLAG = 'i-understand-unauthenticated-access';
+
+/** A host only this machine reaches: `localhost`, 127.0.0.0/8, ::1 (bracketed or not, or IPv4-mapped). */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice('::ffff:'.length) : h;
+  return isIPv4(v4) && v4.startsWith('127.');
 }

@@ -5,6 +5,7 @@ import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followBudgetFromEnv } from '../pipeline/worker.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
+import { visibilitySecondsFromEnv } from '../runtime/config.ts';
 import { sqsDeadLetter, startSqsWorker } from '../runtime/sqs-worker.ts';
 import { cliRotationStore } from './rotation-store.ts';
 import { cliClusterClients } from './cluster-access.ts';
@@ -27,8 +28,10 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   let followBudgetMs: number;
+  let visibilityTimeoutSeconds: number;
   try {
     followBudgetMs = followBudgetFromEnv(io.env);
+    visibilityTimeoutSeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'worker', e);
   }
@@ -54,7 +57,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const worker = startSqsWorker(
     client,
     { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
-    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize },
+    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize, visibilityTimeoutSeconds },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
   await untilStopped(signal);

@@ -12,7 +12,7 @@ import { METRICS, type Telemetry } from '../observability/telemetry.ts';
 import { intake } from '../pipeline/intake.ts';
 import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
-import { authenticate, ReplayGuard, type WebhookSecrets } from './webhook-auth.ts';
+import { authenticate, authenticateHeaders, ReplayGuard, type ReplayWindow, type WebhookSecrets } from './webhook-auth.ts';
 
 export interface AppDeps {
   table: RoutingTable;
@@ -23,7 +23,8 @@ export interface AppDeps {
   now?: () => number;
   /** Largest body accepted, compressed or not (Lambda itself caps requests at 6 MB). */
   maxBodyBytes?: number;
-  replayGuard?: ReplayGuard;
+  /** Where accepted signatures are remembered (default: this process's memory). */
+  replayGuard?: ReplayWindow;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -127,11 +128,20 @@ export function buildApp(deps: AppDeps): Hono {
   app.get('/healthz', (c) => c.json({ ok: true, routes: deps.table.routes.length, clusters: deps.table.clusters.size }));
 
   const receive = async (c: { req: { raw: Request; header(name: string): string | undefined }; env: unknown }) => {
-    // Order matters: bounded read, then authentication on the raw bytes, and only then any decompression or parsing.
+    // Order matters: what the headers alone can refuse is refused before a byte of the body is read (a bearer token
+    // in full; HMAC's timestamp window and signature form); then a bounded read, authentication on the raw bytes, and
+    // only then any decompression or parsing.
+    const secrets = await deps.secrets();
+    const header = (name: string) => c.req.header(name);
+    const early = authenticateHeaders(header, secrets, Math.floor(now() / 1000));
+    if (!early.ok) {
+      deps.telemetry.warn('request refused', { reason: early.reason });
+      throw problem(401, early.reason);
+    }
     const incoming = nodeIncoming(c.env);
     const raw = incoming ? await readIncomingBody(incoming, maxBodyBytes) : await readRawBody(c.req.raw, maxBodyBytes);
     if (raw.byteLength === 0) throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
-    const auth = authenticate((name) => c.req.header(name), raw, await deps.secrets(), Math.floor(now() / 1000), replay);
+    const auth = authenticate(header, raw, secrets, Math.floor(now() / 1000), replay);
     if (!auth.ok) {
       deps.telemetry.warn('request refused', { reason: auth.reason });
       throw problem(401, auth.reason);

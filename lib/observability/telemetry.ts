@@ -26,6 +26,11 @@ export const METRICS = {
   refusedMessages: 'RefusedMessages',
   /** Rotations a wave's gate halted (issue #12): later waves not restarted. Alarmed. */
   haltedRotations: 'HaltedRotations',
+  /**
+   * Messages the queue took back before the worker handed them back (a refused heartbeat, delete, release or defer:
+   * the visibility had run out). They are redelivered; the restart record keeps the re-run from restarting twice.
+   */
+  visibilityLost: 'VisibilityLost',
 } as const;
 export type MetricName = (typeof METRICS)[keyof typeof METRICS];
 

@@ -55,10 +55,21 @@ export interface LocalQueueOptions {
 
 export interface LocalRolloutQueue extends RolloutQueue {
   /**
+   * How long a receive keeps a message invisible. A worker that may take longer extends it (extendVisibility) while
+   * it works, well before it ends (lib/runtime/local-worker.ts: every third of it), or the message is redelivered.
+   */
+  readonly visibilityTimeoutMs: number;
+  /**
    * The next messages of the groups that have none in flight, oldest group first; several consecutive messages
    * of one group may come in one receive (as on SQS), and they stay in flight together.
    */
   receive(options?: ReceiveOptions): Promise<ReceivedRolloutMessage[]>;
+  /**
+   * Keeps a received message in flight, under the same receipt handle, for `ms` from now (SQS
+   * ChangeMessageVisibility on a message still being worked: the worker's heartbeat). False if the handle is
+   * unknown or stale: the queue has taken the message back (visible again, received again, or dead-lettered).
+   */
+  extendVisibility(receiptHandle: string, ms: number): Promise<boolean>;
   /** Deletes a received message (it was worked). False if the handle is unknown or stale (visibility expired). */
   delete(receiptHandle: string): Promise<boolean>;
   /**

@@ -30,7 +30,7 @@ interface StoredMessage {
 
 export class MemoryRolloutQueue implements LocalRolloutQueue {
   readonly #maxReceiveCount: number;
-  readonly #visibilityTimeoutMs: number;
+  readonly visibilityTimeoutMs: number;
   readonly #deduplicationWindowMs: number;
   readonly #now: () => number;
   /** Per group, its messages in order; a group with no message is removed. Map order is group age. */
@@ -42,7 +42,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
 
   constructor(options: MemoryRolloutQueueOptions = {}) {
     this.#maxReceiveCount = options.maxReceiveCount ?? LOCAL_QUEUE_DEFAULTS.maxReceiveCount;
-    this.#visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
+    this.visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
     this.#deduplicationWindowMs = options.deduplicationWindowMs ?? LOCAL_QUEUE_DEFAULTS.deduplicationWindowMs;
     this.#now = options.now ?? Date.now;
   }
@@ -76,6 +76,15 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
       received = this.#receiveNow(max);
     }
     return received;
+  }
+
+  /** Keeps a received message in flight for `ms` from now (the worker's heartbeat). False if the handle is stale. */
+  extendVisibility(receiptHandle: string, ms: number): Promise<boolean> {
+    this.#expireVisibility();
+    const message = this.#inFlight.get(receiptHandle);
+    if (!message) return Promise.resolve(false);
+    message.visibleAt = this.#now() + Math.max(1, ms);
+    return Promise.resolve(true);
   }
 
   /** Deletes a received message (it was worked). False if the handle is unknown or stale (visibility expired). */
@@ -148,7 +157,7 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
         if (received.length >= max) break;
         message.receiveCount += 1;
         message.receiptHandle = randomUUID();
-        message.visibleAt = now + this.#visibilityTimeoutMs;
+        message.visibleAt = now + this.visibilityTimeoutMs;
         this.#inFlight.set(message.receiptHandle, message);
         const { messageId, receiptHandle, body, groupId, receiveCount } = message;
         received.push({ messageId, receiptHandle, body, groupId, receiveCount });

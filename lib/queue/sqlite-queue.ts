@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_group ON messages (group_id, seq);
 CREATE TABLE IF NOT EXISTS dedup (dedup_id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS seen_keys (key TEXT PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS seen_keys_by_until ON seen_keys (until);
 CREATE TABLE IF NOT EXISTS dead_letters (
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
   message_id TEXT NOT NULL,
@@ -55,7 +57,11 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 );
 `;
 
-/** The file's format: a file written by another format is refused rather than misread. */
+/** At most this many keys in seen_keys (only authenticated requests add one; the oldest go first past it). */
+const MAX_SEEN_KEYS = 100_000;
+
+/** The file's format: a file written by another format is refused rather than misread. (seen_keys was added
+ *  without a new format: a table an older reader ignores.) */
 const SCHEMA_VERSION = 1;
 
 interface Row {
@@ -69,7 +75,7 @@ interface Row {
 export class SqliteRolloutQueue implements LocalRolloutQueue {
   readonly #db: DatabaseSync;
   readonly #maxReceiveCount: number;
-  readonly #visibilityTimeoutMs: number;
+  readonly visibilityTimeoutMs: number;
   readonly #deduplicationWindowMs: number;
   readonly #now: () => number;
   readonly #waiters = new ChangeWaiters();
@@ -78,7 +84,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
 
   constructor(options: SqliteRolloutQueueOptions) {
     this.#maxReceiveCount = options.maxReceiveCount ?? LOCAL_QUEUE_DEFAULTS.maxReceiveCount;
-    this.#visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
+    this.visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
     this.#deduplicationWindowMs = options.deduplicationWindowMs ?? LOCAL_QUEUE_DEFAULTS.deduplicationWindowMs;
     this.#now = options.now ?? Date.now;
     if (options.file !== ':memory:') createPrivateFile(options.file);
@@ -119,6 +125,10 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
       deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)'),
       deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq'),
+      seenPurge: s('DELETE FROM seen_keys WHERE until < ?'),
+      seenInsert: s('INSERT INTO seen_keys (key, until) VALUES (?, ?) ON CONFLICT (key) DO NOTHING'),
+      seenCount: s('SELECT COUNT(*) AS n FROM seen_keys'),
+      seenTrim: s('DELETE FROM seen_keys WHERE key IN (SELECT key FROM seen_keys ORDER BY until LIMIT ?)'),
       counts: s(`SELECT COUNT(*) AS total, COALESCE(SUM(receipt_handle IS NOT NULL), 0) AS in_flight,
         (SELECT COUNT(*) FROM dead_letters) AS dead FROM messages`),
     };
@@ -151,6 +161,18 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       if (!this.#closed) received = this.#receiveNow(max);
     }
     return received;
+  }
+
+  extendVisibility(receiptHandle: string, ms: number): Promise<boolean> {
+    return Promise.resolve(
+      this.#transaction(() => {
+        this.#expireVisibility();
+        const row = this.#sql.byHandle!.get(receiptHandle) as Row | undefined;
+        if (!row) return false;
+        this.#sql.delayVisible!.run(this.#now() + Math.max(1, ms), row.seq);
+        return true;
+      }),
+    );
   }
 
   delete(receiptHandle: string): Promise<boolean> {
@@ -196,6 +218,19 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     return Promise.resolve(moved);
   }
 
+  /**
+   * The replay window of `serve` (lib/http/webhook-auth.ts SeenKeys): keys remembered in this file until their time,
+   * so a signature accepted before a restart is still refused after it. One transaction, on disk when it returns.
+   */
+  firstSeen(key: string, nowSeconds: number, untilSeconds: number): boolean {
+    return this.#transaction(() => {
+      this.#sql.seenPurge!.run(nowSeconds);
+      const { n } = this.#sql.seenCount!.get() as { n: number };
+      if (n >= MAX_SEEN_KEYS) this.#sql.seenTrim!.run(n - MAX_SEEN_KEYS + 1);
+      return Number(this.#sql.seenInsert!.run(key, untilSeconds).changes) === 1;
+    });
+  }
+
   deadLetters(): DeadLetter[] {
     this.#transaction(() => this.#expireVisibility());
     return (this.#sql.deadLetters!.all() as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number; reason: string | null }>).map((r) => ({
@@ -234,7 +269,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
           // A message held back (visible_at in the future) holds back the rest of its group too: order first.
           if (row.visible_at !== null && row.visible_at > now) break;
           const receiptHandle = randomUUID();
-          this.#sql.markInFlight!.run(receiptHandle, now + this.#visibilityTimeoutMs, row.seq);
+          this.#sql.markInFlight!.run(receiptHandle, now + this.visibilityTimeoutMs, row.seq);
           received.push({ messageId: row.message_id, receiptHandle, body: row.body, groupId: row.group_id, receiveCount: row.receive_count + 1 });
         }
       }

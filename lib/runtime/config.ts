@@ -54,3 +54,16 @@ export function authModes(env: Env): Set<'hmac' | 'bearer' | 'iam'> {
   }
   return new Set(modes);
 }
+
+/**
+ * `VAULT_ROLLOUT_VISIBILITY_SECONDS`: the visibility timeout of the messages `serve` and `worker` receive (default 30,
+ * as SQS). The workers extend it while they work (a heartbeat every third of it), so it bounds how soon a message
+ * held by a worker that died comes back, never how long a rollout may be followed. 3 to 43,200 (SQS's 12 hours).
+ */
+export function visibilitySecondsFromEnv(env: Env, defaultSeconds = 30): number {
+  const raw = env.VAULT_ROLLOUT_VISIBILITY_SECONDS;
+  if (raw === undefined || raw === '') return defaultSeconds;
+  const seconds = Number(raw);
+  if (!Number.isInteger(seconds) || seconds < 3 || seconds > 43_200) throw new ConfigError(`VAULT_ROLLOUT_VISIBILITY_SECONDS=${raw.slice(0, 20)} must be a whole number of seconds from 3 to 43200`);
+  return seconds;
+}

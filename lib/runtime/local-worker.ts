@@ -2,9 +2,20 @@
  * The worker loop of `vault-rollout serve`: what the SQS event source mapping does in Lambda, over the local queue
  * — receive a batch, process it, delete what succeeded, release what failed for redelivery after a backoff that
  * grows with its receive count (the group waits meanwhile, so its order holds; other clusters go on).
+ *
+ * A received message is this worker's until it hands it back: while it works, a heartbeat extends the message's
+ * visibility every third of the queue's visibility timeout, so a rollout followed for longer than that timeout is
+ * neither redelivered (worked twice) nor dead-lettered. Each group is handed back as soon as it is worked.
+ *
+ * The queue answering `false` (to the heartbeat, a delete, a release or a defer) means it has already taken the
+ * message back: it is visible again, received again, or dead-lettered. That is an error — logged with the message
+ * id and counted (VisibilityLost) — and the worker then does nothing more with that message: no delete or re-send
+ * by id, which could drop or duplicate what another receive now holds. The redelivery runs it again, and the
+ * restart record makes that run find its workloads `unchanged`; what is lost is a backoff or a gate's wait.
  */
-import { processBatch, type WorkerDeps } from '../pipeline/worker.ts';
-import { redeliveryBackoffMs, type LocalRolloutQueue } from '../queue/local-queue.ts';
+import { METRICS } from '../observability/telemetry.ts';
+import { processBatch, type GroupOutcome, type WorkerDeps } from '../pipeline/worker.ts';
+import { redeliveryBackoffMs, type LocalRolloutQueue, type ReceivedRolloutMessage } from '../queue/local-queue.ts';
 
 export interface LocalWorker {
   stop(): Promise<void>;
@@ -12,7 +23,91 @@ export interface LocalWorker {
   idle(): Promise<void>;
 }
 
-export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, options: { pollMs?: number; retryDelayMs?: number } = {}): LocalWorker {
+export interface LocalWorkerOptions {
+  pollMs?: number;
+  retryDelayMs?: number;
+  /** How often the messages being worked get their visibility extended (default a third of the queue's timeout). */
+  heartbeatMs?: number;
+}
+
+type HandBack = 'extendVisibility' | 'delete' | 'release' | 'defer';
+
+export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, options: LocalWorkerOptions = {}): LocalWorker {
+  const heartbeatMs = options.heartbeatMs ?? Math.max(1, Math.floor(queue.visibilityTimeoutMs / 3));
+  const lost = (message: ReceivedRolloutMessage, operation: HandBack): void => {
+    deps.telemetry.error('the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', { messageId: message.messageId, group: message.groupId, operation });
+    deps.telemetry.metric(METRICS.visibilityLost, 1, 'Count');
+  };
+
+  const work = async (batch: ReceivedRolloutMessage[]): Promise<void> => {
+    // The messages this worker still holds: the heartbeat extends these, and each is handed back once.
+    const held = new Map(batch.map((m) => [m.messageId, m]));
+    let beat: Promise<void> = Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    const extendAll = async (): Promise<void> => {
+      for (const m of [...held.values()]) {
+        let extended: boolean;
+        try {
+          extended = await queue.extendVisibility(m.receiptHandle, queue.visibilityTimeoutMs);
+        } catch (e) {
+          deps.telemetry.warn('could not extend a message\'s visibility; trying again at the next heartbeat', { messageId: m.messageId, error: e instanceof Error ? e.message : String(e) });
+          continue;
+        }
+        // Handed back meanwhile: the hand-back's answer is the one that counts.
+        if (!extended && held.delete(m.messageId)) lost(m, 'extendVisibility');
+      }
+    };
+    const schedule = (): void => {
+      timer = setTimeout(() => {
+        beat = extendAll().finally(() => {
+          if (held.size > 0) schedule();
+        });
+      }, heartbeatMs);
+    };
+    const handBack = async (messageIds: readonly string[], outcome: Pick<GroupOutcome, 'failed' | 'deferred'>): Promise<void> => {
+      const mine = messageIds.flatMap((id) => held.get(id) ?? []);
+      for (const m of mine) held.delete(m.messageId);
+      // A heartbeat under way finishes first, so it never lands after (and undoes) a defer or release.
+      await beat;
+      const delays = new Map(outcome.deferred.map((d) => [d.messageId, d.delayMs]));
+      for (const m of mine) {
+        const delayMs = delays.get(m.messageId);
+        const operation: HandBack = delayMs !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
+        const done = operation === 'defer' ? await queue.defer(m.receiptHandle, delayMs ?? 0) : operation === 'release' ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : await queue.delete(m.receiptHandle);
+        if (!done) lost(m, operation);
+      }
+    };
+
+    // A refused message goes to the dead letters with its reason, kept for an operator (never executed); once there it
+    // is no longer this worker's to hand back.
+    const deadLetter = async (record: { messageId: string }, reason: string): Promise<void> => {
+      const m = held.get(record.messageId);
+      if (m === undefined || !(await queue.deadLetter(m.receiptHandle, reason))) throw new Error(`message ${record.messageId} is no longer in flight`);
+      held.delete(record.messageId);
+    };
+
+    schedule();
+    try {
+      await processBatch(batch, {
+        deadLetter,
+        ...deps,
+        onGroupDone: async (group) => {
+          await deps.onGroupDone?.(group);
+          await handBack(group.messageIds, group);
+        },
+      });
+    } catch (e) {
+      deps.telemetry.error('the worker failed on a batch; its messages will be redelivered', { messages: held.size, error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      clearTimeout(timer);
+      // Whatever no group handed back (the batch failed as a whole) goes back for redelivery, after a backoff.
+      const left = [...held.keys()];
+      if (left.length > 0) await handBack(left, { failed: left, deferred: [] });
+      // A heartbeat that was under way at the first clear may have scheduled one more.
+      clearTimeout(timer);
+    }
+  };
+
   let running = true;
   let busy = false;
   const loop = (async () => {
@@ -21,20 +116,7 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
       if (batch.length === 0) continue;
       busy = true;
       try {
-        // A refused message goes to the dead letters with its reason, kept for an operator (never executed).
-        const deadLetter = async (record: { messageId: string }, reason: string): Promise<void> => {
-          const handle = batch.find((m) => m.messageId === record.messageId)?.receiptHandle;
-          if (handle === undefined || !(await queue.deadLetter(handle, reason))) throw new Error(`message ${record.messageId} is no longer in flight`);
-        };
-        const { failed, deferred, refused } = await processBatch(batch, { deadLetter, ...deps });
-        const gone = new Set(refused.map((r) => r.messageId));
-        const failedIds = new Set(failed);
-        const delays = new Map(deferred.map((d) => [d.messageId, d.delayMs]));
-        for (const m of batch) {
-          if (gone.has(m.messageId) && !failedIds.has(m.messageId)) continue;
-          const delayMs = delays.get(m.messageId);
-          await (delayMs !== undefined ? queue.defer(m.receiptHandle, delayMs) : failedIds.has(m.messageId) ? queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : queue.delete(m.receiptHandle));
-        }
+        await work(batch);
       } finally {
         busy = false;
       }

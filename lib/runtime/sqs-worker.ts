@@ -3,8 +3,17 @@
  * batch, process it, delete what succeeded (each cluster's messages as soon as that cluster is worked), leave the
  * failures to come back after the visibility timeout (and to the dead-letter queue after maxReceiveCount). Several
  * pollers run at once, like concurrent invocations: a cluster that hangs holds only its own messages.
+ *
+ * A received message is the poller's until it hands it back: every receive asks for an explicit visibility timeout,
+ * and a heartbeat (ChangeMessageVisibility, every third of it) extends it for the messages still being worked, so a
+ * rollout followed for longer than the timeout is never received by another poller and worked twice, nor
+ * dead-lettered. A heartbeat, delete or defer that SQS refuses for a message (its receipt handle is no longer valid:
+ * the queue took it back) is an error logged with the message id and counted (VisibilityLost); the poller does
+ * nothing more with that message — whoever receives it next runs it, and the restart record makes that run find its
+ * workloads `unchanged`.
  */
 import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { METRICS, type Telemetry } from '../observability/telemetry.ts';
 import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } from '../pipeline/worker.ts';
 
 /**
@@ -28,6 +37,12 @@ export function sqsDeadLetter(client: SQSClient, deadLetterQueueUrl: string | un
   };
 }
 
+/** What the hand-back needs of the telemetry: warnings for calls that failed, errors and a count for lost messages. */
+export type HandBackLog = Pick<Telemetry, 'warn' | 'error' | 'metric'>;
+
+/** The default visibility timeout each receive asks for; the heartbeat extends it every third. */
+export const DEFAULT_WORKER_VISIBILITY_SECONDS = 30;
+
 export interface SqsWorkerOptions {
   queueUrl: string;
   /** Messages per receive (1-10); more than 1 lets settle coalesce a cluster's burst (lib/deploy/worker-batch-size.ts). */
@@ -35,6 +50,8 @@ export interface SqsWorkerOptions {
   /** Concurrent pollers. */
   concurrency?: number;
   waitTimeSeconds?: number;
+  /** The visibility timeout each receive asks for (default 30 s); the heartbeat extends it every third while working. */
+  visibilityTimeoutSeconds?: number;
 }
 
 export interface SqsWorker {
@@ -44,12 +61,13 @@ export interface SqsWorker {
 export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: SqsWorkerOptions): SqsWorker {
   let running = true;
   const abort = new AbortController();
+  const visibilitySeconds = Math.min(MAX_VISIBILITY_SECONDS, Math.max(3, Math.ceil(options.visibilityTimeoutSeconds ?? DEFAULT_WORKER_VISIBILITY_SECONDS)));
   const poll = async () => {
     while (running) {
       let received;
       try {
         received = await client.send(
-          new ReceiveMessageCommand({ QueueUrl: options.queueUrl, MaxNumberOfMessages: options.batchSize ?? 1, WaitTimeSeconds: options.waitTimeSeconds ?? 1, MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'] }),
+          new ReceiveMessageCommand({ QueueUrl: options.queueUrl, MaxNumberOfMessages: options.batchSize ?? 1, WaitTimeSeconds: options.waitTimeSeconds ?? 1, VisibilityTimeout: visibilitySeconds, MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'] }),
           { abortSignal: abort.signal },
         );
       } catch (e) {
@@ -63,8 +81,19 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '', receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1) }));
       // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
       // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
-      const handBack = (group: GroupOutcome) => handBackGroup(client, options.queueUrl, messages, group, deps.telemetry);
-      await processBatch(records, { ...deps, onGroupDone: handBack });
+      const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
+      const handBack = async (group: GroupOutcome) => {
+        // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
+        const mine = await heartbeat.handOver(group.messageIds);
+        await handBackGroup(client, options.queueUrl, mine, group, deps.telemetry);
+      };
+      try {
+        await processBatch(records, { ...deps, onGroupDone: handBack });
+      } catch (e) {
+        deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', { messages: messages.length, error: e instanceof Error ? e.message : String(e) });
+      } finally {
+        await heartbeat.stop();
+      }
     }
   };
   const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll());
@@ -77,18 +106,76 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
   };
 }
 
+type Received = { MessageId?: string | undefined; ReceiptHandle?: string | undefined; Attributes?: Partial<Record<string, string>> | undefined };
+
+/** A message SQS took back before it was handed back: an error with its id, counted, and nothing more done with it. */
+export function visibilityLost(logger: HandBackLog, message: Received | undefined, operation: 'extendVisibility' | 'delete' | 'defer', error: string): void {
+  logger.error('the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', { messageId: message?.MessageId, group: message?.Attributes?.MessageGroupId, operation, error });
+  logger.metric(METRICS.visibilityLost, 1, 'Count');
+}
+
+/**
+ * Extends the visibility of a batch's messages every third of `visibilitySeconds` until each is handed over (or the
+ * batch ends). One ChangeMessageVisibilityBatch call per ten; an entry SQS refuses is a lost message (visibilityLost)
+ * and is dropped from the heartbeat; a call that fails as a whole is a warning, tried again at the next beat.
+ */
+export function startVisibilityHeartbeat(client: SQSClient, queueUrl: string, messages: readonly Received[], visibilitySeconds: number, logger: HandBackLog): { handOver(messageIds: readonly string[]): Promise<Received[]>; stop(): Promise<void> } {
+  const held = new Map(messages.filter((m) => m.MessageId !== undefined && m.ReceiptHandle).map((m) => [m.MessageId as string, m]));
+  let beat: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  const extendAll = async (): Promise<void> => {
+    const entries = [...held.values()];
+    for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
+      const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
+      try {
+        const out = await client.send(new ChangeMessageVisibilityBatchCommand({ QueueUrl: queueUrl, Entries: call.map((m, i) => ({ Id: `h${i}`, ReceiptHandle: m.ReceiptHandle ?? '', VisibilityTimeout: visibilitySeconds })) }));
+        for (const failed of out.Failed ?? []) {
+          const message = call[Number(failed.Id?.slice(1))];
+          if (message?.MessageId !== undefined && held.delete(message.MessageId)) visibilityLost(logger, message, 'extendVisibility', failed.Code ?? 'Failed');
+        }
+      } catch (e) {
+        logger.warn('could not extend the visibility of messages being worked; trying again at the next heartbeat', { messages: call.length, error: e instanceof Error ? e.name : String(e) });
+      }
+    }
+  };
+  const schedule = (): void => {
+    timer = setTimeout(() => {
+      beat = extendAll().finally(() => {
+        if (held.size > 0) schedule();
+      });
+    }, (visibilitySeconds * 1000) / 3);
+  };
+  schedule();
+  return {
+    handOver: async (messageIds) => {
+      const mine = messageIds.flatMap((id) => held.get(id) ?? []);
+      for (const m of mine) held.delete(m.MessageId as string);
+      await beat;
+      return mine;
+    },
+    stop: async () => {
+      held.clear();
+      clearTimeout(timer);
+      await beat;
+      clearTimeout(timer);
+    },
+  };
+}
+
 /**
  * Hands one worked group's messages back to the queue: its held ones deferred (deferMessages), its done ones —
- * worked or refused, neither failed nor held — deleted. A delete that fails is logged: in Lambda the event source
- * mapping deletes them after the response; elsewhere they come back after the visibility timeout and find their
- * workloads unchanged.
+ * worked or refused, neither failed nor held — deleted. A delete SQS refuses for a message (its handle no longer
+ * valid: the queue took it back) is a lost message (visibilityLost); a call that fails as a whole is a warning: in
+ * Lambda the event source mapping deletes them after the response; elsewhere they come back after the visibility
+ * timeout and find their workloads unchanged.
  */
-export async function handBackGroup(client: SQSClient, queueUrl: string, messages: ReadonlyArray<{ MessageId?: string | undefined; ReceiptHandle?: string | undefined }>, group: GroupOutcome, logger: { warn(message: string, fields?: Record<string, unknown>): void }): Promise<void> {
+export async function handBackGroup(client: SQSClient, queueUrl: string, messages: readonly Received[], group: GroupOutcome, logger: HandBackLog): Promise<void> {
   await deferMessages(client, queueUrl, messages, group.deferred, logger);
   const done = messages.filter((m) => m.MessageId !== undefined && group.messageIds.includes(m.MessageId) && !group.failed.includes(m.MessageId) && !group.deferred.some((d) => d.messageId === m.MessageId));
   if (done.length === 0) return;
   try {
-    await client.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+    const out = await client.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+    for (const failed of out.Failed ?? []) visibilityLost(logger, done[Number(failed.Id?.slice(1))], 'delete', failed.Code ?? 'Failed');
   } catch (e) {
     logger.warn('could not delete worked messages now', { messages: done.length, error: e instanceof Error ? e.name : String(e) });
   }
@@ -110,7 +197,7 @@ const MAX_VISIBILITY_ENTRIES = 10;
  * receive took 3 of the 5 and the burst restarted twice. Changed last first, the head is visible last on both.
  * The batch action needs only sqs:ChangeMessageVisibility.
  */
-export async function deferMessages(client: SQSClient, queueUrl: string, messages: ReadonlyArray<{ MessageId?: string | undefined; ReceiptHandle?: string | undefined }>, deferred: ReadonlyArray<{ messageId: string; delayMs: number }>, logger: { warn(message: string, fields?: Record<string, unknown>): void }): Promise<void> {
+export async function deferMessages(client: SQSClient, queueUrl: string, messages: readonly Received[], deferred: ReadonlyArray<{ messageId: string; delayMs: number }>, logger: HandBackLog): Promise<void> {
   const position = (id: string) => messages.findIndex((m) => m.MessageId === id);
   const entries = deferred
     .map((d) => ({ ...d, handle: messages[position(d.messageId)]?.ReceiptHandle }))
@@ -126,7 +213,8 @@ export async function deferMessages(client: SQSClient, queueUrl: string, message
         }),
       );
       for (const failed of out.Failed ?? []) {
-        logger.warn('could not defer a message; it comes back after the visibility timeout', { messageId: call[Number(failed.Id?.slice(1))]?.messageId, error: failed.Code ?? 'Failed' });
+        const messageId = call[Number(failed.Id?.slice(1))]?.messageId;
+        visibilityLost(logger, messages.find((m) => m.MessageId === messageId) ?? { MessageId: messageId }, 'defer', failed.Code ?? 'Failed');
       }
     } catch (e) {
       logger.warn('could not defer messages; they come back after the visibility timeout', { messages: call.length, error: e instanceof Error ? e.name : String(e) });

@@ -135,6 +135,30 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
     expect(sent).toEqual([]);
   });
 
+  it.each([
+    ['no credentials', {}, 'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer'],
+    ['a wrong bearer token', { authorization: 'Bearer not-the-token' }, 'the bearer token is not accepted'],
+    ['a signature without a timestamp', { [SIGNATURE_HEADER]: `sha256=${'0'.repeat(64)}` }, 'x-vault-rollout-timestamp must be unix seconds'],
+    ['a timestamp outside the window', { [SIGNATURE_HEADER]: `sha256=${'0'.repeat(64)}`, [TIMESTAMP_HEADER]: String(Math.floor(NOW / 1000) - 301) }, "x-vault-rollout-timestamp is more than 300 s from the server's clock"],
+    ['a signature of the wrong form', { [SIGNATURE_HEADER]: 'sha256=xyz', [TIMESTAMP_HEADER]: String(Math.floor(NOW / 1000)) }, 'x-vault-rollout-signature must be sha256=<64 hex digits>'],
+  ])('refuses %s with 401 from the headers alone, before reading a byte of the body', async (_name, headers, error) => {
+    const { app, sent } = setup();
+    let pulls = 0;
+    // highWaterMark 0: the stream is pulled only when someone reads it.
+    const body = new ReadableStream<Uint8Array>({ pull: (controller) => void (++pulls > 1000 ? controller.close() : controller.enqueue(new Uint8Array(100).fill(0x20))) }, { highWaterMark: 0 });
+    const res = await app.request('/v1/vault/audit', { method: 'POST', body, headers, duplex: 'half' } as RequestInit);
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error });
+    expect(pulls).toBe(0);
+    expect(sent).toEqual([]);
+  });
+
+  it('refuses with 401, not 413, a request without credentials that declares a body over the limit', async () => {
+    const { app } = setup({ maxBodyBytes: 1000 });
+    const res = await app.request('/v1/vault/audit', { method: 'POST', body: 'x', headers: { 'content-length': String(10 ** 9) } });
+    expect(res.status).toBe(401);
+  });
+
   it('counts a chunked body while it streams and refuses it past the limit (no Content-Length)', async () => {
     const { app, sent } = setup({ maxBodyBytes: 1000 });
     let pulls = 0;

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -123,6 +124,83 @@ describe('serve under hostile uploads', () => {
     const res = await postChunked({ 'content-encoding': 'gzip' }, () => (sent ? undefined : ((sent = true), bomb)));
     expect(res.status).toBe(401);
   });
+});
+
+describe('serve refuses from the headers before it reads a body', () => {
+  it('answers 401 to a request without credentials that declares a 4 MiB body and never sends it', async () => {
+    // Before the headers were checked first, serve waited for the body (until --request-timeout) before saying 401.
+    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/vault/audit', headers: { 'content-length': String(4 * MiB) } }, (r) => {
+        let body = '';
+        r.on('data', (d: Buffer) => (body += d.toString()));
+        r.on('end', () => {
+          req.destroy();
+          resolve({ status: r.statusCode ?? 0, body });
+        });
+      });
+      req.on('error', reject);
+      // The headers go out; not a byte of the body follows.
+      req.flushHeaders();
+    });
+    expect(res.status).toBe(401);
+    expect(JSON.parse(res.body)).toEqual({ error: 'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer' });
+  }, 10_000);
+});
+
+/** Starts a `serve` child with extra flags; resolves its port. */
+async function startServe(flags: string[]): Promise<{ child: ChildProcess; port: number }> {
+  const started = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--dry-run', ...flags], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  const bound = await new Promise<number>((resolve, reject) => {
+    started.stderr?.on('data', (d: Buffer) => {
+      err += d.toString();
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err);
+      if (m) resolve(Number(m[1]));
+    });
+    started.once('exit', (code) => reject(new Error(`serve exited ${code}: ${err}`)));
+  });
+  return { child: started, port: bound };
+}
+
+/** A raw connection that sends the start of a request and never finishes its headers; `closed` resolves when the server drops it. */
+function slowHeaders(to: number): Promise<{ socket: Socket; closed: Promise<string> }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port: to }, () => {
+      socket.write('POST /v1/vault/audit HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ');
+      let answer = '';
+      socket.on('data', (d: Buffer) => (answer += d.toString()));
+      const closed = new Promise<string>((done) => socket.once('close', () => done(answer)));
+      resolve({ socket, closed });
+    });
+    socket.once('error', reject);
+  });
+}
+
+describe('serve bounds its connections and their header time', () => {
+  let limited: { child: ChildProcess; port: number };
+  beforeAll(async () => {
+    limited = await startServe(['--max-connections', '3', '--request-timeout', '2']);
+  }, 60_000);
+  afterAll(() => {
+    limited.child.kill('SIGKILL');
+  });
+
+  it('closes a connection past --max-connections at once, and peers whose headers never end after the header timeout', async () => {
+    const held = await Promise.all([0, 1, 2].map(() => slowHeaders(limited.port)));
+    // The fourth is over the cap: the server closes it without an answer, while the three are still open.
+    const fourth = await slowHeaders(limited.port);
+    expect(await fourth.closed).toBe('');
+    expect(held.every((h) => !h.socket.destroyed)).toBe(true);
+    // Headers that never end: cut off by the header timeout (2 s here), answered 408 or simply closed.
+    for (const h of held) expect(await h.closed).toMatch(/^(HTTP\/1\.1 408 |$)/);
+    // With the slow peers gone, a normal request goes through.
+    const health = await new Promise<number>((resolve, reject) => request({ host: '127.0.0.1', port: limited.port, path: '/healthz' }, (r) => (r.resume(), resolve(r.statusCode ?? 0))).on('error', reject).end());
+    expect(health).toBe(200);
+  }, 20_000);
 });
 
 describe('serve on a busy port', () => {

@@ -138,6 +138,29 @@ describe.each(QUEUES)('%s', (_name, makeQueue) => {
     expect(names(await queue.receive())).toEqual(['alpha/a2']);
   });
 
+  it('keeps a message in flight while its visibility is extended (the heartbeat), under the same handle; a stale handle cannot extend', async () => {
+    const clock = fakeClock();
+    const queue = makeQueue({ visibilityTimeoutMs: 30_000, maxReceiveCount: 1, now: clock.now });
+    expect(queue.visibilityTimeoutMs).toBe(30_000);
+    await queue.send([rolloutMessage('alpha', 'a1')]);
+    const [first] = await queue.receive();
+    // Ten visibility timeouts of work, extended every third of one: never visible, never dead-lettered.
+    for (let i = 0; i < 30; i++) {
+      clock.advance(10_000);
+      expect(await queue.extendVisibility(first?.receiptHandle ?? '', 30_000)).toBe(true);
+    }
+    expect(queue.counts()).toEqual({ available: 0, inFlight: 1, deadLetters: 0 });
+    expect(await queue.delete(first?.receiptHandle ?? '')).toBe(true);
+
+    await queue.send([rolloutMessage('alpha', 'a2')]);
+    const [second] = await queue.receive();
+    clock.advance(30_000);
+    // Too late: the queue has taken it back (here: to the dead letters, its one receive spent).
+    expect(await queue.extendVisibility(second?.receiptHandle ?? '', 30_000)).toBe(false);
+    expect(await queue.extendVisibility('no-such-handle', 30_000)).toBe(false);
+    expect(queue.counts()).toEqual({ available: 0, inFlight: 0, deadLetters: 1 });
+  });
+
   it('dead-letters a message whose last visibility timeout expired', async () => {
     const clock = fakeClock();
     const queue = makeQueue({ maxReceiveCount: 1, visibilityTimeoutMs: 1000, now: clock.now });
@@ -218,6 +241,21 @@ describe('SqliteRolloutQueue on disk', () => {
     const [again] = await second.receive();
     expect(again?.messageId).toBe(taken?.messageId);
     expect(again?.receiveCount).toBe(2);
+    second.close();
+  });
+
+  it('remembers seen keys (serve\'s replay window) until their time, across a reopen', () => {
+    const file = sqliteFile();
+    const first = new SqliteRolloutQueue({ file });
+    expect(first.firstSeen('sig-1', 1000, 1600)).toBe(true);
+    expect(first.firstSeen('sig-1', 1001, 1601)).toBe(false);
+    expect(first.firstSeen('sig-2', 1001, 1601)).toBe(true);
+    first.close();
+
+    const second = new SqliteRolloutQueue({ file });
+    expect(second.firstSeen('sig-1', 1600, 2200)).toBe(false);
+    // Past its time the key is forgotten (the HMAC timestamp window refuses such a request anyway).
+    expect(second.firstSeen('sig-1', 1601, 2201)).toBe(true);
     second.close();
   });
 

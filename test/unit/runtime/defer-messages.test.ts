@@ -11,8 +11,18 @@ const received = (ids: string[]) => ids.map((id) => ({ MessageId: id, ReceiptHan
 const calls = (): ChangeMessageVisibilityBatchCommandInput[] => sqsMock.commandCalls(ChangeMessageVisibilityBatchCommand).map((c) => c.args[0].input);
 const logger = () => {
   const lines: Array<{ message: string; fields?: Record<string, unknown> }> = [];
-  return { lines, warn: (message: string, fields?: Record<string, unknown>) => void lines.push({ message, ...(fields ? { fields } : {}) }) };
+  const errors: Array<{ message: string; fields?: Record<string, unknown> }> = [];
+  const metrics: string[] = [];
+  return {
+    lines,
+    errors,
+    metrics,
+    warn: (message: string, fields?: Record<string, unknown>) => void lines.push({ message, ...(fields ? { fields } : {}) }),
+    error: (message: string, fields?: Record<string, unknown>) => void errors.push({ message, ...(fields ? { fields } : {}) }),
+    metric: (name: string) => void metrics.push(name),
+  };
 };
+const LOST = 'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it';
 
 beforeEach(() => {
   sqsMock.reset();
@@ -49,11 +59,13 @@ describe('deferMessages', () => {
     expect(calls().map((c) => c.Entries?.length)).toEqual([10, 2]);
   });
 
-  it('logs what it could not defer (the message comes back after the visibility timeout), never throws', async () => {
+  it('a defer SQS refuses for a message is an error with its id and a VisibilityLost count; a failed call is a warning; never throws', async () => {
     sqsMock.on(ChangeMessageVisibilityBatchCommand).resolves({ Successful: [{ Id: 'v0' }], Failed: [{ Id: 'v1', Code: 'ReceiptHandleIsInvalid', SenderFault: true }] });
     const log = logger();
     await deferMessages(client, QUEUE_URL, received(['m1', 'm2']), [{ messageId: 'm1', delayMs: 1000 }, { messageId: 'm2', delayMs: 1000 }], log);
-    expect(log.lines).toEqual([{ message: 'could not defer a message; it comes back after the visibility timeout', fields: { messageId: 'm1', error: 'ReceiptHandleIsInvalid' } }]);
+    expect(log.lines).toEqual([]);
+    expect(log.errors).toEqual([{ message: LOST, fields: { messageId: 'm1', group: undefined, operation: 'defer', error: 'ReceiptHandleIsInvalid' } }]);
+    expect(log.metrics).toEqual(['VisibilityLost']);
 
     sqsMock.on(ChangeMessageVisibilityBatchCommand).rejects(new SQSServiceException({ name: 'AccessDenied', $fault: 'client', $metadata: {} }));
     const failed = logger();
@@ -69,6 +81,14 @@ describe('handBackGroup', () => {
     expect(calls().map((c) => c.Entries?.map((e) => e.ReceiptHandle))).toEqual([['rh-a2']]);
     expect(sqsMock.commandCalls(DeleteMessageBatchCommand).map((c) => c.args[0].input.Entries?.map((e) => e.ReceiptHandle))).toEqual([['rh-a1']]);
     expect(log.lines).toEqual([]);
+  });
+
+  it('a delete SQS refuses for a message is an error with its id and a VisibilityLost count, never ignored', async () => {
+    sqsMock.on(DeleteMessageBatchCommand).resolves({ Successful: [{ Id: 'd0' }], Failed: [{ Id: 'd1', Code: 'ReceiptHandleIsInvalid', SenderFault: true }] });
+    const log = logger();
+    await handBackGroup(client, QUEUE_URL, received(['a1', 'a2']), { messageIds: ['a1', 'a2'], failed: [], deferred: [] }, log);
+    expect(log.errors).toEqual([{ message: LOST, fields: { messageId: 'a2', group: undefined, operation: 'delete', error: 'ReceiptHandleIsInvalid' } }]);
+    expect(log.metrics).toEqual(['VisibilityLost']);
   });
 
   it('logs a delete that fails, never throws', async () => {
