@@ -8,11 +8,12 @@ import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../relay/relay-log.ts';
 import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
-import { statusJson, statusLines, statusText } from '../report/status-report.ts';
+import { statusJsonText, statusLines, statusText } from '../report/status-report.ts';
 import { parseDuration } from '../routing/schema.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
 import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';
+import { vaultPathProblem } from '../vault/vault-path.ts';
 import { ConcurrencyLimiter } from '../kube/limiter.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -59,6 +60,9 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const intervalMs = parseDuration(values.interval);
   if (intervalMs === undefined || intervalMs < 500 || intervalMs > 60_000) return usageError(io, 'status', '--interval is a duration from 500ms to 1m');
   if (values.path !== undefined) {
+    // A pattern's `*` and `**` are segments like any other: `.`, `..` or an empty segment would name another path.
+    const problem = vaultPathProblem(values.path.replace(/^\/+/, ''));
+    if (problem !== undefined) return usageError(io, 'status', `--path: ${problem}`);
     try {
       compilePattern(values.path.replace(/^\/+/, ''));
     } catch (e) {
@@ -100,7 +104,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   try {
     if (!values.wait) {
       const status = await once();
-      io.stdout(values.json ? `${JSON.stringify(statusJson(status), null, 2)}\n` : statusText(status));
+      io.stdout(values.json ? statusJsonText(status) : statusText(status));
       return status.ok ? EXIT.ok : EXIT.failure;
     }
     // --wait: poll until every consumer is current and complete, or the timeout.
@@ -114,7 +118,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
       if (status.ok || waited >= timeoutMs) {
         if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
         if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${values.timeout})\n`);
-        io.stdout(values.json ? `${JSON.stringify(statusJson(status), null, 2)}\n` : statusText(status));
+        io.stdout(values.json ? statusJsonText(status) : statusText(status));
         return status.ok ? EXIT.ok : EXIT.failure;
       }
       if (terminal) {
