@@ -252,17 +252,18 @@ function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: stri
 }
 
 interface EventFields {
-  involvedObject?: { kind?: string; name?: string };
+  involvedObject?: { name?: string };
   source?: { component?: string };
   reportingComponent?: string;
   reportingInstance?: string;
   metadata?: { managedFields?: Array<{ manager?: string }> };
 }
 
-const involves = (event: KubeObject, kind: string, name: string): boolean => {
-  const o = (event as EventFields).involvedObject;
-  return o?.kind === kind && o.name === name;
-};
+/**
+ * The Event is about the workload by name (in the namespace listed). Not by kind: a consumers target's halt names its
+ * failing workload under the target's kind (recordHalt's descriptor), which may be the operator resource's.
+ */
+const involves = (event: KubeObject, name: string): boolean => (event as EventFields).involvedObject?.name === name;
 
 /**
  * An Event vault-rollout created: its source, reporting component and instance are vault-rollout's (EVENT_REPORTER,
@@ -280,7 +281,7 @@ function haltedReason(descriptor: WorkloadDescriptor, obj: KubeObject, listing: 
   if (!listing || token === undefined || name === undefined) return undefined;
   const events = objectsOf(listing, EVENTS.apiVersion, EVENTS.kind, obj.metadata?.namespace ?? '');
   if (events === undefined || 'error' in events) return undefined;
-  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === HALT_EVENT_REASON && involves(e, descriptor.kind, name) && fromVaultRollout(e));
+  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === HALT_EVENT_REASON && involves(e, name) && fromVaultRollout(e));
   if (!event) return undefined;
   return String((event as { message?: unknown }).message ?? 'halted').slice(0, 300) || 'halted';
 }
