@@ -377,12 +377,12 @@ export function selectedPaths(table: RoutingTable, listings: readonly ClusterLis
   let refused = 0;
   let example = '';
   for (const path of [...found].sort()) {
+    if (filter && index.match(path).size === 0) continue;
     const problem = vaultPathProblem(path);
     if (problem !== undefined) {
       if (refused++ === 0) example = `${JSON.stringify(path.length > 120 ? `${path.slice(0, 120)}…` : path)}: ${problem}`;
       continue;
     }
-    if (filter && index.match(path).size === 0) continue;
     const parts = splitRecordedPath(table, path);
     if (!parts) continue;
     // Only paths a route matches: a record the table no longer routes is nobody's rotation.
