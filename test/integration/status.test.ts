@@ -166,16 +166,16 @@ describe('vault-rollout status', () => {
 
     const before = readAuditFile(AUDIT).length;
     const run = await status(['--cluster', 'alpha', '--vault-addr', bao.addr, '--json'], { VAULT_TOKEN: token });
-    const json = JSON.parse(run.out) as { paths: Array<{ path: string }>; notes: string[] };
-    expect(json.paths.map((p) => p.path)).toContain('secret/status/wide/ok');
-    expect(json.paths.map((p) => p.path).filter((p) => p.includes('..'))).toEqual([]);
-    expect(json.notes.join('\n')).toMatch(/ignored 3 recorded key\(s\) that are no Vault path, e\.g\. .*it has a "\.\." segment/);
-
     // Every request status sent, as OpenBao audited it: metadata reads of the mount, and the token source's own
     // lookup of its token (lib/relay/vault-auth.ts), nothing else.
     const requests = readAuditFile(AUDIT).slice(before).filter((e) => e.type === 'request').map((e) => (e.request as { path: string }).path);
     expect(requests).toContain('secret/metadata/status/wide/ok');
     expect(requests.filter((p) => !p.startsWith('secret/metadata/') && p !== 'auth/token/lookup-self')).toEqual([]);
+
+    const json = JSON.parse(run.out) as { paths: Array<{ path: string }>; notes: string[] };
+    expect(json.paths.map((p) => p.path)).toContain('secret/status/wide/ok');
+    expect(json.paths.map((p) => p.path).filter((p) => p.includes('..'))).toEqual([]);
+    expect(json.notes.join('\n')).toMatch(/ignored 3 recorded key\(s\) that are no Vault path, e\.g\. .*it has a "\.\." segment/);
   });
 
   it('a workload reconcile recorded without a restart is current, and status exits 0', async () => {
