@@ -8,11 +8,13 @@ import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../relay/relay-log.ts';
 import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { printableJson } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
 import { parseDuration } from '../routing/schema.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
 import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';
+import { vaultPathProblem } from '../vault/vault-path.ts';
 import { ConcurrencyLimiter } from '../kube/limiter.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -62,6 +64,9 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const intervalMs = parseDuration(values.interval);
   if (intervalMs === undefined || intervalMs < 500 || intervalMs > 60_000) return usageError(io, 'status', '--interval is a duration from 500ms to 1m');
   if (values.path !== undefined) {
+    // A pattern's `*` and `**` are segments like any other: `.`, `..` or an empty segment would name another path.
+    const problem = vaultPathProblem(values.path.replace(/^\/+/, ''));
+    if (problem !== undefined) return usageError(io, 'status', `--path: ${problem}`);
     try {
       compilePattern(values.path.replace(/^\/+/, ''));
     } catch (e) {
@@ -106,7 +111,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     const halts = (await rotations.halts()).filter((h) => h.secrets.some((s) => s.startsWith(prefix)));
     return { ...status, halts, ok: status.ok && halts.length === 0 };
   };
-  const json = (status: FleetStatus & { halts: RotationHalt[] }) => `${JSON.stringify({ ...statusJson(status), halts: status.halts }, null, 2)}\n`;
+  const json = (status: FleetStatus & { halts: RotationHalt[] }) => `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
   const text = (status: FleetStatus & { halts: RotationHalt[] }) => `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
 
   try {

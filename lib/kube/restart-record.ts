@@ -14,6 +14,13 @@ import { compilePattern, PatternError, type CompiledPattern } from '../routing/p
 export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
 export const HALT_EVENT_REASON = 'RotationHalted';
 
+/**
+ * Who vault-rollout's Events say wrote them: `source.component`, `reportingComponent` and `reportingInstance` of
+ * every Event it creates (rollout-executor.ts), created with the field manager of the same name (kube-api.ts), so
+ * `metadata.managedFields` names it too. `status` counts only Events that carry all four.
+ */
+export const EVENT_REPORTER = 'vault-rollout';
+
 export const ANNOTATIONS = {
   restartedAt: 'kubectl.kubernetes.io/restartedAt',
   /** JSON object: Vault path (with `#operation` for other than writes) -> the newest version restarted for, or
@@ -121,6 +128,32 @@ export function mergeRecordedVersions(...records: readonly RecordedVersions[]): 
   }
   return merged;
 }
+
+/** An object as the record sees it: its own metadata annotations, and where its kind keeps the restart record. */
+export interface RecordHolder {
+  metadata?: { annotations?: Record<string, string> };
+}
+
+/**
+ * THE record of a workload, read where vault-rollout writes it and nowhere else: the versions annotation its restart
+ * patch writes (`restartAnnotations`, at the kind's `recordedAnnotations`: the pod template, or the metadata of a
+ * Rollout or custom resource) and the versions annotation reconcile writes on the object's own metadata for pods that
+ * already run a version (`recordOnlyPatch`). The admission policy lets the vault-rollout identity write exactly these
+ * (lib/deploy/admission-policy.ts). The executor, reconcile and `status` (its paths and its verdicts) all read the
+ * record here, so a version reconcile recorded without a restart counts for each of them. `restartsOnly`: the
+ * restart record alone (`reset-version` replaces what it holds).
+ *
+ * Never an Event, another object's annotations or an unrelated template (a Deployment's `jobTemplate`): anything
+ * else a tenant writes is no record. Whoever may edit the workload may still write these two annotations; the keys
+ * are checked before any becomes a Vault path (lib/vault/vault-path.ts).
+ */
+export function readRecord<O extends RecordHolder>(kind: { recordedAnnotations(obj: O): Record<string, string> | undefined }, obj: O, options: { restartsOnly?: boolean } = {}): RecordedVersions {
+  const restarts = parseRecordedVersions(kind.recordedAnnotations(obj)?.[ANNOTATIONS.versions]);
+  return options.restartsOnly === true ? restarts : mergeRecordedVersions(restarts, recordedWithoutRestart(obj));
+}
+
+/** The record reconcile wrote on the object's metadata (pods already on the version), alone. */
+export const recordedWithoutRestart = (obj: RecordHolder): RecordedVersions => parseRecordedVersions(obj.metadata?.annotations?.[ANNOTATIONS.versions]);
 
 /**
  * Where reconcile records versions a workload already runs without restarting it: the versions annotation on the

@@ -16,7 +16,7 @@ import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor, type KubeApi } from './kube-api.ts';
 import { classifyKubeError, type KubeFailure } from './kube-errors.ts';
 import { ConcurrencyLimiter } from './limiter.ts';
-import { ANNOTATIONS, decideRestart, HALT_EVENT_REASON, haltEventName, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, restartAnnotations } from './restart-record.ts';
+import { ANNOTATIONS, decideRestart, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, restartAnnotations } from './restart-record.ts';
 import type { PodCounts, RolloutState } from './rollout-health.ts';
 import { startFollower, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from './retry.ts';
@@ -507,7 +507,7 @@ async function restartWorkload(run: ClusterRun, target: RolloutTarget, read: Kub
     const refusal = descriptor.refusal(object);
     if (refusal) return giveBack(done('skipped', descriptor.refusalReason ?? 'paused', attempts, refusal));
     // What reconcile recorded on the metadata (pods already on that version) counts too, unless the record is reset.
-    const recorded = mergeRecordedVersions(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), run.options.overrideRecorded === true ? {} : parseRecordedVersions(object.metadata?.annotations?.[ANNOTATIONS.versions]));
+    const recorded = readRecord(descriptor, object, { restartsOnly: run.options.overrideRecorded === true });
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') return giveBack(done('skipped', 'older version', attempts, decision.reason));
     if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) } });
@@ -652,9 +652,9 @@ async function createEvent(run: ClusterRun, e: EventInput): Promise<void> {
     reason: e.reason,
     message: e.message.slice(0, 1000),
     type: e.type,
-    source: { component: 'vault-rollout' },
-    reportingComponent: 'vault-rollout',
-    reportingInstance: 'vault-rollout',
+    source: { component: EVENT_REPORTER },
+    reportingComponent: EVENT_REPORTER,
+    reportingInstance: EVENT_REPORTER,
     firstTimestamp: e.time,
     lastTimestamp: e.time,
     count: 1,

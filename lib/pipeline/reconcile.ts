@@ -21,7 +21,7 @@ import { kubeApiFor, type KubeApi } from '../kube/kube-api.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';
 import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
 import { ConcurrencyLimiter } from '../kube/limiter.ts';
-import { ANNOTATIONS, decideRestart, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, recordKey, recordOnlyPatch, recordValue, type RecordedVersions } from '../kube/restart-record.ts';
+import { ANNOTATIONS, decideRestart, parseWatchAnnotation, readRecord, recordedWithoutRestart, recordKey, recordOnlyPatch, recordValue, type RecordedVersions } from '../kube/restart-record.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from '../kube/retry.ts';
 import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
@@ -206,7 +206,7 @@ async function readVault(deps: ReconcileDeps, limits: ReconcileLimits): Promise<
       wanted.set(id, { namespace: route.namespace, mount: expansion.mount, key });
       paths++;
     }
-    routes.push({ ...base, status: 'kv2', mount: expansion.mount, paths, lists: expansion.lists, ...(truncated ? { truncated } : {}) });
+    routes.push({ ...base, status: 'kv2', mount: expansion.mount, paths, lists: expansion.lists, ...(truncated ? { truncated } : {}), ...(expansion.ignored ? { reason: expansion.ignored } : {}) });
   }
 
   const now = deps.now();
@@ -383,8 +383,8 @@ function watchesAny(object: KubeObject, paths: readonly string[]): boolean {
 async function decideWorkload(deps: ReconcileDeps, api: KubeApi, cluster: string, t: DecidedTarget, descriptor: WorkloadDescriptor, object: KubeObject, podsOf: (ns: string) => Promise<PodView[]>, call: <T>(fn: () => Promise<T>) => Promise<T>): Promise<Verdict> {
   const name = object.metadata?.name ?? '';
   const report = (state: WorkloadState, paths: string[], detail?: string): WorkloadReport => ({ cluster, namespace: t.namespace, kind: t.kind, name, state, paths, ...(detail ? { detail } : {}) });
-  const metadataRecord = parseRecordedVersions(object.metadata?.annotations?.[ANNOTATIONS.versions]);
-  const recorded = mergeRecordedVersions(parseRecordedVersions(descriptor.recordedAnnotations(object)?.[ANNOTATIONS.versions]), metadataRecord);
+  const metadataRecord = recordedWithoutRestart(object);
+  const recorded = readRecord(descriptor, object);
   const behind: SecretRef[] = t.secrets.filter((s) => decideRestart(recorded, { secrets: [s] }).action === 'restart');
   if (behind.length === 0) return { report: report('current', []), behind: [] };
 

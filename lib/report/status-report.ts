@@ -1,9 +1,11 @@
 /**
  * `vault-rollout status` output: per path, what current means and where it comes from, then a row per consumer.
  * What needs a look stands out in capitals (BEHIND, FAILED, TIMEOUT, HALTED, POISONED, UNKNOWN); no colours, so it
- * pastes into a ticket as it is.
+ * pastes into a ticket as it is. Everything printed goes through `printable`: record keys and values, Event
+ * messages and conditions come from objects tenants write, and a control character would rewrite the terminal.
  */
 import type { ConsumerStatus, FleetStatus, PathStatus } from '../status/fleet-status.ts';
+import { printable, printableJson } from './printable.ts';
 import { table } from './table.ts';
 
 const MAX_ROWS_PER_PATH = 200;
@@ -29,7 +31,7 @@ export function consumerVerdict(c: ConsumerStatus): string {
 const podsText = (c: ConsumerStatus): string => (c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-');
 
 function rows(p: PathStatus): string[][] {
-  return p.consumers.slice(0, MAX_ROWS_PER_PATH).map((c) => [c.cluster, `${c.namespace || '-'}/${c.kind}/${c.name}`, c.recorded === null ? '-' : String(c.recorded), consumerVerdict(c), c.rollout, podsText(c), c.ok ? '' : c.detail.slice(0, 160)]);
+  return p.consumers.slice(0, MAX_ROWS_PER_PATH).map((c) => [c.cluster, `${c.namespace || '-'}/${c.kind}/${c.name}`, c.recorded === null ? '-' : String(c.recorded), consumerVerdict(c), c.rollout, podsText(c), c.ok ? '' : c.detail.slice(0, 160)].map(printable));
 }
 
 export function summaryCounts(s: FleetStatus): Record<string, number> {
@@ -59,19 +61,22 @@ export function summaryLine(s: FleetStatus): string {
 export function statusText(s: FleetStatus): string {
   const out: string[] = [];
   for (const p of s.paths) {
-    out.push(`${p.path}  ${currentText(p)}${p.kvVersion === 1 ? '  [KV v1]' : ''}`);
+    out.push(printable(`${p.path}  ${currentText(p)}${p.kvVersion === 1 ? '  [KV v1]' : ''}`));
     if (p.consumers.length === 0) out.push('  no consumer found in the clusters read');
     else out.push(table(['CLUSTER', 'WORKLOAD', 'RECORDED', 'STATE', 'ROLLOUT', 'NEW PODS', 'DETAIL'], rows(p)));
     if (p.consumers.length > MAX_ROWS_PER_PATH) out.push(`  ... and ${p.consumers.length - MAX_ROWS_PER_PATH} more (use --json for all)`);
-    for (const note of p.notes) out.push(`  note: ${note}`);
+    for (const note of p.notes) out.push(`  note: ${printable(note)}`);
     out.push('');
   }
   if (s.paths.length === 0) out.push('No routed path is recorded in the clusters read (and --path named none).', '');
-  for (const u of s.unreadable) out.push(`cannot read ${u.cluster}: ${u.error}`);
-  for (const note of s.notes) out.push(`note: ${note}`);
+  for (const u of s.unreadable) out.push(printable(`cannot read ${u.cluster}: ${u.error}`));
+  for (const note of s.notes) out.push(`note: ${printable(note)}`);
   out.push(summaryLine(s));
   return `${out.join('\n')}\n`;
 }
+
+/** `--json`: statusJson as text, every control character escaped (printableJson), so it too prints safely. */
+export const statusJsonText = (s: FleetStatus): string => `${printableJson(statusJson(s), 2)}\n`;
 
 export function statusJson(s: FleetStatus): Record<string, unknown> {
   return { ok: s.ok, summary: summaryCounts(s), paths: s.paths.map((p) => ({ ...p, consumers: p.consumers.map((c) => ({ ...c, verdict: consumerVerdict(c) })) })), unreadable: s.unreadable, notes: s.notes };
@@ -86,7 +91,7 @@ export function statusLines(s: FleetStatus, said: Map<string, string>): string {
       const text = `${consumerVerdict(c)} ${c.rollout} ${podsText(c)} ${c.recorded ?? '-'}`;
       if (said.get(key) === text) continue;
       said.set(key, text);
-      lines.push(`${p.path} ${c.cluster} ${c.namespace || '-'}/${c.kind}/${c.name}: ${consumerVerdict(c)}, recorded ${c.recorded ?? '-'}, ${c.rollout} ${podsText(c)}${c.ok ? '' : ` (${c.detail.slice(0, 120)})`}`);
+      lines.push(printable(`${p.path} ${c.cluster} ${c.namespace || '-'}/${c.kind}/${c.name}: ${consumerVerdict(c)}, recorded ${c.recorded ?? '-'}, ${c.rollout} ${podsText(c)}${c.ok ? '' : ` (${c.detail.slice(0, 120)})`}`));
     }
   }
   return lines.length > 0 ? `${lines.join('\n')}\n` : '';

@@ -18,18 +18,26 @@ import { WorkloadKinds } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { findMount, guessMount, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import { ANNOTATIONS, HALT_EVENT_REASON, haltEventName, parseRecordedVersions, parseWatchAnnotation } from '../kube/restart-record.ts';
+import { FIELD_MANAGER } from '../kube/kube-api.ts';
+import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, type RecordedVersions } from '../kube/restart-record.ts';
 import { parseLabelSelector, selectorMatches } from '../kube/label-selector.ts';
 import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
 import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
 import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
+import { vaultPathProblem } from '../vault/vault-path.ts';
 
 /**
  * A halted rotation is found where a wave's gate leaves it: a Warning `RotationHalted` Event on the workload that
  * failed the gate, named from the workload and its restart token (haltEventName in lib/kube/restart-record.ts), so
  * the Event of the restart the workload records now is found by name among one LIST of Events per namespace. An
  * identity that may not list Events (the vault-rollout role only creates them) cannot see halts: status says so.
+ *
+ * Anyone who may create Events in a namespace can create one with that name, so only an Event that names the
+ * workload as its involved object and carries vault-rollout's identity (fromVaultRollout) counts. Every one of those
+ * fields is set by the client that creates the Event: a tenant who forges all of them on purpose can still make
+ * status withhold "safe to revoke" for a workload of its own namespace (never grant it). The halt state in
+ * vault-rollout's own store is the record no tenant writes.
  */
 const EVENTS: ListRequest = { apiVersion: 'v1', kind: 'Event', namespace: '' };
 
@@ -217,16 +225,54 @@ function consumerObjects(target: ConsumersRolloutTarget, listing: ClusterListing
   return out;
 }
 
-/** The newest of the path's record keys that mean "this version is running": writes and undeletes. */
-const parsedRecords = new WeakMap<KubeObject, Record<string, number | string>>();
+/** The descriptor of a listed object: its kind's, or a custom resource's (the listings hold only kinds routes restart). */
+function descriptorOfListed(obj: KubeObject): WorkloadDescriptor {
+  if (obj.kind && obj.kind in WORKLOAD_KINDS) return WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS];
+  if (obj.kind && isSyncKind(obj.kind)) return SYNC_KINDS[obj.kind];
+  return resourceDescriptor(obj.apiVersion ?? '', obj.kind ?? '', {});
+}
 
-function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
+const isEventList = (key: string): boolean => key.startsWith(`${EVENTS.apiVersion}/${EVENTS.kind}/`);
+
+/** The record of a listed object (readRecord: where vault-rollout writes it, restarts and reconcile's alike). */
+const parsedRecords = new WeakMap<KubeObject, RecordedVersions>();
+function recordOf(descriptor: WorkloadDescriptor, obj: KubeObject): RecordedVersions {
   // Parsed once per object: every path asks every listed object.
   let versions = parsedRecords.get(obj);
-  if (!versions) parsedRecords.set(obj, (versions = parseRecordedVersions(descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.versions])));
+  if (!versions) parsedRecords.set(obj, (versions = readRecord(descriptor, obj)));
+  return versions;
+}
+
+/** The newest of the path's record keys that mean "this version is running": writes and undeletes. */
+function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
+  const versions = recordOf(descriptor, obj);
   const values = [versions[path], versions[`${path}#undelete`]].filter((v): v is number | string => v !== undefined);
   if (values.length === 0) return null;
   return values.reduce((a, b) => (typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a));
+}
+
+interface EventFields {
+  involvedObject?: { name?: string };
+  source?: { component?: string };
+  reportingComponent?: string;
+  reportingInstance?: string;
+  metadata?: { managedFields?: Array<{ manager?: string }> };
+}
+
+/**
+ * The Event is about the workload by name (in the namespace listed). Not by kind: a consumers target's halt names its
+ * failing workload under the target's kind (recordHalt's descriptor), which may be the operator resource's.
+ */
+const involves = (event: KubeObject, name: string): boolean => (event as EventFields).involvedObject?.name === name;
+
+/**
+ * An Event vault-rollout created: its source, reporting component and instance are vault-rollout's (EVENT_REPORTER,
+ * as the executor writes them) and the API server recorded vault-rollout's field manager creating it. A tenant's
+ * `kubectl create` of a look-alike carries none of them by accident (see the residual above).
+ */
+export function fromVaultRollout(event: KubeObject): boolean {
+  const e = event as EventFields;
+  return e.source?.component === EVENT_REPORTER && e.reportingComponent === EVENT_REPORTER && e.reportingInstance === EVENT_REPORTER && (e.metadata?.managedFields ?? []).some((f) => f.manager === FIELD_MANAGER);
 }
 
 function haltedReason(descriptor: WorkloadDescriptor, obj: KubeObject, listing: ClusterListing | undefined): string | undefined {
@@ -235,7 +281,7 @@ function haltedReason(descriptor: WorkloadDescriptor, obj: KubeObject, listing: 
   if (!listing || token === undefined || name === undefined) return undefined;
   const events = objectsOf(listing, EVENTS.apiVersion, EVENTS.kind, obj.metadata?.namespace ?? '');
   if (events === undefined || 'error' in events) return undefined;
-  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === HALT_EVENT_REASON);
+  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === HALT_EVENT_REASON && involves(e, name) && fromVaultRollout(e));
   if (!event) return undefined;
   return String((event as { message?: unknown }).message ?? 'halted').slice(0, 300) || 'halted';
 }
@@ -317,19 +363,26 @@ export function selectedPaths(table: RoutingTable, listings: readonly ClusterLis
   const index = new PatternIndex();
   if (filter) index.add(0, filter);
   const found = new Set<string>();
+  // Record keys only from the record of the kinds routes restart (readRecord), never from Events or other places.
   for (const listing of listings) {
-    for (const objects of listing.lists.values()) {
-      if ('error' in objects) continue;
-      for (const obj of objects) {
-        const annotations = [obj.metadata?.annotations, (obj.spec?.template as KubeObject | undefined)?.metadata?.annotations, ((obj.spec?.jobTemplate as KubeObject | undefined)?.spec?.template as KubeObject | undefined)?.metadata?.annotations];
-        for (const a of annotations) for (const key of Object.keys(parseRecordedVersions(a?.[ANNOTATIONS.versions]))) found.add(key.replace(/#[a-z]+$/, ''));
-      }
+    for (const [key, objects] of listing.lists) {
+      if ('error' in objects || isEventList(key)) continue;
+      for (const obj of objects) for (const recorded of Object.keys(recordOf(descriptorOfListed(obj), obj))) found.add(recorded.replace(/#[a-z]+$/, ''));
     }
   }
   if (filter && literal !== undefined && filter.segments.every((s) => s.kind === 'literal')) found.add(literal);
   const paths = [];
+  // A key that is no Vault path (`..`, empty or control-character segments) is never asked about: Vault would be
+  // asked for another path (lib/vault/vault-path.ts). Counted and named, escaped, in a note.
+  let refused = 0;
+  let example = '';
   for (const path of [...found].sort()) {
     if (filter && index.match(path).size === 0) continue;
+    const problem = vaultPathProblem(path);
+    if (problem !== undefined) {
+      if (refused++ === 0) example = `${JSON.stringify(path.length > 120 ? `${path.slice(0, 120)}…` : path)}: ${problem}`;
+      continue;
+    }
     const parts = splitRecordedPath(table, path);
     if (!parts) continue;
     // Only paths a route matches: a record the table no longer routes is nobody's rotation.
@@ -338,6 +391,7 @@ export function selectedPaths(table: RoutingTable, listings: readonly ClusterLis
   }
   const maxPaths = options.maxPaths ?? DEFAULT_MAX_PATHS;
   const notes = paths.length > maxPaths ? [`${paths.length - maxPaths} more paths left out (at most ${maxPaths}; narrow with --path)`] : [];
+  if (refused > 0) notes.push(`ignored ${refused} recorded key(s) that are no Vault path, e.g. ${example}`);
   return { paths: paths.slice(0, maxPaths), notes };
 }
 
@@ -407,9 +461,9 @@ export function fleetStatus(table: RoutingTable, listings: readonly ClusterListi
     }
     for (const listing of listings) {
       for (const [key, objects] of listing.lists) {
-        if ('error' in objects || key.startsWith(`${EVENTS.apiVersion}/${EVENTS.kind}/`)) continue;
+        if ('error' in objects || isEventList(key)) continue;
         for (const obj of objects) {
-          const descriptor = obj.kind && obj.kind in WORKLOAD_KINDS ? WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS] : obj.kind && isSyncKind(obj.kind) ? SYNC_KINDS[obj.kind] : resourceDescriptor(obj.apiVersion ?? '', obj.kind ?? '', {});
+          const descriptor = descriptorOfListed(obj);
           const id = `${listing.cluster}/${descriptor.apiVersion}/${descriptor.kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
           if (seen.has(id) || recordedFor(descriptor, obj, path) === null) continue;
           seen.add(id);

@@ -6,11 +6,15 @@
  *
  * The mount is the pattern's longest literal prefix that the routing table's `vault.mounts` names; without such an
  * entry, the first segment (KV v2 assumed). A KV v1 mount has no metadata: its routes are reported, not expanded.
+ *
+ * A name Vault lists that could not be one path segment (empty, `.`, `..`, a `/` inside, a control character) is
+ * ignored and counted (`ignored`): a key built from it would resolve to another path (vault-path.ts).
  */
 import { matchSegment, PatternIndex, type CompiledPattern, type PatternSegment } from '../routing/path-pattern.ts';
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion } from '../sources/secret-change.ts';
 import type { MetadataListing } from './metadata-client.ts';
+import { vaultPathProblem } from './vault-path.ts';
 
 /** What expansion needs from Vault: LIST of one folder (cached by the caller across routes). */
 export type ListFolder = (namespace: string, mount: string, folder: string) => Promise<MetadataListing>;
@@ -25,7 +29,7 @@ export interface ExpansionLimits {
 export const DEFAULT_EXPANSION_LIMITS: ExpansionLimits = { maxKeys: 10_000, maxLists: 2_000 };
 
 export type Expansion =
-  | { kind: 'kv2'; mount: string; keys: string[]; lists: number; truncated?: string }
+  | { kind: 'kv2'; mount: string; keys: string[]; lists: number; truncated?: string; ignored?: string }
   | { kind: 'kv1'; mount: string }
   | { kind: 'unexpandable'; reason: string };
 
@@ -54,6 +58,13 @@ export async function expandPattern(pattern: CompiledPattern, namespace: string,
   let lists = 0;
   let truncated: string | undefined;
   const stop = (why: string) => (truncated ??= why);
+  let refused = 0;
+  /** Is a listed name one segment a path can be built from? */
+  const segment = (name: string): boolean => {
+    if (!name.includes('/') && vaultPathProblem(name) === undefined) return true;
+    refused++;
+    return false;
+  };
   const listed = async (folder: string[]): Promise<MetadataListing | undefined> => {
     if (lists >= limits.maxLists) {
       stop(`more than ${limits.maxLists} LIST requests`);
@@ -73,23 +84,26 @@ export async function expandPattern(pattern: CompiledPattern, namespace: string,
     const listing = await listed(folder);
     for (const entry of listing?.keys ?? []) {
       if (truncated) return;
-      if (entry.endsWith('/')) await everything([...folder, entry.slice(0, -1)]);
-      else add([...folder, entry]);
+      const isFolder = entry.endsWith('/');
+      const name = isFolder ? entry.slice(0, -1) : entry;
+      if (!segment(name)) continue;
+      if (isFolder) await everything([...folder, name]);
+      else add([...folder, name]);
     }
   };
   const walk = async (folder: string[], i: number): Promise<void> => {
     if (truncated) return;
     if (i === rest.length) return add(folder);
-    const segment = rest[i] as PatternSegment;
-    if (segment.kind === 'literal') return walk([...folder, segment.source], i + 1);
-    if (segment.kind === 'globstar') return everything(folder);
+    const wild = rest[i] as PatternSegment;
+    if (wild.kind === 'literal') return walk([...folder, wild.source], i + 1);
+    if (wild.kind === 'globstar') return everything(folder);
     const listing = await listed(folder);
     const last = i === rest.length - 1;
     for (const entry of listing?.keys ?? []) {
       if (truncated) return;
       const isFolder = entry.endsWith('/');
       const name = isFolder ? entry.slice(0, -1) : entry;
-      if (isFolder === last || matchSegment(segment.tokens, name) === undefined) continue;
+      if (isFolder === last || matchSegment(wild.tokens, name) === undefined || !segment(name)) continue;
       if (isFolder) await walk([...folder, name], i + 1);
       else add([...folder, name]);
     }
@@ -100,5 +114,6 @@ export async function expandPattern(pattern: CompiledPattern, namespace: string,
   const index = new PatternIndex();
   index.add(0, pattern);
   const keys = [...found].filter((key) => index.match(`${mount}/${key}`).has(0)).sort();
-  return { kind: 'kv2', mount, keys, lists, ...(truncated ? { truncated } : {}) };
+  const ignored = refused === 0 ? undefined : `ignored ${refused} name(s) Vault listed that are no path segment (empty, ".", "..", a "/" or a control character)`;
+  return { kind: 'kv2', mount, keys, lists, ...(truncated ? { truncated } : {}), ...(ignored ? { ignored } : {}) };
 }

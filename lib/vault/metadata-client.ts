@@ -2,7 +2,10 @@
  * What vault-rollout reads from Vault: KV v2 METADATA only — `GET <mount>/metadata/<key>` (the current version and
  * when each version was created, deleted or destroyed) and `LIST <mount>/metadata/<prefix>` (to expand a route's
  * pattern) — never `data/`, so no secret value ever reaches this process. Works with Vault and OpenBao (the same
- * API), Enterprise namespaces through `X-Vault-Namespace`.
+ * API), Enterprise namespaces through `X-Vault-Namespace`. Every mount, key and folder is checked before a request
+ * is built from it (vault-path.ts: no `.`, `..`, empty or control-character segment), and every URL sent must resolve
+ * under `<mount>/metadata/` (vault-request.ts `pathPrefix`): a record key a tenant wrote cannot point the token at
+ * `data/` or `sys/`.
  *
  * A thin typed module rather than a client library: node-vault and hashi-vault-js wrap every endpoint (data reads
  * included) around request/axios, carry no types for these answers and no namespace-per-call; we need two
@@ -16,6 +19,7 @@ import { z } from 'zod';
 import { abortableSleep, backoffDelayMs, type Sleep } from '../relay/backoff.ts';
 import type { VaultTokenSource } from '../relay/vault-auth.ts';
 import type { VaultRedirectPolicy } from '../relay/vault-redirect.ts';
+import { checkVaultPath } from './vault-path.ts';
 import { vaultErrors, vaultRequest, VaultRequestError } from './vault-request.ts';
 
 export interface KvVersionMetadata {
@@ -126,6 +130,8 @@ export class VaultMetadataClient {
   /** The metadata of one key; undefined when Vault has no such key (or it is a KV v1 mount). */
   async readMetadata(mount: string, key: string, options: MetadataCallOptions = {}): Promise<KvMetadata | undefined> {
     const namespace = trimSlashes(options.namespace ?? this.#options.namespace ?? '');
+    checkVaultPath('the mount', trimSlashes(mount));
+    checkVaultPath('the key', trimSlashes(key));
     const path = `${encodePath(trimSlashes(mount))}/metadata/${encodePath(trimSlashes(key))}`;
     const answer = await this.#call('GET', path, mount, namespace, options.signal);
     if (answer === undefined) return undefined;
@@ -141,6 +147,8 @@ export class VaultMetadataClient {
   async listMetadata(mount: string, prefix: string, options: MetadataCallOptions & { limit?: number } = {}): Promise<MetadataListing> {
     const namespace = trimSlashes(options.namespace ?? this.#options.namespace ?? '');
     const folder = trimSlashes(prefix);
+    checkVaultPath('the mount', trimSlashes(mount));
+    if (folder !== '') checkVaultPath('the folder', folder);
     const path = `${encodePath(trimSlashes(mount))}/metadata/${folder ? `${encodePath(folder)}/` : ''}`;
     const answer = await this.#call('LIST', path, mount, namespace, options.signal);
     if (answer === undefined) return { keys: [], truncated: false, total: 0 };
@@ -160,7 +168,9 @@ export class VaultMetadataClient {
       let failure: VaultRequestError;
       try {
         this.requests++;
-        const { status, text } = await vaultRequest({ vaultAddr, method, path, token: await auth.token(), namespace, timeoutMs: this.#options.timeoutMs ?? 10_000, ...(signal ? { signal } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}) });
+        // Only metadata of this mount, whatever the path resolves to (vault-path.ts checked its segments already).
+        const pathPrefix = `${encodePath(trimSlashes(mount))}/metadata/`;
+        const { status, text } = await vaultRequest({ vaultAddr, method, path, pathPrefix, token: await auth.token(), namespace, timeoutMs: this.#options.timeoutMs ?? 10_000, ...(signal ? { signal } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}) });
         if (status === 404) return undefined;
         if (status >= 200 && status < 300) return JSON.parse(text) as unknown;
         const errors = vaultErrors(text);

@@ -5,6 +5,7 @@
  * TLS is Node's: certificates are always verified (system CAs plus NODE_EXTRA_CA_CERTS for a private CA).
  */
 import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from '../relay/vault-redirect.ts';
+import { VaultPathError } from './vault-path.ts';
 
 export interface VaultRequest {
   vaultAddr: string;
@@ -23,6 +24,11 @@ export interface VaultRequest {
   redirects?: VaultRedirectPolicy;
   /** The most an answer may hold; a longer one is refused (default 8 MiB). */
   maxBytes?: number;
+  /**
+   * The API path (after `/v1/`, encoded as sent, e.g. `secret/metadata/`) that every URL of this request must stay
+   * under once resolved, the first and any redirect's: one that resolves elsewhere is refused before it is sent.
+   */
+  pathPrefix?: string;
 }
 
 export interface VaultAnswer {
@@ -61,7 +67,14 @@ export async function vaultRequest(request: VaultRequest): Promise<VaultAnswer> 
   if (request.namespace) headers['x-vault-namespace'] = request.namespace;
   const timeout = AbortSignal.timeout(request.timeoutMs ?? DEFAULT_VAULT_TIMEOUT_MS);
   const signal = request.signal ? AbortSignal.any([request.signal, timeout]) : timeout;
-  let url = `${request.vaultAddr.replace(/\/+$/, '')}/v1/${request.path}`;
+  const base = request.vaultAddr.replace(/\/+$/, '');
+  let url = `${base}/v1/${request.path}`;
+  // URL resolution removes `.` and `..` segments: the path checked is the one fetch will send.
+  const under = request.pathPrefix === undefined ? undefined : `${new URL(base).pathname.replace(/\/+$/, '')}/v1/${request.pathPrefix}`;
+  const refuseOutside = (to: URL): void => {
+    if (under !== undefined && !to.pathname.startsWith(under)) throw new VaultPathError(`${request.path}: resolves to ${to.pathname}, outside ${under}: refused, not sent`);
+  };
+  refuseOutside(new URL(url));
   let response: Response;
   try {
     for (let hops = 0; ; hops++) {
@@ -74,12 +87,13 @@ export async function vaultRequest(request: VaultRequest): Promise<VaultAnswer> 
       if (response.status !== 307 && response.status !== 308) throw new VaultRequestError(`${request.path}: HTTP ${response.status} redirect: only 307/308 are followed`);
       const next = checkVaultRedirect(url, location, request.redirects);
       if (!next.ok) throw new VaultRequestError(`${request.path}: ${next.reason}`);
+      refuseOutside(next.url);
       url = next.url.toString();
     }
     const text = await readBounded(response, request.maxBytes ?? DEFAULT_VAULT_MAX_BYTES, request.path);
     return { status: response.status, text };
   } catch (error) {
-    if (error instanceof VaultRequestError) throw error;
+    if (error instanceof VaultRequestError || error instanceof VaultPathError) throw error;
     const reason = timeout.aborted ? `no answer within ${request.timeoutMs ?? DEFAULT_VAULT_TIMEOUT_MS} ms` : error instanceof Error ? `${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ''}` : String(error);
     throw new VaultRequestError(`${request.path}: ${reason}`, { cause: error });
   }

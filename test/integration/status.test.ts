@@ -1,14 +1,21 @@
 // `vault-rollout status` on the real test clusters and a real OpenBao: current, behind, failed, halted and poisoned
-// consumers, the exit codes, and `--wait` returning when the last (slow) consumer completes. Never skipped.
-import { readFileSync } from 'node:fs';
+// consumers, the exit codes, and `--wait` returning when the last (slow) consumer completes. Issue #21: a `..` record
+// key makes no request outside `secret/metadata/` (OpenBao's audit log says), a tenant's look-alike halt Event is
+// ignored, and a workload reconcile recorded without a restart is current (exit 0). Never skipped.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { statusCommand } from '../../lib/cli/status-command.ts';
 import { haltEventName } from '../../lib/kube/restart-record.ts';
+import { recordHalt } from '../../lib/kube/rollout-executor.ts';
+import { planRollouts } from '../../lib/plan/planner.ts';
+import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
+import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
-import { REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
-import { admin, clusters, createNamespace, createWorkload, deleteNamespace, uniqueName } from './support.ts';
+import { readAuditFile, REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
+import { admin, clusters, createNamespace, createWorkload, deleteNamespace, fileAccess, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-status');
 const CLUSTERS = ['alpha', 'beta'];
@@ -22,6 +29,9 @@ routes:
   - name: legacy
     match: { path: "legacy/status/{app}" }
     targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
+  - name: wide
+    match: { path: "secret/status/wide/**" }
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: [wide], kind: Deployment, name: wide }]
 `;
 const write = (app: string, version: number, mount = 'secret') =>
   JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `st-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: `${mount}/`, path: mount === 'secret' ? `${mount}/data/status/${app}` : `${mount}/status/${app}` }, response: mount === 'secret' ? { data: { version } } : {} });
@@ -41,11 +51,12 @@ const row = (out: string, cluster: string, app: string): string => out.split('\n
 
 let bao: DevServer;
 let token: string;
+const AUDIT = join(mkdtempSync(join(tmpdir(), 'vault-rollout-status-')), 'audit.log');
 
 const template = (app: string, readiness?: string) => ({ metadata: { labels: { app }, ...(readiness ? { annotations: { 'vault-rollout.test/readiness': readiness } } : {}) }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } });
 
 beforeAll(async () => {
-  bao = await startDevServer({ kind: 'openbao' });
+  bao = await startDevServer({ kind: 'openbao', auditFile: AUDIT });
   await bao.client.writePolicy('vault-rollout-reconcile', readFileSync(join(REPO_ROOT, 'infra/vault/reconcile-policy.hcl'), 'utf8'));
   ({ token } = await bao.client.createToken({ policies: ['vault-rollout-reconcile'] }));
   for (const c of CLUSTERS) {
@@ -114,21 +125,93 @@ describe('vault-rollout status', () => {
     expect(row(failed.out, 'alpha', 'broken')).toMatch(/\s1\s+FAILED\s+failed\s+1\/1\s+ProgressDeadlineExceeded/);
   });
 
-  it('HALTED stands out when a wave\'s gate halted the restart the workload records (its RotationHalted Event)', async () => {
+  it('HALTED stands out when a wave\'s gate halted the restart the workload records (its RotationHalted Event); a tenant\'s look-alike is ignored', async () => {
     await apply('old', 1, '[alpha]');
     expect((await status(['--path', 'secret/status/old', '--cluster', 'alpha', '--wait', '--timeout', '60s'])).code).toBe(0);
-    // The Event exactly as the gate writes it (recordHalt; test/integration/waves.test.ts shows the gate writing it).
     const deployment = (await admin('alpha').request('GET', `/apis/apps/v1/namespaces/${NS}/deployments/old`)).body as { spec: { template: { metadata: { annotations: Record<string, string> } } } };
     const token = deployment.spec.template.metadata.annotations['vault-rollout.io/restart-token'] ?? '';
     expect(token).not.toBe('');
+    const message = 'vault-rollout halted the rotation of secret/status/old@1 at wave 1 of 2: alpha rollout failed';
+    // Issue #21: anyone who may create Events writes one with the name and reason status looks for (kubectl create).
     const now = new Date().toISOString();
-    const res = await admin('alpha').request('POST', `/api/v1/namespaces/${NS}/events`, {
-      body: { metadata: { name: haltEventName('old', token), namespace: NS }, involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'old', namespace: NS }, reason: 'RotationHalted', message: 'vault-rollout halted the rotation of secret/status/old@1 at wave 1 of 2: alpha rollout failed', type: 'Warning', firstTimestamp: now, lastTimestamp: now, count: 1, source: { component: 'vault-rollout' } },
+    const forged = await admin('alpha').request('POST', `/api/v1/namespaces/${NS}/events`, {
+      body: { metadata: { name: haltEventName('old', token), namespace: NS }, involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'old', namespace: NS }, reason: 'RotationHalted', message: `forged: ${message}`, type: 'Warning', firstTimestamp: now, lastTimestamp: now, count: 1, source: { component: 'vault-rollout' } },
     });
-    expect(res.status).toBe(201);
+    expect(forged.status).toBe(201);
+    const notHalted = await status(['--path', 'secret/status/old', '--cluster', 'alpha']);
+    expect(notHalted.code, notHalted.out).toBe(0);
+    expect(row(notHalted.out, 'alpha', 'old')).toMatch(/\s1\s+current\s+complete\s/);
+    expect((await admin('alpha').request('DELETE', `/api/v1/namespaces/${NS}/events/${haltEventName('old', token)}`)).status).toBe(200);
+
+    // The Event the gate writes: recordHalt itself, as the vault-rollout identity (test/integration/waves.test.ts shows the gate calling it).
+    const table = loadRoutingTable(routes('[alpha]'));
+    const target = planRollouts(table, [{ namespace: '', mount: 'secret', key: 'status/old', path: 'secret/status/old', operation: 'write', version: 1, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'halt', time: now, record: 'halt' }]).targets.find((t) => t.cluster === 'alpha');
+    if (!target) throw new Error('no alpha target');
+    await recordHalt(table, { ...target, restartToken: token }, 'old', { access: fileAccess }, message);
+    const stored = (await admin('alpha').request('GET', `/api/v1/namespaces/${NS}/events/${haltEventName('old', token)}`)).body as { metadata: { managedFields?: Array<{ manager: string }> } };
+    expect(stored.metadata.managedFields?.map((f) => f.manager)).toContain('vault-rollout');
     const halted = await status(['--path', 'secret/status/old', '--cluster', 'alpha']);
     expect(halted.code).toBe(1);
     expect(row(halted.out, 'alpha', 'old')).toMatch(/\s1\s+HALTED\s+\S+\s+\S+\s+halted: vault-rollout halted the rotation of secret\/status\/old@1 at wave 1 of 2/);
+  });
+
+  it('a ".." record key makes no request outside secret/metadata/ (OpenBao\'s audit log)', async () => {
+    await bao.client.kv2Write('secret', 'status/wide/ok', { password: 'one' });
+    // What anyone who may edit the Deployment (or create an Event) can write: keys that a route's `**` matches.
+    const keys = (extra: string) => JSON.stringify({ 'secret/status/wide/ok': 1, 'secret/status/wide/../../../data/status/api': 1, [`secret/status/wide/../../../../sys/${extra}`]: 1 });
+    const versions = 'vault-rollout.io/versions';
+    await createWorkload('alpha', NS, 'Deployment', 'wide', { annotations: { [versions]: keys('policy') } }, { template: { metadata: { labels: { app: 'wide' }, annotations: { [versions]: keys('mounts') } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } });
+    const now = new Date().toISOString();
+    expect((await admin('alpha').request('POST', `/api/v1/namespaces/${NS}/events`, { body: { metadata: { name: 'wide.tenant', namespace: NS, annotations: { [versions]: keys('auth') } }, involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'wide', namespace: NS }, reason: 'Note', message: 'x', type: 'Normal', firstTimestamp: now, lastTimestamp: now, count: 1 } })).status).toBe(201);
+
+    const before = readAuditFile(AUDIT).length;
+    const run = await status(['--cluster', 'alpha', '--vault-addr', bao.addr, '--json'], { VAULT_TOKEN: token });
+    // Every request status sent, as OpenBao audited it: metadata reads of the mount, and the token source's own
+    // lookup of its token (lib/relay/vault-auth.ts), nothing else.
+    const requests = readAuditFile(AUDIT).slice(before).filter((e) => e.type === 'request').map((e) => (e.request as { path: string }).path);
+    expect(requests).toContain('secret/metadata/status/wide/ok');
+    expect(requests.filter((p) => !p.startsWith('secret/metadata/') && p !== 'auth/token/lookup-self')).toEqual([]);
+
+    const json = JSON.parse(run.out) as { paths: Array<{ path: string }>; notes: string[] };
+    expect(json.paths.map((p) => p.path)).toContain('secret/status/wide/ok');
+    expect(json.paths.map((p) => p.path).filter((p) => p.includes('..'))).toEqual([]);
+    expect(json.notes.join('\n')).toMatch(/ignored 3 recorded key\(s\) that are no Vault path, e\.g\. .*it has a "\.\." segment/);
+  });
+
+  it('a workload reconcile recorded without a restart is current, and status exits 0', async () => {
+    await bao.client.kv2Write('secret', 'status/settled', { password: 'one' });
+    // Pod start times have whole seconds: the pods start in a later second than the version was written.
+    await new Promise((r) => setTimeout(r, 1100));
+    await createWorkload('alpha', NS, 'Deployment', 'settled');
+    await waitFor(
+      async () => {
+        const pods = ((await admin('alpha').request('GET', `/api/v1/namespaces/${NS}/pods?labelSelector=app%3Dsettled`)).body as { items: Array<{ status?: { startTime?: string } }> }).items;
+        return pods.some((p) => p.status?.startTime !== undefined) || undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, what: 'a running pod of settled' },
+    );
+    const args = ['--path', 'secret/status/settled', '--cluster', 'alpha', '--vault-addr', bao.addr];
+    const never = await status(args, { VAULT_TOKEN: token });
+    expect(never.code).toBe(1);
+    expect(row(never.out, 'alpha', 'settled')).toMatch(/BEHIND.*never restarted for this path/);
+
+    // Reconcile finds its pods started after version 1 was written: it records it without a restart.
+    const only = `clusters:
+  alpha: { kubeconfig: { file: ${JSON.stringify(clusters.find((c) => c.name === 'alpha')?.vaultRolloutKubeconfig)} } }
+vault: { mounts: { secret: 2 } }
+routes:
+  - name: settled
+    match: { path: "secret/status/settled" }
+    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: settled }]
+`;
+    const io = memoryIo({ 'reconcile.yaml': only }, { VAULT_TOKEN: token });
+    expect(await main(['reconcile', '--routes', 'reconcile.yaml', '--vault-addr', bao.addr], io), io.out + io.err).toBe(0);
+    expect(io.out).toMatch(/Workloads \(1\): 0 current, 1 running the current version \(recorded without a restart\), 0 behind, 0 failed/);
+
+    const recorded = await status([...args, '--wait', '--timeout', '60s'], { VAULT_TOKEN: token });
+    expect(recorded.code, recorded.out).toBe(0);
+    expect(row(recorded.out, 'alpha', 'settled')).toMatch(/\s1\s+current\s+complete\s+1\/1\s*$/);
+    expect(recorded.out).toMatch(/the old credential may be revoked/);
   });
 
   it('POISONED: a recorded version above Vault\'s current one points at reset-version', async () => {

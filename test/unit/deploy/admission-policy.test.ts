@@ -56,6 +56,13 @@ describe('restartable kinds from the routing table', () => {
     expect(fieldPaths(kinds.find((k) => k.kind === 'example.com/Harbor')?.fields ?? {})).toEqual(['metadata.annotations["vault-rollout.io/restart-token"]', 'metadata.annotations["vault-rollout.io/versions"]', 'spec.secretVersion', 'spec.tlsVersion']);
   });
 
+  // Issue #21: the record is read only where vault-rollout writes it (readRecord), and the policy lets it write exactly there.
+  it('a pod-template kind: exactly the restart record on the template and reconcile\'s versions annotation on the metadata', () => {
+    const kinds = restartableKinds(table(resourceRoute('one', '{ spec: { x: 1 } }')));
+    expect(fieldPaths(kinds.find((k) => k.kind === 'apps/Deployment')?.fields ?? {})).toEqual(['metadata.annotations["vault-rollout.io/versions"]', ...RECORD.map((k) => `spec.template.metadata.annotations[${k}]`)]);
+    expect(fieldPaths(kinds.find((k) => k.kind === 'batch/CronJob')?.fields ?? {})).toEqual(['metadata.annotations["vault-rollout.io/versions"]', ...RECORD.map((k) => `spec.jobTemplate.spec.template.metadata.annotations[${k}]`)]);
+  });
+
   it('a route may patch a built-in kind as a resource: both writes are allowed for it', () => {
     const kinds = restartableKinds(table(resourceRoute('dep', '{ spec: { template: { metadata: { annotations: { "reloader/hash": "{version}" } } } } }', 'Deployment', 'apps/v1')));
     expect(fieldPaths(kinds.find((k) => k.kind === 'apps/Deployment')?.fields ?? {})).toEqual([

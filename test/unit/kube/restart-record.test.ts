@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ANNOTATIONS, decideRestart, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, recordOnlyPatch, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
+import { ANNOTATIONS, decideRestart, mergeRecordedVersions, parseRecordedVersions, parseWatchAnnotation, readRecord, recordOnlyPatch, restartAnnotations, watchPatterns } from '../../../lib/kube/restart-record.ts';
+import { WORKLOAD_KINDS, type KubeObject } from '../../../lib/kube/workload-kinds.ts';
 import type { SecretRef } from '../../../lib/plan/planner.ts';
 
 const secret = (path: string, version: number | null, time = '2026-11-20T10:00:00Z'): SecretRef => ({ path, operation: 'write', version, id: 'id', time });
@@ -99,5 +100,22 @@ describe('a record without a restart (reconcile)', () => {
 
   it('writes only the versions annotation, on the object\'s own metadata (no pod template change)', () => {
     expect(recordOnlyPatch({ 'kv/b': 1, 'kv/a': 2 })).toEqual({ metadata: { annotations: { [ANNOTATIONS.versions]: '{"kv/a":2,"kv/b":1}' } } });
+  });
+
+  // Issue #21: one reader for the executor, reconcile and status: what reconcile writes is what they all read.
+  const deployment = (template: string | undefined, metadata: string | undefined, junk: Record<string, unknown> = {}): KubeObject => ({
+    kind: 'Deployment',
+    metadata: { name: 'd', ...(metadata ? { annotations: { [ANNOTATIONS.versions]: metadata } } : {}) },
+    spec: { template: { metadata: { annotations: template ? { [ANNOTATIONS.versions]: template } : {} } }, ...junk },
+  });
+  const written = (versions: Record<string, number>) => (recordOnlyPatch(versions) as { metadata: { annotations: Record<string, string> } }).metadata.annotations[ANNOTATIONS.versions];
+  it.each<[string, KubeObject, Record<string, number>, Record<string, number>]>([
+    ['restarts only', deployment('{"kv/a":3}', undefined), { 'kv/a': 3 }, { 'kv/a': 3 }],
+    ['reconcile\'s record only', deployment(undefined, written({ 'kv/a': 4 })), { 'kv/a': 4 }, {}],
+    ['both: the newer per key', deployment('{"kv/a":3,"kv/b":9}', written({ 'kv/a': 4 })), { 'kv/a': 4, 'kv/b': 9 }, { 'kv/a': 3, 'kv/b': 9 }],
+    ['never from elsewhere in the object (a jobTemplate on a Deployment)', deployment(undefined, undefined, { jobTemplate: { spec: { template: { metadata: { annotations: { [ANNOTATIONS.versions]: '{"kv/x":1}' } } } } } }), {}, {}],
+  ])('readRecord: %s', (_what, obj, record, restartsOnly) => {
+    expect(readRecord(WORKLOAD_KINDS.Deployment, obj)).toEqual(record);
+    expect(readRecord(WORKLOAD_KINDS.Deployment, obj, { restartsOnly: true })).toEqual(restartsOnly);
   });
 });

@@ -1,9 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
+import { FIELD_MANAGER, type KubeApi } from '../../../lib/kube/kube-api.ts';
 import { parseLabelSelector, selectorMatches } from '../../../lib/kube/label-selector.ts';
+import { haltEventName, recordOnlyPatch } from '../../../lib/kube/restart-record.ts';
+import { recordHalt } from '../../../lib/kube/rollout-executor.ts';
 import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
-import { statusText } from '../../../lib/report/status-report.ts';
+import { planRollouts } from '../../../lib/plan/planner.ts';
+import { printable } from '../../../lib/report/printable.ts';
+import { consumerVerdict, statusJson, statusJsonText, statusLines, statusText } from '../../../lib/report/status-report.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { haltEventName } from '../../../lib/kube/restart-record.ts';
 import { fleetStatus, listKey, listRequests, type ClusterListing, type VaultAnswer } from '../../../lib/status/fleet-status.ts';
 
 const table = loadRoutingTable(`
@@ -45,7 +50,9 @@ const deployments = (ns: string) => listKey({ apiVersion: 'apps/v1', kind: 'Depl
 /** A workload whose restart a wave's gate halted: the RotationHalted Event named from its restart token. */
 const haltedDeployment = deployment('apps', 'api', { 'secret/app/api': 4 });
 ((haltedDeployment.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations)['vault-rollout.io/restart-token'] = 'tok';
-const haltEvent: KubeObject = { apiVersion: 'v1', kind: 'Event', metadata: { namespace: 'apps', name: haltEventName('api', 'tok') }, reason: 'RotationHalted', message: 'wave 1 failed' } as KubeObject;
+/** The halt Event as the executor writes it (recordHalt's fields; the test below checks recordHalt itself) and the API server stores it. */
+const haltEvent = (change: Record<string, unknown> = {}): KubeObject =>
+  ({ apiVersion: 'v1', kind: 'Event', metadata: { namespace: 'apps', name: haltEventName('api', 'tok'), managedFields: [{ manager: 'vault-rollout', operation: 'Update' }] }, involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'api', namespace: 'apps' }, reason: 'RotationHalted', message: 'wave 1 failed', type: 'Warning', source: { component: 'vault-rollout' }, reportingComponent: 'vault-rollout', reportingInstance: 'vault-rollout', ...change }) as KubeObject;
 
 describe('listRequests: one LIST per kind and namespace', () => {
   it('lists literal namespaces, a bound of names, and every namespace when the namespace comes from the path', () => {
@@ -67,7 +74,7 @@ describe('fleetStatus', () => {
     ['a failed rollout', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, failed)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['FAILED', 'current'] }],
     ['still rolling within its deadline', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, progressing)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['rolling', 'current'] }],
     ['progressing past its deadline is a timeout', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }, progressing, {}, '2026-11-23T11:00:00Z')] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['TIMEOUT', 'current'] }],
-    ['halted by a wave gate', [listing('alpha', { [deployments('apps')]: [haltedDeployment], 'v1/Event/apps': [haltEvent] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['HALTED', 'current'] }],
+    ['halted by a wave gate', [listing('alpha', { [deployments('apps')]: [haltedDeployment], 'v1/Event/apps': [haltEvent()] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['HALTED', 'current'] }],
     ['a record above Vault is poisoned', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 999 })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', v(4)]]), undefined, { ok: false, verdicts: ['POISONED', 'current'] }],
     ['Vault unreadable: not reported safe', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', { error: 'connection refused' }]]), undefined, { ok: false, verdicts: ['current', 'current'] }],
     ['a cluster that cannot be listed', [listing('alpha', { [deployments('apps')]: { error: 'forbidden' } }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), 'secret/app/api', { ok: false, verdicts: ['UNKNOWN', 'current'] }],
@@ -118,5 +125,130 @@ describe('label selectors, matched on listed labels', () => {
     const s = parseLabelSelector('app in (a');
     expect('error' in s).toBe(true);
     expect(selectorMatches(s, { app: 'a' })).toBe(false);
+  });
+});
+
+/** Issue #21: the paths status asks Vault about come from the record vault-rollout writes, and are Vault paths. */
+describe('record keys: only from the record, only Vault paths', () => {
+  const wide = loadRoutingTable(`
+clusters:
+  alpha: { kubeconfig: { file: a } }
+vault:
+  mounts: { kv: 2 }
+routes:
+  - name: app
+    match: { path: "kv/app/**" }
+    targets: [{ clusters: [alpha], namespace: apps, kind: Deployment, name: app }]
+`);
+  const app = (template: Record<string, number> | undefined, metadata?: Record<string, number>, extra: Record<string, unknown> = {}): KubeObject => {
+    const d = deployment('apps', 'app', template);
+    if (metadata) d.metadata = { ...d.metadata, annotations: { 'vault-rollout.io/versions': JSON.stringify(metadata) } };
+    Object.assign(d.spec as object, extra);
+    return d;
+  };
+  const event: KubeObject = { apiVersion: 'v1', kind: 'Event', metadata: { namespace: 'apps', name: 'x', annotations: { 'vault-rollout.io/versions': '{"kv/app/from-event":1}' } } };
+  type Row = [string, KubeObject[], string[], RegExp | undefined];
+  const rows: Row[] = [
+    ['a ".." key in the pod template record: refused, the others asked', [app({ 'kv/app/../../data/db': 1, 'kv/app/ok': 1 })], ['kv/app/ok'], /ignored 1 recorded key\(s\) that are no Vault path, e\.g\. "kv\/app\/\.\.\/\.\.\/data\/db": it has a "\.\." segment/],
+    ['a ".." key in the metadata record (reconcile\'s place): refused', [app(undefined, { 'kv/app/../../sys/mounts': 1 })], [], /it has a "\.\." segment/],
+    ['".", empty and control-character segments: refused', [app({ 'kv/app/./x': 1, 'kv/app//x': 1, 'kv/app/x\u001b[2J': 1, 'kv/app/x/': 1 })], [], /ignored 4 recorded key\(s\)/],
+    ['an Event\'s annotation is no record', [], [], undefined],
+    ['a jobTemplate on a Deployment is no record (only a CronJob keeps it there)', [app(undefined, undefined, { jobTemplate: { spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': '{"kv/app/job":1}' } } } } } })], [], undefined],
+    ['the metadata record (reconcile) names paths like the template record', [app({ 'kv/app/a': 1 }, { 'kv/app/b': 2 })], ['kv/app/a', 'kv/app/b'], undefined],
+  ];
+  it.each(rows)('%s', (_what, objects, paths, note) => {
+    const status = fleetStatus(wide, [listing('alpha', { [deployments('apps')]: objects, 'v1/Event/apps': [event] })], new Map(), { now: NOW });
+    expect(status.paths.map((p) => p.path)).toEqual(paths);
+    if (note) expect(status.notes.join('\n')).toMatch(note);
+    else expect(status.notes).toEqual([]);
+    // Whatever the keys, no path status would send to Vault leaves the route's folder.
+    for (const p of status.paths) expect(`${p.mount}/${p.key}`).toMatch(/^kv\/app\/[^/.][^/]*(\/[^/.][^/]*)*$/);
+  });
+});
+
+/** Issue #21: a workload reconcile recorded without a restart (its metadata record) is current, and status is ok. */
+describe('the record reconcile writes without a restart counts in status', () => {
+  /** The object after reconcile's patch: recordOnlyPatch merged into its metadata, as the API server applies it. */
+  const reconciled = (template: Record<string, number> | undefined, recorded: Record<string, number>): KubeObject => {
+    const d = deployment('apps', 'api', template);
+    const patch = recordOnlyPatch(recorded) as { metadata: { annotations: Record<string, string> } };
+    d.metadata = { ...d.metadata, annotations: { ...d.metadata?.annotations, ...patch.metadata.annotations } };
+    return d;
+  };
+  it.each<[string, string, KubeObject]>([
+    ['restarted for 3, pods already on 4 (recorded by reconcile)', 'current', reconciled({ 'secret/app/api': 3 }, { 'secret/app/api': 4 })],
+    ['never restarted, pods already on 4 (recorded by reconcile)', 'current', reconciled(undefined, { 'secret/app/api': 4 })],
+    ['a metadata record older than the restart: the restart counts', 'current', reconciled({ 'secret/app/api': 4 }, { 'secret/app/api': 2 })],
+    ['reconcile recorded 3, Vault is at 4: still behind', 'BEHIND', reconciled(undefined, { 'secret/app/api': 3 })],
+  ])('%s: %s', (_what, verdict, obj) => {
+    const status = fleetStatus(table, [listing('alpha', { [deployments('apps')]: [obj] })], new Map([['secret/app/api', { currentVersion: 4 }]]), { now: NOW, clusters: new Set(['alpha']) });
+    const p = status.paths.find((x) => x.path === 'secret/app/api');
+    expect(p?.consumers.map(consumerVerdict)).toEqual([verdict]);
+    // `status` exits 0 exactly when ok (lib/cli/status-command.ts).
+    expect(status.ok).toBe(verdict === 'current');
+  });
+});
+
+/** Issue #21: only vault-rollout's own RotationHalted Event halts a workload in status. */
+describe('halt Events: only vault-rollout\'s count', () => {
+  const halted = (event: KubeObject) => fleetStatus(table, [listing('alpha', { [deployments('apps')]: [haltedDeployment], 'v1/Event/apps': [event] })], new Map(), { now: NOW, clusters: new Set(['alpha']) });
+  it.each<[string, string, KubeObject]>([
+    ['vault-rollout\'s Event', 'HALTED', haltEvent()],
+    ['a look-alike with the name and reason only', 'current', { apiVersion: 'v1', kind: 'Event', metadata: { namespace: 'apps', name: haltEventName('api', 'tok') }, reason: 'RotationHalted', message: 'forged' } as KubeObject],
+    ['source.component alone', 'current', haltEvent({ reportingComponent: '', reportingInstance: '' })],
+    ['every identity field, created by another field manager (kubectl create)', 'current', haltEvent({ metadata: { namespace: 'apps', name: haltEventName('api', 'tok'), managedFields: [{ manager: 'kubectl-create', operation: 'Update' }] } })],
+    ['vault-rollout\'s fields, about another workload', 'current', haltEvent({ involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'other', namespace: 'apps' } })],
+  ])('%s: %s', (_what, verdict, event) => {
+    const status = halted(event);
+    expect(status.paths[0]?.consumers.map(consumerVerdict)).toEqual([verdict]);
+    expect(status.ok).toBe(verdict === 'current');
+  });
+
+  it('the Event recordHalt creates (and the API server stores with its field manager) is one', async () => {
+    const created: Array<Record<string, unknown>> = [];
+    const api = { create: (body: Record<string, unknown>) => (created.push(body), Promise.resolve(body)) } as unknown as KubeApi;
+    const target = planRollouts(table, [{ namespace: '', mount: 'secret', key: 'app/api', path: 'secret/app/api', operation: 'write', version: 4, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'x', time: '2026-11-23T11:00:00Z', record: 'x' }]).targets.find((t) => t.cluster === 'alpha');
+    if (!target) throw new Error('no target');
+    await recordHalt(table, { ...target, restartToken: 'tok' }, 'api', { access: () => Promise.resolve({} as ClusterAccess), apiFor: () => api }, 'wave 1 failed');
+    expect(created).toHaveLength(1);
+    const stored = { ...created[0], metadata: { ...(created[0]?.metadata as object), managedFields: [{ manager: FIELD_MANAGER, operation: 'Update' }] } } as KubeObject;
+    expect(halted(stored).paths[0]?.consumers.map(consumerVerdict)).toEqual(['HALTED']);
+  });
+});
+
+/** Issue #21: what status prints from objects tenants write is escaped, in the table, the plain lines and --json. */
+describe('status output escapes control characters', () => {
+  const evil = '\u001b[2J\u001b]0;owned\u0007\u009b31m\u202eevil\nfake row';
+  const cron: KubeObject = { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { namespace: 'batch', name: 'nightly', annotations: { 'vault-rollout.io/watch': 'legacy/batch/*' } }, spec: { jobTemplate: { spec: { template: { metadata: { annotations: { 'vault-rollout.io/restart-token': 'tok', 'vault-rollout.io/versions': JSON.stringify({ 'legacy/batch/x': `2026-11-23T10:00:00Z${evil}` }) } } } } } } };
+  const event = { ...haltEvent({ message: `halted ${evil}`, involvedObject: { kind: 'CronJob', name: 'nightly' } }), metadata: { namespace: 'batch', name: haltEventName('nightly', 'tok'), managedFields: [{ manager: 'vault-rollout' }] } } as KubeObject;
+  const status = fleetStatus(table, [listing('alpha', { [listKey({ apiVersion: 'batch/v1', kind: 'CronJob', namespace: 'batch' })]: [cron], 'v1/Event/batch': [event] })], new Map(), { now: NOW, clusters: new Set(['alpha']) });
+  /** Any control character (C0, DEL, C1) or the override, but the newlines that end lines. */
+  const unsafe = /[^\P{Cc}\n]|\u202e/u;
+
+  it('shows the halt (the fixture is read) and prints every control character as an escape', () => {
+    expect(status.paths[0]?.consumers[0]?.halted).toContain('\u001b[2J');
+    const text = statusText(status);
+    expect(text).not.toMatch(unsafe);
+    expect(text).toContain('\\x1b[2J\\x1b]0;owned\\x07\\x9b31m\\u202eevil\\x0afake row');
+    // One line per consumer: the newline in the value forged no row.
+    expect(text.split('\n').filter((l) => l.includes('nightly'))).toHaveLength(1);
+    expect(statusLines(status, new Map())).not.toMatch(unsafe);
+  });
+
+  it('--json: the same value, every unsafe character escaped', () => {
+    const text = statusJsonText(status);
+    expect(text).not.toMatch(unsafe);
+    expect(JSON.parse(text)).toEqual(statusJson(status));
+  });
+
+  it.each<[string, string]>([
+    ['plain text', 'plain text'],
+    ['\u001b[31mred', '\\x1b[31mred'],
+    ['a\u0000b\u007f', 'a\\x00b\\x7f'],
+    ['\u009b6n', '\\x9b6n'],
+    ['\u2066isolate\u2069 \u2028', '\\u2066isolate\\u2069 \\u2028'],
+    ['ünïcödé ✓', 'ünïcödé ✓'],
+  ])('printable(%j) = %j', (raw, shown) => {
+    expect(printable(raw)).toBe(shown);
   });
 });
