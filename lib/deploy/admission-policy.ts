@@ -182,7 +182,7 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
 export const globRegex = (glob: string): string => `^${glob.split('*').map(escapeRegex).join('.*')}$`;
 
 /** CEL that holds when the request's namespace is one of a scope's names or matches one of its globs. */
-export function namespaceCondition(scope: Pick<NamespaceScope, 'names' | 'globs'>, namespace = 'variables.namespace'): string {
+export function namespaceCondition(scope: Pick<NamespaceScope, 'names' | 'globs'>, namespace = 'variables.requestNamespace'): string {
   const terms = [...(scope.names.length > 0 ? [`${namespace} in ${celList(scope.names)}`] : []), ...scope.globs.map((g) => `${namespace}.matches(${celString(globRegex(g))})`)];
   return terms.length > 0 ? terms.join(' || ') : 'false';
 }
@@ -277,7 +277,7 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
     .filter((k) => k.namespaces.anywhere.length === 0)
     .map(({ kind, namespaces }) => ({
       expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${namespaceCondition(namespaces)}`,
-      messageExpression: `"vault-rollout may not patch a ${kind.replace(/^\//, '')} in " + (variables.namespace == "" ? "the cluster scope" : "namespace " + variables.namespace) + ": its routes target it only in " + ${celString(describeScope(namespaces))}`,
+      messageExpression: `"vault-rollout may not patch a ${kind.replace(/^\//, '')} in " + (variables.requestNamespace == "" ? "the cluster scope" : "namespace " + variables.requestNamespace) + ": its routes target it only in " + ${celString(describeScope(namespaces))}`,
       reason: 'Forbidden',
     }));
   // Each kind's sub-maps become variables (evaluated lazily, once per request, only for the kind requested).
@@ -317,8 +317,9 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
       variables: [
         { name: 'kind', expression: 'request.kind.group + "/" + request.kind.kind' },
         { name: 'subResource', expression: 'has(request.subResource) ? request.subResource : ""' },
-        // Absent (not "") for a cluster-scoped object: an error here would deny under failurePolicy Fail.
-        { name: 'namespace', expression: 'has(request.namespace) ? request.namespace : ""' },
+        // Absent (not "") for a cluster-scoped object: an error here would deny under failurePolicy Fail. (`namespace`
+        // is a reserved word in CEL: the API server refuses it as a variable name.)
+        { name: 'requestNamespace', expression: 'has(request.namespace) ? request.namespace : ""' },
         ...variables,
       ],
       validations: [

@@ -145,20 +145,29 @@ describe('the policy allows UPDATEs only in the namespaces the routes target', (
   const namespaceRules = (p: Policy) => p.spec.validations.filter((v) => v.messageExpression?.startsWith('"vault-rollout may not patch a '));
 
   it.each<[string, string, string[]]>([
-    ['literal names', route('d', '{ clusters: [a], namespace: payments, kind: Deployment, name: api }') + route('e', '{ clusters: [a], namespace: edge, kind: Deployment, name: api }'), ['request.operation != "UPDATE" || variables.kind != "apps/Deployment" ||\nvariables.namespace in ["edge", "payments"]']],
-    ['names and globs', route('c', '{ clusters: [a], namespace: "{team}", namespaces: [payments, "team-*"], kind: DaemonSet, selector: "x=y" }', 'secret/{team}/db'), ['request.operation != "UPDATE" || variables.kind != "apps/DaemonSet" ||\nvariables.namespace in ["payments"] || variables.namespace.matches("^team-.*$")']],
-    ['the cluster scope', route('cs', '{ clusters: [a], resource: { apiVersion: example.com/v1, kind: Mesh, name: main }, patch: { spec: { v: "{version}" } } }'), ['request.operation != "UPDATE" || variables.kind != "example.com/Mesh" ||\nvariables.namespace in [""]']],
-    ['every namespace for one kind: no rule for it, the others keep theirs', route('any', '{ clusters: [a], namespace: "{ns}", namespaces: ["*"], kind: Deployment, selector: "x=y" }', 'secret/{ns}/db') + route('w', '{ clusters: [a], namespace: batch, kind: CronJob, annotated: true }'), ['request.operation != "UPDATE" || variables.kind != "batch/CronJob" ||\nvariables.namespace in ["batch"]']],
+    ['literal names', route('d', '{ clusters: [a], namespace: payments, kind: Deployment, name: api }') + route('e', '{ clusters: [a], namespace: edge, kind: Deployment, name: api }'), ['request.operation != "UPDATE" || variables.kind != "apps/Deployment" ||\nvariables.requestNamespace in ["edge", "payments"]']],
+    ['names and globs', route('c', '{ clusters: [a], namespace: "{team}", namespaces: [payments, "team-*"], kind: DaemonSet, selector: "x=y" }', 'secret/{team}/db'), ['request.operation != "UPDATE" || variables.kind != "apps/DaemonSet" ||\nvariables.requestNamespace in ["payments"] || variables.requestNamespace.matches("^team-.*$")']],
+    ['the cluster scope', route('cs', '{ clusters: [a], resource: { apiVersion: example.com/v1, kind: Mesh, name: main }, patch: { spec: { v: "{version}" } } }'), ['request.operation != "UPDATE" || variables.kind != "example.com/Mesh" ||\nvariables.requestNamespace in [""]']],
+    ['every namespace for one kind: no rule for it, the others keep theirs', route('any', '{ clusters: [a], namespace: "{ns}", namespaces: ["*"], kind: Deployment, selector: "x=y" }', 'secret/{ns}/db') + route('w', '{ clusters: [a], namespace: batch, kind: CronJob, annotated: true }'), ['request.operation != "UPDATE" || variables.kind != "batch/CronJob" ||\nvariables.requestNamespace in ["batch"]']],
   ])('%s', (_what, routes, expressions) => {
     const { p } = policyOf(routes);
     expect(namespaceRules(p).map((v) => v.expression)).toEqual(expressions);
     // The request's namespace as a variable that cannot fail (absent for cluster-scoped objects).
-    expect(p.spec.variables).toContainEqual({ name: 'namespace', expression: 'has(request.namespace) ? request.namespace : ""' });
+    expect(p.spec.variables).toContainEqual({ name: 'requestNamespace', expression: 'has(request.namespace) ? request.namespace : ""' });
+  });
+
+  it('names every variable with a CEL identifier the API server accepts (not a reserved word such as namespace)', () => {
+    const RESERVED = ['as', 'break', 'const', 'continue', 'else', 'false', 'for', 'function', 'if', 'import', 'in', 'let', 'loop', 'package', 'namespace', 'null', 'return', 'true', 'var', 'void', 'while'];
+    const { p } = policyOf(route('c', '{ clusters: [a], namespace: "{team}", namespaces: [payments, "team-*"], kind: Deployment, selector: "x=y" }', 'secret/{team}/db'));
+    for (const { name } of p.spec.variables) {
+      expect(name).toMatch(/^[A-Za-z_][A-Za-z0-9_]*$/);
+      expect(RESERVED).not.toContain(name);
+    }
   });
 
   it('says where it refused, and where the routes do target the kind', () => {
     const { p } = policyOf(route('c', '{ clusters: [a], namespace: "{team}", namespaces: [payments, "team-*"], kind: Deployment, selector: "x=y" }', 'secret/{team}/db'));
-    expect(namespaceRules(p)[0]?.messageExpression).toBe('"vault-rollout may not patch a apps/Deployment in " + (variables.namespace == "" ? "the cluster scope" : "namespace " + variables.namespace) + ": its routes target it only in " + "payments, team-*"');
+    expect(namespaceRules(p)[0]?.messageExpression).toBe('"vault-rollout may not patch a apps/Deployment in " + (variables.requestNamespace == "" ? "the cluster scope" : "namespace " + variables.requestNamespace) + ": its routes target it only in " + "payments, team-*"');
     expect(p.metadata.annotations['vault-rollout.io/restartable-namespaces']).toBe('{"apps/Deployment":["payments","team-*"]}');
   });
 
