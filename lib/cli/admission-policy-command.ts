@@ -5,7 +5,8 @@ import { loadRoutes, usageError } from './shared.ts';
 
 /**
  * `vault-rollout admission-policy`: prints the ValidatingAdmissionPolicy and binding that bound the vault-rollout
- * identity to restart writes, for the routing table's kinds. Without --user/--group: the shipped identities.
+ * identity to restart writes, for the routing table's kinds and in the namespaces its targets reach (a warning on
+ * stderr for each kind some target reaches in every namespace). Without --user/--group: the shipped identities.
  */
 export async function admissionPolicyCommand(argv: string[], io: CliIo): Promise<number> {
   let values;
@@ -20,7 +21,10 @@ export async function admissionPolicyCommand(argv: string[], io: CliIo): Promise
   const named = values.user !== undefined || values.group !== undefined;
   const identity = named ? { users: values.user ?? [], groups: values.group ?? [] } : DEFAULT_IDENTITY;
   try {
-    io.stdout(admissionPolicyYaml(admissionPolicy(table, identity), values.routes));
+    const manifests = admissionPolicy(table, identity);
+    // The output carries the same warning as a comment; stderr is where a person running it looks.
+    for (const warning of manifests.warnings) io.stderr(`admission-policy: warning: ${warning}; the policy bounds its fields, not its namespaces\n`);
+    io.stdout(admissionPolicyYaml(manifests, values.routes));
   } catch (e) {
     if (e instanceof AdmissionPolicyError) return usageError(io, 'admission-policy', e);
     throw e;

@@ -96,7 +96,9 @@ Commands:
   schema    Print the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output).
   admission-policy --routes FILE [--user NAME]... [--group NAME]...
             Print the ValidatingAdmissionPolicy (and binding) that lets the identity change only what a restart
-            writes (infra/rbac/admission-policy.yaml is this output for infra/routes/example.yaml).
+            writes, only in the namespaces the routes target each kind in (a warning on stderr for a kind some
+            target reaches in every namespace). infra/rbac/admission-policy.yaml is this output for
+            infra/routes/example.yaml.
 `;
 
 export async function main(argv: string[], io: CliIo): Promise<number> {

@@ -3,8 +3,9 @@
  * derived from a stage's routing table (like the IAM in iam-from-routes.ts). RBAC `patch` on a workload allows any
  * change to it; this policy allows the identity exactly what a restart writes and denies everything else it tries:
  *
- * - UPDATE (a patch, or a server-side apply) of a kind it restarts, on the main resource only, where the new object
- *   equals the stored one except at the fields the kind's restart patch writes. Those fields come from the
+ * - UPDATE (a patch, or a server-side apply) of a kind a route restarts or nudges, on the main resource only, in a
+ *   namespace some route targets that kind in, where the new object equals the stored one except at the fields
+ *   the kind's restart patch writes. Those fields come from the
  *   product's own descriptors (lib/kube/workload-kinds.ts): the record annotations of a pod template, a Rollout's
  *   `spec.restartAt` and metadata annotations, and for each custom resource the fields its routes' merge-patch
  *   templates declare plus the record annotations.
@@ -16,15 +17,21 @@
  * `metadata.resourceVersion`, `metadata.generation` and `metadata.managedFields` on every write (and a DaemonSet's
  * template-generation annotation on a restart): those are exempt, since admission sees the object after them.
  *
+ * The namespaces come from the targets: a literal `namespace`, or the `namespaces` bound (names and `*` globs) of a
+ * namespace rendered from the path; a consumers or sync target restarts every workload kind in its namespace. A
+ * kind that some target may reach in any namespace (`namespaces: ["*"]`, or a rendered namespace without a bound,
+ * which `validate` refuses) keeps no namespace condition, and the generator says so (`warnings`).
+ *
  * Everybody else is unaffected: the policy's matchConditions select the identity's requests by user name or group.
  * It matches every resource and operation, and lets the identity's requests through only when a rule allows them.
  *
  * Pure: the routing table and the identity come in, the two manifests go out.
  */
 import { stringify } from 'yaml';
-import type { RoutingTable } from '../routing/routing-table.ts';
-import { isResourceTarget } from '../routing/routing-table.ts';
-import { SyncKinds, WorkloadKinds } from '../routing/schema.ts';
+import type { CompiledTarget, RoutingTable } from '../routing/routing-table.ts';
+import { isConsumersTarget, isResourceTarget, isSyncTarget } from '../routing/routing-table.ts';
+import { WorkloadKinds, type Target } from '../routing/schema.ts';
+import { placeholders } from '../routing/template.ts';
 import { ANNOTATIONS, recordOnlyPatch } from '../kube/restart-record.ts';
 import { SYNC_KINDS } from '../kube/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
@@ -36,6 +43,8 @@ export const POLICY_ANNOTATIONS = {
   kinds: 'vault-rollout.io/restartable-kinds',
   users: 'vault-rollout.io/users',
   groups: 'vault-rollout.io/groups',
+  /** JSON map `group/Kind` -> the namespaces and globs its UPDATEs are allowed in (`["*"]`: every namespace; `""`: cluster-scoped). */
+  namespaces: 'vault-rollout.io/restartable-namespaces',
 } as const;
 
 export interface AdmissionIdentity {
@@ -104,32 +113,83 @@ export function mergeTrees(a: FieldTree, b: FieldTree): FieldTree {
   return merged;
 }
 
+/**
+ * Where the identity may patch a kind: namespace names (`''` for a cluster-scoped object) and `*` globs, or every
+ * namespace when `anywhere` gives a reason (one per target that reaches any namespace).
+ */
+export interface NamespaceScope {
+  names: string[];
+  globs: string[];
+  anywhere: string[];
+}
+
 /** One kind the identity may restart, and where. `kind` is `group/Kind` (core: `/Kind`). */
 export interface RestartableKind {
   kind: string;
   fields: FieldTree;
+  namespaces: NamespaceScope;
 }
 
-/** Every kind the routing table restarts, with the union of what its restart patches write. */
-export function restartableKinds(table: Pick<RoutingTable, 'routes'>): RestartableKind[] {
-  const byKind = new Map<string, FieldTree>();
-  const add = (descriptor: WorkloadDescriptor) => {
-    const kind = `${groupOf(descriptor.apiVersion)}/${descriptor.kind}`;
-    // Besides the restart: reconcile records versions a workload already runs on its metadata (recordOnlyPatch).
-    byKind.set(kind, mergeTrees(byKind.get(kind) ?? {}, mergeTrees(restartFields(descriptor), treeOf(recordOnlyPatch({})))));
-  };
-  // The built-in kinds always: a route added later must not need a new policy to restart a Deployment. The same for
-  // the operators' resources a sync target nudges, where only the nudge's annotations may change (RBAC decides
-  // whether the identity may patch them at all: infra/rbac/sync-operators.yaml, only where routes sync).
-  for (const kind of WorkloadKinds) add(WORKLOAD_KINDS[kind]);
-  for (const kind of SyncKinds) add(SYNC_KINDS[kind]);
-  for (const route of table.routes) {
-    for (const { target } of route.targets) {
-      if (isResourceTarget(target)) add(resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch));
-    }
-  }
-  return [...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, fields]) => ({ kind, fields }));
+/** The restart descriptors a target patches: its own kind, or for sync and consumers targets every workload kind (the consumers) too. */
+function descriptorsOf(target: Target): WorkloadDescriptor[] {
+  const consumers = WorkloadKinds.map((k) => WORKLOAD_KINDS[k]);
+  if (isResourceTarget(target)) return [resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch)];
+  if (isSyncTarget(target)) return [SYNC_KINDS[target.sync.kind], ...(target.restart === 'none' ? [] : consumers)];
+  if (isConsumersTarget(target)) return consumers;
+  return [WORKLOAD_KINDS[target.kind]];
 }
+
+/** The namespaces one target reaches, from its namespace template and its `namespaces` bound. */
+function targetNamespaces({ target, namespaces: compiledBound }: CompiledTarget, where: string): NamespaceScope {
+  const template = isResourceTarget(target) ? target.resource.namespace : target.namespace;
+  if (template === undefined) return { names: [''], globs: [], anywhere: [] };
+  if (placeholders(template).length === 0) return { names: [template], globs: [], anywhere: [] };
+  const bound = compiledBound?.sources ?? target.namespaces;
+  if (bound === undefined) return { names: [], globs: [], anywhere: [`${where}: the namespace "${template}" is rendered from the path with no namespaces bound`] };
+  const everywhere = bound.filter((source) => /^\*+$/.test(source));
+  if (everywhere.length > 0) return { names: [], globs: [], anywhere: [`${where}: namespaces ${JSON.stringify(everywhere)} reaches every namespace`] };
+  return { names: bound.filter((source) => !source.includes('*')), globs: bound.filter((source) => source.includes('*')), anywhere: [] };
+}
+
+const mergeScopes = (a: NamespaceScope, b: NamespaceScope): NamespaceScope => ({
+  names: [...new Set([...a.names, ...b.names])].sort(),
+  globs: [...new Set([...a.globs, ...b.globs])].sort(),
+  anywhere: [...a.anywhere, ...b.anywhere],
+});
+
+/**
+ * Every kind the routing table restarts or nudges, with the union of what its restart patches write and of the
+ * namespaces its targets reach. A kind no route targets is not here: the policy denies every change to it.
+ */
+export function restartableKinds(table: Pick<RoutingTable, 'routes'>): RestartableKind[] {
+  const byKind = new Map<string, { fields: FieldTree; namespaces: NamespaceScope }>();
+  for (const route of table.routes) {
+    route.targets.forEach((compiled, t) => {
+      const namespaces = targetNamespaces(compiled, `route ${route.name}, target ${t + 1}`);
+      for (const descriptor of descriptorsOf(compiled.target)) {
+        const kind = `${groupOf(descriptor.apiVersion)}/${descriptor.kind}`;
+        // Besides the restart: reconcile records versions a workload already runs on its metadata (recordOnlyPatch).
+        const fields = mergeTrees(restartFields(descriptor), treeOf(recordOnlyPatch({})));
+        const known = byKind.get(kind);
+        byKind.set(kind, known ? { fields: mergeTrees(known.fields, fields), namespaces: mergeScopes(known.namespaces, namespaces) } : { fields, namespaces: mergeScopes({ names: [], globs: [], anywhere: [] }, namespaces) });
+      }
+    });
+  }
+  return [...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, { fields, namespaces }]) => ({ kind, fields, namespaces }));
+}
+
+/** An anchored RE2 (CEL `matches`) regex for a namespace glob: `*` is any run of characters, everything else literal. */
+export const globRegex = (glob: string): string => `^${glob.split('*').map(escapeRegex).join('.*')}$`;
+
+/** CEL that holds when the request's namespace is one of a scope's names or matches one of its globs. */
+export function namespaceCondition(scope: Pick<NamespaceScope, 'names' | 'globs'>, namespace = 'variables.requestNamespace'): string {
+  const terms = [...(scope.names.length > 0 ? [`${namespace} in ${celList(scope.names)}`] : []), ...scope.globs.map((g) => `${namespace}.matches(${celString(globRegex(g))})`)];
+  return terms.length > 0 ? terms.join(' || ') : 'false';
+}
+
+/** A scope for people: `edge, payments, team-*`, `(cluster-scoped)`, or `every namespace`. */
+export const describeScope = (scope: NamespaceScope): string =>
+  scope.anywhere.length > 0 ? 'every namespace' : [...scope.names.map((n) => (n === '' ? '(cluster-scoped)' : n)), ...scope.globs].join(', ');
 
 // ---------------------------------------------------------------------------------------------------------------
 // CEL
@@ -189,6 +249,8 @@ export function fieldPaths(tree: FieldTree, prefix = ''): string[] {
 export interface AdmissionPolicyManifests {
   policy: Record<string, unknown>;
   binding: Record<string, unknown>;
+  /** The kinds the policy lets the identity patch in every namespace, and which targets make it so. */
+  warnings: string[];
 }
 
 function identityCondition({ users, groups }: { users: string[]; groups: string[] }): string {
@@ -209,6 +271,15 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
   const groups = [...new Set(identity.groups)].sort();
   const kinds = restartableKinds(table);
   const restartable = kinds.map((k) => k.kind);
+  const warnings = kinds.filter((k) => k.namespaces.anywhere.length > 0).map((k) => `${k.kind} may be patched in every namespace: ${k.namespaces.anywhere.join('; ')}`);
+  // One validation per kind that some route bounds: UPDATEs of it only in the namespaces its routes target.
+  const namespaceRules = kinds
+    .filter((k) => k.namespaces.anywhere.length === 0)
+    .map(({ kind, namespaces }) => ({
+      expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${namespaceCondition(namespaces)}`,
+      messageExpression: `"vault-rollout may not patch a ${kind.replace(/^\//, '')} in " + (variables.requestNamespace == "" ? "the cluster scope" : "namespace " + variables.requestNamespace) + ": its routes target it only in " + ${celString(describeScope(namespaces))}`,
+      reason: 'Forbidden',
+    }));
   // Each kind's sub-maps become variables (evaluated lazily, once per request, only for the kind requested).
   const variables: Array<{ name: string; expression: string }> = [];
   const profiles = kinds.map(({ kind, fields }, i) => {
@@ -227,7 +298,16 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
   const policy = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicy',
-    metadata: { name: POLICY_NAME, labels, annotations: { [POLICY_ANNOTATIONS.kinds]: JSON.stringify(restartable), [POLICY_ANNOTATIONS.users]: JSON.stringify(users), [POLICY_ANNOTATIONS.groups]: JSON.stringify(groups) } },
+    metadata: {
+      name: POLICY_NAME,
+      labels,
+      annotations: {
+        [POLICY_ANNOTATIONS.kinds]: JSON.stringify(restartable),
+        [POLICY_ANNOTATIONS.namespaces]: JSON.stringify(Object.fromEntries(kinds.map((k) => [k.kind, k.namespaces.anywhere.length > 0 ? ['*'] : [...k.namespaces.names, ...k.namespaces.globs]]))),
+        [POLICY_ANNOTATIONS.users]: JSON.stringify(users),
+        [POLICY_ANNOTATIONS.groups]: JSON.stringify(groups),
+      },
+    },
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: {
@@ -237,6 +317,9 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
       variables: [
         { name: 'kind', expression: 'request.kind.group + "/" + request.kind.kind' },
         { name: 'subResource', expression: 'has(request.subResource) ? request.subResource : ""' },
+        // Absent (not "") for a cluster-scoped object: an error here would deny under failurePolicy Fail. (`namespace`
+        // is a reserved word in CEL: the API server refuses it as a variable name.)
+        { name: 'requestNamespace', expression: 'has(request.namespace) ? request.namespace : ""' },
         ...variables,
       ],
       validations: [
@@ -245,6 +328,7 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
           messageExpression: `"vault-rollout may not " + request.operation + " " + request.resource.resource + (variables.subResource == "" ? "" : "/" + variables.subResource) + ": it only patches restarts into " + ${celString(restartable.map((k) => k.replace(/^\//, '')).join(', '))} + " and creates Events"`,
           reason: 'Forbidden',
         },
+        ...namespaceRules,
         ...profiles,
       ],
     },
@@ -255,7 +339,7 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
     metadata: { name: POLICY_NAME, labels },
     spec: { policyName: POLICY_NAME, validationActions: ['Deny'] },
   };
-  return { policy, binding };
+  return { policy, binding, warnings };
 }
 
 /** Both manifests as one YAML stream, with a header saying where it came from. */
@@ -264,6 +348,7 @@ export function admissionPolicyYaml(manifests: AdmissionPolicyManifests, source:
     `# Generated by \`vault-rollout admission-policy --routes ${source}\`: do not edit, regenerate.`,
     '# Bounds what the vault-rollout identity may change to what a restart writes (README: "Admission policy").',
     '# Requires Kubernetes >= 1.30 (admissionregistration.k8s.io/v1).',
+    ...(manifests.warnings.length > 0 ? ['#', '# WARNING: no namespace bound for these kinds (a target reaches every namespace):', ...manifests.warnings.map((w) => `#   ${w}`)] : []),
   ].join('\n');
   const doc = (o: unknown) => stringify(o, { lineWidth: 0, blockQuote: 'literal' });
   return `${header}\n${doc(manifests.policy)}---\n${doc(manifests.binding)}`;

@@ -4,7 +4,7 @@
  * And is the admission policy that bounds what we may change installed, enforced, and current for this routing table?
  * Every problem comes with what to fix.
  */
-import { POLICY_ANNOTATIONS, POLICY_NAME } from '../deploy/admission-policy.ts';
+import { POLICY_ANNOTATIONS, POLICY_NAME, restartableKinds, type NamespaceScope } from '../deploy/admission-policy.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget, type RoutingTable } from '../routing/routing-table.ts';
 import { WorkloadKinds, type ClusterConfig, type Target } from '../routing/schema.ts';
 import { isSyncKind, SYNC_KINDS } from './sync-kinds.ts';
@@ -74,11 +74,16 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 
 export async function runDoctor(table: RoutingTable, options: DoctorOptions): Promise<DoctorCheck[]> {
   const wanted = requiredAccess(table);
-  const perCluster = await Promise.all([...table.clusters].map(async ([name, config]) => doctorCluster(name, config, wanted.get(name) ?? [], options)));
+  const perCluster = await Promise.all([...table.clusters].map(async ([name, config]) => doctorCluster(name, config, wanted.get(name) ?? [], policyNeeds(table, name), options)));
   return perCluster.flat();
 }
 
-async function doctorCluster(cluster: string, config: ClusterConfig, wanted: RequiredKind[], options: DoctorOptions): Promise<DoctorCheck[]> {
+/** Where the admission policy must let the identity patch each kind for this cluster's targets. */
+function policyNeeds(table: RoutingTable, cluster: string): Array<{ kind: string; namespaces: NamespaceScope }> {
+  return restartableKinds({ routes: table.routes.map((route) => ({ ...route, targets: route.targets.filter((t) => t.clusters.includes(cluster)) })) });
+}
+
+async function doctorCluster(cluster: string, config: ClusterConfig, wanted: RequiredKind[], needs: Array<{ kind: string; namespaces: NamespaceScope }>, options: DoctorOptions): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
   const add = (check: string, ok: boolean, detail: string, fix?: string) => checks.push({ cluster, check, ok, detail, ...(fix && !ok ? { fix } : {}) });
   let access: ClusterAccess;
@@ -133,7 +138,7 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Req
     add(`create events in ${namespace === '' ? 'all namespaces' : `namespace ${namespace}`}`, allowed, allowed ? 'allowed' : 'denied (restarts still work, without SecretRotated events)', 'grant create on core/events');
   }
   const kinds = [...new Set(wanted.map((w) => `${groupOf(w.apiVersion)}/${w.kind}`))].sort();
-  const policy = admissionPolicyCheck(await readAdmissionObjects(api), user, kinds);
+  const policy = admissionPolicyCheck(await readAdmissionObjects(api), user, kinds, needs);
   add('admission policy', policy.ok, policy.detail, policy.fix);
   return checks;
 }
@@ -157,9 +162,10 @@ export interface AdmissionObjects {
 
 /**
  * Whether the admission policy that bounds this identity (infra/rbac/admission-policy.yaml) is installed, enforced,
- * binds who we are, and lets us restart every kind the routing table targets here. Pure, for tables of cases.
+ * binds who we are, and lets us restart every kind the routing table targets here, in every namespace (name or glob)
+ * it targets the kind in. Pure, for tables of cases.
  */
-export function admissionPolicyCheck(found: AdmissionObjects, me: { username?: string; groups?: string[] } | undefined, kinds: readonly string[]): Omit<DoctorCheck, 'cluster' | 'check'> {
+export function admissionPolicyCheck(found: AdmissionObjects, me: { username?: string; groups?: string[] } | undefined, kinds: readonly string[], needs: ReadonlyArray<{ kind: string; namespaces: NamespaceScope }> = []): Omit<DoctorCheck, 'cluster' | 'check'> {
   const fix = 'vault-rollout admission-policy --routes FILE | kubectl apply --server-side -f -   (Kubernetes >= 1.30)';
   const failure = 'failure' in found.policy ? found.policy.failure : 'failure' in found.binding ? found.binding.failure : undefined;
   if (failure === 'forbidden') {
@@ -189,7 +195,30 @@ export function admissionPolicyCheck(found: AdmissionObjects, me: { username?: s
   if (missing.length > 0) {
     return { ok: false, detail: `installed, but it does not let this identity restart ${missing.join(', ')} (generated for another routing table)`, fix };
   }
+  // Where each kind may be patched; a policy without the annotation predates namespace bounds and allows every namespace.
+  const allowedIn = namespacesAnnotation((found.policy as { annotations?: Record<string, string> }).annotations?.[POLICY_ANNOTATIONS.namespaces]);
+  const outside = needs.flatMap(({ kind, namespaces }) => {
+    const allowed = allowedIn === undefined ? ['*'] : (allowedIn[kind] ?? []);
+    if (allowed.includes('*')) return [];
+    const wantedHere = namespaces.anywhere.length > 0 ? ['every namespace'] : [...namespaces.names, ...namespaces.globs].filter((n) => !allowed.includes(n)).map((n) => (n === '' ? '(cluster-scoped)' : n));
+    return wantedHere.length > 0 ? [`${kind} in ${wantedHere.join(', ')}`] : [];
+  });
+  if (outside.length > 0) {
+    return { ok: false, detail: `installed, but it does not let this identity patch ${outside.join('; ')} (generated for another routing table)`, fix };
+  }
   return { ok: true, detail: `installed and enforced: this identity may change only what a restart writes (${covered.size} kinds)` };
+}
+
+/** The policy's namespaces annotation, or undefined when it has none (or none that reads as a map of lists). */
+function namespacesAnnotation(text: string | undefined): Record<string, string[]> | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return {};
+    return Object.fromEntries(Object.entries(parsed).map(([k, v]) => [k, Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []]));
+  } catch {
+    return {};
+  }
 }
 
 async function readAdmissionObjects(api: KubeApi): Promise<AdmissionObjects> {

@@ -881,12 +881,13 @@ async function startAll(log: Logger): Promise<ClustersFile> {
 }
 
 /**
- * The admission policy that bounds what the vault-rollout identity may change (infra/rbac/admission-policy.yaml),
- * applied like a real install. (No wait on its status: the controller that type-checks policies and writes
+ * The admission policy that bounds what the vault-rollout identity may change, applied like a real install: the one
+ * generated from test/clusters/admission-routes.yaml, which restarts every kind the tests use in every namespace
+ * (each test makes its own); test/integration/admission-policy.test.ts checks a namespace-bounded one. (No wait on its status: the controller that type-checks policies and writes
  * status.observedGeneration is not among CONTROLLERS; the API server enforces the policy regardless.)
  */
 async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
-  const manifest = join(REPO_ROOT, 'infra', 'rbac', 'admission-policy.yaml');
+  const manifest = join(REPO_ROOT, 'test', 'clusters', 'admission-policy.yaml');
   await run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', `--filename=${manifest}`]);
 }
 

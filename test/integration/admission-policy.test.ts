@@ -1,11 +1,14 @@
 /**
- * The admission policy (infra/rbac/admission-policy.yaml, generated from infra/routes/example.yaml) on the real test
- * clusters: the vault-rollout identity is denied every change a restart does not make, even where RBAC would allow
- * it, and allowed every restart the product's own executor makes; everybody else is unaffected; doctor sees it.
+ * The admission policy, generated from this file's routing table (as `vault-rollout admission-policy --routes` does)
+ * and applied to the real test clusters: the vault-rollout identity is denied every change a restart does not make,
+ * even where RBAC would allow it, and every restart in a namespace no route targets; it is allowed every restart the
+ * product's own executor makes; everybody else is unaffected; doctor sees it. Afterwards the clusters get their own
+ * policy back (test/clusters/admission-policy.yaml: every namespace, for the other tests).
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admissionPolicy, admissionPolicyYaml } from '../../lib/deploy/admission-policy.ts';
 import { executeRollouts, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
 import { runDoctor } from '../../lib/kube/doctor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
@@ -15,6 +18,8 @@ import { client, clusterClient, waitFor, type KubeClient } from '../clusters/kub
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, fileAccess, getWorkload, KINDS, repoRootDir, routingTable, uniqueName, type TestKind } from './support.ts';
 
 const NS = uniqueName('vr-admission');
+/** A namespace no route of the table targets: the RBAC (a ClusterRole) lets the identity patch there, the policy does not. */
+const UNTARGETED = uniqueName('vr-untargeted');
 const C = 'alpha';
 const kubectl = join(repoRootDir, '.local', 'bin', 'kubectl');
 const identity = (): KubeClient => clusterClient(cluster(C), 'vault-rollout');
@@ -53,9 +58,14 @@ async function attempt(kube: KubeClient, method: string, url: string, body?: unk
 
 const DENIED_BY_POLICY = "ValidatingAdmissionPolicy 'vault-rollout' with binding 'vault-rollout' denied request";
 
-function applyManifest(file: string, context = C): void {
-  execFileSync(kubectl, [`--kubeconfig=${cluster(context).adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-clusters', `--filename=${join(repoRootDir, file)}`], { stdio: 'pipe' });
+function applyManifest(file: string, context = C, input?: string): void {
+  execFileSync(kubectl, [`--kubeconfig=${cluster(context).adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-clusters', `--filename=${input === undefined ? join(repoRootDir, file) : '-'}`], { stdio: 'pipe', ...(input === undefined ? {} : { input }) });
 }
+
+/** The policy for this file's table (bounded to NS), as `vault-rollout admission-policy --routes` prints it. */
+const applyTablePolicy = (context = C): void => applyManifest('-', context, admissionPolicyYaml(admissionPolicy(table()), 'admission-policy.test.ts'));
+/** What the test clusters run with (test/clusters/clusters.ts): every kind, every namespace. */
+const CLUSTERS_POLICY = 'test/clusters/admission-policy.yaml';
 
 let seq = 0;
 const write = (key: string, version: number, time = '2026-11-20T10:00:00Z') =>
@@ -93,8 +103,10 @@ const allChanges = (version: number, time: string) => [...WORKLOADS.map((k) => w
 beforeAll(async () => {
   // What `npm run clusters:up` applies, applied again: clusters started before the policy existed get it too.
   applyManifest('infra/rbac/clusterrole.yaml');
-  applyManifest('infra/rbac/admission-policy.yaml');
+  applyTablePolicy();
   await createNamespace(C, NS);
+  await createNamespace(C, UNTARGETED);
+  await createWorkload(C, UNTARGETED, 'Deployment', 'deployment-app');
   const a = admin(C);
   const crd = await a.request('POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', { body: HARBOR_CRD });
   if (crd.status !== 201 && crd.status !== 409) throw new Error(`Harbor CRD: HTTP ${crd.status} ${crd.text.slice(0, 200)}`);
@@ -111,11 +123,16 @@ beforeAll(async () => {
     const body = kind === 'Rollout' ? { spec: { restartAt: '2026-01-01T00:00:00Z' } } : kind === 'CronJob' ? { spec: { jobTemplate: { spec: { template: { metadata: { annotations } } } } } } : { spec: { template: { metadata: { annotations } } } };
     return attempt(identity(), 'PATCH', `${path(kind, `${kind.toLowerCase()}-app`)}?dryRun=All`, body, kind === 'Rollout' ? MERGE : SMP);
   };
-  await waitFor(async () => (await attempt(identity(), 'PATCH', path('Deployment', 'deployment-app'), { spec: { replicas: 5 } }, SMP)).status === 403 && (await Promise.all(WORKLOADS.map(dryRestart))).every((r) => r.status === 200), { timeoutMs: 30_000, what: 'the admission policy in force' });
+  const dryRestartUntargeted = () => attempt(identity(), 'PATCH', `${path('Deployment', 'deployment-app', UNTARGETED)}?dryRun=All`, { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-01-01T00:00:00Z' } } } } }, SMP);
+  await waitFor(async () => (await attempt(identity(), 'PATCH', path('Deployment', 'deployment-app'), { spec: { replicas: 5 } }, SMP)).status === 403 && (await dryRestartUntargeted()).status === 403 && (await Promise.all(WORKLOADS.map(dryRestart))).every((r) => r.status === 200), { timeoutMs: 30_000, what: 'the admission policy in force' });
 }, 180_000);
 
 afterAll(async () => {
+  // The other test files restart in namespaces of their own: give the clusters their every-namespace policy back.
+  applyManifest(CLUSTERS_POLICY);
+  applyManifest(CLUSTERS_POLICY, 'gamma');
   await deleteNamespace(C, NS);
+  await deleteNamespace(C, UNTARGETED);
 });
 
 describe('the vault-rollout identity is allowed every restart the product makes', () => {
@@ -157,6 +174,37 @@ describe('the vault-rollout identity is allowed every restart the product makes'
     expect(apply(manifest({ 'kubectl.kubernetes.io/restartedAt': '2026-11-21T00:00:00Z' }), true)).toContain('serverside-applied (server dry run)');
     expect(apply(manifest({ 'kubectl.kubernetes.io/restartedAt': '2026-11-21T00:00:00Z' }), false)).toContain('serverside-applied');
     expect(() => apply(manifest({ 'kubectl.kubernetes.io/restartedAt': '2026-11-21T00:00:00Z' }, 'evil.invalid/miner:1'), true)).toThrow(/denied request: vault-rollout may change only/);
+  });
+});
+
+describe('the vault-rollout identity restarts only in the namespaces the routes target (issue #21)', () => {
+  const restartPatch = { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-23T00:00:00Z' } } } } };
+
+  it('refuses a restart patch in a namespace no route targets, where RBAC allows it; allows the same patch in a targeted one', async () => {
+    const before = await getWorkload(C, UNTARGETED, 'Deployment', 'deployment-app');
+    for (const dryRun of ['?dryRun=All', '']) {
+      const refused = await attempt(identity(), 'PATCH', `${path('Deployment', 'deployment-app', UNTARGETED)}${dryRun}`, restartPatch, SMP);
+      expect(refused).toEqual({ status: 403, message: expect.stringContaining(DENIED_BY_POLICY) });
+      expect(refused.message).toContain(`vault-rollout may not patch a apps/Deployment in namespace ${UNTARGETED}: its routes target it only in ${NS}`);
+      // The record-only patch reconcile writes is a write too, and refused there as well.
+      const record = await attempt(identity(), 'PATCH', `${path('Deployment', 'deployment-app', UNTARGETED)}${dryRun}`, { metadata: { annotations: { 'vault-rollout.io/versions': '{"secret/x":1}' } } }, MERGE);
+      expect(record.status).toBe(403);
+    }
+    const after = await getWorkload(C, UNTARGETED, 'Deployment', 'deployment-app');
+    expect(after.spec.template?.metadata?.annotations).toEqual(before.spec.template?.metadata?.annotations);
+    expect(after.metadata.generation).toBe(before.metadata.generation);
+
+    const allowed = await attempt(identity(), 'PATCH', path('Deployment', 'deployment-app'), restartPatch, SMP);
+    expect(allowed.status).toBe(200);
+    expect((await getWorkload(C, NS, 'Deployment', 'deployment-app')).spec.template?.metadata?.annotations?.['kubectl.kubernetes.io/restartedAt']).toBe('2026-11-23T00:00:00Z');
+  });
+
+  it('the product\'s own executor: a route to the untargeted namespace, with a policy generated without it, is refused by the API server', async () => {
+    const stray = routingTable(`  - name: stray
+    match: { path: "secret/adm/stray" }
+    targets: [{ clusters: [${C}], namespace: ${UNTARGETED}, kind: Deployment, name: deployment-app }]`);
+    const [result] = await restart(stray, [write('adm/stray', 1)]);
+    expect(result).toMatch(/^Deployment\/deployment-app: failed \(.*vault-rollout may not patch a apps\/Deployment in namespace /);
   });
 });
 
@@ -280,17 +328,18 @@ describe('doctor', () => {
 
   it('reports the policy installed and enforced, and names the fix when its binding is gone', async () => {
     applyManifest('infra/rbac/clusterrole.yaml', 'gamma');
-    applyManifest('infra/rbac/admission-policy.yaml', 'gamma');
+    applyTablePolicy('gamma');
+    // The five workload kinds and Harbor: the kinds this file's table targets.
     expect(await policyCheck()).toEqual([
-      `${C}: ok: installed and enforced: this identity may change only what a restart writes (8 kinds)`,
-      'gamma: ok: installed and enforced: this identity may change only what a restart writes (8 kinds)',
+      `${C}: ok: installed and enforced: this identity may change only what a restart writes (6 kinds)`,
+      'gamma: ok: installed and enforced: this identity may change only what a restart writes (6 kinds)',
     ]);
     const gamma = admin('gamma');
     await must(gamma, 'DELETE', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/vault-rollout');
     try {
       expect((await policyCheck())[1]).toBe('gamma: PROBLEM: the policy is installed but not enforced: no ValidatingAdmissionPolicyBinding vault-rollout with validationActions [Deny] (fix: vault-rollout admission-policy --routes FILE | kubectl apply --server-side -f -   (Kubernetes >= 1.30))');
     } finally {
-      applyManifest('infra/rbac/admission-policy.yaml', 'gamma');
+      applyManifest(CLUSTERS_POLICY, 'gamma');
     }
   });
 });

@@ -329,7 +329,7 @@ clusters.forEach((c: ClusterInfo, i: number) => {
       expectStatus(smp, 415);
       const bad = await vr.request<Status>('PATCH', `${base}/canary`, { body: { spec: { restartAt: 'tomorrow' } }, contentType: 'application/merge-patch+json' });
       expectStatus(bad, 422);
-      // RBAC would let it pause the Rollout; the admission policy (infra/rbac/admission-policy.yaml) does not.
+      // RBAC would let it pause the Rollout; the admission policy (test/clusters/admission-policy.yaml) does not.
       const paused = await vr.request<Status>(
         'PATCH', `${base}/canary`, { body: { spec: { paused: true } }, contentType: 'application/merge-patch+json' });
       expectStatus(paused, 403);
