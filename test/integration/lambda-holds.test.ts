@@ -27,12 +27,13 @@ import { workerBatchSize } from '../../lib/deploy/worker-batch-size.ts';
 import { buildApp } from '../../lib/http/app.ts';
 import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
 import { HOLDS_BEFORE_RESEND } from '../../lib/pipeline/worker.ts';
-import { isGateMessage, parseRolloutMessage, type QueueMessage } from '../../lib/queue/rollout-message.ts';
+import { isGateMessage, parseRolloutMessage, rolloutMessages, type QueueMessage } from '../../lib/queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, EMULATOR_REGION, startSqsEmulator, type FifoQueuePair, type SqsEmulator } from '../sqs/emulator.ts';
+import { createSlotTable, startDynamoDbLocal, type DynamoDbLocal } from '../dynamodb/dynamodb-local.ts';
 import { admin, alteredKubeconfig, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-holds');
@@ -44,6 +45,7 @@ const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-holds-'));
 const routesFile = join(dir, 'routes.yaml');
 
 let emulator: SqsEmulator;
+let dynamo: DynamoDbLocal;
 let sqs: SQSClient;
 let queue: FifoQueuePair;
 let table: RoutingTable;
@@ -88,8 +90,16 @@ routes:
   await Promise.all(['alpha', 'beta'].map((c) => createWorkload(c, NS, 'Deployment', 'gated')));
   await createWorkload('beta', NS, 'Deployment', 'isolated');
 
+  // The rotation store (released waves, halts) as in Lambda: a DynamoDB table, here on DynamoDB Local.
+  dynamo = await startDynamoDbLocal();
+  const stateClient = dynamo.client();
+  await createSlotTable(stateClient, 'rotation-state');
+  stateClient.destroy();
   // The worker function as Lambda loads it: its module reads the environment once.
   Object.assign(process.env, {
+    VAULT_ROLLOUT_STATE_TABLE: 'rotation-state',
+    AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
+    VAULT_ROLLOUT_DLQ_URL: queue.deadLetterQueueUrl,
     VAULT_ROLLOUT_ROUTES: routesFile,
     VAULT_ROLLOUT_QUEUE_URL: queue.queueUrl,
     AWS_ENDPOINT_URL_SQS: emulator.endpoint,
@@ -108,6 +118,7 @@ afterAll(async () => {
   process.env = savedEnv;
   sqs?.destroy();
   await emulator?.stop();
+  await dynamo?.stop();
   await Promise.all(['alpha', 'beta'].map((c) => deleteNamespace(c, NS)));
 });
 
@@ -272,6 +283,17 @@ describe('the Lambda worker on a real FIFO queue', () => {
     }
     expect(await depth(queue.deadLetterQueueUrl)).toBe(0);
   }, 200_000);
+
+  it('a forged later-wave message (beta, a version no gate released) is dead-lettered with its reason; nothing restarts', async () => {
+    const before = await recorded('beta', 'gated');
+    const forged = rolloutMessages('beta', [{ namespace: '', mount: 'secret', key: 'holds/gated', path: 'secret/holds/gated', operation: 'write', version: 9, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'forged-9', time: new Date().toISOString(), record: 'forged' }], new Date().toISOString(), 1);
+    await new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }).send(forged);
+    await eventSourceMapping(async () => (await depth(queue.queueUrl)) === 0, 30_000);
+    expect(await recorded('beta', 'gated')).toEqual(before);
+    const dead = (await sqs.send(new ReceiveMessageCommand({ QueueUrl: queue.deadLetterQueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }))).Messages ?? [];
+    expect(dead.map((m) => m.MessageAttributes?.reason?.StringValue)).toEqual([expect.stringMatching(/cluster "beta" is in wave 2 of 2 of rotation [0-9a-f]+ \(route gated\), and no passed gate released that wave/)]);
+    await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: queue.deadLetterQueueUrl, Entries: dead.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
+  }, 60_000);
 
   it('batches of 10: a hanging cluster delays no other cluster\'s next message (each cluster handed back as soon as it is worked)', async () => {
     const intake = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });

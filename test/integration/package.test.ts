@@ -143,7 +143,8 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       expect(entries.map((e) => e.name).sort()).toEqual(
         REACHES_CLUSTERS.has(fn) ? [`functions/${fn}.mjs`, `infra/routes/${stage}.compiled.json`, `infra/routes/${stage}.intake.compiled.json`] : [`functions/${fn}.mjs`, `infra/routes/${stage}.intake.compiled.json`],
       );
-      if (!REACHES_CLUSTERS.has(fn)) for (const e of entries) expect(e.data.toString()).not.toMatch(/"inline"|kubeconfig"\s*:\s*\{\s*"file"/);
+      // The tables a non-cluster function carries name no file or inline kubeconfig (its bundle's code may well say "inline").
+      if (!REACHES_CLUSTERS.has(fn)) for (const e of entries.filter((x) => x.name.endsWith('.json'))) expect(e.data.toString()).not.toMatch(/"inline"|kubeconfig"\s*:\s*\{\s*"file"/);
       // The YAML, checked and compiled: the function loads the same table without parsing YAML.
       const compiled = entries.find((e) => e.name === routesOf(fn))?.data.toString() ?? '';
       expect(loadCompiledRoutingTable(compiled, routesOf(fn))).toEqual(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), routesOf(fn)));
@@ -319,8 +320,13 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       secrets.map((s) => (s.startsWith('arn:') ? s : sub(`arn:\${AWS::Partition}:secretsmanager:\${AWS::Region}:\${AWS::AccountId}:secret:${s}-??????`))),
     );
     expect(byAction('WorkerRole', 'sqs:ReceiveMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
-    // Only to its own queue: the follow-ups of rollouts that outlast an invocation.
-    expect(byAction('WorkerRole', 'sqs:SendMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
+    // Only to its own queue (the follow-ups of rollouts that outlast an invocation, the next wave) and its DLQ (a
+    // refused message, with its reason).
+    expect(byAction('WorkerRole', 'sqs:SendMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }, { 'Fn::GetAtt': ['RolloutDeadLetterQueue', 'Arn'] }]);
+    // The rotation store: the worker reads and writes released waves and halts, reconcile only reads halts; no Scan, no delete.
+    expect(byAction('WorkerRole', 'dynamodb:UpdateItem')).toEqual([{ 'Fn::GetAtt': ['RotationStateTable', 'Arn'] }]);
+    expect(byAction('ReconcileRole', 'dynamodb:Query')).toEqual([{ 'Fn::GetAtt': ['RotationStateTable', 'Arn'] }]);
+    expect(byAction('ReconcileRole', 'dynamodb:PutItem')).toEqual([]);
     for (const role of ['HttpRole', 'LogsRole']) {
       for (const action of ['eks:DescribeCluster', 'sts:AssumeRole', 'secretsmanager:GetSecretValue', 'sqs:ReceiveMessage', 'sqs:DeleteMessage']) expect([role, action, byAction(role, action)]).toEqual([role, action, []]);
       expect(byAction(role, 'sqs:SendMessage')).toContainEqual({ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] });

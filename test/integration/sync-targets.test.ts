@@ -121,10 +121,10 @@ describe('sync targets with the CRDs and no operator', () => {
   const table = () =>
     routingTable(`  - name: es
     match: { path: "secret/sync/{service}/db" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, sync: { kind: ExternalSecret, name: "{service}-db" } }]
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], sync: { kind: ExternalSecret, name: "{service}-db" } }]
   - name: vss
     match: { path: "secret/sync/{service}/vss" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, sync: { kind: VaultStaticSecret, name: "{service}" } }]`);
+    targets: [{ clusters: [alpha], namespace: ${NS}, names: ["*"], sync: { kind: VaultStaticSecret, name: "{service}" } }]`);
 
   beforeAll(async () => {
     const es = (name: string, spec: Record<string, unknown>) => ({ apiVersion: 'external-secrets.io/v1', kind: 'ExternalSecret', metadata: { name, namespace: NS }, spec: { secretStoreRef: { kind: 'SecretStore', name: 'openbao' }, target: { name: 'db' }, data: [{ secretKey: 'password', remoteRef: { key: 'x', property: 'password' } }], ...spec } });
