@@ -10,7 +10,7 @@
 import { Agent, request, type RequestOptions } from 'node:https';
 import { ApiException, type PatchStrategy } from '@kubernetes/client-node';
 import type { ClusterAccess } from './cluster-access.ts';
-import type { KubeObject } from './workload-kinds.ts';
+import type { KubeObject } from '../workloads/workload-kinds.ts';
 
 export const FIELD_MANAGER = 'vault-rollout';
 

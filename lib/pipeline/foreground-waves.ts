@@ -5,7 +5,7 @@
  * the other: a change of a halted rotation is refused here too, and a gate passed here releases the wave for the
  * queue's worker as well.
  */
-import { executeRollouts, recordHalt, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
+import { executeRollouts, recordHalt, type ExecutorOptions, type RolloutResult } from '../engine/rollout-executor.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
 import { changeIdentity, queuedChange } from '../queue/rollout-message.ts';

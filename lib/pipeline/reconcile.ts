@@ -19,12 +19,12 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import { kubeApiFor, type KubeApi } from '../kube/kube-api.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';
-import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
-import { ConcurrencyLimiter } from '../kube/limiter.ts';
-import { ANNOTATIONS, decideRestart, parseWatchAnnotation, readRecord, recordedWithoutRestart, recordKey, recordOnlyPatch, recordValue, type RecordedVersions } from '../kube/restart-record.ts';
-import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from '../kube/retry.ts';
-import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
+import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
+import { ConcurrencyLimiter } from '../kernel/limiter.ts';
+import { ANNOTATIONS, decideRestart, parseWatchAnnotation, readRecord, recordedWithoutRestart, recordKey, recordOnlyPatch, recordValue, type RecordedVersions } from '../plan/restart-record.ts';
+import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from '../engine/retry.ts';
+import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
+import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import { planRollouts, type ConsumersRolloutTarget, type Plan, type RolloutTarget, type SecretRef } from '../plan/planner.ts';
 import { changeIdentity, queuedChange, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';

@@ -13,8 +13,8 @@
  * forged message can neither run nor hold the real messages of its group behind it, and a change refused because
  * the sender planned with another table is kept where an operator finds it, not lost.
  */
-import { executeRollouts, NOT_RESTARTED_YET, recordHalt, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
-import { METRICS, type Telemetry } from '../observability/telemetry.ts';
+import { executeRollouts, NOT_RESTARTED_YET, recordHalt, type ExecutorOptions, type RolloutResult } from '../engine/rollout-executor.ts';
+import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
 import { decideGate, settleDelay, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
 import {

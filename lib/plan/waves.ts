@@ -3,7 +3,7 @@
  * wave's gate does given the states read back from its clusters. No clock, no network: `now` is an argument, so
  * the intake, the worker and `plan` agree, and the rules are table-tested.
  */
-import type { RolloutState } from '../kube/rollout-health.ts';
+import type { RolloutState } from '../workloads/rollout-health.ts';
 import { changeSetHash, chunkChanges, queuedChange } from '../queue/rollout-message.ts';
 import type { RolloutPolicy, RoutingTable } from '../routing/routing-table.ts';
 import type { SecretChange } from '../sources/secret-change.ts';

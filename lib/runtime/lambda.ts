@@ -8,7 +8,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import type { AppDeps } from '../http/app.ts';
 import type { WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
-import type { Telemetry } from '../observability/telemetry.ts';
+import type { Telemetry } from '../kernel/telemetry.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { authModes, ConfigError, loadRoutesFromEnv, required, type Env } from './config.ts';

@@ -19,17 +19,17 @@ import { placeholders } from '../routing/template.ts';
 import { findMount, guessMount, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import { FIELD_MANAGER } from '../kube/kube-api.ts';
-import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, type RecordedVersions } from '../kube/restart-record.ts';
-import { parseLabelSelector, selectorMatches } from '../kube/label-selector.ts';
-import { consumersAmong, type ConsumedObject } from '../kube/consumers.ts';
-import type { PodCounts, RolloutState } from '../kube/rollout-health.ts';
-import { isSyncKind, SYNC_KINDS } from '../kube/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
-import { vaultPathProblem } from '../vault/vault-path.ts';
+import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, type RecordedVersions } from '../plan/restart-record.ts';
+import { parseLabelSelector, selectorMatches } from '../workloads/label-selector.ts';
+import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
+import type { PodCounts, RolloutState } from '../workloads/rollout-health.ts';
+import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
+import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import { vaultPathProblem } from '../sources/vault-path.ts';
 
 /**
  * A halted rotation is found where a wave's gate leaves it: a Warning `RotationHalted` Event on the workload that
- * failed the gate, named from the workload and its restart token (haltEventName in lib/kube/restart-record.ts), so
+ * failed the gate, named from the workload and its restart token (haltEventName in lib/plan/restart-record.ts), so
  * the Event of the restart the workload records now is found by name among one LIST of Events per namespace. An
  * identity that may not list Events (the vault-rollout role only creates them) cannot see halts: status says so.
  *
@@ -373,7 +373,7 @@ export function selectedPaths(table: RoutingTable, listings: readonly ClusterLis
   if (filter && literal !== undefined && filter.segments.every((s) => s.kind === 'literal')) found.add(literal);
   const paths = [];
   // A key that is no Vault path (`..`, empty or control-character segments) is never asked about: Vault would be
-  // asked for another path (lib/vault/vault-path.ts). Counted and named, escaped, in a note.
+  // asked for another path (lib/sources/vault-path.ts). Counted and named, escaped, in a note.
   let refused = 0;
   let example = '';
   for (const path of [...found].sort()) {

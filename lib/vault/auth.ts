@@ -18,10 +18,10 @@ import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { Hash } from '@smithy/hash-node';
 import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
-import type { AwsCredentialsProvider } from '../kube/credentials/eks-token.ts';
-import type { RelayLog } from '../relay/relay-log.ts';
-import { AppRoleTokenSource, GivenTokenSource, LoginTokenSource, type LoginRequest, type VaultTokenSource } from '../relay/vault-auth.ts';
-import type { VaultRedirectPolicy } from '../relay/vault-redirect.ts';
+import type { AwsCredentialsProvider } from '../aws/eks-token.ts';
+import type { RelayLog } from '../kernel/log.ts';
+import { AppRoleTokenSource, GivenTokenSource, LoginTokenSource, type LoginRequest, type VaultTokenSource } from './vault-auth.ts';
+import type { VaultRedirectPolicy } from './vault-redirect.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 

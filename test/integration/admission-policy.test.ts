@@ -6,8 +6,8 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { executeRollouts, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
-import { runDoctor } from '../../lib/kube/doctor.ts';
+import { executeRollouts, type RolloutResult } from '../../lib/engine/rollout-executor.ts';
+import { runDoctor } from '../../lib/deploy/doctor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';

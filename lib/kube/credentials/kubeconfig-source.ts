@@ -18,7 +18,7 @@ import type { Cluster, Context, User } from '@kubernetes/client-node';
 import type { ClusterConfig, KubeconfigSource } from '../../routing/schema.ts';
 import { ClusterAccessError } from '../cluster-access.ts';
 import type { ClusterAccess } from '../cluster-access.ts';
-import { awsErrorName } from './aws-error-name.ts';
+import { awsErrorName } from '../../aws/aws-error-name.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
 
