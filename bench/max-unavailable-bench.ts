@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path';
 import { ClusterClients } from '../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
 import { ANNOTATIONS } from '../lib/plan/restart-record.ts';
-import { executeRollouts, type RolloutResult } from '../lib/engine/rollout-executor.ts';
+import { executeRollouts, type RolloutResult } from '../lib/pipeline/kube-executor.ts';
 import { WORKLOAD_KINDS, type KubeObject } from '../lib/workloads/workload-kinds.ts';
 import { planRollouts } from '../lib/plan/planner.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';

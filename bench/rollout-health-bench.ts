@@ -11,7 +11,7 @@ import { dirname } from 'node:path';
 import { ClusterClients } from '../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
 import { kubeApiFor, type KubeApi } from '../lib/kube/kube-api.ts';
-import { executeRollouts } from '../lib/engine/rollout-executor.ts';
+import { executeRollouts } from '../lib/pipeline/kube-executor.ts';
 import { deploymentHealth } from '../lib/workloads/rollout-health.ts';
 import { planRollouts } from '../lib/plan/planner.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';

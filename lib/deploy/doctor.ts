@@ -10,7 +10,8 @@ import { WorkloadKinds, type ClusterConfig, type Target } from '../routing/schem
 import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
 import { WORKLOAD_KINDS } from '../workloads/workload-kinds.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';
-import { kubeApiFor, type ApiKind, type KubeApi } from '../kube/kube-api.ts';
+import { kubeApiFor } from '../kube/kube-api.ts';
+import type { ApiKind, KubeApi } from '../workloads/kube-port.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
 
 export interface DoctorCheck {

@@ -10,7 +10,7 @@
  * gives the same answer without anything remembered in between.
  */
 import { ApiException } from '@kubernetes/client-node';
-import type { KubeApi } from '../kube/kube-api.ts';
+import type { KubeApi } from '../workloads/kube-port.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
 import { ANNOTATIONS } from '../plan/restart-record.ts';
 import type { Health, PodCounts, RolloutState } from '../workloads/rollout-health.ts';

@@ -9,11 +9,11 @@
  * the sync's deadline counts from the nudge's time recorded on the resource, so follow-ups cannot extend it.
  */
 import type { ConsumersRolloutTarget } from '../plan/planner.ts';
-import type { KubeApi } from '../kube/kube-api.ts';
+import type { KubeApi } from '../workloads/kube-port.ts';
 import type { KubeFailure } from '../workloads/kube-errors.ts';
 import { describeConsumed, discoverConsumers, type ConsumedObject, type ListKind } from '../workloads/consumers.ts';
 import { followRollouts, type FollowedRollout } from './rollout-follower.ts';
-import type { RolloutResult, WorkloadDone } from './rollout-executor.ts';
+import type { RolloutResult, WorkloadDone } from './types.ts';
 import { DEFAULT_SYNC_TIMEOUT_MS, isSyncKind, SYNC_ANNOTATIONS, SYNC_KINDS, type SyncDescriptor } from '../workloads/sync-kinds.ts';
 import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 

@@ -5,7 +5,7 @@
  */
 import { ApiException } from '@kubernetes/client-node';
 import { emptyInventory, esoSources, needsNamespaceLabels, VSO_OPERATOR_NAMESPACE, vsoSources, type ClusterInventory } from './import-sources.ts';
-import type { ApiKind, KubeApi } from '../kube/kube-api.ts';
+import type { ApiKind, KubeApi } from '../workloads/kube-port.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 
 export const IMPORT_LIMITS = {

@@ -5,7 +5,8 @@
  * the other: a change of a halted rotation is refused here too, and a gate passed here releases the wave for the
  * queue's worker as well.
  */
-import { executeRollouts, recordHalt, type ExecutorOptions, type RolloutResult } from '../engine/rollout-executor.ts';
+import { type RolloutResult } from '../engine/rollout-executor.ts';
+import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
 import { changeIdentity, queuedChange } from '../queue/rollout-message.ts';
@@ -21,12 +22,12 @@ export interface ForegroundDeps {
   table: RoutingTable;
   rotations: RotationStore;
   /** How to restart; its `follow` (required for a rotation with waves) bounds each wave's following. */
-  executor: ExecutorOptions;
+  executor: ExecutorSettings;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
   log?: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
   /** How a rotation with waves follows its rollouts when `executor.follow` is not set (reset-version). */
-  followWaves?: NonNullable<ExecutorOptions['follow']>;
+  followWaves?: NonNullable<ExecutorSettings['follow']>;
   /** Only these targets (reset-version --cluster); the waves still run in order. */
   only?: (target: RolloutTarget) => boolean;
 }

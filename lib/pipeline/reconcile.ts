@@ -17,7 +17,8 @@
  * KV v1 keeps no versions and no metadata: reconcile cannot see its changes and says so for each such route.
  */
 import { PatchStrategy } from '@kubernetes/client-node';
-import { kubeApiFor, type KubeApi } from '../kube/kube-api.ts';
+import { kubeApiFor } from '../kube/kube-api.ts';
+import type { KubeApi } from '../workloads/kube-port.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';
 import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
 import { ConcurrencyLimiter } from '../kernel/limiter.ts';

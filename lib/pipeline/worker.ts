@@ -13,7 +13,8 @@
  * forged message can neither run nor hold the real messages of its group behind it, and a change refused because
  * the sender planned with another table is kept where an operator finds it, not lost.
  */
-import { executeRollouts, NOT_RESTARTED_YET, recordHalt, type ExecutorOptions, type RolloutResult } from '../engine/rollout-executor.ts';
+import { NOT_RESTARTED_YET, type RolloutResult } from '../engine/rollout-executor.ts';
+import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
 import { decideGate, settleDelay, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
@@ -57,7 +58,7 @@ export interface WorkerDeps {
    * refused message is acknowledged.
    */
   deadLetter?: (record: QueueRecord, reason: string) => Promise<void>;
-  executor: ExecutorOptions;
+  executor: ExecutorSettings;
   telemetry: Telemetry;
   /** Called for a cluster whose credentials were refused, so the next attempt resolves them again. */
   invalidate?: (cluster: string) => void;

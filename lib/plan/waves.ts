@@ -4,7 +4,7 @@
  * the intake, the worker and `plan` agree, and the rules are table-tested.
  */
 import type { RolloutState } from '../workloads/rollout-health.ts';
-import { changeSetHash, chunkChanges, queuedChange } from '../queue/rollout-message.ts';
+import { changeSetHash, chunkChanges, queuedChange } from './change-sets.ts';
 import type { RolloutPolicy, RoutingTable } from '../routing/routing-table.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { Plan } from './planner.ts';

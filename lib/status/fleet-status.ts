@@ -18,7 +18,7 @@ import { WorkloadKinds } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { findMount, guessMount, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import { FIELD_MANAGER } from '../kube/kube-api.ts';
+import { FIELD_MANAGER } from '../workloads/kube-port.ts';
 import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, type RecordedVersions } from '../plan/restart-record.ts';
 import { parseLabelSelector, selectorMatches } from '../workloads/label-selector.ts';
 import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';

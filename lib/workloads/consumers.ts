@@ -4,7 +4,7 @@
  * restartable kind and namespace, not one GET per workload.
  */
 import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
-import type { ApiKind } from '../kube/kube-api.ts';
+import type { ApiKind } from './kube-port.ts';
 import type { KubeFailure } from './kube-errors.ts';
 import { WORKLOAD_KINDS, type KubeObject } from './workload-kinds.ts';
 

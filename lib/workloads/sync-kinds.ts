@@ -11,7 +11,7 @@
  */
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { SyncKind, WorkloadKind } from '../routing/schema.ts';
-import { ANNOTATIONS } from '../plan/restart-record.ts';
+import { ANNOTATIONS } from './annotations.ts';
 import { conditions, type Condition, type Health } from './rollout-health.ts';
 import type { KubeObject, WorkloadDescriptor } from './workload-kinds.ts';
 

@@ -4,17 +4,11 @@
  */
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { WorkloadKind } from '../routing/schema.ts';
-import type { JsonPatchOperation } from '../kube/kube-api.ts';
-import { ANNOTATIONS } from '../plan/restart-record.ts';
+import type { JsonPatchOperation, KubeObject } from './kube-port.ts';
+import { ANNOTATIONS } from './annotations.ts';
 import { argoRolloutHealth, conditionHealth, daemonSetHealth, deploymentHealth, nothingToWaitFor, statefulSetHealth, type HealthRule, type WaitCondition } from './rollout-health.ts';
 
-export interface KubeObject {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string; generation?: number; annotations?: Record<string, string>; labels?: Record<string, string>; uid?: string };
-  spec?: Record<string, unknown>;
-  status?: Record<string, unknown>;
-}
+export type { KubeObject } from './kube-port.ts';
 
 export interface RestartPatchInput {
   /** Annotations to set: restartedAt, restart token, versions. */

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { executeRollouts, type RolloutResult } from '../../lib/engine/rollout-executor.ts';
+import { executeRollouts, type RolloutResult } from '../../lib/pipeline/kube-executor.ts';
 import { runDoctor } from '../../lib/deploy/doctor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';

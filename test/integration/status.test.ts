@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { statusCommand } from '../../lib/cli/status-command.ts';
 import { haltEventName } from '../../lib/plan/restart-record.ts';
-import { recordHalt } from '../../lib/engine/rollout-executor.ts';
+import { recordHalt } from '../../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
 import { waitFor } from '../clusters/kube-http.ts';

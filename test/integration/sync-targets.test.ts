@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import { runDoctor } from '../../lib/deploy/doctor.ts';
-import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/engine/rollout-executor.ts';
+import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/pipeline/kube-executor.ts';
 import { SYNC_ANNOTATIONS } from '../../lib/workloads/sync-kinds.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';
