@@ -4,11 +4,11 @@
  * signs the `x-k8s-aws-id: <cluster name>` header. The API server's authenticator replays the URL against STS to
  * learn who signed it, so no secret ever reaches the cluster and no aws CLI is needed in Lambda.
  */
-import { Hash } from '@smithy/hash-node';
 import { HttpRequest } from '@smithy/protocol-http';
-import { SignatureV4 } from '@smithy/signature-v4';
 import { RefreshingCache } from '../kernel/refreshing-cache.ts';
 import type { Clock } from '../kernel/refreshing-cache.ts';
+import type { AwsCredentials, AwsCredentialsProvider } from './credentials.ts';
+import { sigV4 } from './sigv4.ts';
 
 export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
 export const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
@@ -22,14 +22,7 @@ export const TOKEN_LIFETIME_MS = 15 * 60_000;
 /** Use a token at most this long, as `aws eks get-token` and client-go do: a minute of cushion before expiry. */
 export const TOKEN_REUSE_MS = 14 * 60_000;
 
-/** What signs the token; the shape the AWS SDK's credential providers return. */
-export interface AwsCredentials {
-  accessKeyId: string;
-  secretAccessKey: string;
-  sessionToken?: string;
-  expiration?: Date;
-}
-export type AwsCredentialsProvider = () => Promise<AwsCredentials>;
+export type { AwsCredentials, AwsCredentialsProvider } from './credentials.ts';
 
 export interface EksToken {
   /** The bearer token; never logged. */
@@ -83,12 +76,7 @@ export async function createEksToken(request: EksTokenRequest): Promise<EksToken
 
 async function presignGetCallerIdentity(request: EksTokenRequest, signingDate: Date): Promise<string> {
   const hostname = stsHostname(request.region);
-  const signer = new SignatureV4({
-    credentials: request.credentials,
-    region: request.region,
-    service: 'sts',
-    sha256: Hash.bind(null, 'sha256'),
-  });
+  const signer = sigV4(request.credentials, request.region, 'sts');
   const unsigned = new HttpRequest({
     method: 'GET',
     protocol: 'https:',

@@ -4,10 +4,9 @@
  * service `lambda`, the region of the URL. The body is hashed into the signature and sent as x-amz-content-sha256,
  * so neither the batch nor the headers can be changed on the way. Credentials never reach a log line.
  */
-import { Hash } from '@smithy/hash-node';
 import { HttpRequest } from '@smithy/protocol-http';
-import { SignatureV4 } from '@smithy/signature-v4';
-import type { AwsCredentialsProvider } from './eks-token.ts';
+import type { AwsCredentialsProvider } from './credentials.ts';
+import { sigV4 } from './sigv4.ts';
 
 /** `<url-id>.lambda-url.<region>.on.aws`: a Lambda Function URL, and its region. */
 const FUNCTION_URL_HOST = /^[a-z0-9]+\.lambda-url\.([a-z0-9-]+)\.on\.aws$/;
@@ -28,7 +27,7 @@ export interface OutgoingRequest {
 export type RequestSigner = (request: OutgoingRequest) => Promise<Record<string, string>>;
 
 export function sigV4Signer(options: { region: string; credentials: AwsCredentialsProvider; service?: string; now?: () => number }): RequestSigner {
-  const signer = new SignatureV4({ credentials: options.credentials, region: options.region, service: options.service ?? 'lambda', sha256: Hash.bind(null, 'sha256') });
+  const signer = sigV4(options.credentials, options.region, options.service ?? 'lambda');
   return async ({ url, method, headers, body }) => {
     const target = new URL(url);
     const query: Record<string, string> = {};

@@ -10,7 +10,7 @@ import { SSMClient } from '@aws-sdk/client-ssm';
 import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { RolloutResult } from '../engine/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
 
 /** A result as the worker logs it (the fields a report needs). */
 type WorkedResult = Pick<RolloutResult, 'cluster' | 'namespace' | 'kind' | 'name' | 'outcome' | 'reason'>;

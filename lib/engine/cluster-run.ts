@@ -2,19 +2,9 @@
 import type { RolloutTarget } from '../plan/planner.ts';
 import { ConcurrencyLimiter } from '../kernel/limiter.ts';
 import type { KubeFailure } from '../workloads/kube-errors.ts';
-import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import type { RolloutResult } from './types.ts';
 
 export const realClock = { now: Date.now, monotonic: () => performance.now() };
-
-export function descriptorOf(t: RolloutTarget): WorkloadDescriptor {
-  if (t.type === 'resource') return resourceDescriptor(t.apiVersion, t.kind, t.patch, t.wait);
-  if (t.type === 'workload') return WORKLOAD_KINDS[t.kind];
-  // Consumers targets pass the descriptor of each object they restart (sync-step.ts); this is only their first step's.
-  if (isSyncKind(t.kind)) return SYNC_KINDS[t.kind];
-  throw new Error(`a ${t.kind} target has no descriptor of its own`);
-}
 
 /** Limiters outlive one execution so concurrent invocations in one process share a cluster's budget. */
 const limiters = new Map<string, ConcurrencyLimiter>();

@@ -1,12 +1,13 @@
 /** The Events vault-rollout records on the objects it restarts: SecretRotated, RolloutComplete/Failed, RotationHalted. */
 import type { RolloutTarget } from '../plan/planner.ts';
+import { descriptorOf } from '../plan/target-descriptor.ts';
 import { EVENT_REPORTER, HALT_EVENT_REASON, haltEventName } from '../plan/restart-record.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterAccess } from '../workloads/kube-port.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
 import { isSyncKind } from '../workloads/sync-kinds.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
-import { descriptorOf, limiterFor, realClock } from './cluster-run.ts';
+import { limiterFor, realClock } from './cluster-run.ts';
 import { DEFAULT_RETRY, realRetryEnv } from './retry.ts';
 import type { ClusterRun, ExecutorOptions, RolloutResult } from './types.ts';
 

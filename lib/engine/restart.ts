@@ -5,11 +5,12 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { RolloutTarget } from '../plan/planner.ts';
 import { decideRestart, readRecord, restartAnnotations } from '../plan/restart-record.ts';
+import { descriptorOf } from '../plan/target-descriptor.ts';
 import { maxUnavailableFor, rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { SlotClaim } from '../slots/admission.ts';
 import { LEASE_MARGIN_MS, slotHolder, slotScopes } from '../slots/slot-store.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
-import { descriptorOf, identity, targetName } from './cluster-run.ts';
+import { identity, targetName } from './cluster-run.ts';
 import { recordEvent } from './events.ts';
 import { withRetries } from './retry.ts';
 import { NOT_RESTARTED_YET, type ClusterRun, type Outcome, type Restarted, type WorkloadDone } from './types.ts';

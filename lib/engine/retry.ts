@@ -1,7 +1,8 @@
 /**
- * Bounded retries with full-jitter exponential backoff, honouring Retry-After. Clock, sleep and randomness are
+ * Bounded retries with full-jitter exponential backoff (kernel/backoff.ts), honouring Retry-After. Clock, sleep and randomness are
  * injected so tests run instantly and deterministically.
  */
+import { backoffDelayMs } from '../kernel/backoff.ts';
 import { classifyKubeError, type KubeFailure } from '../workloads/kube-errors.ts';
 
 export interface RetryPolicy {
@@ -28,8 +29,7 @@ export const realRetryEnv: RetryEnv = {
 
 export function backoffDelay(attempt: number, failure: KubeFailure, policy: RetryPolicy, random: () => number): number {
   if (failure.retryAfterMs !== undefined) return Math.min(failure.retryAfterMs, policy.maxRetryAfterMs);
-  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
-  return Math.floor(random() * ceiling);
+  return backoffDelayMs(attempt, policy.baseDelayMs, policy.maxDelayMs, random, 0);
 }
 
 export type Attempt<T> = { ok: true; value: T; attempts: number } | { ok: false; failure: KubeFailure; attempts: number };

@@ -7,13 +7,14 @@
  */
 import { targetsByCluster, type RolloutTarget } from '../plan/planner.ts';
 import { ANNOTATIONS, parseWatchAnnotation } from '../plan/restart-record.ts';
+import { descriptorOf } from '../plan/target-descriptor.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
 import { maxUnavailableFor, type RoutingTable } from '../routing/routing-table.ts';
 import { Admission } from '../slots/admission.ts';
 import type { ClusterAccess } from '../workloads/kube-port.ts';
 import type { KubeFailure } from '../workloads/kube-errors.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
-import { descriptorOf, failedResult, identity, limiterFor, realClock, targetName } from './cluster-run.ts';
+import { failedResult, identity, limiterFor, realClock, targetName } from './cluster-run.ts';
 import { followDone } from './follow-deferred.ts';
 import { restartWorkload } from './restart.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries } from './retry.ts';

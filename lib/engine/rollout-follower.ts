@@ -10,6 +10,7 @@
  * gives the same answer without anything remembered in between.
  */
 import { ApiException } from '@kubernetes/client-node';
+import { backoffDelayMs } from '../kernel/backoff.ts';
 import type { KubeApi } from '../workloads/kube-port.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
 import { ANNOTATIONS } from '../plan/restart-record.ts';
@@ -340,7 +341,4 @@ function watchGroup(first: FollowTarget, options: FollowOptions, clock: { now():
 }
 
 /** 250 ms doubling to 5 s, jittered; a flapping cluster costs a request every few seconds at most. */
-const backoff = (failures: number): number => {
-  const cap = Math.min(5_000, 250 * 2 ** Math.min(failures - 1, 5));
-  return cap / 2 + Math.random() * (cap / 2);
-};
+const backoff = (failures: number): number => backoffDelayMs(failures, 250, 5_000);

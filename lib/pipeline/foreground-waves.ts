@@ -5,7 +5,7 @@
  * the other: a change of a halted rotation is refused here too, and a gate passed here releases the wave for the
  * queue's worker as well.
  */
-import { type RolloutResult } from '../engine/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
 import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';

@@ -2,7 +2,8 @@
  * The engine bound to the Kubernetes HTTPS client: callers that give no `apiFor` (the CLI, the Lambda worker, the
  * integration tests) reach their clusters through kube-api.ts. The engine itself knows only its port.
  */
-import { executeRollouts as executeWithPort, recordHalt as recordHaltWithPort, type ExecutorOptions, type RolloutResult } from '../engine/rollout-executor.ts';
+import { executeRollouts as executeWithPort, recordHalt as recordHaltWithPort } from '../engine/rollout-executor.ts';
+import type { ExecutorOptions, RolloutResult } from '../engine/types.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
 import type { RolloutTarget } from '../plan/planner.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
@@ -28,6 +29,6 @@ export const executeRollouts = (table: RoutingTable, targets: readonly RolloutTa
 
 export const recordHalt = (table: RoutingTable, target: RolloutTarget, name: string, settings: ExecutorSettings, message: string): Promise<void> => recordHaltWithPort(table, target, name, withKubeApi(settings), message);
 
-export type { RolloutResult } from '../engine/rollout-executor.ts';
+export type { RolloutResult } from '../engine/types.ts';
 /** The options callers of this module pass: the engine's, the API optional. */
 export type { ExecutorSettings as ExecutorOptions };

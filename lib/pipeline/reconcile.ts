@@ -24,8 +24,9 @@ import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
 import { ConcurrencyLimiter } from '../kernel/limiter.ts';
 import { ANNOTATIONS, decideRestart, parseWatchAnnotation, readRecord, recordedWithoutRestart, recordKey, recordOnlyPatch, recordValue, type RecordedVersions } from '../plan/restart-record.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries, type RetryEnv, type RetryPolicy } from '../engine/retry.ts';
-import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import { isSyncKind } from '../workloads/sync-kinds.ts';
+import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import { descriptorOf } from '../plan/target-descriptor.ts';
 import { planRollouts, type ConsumersRolloutTarget, type Plan, type RolloutTarget, type SecretRef } from '../plan/planner.ts';
 import { changeIdentity, queuedChange, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
@@ -230,10 +231,8 @@ async function readVault(deps: ReconcileDeps, limits: ReconcileLimits): Promise<
   return { routes, paths, pathErrors, changes };
 }
 
-/** A target reconcile decides object by object: a workload, a custom resource, or an operator's resource (sync). */
-type DecidedTarget = Exclude<RolloutTarget, ConsumersRolloutTarget>;
-
-const descriptorOf = (t: DecidedTarget): WorkloadDescriptor => (t.type === 'resource' ? (isSyncKind(t.kind) ? SYNC_KINDS[t.kind] : resourceDescriptor(t.apiVersion, t.kind, t.patch, t.wait)) : WORKLOAD_KINDS[t.kind]);
+/** A target reconcile decides object by object: a workload, a custom resource, or an operator's resource (a consumers target of a sync kind). */
+type DecidedTarget = RolloutTarget;
 
 /**
  * What a consumers target stands for, as targets reconcile decides like any other: with a sync kind, the operator's
@@ -244,8 +243,7 @@ const descriptorOf = (t: DecidedTarget): WorkloadDescriptor => (t.type === 'reso
  */
 async function consumerTargets(t: ConsumersRolloutTarget, list: (d: WorkloadDescriptor, namespace: string) => Promise<KubeObject[]>): Promise<DecidedTarget[]> {
   if (isSyncKind(t.kind)) {
-    const sync = SYNC_KINDS[t.kind];
-    return [{ ...t, type: 'resource', apiVersion: sync.apiVersion, kind: t.kind, name: t.name, patch: {} }];
+    return [t];
   }
   const consumed: ConsumedObject = t.kind === 'Secret' ? { secret: t.name } : { secretProviderClass: t.name };
   const perKind = await Promise.all(
@@ -295,7 +293,7 @@ interface PodView {
  * own; reconcile never patches what it never managed), behind when it records an older version.
  */
 function podsRunVersion(target: DecidedTarget, object: KubeObject, pods: readonly PodView[] | undefined, since: number, neverRecorded: boolean): boolean {
-  if (target.type === 'resource') return neverRecorded;
+  if (target.type !== 'workload') return neverRecorded;
   if (target.kind === 'CronJob') return (((object as { status?: { active?: unknown[] } }).status?.active) ?? []).length === 0;
   const selector = (object as { spec?: { selector?: LabelSelector } }).spec?.selector;
   return (pods ?? []).filter((p) => selects(selector, p.labels)).every((p) => p.startedAt === undefined || p.startedAt >= since);

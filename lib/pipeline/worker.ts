@@ -13,7 +13,7 @@
  * forged message can neither run nor hold the real messages of its group behind it, and a change refused because
  * the sender planned with another table is kept where an operator finds it, not lost.
  */
-import { NOT_RESTARTED_YET, type RolloutResult } from '../engine/rollout-executor.ts';
+import { NOT_RESTARTED_YET, type RolloutResult } from '../engine/types.ts';
 import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { planRollouts, type RolloutTarget } from '../plan/planner.ts';

@@ -11,6 +11,7 @@
  * records (all that the clusters can say). KV v1 has no versions: the records hold change times, and status can
  * only compare those; neither status nor reconcile can see what Vault holds.
  */
+import { descriptorOf } from '../plan/target-descriptor.ts';
 import { planRollouts, type ConsumersRolloutTarget, type RolloutTarget } from '../plan/planner.ts';
 import { compilePattern, PatternIndex, type CompiledPattern } from '../routing/path-pattern.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget, rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
@@ -194,10 +195,6 @@ export function splitRecordedPath(table: RoutingTable, qualified: string): { vau
 /** The change status asks the planner about: a write of the path at its current version. */
 function probeChange(p: { vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }, version: number | null): SecretChange {
   return { namespace: p.vaultNamespace, mount: p.mount, key: p.key, path: `${p.mount}/${p.key}`, operation: 'write', version, kvVersion: p.kvVersion, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'status', time: '', record: 'status' };
-}
-
-function descriptorOf(t: Exclude<RolloutTarget, ConsumersRolloutTarget>): WorkloadDescriptor {
-  return t.type === 'resource' ? resourceDescriptor(t.apiVersion, t.kind, {}, t.wait) : WORKLOAD_KINDS[t.kind];
 }
 
 /**

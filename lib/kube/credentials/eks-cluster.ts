@@ -13,7 +13,7 @@ import { ClusterAccessError } from '../cluster-access.ts';
 import type { ClusterAccess } from '../cluster-access.ts';
 import { awsErrorName } from '../../aws/aws-error-name.ts';
 import { EksTokenCache, TOKEN_LIFETIME_MS } from '../../aws/eks-token.ts';
-import type { AwsCredentials, AwsCredentialsProvider } from '../../aws/eks-token.ts';
+import type { AwsCredentials, AwsCredentialsProvider } from '../../aws/credentials.ts';
 import { RefreshingCache } from '../../kernel/refreshing-cache.ts';
 import type { Clock } from '../../kernel/refreshing-cache.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
