@@ -12,16 +12,13 @@ import type { ClusterAccess, KubeApi } from '../workloads/kube-port.ts';
 import type { PodCounts, RolloutState } from '../workloads/rollout-health.ts';
 import type { WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import type { RetryEnv, RetryPolicy } from './retry.ts';
+import type { WorkloadRef } from '../workloads/workload-ref.ts';
 
 /** `deferred`: bounded by `rollout.maxUnavailable` and no slot free; not patched, tried again (see README). */
 export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed', 'deferred'] as const;
 export type Outcome = (typeof Outcomes)[number];
 
-export interface RolloutResult {
-  cluster: string;
-  namespace: string;
-  kind: string;
-  name: string;
+export interface RolloutResult extends WorkloadRef {
   outcome: Outcome;
   /** Why: the failure reason (`forbidden`, `unreachable`, `tls`...), the skip reason, or empty. */
   reason: string;

@@ -4,7 +4,8 @@
  * items and time; a kind that is not installed or not readable is named, never guessed.
  */
 import { ApiException } from '@kubernetes/client-node';
-import { emptyInventory, esoSources, needsNamespaceLabels, VSO_OPERATOR_NAMESPACE, vsoSources, type ClusterInventory } from './import-sources.ts';
+import { esoSources, needsNamespaceLabels } from './eso-sources.ts';
+import { emptyInventory, VSO_OPERATOR_NAMESPACE, vsoSources, type ClusterInventory } from './import-sources.ts';
 import type { ApiKind, KubeApi } from '../workloads/kube-port.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 

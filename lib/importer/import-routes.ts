@@ -7,7 +7,9 @@
 import { Document, isMap, isSeq, type YAMLMap } from 'yaml';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import type { WorkloadKind } from '../routing/schema.ts';
-import { esoSources, reloaderRestarts, referencesSecret, vsoSources, type ClusterInventory, type Unmapped, type VaultSource, type WorkloadRef } from './import-sources.ts';
+import { esoSources } from './eso-sources.ts';
+import { reloaderRestarts, referencesSecret } from './reloader.ts';
+import { vsoSources, type ClusterInventory, type NamedWorkload, type Unmapped, type VaultSource } from './import-sources.ts';
 
 export const IMPORT_SOURCES = ['vso', 'eso', 'reloader'] as const;
 export type ImportSource = (typeof IMPORT_SOURCES)[number];
@@ -65,8 +67,8 @@ export interface ImportResult {
   servers: string[];
 }
 
-const key = (r: WorkloadRef) => `${r.kind}/${r.name}`;
-const workloadRef = (w: KubeObject): WorkloadRef => ({ kind: w.kind as WorkloadKind, name: w.metadata?.name ?? '' });
+const key = (r: NamedWorkload) => `${r.kind}/${r.name}`;
+const workloadRef = (w: KubeObject): NamedWorkload => ({ kind: w.kind as WorkloadKind, name: w.metadata?.name ?? '' });
 const sameServer = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
 const operatorSource = (s: VaultSource): ImportSource => (s.operator.kind === 'VaultStaticSecret' ? 'vso' : 'eso');
 

@@ -14,7 +14,7 @@ import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import { changeSets, secretIdentity } from './intake.ts';
+import { changeSets, secretIdentity } from '../plan/cluster-changes.ts';
 import { haltedReason, haltOf } from './wave-guard.ts';
 import { waveTargetState } from './worker.ts';
 
