@@ -9,7 +9,7 @@ export const HALT_EVENT_REASON = 'RotationHalted';
 
 /**
  * Who vault-rollout's Events say wrote them: `source.component`, `reportingComponent` and `reportingInstance` of
- * every Event it creates (rollout-executor.ts), created with the field manager of the same name (kube-api.ts), so
+ * every Event it creates (lib/engine/events.ts), created with the field manager of the same name (kube-port.ts), so
  * `metadata.managedFields` names it too. `status` counts only Events that carry all four.
  */
 export const EVENT_REPORTER = 'vault-rollout';
