@@ -26,6 +26,11 @@ export interface JsonPatchOperation {
   value: unknown;
 }
 
+/**
+ * The port. Its one error type: a call the API server answered with an error rejects with client-node's
+ * ApiException (status code, Status body, headers), whoever implements it (kube-api.ts, the tests' fake); a call
+ * that got no answer rejects with Node's error and its code. classifyKubeError (kube-errors.ts) reads both.
+ */
 export interface KubeApi {
   read(kind: ApiKind, namespace: string, name: string): Promise<KubeObject>;
   list(kind: ApiKind, namespace: string, labelSelector?: string): Promise<KubeObject[]>;
