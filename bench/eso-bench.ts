@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
-import { deploymentHealth } from '../lib/kube/rollout-health.ts';
+import { deploymentHealth } from '../lib/workloads/rollout-health.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, waitFor, type KubeClient } from '../test/clusters/kube-http.ts';
 import { ESO_API, OPERATORS_CLUSTER, applyObject, createSecretStore, externalSecretPath, operatorsCluster, startOperatorsVault, type OperatorsVault } from '../test/clusters/operators.ts';

@@ -6,7 +6,7 @@
 import { dirname } from 'node:path';
 import { ClusterClients } from '../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
-import { executeRollouts } from '../lib/kube/rollout-executor.ts';
+import { executeRollouts } from '../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../lib/plan/planner.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { parseInput } from '../lib/sources/parse.ts';

@@ -5,8 +5,8 @@
 import { dirname } from 'node:path';
 import { ClusterClients } from '../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../lib/kube/credentials/resolve.ts';
-import { ConcurrencyLimiter } from '../lib/kube/limiter.ts';
-import { executeRollouts } from '../lib/kube/rollout-executor.ts';
+import { ConcurrencyLimiter } from '../lib/kernel/limiter.ts';
+import { executeRollouts } from '../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../lib/plan/planner.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { parseInput } from '../lib/sources/parse.ts';

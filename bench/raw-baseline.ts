@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import type { ClusterInfo } from '../test/clusters/kube-http.ts';
-import { ConcurrencyLimiter } from '../lib/kube/limiter.ts';
+import { ConcurrencyLimiter } from '../lib/kernel/limiter.ts';
 
 export interface RawPatcher {
   /** A strategic-merge patch of one Deployment; resolves when the API server accepted it. */

@@ -9,10 +9,10 @@
  */
 import type { ClusterAccess } from '../lib/kube/cluster-access.ts';
 import type { KubeApi } from '../lib/kube/kube-api.ts';
-import type { KubeObject } from '../lib/kube/workload-kinds.ts';
+import type { KubeObject } from '../lib/workloads/workload-kinds.ts';
 import { reconcile } from '../lib/pipeline/reconcile.ts';
 import { MemoryRolloutQueue } from '../lib/queue/memory-queue.ts';
-import { staticTokenSource } from '../lib/relay/vault-auth.ts';
+import { staticTokenSource } from '../lib/vault/vault-auth.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { VaultMetadataClient } from '../lib/vault/metadata-client.ts';
 import { startDevServer } from '../test/vault/server.ts';

@@ -4,7 +4,7 @@
  * function's on-failure destination: nothing is dropped silently.
  */
 import type { CloudWatchLogsEvent } from 'aws-lambda';
-import { METRICS } from '../lib/observability/telemetry.ts';
+import { METRICS } from '../lib/kernel/telemetry.ts';
 import { intake } from '../lib/pipeline/intake.ts';
 import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 

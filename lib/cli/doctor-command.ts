@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { runDoctor } from '../kube/doctor.ts';
+import { runDoctor } from '../deploy/doctor.ts';
 import { table as textTable } from '../report/table.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';

@@ -5,9 +5,9 @@
 import { writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describeUnmapped, IMPORT_SOURCES, importRoutes, KvVersionConflictError, renderImport, type ImportCluster, type ImportResult, type ImportSource } from '../deploy/import-routes.ts';
-import { VSO_OPERATOR_NAMESPACE, type ClusterInventory } from '../deploy/import-sources.ts';
-import { readInventory } from '../kube/import-inventory.ts';
+import { describeUnmapped, IMPORT_SOURCES, importRoutes, KvVersionConflictError, renderImport, type ImportCluster, type ImportResult, type ImportSource } from '../importer/import-routes.ts';
+import { VSO_OPERATOR_NAMESPACE, type ClusterInventory } from '../importer/import-sources.ts';
+import { readInventory } from '../importer/import-inventory.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
 import { loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
 import { cliClusterClients } from './cluster-access.ts';

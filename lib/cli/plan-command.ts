@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { changeSets } from '../pipeline/intake.ts';
+import { changeSets } from '../plan/cluster-changes.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { planJson, planText } from '../report/plan-report.ts';
 import { EXIT, type CliIo } from './io.ts';

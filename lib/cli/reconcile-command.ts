@@ -10,16 +10,16 @@ import { SSMClient } from '@aws-sdk/client-ssm';
 import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import type { RolloutResult } from '../kube/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
 
 /** A result as the worker logs it (the fields a report needs). */
 type WorkedResult = Pick<RolloutResult, 'cluster' | 'namespace' | 'kind' | 'name' | 'outcome' | 'reason'>;
-import { memoryTelemetry } from '../observability/telemetry.ts';
+import { memoryTelemetry } from '../kernel/telemetry.ts';
 import { reconcile, type ReconcileReport } from '../pipeline/reconcile.ts';
 import { MemoryRolloutQueue } from '../queue/memory-queue.ts';
 import type { RolloutQueue } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
-import { jsonLinesLog } from '../relay/relay-log.ts';
+import { jsonLinesLog } from '../kernel/log.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
 import { vaultTokenSourceFromEnv } from '../vault/auth.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';

@@ -11,11 +11,11 @@ import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { BatchSender } from '../relay/batch-sender.ts';
 import { HttpBatchSender } from '../relay/http-sender.ts';
 import { DEFAULT_SPOOL_MAX_BYTES, startRelay, type RelayOptions } from '../relay/relay.ts';
-import { jsonLinesLog } from '../relay/relay-log.ts';
+import { jsonLinesLog } from '../kernel/log.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
-import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../relay/sigv4-signer.ts';
+import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../aws/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
-import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../vault/vault-auth.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
 

@@ -1,6 +1,6 @@
 import { loadRoutingTable, RoutingTableError, type RoutingTable } from '../routing/routing-table.ts';
 import { InputFormats, parseStream, type InputFormat } from '../sources/parse.ts';
-import type { RolloutResult } from '../kube/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
 import type { Plan } from '../plan/planner.ts';
 import { resultsJson, resultsText } from '../report/results-report.ts';
 import type { ParseResult } from '../sources/secret-change.ts';

@@ -6,16 +6,16 @@
  */
 import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
-import { jsonLinesLog } from '../relay/relay-log.ts';
-import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../relay/vault-auth.ts';
+import { jsonLinesLog } from '../kernel/log.ts';
+import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../vault/vault-auth.ts';
 import { printableJson } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
 import { parseDuration } from '../routing/schema.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
 import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';
-import { vaultPathProblem } from '../vault/vault-path.ts';
-import { ConcurrencyLimiter } from '../kube/limiter.ts';
+import { vaultPathProblem } from '../sources/vault-path.ts';
+import { ConcurrencyLimiter } from '../kernel/limiter.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';

@@ -6,7 +6,7 @@
  * - UPDATE (a patch, or a server-side apply) of a kind a route restarts or nudges, on the main resource only, in a
  *   namespace some route targets that kind in, where the new object equals the stored one except at the fields
  *   the kind's restart patch writes. Those fields come from the
- *   product's own descriptors (lib/kube/workload-kinds.ts): the record annotations of a pod template, a Rollout's
+ *   product's own descriptors (lib/workloads/workload-kinds.ts): the record annotations of a pod template, a Rollout's
  *   `spec.restartAt` and metadata annotations, and for each custom resource the fields its routes' merge-patch
  *   templates declare plus the record annotations.
  * - CREATE of core Events (the SecretRotated record) and of the self reviews `doctor` asks.
@@ -32,9 +32,9 @@ import type { CompiledTarget, RoutingTable } from '../routing/routing-table.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget } from '../routing/routing-table.ts';
 import { WorkloadKinds, type Target } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
-import { ANNOTATIONS, recordOnlyPatch } from '../kube/restart-record.ts';
-import { SYNC_KINDS } from '../kube/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../kube/workload-kinds.ts';
+import { ANNOTATIONS, recordOnlyPatch } from '../plan/restart-record.ts';
+import { SYNC_KINDS } from '../workloads/sync-kinds.ts';
+import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 
 export const POLICY_NAME = 'vault-rollout';
 

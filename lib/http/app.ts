@@ -8,7 +8,7 @@ import { IncomingMessage } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
-import { METRICS, type Telemetry } from '../observability/telemetry.ts';
+import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { intake } from '../pipeline/intake.ts';
 import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';

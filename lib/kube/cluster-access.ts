@@ -3,19 +3,10 @@
  * credential source (kubeconfig from file/env/inline/SSM/Secrets Manager, or EKS with an in-process token),
  * and when it must be built again (EKS tokens expire).
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterConfig } from '../routing/schema.ts';
 
-export interface ClusterAccess {
-  /** A KubeConfig whose current context is the cluster to use; never logged or serialized. */
-  kubeConfig: KubeConfig;
-  /** API server URL (safe to log). */
-  server: string;
-  /** Epoch ms after which the credentials must be resolved again; undefined = they do not expire. */
-  refreshAfter?: number;
-  /** True when the cluster said insecureSkipTLSVerify: true. */
-  insecureSkipTLSVerify: boolean;
-}
+import type { ClusterAccess } from '../workloads/kube-port.ts';
+export type { ClusterAccess } from '../workloads/kube-port.ts';
 
 /** Resolves one cluster's access. Errors name the cluster and the source, never its content. */
 export type ClusterAccessResolver = (name: string, config: ClusterConfig) => Promise<ClusterAccess>;

@@ -6,8 +6,8 @@
 import { createHash } from 'node:crypto';
 import type { ClusterConfig } from '../routing/schema.ts';
 import type { ClusterAccess, ClusterAccessResolver } from './cluster-access.ts';
-import { RefreshingCache } from './credentials/refreshing-cache.ts';
-import type { Clock } from './credentials/refreshing-cache.ts';
+import { RefreshingCache } from '../kernel/refreshing-cache.ts';
+import type { Clock } from '../kernel/refreshing-cache.ts';
 
 export class ClusterClients {
   readonly #resolver: ClusterAccessResolver;

@@ -8,9 +8,9 @@ import type { ClusterConfig } from '../routing/schema.ts';
 import { listKey, type ClusterListing, type ListRequest } from '../status/fleet-status.ts';
 import type { ClusterAccess } from './cluster-access.ts';
 import { kubeApiFor } from './kube-api.ts';
-import { classifyKubeError } from './kube-errors.ts';
-import { ConcurrencyLimiter } from './limiter.ts';
-import type { KubeObject } from './workload-kinds.ts';
+import { classifyKubeError } from '../workloads/kube-errors.ts';
+import { ConcurrencyLimiter } from '../kernel/limiter.ts';
+import type { KubeObject } from '../workloads/workload-kinds.ts';
 
 export interface FleetReadOptions {
   access(name: string, config: ClusterConfig): Promise<ClusterAccess>;

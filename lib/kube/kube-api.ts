@@ -8,63 +8,12 @@
  * about credentials: files, inline data, tokens, client certificates, TLS verification.
  */
 import { Agent, request, type RequestOptions } from 'node:https';
-import { ApiException, type PatchStrategy } from '@kubernetes/client-node';
+import { ApiException } from '@kubernetes/client-node';
 import type { ClusterAccess } from './cluster-access.ts';
-import type { KubeObject } from './workload-kinds.ts';
+import { FIELD_MANAGER, type ApiKind, type KubeApi, type KubeApiStats, type KubeObject, type WatchOptions } from '../workloads/kube-port.ts';
 
-export const FIELD_MANAGER = 'vault-rollout';
-
-export interface ApiKind {
-  apiVersion: string;
-  kind: string;
-}
-
-/** One RFC 6902 operation: vault-rollout sends only `test` (the guard) and `add`. */
-export interface JsonPatchOperation {
-  op: 'test' | 'add';
-  path: string;
-  value: unknown;
-}
-
-export interface KubeApi {
-  read(kind: ApiKind, namespace: string, name: string): Promise<KubeObject>;
-  list(kind: ApiKind, namespace: string, labelSelector?: string): Promise<KubeObject[]>;
-  /** A merge or strategic-merge patch (an object), or a JSON Patch (RFC 6902: a list of operations). */
-  patch(kind: ApiKind, namespace: string, name: string, body: Record<string, unknown> | JsonPatchOperation[], strategy: PatchStrategy, dryRun: boolean): Promise<KubeObject>;
-  create(body: KubeObject & Record<string, unknown>): Promise<KubeObject>;
-  /** The resource (plural, scope) serving a kind, from a built-in table or discovery. */
-  resource(kind: ApiKind): Promise<{ plural: string; namespaced: boolean }>;
-  /** Any other call (doctor's /version, SelfSubjectReview, SelfSubjectAccessReview). */
-  request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown>;
-  /** A consistent LIST and the resourceVersion to watch from (the follower's start and its relist after 410 Gone). */
-  listForWatch(kind: ApiKind, namespace: string, options?: { fieldSelector?: string }): Promise<{ items: KubeObject[]; resourceVersion: string }>;
-  /**
-   * Streams changes after `resourceVersion` (with bookmarks) until the server ends the watch after `timeoutSeconds`,
-   * the signal aborts, or an error: an ERROR event (410 Gone among them) rejects with an ApiException of its code.
-   */
-  watch(kind: ApiKind, namespace: string, options: WatchOptions): Promise<void>;
-  /** Requests sent so far (every HTTP request, a watch counts once however many events it streams). */
-  readonly stats: KubeApiStats;
-}
-
-export interface WatchEvent {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK';
-  object: KubeObject;
-}
-
-export interface WatchOptions {
-  resourceVersion: string;
-  timeoutSeconds: number;
-  fieldSelector?: string;
-  signal?: AbortSignal;
-  onEvent(event: WatchEvent): void;
-}
-
-export interface KubeApiStats {
-  requests: number;
-  watches: number;
-  watchEvents: number;
-}
+export { FIELD_MANAGER } from '../workloads/kube-port.ts';
+export type { ApiKind, JsonPatchOperation, KubeApi, KubeApiStats, WatchEvent, WatchOptions } from '../workloads/kube-port.ts';
 
 /** A watch line longer than this is refused (the stream is closed and the follower relists): no unbounded buffer. */
 export const MAX_WATCH_LINE_BYTES = 4 * 1024 * 1024;

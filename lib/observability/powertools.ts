@@ -1,7 +1,7 @@
 /** Telemetry over Powertools for AWS Lambda: Logger (JSON lines) and Metrics (CloudWatch EMF). */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { Telemetry } from './telemetry.ts';
+import type { Telemetry } from '../kernel/telemetry.ts';
 
 export function powertoolsTelemetry(serviceName = 'vault-rollout'): Telemetry {
   const logger = new Logger({ serviceName });

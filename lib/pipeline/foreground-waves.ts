@@ -5,7 +5,8 @@
  * the other: a change of a halted rotation is refused here too, and a gate passed here releases the wave for the
  * queue's worker as well.
  */
-import { executeRollouts, recordHalt, type ExecutorOptions, type RolloutResult } from '../kube/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
+import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
 import { changeIdentity, queuedChange } from '../queue/rollout-message.ts';
@@ -13,7 +14,7 @@ import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import { changeSets, secretIdentity } from './intake.ts';
+import { changeSets, secretIdentity } from '../plan/cluster-changes.ts';
 import { haltedReason, haltOf } from './wave-guard.ts';
 import { waveTargetState } from './worker.ts';
 
@@ -21,12 +22,12 @@ export interface ForegroundDeps {
   table: RoutingTable;
   rotations: RotationStore;
   /** How to restart; its `follow` (required for a rotation with waves) bounds each wave's following. */
-  executor: ExecutorOptions;
+  executor: ExecutorSettings;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
   log?: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
   /** How a rotation with waves follows its rollouts when `executor.follow` is not set (reset-version). */
-  followWaves?: NonNullable<ExecutorOptions['follow']>;
+  followWaves?: NonNullable<ExecutorSettings['follow']>;
   /** Only these targets (reset-version --cluster); the waves still run in order. */
   only?: (target: RolloutTarget) => boolean;
 }

@@ -3,13 +3,14 @@
  * each change reaches and queues, per cluster, the changes themselves; the worker plans again from its own table
  * and restarts, so a down cluster never fails the intake and the queue never carries a patch.
  */
-import { planRollouts, type Plan, type SecretRef } from '../plan/planner.ts';
-import { planChangeSets, type ChangeSet } from '../plan/waves.ts';
+import { planRollouts, type Plan } from '../plan/planner.ts';
+import { changeSets, changesByCluster } from '../plan/cluster-changes.ts';
 import { queuedChange, ROLLOUT_MESSAGE_VERSION, rolloutMessages, type QueueMessage, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
-import { qualify } from '../sources/kv-mounts.ts';
 import { parseInput, type InputFormat } from '../sources/parse.ts';
 import type { ParseResult, SecretChange } from '../sources/secret-change.ts';
+
+export { changeSets, changesByCluster, secretIdentity } from '../plan/cluster-changes.ts';
 
 export interface IntakeSummary {
   accepted: number;
@@ -62,42 +63,4 @@ export function firstWaveMessages(table: RoutingTable, changes: readonly SecretC
     if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0, ...tableHash });
   }
   return messages;
-}
-
-/** The change sets of a batch and their waves (lib/plan/waves.ts), from the clusters the plan puts each change in. */
-export function changeSets(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, byCluster = changesByCluster(changes, plan)): ChangeSet[] {
-  const clustersOf = new Map<SecretChange, string[]>();
-  for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
-  return planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? []);
-}
-
-/**
- * Per cluster, in input order, the changes that plan a target there: exactly what the worker, planning them
- * again with the same table, restarts in that cluster. A change whose route renders nothing valid (a problem of
- * the plan) is not queued: the worker would refuse it.
- */
-/** One change as a target's secrets name it (its path qualified by its Vault namespace): what ties targets to changes. */
-export const secretIdentity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>): string => `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
-
-export function changesByCluster(changes: readonly SecretChange[], plan: Pick<Plan, 'targets'>): Map<string, SecretChange[]> {
-  const identity = secretIdentity;
-  const clustersOf = new Map<string, Set<string>>();
-  for (const target of plan.targets) {
-    for (const secret of target.secrets) {
-      const key = identity(secret);
-      const clusters = clustersOf.get(key);
-      if (clusters) clusters.add(target.cluster);
-      else clustersOf.set(key, new Set([target.cluster]));
-    }
-  }
-  const byCluster = new Map<string, SecretChange[]>();
-  for (const change of changes) {
-    const clusters = clustersOf.get(identity({ ...change, path: qualify(change.namespace, change.path) })) ?? [];
-    for (const cluster of [...clusters].sort()) {
-      const list = byCluster.get(cluster);
-      if (list) list.push(change);
-      else byCluster.set(cluster, [change]);
-    }
-  }
-  return byCluster;
 }

@@ -15,7 +15,7 @@ import { planRollouts } from '../plan/planner.ts';
 import { changeFromQueue, changeIdentity, type QueuedChange } from '../queue/rollout-message.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
-import { changeSets } from './intake.ts';
+import { changeSets } from '../plan/cluster-changes.ts';
 
 /** Why a message of a halted rotation is refused, and what clears it. */
 export function haltedReason(halt: RotationHalt): string {

@@ -3,11 +3,12 @@
  * wave's gate does given the states read back from its clusters. No clock, no network: `now` is an argument, so
  * the intake, the worker and `plan` agree, and the rules are table-tested.
  */
-import type { RolloutState } from '../kube/rollout-health.ts';
-import { changeSetHash, chunkChanges, queuedChange } from '../queue/rollout-message.ts';
+import type { RolloutState } from '../workloads/rollout-health.ts';
+import { changeSetHash, chunkChanges, queuedChange } from './change-sets.ts';
 import type { RolloutPolicy, RoutingTable } from '../routing/routing-table.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { Plan } from './planner.ts';
+import type { WorkloadRef } from '../workloads/workload-ref.ts';
 
 export interface Wave {
   /** The wave's position among the waves that reach a cluster (0 = first); gates count in these. */
@@ -85,11 +86,7 @@ export function planChangeSets(table: Pick<RoutingTable, 'routes'>, changes: rea
 }
 
 /** A target of a wave as the gate reads it back. */
-export interface WaveTargetState {
-  cluster: string;
-  namespace: string;
-  kind: string;
-  name: string;
+export interface WaveTargetState extends WorkloadRef {
   /**
    * The rollout state, or: `pending` — not restarted yet (its cluster's message is still queued) or not readable
    * now (the cluster is unreachable: read again later); `done` — nothing to wait for (skipped, superseded by a newer

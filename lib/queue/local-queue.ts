@@ -3,6 +3,7 @@
  * an SQS FIFO queue with a dead-letter queue. Two implementations with the same semantics, checked by one shared
  * test table: SqliteRolloutQueue (durable, the default of `serve`) and MemoryRolloutQueue (tests only).
  */
+import { backoffDelayMs } from '../kernel/backoff.ts';
 import type { RolloutQueue } from './rollout-message.ts';
 
 export interface ReceivedRolloutMessage {
@@ -96,7 +97,7 @@ export interface LocalRolloutQueue extends RolloutQueue {
 }
 
 /** The redelivery backoff after the `receiveCount`-th failed receive: 1 s, 2 s, 4 s … at most 60 s. */
-export const redeliveryBackoffMs = (receiveCount: number, baseMs = 1000, maxMs = 60_000): number => Math.min(maxMs, baseMs * 2 ** Math.max(0, Math.min(30, receiveCount - 1)));
+export const redeliveryBackoffMs = (receiveCount: number, baseMs = 1000, maxMs = 60_000): number => backoffDelayMs(receiveCount, baseMs, maxMs, Math.random, 1);
 
 /** Long polling: receivers waiting for a change of the queue, woken by any send, delete or release. */
 export class ChangeWaiters {

@@ -12,12 +12,12 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { CHANGE_LIMITS, ChangeSources, KvVersionOrigins, Operations, Transports, type SecretChange } from '../sources/secret-change.ts';
+import { changeIdentity, changeSetHash, chunkChanges, MAX_MESSAGE_CHANGES, queuedChange, type QueuedChange } from '../plan/change-sets.ts';
+
+export { changeIdentity, changeSetHash, chunkChanges, MAX_MESSAGE_BYTES, MAX_MESSAGE_CHANGES, queuedChange, type QueuedChange } from '../plan/change-sets.ts';
 
 /** 2: changes. Version 1 carried planned targets and patches, which made the queue a command channel. */
 export const ROLLOUT_MESSAGE_VERSION = 2;
-
-/** A Vault change as the queue carries it: what the worker needs to plan, nothing it would execute. */
-export type QueuedChange = Omit<SecretChange, 'path' | 'record'>;
 
 export interface RolloutMessage {
   v: typeof ROLLOUT_MESSAGE_VERSION;
@@ -71,33 +71,11 @@ export const MAX_GATE_ROUNDS = 10_000;
 /** Hand-backs per change set: at 60 s a round, far past the longest rollout deadline (24 h). */
 export const MAX_FOLLOW_ROUNDS = 2000;
 
-/** SQS allows 256 KiB per message; stay well below it, leaving room for attributes. */
-export const MAX_MESSAGE_BYTES = 200 * 1024;
-/** Changes per message: a bound on the work one message can ask for, whatever its size. */
-export const MAX_MESSAGE_CHANGES = 1000;
-
 /** The FIFO message group: one per cluster; one per change set for gates. */
 export const messageGroupId = (m: QueueMessage): string => (isGateMessage(m) ? gateGroupId(m.changes) : m.cluster);
 
 /** A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against the changes. */
 export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-${changeSetHash(changes)}`;
-
-/** The identity of a set of changes, whatever their order. */
-export function changeSetHash(changes: readonly QueuedChange[]): string {
-  return createHash('sha256').update(changes.map(changeIdentity).sort().join('\n')).digest('hex').slice(0, 48);
-}
-
-/**
- * Identity of one change: the same write from two feeds (audit entry, event) or from reconcile has the same path and
- * version; any other operation is one event, told apart by its id and time (a delete of version 3 may come again
- * after an undelete, and must not be dropped as a duplicate of the first). Halts are recorded against these
- * (lib/rotations).
- */
-export function changeIdentity(c: QueuedChange): string {
-  const path = `${c.namespace}\u0000${c.mount}/${c.key}`;
-  if (c.version !== null && c.operation === 'write') return `${path}@${c.version}:${c.operation}`;
-  return c.version === null ? `${path}#${c.operation}:${c.id}@${c.time}` : `${path}@${c.version}:${c.operation}:${c.id}@${c.time}`;
-}
 
 /** The FIFO deduplication id: the same cluster and changes give the same id (<= 128 chars). */
 export function deduplicationId(m: QueueMessage): string {
@@ -113,33 +91,9 @@ export function followUpMessage(m: RolloutMessage, since: string): RolloutMessag
   return { ...m, follow: { since: m.follow?.since ?? since, round: (m.follow?.round ?? 0) + 1 } };
 }
 
-/** The fields of a change the queue carries, in a stable order. */
-export function queuedChange(c: SecretChange): QueuedChange {
-  return { namespace: c.namespace, mount: c.mount, key: c.key, operation: c.operation, version: c.version, kvVersion: c.kvVersion, kvVersionFrom: c.kvVersionFrom, source: c.source, via: c.via, id: c.id, time: c.time };
-}
-
 /** Splits one cluster's changes into messages under the size and count limits, in a stable order. */
 export function rolloutMessages(cluster: string, changes: readonly (SecretChange | QueuedChange)[], acceptedAt: string, wave?: number, table?: string): RolloutMessage[] {
   return chunkChanges(changes).map((chunk) => ({ v: ROLLOUT_MESSAGE_VERSION, cluster, changes: chunk.map((c) => queuedChange(c as SecretChange)), acceptedAt, ...(wave === undefined ? {} : { wave }), ...(table === undefined ? {} : { table }) }));
-}
-
-/** Changes in chunks that each fit one message (count and bytes), in order. */
-export function chunkChanges<T extends SecretChange | QueuedChange>(changes: readonly T[]): T[][] {
-  const chunks: T[][] = [];
-  let current: T[] = [];
-  let size = 0;
-  for (const change of changes) {
-    const bytes = Buffer.byteLength(JSON.stringify(queuedChange(change as SecretChange)));
-    if (current.length >= MAX_MESSAGE_CHANGES || (current.length > 0 && size + bytes > MAX_MESSAGE_BYTES)) {
-      chunks.push(current);
-      current = [];
-      size = 0;
-    }
-    current.push(change);
-    size += bytes;
-  }
-  if (current.length > 0) chunks.push(current);
-  return chunks;
 }
 
 const QueuedChangeSchema = z.strictObject({

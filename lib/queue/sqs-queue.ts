@@ -8,6 +8,7 @@
  * groups, so the usual case — one message per cluster — needs one call per ten clusters.
  */
 import { SendMessageBatchCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
+import { backoffDelayMs } from '../kernel/backoff.ts';
 import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage, type RolloutQueue } from './rollout-message.ts';
 
 /** SQS limits for one SendMessageBatch call. */
@@ -88,7 +89,7 @@ export class SqsRolloutQueue implements RolloutQueue {
       // One wave: the head message of every group that still has one.
       const heads = [...pending.values()].map((queue) => queue[0]).filter((o): o is Outgoing => o !== undefined);
       const retryAttempt = Math.max(...heads.map((o) => o.failures));
-      if (retryAttempt > 0) await this.#sleep(Math.min(this.#maxDelayMs, this.#baseDelayMs * 2 ** (retryAttempt - 1)));
+      if (retryAttempt > 0) await this.#sleep(backoffDelayMs(retryAttempt, this.#baseDelayMs, this.#maxDelayMs, Math.random, 1));
 
       for (const call of packCalls(heads)) {
         const failed = await this.#sendCall(call);

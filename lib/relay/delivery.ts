@@ -6,11 +6,11 @@
  * Everything else is retried with jittered backoff (Retry-After when given) for as long as it takes: a function
  * outage fills the spool, it never loses a batch.
  */
-import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
+import { abortableSleep, backoffDelayMs, type Sleep } from '../kernel/backoff.ts';
 import type { BatchSender } from './batch-sender.ts';
 import { DROP_REASONS, type RelayCounters } from './counters.ts';
 import type { RecordKind } from './record-kind.ts';
-import type { RelayLog } from './relay-log.ts';
+import type { RelayLog } from '../kernel/log.ts';
 import { batchBody, type Spool } from './spool.ts';
 
 export interface DelivererOptions {

@@ -10,10 +10,10 @@
  * half-open TCP connection would otherwise wait silently forever. Vault does not replay events missed while
  * disconnected: pair the subscription with an audit source when every change matters.
  */
-import { abortableSleep, backoffDelayMs, type Sleep } from './backoff.ts';
-import type { RelayLog } from './relay-log.ts';
-import type { VaultTokenSource } from './vault-auth.ts';
-import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from './vault-redirect.ts';
+import { abortableSleep, backoffDelayMs, type Sleep } from '../kernel/backoff.ts';
+import type { RelayLog } from '../kernel/log.ts';
+import type { VaultTokenSource } from '../vault/vault-auth.ts';
+import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from '../vault/vault-redirect.ts';
 import { WebSocketClient } from './ws.ts';
 
 export interface EventSubscriberOptions {

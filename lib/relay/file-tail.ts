@@ -21,7 +21,7 @@ import { basename, dirname, join } from 'node:path';
 import type { Ack } from './batcher.ts';
 import { LineSplitter } from './line-splitter.ts';
 import type { OffsetStore, TailPosition } from './offset-store.ts';
-import type { RelayLog } from './relay-log.ts';
+import type { RelayLog } from '../kernel/log.ts';
 
 export interface FileTailOptions {
   path: string;

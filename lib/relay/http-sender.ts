@@ -7,7 +7,7 @@
  */
 import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../http/webhook-auth.ts';
 import type { BatchSender, SendOutcome } from './batch-sender.ts';
-import type { RequestSigner } from './sigv4-signer.ts';
+import type { RequestSigner } from '../aws/sigv4-signer.ts';
 import { INTAKE_PATHS, type RecordKind } from './record-kind.ts';
 
 export interface HttpSenderOptions {

@@ -7,20 +7,20 @@
  * the grace period and is stopped; whatever is left stays spooled for the next start.
  */
 import { join } from 'node:path';
-import type { Sleep } from './backoff.ts';
+import type { Sleep } from '../kernel/backoff.ts';
 import { DEFAULT_BATCH_LIMITS, Batcher, type Ack, type BatchLimits } from './batcher.ts';
 import type { BatchSender } from './batch-sender.ts';
 import { DROP_REASONS, RelayCounters, type DropReason } from './counters.ts';
 import { Deliverer } from './delivery.ts';
 import { EventSubscriber } from './event-subscriber.ts';
-import type { VaultRedirectPolicy } from './vault-redirect.ts';
+import type { VaultRedirectPolicy } from '../vault/vault-redirect.ts';
 import { FileTail } from './file-tail.ts';
 import { OffsetStore } from './offset-store.ts';
 import type { RecordKind } from './record-kind.ts';
-import type { RelayLog } from './relay-log.ts';
+import type { RelayLog } from '../kernel/log.ts';
 import { AuditSocketListener, parseListenAddress } from './socket-listener.ts';
 import { Spool } from './spool.ts';
-import type { VaultTokenSource } from './vault-auth.ts';
+import type { VaultTokenSource } from '../vault/vault-auth.ts';
 
 export const DEFAULT_SPOOL_MAX_BYTES = 512 * 1024 * 1024;
 export const OFFSET_FILE = 'audit-file-offset.json';

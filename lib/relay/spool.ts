@@ -13,7 +13,7 @@
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RecordKind } from './record-kind.ts';
-import type { RelayLog } from './relay-log.ts';
+import type { RelayLog } from '../kernel/log.ts';
 
 export interface SpoolEntry {
   seq: number;

@@ -1,5 +1,5 @@
 /** How rollout results are shown: the JSON of `apply --json` and the table a person reads. */
-import type { RolloutResult } from '../kube/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
 import type { Plan } from '../plan/planner.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { planJson } from './plan-report.ts';

@@ -2,7 +2,7 @@
  * The live view of `apply --wait`: one line per workload, redrawn in place on a terminal (like `kubectl rollout
  * status`, not a log flood); without a terminal, one plain line whenever a workload's state changes.
  */
-import type { RolloutResult } from '../kube/rollout-executor.ts';
+import type { RolloutResult } from '../engine/types.ts';
 import { table } from './table.ts';
 
 /** At most this many lines are redrawn; the rest are summed up in one line. */

@@ -10,6 +10,7 @@
  * file by default, or `VAULT_ROLLOUT_STATE_DB`), memory in tests.
  */
 import { createHash } from 'node:crypto';
+import type { WorkloadRef } from '../workloads/workload-ref.ts';
 
 export interface RotationHalt {
   /** The change set's key: the same changes give the same key in the intake, the worker, reconcile and `apply`. */
@@ -22,7 +23,7 @@ export interface RotationHalt {
   /** 1-based wave that failed, and how many waves there are. */
   wave: number;
   waves: number;
-  failing: { cluster: string; namespace: string; kind: string; name: string; state: string };
+  failing: WorkloadRef & { state: string };
   why: string;
   /** Clusters of the later waves, never restarted for these changes. */
   notRestarted: string[];

@@ -195,7 +195,7 @@ const K8S_NAME_MESSAGE = 'must be a Kubernetes object name (may use {captures})'
 
 /**
  * Sync first, then restart the consumers: nudge the operator's resource, wait until it has written the Secret, then
- * restart the workloads whose pod template references that Secret (lib/kube/consumers.ts).
+ * restart the workloads whose pod template references that Secret (lib/workloads/consumers.ts).
  */
 export const SyncTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,

@@ -6,8 +6,9 @@ import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { isCompiledTable, loadCompiledRoutingTable } from '../routing/compiled-table.ts';
 import { loadRoutingTable, type RoutingTable } from '../routing/routing-table.ts';
+import type { Env } from '../kernel/env.ts';
 
-export type Env = Readonly<Record<string, string | undefined>>;
+export type { Env } from '../kernel/env.ts';
 
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';

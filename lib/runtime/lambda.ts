@@ -3,12 +3,13 @@
  * the routing table, the queue client, telemetry, and the webhook secrets read from SSM Parameter Store on first
  * use. Cluster access lives in lambda-worker.ts, so the http and logs bundles carry no Kubernetes code.
  */
-import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import { SSMClient } from '@aws-sdk/client-ssm';
+import { ssmParameterValue } from '../aws/parameter-store.ts';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { AppDeps } from '../http/app.ts';
 import type { WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
-import type { Telemetry } from '../observability/telemetry.ts';
+import type { Telemetry } from '../kernel/telemetry.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { authModes, ConfigError, loadRoutesFromEnv, required, type Env } from './config.ts';
@@ -24,8 +25,7 @@ export interface LambdaRuntime {
 }
 
 async function ssmSecret(ssm: SSMClient, name: string): Promise<string> {
-  const out = await ssm.send(new GetParameterCommand({ Name: name, WithDecryption: true }));
-  const value = out.Parameter?.Value;
+  const value = await ssmParameterValue(ssm, name);
   if (!value) throw new ConfigError(`SSM parameter ${name} has no value`);
   return value;
 }

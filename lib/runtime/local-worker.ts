@@ -13,7 +13,7 @@
  * by id, which could drop or duplicate what another receive now holds. The redelivery runs it again, and the
  * restart record makes that run find its workloads `unchanged`; what is lost is a backoff or a gate's wait.
  */
-import { METRICS } from '../observability/telemetry.ts';
+import { METRICS } from '../kernel/telemetry.ts';
 import { processBatch, type GroupOutcome, type WorkerDeps } from '../pipeline/worker.ts';
 import { redeliveryBackoffMs, type LocalRolloutQueue, type ReceivedRolloutMessage } from '../queue/local-queue.ts';
 

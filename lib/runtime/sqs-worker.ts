@@ -13,7 +13,7 @@
  * workloads `unchanged`.
  */
 import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { METRICS, type Telemetry } from '../observability/telemetry.ts';
+import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } from '../pipeline/worker.ts';
 
 /**

@@ -12,6 +12,7 @@
  * them. Within one limit the bound is exact.
  */
 import { DeleteItemCommand, QueryCommand, TransactWriteItemsCommand, TransactionCanceledException, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { backoffDelayMs } from '../kernel/backoff.ts';
 import type { AcquireResult, Lease, SlotScope, SlotStore } from './slot-store.ts';
 
 const ATTEMPTS = 5;
@@ -75,7 +76,7 @@ export class DynamoDbSlotStore implements SlotStore {
       } catch (e) {
         // Another worker took one of the picked slots first (or wrote the same items at the same time): read again.
         if (!(e instanceof TransactionCanceledException) || attempt >= ATTEMPTS) throw e;
-        await new Promise((r) => setTimeout(r, 10 + Math.random() * 40 * attempt));
+        await new Promise((r) => setTimeout(r, backoffDelayMs(attempt, 50, 200)));
       }
     }
   }

@@ -5,7 +5,7 @@
  * only what this one process restarts.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Env } from '../runtime/config.ts';
+import type { Env } from '../kernel/env.ts';
 import { DynamoDbSlotStore } from './dynamodb-slot-store.ts';
 import type { SlotStore } from './slot-store.ts';
 

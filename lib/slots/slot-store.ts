@@ -8,6 +8,7 @@
  * time, so the slots live in a store every worker shares: DynamoDB in Lambda, SQLite (node:sqlite) for `serve`.
  */
 import type { MaxUnavailable } from '../routing/schema.ts';
+import type { WorkloadRef } from '../workloads/workload-ref.ts';
 
 export interface SlotScope {
   /** `cluster:<name>` or `fleet`. */
@@ -53,7 +54,7 @@ export function slotScopes(cluster: string, bound: MaxUnavailable): SlotScope[] 
  * Who holds a lease: the workload and the restart it belongs to. The restart token is derived from the changes, so
  * a re-delivered message or a follow-up names the same holder and finds its own lease.
  */
-export const slotHolder = (w: { cluster: string; namespace: string; kind: string; name: string; restartToken: string }): string =>
+export const slotHolder = (w: WorkloadRef & { restartToken: string }): string =>
   `${w.cluster}/${w.namespace}/${w.kind}/${w.name}@${w.restartToken.slice(0, 32)}`;
 
 /** How long past its rollout's deadline a lease lives: a margin for the clocks of the workers and the store. */

@@ -25,7 +25,7 @@ export function changed(ctx: RecordContext, change: Omit<SecretChange, 'path' | 
   const tooLong = changeLimitError(change);
   if (tooLong) return reject(tooLong);
   // Without a version, the time and the request or event id are all that tell this change from a replay of the last
-  // one (lib/kube/restart-record.ts recordValue); with neither, it would be `unchanged` forever after the first.
+  // one (lib/plan/restart-record.ts recordValue); with neither, it would be `unchanged` forever after the first.
   if (change.version === null && change.time === '' && change.id === '') return reject('a change without a version needs the time or the request id of the entry: nothing else tells it from a replay');
   return { kind: 'change', change: { ...change, path: `${change.mount}/${change.key}`, via: ctx.via, record: ctx.record } };
 }

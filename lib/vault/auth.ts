@@ -13,15 +13,15 @@
  * used. Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
  * (LoginTokenSource); a given token is looked up and renewed the same way (GivenTokenSource). Nothing here logs a token, a secret ID or an AWS credential.
  */
-import { GetSecretValueCommand, type SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { GetParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
-import { Hash } from '@smithy/hash-node';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SSMClient } from '@aws-sdk/client-ssm';
+import { secretStringValue, ssmParameterValue } from '../aws/parameter-store.ts';
+import { sigV4 } from '../aws/sigv4.ts';
 import { HttpRequest } from '@smithy/protocol-http';
-import { SignatureV4 } from '@smithy/signature-v4';
-import type { AwsCredentialsProvider } from '../kube/credentials/eks-token.ts';
-import type { RelayLog } from '../relay/relay-log.ts';
-import { AppRoleTokenSource, GivenTokenSource, LoginTokenSource, type LoginRequest, type VaultTokenSource } from '../relay/vault-auth.ts';
-import type { VaultRedirectPolicy } from '../relay/vault-redirect.ts';
+import type { AwsCredentialsProvider } from '../aws/credentials.ts';
+import type { RelayLog } from '../kernel/log.ts';
+import { AppRoleTokenSource, GivenTokenSource, LoginTokenSource, type LoginRequest, type VaultTokenSource } from './vault-auth.ts';
+import type { VaultRedirectPolicy } from './vault-redirect.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -60,15 +60,13 @@ export function vaultAuthMethod(env: Env): VaultAuthMethod {
 }
 
 async function ssmValue(deps: VaultAuthDeps, name: string): Promise<string> {
-  const out = await deps.ssm().send(new GetParameterCommand({ Name: name, WithDecryption: true }));
-  const value = out.Parameter?.Value?.trim();
+  const value = (await ssmParameterValue(deps.ssm(), name))?.trim();
   if (!value) throw new VaultAuthConfigError(`SSM parameter ${name} has no value`);
   return value;
 }
 
 async function secretsManagerValue(deps: VaultAuthDeps, id: string): Promise<string> {
-  const out = await deps.secretsManager().send(new GetSecretValueCommand({ SecretId: id }));
-  const value = out.SecretString?.trim();
+  const value = (await secretStringValue(deps.secretsManager(), id))?.trim();
   if (!value) throw new VaultAuthConfigError(`Secrets Manager secret ${id} has no SecretString`);
   return value;
 }
@@ -133,7 +131,7 @@ const b64 = (text: string): string => Buffer.from(text, 'utf8').toString('base64
 export async function awsIamLoginRequest(options: AwsIamLoginOptions): Promise<LoginRequest> {
   const endpoint = new URL(options.stsEndpoint ?? 'https://sts.amazonaws.com/');
   const region = options.stsRegion ?? 'us-east-1';
-  const signer = new SignatureV4({ credentials: options.credentials, region, service: 'sts', sha256: Hash.bind(null, 'sha256') });
+  const signer = sigV4(options.credentials, region, 'sts');
   const headers: Record<string, string> = { host: endpoint.host, 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' };
   if (options.serverIdHeaderValue) headers[IAM_SERVER_ID_HEADER] = options.serverIdHeaderValue;
   const request = new HttpRequest({ method: 'POST', protocol: endpoint.protocol, hostname: endpoint.hostname, ...(endpoint.port ? { port: Number(endpoint.port) } : {}), path: endpoint.pathname || '/', headers, body: GET_CALLER_IDENTITY });

@@ -14,7 +14,7 @@ import { matchSegment, PatternIndex, type CompiledPattern, type PatternSegment }
 import { qualify, type KvMounts } from '../sources/kv-mounts.ts';
 import type { KvVersion } from '../sources/secret-change.ts';
 import type { MetadataListing } from './metadata-client.ts';
-import { vaultPathProblem } from './vault-path.ts';
+import { vaultPathProblem } from '../sources/vault-path.ts';
 
 /** What expansion needs from Vault: LIST of one folder (cached by the caller across routes). */
 export type ListFolder = (namespace: string, mount: string, folder: string) => Promise<MetadataListing>;

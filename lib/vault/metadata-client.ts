@@ -16,10 +16,10 @@
  * in again) and then is a PermissionError naming the policy line to add.
  */
 import { z } from 'zod';
-import { abortableSleep, backoffDelayMs, type Sleep } from '../relay/backoff.ts';
-import type { VaultTokenSource } from '../relay/vault-auth.ts';
-import type { VaultRedirectPolicy } from '../relay/vault-redirect.ts';
-import { checkVaultPath } from './vault-path.ts';
+import { abortableSleep, backoffDelayMs, type Sleep } from '../kernel/backoff.ts';
+import type { VaultTokenSource } from './vault-auth.ts';
+import type { VaultRedirectPolicy } from './vault-redirect.ts';
+import { checkVaultPath } from '../sources/vault-path.ts';
 import { vaultErrors, vaultRequest, VaultRequestError } from './vault-request.ts';
 
 export interface KvVersionMetadata {

@@ -1,11 +1,11 @@
 /**
- * One HTTP request to Vault's API, shared by the logins (lib/relay/vault-auth.ts, lib/vault/auth.ts) and the
+ * One HTTP request to Vault's API, shared by the logins (lib/vault/vault-auth.ts, lib/vault/auth.ts) and the
  * metadata client: `X-Vault-Token` and `X-Vault-Namespace` headers, a timeout, a bounded answer, and redirects
  * followed here rather than by fetch, which would carry the token (or a secret ID) to any host over any scheme.
  * TLS is Node's: certificates are always verified (system CAs plus NODE_EXTRA_CA_CERTS for a private CA).
  */
-import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from '../relay/vault-redirect.ts';
-import { VaultPathError } from './vault-path.ts';
+import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from './vault-redirect.ts';
+import { VaultPathError } from '../sources/vault-path.ts';
 
 export interface VaultRequest {
   vaultAddr: string;

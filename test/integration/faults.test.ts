@@ -12,7 +12,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import { GetQueueAttributesCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../lib/http/app.ts';
-import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { startSqsWorker } from '../../lib/runtime/sqs-worker.ts';

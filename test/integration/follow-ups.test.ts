@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../lib/http/app.ts';
 import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
-import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import type { RolloutMessage } from '../../lib/queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';

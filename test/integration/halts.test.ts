@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
-import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { processBatch, type QueueRecord } from '../../lib/pipeline/worker.ts';
 import { MemoryRolloutQueue } from '../../lib/queue/memory-queue.ts';
 import { queuedChange, rolloutMessages, ROLLOUT_MESSAGE_VERSION, type GateMessage } from '../../lib/queue/rollout-message.ts';

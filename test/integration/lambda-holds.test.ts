@@ -25,7 +25,7 @@ import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workerBatchSize } from '../../lib/deploy/worker-batch-size.ts';
 import { buildApp } from '../../lib/http/app.ts';
-import { memoryTelemetry } from '../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { HOLDS_BEFORE_RESEND } from '../../lib/pipeline/worker.ts';
 import { isGateMessage, parseRolloutMessage, rolloutMessages, type QueueMessage } from '../../lib/queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeApiFor, type KubeApi } from '../../lib/kube/kube-api.ts';
-import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
+import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';

@@ -3,7 +3,7 @@
  * selector and annotation, exactly-once per version, dry-run, and failures that stay in their own cluster.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
+import { executeRollouts, type ExecutorOptions, type RolloutResult } from '../../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import type { RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';

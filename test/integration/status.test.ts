@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { statusCommand } from '../../lib/cli/status-command.ts';
-import { haltEventName } from '../../lib/kube/restart-record.ts';
-import { recordHalt } from '../../lib/kube/rollout-executor.ts';
+import { haltEventName } from '../../lib/plan/restart-record.ts';
+import { recordHalt } from '../../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
 import { waitFor } from '../clusters/kube-http.ts';
@@ -167,7 +167,7 @@ describe('vault-rollout status', () => {
     const before = readAuditFile(AUDIT).length;
     const run = await status(['--cluster', 'alpha', '--vault-addr', bao.addr, '--json'], { VAULT_TOKEN: token });
     // Every request status sent, as OpenBao audited it: metadata reads of the mount, and the token source's own
-    // lookup of its token (lib/relay/vault-auth.ts), nothing else.
+    // lookup of its token (lib/vault/vault-auth.ts), nothing else.
     const requests = readAuditFile(AUDIT).slice(before).filter((e) => e.type === 'request').map((e) => (e.request as { path: string }).path);
     expect(requests).toContain('secret/metadata/status/wide/ok');
     expect(requests.filter((p) => !p.startsWith('secret/metadata/') && p !== 'auth/token/lookup-self')).toEqual([]);

@@ -12,7 +12,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { executeRollouts, type RolloutResult } from '../../lib/kube/rollout-executor.ts';
+import { executeRollouts, type RolloutResult } from '../../lib/pipeline/kube-executor.ts';
 import { planRollouts } from '../../lib/plan/planner.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';

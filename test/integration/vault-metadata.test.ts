@@ -4,8 +4,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryLog } from '../../lib/relay/relay-log.ts';
-import { AppRoleTokenSource, staticTokenSource } from '../../lib/relay/vault-auth.ts';
+import { memoryLog } from '../../lib/kernel/log.ts';
+import { AppRoleTokenSource, staticTokenSource } from '../../lib/vault/vault-auth.ts';
 import { VaultMetadataClient, VaultPermissionError } from '../../lib/vault/metadata-client.ts';
 import { REPO_ROOT, startDevServer, type DevServer, type ServerKind } from '../vault/server.ts';
 

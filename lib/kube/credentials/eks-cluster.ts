@@ -11,11 +11,11 @@ import { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterConfig } from '../../routing/schema.ts';
 import { ClusterAccessError } from '../cluster-access.ts';
 import type { ClusterAccess } from '../cluster-access.ts';
-import { awsErrorName } from './aws-error-name.ts';
-import { EksTokenCache, TOKEN_LIFETIME_MS } from './eks-token.ts';
-import type { AwsCredentials, AwsCredentialsProvider } from './eks-token.ts';
-import { RefreshingCache } from './refreshing-cache.ts';
-import type { Clock } from './refreshing-cache.ts';
+import { awsErrorName } from '../../aws/aws-error-name.ts';
+import { EksTokenCache, TOKEN_LIFETIME_MS } from '../../aws/eks-token.ts';
+import type { AwsCredentials, AwsCredentialsProvider } from '../../aws/credentials.ts';
+import { RefreshingCache } from '../../kernel/refreshing-cache.ts';
+import type { Clock } from '../../kernel/refreshing-cache.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
 

@@ -8,9 +8,8 @@
  * Errors name the cluster, the source and what to fix, never the kubeconfig's content.
  */
 import { dirname, resolve as resolvePath } from 'node:path';
-import { GetParameterCommand } from '@aws-sdk/client-ssm';
 import type { SSMClient } from '@aws-sdk/client-ssm';
-import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { secretStringValue, ssmParameterValue } from '../../aws/parameter-store.ts';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { KubeConfig } from '@kubernetes/client-node';
 import { LineCounter, parseDocument } from 'yaml';
@@ -18,7 +17,7 @@ import type { Cluster, Context, User } from '@kubernetes/client-node';
 import type { ClusterConfig, KubeconfigSource } from '../../routing/schema.ts';
 import { ClusterAccessError } from '../cluster-access.ts';
 import type { ClusterAccess } from '../cluster-access.ts';
-import { awsErrorName } from './aws-error-name.ts';
+import { awsErrorName } from '../../aws/aws-error-name.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
 
@@ -119,13 +118,12 @@ interface RemoteStore {
 
 const remoteStores: Record<'ssm' | 'secretsManager', RemoteStore> = {
   ssm: {
-    fetch: async (deps, id) =>
-      (await deps.ssm.send(new GetParameterCommand({ Name: id, WithDecryption: true }))).Parameter?.Value,
+    fetch: (deps, id) => ssmParameterValue(deps.ssm, id),
     permission: 'ssm:GetParameter (and kms:Decrypt on its key)',
     valueHint: 'store the kubeconfig YAML as a SecureString parameter',
   },
   secretsManager: {
-    fetch: async (deps, id) => (await deps.secretsManager.send(new GetSecretValueCommand({ SecretId: id }))).SecretString,
+    fetch: (deps, id) => secretStringValue(deps.secretsManager, id),
     permission: 'secretsmanager:GetSecretValue (and kms:Decrypt on its key)',
     valueHint: 'store the kubeconfig YAML as the secret string (binary secrets are not read)',
   },

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { main } from '../../../lib/cli/main.ts';
 import { admissionPolicy, admissionPolicyYaml, AdmissionPolicyError, DEFAULT_IDENTITY, fieldPaths, globRegex, mergeTrees, restartableKinds, restartFields, sameExcept, type FieldTree, type NamespaceScope } from '../../../lib/deploy/admission-policy.ts';
-import { admissionPolicyCheck, type AdmissionObjects } from '../../../lib/kube/doctor.ts';
-import { resourceDescriptor, WORKLOAD_KINDS } from '../../../lib/kube/workload-kinds.ts';
+import { admissionPolicyCheck, type AdmissionObjects } from '../../../lib/deploy/doctor.ts';
+import { resourceDescriptor, WORKLOAD_KINDS } from '../../../lib/workloads/workload-kinds.ts';
 import { loadRoutingTable, type RoutingTable } from '../../../lib/routing/routing-table.ts';
 import { memoryIo, readRepoFile } from '../../helpers.ts';
 

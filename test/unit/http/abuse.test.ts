@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../../lib/http/app.ts';
 import { ReplayGuard, sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../../lib/http/webhook-auth.ts';
-import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import type { RolloutMessage, RolloutQueue } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile, repoRoot, vaultSamples } from '../../helpers.ts';

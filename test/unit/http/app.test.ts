@@ -4,7 +4,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { buildApp, type AppDeps } from '../../../lib/http/app.ts';
 import { ReplayGuard, sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../../lib/http/webhook-auth.ts';
-import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { QueueUnavailableError, type RolloutMessage, type RolloutQueue } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { readRepoFile, vaultSamples } from '../../helpers.ts';

@@ -2,8 +2,8 @@
 import { ApiException } from '@kubernetes/client-node';
 import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
 import type { JsonPatchOperation, KubeApi, WatchEvent, WatchOptions } from '../../../lib/kube/kube-api.ts';
-import type { ExecutorOptions } from '../../../lib/kube/rollout-executor.ts';
-import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
+import type { ExecutorOptions } from '../../../lib/engine/rollout-executor.ts';
+import type { KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { applyJsonPatch } from './json-patch.ts';
 
 export type Call = { op: string; cluster: string; name?: string; body?: Record<string, unknown> | JsonPatchOperation[]; dryRun?: boolean };

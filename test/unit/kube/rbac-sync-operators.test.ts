@@ -1,7 +1,7 @@
 /** infra/rbac/sync-operators.yaml: exactly what a nudge and its wait need, on the operators' kinds only; never Secrets. */
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { SYNC_KINDS } from '../../../lib/kube/sync-kinds.ts';
+import { SYNC_KINDS } from '../../../lib/workloads/sync-kinds.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const docs = parseAllDocuments(readRepoFile('infra/rbac/sync-operators.yaml')).map((d) => d.toJS() as { kind?: string; rules?: Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> });

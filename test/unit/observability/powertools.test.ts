@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { powertoolsTelemetry } from '../../../lib/observability/powertools.ts';
-import { METRICS, type MetricName } from '../../../lib/observability/telemetry.ts';
+import { METRICS, type MetricName } from '../../../lib/kernel/telemetry.ts';
 
 interface EmfDocument {
   _aws: { CloudWatchMetrics: Array<{ Dimensions: string[][]; Metrics: Array<{ Name: string }> }> };

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { changesByCluster, changeSets, firstWaveMessages } from '../../../lib/pipeline/intake.ts';
 import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';

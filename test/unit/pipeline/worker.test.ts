@@ -1,7 +1,7 @@
 /** The worker's batch semantics: FIFO per cluster, partial failures, poison messages, credential refresh. */
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { planMessage, processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';

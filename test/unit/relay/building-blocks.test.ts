@@ -2,14 +2,14 @@
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { abortableSleep, backoffDelayMs } from '../../../lib/relay/backoff.ts';
+import { abortableSleep, backoffDelayMs } from '../../../lib/kernel/backoff.ts';
 import { Batcher } from '../../../lib/relay/batcher.ts';
 import { RelayCounters } from '../../../lib/relay/counters.ts';
 import { Deliverer } from '../../../lib/relay/delivery.ts';
 import { HttpBatchSender, parseRetryAfter } from '../../../lib/relay/http-sender.ts';
 import { LineSplitter } from '../../../lib/relay/line-splitter.ts';
 import { OffsetStore } from '../../../lib/relay/offset-store.ts';
-import { jsonLinesLog, memoryLog } from '../../../lib/relay/relay-log.ts';
+import { jsonLinesLog, memoryLog } from '../../../lib/kernel/log.ts';
 import { Spool, spoolFileName } from '../../../lib/relay/spool.ts';
 import { SqsBatchSender } from '../../../lib/relay/sqs-sender.ts';
 import { QueueUnavailableError } from '../../../lib/queue/rollout-message.ts';

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HttpBatchSender } from '../../../lib/relay/http-sender.ts';
 import { startRelay, type RelayOptions } from '../../../lib/relay/relay.ts';
-import { memoryLog } from '../../../lib/relay/relay-log.ts';
+import { memoryLog } from '../../../lib/kernel/log.ts';
 import { auditLine, fastSleep, linesOf, SECRET, sendLines, startFunctionServer, temporaryDir, waitFor, type Reply } from './helpers.ts';
 
 let tmp: ReturnType<typeof temporaryDir>;

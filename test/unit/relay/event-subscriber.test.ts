@@ -2,8 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EventSubscriber, subscribeUrl } from '../../../lib/relay/event-subscriber.ts';
 import { HttpBatchSender } from '../../../lib/relay/http-sender.ts';
 import { startRelay } from '../../../lib/relay/relay.ts';
-import { memoryLog } from '../../../lib/relay/relay-log.ts';
-import { staticTokenSource, type VaultTokenSource } from '../../../lib/relay/vault-auth.ts';
+import { memoryLog } from '../../../lib/kernel/log.ts';
+import { staticTokenSource, type VaultTokenSource } from '../../../lib/vault/vault-auth.ts';
 import { kvEvent, startFakeVault, type FakeVault } from './fake-vault.ts';
 import { fastSleep, SECRET, startFunctionServer, temporaryDir, waitFor } from './helpers.ts';
 

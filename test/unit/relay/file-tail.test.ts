@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileTail } from '../../../lib/relay/file-tail.ts';
 import { OffsetStore } from '../../../lib/relay/offset-store.ts';
-import { memoryLog } from '../../../lib/relay/relay-log.ts';
+import { memoryLog } from '../../../lib/kernel/log.ts';
 import { temporaryDir } from './helpers.ts';
 
 let tmp: ReturnType<typeof temporaryDir>;

@@ -148,7 +148,7 @@ describe('vault-rollout relay (CLI)', () => {
   });
 
   it('--to-auth iam: signs each batch with SigV4 (service lambda) from the host\'s AWS credentials, checked by an independent verifier', async () => {
-    const { verifySignedRequest } = await import('../kube/credentials/sigv4-reference.ts');
+    const { verifySignedRequest } = await import('../aws/sigv4-reference.ts');
     const checks: Array<ReturnType<typeof verifySignedRequest>> = [];
     const fn = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -188,7 +188,7 @@ describe('vault-rollout relay (CLI)', () => {
     ['abc.lambda-url.eu-west-1.on.aws.evil.example', undefined],
     ['api.example.com', undefined],
   ])('reads the region of a Function URL host: %s -> %s', async (host, region) => {
-    const { functionUrlRegion } = await import('../../../lib/relay/sigv4-signer.ts');
+    const { functionUrlRegion } = await import('../../../lib/aws/sigv4-signer.ts');
     expect(functionUrlRegion(host)).toBe(region);
   });
 

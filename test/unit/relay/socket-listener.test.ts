@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { BatchSender } from '../../../lib/relay/batch-sender.ts';
 import { startRelay } from '../../../lib/relay/relay.ts';
-import { memoryLog } from '../../../lib/relay/relay-log.ts';
+import { memoryLog } from '../../../lib/kernel/log.ts';
 import { AuditSocketListener, parseListenAddress } from '../../../lib/relay/socket-listener.ts';
 import { auditLine, sendLines, temporaryDir, waitFor } from './helpers.ts';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { applyCommand } from '../../../lib/cli/apply-command.ts';
-import type { RolloutResult } from '../../../lib/kube/rollout-executor.ts';
+import type { RolloutResult } from '../../../lib/engine/rollout-executor.ts';
 import { progressFrame, progressView } from '../../../lib/report/rollout-progress.ts';
 import { resultsText } from '../../../lib/report/results-report.ts';
 import { memoryIo } from '../../helpers.ts';

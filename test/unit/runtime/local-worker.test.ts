@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { METRICS, memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { METRICS, memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import type { LocalRolloutQueue } from '../../../lib/queue/local-queue.ts';

@@ -6,7 +6,7 @@
 import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { describe, expect, it } from 'vitest';
-import { memoryTelemetry } from '../../../lib/observability/telemetry.ts';
+import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { rolloutMessages } from '../../../lib/queue/rollout-message.ts';

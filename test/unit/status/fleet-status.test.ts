@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterAccess } from '../../../lib/kube/cluster-access.ts';
 import { FIELD_MANAGER, type KubeApi } from '../../../lib/kube/kube-api.ts';
-import { parseLabelSelector, selectorMatches } from '../../../lib/kube/label-selector.ts';
-import { haltEventName, recordOnlyPatch } from '../../../lib/kube/restart-record.ts';
-import { recordHalt } from '../../../lib/kube/rollout-executor.ts';
-import type { KubeObject } from '../../../lib/kube/workload-kinds.ts';
+import { parseLabelSelector, selectorMatches } from '../../../lib/workloads/label-selector.ts';
+import { haltEventName, recordOnlyPatch } from '../../../lib/plan/restart-record.ts';
+import { recordHalt } from '../../../lib/engine/rollout-executor.ts';
+import type { KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { printable } from '../../../lib/report/printable.ts';
 import { consumerVerdict, statusJson, statusJsonText, statusLines, statusText } from '../../../lib/report/status-report.ts';

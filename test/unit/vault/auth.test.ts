@@ -1,7 +1,7 @@
 import type { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand } from '@aws-sdk/client-ssm';
 import { describe, expect, it } from 'vitest';
-import { memoryLog } from '../../../lib/relay/relay-log.ts';
+import { memoryLog } from '../../../lib/kernel/log.ts';
 import { awsIamLoginRequest, IAM_SERVER_ID_HEADER, vaultAuthMethod, vaultTokenSourceFromEnv, type VaultAuthDeps } from '../../../lib/vault/auth.ts';
 
 describe('vaultAuthMethod', () => {

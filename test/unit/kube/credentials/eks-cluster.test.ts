@@ -5,11 +5,11 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { ClusterAccessError } from '../../../../lib/kube/cluster-access.ts';
 import { createEksAccessResolver } from '../../../../lib/kube/credentials/eks-cluster.ts';
 import type { EksAccessDeps } from '../../../../lib/kube/credentials/eks-cluster.ts';
-import type { AwsCredentials, AwsCredentialsProvider } from '../../../../lib/kube/credentials/eks-token.ts';
+import type { AwsCredentials, AwsCredentialsProvider } from '../../../../lib/aws/eks-token.ts';
 import type { ClusterConfig } from '../../../../lib/routing/schema.ts';
 import { awsError, CA_DATA, planted, recordingLogger, rejectionOf } from './fixtures.ts';
 import type { RecordingLogger } from './fixtures.ts';
-import { decodeEksToken, recomputePresignedSignature } from './sigv4-reference.ts';
+import { decodeEksToken, recomputePresignedSignature } from '../../aws/sigv4-reference.ts';
 
 const eksMock = mockClient(EKSClient);
 const stsMock = mockClient(STSClient);

@@ -1,0 +1,175 @@
+/**
+ * After the patches: follow what was restarted, record how each rollout ended, and start deferred targets as
+ * `rollout.maxUnavailable`'s slots free up, all within the call's follow budget.
+ */
+import { rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
+import type { Admission } from '../slots/admission.ts';
+import { realClock } from './cluster-run.ts';
+import { recordRolloutEvent } from './events.ts';
+import { startFollower, type FollowedRollout, type FollowTarget } from './rollout-follower.ts';
+import type { ExecutorOptions, FollowSettings, WorkloadDone } from './types.ts';
+
+/**
+ * Follows what was restarted (or found restarted already), then records one RolloutComplete/RolloutFailed Event
+ * each. With `rollout.maxUnavailable`, a rollout that ends gives its slot back and the next deferred target starts,
+ * all within the same budget; what is still deferred at its end comes back `deferred` for a later attempt.
+ *
+ * One follower for the whole call: a target started by a freed slot joins the watch of its (cluster, namespace,
+ * kind) that is already open, so the cost of a slot cycle is the patch and the controller, not a LIST and a WATCH
+ * per restart (a 1,000-Deployment namespace is ~1,000 objects per LIST).
+ */
+export async function followDone(table: RoutingTable, done: WorkloadDone[], options: ExecutorOptions, follow: FollowSettings, admission: Admission | undefined): Promise<void> {
+  const clock = options.clock ?? realClock;
+  for (const d of done) follow.onProgress?.(d.result);
+  // An unchanged target restarted by an earlier attempt: its deadline counts from its lease (taken just before its
+  // patch) when it holds one, else from the message's first attempt.
+  const claims = done.flatMap((d) => (d.slot && d.result.outcome === 'unchanged' ? d.slot.scopeKeys.slice(0, 1) : []));
+  const leaseStarts = admission && claims.length > 0 ? await admission.leaseStarts([...new Set(claims)]) : new Map<string, number>();
+  const released = new Set<WorkloadDone>();
+  // Set by every release and every retry that ends: the loop below looks again before it waits (no wake is lost).
+  let signalled = false;
+  let wake: (() => void) | undefined;
+  const signal = () => {
+    signalled = true;
+    wake?.();
+  };
+  const release = (d: WorkloadDone) => {
+    if (!d.slot || !admission || released.has(d)) return;
+    released.add(d);
+    void admission.release(d.slot).then(signal);
+  };
+  const apply = (d: WorkloadDone, f: FollowedRollout) => {
+    d.result = { ...d.result, rollout: f.rollout, ...(f.rolloutMs === undefined ? {} : { rolloutMs: f.rolloutMs }), ...(f.pods ? { pods: f.pods } : {}), rolloutReason: f.message };
+  };
+  const follower = startFollower({
+    budgetMs: Math.max(0, follow.budgetMs),
+    clock,
+    onProgress: (id, f) => {
+      const d = done[Number(id)];
+      if (!d) return;
+      apply(d, f);
+      // Level-triggered: whichever attempt sees the rollout end gives the slot back.
+      if (f.rollout !== 'progressing') release(d);
+      follow.onProgress?.(d.result);
+    },
+  });
+  const following: Array<Promise<void>> = [];
+  const startFollowing = (i: number) => {
+    const d = done[i];
+    if (!d?.follow) return;
+    const r = d.result;
+    const f = d.follow;
+    const leased = d.slot ? leaseStarts.get(d.slot.holder) : undefined;
+    const startedAt = r.outcome === 'restarted' ? f.patchedAt : (leased ?? follow.since ?? clock.now());
+    const target: FollowTarget = { id: String(i), cluster: r.cluster, api: f.run.api, descriptor: f.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes), ...f.restarted };
+    following.push(
+      follower.follow(target).then(async (answer) => {
+        apply(d, answer);
+        if (answer.rollout === 'complete' || answer.rollout === 'failed') await recordRolloutEvent(f.run, f.target, f.descriptor, d.result);
+      }),
+    );
+  };
+  done.forEach((_, i) => startFollowing(i));
+  if (admission) await startDeferred(done, admission, follow, options.slotPollMs ?? 2_000, startFollowing, {
+    signal,
+    takeSignal: () => {
+      const was = signalled;
+      signalled = false;
+      return was;
+    },
+    waitFor: (ms) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(() => ((wake = undefined), resolve()), ms);
+        wake = () => {
+          clearTimeout(timer);
+          wake = undefined;
+          resolve();
+        };
+      }),
+  });
+  // Nothing more joins: every watch ends with its last answer.
+  follower.seal();
+  await Promise.all(following);
+  // Slots released while nothing waited any more: nothing to wake.
+  wake = undefined;
+}
+
+/**
+ * Deferred targets, in plan order: each freed slot starts the next one whose scopes have room, until none waits or
+ * the budget ends. Admissions are decided one at a time (so a scope found full passes the rest over without a
+ * call), but the patches that follow them run concurrently under the cluster's limiter: one slow PATCH does not
+ * hold the next admission.
+ */
+async function startDeferred(
+  done: WorkloadDone[],
+  admission: Admission,
+  follow: FollowSettings,
+  pollMs: number,
+  startFollowing: (i: number) => void,
+  wakeup: { signal(): void; takeSignal(): boolean; waitFor(ms: number): Promise<void> },
+): Promise<void> {
+  // Clusters take turns (round robin, starting one further each pass): in plan order, the first cluster would take
+  // every fleet slot that frees and the last would wait for the others to finish.
+  let turn = 0;
+  /** Targets whose retry is under way (admitted and patching, or being decided): never tried twice at once. */
+  const inFlight = new Map<number, Promise<void>>();
+  const deferredIndexes = (): number[] => {
+    const byCluster = new Map<string, number[]>();
+    done.forEach((d, i) => {
+      if (!(d.result.outcome === 'deferred' && d.retry) || inFlight.has(i)) return;
+      const queue = byCluster.get(d.result.cluster);
+      if (queue) queue.push(i);
+      else byCluster.set(d.result.cluster, [i]);
+    });
+    const queues = [...byCluster.values()];
+    const start = queues.length > 0 ? turn++ % queues.length : 0;
+    const ordered = [...queues.slice(start), ...queues.slice(0, start)];
+    const out: number[] = [];
+    for (let k = 0; out.length < done.length && ordered.some((q) => k < q.length); k++) for (const q of ordered) if (k < q.length) out.push(q[k] as number);
+    return out;
+  };
+  // The budget's end is a timer, like the follower's deadlines: decided once, not by comparing clock readings.
+  let over = false;
+  const budgetTimer = setTimeout(() => ((over = true), wakeup.signal()), Math.max(0, follow.budgetMs));
+  let polls = 0;
+  for (;;) {
+    const waiting = deferredIndexes();
+    if ((waiting.length === 0 && inFlight.size === 0) || over) break;
+    // Every wait ends at least once per poll interval: other workers may have freed slots meanwhile.
+    if (polls++ > 0) admission.reopen();
+    for (const i of waiting) {
+      if (over) break;
+      const d = done[i] as WorkloadDone;
+      // Thousands may wait: those whose scope is known full are passed over without a call.
+      if (d.blocked?.()) continue;
+      const retried = (d.retry as () => Promise<WorkloadDone>)().then((next) => {
+        done[i] = next;
+        inFlight.delete(i);
+        // Deferred again (another worker took the slot first): it waits for a release like the rest. Anything else
+        // (restarted and followed, or failed and its slot given back) is worth another look now.
+        if (next.result.outcome === 'deferred') return;
+        follow.onProgress?.(next.result);
+        if (next.event) void next.event();
+        startFollowing(i);
+        wakeup.signal();
+      }, (e: unknown) => {
+        // Only a bug gets here (restartWorkload answers with results): a result for it rather than a lost target.
+        done[i] = { result: { ...d.result, outcome: 'failed', reason: 'error', detail: e instanceof Error ? e.message : String(e) } };
+        inFlight.delete(i);
+      });
+      inFlight.set(i, retried);
+      // Its admission is decided once the queue of admissions is idle: then `blocked` is current for the next one.
+      await admission.idle();
+    }
+    if (over) break;
+    // Until a slot is released, a retry ends, or it is time to ask the store again.
+    if (!wakeup.takeSignal()) {
+      await wakeup.waitFor(pollMs);
+      wakeup.takeSignal();
+    }
+  }
+  clearTimeout(budgetTimer);
+  // Retries already admitted finish their patch (and join the follower): a slot taken is never left unfollowed.
+  await Promise.all(inFlight.values());
+}
+

@@ -1,0 +1,149 @@
+/**
+ * A wave's gate message: look at the wave's rollouts, then release the next wave, look again later, or halt the
+ * rotation (issue #12; lib/plan/waves.ts decides, this acts).
+ */
+import { NOT_RESTARTED_YET, type RolloutResult } from '../engine/types.ts';
+import { executeRollouts, recordHalt } from './kube-executor.ts';
+import { METRICS } from '../kernel/telemetry.ts';
+import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
+import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
+import {
+  changeFromQueue,
+  changeSetHash,
+  MAX_GATE_ROUNDS,
+  queuedChange,
+  rolloutMessages,
+  type GateMessage,
+  type QueueMessage,
+} from '../queue/rollout-message.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import { changeIdentity } from '../queue/rollout-message.ts';
+import { changeSets, changesByCluster } from '../plan/cluster-changes.ts';
+import { haltedReason, haltOf } from './wave-guard.ts';
+
+import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
+
+/** Where a gate message stands under this worker's table: its change set, its waves, the plan's targets. */
+export type GatePlan = { set: ChangeSet; targets: RolloutTarget[] } | { refused: string };
+
+/**
+ * Re-plans a gate's changes with this worker's table. Refused (like any message) when they plan nothing, no longer
+ * form one change set (the table changed), or name a wave with no wave after it. Pure.
+ */
+export function planGate(table: RoutingTable, message: GateMessage, messageId: string): GatePlan {
+  const changes = message.changes.map((c, i) => changeFromQueue(c, `message ${messageId} changes[${i}]`));
+  const plan = planRollouts(table, changes);
+  const sets = changeSets(table, changes, plan);
+  const key = changeSetHash(message.changes);
+  const set = sets.find((s) => s.key === key);
+  if (!set) return { refused: sets.length === 0 ? `its ${changes.length} change(s) plan nothing under this routing table` : 'its changes no longer form one rotation under this routing table' };
+  if (message.wave + 1 >= set.waves.length) return { refused: `wave ${message.wave + 1} is not followed by another wave (${set.waves.length} waves)` };
+  return { set, targets: plan.targets };
+}
+
+/** A wave target's state for its gate, from what an observe-only (or restarting) call found. */
+export const waveTargetState = (r: RolloutResult): WaveTargetState['state'] => {
+  if (r.outcome === 'failed' || (r.outcome === 'skipped' && r.reason === NOT_RESTARTED_YET)) return 'pending';
+  if (r.outcome !== 'restarted' && r.outcome !== 'unchanged') return 'done';
+  if (r.rollout === undefined) return 'pending';
+  return r.rollout === 'none' ? 'done' : r.rollout;
+};
+
+/** A gate: look at its wave, then queue the next wave, halt, or hand itself back for later. False: redeliver. */
+export async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerDeps, outcome: BatchOutcome): Promise<boolean> {
+  const planned = planGate(deps.table, message, record.messageId);
+  if ('refused' in planned) {
+    refuse(deps, outcome, record, planned.refused);
+    return true;
+  }
+  const { set, targets } = planned;
+  // A halted rotation's gate, or a gate for a wave no passed gate released, is refused (lib/pipeline/wave-guard.ts).
+  const halted = await haltOf(deps.rotations, message.changes);
+  if (halted) {
+    refuse(deps, outcome, record, haltedReason(halted));
+    return true;
+  }
+  if (message.wave > 0 && (await deps.rotations.releasedWave(set.key)) < message.wave) {
+    refuse(deps, outcome, record, `a gate for wave ${message.wave + 1} of rotation ${set.key}, which no passed gate released`);
+    return true;
+  }
+  if (!deps.queue) {
+    deps.telemetry.warn('a gate message needs a queue to send the next wave to; it will be redelivered', { messageId: record.messageId });
+    return false;
+  }
+  const now = deps.now ?? Date.now;
+  const wave = set.waves[message.wave];
+  const next = set.waves[message.wave + 1];
+  if (!wave || !next) return true;
+  const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
+  const lookMs = Math.min(deps.gate?.lookMs ?? 10_000, deps.follow ? Math.max(0, deps.follow.budgetMs()) : Infinity);
+  const since = Date.parse(message.since);
+  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: lookMs, since } });
+  const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
+  const decision = decideGate({ states, now: now(), since, ...(message.completeAt ? { completeAt: Date.parse(message.completeAt) } : {}), policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 });
+  const secrets = [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
+  const fields = { messageId: record.messageId, route: set.route, secrets, wave: message.wave + 1, waves: set.waves.length, clusters: wave.clusters };
+
+  if (decision.action === 'wait') {
+    const fresh: GateMessage = { ...message, round: message.round + 1, ...(decision.completeAt !== undefined ? { completeAt: new Date(decision.completeAt).toISOString() } : {}) };
+    const holds = (record.receiveCount ?? 1) - 1;
+    // The pause's start must be remembered, and a message held too often would reach the redrive limit: both go
+    // out as a fresh copy (a new deduplication id), and this one is acknowledged.
+    if ((decision.completeAt !== undefined && message.completeAt === undefined) || holds >= HOLDS_BEFORE_RESEND) {
+      if (fresh.round > MAX_GATE_ROUNDS) return true;
+      try {
+        await deps.queue.send([fresh]);
+      } catch (e) {
+        deps.telemetry.warn('could not re-send the gate; it will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+        return false;
+      }
+      deps.telemetry.info('wave gate waiting (re-sent)', { ...fields, why: decision.why, round: fresh.round });
+      return true;
+    }
+    deps.telemetry.info('wave gate waiting', { ...fields, why: decision.why, delayMs: decision.delayMs });
+    outcome.deferred.push({ messageId: record.messageId, delayMs: decision.delayMs });
+    return true;
+  }
+
+  if (decision.action === 'fail' && decision.onFailure === 'halt') {
+    const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
+    const halt: HaltRecord = { secrets, wave: message.wave + 1, waves: set.waves.length, failing: { cluster: decision.failing.cluster, namespace: decision.failing.namespace, kind: decision.failing.kind, name: decision.failing.name, state: decision.failing.state }, why: decision.why, notRestarted };
+    // Durable before anything else: from here every path that restarts refuses these changes (wave-guard.ts).
+    try {
+      await deps.rotations.halt({ rotation: set.key, route: set.route, changes: set.changes.map((c) => changeIdentity(queuedChange(c))), ...halt, haltedAt: new Date(now()).toISOString() });
+    } catch (e) {
+      deps.telemetry.warn('could not record the halt; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+      return false;
+    }
+    outcome.halts.push(halt);
+    deps.telemetry.error('rotation halted', { ...fields, rotation: set.key, failing: halt.failing, why: decision.why, notRestarted });
+    // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
+    deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
+    const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace && results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name));
+    if (target) {
+      const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`;
+      await recordHalt(deps.table, target, decision.failing.name, deps.executor, eventMessage);
+    }
+    return true;
+  }
+  if (decision.action === 'fail') deps.telemetry.warn('wave gate failed; continuing (onFailure: continue)', { ...fields, why: decision.why });
+
+  // Advance: the next wave's clusters, and its gate unless it is the last wave.
+  const startedAt = new Date(now()).toISOString();
+  const inSet = new Set(set.changes);
+  const byCluster = changesByCluster(set.changes, { targets });
+  // Each message carries the whole set, so the worker that receives it finds this rotation (wave-guard.ts).
+  const messages: QueueMessage[] = next.clusters.filter((cluster) => (byCluster.get(cluster) ?? []).some((c) => inSet.has(c))).flatMap((cluster) => rolloutMessages(cluster, set.changes, message.acceptedAt, message.wave + 1, deps.table.hash));
+  if (set.waves[message.wave + 2]) messages.push({ v: message.v, kind: 'gate', changes: set.changes.map(queuedChange), wave: message.wave + 1, since: startedAt, acceptedAt: message.acceptedAt, round: 0, table: deps.table.hash });
+  try {
+    // Released before the messages go out: a worker killed in between leaves a release with nothing queued, which the
+    // gate, redelivered, queues again; the reverse order would leave queued messages the guard refuses.
+    await deps.rotations.releaseWave(set.key, message.wave + 1);
+    await deps.queue.send(messages);
+  } catch (e) {
+    deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+    return false;
+  }
+  deps.telemetry.info('wave gate passed; next wave queued', { ...fields, next: next.clusters, messages: messages.length });
+  return true;
+}

@@ -1,0 +1,109 @@
+/** What the worker is given (its dependencies) and what it answers for a batch; shared by the cluster and gate workers. */
+import type { RolloutResult } from '../engine/types.ts';
+import type { ExecutorSettings } from './kube-executor.ts';
+import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
+import type { WaveTargetState } from '../plan/waves.ts';
+import {
+  type RolloutMessage,
+  type RolloutQueue,
+} from '../queue/rollout-message.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import type { RotationStore } from '../rotations/rotation-store.ts';
+
+export interface QueueRecord {
+  messageId: string;
+  body: string;
+  groupId: string;
+  /** How many times the queue has delivered it (1 the first time); holds re-send a fresh copy before the redrive limit. */
+  receiveCount?: number;
+}
+
+export interface WorkerDeps {
+  table: RoutingTable;
+  /** Released waves and halts (lib/rotations): checked before every restart, written by gates. */
+  rotations: RotationStore;
+  /**
+   * Where a refused message goes, with its reason (the runtime's dead-letter queue). When it throws, the message is
+   * redelivered instead (and reaches the dead letters through the queue's redrive policy). Without it (tests) a
+   * refused message is acknowledged.
+   */
+  deadLetter?: (record: QueueRecord, reason: string) => Promise<void>;
+  executor: ExecutorSettings;
+  telemetry: Telemetry;
+  /** Called for a cluster whose credentials were refused, so the next attempt resolves them again. */
+  invalidate?: (cluster: string) => void;
+  now?: () => number;
+  /**
+   * Follow each restart's rollout for at most `budgetMs()` (in Lambda: the invocation's remaining time minus a
+   * margin), then hand what is still progressing back to the queue as a follow-up message — the same changes, which
+   * the next attempt finds `unchanged` and follows again. Nothing waits longer than the budget; nothing restarts
+   * twice. Without it, a restart's result is the patch alone.
+   */
+  follow?: { budgetMs: () => number; requeue: (message: RolloutMessage) => Promise<void> };
+  /** Where gates queue the next wave and their own fresh copies (issue #12); without it a gate is redelivered. */
+  queue?: RolloutQueue;
+  /** Gates: how long one look follows a wave's rollouts (default 10 s, capped by the follow budget), and how long to wait before the next look (default 10 s). */
+  gate?: { lookMs?: number; recheckMs?: number };
+  /**
+   * Called as soon as one group of the batch (a cluster, a gate) is worked, before the slower groups are: lets a
+   * runtime hand that group's messages back at once (delete the worked ones, defer the held ones), so a batch of
+   * several clusters never makes one wait for another. Must not throw.
+   */
+  onGroupDone?: (group: GroupOutcome) => Promise<void>;
+}
+
+/** What became of one group's messages: the ids not in `failed` or `deferred` are done (worked or refused). */
+export interface GroupOutcome {
+  messageIds: string[];
+  failed: string[];
+  deferred: Array<{ messageId: string; delayMs: number }>;
+}
+
+/** Holds by visibility before a held message is re-sent fresh: with the first delivery, 3 of SQS's 5 receives. */
+export const HOLDS_BEFORE_RESEND = 2;
+
+/** How long one attempt follows rollouts before handing them back to the queue (VAULT_ROLLOUT_FOLLOW_SECONDS). */
+export const DEFAULT_FOLLOW_BUDGET_MS = 60_000;
+
+/** The follow budget from the environment: seconds, 0 to only patch (results then carry no rollout state). */
+export function followBudgetFromEnv(env: Readonly<Record<string, string | undefined>>): number {
+  const raw = env.VAULT_ROLLOUT_FOLLOW_SECONDS;
+  if (raw === undefined || raw === '') return DEFAULT_FOLLOW_BUDGET_MS;
+  const seconds = Number(raw);
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900) throw new Error(`VAULT_ROLLOUT_FOLLOW_SECONDS=${raw.slice(0, 20)} must be a number of seconds from 0 to 900`);
+  return seconds * 1000;
+}
+
+export interface BatchOutcome {
+  /** Message ids to redeliver (SQS `batchItemFailures`). */
+  failed: string[];
+  /** Message ids refused (acknowledged, never executed), with the reason. */
+  refused: Array<{ messageId: string; reason: string }>;
+  results: RolloutResult[];
+  /** Message ids to hand back to the queue for later (invisible for `delayMs`, then redelivered): gates, settle. */
+  deferred: Array<{ messageId: string; delayMs: number }>;
+  /** Rotations a wave's gate halted: which change, where, why. */
+  halts: HaltRecord[];
+}
+
+export interface HaltRecord {
+  /** The changes' paths and versions. */
+  secrets: string[];
+  /** 1-based wave that failed, and how many waves there are. */
+  wave: number;
+  waves: number;
+  /** The workload that failed the gate. */
+  failing: Pick<WaveTargetState, 'cluster' | 'namespace' | 'kind' | 'name' | 'state'>;
+  why: string;
+  /** Clusters of the later waves, never restarted for these changes. */
+  notRestarted: string[];
+}
+
+export function refuse(deps: WorkerDeps, outcome: BatchOutcome, record: QueueRecord, reason: string): void {
+  // Never executed, never redelivered: redelivery cannot make it acceptable, and a forged message must not
+  // hold the real messages of its group behind it.
+  deps.telemetry.error('refused rollout message', { messageId: record.messageId, group: record.groupId.slice(0, 63), reason });
+  deps.telemetry.metric(METRICS.refusedMessages, 1, 'Count');
+  outcome.refused.push({ messageId: record.messageId, reason });
+}
+
