@@ -55,12 +55,14 @@ async function resourceVersion(path: string): Promise<string> {
 }
 
 /**
- * What a patch by vault-rollout would change: the spec's generation and the annotations. Not the resourceVersion:
- * a controller's status write (the Deployment controller catching up under load) changes that too.
+ * What a patch by vault-rollout would change: the spec's generation (a pod template's record) and vault-rollout's own
+ * annotations on the object. Not the resourceVersion, nor every annotation: the Deployment controller catching up
+ * under load writes the status and `deployment.kubernetes.io/revision`.
  */
 async function writtenState(path: string): Promise<string> {
   const { metadata } = (await request('GET', path)).body as { metadata: { generation?: number; annotations?: Record<string, string> } };
-  return JSON.stringify({ generation: metadata.generation, annotations: metadata.annotations ?? {} });
+  const ours = Object.entries(metadata.annotations ?? {}).filter(([k]) => k.startsWith('vault-rollout.io/'));
+  return JSON.stringify({ generation: metadata.generation, annotations: ours });
 }
 
 const pod = (spec: Record<string, unknown>) => ({ metadata: { labels: { app: 'x' } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }], ...spec } });
