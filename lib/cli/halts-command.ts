@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import type { RotationHalt } from '../rotations/rotation-store.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { printable, printableJson } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { usageError } from './shared.ts';
 
@@ -41,16 +42,13 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
       return EXIT.ok;
     }
     const halts = await store.halts();
-    if (values.json) io.stdout(`${JSON.stringify({ store: cliRotationStoreName(io), halts }, null, 2)}\n`);
+    if (values.json) io.stdout(`${printableJson({ store: cliRotationStoreName(io), halts }, 2)}\n`);
     else io.stdout(haltsText(halts, cliRotationStoreName(io)));
     return EXIT.ok;
   } finally {
     store.close?.();
   }
 }
-
-/** Control characters out of what a terminal shows (paths and reasons come from Vault and the clusters). */
-const printable = (s: string): string => [...s].map((c) => (c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f) ? '?' : c)).join('');
 
 export function haltsText(halts: readonly RotationHalt[], store: string): string {
   if (halts.length === 0) return `No halted rotation (${store}).\n`;

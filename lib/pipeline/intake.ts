@@ -49,7 +49,6 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
  */
 export function firstWaveMessages(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, acceptedAt: string, needs: (cluster: string, changes: readonly SecretChange[]) => boolean = () => true): QueueMessage[] {
   const byCluster = changesByCluster(changes, plan);
-  const tableHash = { table: table.hash };
   if (!table.routes.some((r) => r.policy.waves !== undefined)) return [...byCluster].filter(([cluster, cs]) => needs(cluster, cs)).flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt, undefined, table.hash));
   const messages: QueueMessage[] = [];
   for (const set of changeSets(table, changes, plan, byCluster)) {
@@ -60,7 +59,7 @@ export function firstWaveMessages(table: RoutingTable, changes: readonly SecretC
       const here = (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c));
       if (here.length > 0 && needs(cluster, here)) messages.push(...rolloutMessages(cluster, set.changes, acceptedAt, second ? 0 : undefined, table.hash));
     }
-    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0, ...tableHash });
+    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0, table: table.hash });
   }
   return messages;
 }

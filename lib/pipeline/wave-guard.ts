@@ -11,10 +11,11 @@
  *
  * A refused message is dead-lettered with the reason (never silently dropped, never executed).
  */
-import { planRollouts } from '../plan/planner.ts';
-import { changeFromQueue, changeIdentity, type QueuedChange } from '../queue/rollout-message.ts';
+import type { Plan } from '../plan/planner.ts';
+import { changeIdentity, type QueuedChange } from '../queue/rollout-message.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
+import type { SecretChange } from '../sources/secret-change.ts';
 import { changeSets } from '../plan/cluster-changes.ts';
 
 /** Why a message of a halted rotation is refused, and what clears it. */
@@ -30,14 +31,15 @@ export async function haltOf(store: RotationStore, changes: readonly QueuedChang
 
 /**
  * Why a cluster message may not restart anything now, or undefined when it may: a halted change, or its cluster in a
- * wave of one of its rotations that no passed gate released. `senderTable` (the message's table hash) only explains.
+ * wave of one of its rotations that no passed gate released. `planned` is the worker's own plan of the message (its
+ * changes over every cluster); the message's table hash only explains a refusal.
  */
-export async function clusterMessageRefusal(table: RoutingTable, store: RotationStore, cluster: string, changes: readonly QueuedChange[], senderTable?: string): Promise<string | undefined> {
-  const halt = await haltOf(store, changes);
+export async function clusterMessageRefusal(table: RoutingTable, store: RotationStore, cluster: string, planned: { message: { changes: readonly QueuedChange[]; table?: string }; changes: readonly SecretChange[]; plan: Plan }): Promise<string | undefined> {
+  const halt = await haltOf(store, planned.message.changes);
   if (halt) return haltedReason(halt);
   if (!table.routes.some((r) => r.policy.waves !== undefined)) return undefined;
-  const secretChanges = changes.map((c, i) => changeFromQueue(c, `changes[${i}]`));
-  for (const set of changeSets(table, secretChanges, planRollouts(table, secretChanges))) {
+  const senderTable = planned.message.table;
+  for (const set of changeSets(table, planned.changes, planned.plan)) {
     const wave = set.waves.findIndex((w) => w.clusters.includes(cluster));
     if (wave <= 0) continue;
     const released = await store.releasedWave(set.key);

@@ -15,7 +15,7 @@
  */
 import { executeRollouts } from './kube-executor.ts';
 import { METRICS } from '../kernel/telemetry.ts';
-import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
+import { planRollouts, type Plan, type RolloutTarget } from '../plan/planner.ts';
 import { settleDelay } from '../plan/waves.ts';
 import {
   changeFromQueue,
@@ -27,6 +27,7 @@ import {
   type GateMessage,
   type RolloutMessage,
 } from '../queue/rollout-message.ts';
+import type { SecretChange } from '../sources/secret-change.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { workGate } from './gate-worker.ts';
 import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
@@ -35,7 +36,17 @@ import { clusterMessageRefusal } from './wave-guard.ts';
 export * from './worker-deps.ts';
 export { planGate, waveTargetState, type GatePlan } from './gate-worker.ts';
 
-export type MessagePlan = { message: RolloutMessage; targets: RolloutTarget[]; changeIds: string[]; ignoredElsewhere: number } | { refused: string };
+export type MessagePlan =
+  | {
+      message: RolloutMessage;
+      /** The message's changes and their whole plan (every cluster): what the wave guard needs, planned once. */
+      changes: SecretChange[];
+      plan: Plan;
+      targets: RolloutTarget[];
+      changeIds: string[];
+      ignoredElsewhere: number;
+    }
+  | { refused: string };
 
 /**
  * What a message may restart: the plan of its changes under this worker's routing table, in the message group's
@@ -47,10 +58,11 @@ export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'mess
   if (isGateMessage(message)) return { refused: 'a gate message outside a gate group' };
   if (message.cluster !== record.groupId) return { refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"` };
   if (!table.clusters.has(record.groupId)) return { refused: `cluster "${record.groupId.slice(0, 63)}" is not in the routing table` };
-  const plan = planRollouts(table, message.changes.map((c, i) => changeFromQueue(c, `message ${record.messageId} changes[${i}]`)));
+  const changes = message.changes.map((c, i) => changeFromQueue(c, `message ${record.messageId} changes[${i}]`));
+  const plan = planRollouts(table, changes);
   const targets = plan.targets.filter((t) => t.cluster === record.groupId);
   if (targets.length === 0) return { refused: `its ${message.changes.length} change(s) plan nothing in cluster "${record.groupId}" under this routing table` };
-  return { message, targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
+  return { message, changes, plan, targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
 }
 
 /** What one step of a group works: a cluster message (or, with settle, several taken together) or a gate. */
@@ -132,7 +144,7 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
       refuse(deps, outcome, record, planned.refused);
       continue;
     }
-    const refusal = await clusterMessageRefusal(deps.table, deps.rotations, record.groupId, planned.message.changes, planned.message.table);
+    const refusal = await clusterMessageRefusal(deps.table, deps.rotations, record.groupId, planned);
     if (refusal !== undefined) {
       refuse(deps, outcome, record, refusal);
       continue;

@@ -34,7 +34,7 @@ export class SqliteRotationStore implements RotationStore {
   }
 
   halt(halt: RotationHalt): Promise<void> {
-    this.transaction(() => {
+    immediateTransaction(this.db, () => {
       this.db.prepare('INSERT OR REPLACE INTO rotation_halts (rotation, halted_at, record) VALUES (?, ?, ?)').run(halt.rotation, halt.haltedAt, JSON.stringify(halt));
       const insert = this.db.prepare('INSERT OR IGNORE INTO rotation_halted_changes (change_key, rotation) VALUES (?, ?)');
       for (const identity of halt.changes) insert.run(identityKey(identity), halt.rotation);
@@ -61,7 +61,7 @@ export class SqliteRotationStore implements RotationStore {
 
   clear(rotation: string): Promise<RotationHalt | undefined> {
     return Promise.resolve(
-      this.transaction(() => {
+      immediateTransaction(this.db, () => {
         const row = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?').get(rotation) as { record: string } | undefined;
         this.db.prepare('DELETE FROM rotation_halts WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_halted_changes WHERE rotation = ?').run(rotation);
@@ -73,9 +73,5 @@ export class SqliteRotationStore implements RotationStore {
 
   close(): void {
     this.db.close();
-  }
-
-  private transaction<T>(work: () => T): T {
-    return immediateTransaction(this.db, work);
   }
 }

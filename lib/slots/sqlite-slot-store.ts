@@ -29,7 +29,7 @@ export class SqliteSlotStore implements SlotStore {
   acquire(holder: string, scopes: readonly SlotScope[], ttlMs: number): Promise<AcquireResult> {
     const now = this.now();
     return Promise.resolve(
-      this.transaction((): AcquireResult => {
+      immediateTransaction(this.db, (): AcquireResult => {
         const missing: SlotScope[] = [];
         for (const scope of scopes) {
           this.db.prepare('DELETE FROM rollout_slots WHERE scope = ? AND expires_at <= ?').run(scope.key, now);
@@ -46,7 +46,7 @@ export class SqliteSlotStore implements SlotStore {
   }
 
   release(holder: string, scopeKeys: readonly string[]): Promise<void> {
-    this.transaction(() => {
+    immediateTransaction(this.db, () => {
       const remove = this.db.prepare('DELETE FROM rollout_slots WHERE scope = ? AND holder = ?');
       for (const key of scopeKeys) remove.run(key, holder);
     });
@@ -60,9 +60,5 @@ export class SqliteSlotStore implements SlotStore {
 
   close(): void {
     this.db.close();
-  }
-
-  private transaction<T>(work: () => T): T {
-    return immediateTransaction(this.db, work);
   }
 }
