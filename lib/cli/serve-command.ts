@@ -3,14 +3,16 @@ import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
 import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
-import { followBudgetFromEnv } from '../pipeline/worker.ts';
+import { followFromEnv } from '../pipeline/worker.ts';
 import { homedir } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import { QueueUnavailableError } from '../queue/rollout-message.ts';
 import { defaultQueueFile, SqliteRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { visibilitySecondsFromEnv } from '../runtime/config.ts';
-import { startLocalWorker } from '../runtime/local-worker.ts';
+import { MAX_LOOPS, startLocalWorker } from '../runtime/local-worker.ts';
+import { RolloutWaker } from '../pipeline/rollout-waker.ts';
+import type { ClusterConfig } from '../routing/schema.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
@@ -44,7 +46,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' }, 'max-connections': { type: 'string', default: String(DEFAULT_MAX_CONNECTIONS) }, [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false } },
+      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' }, 'max-connections': { type: 'string', default: String(DEFAULT_MAX_CONNECTIONS) }, loops: { type: 'string', default: '4' }, [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false } },
       strict: true,
       allowPositionals: false,
     }));
@@ -52,6 +54,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     return usageError(io, 'serve', e);
   }
   const port = Number(values.port);
+  const loops = Number(values.loops);
+  if (!Number.isInteger(loops) || loops < 1 || loops > MAX_LOOPS) return usageError(io, 'serve', `--loops ${String(values.loops).slice(0, 20)} must be a whole number from 1 to ${MAX_LOOPS}`);
   const requestTimeoutMs = Number(values['request-timeout']) * 1000;
   if (!(requestTimeoutMs > 0)) return usageError(io, 'serve', '--request-timeout must be a number of seconds');
   if (!Number.isInteger(port) || port < 0 || port > 65535) return usageError(io, 'serve', '--port must be a port number');
@@ -70,10 +74,10 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
 
-  let followBudgetMs: number;
+  let follows: boolean;
   let visibilitySeconds: number;
   try {
-    followBudgetMs = followBudgetFromEnv(io.env);
+    follows = followFromEnv(io.env);
     visibilitySeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'serve', e);
@@ -93,17 +97,20 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const slots = await slotStoreFromEnv(io.env);
   // Released waves and halts (lib/rotations): a SQLite file `apply`, `status` and `halts` read too; memory in a dry run.
   const rotations: RotationStore = values['dry-run'] ? new MemoryRotationStore() : await cliRotationStore(io);
+  const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
+  // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
+  const waker = values['dry-run'] || !follows ? undefined : new RolloutWaker(table, executor, telemetry);
   const worker = startLocalWorker(queue, {
     table,
     rotations,
     telemetry,
-    executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) },
+    executor,
     invalidate: (cluster) => clients.invalidate(cluster),
     // Gates queue the next wave here (issue #12).
     queue,
-    // As in Lambda: follow each rollout for a bounded time, then hand it back to the (in-process) queue.
-    ...(values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } }),
-  });
+    // As in Lambda: follow each restart out of line, by continuations in the (in-process) queue.
+    ...(values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } }),
+  }, { loops, ...(waker ? { waker } : {}) });
   // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
   const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks

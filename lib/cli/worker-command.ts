@@ -2,7 +2,9 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { parseArgs } from 'node:util';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { workerBatchSize } from '../deploy/worker-batch-size.ts';
-import { followBudgetFromEnv } from '../pipeline/worker.ts';
+import { followFromEnv } from '../pipeline/worker.ts';
+import { RolloutWaker } from '../pipeline/rollout-waker.ts';
+import type { ClusterConfig } from '../routing/schema.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import { visibilitySecondsFromEnv } from '../runtime/config.ts';
@@ -27,10 +29,10 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   if (values.routes === undefined || values['queue-url'] === undefined) return usageError(io, 'worker', 'give --routes FILE and --queue-url URL');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
-  let followBudgetMs: number;
+  let follows: boolean;
   let visibilityTimeoutSeconds: number;
   try {
-    followBudgetMs = followBudgetFromEnv(io.env);
+    follows = followFromEnv(io.env);
     visibilityTimeoutSeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'worker', e);
@@ -48,16 +50,19 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const slots = await slotStoreFromEnv(io.env);
   const client = new SQSClient({ region: io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION ?? 'us-east-1' });
   const queue = new SqsRolloutQueue({ client, queueUrl: values['queue-url'] });
-  const follow = values['dry-run'] || followBudgetMs === 0 ? {} : { follow: { budgetMs: () => followBudgetMs, requeue: (m: RolloutMessage) => queue.send([m]) } };
+  const follow = values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } };
   // Released waves and halts: VAULT_ROLLOUT_STATE_TABLE (the Lambda deployment's DynamoDB table) or a SQLite file.
   const rotations = await cliRotationStore(io);
   // Refused messages go to the DLQ with their reason when --dlq-url (or VAULT_ROLLOUT_DLQ_URL) names it; else the
   // redrive policy moves them there after maxReceiveCount receives.
   const dlqUrl = values['dlq-url'] ?? io.env.VAULT_ROLLOUT_DLQ_URL;
+  const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
+  // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
+  const waker = values['dry-run'] || !follows ? undefined : new RolloutWaker(table, executor, telemetry);
   const worker = startSqsWorker(
     client,
-    { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor: { access: (name, config) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) }, invalidate: (c) => clients.invalidate(c), queue, ...follow },
-    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize, visibilityTimeoutSeconds },
+    { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor, invalidate: (c) => clients.invalidate(c), queue, ...follow },
+    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize, visibilityTimeoutSeconds, ...(waker ? { waker } : {}) },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
   await untilStopped(signal);

@@ -43,6 +43,7 @@ export async function followDone(table: RoutingTable, done: WorkloadDone[], opti
   };
   const follower = startFollower({
     budgetMs: Math.max(0, follow.budgetMs),
+    ...(follow.once ? { once: true } : {}),
     clock,
     onProgress: (id, f) => {
       const d = done[Number(id)];
@@ -57,6 +58,11 @@ export async function followDone(table: RoutingTable, done: WorkloadDone[], opti
   const startFollowing = (i: number) => {
     const d = done[i];
     if (!d?.follow) return;
+    // Answered by an earlier look (a continuation names what it still waits on): not followed or reported again.
+    if (follow.only && d.result.outcome === 'unchanged' && !follow.only(d.result)) {
+      d.follow = undefined;
+      return;
+    }
     const r = d.result;
     const f = d.follow;
     const leased = d.slot ? leaseStarts.get(d.slot.holder) : undefined;
@@ -70,7 +76,8 @@ export async function followDone(table: RoutingTable, done: WorkloadDone[], opti
     );
   };
   done.forEach((_, i) => startFollowing(i));
-  if (admission) await startDeferred(done, admission, follow, options.slotPollMs ?? 2_000, startFollowing, {
+  // One look never waits for a slot: the next look (a continuation) tries the deferred targets again.
+  if (admission && !follow.once) await startDeferred(done, admission, follow, options.slotPollMs ?? 2_000, startFollowing, {
     signal,
     takeSignal: () => {
       const was = signalled;

@@ -13,7 +13,7 @@ import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds
 import { identity, targetName } from './cluster-run.ts';
 import { recordEvent } from './events.ts';
 import { withRetries } from './retry.ts';
-import { NOT_RESTARTED_YET, type ClusterRun, type Outcome, type Restarted, type WorkloadDone } from './types.ts';
+import { NOT_RESTARTED_YET, SUPERSEDED_REASON, type ClusterRun, type Outcome, type Restarted, type WorkloadDone } from './types.ts';
 
 const restartedFrom = (o: KubeObject): Restarted => ({ ...(o.metadata?.uid === undefined ? {} : { uid: o.metadata.uid }), ...(o.metadata?.generation === undefined ? {} : { generation: o.metadata.generation }) });
 
@@ -41,7 +41,12 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
     // What reconcile recorded on the metadata (pods already on that version) counts too, unless the record is reset.
     const recorded = readRecord(descriptor, object, { restartsOnly: run.options.overrideRecorded === true });
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
-    if (decision.action === 'skip') return giveBack(done('skipped', 'older version', attempts, decision.reason));
+    if (decision.action === 'skip') {
+      // A newer version restarted it since (issue #23: the newest value wins): a slot this older restart held
+      // belongs to a rollout that no longer runs, so it goes back now rather than at its lease's end.
+      if (slot) await run.admission?.release(slot);
+      return done('skipped', SUPERSEDED_REASON, attempts, decision.reason);
+    }
     if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) } });
     if (run.options.observeOnly) return done('skipped', NOT_RESTARTED_YET, attempts);
     if (slot && bound && !holding && run.options.dryRun !== true) {

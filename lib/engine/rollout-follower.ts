@@ -53,6 +53,11 @@ export interface FollowedRollout {
 export interface FollowOptions {
   /** How long this call may take; what is not finished then comes back `progressing`. */
   budgetMs: number;
+  /**
+   * One look (issue #23): one LIST per (cluster, namespace, kind), every target answered from it — complete, failed,
+   * past its deadline, or still `progressing` — and no watch, no wait. `budgetMs` is not used.
+   */
+  once?: boolean;
   clock?: { now(): number };
   /** Every change of a followed workload's state (for a live view). */
   onProgress?(id: string, state: FollowedRollout): void;
@@ -243,7 +248,26 @@ function watchGroup(first: FollowTarget, options: FollowOptions, clock: { now():
   let failures = 0;
   let poll = false;
   const watchSeconds = options.watchSeconds ?? 60;
+  /** Once: what one LIST says, and every member still without an answer is `progressing` (or past its deadline). */
+  const lookOnce = async () => {
+    try {
+      const answer = await api.listForWatch(descriptor, namespace, several ? undefined : { fieldSelector: `metadata.name=${first.name}` });
+      known = new Map(answer.items.map((o) => [o.metadata?.name ?? '', seen(o, false)]));
+      listed = true;
+      for (const [name, ms] of [...byName]) for (const m of [...ms]) evaluate(m, known.get(name));
+    } catch (e) {
+      noteError(e);
+    }
+    const now = clock.now();
+    for (const ms of [...byName.values()])
+      for (const m of [...ms]) {
+        const state: RolloutState = now >= m.target.startedAt + m.target.timeoutMs ? 'timeout' : 'progressing';
+        settle(m, { rollout: state, ...(m.last?.pods ? { pods: m.last.pods } : {}), message: describeRollout(state, m.last, now - m.target.startedAt, m.lastError) });
+      }
+    end();
+  };
   const loop = async () => {
+    if (options.once) return lookOnce();
     while (!stop.signal.aborted) {
       let resourceVersion: string;
       selector = several ? undefined : first.name;
@@ -322,6 +346,8 @@ function watchGroup(first: FollowTarget, options: FollowOptions, clock: { now():
             request?.abort();
           }
         }
+        // One look: the LIST answers every member; no timer.
+        if (options.once) return;
         // Deadlines: per member, cut short by the call's budget.
         const deadline = target.startedAt + target.timeoutMs;
         const at = Math.min(deadline, budgetEnd);

@@ -39,8 +39,18 @@ export interface RolloutResult extends WorkloadRef {
 }
 
 export interface FollowSettings {
-  /** How long the call may spend following (a Lambda worker: its remaining time minus a margin). */
+  /** How long the call may spend following (a foreground command: `apply --wait`); not used with `once`. */
   budgetMs: number;
+  /**
+   * One look instead of following (the worker, issue #23): where each rollout, sync and slot stands now, read once;
+   * nothing waits, and deferred targets are not tried again in this call (the next look tries them).
+   */
+  once?: boolean;
+  /**
+   * Follow only the workloads this accepts (a continuation's `pending`): the others were answered by an earlier
+   * look. Restarts and failures are reported whatever it says.
+   */
+  only?(result: RolloutResult): boolean;
   /**
    * Epoch ms when an earlier attempt restarted what is now `unchanged` (a re-delivered or follow-up message: its
    * acceptedAt), so deadlines and rolloutMs count from the restart, not from this call. Default: now.
@@ -87,6 +97,9 @@ export interface ExecutorOptions {
    */
   observeOnly?: boolean;
 }
+
+/** The skip reason of a workload that records a newer version of a path than these changes: they are superseded. */
+export const SUPERSEDED_REASON = 'older version';
 
 /** The skip reason of a workload an observe-only call found not restarted for these changes yet. */
 export const NOT_RESTARTED_YET = 'not restarted yet';

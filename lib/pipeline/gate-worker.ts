@@ -21,7 +21,10 @@ import { changeIdentity } from '../queue/rollout-message.ts';
 import { changeSets, changesByCluster } from '../plan/cluster-changes.ts';
 import { haltedReason, haltOf } from './wave-guard.ts';
 
-import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
+import { decideWait } from '../plan/look-again.ts';
+import { SUPERSEDED_REASON } from '../engine/types.ts';
+import { lookAgainAfter } from './look-again.ts';
+import { refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
 
 /** Where a gate message stands under this worker's table: its change set, its waves, the plan's targets. */
 export type GatePlan = { set: ChangeSet; targets: RolloutTarget[] } | { refused: string };
@@ -76,33 +79,36 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
   const next = set.waves[message.wave + 1];
   if (!wave || !next) return true;
   const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
-  const lookMs = Math.min(deps.gate?.lookMs ?? 10_000, deps.follow ? Math.max(0, deps.follow.budgetMs()) : Infinity);
   const since = Date.parse(message.since);
-  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: lookMs, since } });
-  const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
-  const decision = decideGate({ states, now: now(), since, ...(message.completeAt ? { completeAt: Date.parse(message.completeAt) } : {}), policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 });
+  // One look at the wave (issue #23): where each rollout stands now, never a wait in line.
+  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: 0, once: true, since } });
   const secrets = [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
   const fields = { messageId: record.messageId, route: set.route, secrets, wave: message.wave + 1, waves: set.waves.length, clusters: wave.clusters };
+  // A newer version of the secret already restarted this wave's workloads: this rotation is superseded. The newest
+  // value wins; this rotation's later waves never run (the newer rotation's own gates release them).
+  const superseded = results.filter((r) => r.outcome === 'skipped' && r.reason === SUPERSEDED_REASON);
+  if (superseded.length > 0) {
+    deps.telemetry.info('rotation superseded by a newer version; its later waves will not run', { ...fields, rotation: set.key, newer: superseded.slice(0, 5).map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, detail: r.detail })) });
+    return true;
+  }
+  const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
+  const decision = decideGate({ states, now: now(), since, ...(message.completeAt ? { completeAt: Date.parse(message.completeAt) } : {}), policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 });
 
   if (decision.action === 'wait') {
-    const fresh: GateMessage = { ...message, round: message.round + 1, ...(decision.completeAt !== undefined ? { completeAt: new Date(decision.completeAt).toISOString() } : {}) };
-    const holds = (record.receiveCount ?? 1) - 1;
-    // The pause's start must be remembered, and a message held too often would reach the redrive limit: both go
-    // out as a fresh copy (a new deduplication id), and this one is acknowledged.
-    if ((decision.completeAt !== undefined && message.completeAt === undefined) || holds >= HOLDS_BEFORE_RESEND) {
-      if (fresh.round > MAX_GATE_ROUNDS) return true;
-      try {
-        await deps.queue.send([fresh]);
-      } catch (e) {
-        deps.telemetry.warn('could not re-send the gate; it will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
-        return false;
-      }
-      deps.telemetry.info('wave gate waiting (re-sent)', { ...fields, why: decision.why, round: fresh.round });
-      return true;
-    }
-    deps.telemetry.info('wave gate waiting', { ...fields, why: decision.why, delayMs: decision.delayMs });
-    outcome.deferred.push({ messageId: record.messageId, delayMs: decision.delayMs });
-    return true;
+    // The one waiting decision: the gate's own delay is its hint (a pause ends exactly; a rolling wave is woken
+    // earlier by a watch where one runs).
+    const wait = decideWait({ pending: true, now: now(), since, hintMs: decision.delayMs });
+    const ms = wait.action === 'lookAgainAfter' ? wait.ms : decision.delayMs;
+    const rolling = results.filter((r) => r.rollout === 'progressing');
+    return lookAgainAfter(deps, outcome, {
+      records: [record],
+      ms,
+      // The pause's start must be remembered: only a fresh copy can carry it.
+      resend: decision.completeAt !== undefined && message.completeAt === undefined,
+      watch: rolling.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, restartToken: r.restartToken })),
+      fields: { ...fields, why: decision.why, round: message.round },
+      fresh: (lookAt) => (message.round + 1 > MAX_GATE_ROUNDS ? undefined : { ...message, round: message.round + 1, lookAt, ...(decision.completeAt !== undefined ? { completeAt: new Date(decision.completeAt).toISOString() } : {}) }),
+    });
   }
 
   if (decision.action === 'fail' && decision.onFailure === 'halt') {

@@ -34,16 +34,17 @@ export interface WorkerDeps {
   invalidate?: (cluster: string) => void;
   now?: () => number;
   /**
-   * Follow each restart's rollout for at most `budgetMs()` (in Lambda: the invocation's remaining time minus a
-   * margin), then hand what is still progressing back to the queue as a follow-up message — the same changes, which
-   * the next attempt finds `unchanged` and follows again. Nothing waits longer than the budget; nothing restarts
-   * twice. Without it, a restart's result is the patch alone.
+   * Follow each restart out of line (issue #23): the step patches, takes one look, and hands what is still under
+   * way (a rollout, an operator's sync, a slot to free) to a continuation — the same changes in a group of their
+   * own, sent with `requeue` before the cluster's message is acknowledged — which looks again later until the
+   * rollouts end (lib/plan/look-again.ts). Nothing waits in line; nothing restarts twice. Without it, a restart's
+   * result is the patch alone.
    */
-  follow?: { budgetMs: () => number; requeue: (message: RolloutMessage) => Promise<void> };
+  follow?: { requeue: (message: RolloutMessage) => Promise<void> };
   /** Where gates queue the next wave and their own fresh copies (issue #12); without it a gate is redelivered. */
   queue?: RolloutQueue;
-  /** Gates: how long one look follows a wave's rollouts (default 10 s, capped by the follow budget), and how long to wait before the next look (default 10 s). */
-  gate?: { lookMs?: number; recheckMs?: number };
+  /** Gates: how long to wait before the next look at a wave still rolling (default 10 s; a watch may wake it earlier). */
+  gate?: { recheckMs?: number };
   /**
    * Called as soon as one group of the batch (a cluster, a gate) is worked, before the slower groups are: lets a
    * runtime hand that group's messages back at once (delete the worked ones, defer the held ones), so a batch of
@@ -56,22 +57,46 @@ export interface WorkerDeps {
 export interface GroupOutcome {
   messageIds: string[];
   failed: string[];
-  deferred: Array<{ messageId: string; delayMs: number }>;
+  deferred: Deferred[];
+}
+
+/** A message handed back to be looked at again after `delayMs` (lib/pipeline/look-again.ts). */
+export interface Deferred {
+  messageId: string;
+  delayMs: number;
+  /** Workloads whose rollout it waits on: a long-lived runtime may end the hold when a watch sees one of them end. */
+  watch?: WatchedWorkload[];
+}
+
+/** A workload a held message waits on, as a watch needs it (never a command: the message decides nothing by it). */
+export interface WatchedWorkload {
+  cluster: string;
+  namespace: string;
+  kind: string;
+  name: string;
+  restartToken: string;
 }
 
 /** Holds by visibility before a held message is re-sent fresh: with the first delivery, 3 of SQS's 5 receives. */
 export const HOLDS_BEFORE_RESEND = 2;
 
-/** How long one attempt follows rollouts before handing them back to the queue (VAULT_ROLLOUT_FOLLOW_SECONDS). */
-export const DEFAULT_FOLLOW_BUDGET_MS = 60_000;
-
-/** The follow budget from the environment: seconds, 0 to only patch (results then carry no rollout state). */
-export function followBudgetFromEnv(env: Readonly<Record<string, string | undefined>>): number {
-  const raw = env.VAULT_ROLLOUT_FOLLOW_SECONDS;
-  if (raw === undefined || raw === '') return DEFAULT_FOLLOW_BUDGET_MS;
-  const seconds = Number(raw);
-  if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900) throw new Error(`VAULT_ROLLOUT_FOLLOW_SECONDS=${raw.slice(0, 20)} must be a number of seconds from 0 to 900`);
-  return seconds * 1000;
+/**
+ * Whether the worker follows restarts (out of line, by continuations): VAULT_ROLLOUT_FOLLOW=off only patches
+ * (results then carry no rollout state, gates see no health). VAULT_ROLLOUT_FOLLOW_SECONDS, the in-line budget of
+ * earlier releases, is still read: 0 means off, any other number on (nothing follows in line any more).
+ */
+export function followFromEnv(env: Readonly<Record<string, string | undefined>>): boolean {
+  const raw = env.VAULT_ROLLOUT_FOLLOW;
+  if (raw !== undefined && raw !== '') {
+    if (raw === 'on' || raw === 'true') return true;
+    if (raw === 'off' || raw === 'false') return false;
+    throw new Error(`VAULT_ROLLOUT_FOLLOW=${raw.slice(0, 20)} must be on or off`);
+  }
+  const legacy = env.VAULT_ROLLOUT_FOLLOW_SECONDS;
+  if (legacy === undefined || legacy === '') return true;
+  const seconds = Number(legacy);
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900) throw new Error(`VAULT_ROLLOUT_FOLLOW_SECONDS=${legacy.slice(0, 20)} must be a number of seconds from 0 to 900 (0: do not follow; prefer VAULT_ROLLOUT_FOLLOW=on|off)`);
+  return seconds > 0;
 }
 
 export interface BatchOutcome {
@@ -80,8 +105,8 @@ export interface BatchOutcome {
   /** Message ids refused (acknowledged, never executed), with the reason. */
   refused: Array<{ messageId: string; reason: string }>;
   results: RolloutResult[];
-  /** Message ids to hand back to the queue for later (invisible for `delayMs`, then redelivered): gates, settle. */
-  deferred: Array<{ messageId: string; delayMs: number }>;
+  /** Message ids to hand back to the queue for later (invisible for `delayMs`, then redelivered): every wait. */
+  deferred: Deferred[];
   /** Rotations a wave's gate halted: which change, where, why. */
   halts: HaltRecord[];
 }

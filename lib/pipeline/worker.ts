@@ -13,7 +13,10 @@
  * forged message can neither run nor hold the real messages of its group behind it, and a change refused because
  * the sender planned with another table is kept where an operator finds it, not lost.
  */
+import type { FollowSettings, RolloutResult } from '../engine/types.ts';
 import { executeRollouts } from './kube-executor.ts';
+import { decideWait } from '../plan/look-again.ts';
+import { lookAgainAfter } from './look-again.ts';
 import { METRICS } from '../kernel/telemetry.ts';
 import { planRollouts, type Plan, type RolloutTarget } from '../plan/planner.ts';
 import { settleDelay } from '../plan/waves.ts';
@@ -22,15 +25,17 @@ import {
   followUpMessage,
   gateGroupId,
   isGateMessage,
+  followGroupId,
   MAX_FOLLOW_ROUNDS,
   parseRolloutMessage,
+  pendingName,
   type GateMessage,
   type RolloutMessage,
 } from '../queue/rollout-message.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { workGate } from './gate-worker.ts';
-import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
+import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type QueueRecord, type WatchedWorkload, type WorkerDeps } from './worker-deps.ts';
 import { clusterMessageRefusal } from './wave-guard.ts';
 
 export * from './worker-deps.ts';
@@ -56,14 +61,21 @@ export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'mess
   const message = parseRolloutMessage(record.body);
   if ('error' in message) return { refused: message.error };
   if (isGateMessage(message)) return { refused: 'a gate message outside a gate group' };
-  if (message.cluster !== record.groupId) return { refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"` };
-  if (!table.clusters.has(record.groupId)) return { refused: `cluster "${record.groupId.slice(0, 63)}" is not in the routing table` };
+  // A continuation has a group of its own (its cluster and changes); one from before issue #23 came in the cluster's.
+  const groups = message.follow ? [message.cluster, followGroupId(message.cluster, message.changes)] : [message.cluster];
+  if (!groups.includes(record.groupId)) return { refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"` };
+  if (!table.clusters.has(message.cluster)) return { refused: `cluster "${message.cluster.slice(0, 63)}" is not in the routing table` };
   const changes = message.changes.map((c, i) => changeFromQueue(c, `message ${record.messageId} changes[${i}]`));
   const plan = planRollouts(table, changes);
-  const targets = plan.targets.filter((t) => t.cluster === record.groupId);
-  if (targets.length === 0) return { refused: `its ${message.changes.length} change(s) plan nothing in cluster "${record.groupId}" under this routing table` };
+  const targets = plan.targets.filter((t) => t.cluster === message.cluster);
+  if (targets.length === 0) return { refused: `its ${message.changes.length} change(s) plan nothing in cluster "${message.cluster}" under this routing table` };
   return { message, changes, plan, targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
 }
+
+/** A fresh copy received this close to its time is looked at now. */
+const EARLY_SLACK_MS = 50;
+/** The longest one hold of a copy received early (a look never asks for more than LOOK_MAX_MS; a gate's pause may). */
+const MAX_HOLD_MS = 15 * 60_000;
 
 /** What one step of a group works: a cluster message (or, with settle, several taken together) or a gate. */
 type Unit = { kind: 'cluster'; records: QueueRecord[]; planned: Extract<MessagePlan, { message: RolloutMessage }> } | { kind: 'gate'; record: QueueRecord; message: GateMessage };
@@ -132,8 +144,17 @@ async function workGroup(group: readonly QueueRecord[], deps: WorkerDeps, outcom
 async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome: BatchOutcome): Promise<Unit[]> {
   const units: Unit[] = [];
   const clusterUnits: Array<Extract<Unit, { kind: 'cluster' }>> = [];
+  const now = (deps.now ?? Date.now)();
   for (const record of group) {
     const parsed = parseRolloutMessage(record.body);
+    // A fresh copy of a wait (a gate, a continuation) received before its time is only held until then: a FIFO
+    // queue has no per-message delay. At most MAX_HOLD_MS a time, so a far-off time ends in the dead letters.
+    const lookAt = 'error' in parsed ? undefined : isGateMessage(parsed) ? parsed.lookAt : parsed.follow?.lookAt;
+    const early = lookAt === undefined ? 0 : Date.parse(lookAt) - now;
+    if (early > EARLY_SLACK_MS) {
+      outcome.deferred.push({ messageId: record.messageId, delayMs: Math.min(MAX_HOLD_MS, early) });
+      continue;
+    }
     if (!('error' in parsed) && isGateMessage(parsed)) {
       if (record.groupId !== gateGroupId(parsed.changes)) refuse(deps, outcome, record, `a gate message sent to group "${record.groupId.slice(0, 63)}", not to the group of its changes`);
       else units.push({ kind: 'gate', record, message: parsed });
@@ -144,46 +165,60 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
       refuse(deps, outcome, record, planned.refused);
       continue;
     }
-    const refusal = await clusterMessageRefusal(deps.table, deps.rotations, record.groupId, planned);
+    const refusal = await clusterMessageRefusal(deps.table, deps.rotations, planned.message.cluster, planned);
     if (refusal !== undefined) {
       refuse(deps, outcome, record, refusal);
       continue;
     }
     const unit = { kind: 'cluster' as const, records: [record], planned };
     units.push(unit);
-    clusterUnits.push(unit);
+    // Settle gathers the cluster step's messages; a continuation (its own group) only looks.
+    if (!planned.message.follow) clusterUnits.push(unit);
   }
   const settleMs = Math.max(0, ...clusterUnits.flatMap((u) => u.planned.targets.flatMap((t) => t.routes.map((name) => deps.table.routes.find((r) => r.name === name)?.policy.settleMs ?? 0))));
   if (settleMs === 0 || clusterUnits.length === 0) return units;
-  const now = (deps.now ?? Date.now)();
   const accepted = clusterUnits.map((u) => Date.parse(u.planned.message.acceptedAt)).filter((t) => !Number.isNaN(t));
   const holds = Math.max(...clusterUnits.flatMap((u) => u.records.map((r) => (r.receiveCount ?? 1) - 1)));
   const delayMs = settleDelay(accepted, settleMs, now);
-  const cluster = clusterUnits[0]?.records[0]?.groupId ?? '';
-  if (delayMs > 0 && holds < HOLDS_BEFORE_RESEND) {
-    deps.telemetry.info('settling: holding the cluster\'s changes', { cluster, messages: clusterUnits.length, delayMs });
-    outcome.deferred.push(...clusterUnits.flatMap((u) => u.records.map((r) => ({ messageId: r.messageId, delayMs }))));
-    return units.filter((u) => u.kind === 'gate');
+  const cluster = clusterUnits[0]?.planned.message.cluster ?? '';
+  // The one waiting decision; a settle hold is never re-sent (the burst must come back together, in order), so past
+  // HOLDS_BEFORE_RESEND holds it is worked now.
+  const wait = decideWait({ pending: delayMs > 0 && holds < HOLDS_BEFORE_RESEND, now, since: Math.min(...accepted, now), hintMs: delayMs });
+  if (wait.action === 'lookAgainAfter') {
+    deps.telemetry.info('settling: holding the cluster\'s changes', { cluster, messages: clusterUnits.length, delayMs: wait.ms });
+    outcome.deferred.push(...clusterUnits.flatMap((u) => u.records.map((r) => ({ messageId: r.messageId, delayMs: wait.ms }))));
+    return units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>));
   }
   if (clusterUnits.length === 1) return units;
-  // One plan for the burst: the union of the changes, the oldest acceptance, the earliest follow-up start.
+  // One plan for the burst: the union of the changes, the oldest acceptance.
   const messages = clusterUnits.map((u) => u.planned.message);
-  const follows = messages.flatMap((m) => (m.follow ? [m.follow] : []));
   const union: RolloutMessage = {
     v: messages[0]?.v ?? 2,
     cluster,
     changes: messages.flatMap((m) => m.changes),
     acceptedAt: [...messages.map((m) => m.acceptedAt)].sort()[0] ?? '',
-    ...(follows.length > 0 ? { follow: { since: follows.map((f) => f.since).sort()[0] ?? '', round: Math.max(...follows.map((f) => f.round)) } } : {}),
   };
   const records = clusterUnits.flatMap((u) => u.records);
   const planned = planMessage(deps.table, { messageId: records.map((r) => r.messageId).join('+').slice(0, 200), groupId: cluster, body: JSON.stringify(union) });
   if ('refused' in planned) return units; // cannot happen (each part planned); work them one by one then
   deps.telemetry.info('settled: one plan for the cluster\'s burst', { cluster, messages: records.length, changes: union.changes.length });
-  return [...units.filter((u) => u.kind === 'gate'), { kind: 'cluster', records, planned }];
+  return [...units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>)), { kind: 'cluster', records, planned }];
 }
 
-/** One cluster message (or a settled burst): restart, follow, hand back what still rolls. False: redeliver. */
+/**
+ * The longest a continuation looks: each rollout's and sync's own deadline ends its wait first (its look answers
+ * `timeout`); this is the net under a wait for a slot that never frees.
+ */
+export const MAX_CONTINUATION_MS = 25 * 3_600_000;
+
+/** How soon a target waiting for a rollout slot is tried again (a release in this process wakes it earlier). */
+export const SLOT_LOOK_MS = 2_000;
+
+/**
+ * One cluster message (or a settled burst), or one look of a continuation: read, decide, admit, patch, record, take
+ * ONE look at where the restarts stand, and hand what is still under way to a continuation (issue #23). The
+ * cluster's next message never waits for a rollout. False: redeliver.
+ */
 async function workCluster(records: readonly QueueRecord[], planned: Extract<MessagePlan, { message: RolloutMessage }>, deps: WorkerDeps, outcome: BatchOutcome): Promise<boolean> {
   const now = deps.now ?? Date.now;
   const record = records[0] as QueueRecord;
@@ -192,8 +227,11 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
   const { targets, message } = planned;
   const startedAt = now();
   const since = message.follow ? Date.parse(message.follow.since) : undefined;
-  const follow = deps.follow ? { budgetMs: Math.max(0, deps.follow.budgetMs()), ...(since === undefined ? {} : { since }) } : undefined;
-  const out = await executeRollouts(deps.table, targets, { ...deps.executor, ...(follow ? { follow } : {}) });
+  // A continuation reports what it still waits on, and anything it restarts or fails on now; the rest was answered.
+  const pending = message.follow?.pending ? new Set(message.follow.pending) : undefined;
+  const reported = (r: RolloutResult) => pending === undefined || r.outcome !== 'unchanged' || pending.has(pendingName(r));
+  const follow: FollowSettings | undefined = deps.follow ? { budgetMs: 0, once: true, ...(since === undefined ? {} : { since }), ...(pending ? { only: reported } : {}) } : undefined;
+  const out = (await executeRollouts(deps.table, targets, { ...deps.executor, ...(follow ? { follow } : {}) })).filter(reported);
   outcome.results.push(...out);
   for (const r of out) {
     deps.telemetry.metric(METRICS.targets, 1, 'Count', { outcome: r.outcome, cluster: r.cluster });
@@ -204,25 +242,57 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     }
   }
   const failures = out.filter((r) => r.outcome === 'failed');
-  deps.telemetry.info('rollout message done', { messageId, cluster: record.groupId, results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts, ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}) })) });
+  const group = record.groupId;
+  deps.telemetry.info(message.follow ? 'continuation looked' : 'rollout message done', { messageId, cluster: message.cluster, ...(message.follow ? { round: message.follow.round } : {}), results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts, ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}) })) });
   if (failures.length > 0) {
-    if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(record.groupId);
+    if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(message.cluster);
     return false;
   }
-  // Waiting for a rollout slot (rollout.maxUnavailable) and no follow-up to hand it to: the message comes back.
-  if (!deps.follow && out.some((r) => r.outcome === 'deferred')) return false;
-  if (deps.follow && out.some((r) => r.rollout === 'progressing' || r.outcome === 'deferred') && (message.follow?.round ?? 0) < MAX_FOLLOW_ROUNDS) {
-    // The rollouts outlast this attempt's budget, or wait for a slot: hand them back rather than wait. If the
-    // queue cannot take the follow-up, the message itself comes back (it is safe to run again).
-    const next = followUpMessage(message, new Date(startedAt).toISOString());
+  const deferred = out.filter((r) => r.outcome === 'deferred');
+  // Waiting for a rollout slot (rollout.maxUnavailable) and no continuation to hand it to: the message comes back.
+  if (!deps.follow) return deferred.length === 0;
+  const waiting = out.filter((r) => r.rollout === 'progressing' || r.outcome === 'deferred');
+  const wait = decideWait({
+    pending: waiting.length > 0,
+    now: now(),
+    since: since ?? startedAt,
+    ...(message.follow?.until ? { deadline: Date.parse(message.follow.until) } : {}),
+    // Only slots to wait for: try again soon (a freed slot is worth taking at once).
+    ...(deferred.length === waiting.length ? { hintMs: SLOT_LOOK_MS } : {}),
+  });
+  const fields = { messageId, group, cluster: message.cluster, waiting: waiting.length, progressing: waiting.length - deferred.length, deferred: deferred.length };
+  if (wait.action === 'finish') {
+    if (message.follow) deps.telemetry.info('continuation finished: nothing left to wait for', { ...fields, round: message.follow.round });
+    return true;
+  }
+  if (wait.action === 'expire') {
+    deps.telemetry.warn('continuation expired: still under way at its deadline', { ...fields, why: wait.why, still: waiting.map(pendingName).slice(0, 20) });
+    return true;
+  }
+  const names = waiting.map(pendingName);
+  const watch: WatchedWorkload[] = waiting.filter((r) => r.outcome !== 'deferred').map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, restartToken: r.restartToken }));
+  if (!message.follow) {
+    // The cluster step: the continuation goes out before this message is acknowledged (a worker killed in between
+    // leaves this message to be redelivered, which finds its workloads unchanged and sends it again).
+    const lookAt = new Date(now() + wait.ms).toISOString();
+    const next = followUpMessage(message, new Date(startedAt).toISOString(), names, startedAt + MAX_CONTINUATION_MS, lookAt);
     try {
       await deps.follow.requeue(next);
-      deps.telemetry.info('rollouts still progressing; follow-up queued', { messageId, cluster: record.groupId, round: next.follow?.round, progressing: out.filter((r) => r.rollout === 'progressing').length, deferred: out.filter((r) => r.outcome === 'deferred').length });
     } catch (e) {
-      deps.telemetry.warn('could not queue the follow-up; the message will be redelivered', { messageId, cluster: record.groupId, error: e instanceof Error ? e.name : String(e) });
+      deps.telemetry.warn('could not queue the continuation; the message will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
       return false;
     }
+    deps.telemetry.info('restarts under way; continuation queued', { ...fields, lookInMs: wait.ms });
+    return true;
   }
-  return true;
+  return lookAgainAfter(deps, outcome, {
+    records,
+    ms: wait.ms,
+    // This look restarted something new (a consumer once its operator synced, a target whose slot freed): only a
+    // fresh copy can name it among what the next look waits on.
+    resend: pending !== undefined && names.some((name) => !pending.has(name)),
+    watch,
+    fields: { ...fields, round: message.follow.round },
+    fresh: (lookAt) => ((message.follow?.round ?? 0) >= MAX_FOLLOW_ROUNDS ? undefined : followUpMessage(message, message.follow?.since ?? '', names, undefined, lookAt)),
+  });
 }
-

@@ -27,11 +27,16 @@ export interface RolloutMessage {
   /** When the change was accepted (ISO), for the lag metric. */
   acceptedAt: string;
   /**
-   * Set on a follow-up: the same changes, handed back to the queue because their rollouts were still progressing
-   * when the worker's time budget ended. `since` is when the first attempt restarted them (deadlines count from it),
-   * `round` counts the hand-backs. Neither can restart anything: the changes and the table decide that.
+   * Set on a continuation (issue #23): the same changes, handed to the queue in a group of their own
+   * (`followGroupId`) because something they restarted is still under way — a rollout, an operator's sync, a slot
+   * to free. The cluster step sends it before its own message is acknowledged, so the cluster's next message runs at
+   * once; each look decides finish | expire | look again later (lib/plan/look-again.ts). `since` is when the first
+   * attempt patched (deadlines count from it), `round` counts fresh copies, `until` is when the looks give up, and
+   * `pending` names the workloads still waited on (`namespace/Kind/name`; absent when there were too many to list),
+   * `lookAt` is when to look (a FIFO queue has no per-message delay: a copy received earlier is only held).
+   * None of it can restart anything: the changes and the table decide that; `pending` only narrows what is reported.
    */
-  follow?: { since: string; round: number };
+  follow?: { since: string; round: number; until?: string; pending?: string[]; lookAt?: string };
   /** Set when a gate queued it: the index of the wave it belongs to (part of the deduplication id). */
   wave?: number;
   /** The hash of the sender's routing table: a refusal says when the sender's table is not the worker's. Decides nothing. */
@@ -57,6 +62,8 @@ export interface GateMessage {
   completeAt?: string;
   /** Re-sends of this gate (a fresh message keeps SQS's receive count below the redrive limit). */
   round: number;
+  /** When to look (ISO): a fresh copy received earlier is only held until then (a FIFO queue has no per-message delay). */
+  lookAt?: string;
   /** The hash of the sender's routing table (see RolloutMessage.table). */
   table?: string;
 }
@@ -68,11 +75,20 @@ export const isGateMessage = (m: QueueMessage): m is GateMessage => 'kind' in m 
 /** Re-sends of one gate: at one look every 10 s or more, well past the longest gate timeout (24 h). */
 export const MAX_GATE_ROUNDS = 10_000;
 
-/** Hand-backs per change set: at 60 s a round, far past the longest rollout deadline (24 h). */
-export const MAX_FOLLOW_ROUNDS = 2000;
+/** Fresh copies of one continuation: at three looks of 15 s or more a copy, past the longest rollout deadline (24 h). */
+export const MAX_FOLLOW_ROUNDS = 10_000;
 
-/** The FIFO message group: one per cluster; one per change set for gates. */
-export const messageGroupId = (m: QueueMessage): string => (isGateMessage(m) ? gateGroupId(m.changes) : m.cluster);
+/** Workloads a continuation names (`pending`); past this it names none and looks at every one its changes plan. */
+export const MAX_PENDING_NAMES = 500;
+
+/**
+ * The FIFO message group: one per cluster for the step that patches; one per change set for gates; one per
+ * (cluster, change set) for a continuation, so a rollout being followed never holds the cluster's next change.
+ */
+export const messageGroupId = (m: QueueMessage): string => (isGateMessage(m) ? gateGroupId(m.changes) : m.follow ? followGroupId(m.cluster, m.changes) : m.cluster);
+
+/** A continuation's group: `follow-`, its cluster and a hash of its changes (at most 128 characters, SQS's limit). */
+export const followGroupId = (cluster: string, changes: readonly QueuedChange[]): string => `follow-${cluster}-${changeSetHash(changes)}`.slice(0, 128);
 
 /** A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against the changes. */
 export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-${changeSetHash(changes)}`;
@@ -86,10 +102,24 @@ export function deduplicationId(m: QueueMessage): string {
   return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}${round}${wave}`).digest('hex');
 }
 
-/** The follow-up of a message whose rollouts were still progressing: the same changes, one round later. */
-export function followUpMessage(m: RolloutMessage, since: string): RolloutMessage {
-  return { ...m, follow: { since: m.follow?.since ?? since, round: (m.follow?.round ?? 0) + 1 } };
+/**
+ * The continuation of a message whose restarts are still under way: the same changes, one round later, in its own
+ * group. `pending` lists the workloads still waited on (dropped past MAX_PENDING_NAMES); `until` is kept from the
+ * first continuation, or set from `untilMs` on it.
+ */
+export function followUpMessage(m: RolloutMessage, since: string, pending?: readonly string[], untilMs?: number, lookAt?: string): RolloutMessage {
+  const until = m.follow?.until ?? (untilMs === undefined ? undefined : new Date(untilMs).toISOString());
+  const unique = [...new Set(pending ?? [])].sort();
+  // Changes take at most MAX_MESSAGE_BYTES (200 KiB) and a body at most 256 KiB: names take at most 40 KiB.
+  const fits = unique.length > 0 && unique.length <= MAX_PENDING_NAMES && unique.reduce((n, p) => n + p.length + 3, 0) <= MAX_PENDING_BYTES;
+  const names = fits ? { pending: unique } : {};
+  return { ...m, follow: { since: m.follow?.since ?? since, round: (m.follow?.round ?? 0) + 1, ...(until === undefined ? {} : { until }), ...names, ...(lookAt === undefined ? {} : { lookAt }) } };
 }
+
+const MAX_PENDING_BYTES = 40 * 1024;
+
+/** How a continuation names a workload it waits on. */
+export const pendingName = (w: { namespace: string; kind: string; name: string }): string => `${w.namespace}/${w.kind}/${w.name}`;
 
 /** Splits one cluster's changes into messages under the size and count limits, in a stable order. */
 export function rolloutMessages(cluster: string, changes: readonly (SecretChange | QueuedChange)[], acceptedAt: string, wave?: number, table?: string): RolloutMessage[] {
@@ -119,7 +149,14 @@ export const RolloutMessageSchema = z.strictObject({
   changes: z.array(QueuedChangeSchema).min(1).max(MAX_MESSAGE_CHANGES),
   acceptedAt: z.string().max(64),
   follow: z
-    .strictObject({ since: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'), round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS) })
+    .strictObject({
+      since: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
+      round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS),
+      until: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time').optional(),
+      // namespace (63) / Kind (63) / name (253)
+      pending: z.array(z.string().max(400)).max(MAX_PENDING_NAMES).optional(),
+      lookAt: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time').optional(),
+    })
     .optional(),
   wave: z.number().int().min(0).max(100).optional(),
   table: z.string().regex(/^[0-9a-f]{1,64}$/).optional(),
@@ -136,6 +173,7 @@ export const GateMessageSchema = z.strictObject({
   acceptedAt: z.string().max(64),
   completeAt: isoTime.optional(),
   round: z.number().int().min(0).max(MAX_GATE_ROUNDS),
+  lookAt: isoTime.optional(),
   table: z.string().regex(/^[0-9a-f]{1,64}$/).optional(),
 });
 

@@ -1,7 +1,10 @@
 /**
- * The worker loop of `vault-rollout serve`: what the SQS event source mapping does in Lambda, over the local queue
+ * The worker loops of `vault-rollout serve`: what the SQS event source mapping does in Lambda, over the local queue
  * — receive a batch, process it, delete what succeeded, release what failed for redelivery after a backoff that
- * grows with its receive count (the group waits meanwhile, so its order holds; other clusters go on).
+ * grows with its receive count (the group waits meanwhile, so its order holds; other clusters go on). Several loops
+ * run at once (`loops`, like Lambda's concurrent invocations): the queue hands each a different group, so a cluster
+ * whose API server is slow to answer holds only its own messages. A held message (a continuation or gate looking
+ * again later) is woken early by the RolloutWaker's watch when what it waits on ends.
  *
  * A received message is this worker's until it hands it back: while it works, a heartbeat extends the message's
  * visibility every third of the queue's visibility timeout, so a rollout followed for longer than that timeout is
@@ -15,6 +18,7 @@
  */
 import { METRICS } from '../kernel/telemetry.ts';
 import { processBatch, type GroupOutcome, type WorkerDeps } from '../pipeline/worker.ts';
+import type { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import { redeliveryBackoffMs, type LocalRolloutQueue, type ReceivedRolloutMessage } from '../queue/local-queue.ts';
 
 export interface LocalWorker {
@@ -28,7 +32,14 @@ export interface LocalWorkerOptions {
   retryDelayMs?: number;
   /** How often the messages being worked get their visibility extended (default a third of the queue's timeout). */
   heartbeatMs?: number;
+  /** Loops receiving and working at once (default 4): each works the groups the queue hands it. */
+  loops?: number;
+  /** Wakes held messages when a watch sees the rollouts they wait on end (default: none, they come back at their delay). */
+  waker?: RolloutWaker;
 }
+
+/** Loops per `serve` at most: each holds at most one receive (10 messages) in flight. */
+export const MAX_LOOPS = 32;
 
 type HandBack = 'extendVisibility' | 'delete' | 'release' | 'defer';
 
@@ -69,12 +80,15 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
       for (const m of mine) held.delete(m.messageId);
       // A heartbeat under way finishes first, so it never lands after (and undoes) a defer or release.
       await beat;
-      const delays = new Map(outcome.deferred.map((d) => [d.messageId, d.delayMs]));
+      const holds = new Map(outcome.deferred.map((d) => [d.messageId, d]));
       for (const m of mine) {
-        const delayMs = delays.get(m.messageId);
-        const operation: HandBack = delayMs !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
-        const done = operation === 'defer' ? await queue.defer(m.receiptHandle, delayMs ?? 0) : operation === 'release' ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : await queue.delete(m.receiptHandle);
+        const hold = holds.get(m.messageId);
+        const operation: HandBack = hold !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
+        const done = operation === 'defer' ? await queue.defer(m.receiptHandle, hold?.delayMs ?? 0) : operation === 'release' ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : await queue.delete(m.receiptHandle);
         if (!done) lost(m, operation);
+        // Woken early: visible now under the same receipt handle, which a receive since (the delay ran out) has
+        // made stale, so a late wake does nothing.
+        else if (hold?.watch && options.waker) options.waker.watch(hold.watch, () => void queue.release(m.receiptHandle).catch(() => undefined));
       }
     };
 
@@ -109,28 +123,29 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
   };
 
   let running = true;
-  let busy = false;
-  const loop = (async () => {
+  let busy = 0;
+  const loop = async () => {
     while (running) {
       const batch = await queue.receive({ max: 10, waitMs: options.pollMs ?? 250 });
       if (batch.length === 0) continue;
-      busy = true;
+      busy++;
       try {
         await work(batch);
       } finally {
-        busy = false;
+        busy--;
       }
     }
-  })();
+  };
+  const loops = Array.from({ length: Math.max(1, Math.min(MAX_LOOPS, options.loops ?? 4)) }, () => loop());
   return {
     stop: async () => {
       running = false;
-      await loop;
+      await Promise.all(loops);
     },
     idle: async () => {
       for (;;) {
         const { available, inFlight } = queue.counts();
-        if (available === 0 && inFlight === 0 && !busy) return;
+        if (available === 0 && inFlight === 0 && busy === 0) return;
         await new Promise((r) => setTimeout(r, 50));
       }
     },

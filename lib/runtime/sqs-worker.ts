@@ -12,8 +12,9 @@
  * nothing more with that message — whoever receives it next runs it, and the restart record makes that run find its
  * workloads `unchanged`.
  */
-import { ChangeMessageVisibilityBatchCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityBatchCommand, ChangeMessageVisibilityCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
+import type { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } from '../pipeline/worker.ts';
 
 /**
@@ -52,6 +53,8 @@ export interface SqsWorkerOptions {
   waitTimeSeconds?: number;
   /** The visibility timeout each receive asks for (default 30 s); the heartbeat extends it every third while working. */
   visibilityTimeoutSeconds?: number;
+  /** Wakes held messages (visibility 0) when a watch sees the rollouts they wait on end; without it they come back at their delay. */
+  waker?: RolloutWaker;
 }
 
 export interface SqsWorker {
@@ -61,6 +64,12 @@ export interface SqsWorker {
 export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: SqsWorkerOptions): SqsWorker {
   let running = true;
   const abort = new AbortController();
+  /** The receipt handle of each message's latest receive by this process (bounded: the oldest go first). */
+  const latestHandle = new Map<string, string>();
+  const trim = setInterval(() => {
+    for (const key of [...latestHandle.keys()].slice(0, Math.max(0, latestHandle.size - 10_000))) latestHandle.delete(key);
+  }, 60_000);
+  trim.unref();
   const visibilitySeconds = Math.min(MAX_VISIBILITY_SECONDS, Math.max(3, Math.ceil(options.visibilityTimeoutSeconds ?? DEFAULT_WORKER_VISIBILITY_SECONDS)));
   const poll = async () => {
     while (running) {
@@ -82,10 +91,22 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
       // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
       const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
+      for (const m of messages) if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
       const handBack = async (group: GroupOutcome) => {
         // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
         const mine = await heartbeat.handOver(group.messageIds);
         await handBackGroup(client, options.queueUrl, mine, group, deps.telemetry);
+        for (const d of group.deferred) {
+          const handle = mine.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
+          if (!options.waker || !d.watch || !handle) continue;
+          // Woken early: visible now. Only while this poller's receive is the latest it knows of (another receive
+          // since means the hold already ended); a wake that lands late costs one look, never a restart.
+          options.waker.watch(d.watch, () => {
+            if (latestHandle.get(d.messageId) !== handle) return;
+            latestHandle.delete(d.messageId);
+            void client.send(new ChangeMessageVisibilityCommand({ QueueUrl: options.queueUrl, ReceiptHandle: handle, VisibilityTimeout: 0 })).catch(() => undefined);
+          });
+        }
       };
       try {
         await processBatch(records, { ...deps, onGroupDone: handBack });
@@ -100,6 +121,7 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
   return {
     stop: async () => {
       running = false;
+      clearInterval(trim);
       abort.abort();
       await Promise.allSettled(pollers);
     },

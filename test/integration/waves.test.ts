@@ -30,8 +30,12 @@ const PAUSE_MS = 3000;
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-waves-'));
 let table: RoutingTable;
 
-/** Deployments: `good` and `kill` everywhere, `bad` whose version-2 pods never become Ready, `settled` in alpha. */
-const WORKLOADS = { good: CLUSTERS, kill: CLUSTERS, bad: CLUSTERS, settled: ['alpha'] } as const;
+/**
+ * Deployments: `good` and `kill` everywhere, `bad` whose version-2 pods never become Ready, `settled` in alpha,
+ * `newer` everywhere, 2 replicas whose new pods are Ready 10 s after they start (a wave that takes ~20 s).
+ */
+const WORKLOADS = { good: CLUSTERS, kill: CLUSTERS, bad: CLUSTERS, settled: ['alpha'], newer: CLUSTERS } as const;
+const REPLICAS: Record<string, number> = { newer: 2 };
 
 beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
@@ -50,6 +54,10 @@ routes:
     match: { path: "secret/waves/{app}" }
     rollout: { timeout: 6s }
     targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
+  - name: newer
+    match: { path: "secret/newer/{app}" }
+    rollout: { timeout: 60s }
+    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, kind: Deployment, name: "{app}" }]
   - name: settle
     match: { path: "secret/settle/*" }
     rollout: { settle: 3s }
@@ -61,13 +69,13 @@ routes:
   await Promise.all(
     Object.entries(WORKLOADS).flatMap(([name, where]) =>
       where.map(async (c) => {
-        const annotations = name === 'bad' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/waves/bad': 2 }) } : {};
+        const annotations = name === 'bad' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/waves/bad': 2 }) } : name === 'newer' ? { 'vault-rollout.test/readiness': 'slow' } : {};
         const template = { metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
-        await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
+        await createWorkload(c, NS, 'Deployment', name, {}, { replicas: REPLICAS[name] ?? 1, template });
       }),
     ),
   );
-  await Promise.all(Object.entries(WORKLOADS).flatMap(([name, where]) => where.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
+  await Promise.all(Object.entries(WORKLOADS).flatMap(([name, where]) => where.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === (REPLICAS[name] ?? 1) || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
 }, 300_000);
 
 afterAll(async () => {
@@ -77,7 +85,7 @@ afterAll(async () => {
 function workerDeps(queue: MemoryRolloutQueue): WorkerDeps & { telemetry: ReturnType<typeof memoryTelemetry> } {
   const telemetry = memoryTelemetry();
   const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-  return { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, queue, follow: { budgetMs: () => 3000, requeue: (m) => queue.send([m]) }, gate: { lookMs: 3000, recheckMs: 1000 } };
+  return { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, queue, follow: { requeue: (m) => queue.send([m]) }, gate: { recheckMs: 1000 } };
 }
 
 let request = 0;
@@ -224,4 +232,29 @@ describe('progressive rotation', () => {
     expect(recorded).toEqual({ 'secret/settle/p1': 2, 'secret/settle/p2': 3, 'secret/settle/p3': 4, 'secret/settle/p4': 5, 'secret/settle/p5': 6 });
     expect(deps.telemetry.lines.some((l) => l.message === 'settled: one plan for the cluster\'s burst')).toBe(true);
   }, 90_000);
+  it('a newer version while wave 1 still rolls: restarted at once with the newest value; the older rotation is superseded and its later waves never run', async () => {
+    const queue = new MemoryRolloutQueue();
+    const deps = workerDeps(queue);
+    const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
+    const path = 'secret/newer/newer';
+    try {
+      await write(queue, path, 2);
+      await waitFor(async () => (await replicaSetsFor('gamma', 'newer', path, 2)).length === 1 || undefined, { timeoutMs: 30_000, what: 'wave 1 (gamma) restarted for version 2' });
+      // Version 2 still rolls in gamma (its gate waits) when version 3 is written.
+      await write(queue, path, 3);
+      await waitFor(async () => (await replicaSetsFor('beta', 'newer', path, 3)).length === 1 || undefined, { timeoutMs: 150_000, what: 'the last wave (beta) restarted for version 3' });
+      await waitFor(async () => deps.telemetry.lines.some((l) => l.message === 'rotation superseded by a newer version; its later waves will not run') || undefined, { timeoutMs: 30_000, what: 'version 2\'s gate to see it superseded' });
+      // Nothing left to run: every message worked.
+      await waitFor(async () => (queue.counts().available === 0 && queue.counts().inFlight === 0) || undefined, { timeoutMs: 60_000, what: 'the queue empty' });
+    } finally {
+      await worker.stop();
+    }
+    // Gamma restarted once per version; alpha and beta only for version 3, never for the superseded version 2.
+    expect(await replicaSetsFor('gamma', 'newer', path, 2)).toHaveLength(1);
+    expect(await replicaSetsFor('gamma', 'newer', path, 3)).toHaveLength(1);
+    for (const c of ['alpha', 'beta']) {
+      expect(await replicaSetsFor(c, 'newer', path, 2)).toEqual([]);
+      expect(await replicaSetsFor(c, 'newer', path, 3)).toHaveLength(1);
+    }
+  }, 300_000);
 });

@@ -14,7 +14,7 @@ import type { KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { processBatch } from '../../../lib/pipeline/worker.ts';
-import { rolloutMessages, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
+import { messageGroupId, rolloutMessages, type QueueMessage, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
@@ -229,7 +229,7 @@ describe('sync targets', () => {
     now = Date.parse('2026-11-21T00:00:00Z');
     const fake = fakeCluster([{ kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: {} }, ...workloads()]);
     const requeued: RolloutMessage[] = [];
-    const deps = { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: optionsFor(fake.api), follow: { budgetMs: () => 0, requeue: async (m: RolloutMessage) => void requeued.push(m) }, now: () => now };
+    const deps = { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: optionsFor(fake.api), follow: { requeue: async (m: RolloutMessage) => void requeued.push(m) }, now: () => now };
     const [message] = rolloutMessages('a', [change('orders/db', 3)], '2026-11-21T00:00:00Z');
     const first = await processBatch([{ messageId: 'm1', body: JSON.stringify(message), groupId: 'a' }], deps);
     expect(first.failed).toEqual([]);
@@ -238,13 +238,14 @@ describe('sync targets', () => {
 
     fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:01Z'));
     now += 2000;
-    const followUp = await processBatch([{ messageId: 'm2', body: JSON.stringify(requeued[0]), groupId: 'a' }], deps);
+    const followUp = await processBatch([{ messageId: 'm2', body: JSON.stringify(requeued[0]), groupId: messageGroupId(requeued[0] as RolloutMessage) }], { ...deps, queue: { send: async (ms: readonly QueueMessage[]) => void requeued.push(...(ms as RolloutMessage[])) } });
     // The consumers' rollouts are followed like any other: still progressing, so one more follow-up.
     expect(brief(followUp.results)).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/orders restarted progressing', 'CronJob/report restarted none']);
     expect(fake.patches).toEqual(['ExternalSecret/orders-db', 'Deployment/orders', 'CronJob/report']);
-    expect(requeued.map((m) => m.follow)).toEqual([
-      { since: '2026-11-21T00:00:00.000Z', round: 1 },
-      { since: '2026-11-21T00:00:00.000Z', round: 2 },
+    // It restarted a consumer the continuation did not name: a fresh copy names it for the next look.
+    expect(requeued.map((m) => m.follow)).toMatchObject([
+      { since: '2026-11-21T00:00:00.000Z', round: 1, pending: ['ns/ExternalSecret/orders-db'] },
+      { since: '2026-11-21T00:00:00.000Z', round: 2, pending: ['ns/Deployment/orders'] },
     ]);
   });
 });

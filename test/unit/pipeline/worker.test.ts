@@ -2,10 +2,10 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
-import { planMessage, processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
+import { MAX_CONTINUATION_MS, planMessage, processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
-import { deduplicationId, MAX_FOLLOW_ROUNDS, rolloutMessages, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
+import { deduplicationId, followGroupId, MAX_FOLLOW_ROUNDS, messageGroupId, rolloutMessages, type QueueMessage, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { SqliteSlotStore } from '../../../lib/slots/sqlite-slot-store.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
@@ -163,26 +163,48 @@ describe('planMessage: a message is changes, and only the worker\'s own table de
 });
 
 describe('processBatch: following rollouts without waiting them out', () => {
-  it('hands rollouts still progressing after the budget back to the queue, as the same changes one round later', async () => {
+  it('patches, looks once and hands what still rolls to a continuation in a group of its own; each look holds it or re-sends it', async () => {
     const fake = fakeClusters({ a: ['api'], b: ['api'] });
     const requeued: RolloutMessage[] = [];
-    const follow = { budgetMs: () => 0, requeue: async (m: RolloutMessage) => void requeued.push(m) };
+    const follow = { requeue: async (m: RolloutMessage) => void requeued.push(m) };
     const first = records(change('api', 5)).filter((r) => r.groupId === 'a');
-    // Deadlines count from the first attempt on the follower's real clock: stamp it from now.
     const t0 = Date.now();
     const out = await processBatch(first, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 });
     expect(out.failed).toEqual([]);
+    expect(out.deferred).toEqual([]);
     expect(out.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['restarted:progressing']);
     expect(requeued).toHaveLength(1);
     const firstMessage = JSON.parse(first[0]?.body ?? '') as RolloutMessage;
-    expect(requeued[0]).toEqual({ ...firstMessage, follow: { since: new Date(t0).toISOString(), round: 1 } });
-    expect(deduplicationId(requeued[0] as RolloutMessage)).not.toBe(deduplicationId(firstMessage));
+    const continuation = requeued[0] as RolloutMessage;
+    expect(continuation).toEqual({ ...firstMessage, follow: { since: new Date(t0).toISOString(), round: 1, until: new Date(t0 + MAX_CONTINUATION_MS).toISOString(), pending: ['ns/Deployment/api'], lookAt: new Date(t0 + 1000).toISOString() } });
+    expect(messageGroupId(continuation)).toBe(followGroupId('a', continuation.changes));
+    expect(messageGroupId(continuation)).not.toBe('a');
+    expect(deduplicationId(continuation)).not.toBe(deduplicationId(firstMessage));
+    const group = messageGroupId(continuation);
 
-    // The follow-up restarts nothing again; it follows, and hands back once more with the first attempt's time.
-    const again = await processBatch([{ messageId: 'f1', body: JSON.stringify(requeued[0]), groupId: 'a' }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 60_000 });
-    expect(again.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:progressing']);
-    expect(requeued[1]?.follow).toEqual({ since: new Date(t0).toISOString(), round: 2 });
+    // Received before its time: held until then, nothing read.
+    const reads = fake.calls.length;
+    const early = await processBatch([{ messageId: 'c0', body: JSON.stringify(continuation), groupId: group }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 200 });
+    expect(early.deferred).toEqual([{ messageId: 'c0', delayMs: 800 }]);
+    expect(fake.calls.length).toBe(reads);
+
+    // A look restarts nothing again; still rolling: held (a hold is a receive) with the workload to watch.
+    const look = await processBatch([{ messageId: 'c1', body: JSON.stringify(continuation), groupId: group, receiveCount: 2 }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 60_000 });
+    expect(look.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:progressing']);
+    expect(look.deferred).toEqual([{ messageId: 'c1', delayMs: 15_000, watch: [{ cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'api', restartToken: look.results[0]?.restartToken }] }]);
+    // Held twice already: a fresh copy one round later (a new deduplication id), to look at after the delay.
+    const queue = { send: async (ms: readonly QueueMessage[]) => void requeued.push(...(ms as RolloutMessage[])) };
+    const third = await processBatch([{ messageId: 'c2', body: JSON.stringify(continuation), groupId: group, receiveCount: 3 }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, queue, now: () => t0 + 60_000 });
+    expect(third.deferred).toEqual([]);
+    expect(requeued[1]?.follow).toEqual({ ...continuation.follow, round: 2, lookAt: new Date(t0 + 75_000).toISOString() });
     expect(fake.calls.filter((c) => c.op === 'patch' && c.cluster === 'a')).toHaveLength(1);
+
+    // Complete: the continuation finishes.
+    fake.update('a/api', (o) => ({ ...o, status: { observedGeneration: 99, replicas: 1, updatedReplicas: 1, availableReplicas: 1 } }));
+    const done = await processBatch([{ messageId: 'c3', body: JSON.stringify(requeued[1]), groupId: group }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, queue, now: () => t0 + 80_000 });
+    expect(done.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:complete']);
+    expect(done.deferred).toEqual([]);
+    expect(requeued).toHaveLength(2);
   });
 
   it('hands deferred targets (rollout.maxUnavailable, no slot) back as a follow-up; without following, redelivers the message', async () => {
@@ -200,11 +222,11 @@ routes:
     const requeued: RolloutMessage[] = [];
     const telemetry = memoryTelemetry();
     const executor = options(fake.apiFor, { slots: new SqliteSlotStore(':memory:') });
-    const out = await processBatch(batch, { table: bounded, rotations: new MemoryRotationStore(), telemetry, executor, follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
+    const out = await processBatch(batch, { table: bounded, rotations: new MemoryRotationStore(), telemetry, executor, follow: { requeue: async (m) => void requeued.push(m) } });
     expect(out.results.map((r) => r.outcome).sort()).toEqual(['deferred', 'restarted']);
     expect(out.failed).toEqual([]);
     expect(requeued).toHaveLength(1);
-    expect(telemetry.lines.find((l) => l.message === 'rollouts still progressing; follow-up queued')?.fields).toMatchObject({ progressing: 1, deferred: 1 });
+    expect(telemetry.lines.find((l) => l.message === 'restarts under way; continuation queued')?.fields).toMatchObject({ progressing: 1, deferred: 1 });
     const noFollow = await processBatch(batch, { table: bounded, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor });
     expect(noFollow.results.map((r) => r.outcome).sort()).toEqual(['deferred', 'unchanged']);
     expect(noFollow.failed).toEqual(batch.map((r) => r.messageId));
@@ -212,13 +234,13 @@ routes:
 
   it('redelivers the message when the follow-up cannot be queued, and stops handing back after the last round', async () => {
     const fake = fakeClusters({ a: ['api'] });
-    const failing = { budgetMs: () => 0, requeue: async () => Promise.reject(new Error('queue down')) };
+    const failing = { requeue: async () => Promise.reject(new Error('queue down')) };
     const batch = records(change('api', 6)).filter((r) => r.groupId === 'a');
     expect((await processBatch(batch, { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: failing })).failed).toEqual(batch.map((r) => r.messageId));
 
     const requeued: RolloutMessage[] = [];
-    const last = { ...(JSON.parse(batch[0]?.body ?? '') as RolloutMessage), follow: { since: '2026-11-20T10:00:00Z', round: MAX_FOLLOW_ROUNDS } };
-    const out = await processBatch([{ messageId: 'last', body: JSON.stringify(last), groupId: 'a' }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: { budgetMs: () => 0, requeue: async (m) => void requeued.push(m) } });
+ const last = { ...(JSON.parse(batch[0]?.body ?? '') as RolloutMessage), follow: { since: '2026-11-20T10:00:00Z', round: MAX_FOLLOW_ROUNDS } };
+    const out = await processBatch([{ messageId: 'last', body: JSON.stringify(last), groupId: 'a', receiveCount: 3 }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow: { requeue: async (m) => void requeued.push(m) } });
     expect(out.failed).toEqual([]);
     expect(requeued).toEqual([]);
   });
