@@ -14,12 +14,13 @@ import { fanoutBench } from './fanout-bench.ts';
 import { deviceBench, intakeBench } from './intake-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { maxUnavailableBench } from './max-unavailable-bench.ts';
+import { behindBench, lambdaCostBench, wakeBench } from './never-wait-bench.ts';
 import { planBench } from './plan-bench.ts';
 import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ followSeconds: 0 }), health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench, eso: esoBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ follow: false }), behind: behindBench, wake: wakeBench, 'lambda-cost': lambdaCostBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench, eso: esoBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

@@ -51,13 +51,15 @@ Commands:
             be mapped is listed on stderr and as comments. Exit 1 when a cluster cannot be read, two objects read
             one mount with different KV versions, or the table written does not validate.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
-            [--queue-file PATH] [--max-connections 256] [--i-understand-unauthenticated-access]
+            [--queue-file PATH] [--max-connections 256] [--loops 4] [--i-understand-unauthenticated-access]
             The HTTP intake of the Lambda function on this machine, with a durable local queue and worker: 202 once
             the change is on disk (SQLite; default $VAULT_ROLLOUT_QUEUE_FILE, else
             $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite).
             Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer);
             without either it refuses to start unless told --insecure-no-auth, and on a --host other than loopback
-            it refuses that too unless also told --i-understand-unauthenticated-access.
+            it refuses that too unless also told --i-understand-unauthenticated-access. --loops: workers side by
+            side (1-32). Rollouts are followed out of line (VAULT_ROLLOUT_FOLLOW=off only patches), a watch waking
+            each held continuation when its rollout ends (VAULT_ROLLOUT_WATCH=off: seen at the next look).
   worker    --routes FILE --queue-url URL [--dlq-url URL] [--concurrency 4] [--batch-size auto] [--dry-run]
             The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
             the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint.

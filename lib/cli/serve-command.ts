@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
 import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
-import { followFromEnv } from '../pipeline/worker.ts';
+import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { homedir } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
 import { QueueUnavailableError } from '../queue/rollout-message.ts';
@@ -75,9 +75,11 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (typeof table === 'number') return table;
 
   let follows: boolean;
+  let watches: boolean;
   let visibilitySeconds: number;
   try {
     follows = followFromEnv(io.env);
+    watches = watchFromEnv(io.env);
     visibilitySeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'serve', e);
@@ -99,7 +101,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const rotations: RotationStore = values['dry-run'] ? new MemoryRotationStore() : await cliRotationStore(io);
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
-  const waker = values['dry-run'] || !follows ? undefined : new RolloutWaker(table, executor, telemetry);
+  const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
   const worker = startLocalWorker(queue, {
     table,
     rotations,

@@ -2,7 +2,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { parseArgs } from 'node:util';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { workerBatchSize } from '../deploy/worker-batch-size.ts';
-import { followFromEnv } from '../pipeline/worker.ts';
+import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
@@ -30,9 +30,11 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   let follows: boolean;
+  let watches: boolean;
   let visibilityTimeoutSeconds: number;
   try {
     follows = followFromEnv(io.env);
+    watches = watchFromEnv(io.env);
     visibilityTimeoutSeconds = visibilitySecondsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'worker', e);
@@ -58,7 +60,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const dlqUrl = values['dlq-url'] ?? io.env.VAULT_ROLLOUT_DLQ_URL;
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
-  const waker = values['dry-run'] || !follows ? undefined : new RolloutWaker(table, executor, telemetry);
+  const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
   const worker = startSqsWorker(
     client,
     { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor, invalidate: (c) => clients.invalidate(c), queue, ...follow },

@@ -105,6 +105,8 @@ export interface RolloutFollower {
   follow(target: FollowTarget): Promise<FollowedRollout>;
   /** No more targets will join: each watch ends when its last target has an answer. Also happens when the budget ends. */
   seal(): void;
+  /** Ends every watch now; a target still without an answer gets `progressing` (a process shutting down). */
+  stop(): void;
 }
 
 /**
@@ -134,6 +136,10 @@ export function startFollower(options: FollowOptions): RolloutFollower {
       return group.join(target);
     },
     seal,
+    stop() {
+      seal();
+      for (const byKey of groups.values()) for (const g of byKey.values()) g.stopped();
+    },
   };
 }
 
@@ -155,6 +161,8 @@ interface WatchGroup {
   join(target: FollowTarget): Promise<FollowedRollout>;
   /** No more joins: end once every member has its answer. */
   sealed(): void;
+  /** End now, answering every member still waiting `progressing`. */
+  stopped(): void;
   ended(): boolean;
 }
 
@@ -332,6 +340,10 @@ function watchGroup(first: FollowTarget, options: FollowOptions, clock: { now():
     ended: () => stop.signal.aborted,
     sealed: () => {
       if (pending === 0) end();
+    },
+    stopped: () => {
+      for (const ms of [...byName.values()]) for (const m of [...ms]) settle(m, { rollout: 'progressing', ...(m.last?.pods ? { pods: m.last.pods } : {}), message: 'no longer followed: the process is stopping' });
+      end();
     },
     join(target) {
       return new Promise<FollowedRollout>((resolve) => {

@@ -33,6 +33,7 @@ export class RolloutWaker {
   readonly #apis = new WeakMap<ClusterAccess, KubeApi>();
   readonly #followers = new Map<KubeApi, { follower: RolloutFollower; until: number }>();
   #watched = 0;
+  #closed = false;
 
   constructor(table: RoutingTable, executor: ExecutorSettings, log: Pick<Telemetry, 'warn'>) {
     this.#table = table;
@@ -42,14 +43,15 @@ export class RolloutWaker {
 
   /** Calls `wake` once, when the first of these workloads' rollouts ends (or its watch gives up). Never throws. */
   watch(workloads: readonly WatchedWorkload[], wake: () => void): void {
-    if (workloads.length === 0 || this.#watched >= MAX_WATCHED) return;
+    if (workloads.length === 0 || this.#watched >= MAX_WATCHED || this.#closed) return;
     this.#watched++;
     let woken = false;
     const once = () => {
       if (woken) return;
       woken = true;
       this.#watched--;
-      wake();
+      // A process stopping wakes nothing: the held message comes back at its delay, to the next process.
+      if (!this.#closed) wake();
     };
     for (const w of workloads) {
       void this.#follow(w).then(
@@ -59,13 +61,21 @@ export class RolloutWaker {
     }
   }
 
+  /** Ends every watch (a process stopping): nothing is woken any more. */
+  close(): void {
+    this.#closed = true;
+    for (const { follower } of this.#followers.values()) follower.stop();
+    this.#followers.clear();
+  }
+
   /** Resolves true when the workload's rollout has an answer from the watch; false when it cannot be watched. */
   async #follow(w: WatchedWorkload): Promise<boolean> {
     const descriptor = descriptorFor(w.kind);
     const config = this.#table.clusters.get(w.cluster);
-    if (!descriptor || !config) return false;
+    if (!descriptor || !config || this.#closed) return false;
     const options = withKubeApi(this.#executor);
     const access = await options.access(w.cluster, config);
+    if (this.#closed) return false;
     let api = this.#apis.get(access);
     if (!api) this.#apis.set(access, (api = options.apiFor(access)));
     const now = Date.now();

@@ -86,17 +86,30 @@ export const HOLDS_BEFORE_RESEND = 2;
  * earlier releases, is still read: 0 means off, any other number on (nothing follows in line any more).
  */
 export function followFromEnv(env: Readonly<Record<string, string | undefined>>): boolean {
-  const raw = env.VAULT_ROLLOUT_FOLLOW;
-  if (raw !== undefined && raw !== '') {
-    if (raw === 'on' || raw === 'true') return true;
-    if (raw === 'off' || raw === 'false') return false;
-    throw new Error(`VAULT_ROLLOUT_FOLLOW=${raw.slice(0, 20)} must be on or off`);
-  }
+  const set = onOff(env, 'VAULT_ROLLOUT_FOLLOW');
+  if (set !== undefined) return set;
   const legacy = env.VAULT_ROLLOUT_FOLLOW_SECONDS;
   if (legacy === undefined || legacy === '') return true;
   const seconds = Number(legacy);
   if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900) throw new Error(`VAULT_ROLLOUT_FOLLOW_SECONDS=${legacy.slice(0, 20)} must be a number of seconds from 0 to 900 (0: do not follow; prefer VAULT_ROLLOUT_FOLLOW=on|off)`);
   return seconds > 0;
+}
+
+/**
+ * Whether a long-lived `serve` or `worker` keeps watches open to wake a held continuation when its rollout ends
+ * (lib/pipeline/rollout-waker.ts): VAULT_ROLLOUT_WATCH=off (default on) saves the watch connections, and each
+ * rollout's end is then seen at the continuation's next look (at most 15 s later), as in Lambda.
+ */
+export function watchFromEnv(env: Readonly<Record<string, string | undefined>>): boolean {
+  return onOff(env, 'VAULT_ROLLOUT_WATCH') ?? true;
+}
+
+function onOff(env: Readonly<Record<string, string | undefined>>, name: string): boolean | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (raw === 'on' || raw === 'true') return true;
+  if (raw === 'off' || raw === 'false') return false;
+  throw new Error(`${name}=${raw.slice(0, 20)} must be on or off`);
 }
 
 export interface BatchOutcome {

@@ -185,8 +185,8 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
   // HOLDS_BEFORE_RESEND holds it is worked now.
   const wait = decideWait({ pending: delayMs > 0 && holds < HOLDS_BEFORE_RESEND, now, since: Math.min(...accepted, now), hintMs: delayMs });
   if (wait.action === 'lookAgainAfter') {
-    deps.telemetry.info('settling: holding the cluster\'s changes', { cluster, messages: clusterUnits.length, delayMs: wait.ms });
-    outcome.deferred.push(...clusterUnits.flatMap((u) => u.records.map((r) => ({ messageId: r.messageId, delayMs: wait.ms }))));
+    // Below HOLDS_BEFORE_RESEND holds (the decision above): always a hold, never a fresh copy.
+    await lookAgainAfter(deps, outcome, { records: clusterUnits.flatMap((u) => u.records), ms: wait.ms, fresh: () => undefined, fields: { settling: cluster, messages: clusterUnits.length } });
     return units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>));
   }
   if (clusterUnits.length === 1) return units;

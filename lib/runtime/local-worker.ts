@@ -140,6 +140,8 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
   return {
     stop: async () => {
       running = false;
+      // Its watches would keep the process alive; what they waited on comes back at its delay.
+      options.waker?.close();
       await Promise.all(loops);
     },
     idle: async () => {

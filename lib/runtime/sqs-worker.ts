@@ -121,6 +121,8 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
   return {
     stop: async () => {
       running = false;
+      // Its watches would keep the process alive; what they waited on comes back at its delay.
+      options.waker?.close();
       clearInterval(trim);
       abort.abort();
       await Promise.allSettled(pollers);

@@ -37,6 +37,7 @@ import { cluster, createNamespace, createWorkload, deleteNamespace, events, getW
 const NS = uniqueName('vr-cont');
 const dir = mkdtempSync(join(tmpdir(), 'vr-continuations-'));
 const VISIBILITY_SECONDS = 3;
+const LONG_REPLICAS = 18;
 
 /** One routing table per run (its own paths), so the two runs share the workloads but never a version. */
 function routes(run: string): string {
@@ -55,6 +56,10 @@ routes:
   - name: other
     match: { path: "secret/${run}/other" }
     targets: [{ clusters: [gamma], namespace: ${NS}, kind: Deployment, name: ${run}-other }]
+  - name: long
+    match: { path: "secret/${run}/long" }
+    rollout: { timeout: 360s }
+    targets: [{ clusters: [beta], namespace: ${NS}, kind: Deployment, name: long }]
 `;
 }
 
@@ -62,14 +67,18 @@ const RUNS = ['serve', 'sqs'] as const;
 
 beforeAll(async () => {
   await Promise.all(['beta', 'gamma'].map((c) => createNamespace(c, NS)));
-  const made = RUNS.flatMap((run) => [
-    { c: 'beta', name: `${run}-slow`, replicas: 3, slow: true },
-    { c: 'beta', name: `${run}-fast`, replicas: 1, slow: false },
-    { c: 'gamma', name: `${run}-other`, replicas: 1, slow: false },
-  ]);
+  const made: Array<{ c: string; name: string; replicas: number; slow: boolean; strategy?: unknown }> = [
+    ...RUNS.flatMap((run) => [
+      { c: 'beta', name: `${run}-slow`, replicas: 3, slow: true },
+      { c: 'beta', name: `${run}-fast`, replicas: 1, slow: false },
+      { c: 'gamma', name: `${run}-other`, replicas: 1, slow: false },
+    ]),
+    // A rollout of about 3 minutes: 18 pods replaced one at a time, each Ready 10 s after it starts.
+    { c: 'beta', name: 'long', replicas: LONG_REPLICAS, slow: true, strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } },
+  ];
   await Promise.all(
-    made.map(({ c, name, replicas, slow }) =>
-      createWorkload(c, NS, 'Deployment', name, {}, { replicas, template: { metadata: { labels: { app: name }, annotations: slow ? { 'vault-rollout.test/readiness': 'slow' } : {} }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } }),
+    made.map(({ c, name, replicas, slow, strategy }) =>
+      createWorkload(c, NS, 'Deployment', name, {}, { replicas, ...(strategy ? { strategy } : {}), template: { metadata: { labels: { app: name }, annotations: slow ? { 'vault-rollout.test/readiness': 'slow' } : {} }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } }),
     ),
   );
   await Promise.all(made.map(({ c, name, replicas }) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === replicas || undefined, { timeoutMs: 120_000, what: `${name} Ready in ${c}` })));
@@ -149,9 +158,11 @@ describe('never wait in line', () => {
     await waitFor(async () => lines().filter((l) => l.message === 'continuation finished: nothing left to wait for').length >= 2 || undefined, { timeoutMs: 30_000, what: 'both continuations of the slow Deployment finished' });
     child.kill('SIGTERM');
     await new Promise((r) => child?.once('exit', r));
-    // The cluster steps never followed: each patched and handed its rollout to a continuation.
-    const steps = lines().filter((l) => l.message === 'rollout message done');
-    expect(steps.flatMap((l) => l.results ?? []).every((r) => r.outcome === 'restarted' && r.rollout !== 'complete')).toBe(true);
+    // The cluster steps never followed: each restart of the slow Deployment (versions 2 and 3) was patched and
+    // handed to a continuation while it still rolled.
+    const steps = lines().filter((l) => l.message === 'rollout message done').flatMap((l) => l.results ?? []);
+    expect(steps.filter((r) => r.name === 'serve-slow').map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['restarted:progressing', 'restarted:progressing']);
+    expect(steps.filter((r) => r.name !== 'serve-slow').map((r) => r.outcome)).toEqual(['restarted', 'restarted']);
     // The older version's continuation ended on the newer restart (superseded), the newer one on `complete`.
     const looks = lines().filter((l) => l.message === 'continuation looked').flatMap((l) => l.results ?? []).filter((r) => r.name === 'serve-slow');
     expect(looks.some((r) => r.outcome === 'skipped')).toBe(true);
@@ -167,39 +178,68 @@ describe('never wait in line', () => {
   }, 400_000);
 
   it('the SQS queue: the same, through the worker\'s SQS poller; nothing dead-lettered', async () => {
-    const emulator = await startSqsEmulator();
-    try {
-      const sqs = emulatorClient(emulator.endpoint);
-      const routesFile = join(dir, 'sqs-routes.yaml');
-      writeFileSync(routesFile, routes('sqs'));
-      const table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
-      const queue = await createFifoQueueWithDlq(sqs, { name: 'continuations', maxReceiveCount: 5, visibilityTimeoutSeconds: 30 });
-      const rolloutQueue = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });
-      const app = buildApp({ table, queue: rolloutQueue, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
-      const telemetry = memoryTelemetry();
-      const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-      const executor = { access: (n: string, c: Parameters<typeof clients.get>[1]) => clients.get(n, c), logger: telemetry };
-      const worker = startSqsWorker(
-        sqs,
-        { table, rotations: new MemoryRotationStore(), telemetry, executor, queue: rolloutQueue, follow: { requeue: (m: RolloutMessage) => rolloutQueue.send([m]) } },
-        { queueUrl: queue.queueUrl, concurrency: 4, waitTimeSeconds: 1, visibilityTimeoutSeconds: VISIBILITY_SECONDS, waker: new RolloutWaker(table, executor, telemetry) },
-      );
-      let request = 0;
-      const write = async (path: string, version: number) => {
-        const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `cont-sqs-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: path.replace(/^secret\//, 'secret/data/') }, response: { data: { version } } });
-        expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
-      };
-      try {
-        await behindASlowRollout('sqs', write);
-        await waitFor(async () => telemetry.lines.filter((l) => l.message === 'continuation finished: nothing left to wait for').length >= 2 || undefined, { timeoutMs: 30_000, what: 'both continuations finished' });
-      } finally {
-        await worker.stop();
-      }
-      const dead = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queue.deadLetterQueueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
-      expect(dead.Attributes?.ApproximateNumberOfMessages).toBe('0');
-      expect(telemetry.lines.filter((l) => l.message.startsWith('the queue took back'))).toEqual([]);
-    } finally {
-      await emulator.stop();
-    }
+    await throughSqs('sqs', { watch: true }, async ({ write, telemetry }) => {
+      await behindASlowRollout('sqs', write);
+      await waitFor(async () => telemetry.lines.filter((l) => l.message === 'continuation finished: nothing left to wait for').length >= 2 || undefined, { timeoutMs: 30_000, what: 'both continuations finished' });
+    });
   }, 400_000);
+
+  it('a 3-minute rollout is followed to complete through the SQS queue, without a watch (as in Lambda) and without dead-lettering', async () => {
+    const started = Date.now();
+    const telemetry = await throughSqs('long', { watch: false }, async ({ write }) => {
+      await write('secret/long/long', 2);
+      await waitFor(async () => (await events('beta', NS, 'long')).some((e) => e.reason === 'RolloutComplete' && e.message.includes('version 2')) || undefined, { timeoutMs: 330_000, intervalMs: 2_000, what: 'RolloutComplete for the 3-minute rollout' });
+    });
+    // It really was a long rollout: 18 pods one at a time, 10 s each.
+    expect(Date.now() - started).toBeGreaterThan(150_000);
+    expect(await rolledOut('long', LONG_REPLICAS)).toBe(true);
+    expect(await replicaSetCount('beta', NS, 'long')).toBe(2);
+    // Many looks (at most 15 s apart), and a fresh copy each time one came near the redrive limit.
+    expect(telemetry.lines.filter((l) => l.message === 'continuation looked').length).toBeGreaterThan(8);
+    expect(telemetry.lines.filter((l) => l.message === 'looking again later (re-sent)').length).toBeGreaterThan(1);
+    expect(telemetry.lines.filter((l) => l.message === 'continuation finished: nothing left to wait for')).toHaveLength(1);
+    expect(telemetry.lines.filter((l) => l.level === 'error')).toEqual([]);
+  }, 420_000);
 });
+
+/**
+ * The intake and the `worker` loop's SQS poller on an ElasticMQ FIFO queue with serverless.yml's redrive limit (5
+ * receives, then the dead letters), a 3 s visibility timeout; with or without the watch that wakes held
+ * continuations (Lambda has none). Runs `scenario`, then checks that nothing was dead-lettered or taken back.
+ */
+async function throughSqs(run: string, options: { watch: boolean }, scenario: (ctx: { write: (path: string, version: number) => Promise<void>; telemetry: ReturnType<typeof memoryTelemetry> }) => Promise<void>): Promise<ReturnType<typeof memoryTelemetry>> {
+  const emulator = await startSqsEmulator();
+  try {
+    const sqs = emulatorClient(emulator.endpoint);
+    const routesFile = join(dir, `${run}-routes.yaml`);
+    writeFileSync(routesFile, routes(run));
+    const table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
+    const queue = await createFifoQueueWithDlq(sqs, { name: `continuations-${run}`, maxReceiveCount: 5, visibilityTimeoutSeconds: 30 });
+    const rolloutQueue = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });
+    const app = buildApp({ table, queue: rolloutQueue, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
+    const telemetry = memoryTelemetry();
+    const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
+    const executor = { access: (n: string, c: Parameters<typeof clients.get>[1]) => clients.get(n, c), logger: telemetry };
+    const worker = startSqsWorker(
+      sqs,
+      { table, rotations: new MemoryRotationStore(), telemetry, executor, queue: rolloutQueue, follow: { requeue: (m: RolloutMessage) => rolloutQueue.send([m]) } },
+      { queueUrl: queue.queueUrl, concurrency: 4, waitTimeSeconds: 1, visibilityTimeoutSeconds: VISIBILITY_SECONDS, ...(options.watch ? { waker: new RolloutWaker(table, executor, telemetry) } : {}) },
+    );
+    let request = 0;
+    const write = async (path: string, version: number) => {
+      const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `cont-${run}-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: path.replace(/^secret\//, 'secret/data/') }, response: { data: { version } } });
+      expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
+    };
+    try {
+      await scenario({ write, telemetry });
+    } finally {
+      await worker.stop();
+    }
+    const dead = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queue.deadLetterQueueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
+    expect(dead.Attributes?.ApproximateNumberOfMessages).toBe('0');
+    expect(telemetry.lines.filter((l) => l.message.startsWith('the queue took back'))).toEqual([]);
+    return telemetry;
+  } finally {
+    await emulator.stop();
+  }
+}

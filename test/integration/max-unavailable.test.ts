@@ -109,7 +109,6 @@ describe('rollout.maxUnavailable', () => {
           AWS_ACCESS_KEY_ID: 'test',
           AWS_SECRET_ACCESS_KEY: 'test',
           VAULT_ROLLOUT_SLOTS_TABLE: SLOT_TABLE,
-          VAULT_ROLLOUT_FOLLOW_SECONDS: '5',
           POWERTOOLS_METRICS_DISABLED: 'true',
         },
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -57,7 +57,7 @@ routes:
   - name: newer
     match: { path: "secret/newer/{app}" }
     rollout: { timeout: 60s }
-    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, kind: Deployment, name: "{app}" }]
+    targets: [{ clusters: [alpha, beta, gamma], namespace: ${NS}, names: [newer], kind: Deployment, name: "{app}" }]
   - name: settle
     match: { path: "secret/settle/*" }
     rollout: { settle: 3s }

@@ -79,7 +79,7 @@ export interface Restart {
 
 /** Watches a namespace's Deployments and records every change of their `vault-rollout.io/versions` record. */
 /** A watch of `path` on a test cluster as admin, each event's JSON line handed to `onEvent`; returns the request to destroy. */
-function adminWatch<T>(cluster: ClusterInfo, path: string, onEvent: (event: T) => void): ClientRequest {
+export function adminWatch<T>(cluster: ClusterInfo, path: string, onEvent: (event: T) => void): ClientRequest {
   const req = request(new URL(path, cluster.server), { ca: readFileSync(cluster.caFile), cert: readFileSync(cluster.admin.certFile), key: readFileSync(cluster.admin.keyFile), agent: false }, (res) => {
     let buffer = '';
     res.on('data', (chunk: Buffer) => {

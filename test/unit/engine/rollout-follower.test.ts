@@ -161,6 +161,17 @@ describe('startFollower (targets that join while it runs)', () => {
     await vitestWaitFor(() => fake.watchers.size === 0);
   });
 
+  it('stop() ends every watch at once, answering what still rolls `progressing` (a process shutting down)', async () => {
+    const { fake, api, follower } = threeRolling();
+    const x = follower.follow(target(api, 'x'));
+    const y = follower.follow(target(api, 'y'));
+    await vitestWaitFor(() => fake.watchers.size === 1);
+    follower.stop();
+    expect((await Promise.all([x, y])).map((f) => f.rollout)).toEqual(['progressing', 'progressing']);
+    expect((await x).message).toContain('no longer followed');
+    await vitestWaitFor(() => fake.watchers.size === 0);
+  });
+
   it('a single workload is watched by name until a second one joins; then the namespace, once', async () => {
     const { fake, api, requests, follower } = threeRolling();
     const x = follower.follow(target(api, 'x'));

@@ -2,7 +2,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
-import { MAX_CONTINUATION_MS, planMessage, processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
+import { followFromEnv, MAX_CONTINUATION_MS, planMessage, processBatch, watchFromEnv, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
 import { deduplicationId, followGroupId, MAX_FOLLOW_ROUNDS, messageGroupId, rolloutMessages, type QueueMessage, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
@@ -247,5 +247,31 @@ routes:
 
   it.each([['a negative round', { since: '2026-11-20T10:00:00Z', round: -1 }], ['a round past the last', { since: '2026-11-20T10:00:00Z', round: MAX_FOLLOW_ROUNDS + 1 }], ['no time', { since: 'soon', round: 1 }], ['a command', { since: '2026-11-20T10:00:00Z', round: 1, restart: 'everything' }]])('refuses a follow-up with %s', (_name, followField) => {
     expect(planMessage(table, { messageId: 'm', body: body({ follow: followField }), groupId: 'a' })).toEqual({ refused: expect.stringContaining('follow') });
+  });
+});
+
+describe('following and watching, from the environment', () => {
+  it.each([
+    [{}, true],
+    [{ VAULT_ROLLOUT_FOLLOW: 'on' }, true],
+    [{ VAULT_ROLLOUT_FOLLOW: 'off' }, false],
+    [{ VAULT_ROLLOUT_FOLLOW: 'false' }, false],
+    // The in-line budget of earlier releases: 0 is off, any other number on (nothing follows in line any more).
+    [{ VAULT_ROLLOUT_FOLLOW_SECONDS: '0' }, false],
+    [{ VAULT_ROLLOUT_FOLLOW_SECONDS: '60' }, true],
+    [{ VAULT_ROLLOUT_FOLLOW: 'on', VAULT_ROLLOUT_FOLLOW_SECONDS: '0' }, true],
+  ])('followFromEnv(%j) = %s', (env, expected) => {
+    expect(followFromEnv(env)).toBe(expected);
+  });
+
+  it('refuses what it cannot read, naming the variable', () => {
+    expect(() => followFromEnv({ VAULT_ROLLOUT_FOLLOW: 'maybe' })).toThrow('VAULT_ROLLOUT_FOLLOW=maybe must be on or off');
+    expect(() => followFromEnv({ VAULT_ROLLOUT_FOLLOW_SECONDS: '-1' })).toThrow(/VAULT_ROLLOUT_FOLLOW_SECONDS=-1 must be a number of seconds/);
+    expect(() => watchFromEnv({ VAULT_ROLLOUT_WATCH: 'sometimes' })).toThrow('VAULT_ROLLOUT_WATCH=sometimes must be on or off');
+  });
+
+  it('watches by default; VAULT_ROLLOUT_WATCH=off does not', () => {
+    expect(watchFromEnv({})).toBe(true);
+    expect(watchFromEnv({ VAULT_ROLLOUT_WATCH: 'off' })).toBe(false);
   });
 });
