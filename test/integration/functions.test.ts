@@ -5,6 +5,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serveCommand } from '../../lib/cli/serve-command.ts';
@@ -18,6 +19,7 @@ import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, getWorkload, uniqueName } from './support.ts';
 import { WEBHOOK_SECRET } from '../secrets.ts';
+import { createFifoQueueWithDlq, emulatorClient, EMULATOR_REGION, startSqsEmulator } from '../sqs/emulator.ts';
 
 const NS = uniqueName('vr-e2e');
 const SECRET = WEBHOOK_SECRET;
@@ -90,7 +92,11 @@ describe('functions/worker', () => {
 
   it('restarts the good record, retries the failing cluster, refuses the poison and the forged record', async () => {
     const saved = { ...process.env };
-    Object.assign(process.env, { VAULT_ROLLOUT_ROUTES: routesFile, VAULT_ROLLOUT_QUEUE_URL: 'unused', POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_LOG_LEVEL: 'SILENT' });
+    // The queue the step hands its continuation to (issue #23: the rollout is followed out of line), on ElasticMQ.
+    const emulator = await startSqsEmulator();
+    const sqs = emulatorClient(emulator.endpoint);
+    const queue = await createFifoQueueWithDlq(sqs, { name: 'functions-worker' });
+    Object.assign(process.env, { VAULT_ROLLOUT_ROUTES: routesFile, VAULT_ROLLOUT_QUEUE_URL: queue.queueUrl, AWS_ENDPOINT_URL_SQS: emulator.endpoint, AWS_REGION: EMULATOR_REGION, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_LOG_LEVEL: 'SILENT' });
     try {
       const { handler } = await import('../../functions/worker.ts');
       const table = loadRoutingTable((await import('node:fs')).readFileSync(routesFile, 'utf8'), routesFile);
@@ -108,8 +114,13 @@ describe('functions/worker', () => {
       expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['forged', 'ghost', 'poison']);
       const annotations = (await getWorkload('alpha', NS, 'Deployment', 'worker')).spec.template?.metadata?.annotations ?? {};
       expect(annotations['vault-rollout.io/versions']).toBe('{"secret/e2e/worker":2}');
+      // The good record's rollout went on in a continuation of its own group, not in the invocation.
+      const sent = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queue.queueUrl, MaxNumberOfMessages: 10, MessageSystemAttributeNames: ['MessageGroupId'], WaitTimeSeconds: 1 }));
+      expect((sent.Messages ?? []).map((m) => m.Attributes?.MessageGroupId?.startsWith('follow-alpha-'))).toEqual([true]);
     } finally {
       process.env = saved;
+      sqs.destroy();
+      await emulator.stop();
     }
   });
 });
