@@ -111,7 +111,7 @@ describe('kubectl\'s tokenFile', () => {
 
     io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(kubeconfig)}, allowTokenFile: true } }`) });
     await main(['doctor', '--routes', 'routes.yaml'], io);
-    expect(io.out).toContain(`identity: system:serviceaccount:${SA_NAMESPACE}:${SA}`);
+    expect(io.out).toMatch(new RegExp(`alpha\\s+identity\\s+ok\\s+system:serviceaccount:${SA_NAMESPACE}:${SA} `));
   });
 });
 
@@ -123,7 +123,7 @@ describe('an exec credential plugin', () => {
     const env = { PATH: `${pluginDir}:/usr/bin:/bin` };
     let io = memoryIo({ 'routes.yaml': table }, env);
     await main(['doctor', '--routes', 'routes.yaml'], io);
-    expect(io.out).toContain(`identity: system:serviceaccount:${SA_NAMESPACE}:${SA}`);
+    expect(io.out).toMatch(new RegExp(`alpha\\s+identity\\s+ok\\s+system:serviceaccount:${SA_NAMESPACE}:${SA} `));
     expect(runs()).toBe(1);
 
     writeFileSync(join(dir, 'runs'), '');
