@@ -6,5 +6,5 @@ import type { CliIo } from './io.ts';
 
 export function cliClusterClients(io: CliIo, routesFile: string): ClusterClients {
   const logger = { warn: (message: string, fields?: Record<string, unknown>) => io.stderr(`warning: ${message}${fields ? ` ${JSON.stringify(fields)}` : ''}\n`) };
-  return new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(resolve(routesFile)), env: io.env, logger })));
+  return new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(resolve(routesFile)), env: io.env, logger, runtime: 'local' })));
 }

@@ -4,11 +4,7 @@
  * queue: SQS with --queue-url (or VAULT_ROLLOUT_QUEUE_URL), where the deployed worker takes it; otherwise an
  * in-process queue worked here until empty, like `serve`. --dry-run reads everything and changes nothing.
  */
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { SSMClient } from '@aws-sdk/client-ssm';
-import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
-import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import type { RolloutResult } from '../engine/types.ts';
 
@@ -21,7 +17,7 @@ import type { RolloutQueue } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
 import { startLocalWorker } from '../runtime/local-worker.ts';
-import { vaultTokenSourceFromEnv } from '../vault/auth.ts';
+import { cliVaultConnection } from './vault-connection.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';
 import { table as renderTable } from '../report/table.ts';
 import { cliClusterClients } from './cluster-access.ts';
@@ -58,23 +54,15 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
 
   const log = jsonLinesLog(io.stderr);
   const redirects = { allowedHosts: list(values['vault-redirect-hosts']) };
-  const region = io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION;
-  let auth;
+  let connection;
   try {
-    auth = await vaultTokenSourceFromEnv(io.env, {
-      vaultAddr,
-      log,
-      redirects,
-      readFile: (f) => readFile(f, 'utf8'),
-      ssm: () => new SSMClient(region ? { region } : {}),
-      secretsManager: () => new SecretsManagerClient(region ? { region } : {}),
-      awsCredentials: () => fromNodeProviderChain(),
-    });
+    connection = await cliVaultConnection(io, { vaultAddr, log, redirects });
   } catch (e) {
     io.stderr(`vault-rollout reconcile: ${e instanceof Error ? e.message : String(e)}\n`);
     return EXIT.failure;
   }
-  const vault = new VaultMetadataClient({ vaultAddr, auth: auth.source, redirects, ...(io.env.VAULT_NAMESPACE ? { namespace: io.env.VAULT_NAMESPACE } : {}) });
+  const auth = { source: connection.auth };
+  const vault = new VaultMetadataClient({ vaultAddr, auth: connection.auth, redirects, ...(connection.fetch ? { fetch: connection.fetch } : {}), ...(io.env.VAULT_NAMESPACE ? { namespace: io.env.VAULT_NAMESPACE } : {}) });
   const clients = cliClusterClients(io, values.routes);
   const access = (name: string, config: Parameters<typeof clients.get>[1]) => clients.get(name, config);
 
@@ -82,6 +70,7 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   // Halts hold here too: a halted rotation's changes are not queued (VAULT_ROLLOUT_STATE_TABLE for a Lambda deployment).
   const rotations = await cliRotationStore(io);
   const local = queueUrl === undefined ? new MemoryRolloutQueue() : undefined;
+  const region = io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION;
   const queue: RolloutQueue = local ?? new SqsRolloutQueue({ client: new SQSClient({ region: region ?? 'us-east-1' }), queueUrl: queueUrl as string });
   const started = performance.now();
   let report: ReconcileReport;

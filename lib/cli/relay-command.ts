@@ -15,7 +15,9 @@ import { jsonLinesLog } from '../kernel/log.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
 import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../aws/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
-import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../vault/vault-auth.ts';
+import type { VaultTokenSource } from '../vault/vault-auth.ts';
+import type { VaultTls } from '../vault/vault-tls.ts';
+import { cliVaultConnection } from './vault-connection.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
 
@@ -75,17 +77,19 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (auditListenMode === undefined) return usageError(io, 'relay', '--audit-listen-mode: 0600 (the relay\'s user only) or 0660 (its group too, e.g. Vault\'s)');
   for (const eventType of eventTypes) if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType)) return usageError(io, 'relay', `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`);
   let auth: VaultTokenSource | undefined;
+  let vaultTls: VaultTls | undefined;
   // Vault's other nodes, which a standby's redirect may name; otherwise the token goes only to the --vault-addr host.
   const redirects = { allowedHosts: list(values['vault-redirect-hosts']) };
   if (eventTypes.length > 0) {
     if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
     if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
     if (vaultAddr.startsWith('http://') && !isLoopbackHost(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
-    if (env.VAULT_TOKEN) auth = new GivenTokenSource({ vaultAddr, token: env.VAULT_TOKEN, log, redirects, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
-    else if (env.VAULT_ROLE_ID && env.VAULT_SECRET_ID) {
-      auth = new AppRoleTokenSource({ vaultAddr, roleId: env.VAULT_ROLE_ID, secretId: env.VAULT_SECRET_ID, log, redirects, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}), ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
-    } else {
-      io.stderr('vault-rollout relay: --events needs a Vault token: set VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID for an AppRole login\n');
+    try {
+      const connection = await cliVaultConnection(io, { vaultAddr, log, redirects });
+      auth = connection.auth;
+      vaultTls = connection.tls;
+    } catch (e) {
+      io.stderr(`vault-rollout relay: --events: ${e instanceof Error ? e.message : String(e)}\n`);
       return EXIT.failure;
     }
   }
@@ -150,7 +154,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     batch: { maxDelayMs: batchWaitMs },
     ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
     ...(values['audit-listen'] ? { auditListen: values['audit-listen'], auditListenMode } : {}),
-    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, redirects, ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
+    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, redirects, ...(vaultTls ? { tls: vaultTls } : {}), ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
   };
 
   let relay;

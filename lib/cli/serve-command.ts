@@ -14,6 +14,7 @@ import { MAX_LOOPS, startLocalWorker } from '../runtime/local-worker.ts';
 import { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import { cliClusterClients } from './cluster-access.ts';
+import { serveNotReady, stuckAfterMsFromEnv } from './serve-readiness.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
@@ -77,10 +78,12 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   let follows: boolean;
   let watches: boolean;
   let visibilitySeconds: number;
+  let stuckAfterMs: number;
   try {
     follows = followFromEnv(io.env);
     watches = watchFromEnv(io.env);
     visibilitySeconds = visibilitySecondsFromEnv(io.env);
+    stuckAfterMs = stuckAfterMsFromEnv(io.env);
   } catch (e) {
     return usageError(io, 'serve', e);
   }
@@ -114,7 +117,9 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     ...(values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } }),
   }, { loops, ...(waker ? { waker } : {}) });
   // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue) });
+  let stopping = false;
+  const notReady = () => serveNotReady({ queue, worker, stuckAfterMs, stopping: () => stopping });
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });
@@ -134,9 +139,10 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
-  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
 
   await untilStopped(signal);
+  stopping = true;
   io.stderr('vault-rollout serve: stopping: finishing queued work\n');
   // Stop taking requests; keep-alive clients (an audit device, a relay) must not hold the shutdown open.
   const closed = new Promise((resolve) => server.close(resolve));

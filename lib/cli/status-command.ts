@@ -7,7 +7,8 @@
 import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
-import { AppRoleTokenSource, GivenTokenSource, type VaultTokenSource } from '../vault/vault-auth.ts';
+import type { VaultTokenSource } from '../vault/vault-auth.ts';
+import { cliVaultConnection } from './vault-connection.ts';
 import { printableJson } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
 import { parseDuration } from '../routing/schema.ts';
@@ -85,15 +86,15 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   if (vaultAddr) {
     if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
     const namespace = values['vault-namespace'] ?? io.env.VAULT_NAMESPACE;
-    if (io.env.VAULT_TOKEN) auth = new GivenTokenSource({ vaultAddr, token: io.env.VAULT_TOKEN, log: jsonLinesLog((t) => io.stderr(t)), ...(namespace ? { namespace } : {}) });
-    else if (io.env.VAULT_ROLE_ID && io.env.VAULT_SECRET_ID) {
-      const log = jsonLinesLog((t) => io.stderr(t));
-      auth = new AppRoleTokenSource({ vaultAddr, roleId: io.env.VAULT_ROLE_ID, secretId: io.env.VAULT_SECRET_ID, log, ...(io.env.VAULT_APPROLE_MOUNT ? { mount: io.env.VAULT_APPROLE_MOUNT } : {}), ...(namespace ? { namespace } : {}) });
-    } else {
-      io.stderr('vault-rollout status: --vault-addr needs a Vault token: set VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID (AppRole). Without Vault, leave out --vault-addr: status then compares what the clusters record\n');
+    let connection;
+    try {
+      connection = await cliVaultConnection(io, { vaultAddr, log: jsonLinesLog((t) => io.stderr(t)), ...(namespace ? { namespace } : {}) });
+    } catch (e) {
+      io.stderr(`vault-rollout status: ${e instanceof Error ? e.message : String(e)}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`);
       return EXIT.failure;
     }
-    vault = new VaultMetadataClient({ vaultAddr, auth, timeoutMs: 5_000, maxAttempts: 2 });
+    auth = connection.auth;
+    vault = new VaultMetadataClient({ vaultAddr, auth, timeoutMs: 5_000, maxAttempts: 2, ...(connection.fetch ? { fetch: connection.fetch } : {}) });
   }
 
   const clients = cliClusterClients(io, values.routes);

@@ -25,6 +25,11 @@ export interface AppDeps {
   maxBodyBytes?: number;
   /** Where accepted signatures are remembered (default: this process's memory). */
   replayGuard?: ReplayWindow;
+  /**
+   * Why this process should not get traffic now (serve: the queue cannot be written, the worker loops are stuck);
+   * empty when ready. Without it, /readyz answers ready whenever /healthz does.
+   */
+  notReady?: () => Promise<string[]> | string[];
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -125,7 +130,17 @@ export function buildApp(deps: AppDeps): Hono {
   const replay = deps.replayGuard ?? new ReplayGuard();
   const app = new Hono();
 
+  // Liveness: cheap, touches nothing. Readiness: whether accepted work would be queued and worked.
   app.get('/healthz', (c) => c.json({ ok: true, routes: deps.table.routes.length, clusters: deps.table.clusters.size }));
+  app.get('/readyz', async (c) => {
+    let reasons: string[];
+    try {
+      reasons = deps.notReady === undefined ? [] : await deps.notReady();
+    } catch (e) {
+      reasons = [`the readiness check failed: ${e instanceof Error ? e.message : String(e)}`];
+    }
+    return reasons.length === 0 ? c.json({ ok: true }) : c.json({ ok: false, reasons }, 503);
+  });
 
   const receive = async (c: { req: { raw: Request; header(name: string): string | undefined }; env: unknown }) => {
     // Order matters: what the headers alone can refuse is refused before a byte of the body is read (a bearer token
@@ -175,7 +190,7 @@ export function buildApp(deps: AppDeps): Hono {
   app.post('/v1/vault/audit', receive);
   app.post('/v1/vault/events', receive);
 
-  app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events or GET /healthz` }, 404));
+  app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz` }, 404));
   app.onError((error, c) => {
     if (error instanceof HTTPException) return error.getResponse();
     deps.telemetry.error('unexpected error', { error: error instanceof Error ? error.message : String(error) });

@@ -35,9 +35,9 @@ export class ClusterClients {
  * left out because they do not change how the cluster is reached.
  */
 export function accessConfigFingerprint(config: ClusterConfig): string {
-  const { kubeconfig, context, eks, insecureSkipTLSVerify } = config;
+  const { kubeconfig, context, eks, inCluster, insecureSkipTLSVerify } = config;
   return createHash('sha256')
-    .update(canonicalJson({ kubeconfig, context, eks, insecureSkipTLSVerify: insecureSkipTLSVerify === true }))
+    .update(canonicalJson({ kubeconfig, context, eks, inCluster, insecureSkipTLSVerify: insecureSkipTLSVerify === true }))
     .digest('hex');
 }
 

@@ -55,7 +55,9 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
     const options: RequestOptions = {};
     await access.kubeConfig.applyToHTTPSOptions(options);
     agent ??= new Agent({ keepAlive: true, maxSockets: 64, ca: options.ca, cert: options.cert, key: options.key, rejectUnauthorized: options.rejectUnauthorized !== false, ...(options.servername ? { servername: options.servername } : {}) });
-    return { headers: { ...(options.headers as Record<string, string>), Accept: 'application/json', 'User-Agent': 'vault-rollout' } };
+    const headers: Record<string, string> = { ...(options.headers as Record<string, string>), Accept: 'application/json', 'User-Agent': 'vault-rollout' };
+    if (access.bearerToken !== undefined) headers.Authorization = `Bearer ${await access.bearerToken()}`;
+    return { headers };
   }
 
   async function streamWatch(path: string, options: WatchOptions): Promise<void> {

@@ -243,6 +243,15 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     }));
   }
 
+  /**
+   * A real write that changes nothing (the format number, committed), for serve's /readyz: throws when the file can
+   * no longer be written (read-only or full file system, the file gone or replaced, the queue closed).
+   */
+  probeWrite(): void {
+    if (this.#closed) throw new QueueUnavailableError('the queue is closed');
+    this.#db.exec(`BEGIN IMMEDIATE; PRAGMA user_version = ${SCHEMA_VERSION}; COMMIT`);
+  }
+
   counts(): QueueCounts {
     this.#transaction(() => this.#expireVisibility());
     const c = this.#sql.counts!.get() as { total: number; in_flight: number; dead: number };

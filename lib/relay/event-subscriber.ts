@@ -15,6 +15,7 @@ import type { RelayLog } from '../kernel/log.ts';
 import type { VaultTokenSource } from '../vault/vault-auth.ts';
 import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from '../vault/vault-redirect.ts';
 import { WebSocketClient } from './ws.ts';
+import { tlsRequestOptions, type VaultTls } from '../vault/vault-tls.ts';
 
 export interface EventSubscriberOptions {
   vaultAddr: string;
@@ -39,6 +40,8 @@ export interface EventSubscriberOptions {
   random?: () => number;
   /** Where a redirect may lead (same host by default; never wss to ws). */
   redirects?: VaultRedirectPolicy;
+  /** TLS to Vault (VAULT_CACERT, VAULT_CLIENT_CERT...), as for every other Vault request. */
+  tls?: VaultTls;
 }
 
 export function subscribeUrl(vaultAddr: string, eventType: string, namespaces: readonly string[] = [], filter?: string): string {
@@ -110,7 +113,7 @@ export class EventSubscriber {
     const headers: Record<string, string> = { 'X-Vault-Token': token };
     if (vaultNamespace) headers['X-Vault-Namespace'] = vaultNamespace;
     const url = subscribeUrl(vaultAddr, eventType, namespaces, filter);
-    const socket = new WebSocketClient(url, { headers, followRedirects: true, maxRedirects: MAX_VAULT_REDIRECTS, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000 });
+    const socket = new WebSocketClient(url, { headers, followRedirects: true, maxRedirects: MAX_VAULT_REDIRECTS, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000, ...tlsRequestOptions(this.#options.tls) });
     return new Promise((resolve) => {
       let openedAt: number | undefined;
       let status: number | undefined;

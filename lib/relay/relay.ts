@@ -21,6 +21,7 @@ import type { RelayLog } from '../kernel/log.ts';
 import { AuditSocketListener, parseListenAddress } from './socket-listener.ts';
 import { Spool } from './spool.ts';
 import type { VaultTokenSource } from '../vault/vault-auth.ts';
+import type { VaultTls } from '../vault/vault-tls.ts';
 
 export const DEFAULT_SPOOL_MAX_BYTES = 512 * 1024 * 1024;
 export const OFFSET_FILE = 'audit-file-offset.json';
@@ -45,6 +46,8 @@ export interface RelayOptions {
     reconnectBaseMs?: number;
     /** Where Vault may redirect the subscription (same host by default; never wss to ws). */
     redirects?: VaultRedirectPolicy;
+    /** TLS to Vault from VAULT_CACERT, VAULT_CAPATH, VAULT_CLIENT_CERT/KEY, VAULT_SKIP_VERIFY. */
+    tls?: VaultTls;
   };
   sender: BatchSender;
   log: RelayLog;
@@ -135,7 +138,7 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
               drop(DROP_REASONS.invalidEvent, 1);
             } else receive('events', line);
           },
-          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs', 'redirects'),
+          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs', 'redirects', 'tls'),
           ...pick(options, 'sleep', 'random'),
         });
         subscriber.start();

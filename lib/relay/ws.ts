@@ -12,6 +12,11 @@ export interface WsClientOptions {
   followRedirects?: boolean;
   maxRedirects?: number;
   handshakeTimeout?: number;
+  /** TLS (https.request options), e.g. VAULT_CACERT's CAs. */
+  ca?: string[];
+  cert?: string;
+  key?: string;
+  rejectUnauthorized?: boolean;
 }
 
 export interface WsSocket {

@@ -23,17 +23,27 @@ const iamName = (charset: RegExp, what: string) =>
     // One check with one reason (two would report a wildcard twice); editors still get the pattern.
     .meta({ pattern: charset.source });
 
+/**
+ * Opt-ins for kubeconfigs held on this machine (file, env, inline): what the kubeconfig's user may make
+ * vault-rollout do. Not offered for SSM or Secrets Manager: whoever can write the parameter would choose the command
+ * this process runs, or the file it sends as a token.
+ */
+const localKubeconfigOptions = {
+  allowExec: z.boolean().optional().describe('run the user\'s exec credential plugin (serve, worker and the CLI; never in Lambda)'),
+  allowTokenFile: z.boolean().optional().describe('send the file named by the user\'s tokenFile as its bearer token (the in-cluster token path needs no opt-in)'),
+};
+
 export const KubeconfigSourceSchema = z.union([
-  z.strictObject({ file: nonEmpty.describe('path to a kubeconfig file, relative to the routing table') }),
-  z.strictObject({ env: nonEmpty.describe('environment variable holding the kubeconfig YAML') }),
-  z.strictObject({ inline: nonEmpty.describe('the kubeconfig YAML itself') }),
+  z.strictObject({ file: nonEmpty.describe('path to a kubeconfig file, relative to the routing table'), ...localKubeconfigOptions }),
+  z.strictObject({ env: nonEmpty.describe('environment variable holding the kubeconfig YAML'), ...localKubeconfigOptions }),
+  z.strictObject({ inline: nonEmpty.describe('the kubeconfig YAML itself'), ...localKubeconfigOptions }),
   z.strictObject({
     ssm: iamName(/^[A-Za-z0-9_.:/-]+$/, 'must be an SSM parameter name or ARN (letters, digits, _ . - /)').describe('SSM Parameter Store SecureString name'),
   }),
   z.strictObject({
     secretsManager: iamName(/^[A-Za-z0-9_.:/+=@-]+$/, 'must be a Secrets Manager secret name or ARN (letters, digits, / _ + = . @ -)').describe('Secrets Manager secret id or ARN'),
   }),
-], { error: 'must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }' });
+], { error: 'must be exactly one of { file }, { env }, { inline } (each with optional allowExec, allowTokenFile), { ssm } or { secretsManager }' });
 export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
 
 const DURATION = /^(\d{1,6})(ms|s|m|h)$/;
@@ -126,12 +136,14 @@ export const ClusterSchema = z
     kubeconfig: KubeconfigSourceSchema.optional(),
     context: nonEmpty.optional(),
     eks: EksSchema.optional(),
+    inCluster: z.literal(true).optional().describe('the cluster vault-rollout runs in, reached with its pod\'s ServiceAccount token and CA'),
     labels: z.record(z.string(), z.string()).default({}),
     insecureSkipTLSVerify: z.boolean().optional(),
     concurrency: z.number().int().min(1).max(100).optional(),
     rolloutTimeout: DurationSchema.optional().describe('rollout deadline for every workload of this cluster, unless its route sets rollout.timeout'),
   })
-  .refine((c) => (c.kubeconfig === undefined) !== (c.eks === undefined), { message: 'give exactly one of kubeconfig or eks' });
+  .refine((c) => [c.kubeconfig, c.eks, c.inCluster].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of kubeconfig, eks or inCluster: true' })
+  .refine((c) => c.context === undefined || c.kubeconfig !== undefined, { message: 'context selects a context of the kubeconfig: give it only with kubeconfig', path: ['context'] });
 export type ClusterConfig = z.infer<typeof ClusterSchema>;
 
 const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;

@@ -23,7 +23,7 @@ export function lambdaWorkerDeps(runtime: LambdaRuntime): WorkerDeps {
   const waves = table.routes.some((r) => r.policy.waves !== undefined);
   if (waves && !env.VAULT_ROLLOUT_STATE_TABLE) throw new ConfigError('the routing table sets rollout.waves but VAULT_ROLLOUT_STATE_TABLE is not set: it must name the DynamoDB rotation state table');
   const rotations = dynamo && env.VAULT_ROLLOUT_STATE_TABLE ? new DynamoDbRotationStore({ client: dynamo, table: env.VAULT_ROLLOUT_STATE_TABLE }) : new MemoryRotationStore();
-  const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(routesFile), env, logger: telemetry })));
+  const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(routesFile), env, logger: telemetry, runtime: 'lambda' })));
   return {
     table,
     rotations,

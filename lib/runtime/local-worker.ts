@@ -25,6 +25,8 @@ export interface LocalWorker {
   stop(): Promise<void>;
   /** Resolves when every message sent so far has been worked (delivered or dead-lettered). */
   idle(): Promise<void>;
+  /** When a loop last started an iteration (epoch ms): every poll of an idle loop counts, so a stale one means stuck. */
+  lastIterationAt(): number;
 }
 
 export interface LocalWorkerOptions {
@@ -124,8 +126,10 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
 
   let running = true;
   let busy = 0;
+  let lastIterationAt = Date.now();
   const loop = async () => {
     while (running) {
+      lastIterationAt = Date.now();
       const batch = await queue.receive({ max: 10, waitMs: options.pollMs ?? 250 });
       if (batch.length === 0) continue;
       busy++;
@@ -138,6 +142,7 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
   };
   const loops = Array.from({ length: Math.max(1, Math.min(MAX_LOOPS, options.loops ?? 4)) }, () => loop());
   return {
+    lastIterationAt: () => lastIterationAt,
     stop: async () => {
       running = false;
       // Its watches would keep the process alive; what they waited on comes back at its delay.

@@ -9,8 +9,14 @@
  *            VAULT_AWS_HEADER_VALUE (the mount's iam_server_id_header_value, signed as X-Vault-AWS-IAM-Server-ID),
  *            VAULT_AWS_STS_ENDPOINT / VAULT_AWS_STS_REGION (default the global https://sts.amazonaws.com, us-east-1).
  *
- * VAULT_AUTH_METHOD (token | approle | aws) picks one when several are configured; otherwise the one configured is
- * used. Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
+ * - Kubernetes: VAULT_K8S_ROLE (the Vault role) — the pod's ServiceAccount token (VAULT_K8S_TOKEN_FILE, default
+ *            /var/run/secrets/kubernetes.io/serviceaccount/token, read afresh at each login as the kubelet rotates it)
+ *            sent to Vault's `kubernetes` auth method, which checks it with the cluster's TokenReview API;
+ *            VAULT_K8S_MOUNT (kubernetes).
+ * - and, when none of these is set, the vault CLI's token file ~/.vault-token (what `vault login` leaves), if present.
+ *
+ * VAULT_AUTH_METHOD (token | approle | aws | kubernetes) picks one when several are configured; otherwise the one configured is
+ * used. Every command (reconcile, status, the relay's event subscription, the reconcile function) authenticates here. Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
  * (LoginTokenSource); a given token is looked up and renewed the same way (GivenTokenSource). Nothing here logs a token, a secret ID or an AWS credential.
  */
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -25,7 +31,10 @@ import type { VaultRedirectPolicy } from './vault-redirect.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-export const VaultAuthMethods = ['token', 'approle', 'aws'] as const;
+export const VaultAuthMethods = ['token', 'approle', 'aws', 'kubernetes'] as const;
+
+/** Where the kubelet projects the pod's ServiceAccount token. */
+export const SERVICE_ACCOUNT_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
 export type VaultAuthMethod = (typeof VaultAuthMethods)[number];
 
 export class VaultAuthConfigError extends Error {
@@ -47,16 +56,32 @@ export interface VaultAuthDeps {
 export function vaultAuthMethod(env: Env): VaultAuthMethod {
   const chosen = env.VAULT_AUTH_METHOD;
   if (chosen !== undefined && chosen !== '') {
-    if (!(VaultAuthMethods as readonly string[]).includes(chosen)) throw new VaultAuthConfigError(`VAULT_AUTH_METHOD=${chosen.slice(0, 20)}: use token, approle or aws`);
+    if (!(VaultAuthMethods as readonly string[]).includes(chosen)) throw new VaultAuthConfigError(`VAULT_AUTH_METHOD=${chosen.slice(0, 20)}: use token, approle, aws or kubernetes`);
     return chosen as VaultAuthMethod;
   }
   const configured: VaultAuthMethod[] = [];
   if (env.VAULT_TOKEN || env.VAULT_TOKEN_FILE || env.VAULT_TOKEN_SSM) configured.push('token');
   if (env.VAULT_ROLE_ID || env.VAULT_ROLE_ID_SSM) configured.push('approle');
   if (env.VAULT_AWS_ROLE) configured.push('aws');
+  if (env.VAULT_K8S_ROLE) configured.push('kubernetes');
   if (configured.length === 1) return configured[0] as VaultAuthMethod;
-  if (configured.length === 0) throw new VaultAuthConfigError('no Vault authentication configured: set VAULT_TOKEN (or VAULT_TOKEN_FILE, VAULT_TOKEN_SSM), VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole, each also as *_SSM), or VAULT_AWS_ROLE (AWS IAM)');
+  if (configured.length === 0) throw new VaultAuthConfigError(NOTHING_CONFIGURED);
   throw new VaultAuthConfigError(`several Vault authentication methods are configured (${configured.join(', ')}): choose one with VAULT_AUTH_METHOD`);
+}
+
+const NOTHING_CONFIGURED =
+  'no Vault authentication configured: set VAULT_TOKEN (or VAULT_TOKEN_FILE, VAULT_TOKEN_SSM, or log in with the vault CLI, which leaves ~/.vault-token), VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole, each also as *_SSM), VAULT_AWS_ROLE (AWS IAM) or VAULT_K8S_ROLE (Kubernetes)';
+
+/** The vault CLI's token file (~/.vault-token), when no method is configured and it exists. */
+async function homeToken(env: Env, deps: VaultAuthDeps): Promise<string | undefined> {
+  if (!env.HOME || (env.VAULT_AUTH_METHOD ?? '') !== '') return undefined;
+  if (env.VAULT_TOKEN || env.VAULT_TOKEN_FILE || env.VAULT_TOKEN_SSM || env.VAULT_ROLE_ID || env.VAULT_ROLE_ID_SSM || env.VAULT_AWS_ROLE || env.VAULT_K8S_ROLE) return undefined;
+  try {
+    const token = (await deps.readFile(`${env.HOME.replace(/\/+$/, '')}/.vault-token`)).trim();
+    return token === '' ? undefined : token;
+  } catch {
+    return undefined;
+  }
 }
 
 async function ssmValue(deps: VaultAuthDeps, name: string): Promise<string> {
@@ -90,9 +115,18 @@ async function credential(env: Env, deps: VaultAuthDeps, what: string, names: { 
 
 /** The token source the environment configures; stop() it when done (it may hold a renewal timer). */
 export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Promise<{ method: VaultAuthMethod; source: VaultTokenSource }> {
-  const method = vaultAuthMethod(env);
+  const fromHome = await homeToken(env, deps);
+  const method = fromHome === undefined ? vaultAuthMethod(env) : 'token';
   const common = { vaultAddr: deps.vaultAddr, log: deps.log, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}), ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.redirects ? { redirects: deps.redirects } : {}) };
-  if (method === 'token') return { method, source: new GivenTokenSource({ ...common, token: await credential(env, deps, 'the Vault token', { value: 'VAULT_TOKEN', ssm: 'VAULT_TOKEN_SSM', file: 'VAULT_TOKEN_FILE' }) }) };
+  if (method === 'token') return { method, source: new GivenTokenSource({ ...common, token: fromHome ?? (await credential(env, deps, 'the Vault token', { value: 'VAULT_TOKEN', ssm: 'VAULT_TOKEN_SSM', file: 'VAULT_TOKEN_FILE' })) }) };
+  if (method === 'kubernetes') {
+    const role = env.VAULT_K8S_ROLE;
+    if (!role) throw new VaultAuthConfigError('VAULT_AUTH_METHOD=kubernetes needs VAULT_K8S_ROLE, the role of Vault\'s kubernetes auth method');
+    const tokenFile = env.VAULT_K8S_TOKEN_FILE || SERVICE_ACCOUNT_TOKEN_FILE;
+    // Read once now, so a pod without its token fails at start-up with the reason.
+    await kubernetesJwt(tokenFile, deps);
+    return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login: async () => kubernetesLoginRequest(role, await kubernetesJwt(tokenFile, deps), env.VAULT_K8S_MOUNT) }) };
+  }
   if (method === 'approle') {
     const roleId = await credential(env, deps, 'the AppRole role ID', { value: 'VAULT_ROLE_ID', ssm: 'VAULT_ROLE_ID_SSM' });
     const secretId = await credential(env, deps, 'the AppRole secret ID', { value: 'VAULT_SECRET_ID', ssm: 'VAULT_SECRET_ID_SSM', secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER' });
@@ -142,4 +176,23 @@ export async function awsIamLoginRequest(options: AwsIamLoginOptions): Promise<L
     path: `auth/${(options.mount ?? 'aws').replace(/^\/+|\/+$/g, '')}/login`,
     body: { role: options.role, iam_http_request_method: 'POST', iam_request_url: b64(endpoint.toString()), iam_request_body: b64(GET_CALLER_IDENTITY), iam_request_headers: b64(JSON.stringify(signedHeaders)) },
   };
+}
+
+/** The pod's ServiceAccount token, read afresh for each login: the kubelet replaces it before it expires. */
+async function kubernetesJwt(path: string, deps: VaultAuthDeps): Promise<string> {
+  let text: string;
+  try {
+    text = await deps.readFile(path);
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    throw new VaultAuthConfigError(`Kubernetes auth: cannot read the ServiceAccount token ${path} (${typeof code === 'string' ? code : 'unreadable'}); run in a pod with its token mounted, or set VAULT_K8S_TOKEN_FILE`);
+  }
+  const jwt = text.trim();
+  if (jwt === '') throw new VaultAuthConfigError(`Kubernetes auth: the ServiceAccount token ${path} is empty`);
+  return jwt;
+}
+
+/** The body of `auth/<mount>/login` for Vault's `kubernetes` auth method. */
+export function kubernetesLoginRequest(role: string, jwt: string, mount = 'kubernetes'): LoginRequest {
+  return { path: `auth/${mount.replace(/^\/+|\/+$/g, '')}/login`, body: { role, jwt } };
 }

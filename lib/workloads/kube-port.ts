@@ -81,4 +81,9 @@ export interface ClusterAccess {
   refreshAfter?: number;
   /** True when the cluster said insecureSkipTLSVerify: true. */
   insecureSkipTLSVerify: boolean;
+  /**
+   * The bearer token for each request, when it changes while the access lives (a rotating ServiceAccount token
+   * file, an exec plugin's token with its own expiry); it replaces any token of kubeConfig. Never logged.
+   */
+  bearerToken?: () => Promise<string>;
 }

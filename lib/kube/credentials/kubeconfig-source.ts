@@ -1,11 +1,16 @@
 /**
  * A cluster's access from a kubeconfig, read from a file, an environment variable, the routing table itself, SSM
- * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and refused when that
- * context's user needs a credential plugin: Lambda has no aws CLI or other plugins to run. A `token-file` anywhere
- * in it is refused before client-node sees it: client-node reads every user's token file while loading, which would
- * send any file of this machine as a bearer token to whatever server the kubeconfig names.
+ * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and that context's user must
+ * give a credential vault-rollout can use: a token, a client certificate and key, a username and password, a token
+ * file (the in-cluster token path, or any path with `allowTokenFile: true`), or an exec plugin (`allowExec: true`,
+ * never in Lambda). Anything else is an error, never an anonymous connection: kubectl's `tokenFile` spelling, which
+ * client-node does not read, used to leave the user with no credential at all.
  *
- * Errors name the cluster, the source and what to fix, never the kubeconfig's content.
+ * Token files are taken out of every user before client-node sees the kubeconfig: client-node reads every user's
+ * `token-file` while loading, which would send any file of this machine as a bearer token to whatever server the
+ * kubeconfig names. The selected user's file, when allowed, is read here (token-file.ts).
+ *
+ * Errors name the cluster, the source, the field and what to do, never the kubeconfig's content.
  */
 import { dirname, resolve as resolvePath } from 'node:path';
 import type { SSMClient } from '@aws-sdk/client-ssm';
@@ -20,6 +25,10 @@ import type { ClusterAccess } from '../cluster-access.ts';
 import { awsErrorName } from '../../aws/aws-error-name.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
+import { ExecCredentialError, execTokenSource } from './exec-credential.ts';
+import type { ExecConfig, ExecDeps } from './exec-credential.ts';
+import { SERVICE_ACCOUNT_TOKEN, TokenFileError, tokenFileSource } from './token-file.ts';
+import type { TokenFileDeps } from './token-file.ts';
 
 export interface KubeconfigSourceDeps {
   /** Directory of the routing table: relative `file` paths are resolved against it. */
@@ -29,6 +38,13 @@ export interface KubeconfigSourceDeps {
   ssm: Pick<SSMClient, 'send'>;
   secretsManager: Pick<SecretsManagerClient, 'send'>;
   logger: WarningLogger;
+  /** Where this process runs: no credential plugin runs in Lambda (default `local`). */
+  runtime?: 'lambda' | 'local';
+  clock?: () => number;
+  /** How exec plugins are found and run (tests pass their own). */
+  exec?: Pick<ExecDeps, 'run' | 'isExecutable' | 'limits'>;
+  /** How token files are read (tests pass their own). */
+  tokenFile?: Pick<TokenFileDeps, 'stat' | 'readFile'>;
 }
 
 /** The kubeconfig text and, for files, the directory its relative certificate paths are relative to. */
@@ -70,9 +86,9 @@ export async function resolveKubeconfigAccess(
   const source = describeSource(config.kubeconfig);
   try {
     const loaded = await readKubeconfigText(source, deps);
-    return accessFromKubeconfig(name, config, loaded, deps.logger);
+    return await accessFromKubeconfig(name, config, loaded, deps);
   } catch (error) {
-    if (!(error instanceof KubeconfigSourceError)) throw error;
+    if (!(error instanceof KubeconfigSourceError || error instanceof ExecCredentialError || error instanceof TokenFileError)) throw error;
     throw new ClusterAccessError(name, `${source.label}: ${error.message}`, error.cause === undefined ? undefined : { cause: error.cause });
   }
 }
@@ -143,21 +159,109 @@ async function readRemoteSecret(store: RemoteStore, id: string, deps: Kubeconfig
   return value;
 }
 
-function accessFromKubeconfig(name: string, config: ClusterConfig, loaded: KubeconfigText, logger: WarningLogger): ClusterAccess {
-  const full = parseKubeconfig(loaded.text);
+async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded: KubeconfigText, deps: KubeconfigSourceDeps): Promise<ClusterAccess> {
+  const { kubeConfig: full, users: rawUsers } = parseKubeconfig(loaded.text);
   if (loaded.baseDir !== undefined) full.makePathsAbsolute(loaded.baseDir);
   const context = selectContext(full, config.context);
   const cluster = full.getCluster(context.cluster);
   if (cluster === null) throw new KubeconfigSourceError(`context ${context.name} names cluster ${context.cluster}, which the kubeconfig does not define`);
   const user = selectUser(full, context);
   const server = checkServer(cluster.server, config.insecureSkipTLSVerify === true);
+  const credential = userCredential(user, rawUsers.get(user.name) ?? {}, config, deps);
+  const bearerToken = await bearerTokenSource(credential, { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true }, loaded.baseDir, deps);
   // Warn only once everything else is valid: a refused kubeconfig has nothing to warn about.
-  const skipTLSVerify = skipTLSVerifyFor(name, config, logger);
+  const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
+  const { exec: _exec, authProvider: _authProvider, ...plainUser } = user;
   return {
-    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, user),
+    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, plainUser as User),
     server,
     insecureSkipTLSVerify: skipTLSVerify,
+    ...(bearerToken === undefined ? {} : { bearerToken }),
   };
+}
+
+/** How the selected user authenticates: client-node does it (token, certificate, basic), or vault-rollout does. */
+type UserCredential = { kind: 'kubeconfig' } | { kind: 'exec'; exec: ExecConfig } | { kind: 'tokenFile'; path: string };
+
+/** The user's raw entry as written, before client-node normalised (and dropped) fields. */
+type RawUser = Record<string, unknown>;
+
+const TOKEN_FILE_FIELDS = ['tokenFile', 'token-file'] as const;
+
+function userCredential(user: User, raw: RawUser, config: ClusterConfig, deps: KubeconfigSourceDeps): UserCredential {
+  const source = config.kubeconfig;
+  const local = source !== undefined && ('file' in source || 'env' in source || 'inline' in source) ? source : undefined;
+  if (user.exec) {
+    const command = typeof user.exec.command === 'string' ? user.exec.command : '?';
+    if (deps.runtime === 'lambda') {
+      throw new KubeconfigSourceError(
+        `user ${user.name}: exec (the credential plugin ${command}) cannot run in the Lambda runtime, which has no plugins; ` +
+          'give the user a token or client certificate (keep the kubeconfig in SSM or Secrets Manager), or configure an EKS cluster with eks: { name, region }',
+      );
+    }
+    if (local === undefined) {
+      throw new KubeconfigSourceError(
+        `user ${user.name}: exec (the credential plugin ${command}) is refused for a kubeconfig from SSM or Secrets Manager: whoever can write it would choose the command vault-rollout runs; ` +
+          'keep that kubeconfig in a file with allowExec: true, or give the user a token or client certificate',
+      );
+    }
+    if (local.allowExec !== true) {
+      throw new KubeconfigSourceError(
+        `user ${user.name}: exec (the credential plugin ${command}) runs only with allowExec: true on the cluster's kubeconfig in the routing table (e.g. kubeconfig: { file: ..., allowExec: true }); ` +
+          'or give the user a token or client certificate',
+      );
+    }
+    return { kind: 'exec', exec: user.exec as ExecConfig };
+  }
+  if (user.authProvider) {
+    throw new KubeconfigSourceError(
+      `user ${user.name}: auth-provider (${String(user.authProvider.name ?? '?')}) is refused: kubectl removed these plugins; ` +
+        'use the provider\'s exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token) with allowExec: true on the cluster\'s kubeconfig',
+    );
+  }
+  const hasToken = typeof user.token === 'string' && user.token !== '';
+  const tokenFileField = TOKEN_FILE_FIELDS.find((field) => typeof raw[field] === 'string' && raw[field] !== '');
+  if (!hasToken && tokenFileField !== undefined) {
+    const path = raw[tokenFileField] as string;
+    if (path !== SERVICE_ACCOUNT_TOKEN && local?.allowTokenFile !== true) {
+      throw new KubeconfigSourceError(
+        `user ${user.name}: ${tokenFileField} ${path} is refused: it would send a file of this machine as the bearer token; ` +
+          `only ${SERVICE_ACCOUNT_TOKEN} is read without opt-in. Set allowTokenFile: true on the cluster's kubeconfig in the routing table (file, env or inline) to allow it, ` +
+          'or put the token itself in the user\'s token field, or use a client certificate',
+      );
+    }
+    return { kind: 'tokenFile', path };
+  }
+  const hasCert = Boolean(user.certData ?? user.certFile);
+  const hasKey = Boolean(user.keyData ?? user.keyFile);
+  const hasBasic = typeof user.username === 'string' && user.username !== '' && typeof user.password === 'string';
+  if (hasToken || (hasCert && hasKey) || hasBasic) return { kind: 'kubeconfig' };
+  if (hasCert !== hasKey) {
+    throw new KubeconfigSourceError(`user ${user.name}: ${hasCert ? 'client-certificate has no client-key' : 'client-key has no client-certificate'}, so the cluster would be called anonymously; give both, or a token`);
+  }
+  throw new KubeconfigSourceError(
+    `user ${user.name} gives no credential vault-rollout can use (token, client-certificate and client-key, username and password, tokenFile or exec), so the cluster would be called anonymously; ` +
+      'give the user one of them',
+  );
+}
+
+async function bearerTokenSource(
+  credential: UserCredential,
+  cluster: { server: string; caData?: string; skipTLSVerify: boolean },
+  baseDir: string | undefined,
+  deps: KubeconfigSourceDeps,
+): Promise<(() => Promise<string>) | undefined> {
+  const clock = deps.clock ?? Date.now;
+  if (credential.kind === 'tokenFile') {
+    return tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), { clock, ...deps.tokenFile });
+  }
+  if (credential.kind === 'exec') {
+    const info = { server: cluster.server, ...(cluster.caData ? { 'certificate-authority-data': cluster.caData } : {}), ...(cluster.skipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}) };
+    const source = execTokenSource(credential.exec, info, baseDir, { env: deps.env, clock, ...deps.exec });
+    await source(); // run once now: a plugin that cannot work is a start-up error naming the cluster, and its token serves the first request
+    return source;
+  }
+  return undefined;
 }
 
 /**
@@ -165,7 +269,7 @@ function accessFromKubeconfig(name: string, config: ClusterConfig, loaded: Kubec
  * client-node's loadFromString reads each user's `token-file` while loading, before any later check could refuse it,
  * and handing it the checked document (not the text again) leaves no room for two YAML parsers to disagree.
  */
-function parseKubeconfig(text: string): KubeConfig {
+function parseKubeconfig(text: string): { kubeConfig: KubeConfig; users: Map<string, RawUser> } {
   const lineCounter = new LineCounter();
   // Merge keys (`<<: *base`) as client-node's js-yaml reads them, so nothing hides behind one.
   const doc = parseDocument(text, { lineCounter, merge: true, prettyErrors: false });
@@ -182,7 +286,7 @@ function parseKubeconfig(text: string): KubeConfig {
     // e.g. more aliases than the parser's bound (a "billion laughs" document)
     throw new KubeconfigSourceError(NOT_A_KUBECONFIG);
   }
-  refuseTokenFiles(document);
+  const users = withoutTokenFiles(document);
   const kubeConfig = new KubeConfig();
   try {
     kubeConfig.loadFromString(JSON.stringify(document ?? null));
@@ -192,22 +296,25 @@ function parseKubeconfig(text: string): KubeConfig {
   }
   // loadFromString accepts any YAML (a list, a scalar, nothing) and just finds no entries in it.
   if (kubeConfig.getClusters().length === 0 && kubeConfig.getContexts().length === 0) throw new KubeconfigSourceError(NOT_A_KUBECONFIG);
-  return kubeConfig;
+  return { kubeConfig, users };
 }
 
-/** Refuses a `token-file` in any user: client-node would read it while loading, whichever context is used. */
-function refuseTokenFiles(document: unknown): void {
+/**
+ * Takes `token-file` (client-node's spelling) and `tokenFile` (kubectl's) out of every user, in place, so client-node
+ * opens no file while loading; returns each user's entry as written (with them), for the selected user's checks.
+ */
+function withoutTokenFiles(document: unknown): Map<string, RawUser> {
+  const raw = new Map<string, RawUser>();
   const users = (document as { users?: unknown } | null)?.users;
-  if (!Array.isArray(users)) return;
-  users.forEach((entry: unknown, i) => {
-    const user = (entry as { user?: unknown } | null)?.user;
-    if (typeof user !== 'object' || user === null || !('token-file' in user)) return;
-    const name = (entry as { name?: unknown }).name;
-    throw new KubeconfigSourceError(
-      `user ${typeof name === 'string' && name !== '' ? name : `users[${i}]`} uses token-file, which is refused: it would send a file of this machine as the bearer token; ` +
-        'put the token itself in the user\'s token field (keep the kubeconfig in SSM or Secrets Manager), or use a client certificate',
-    );
-  });
+  if (!Array.isArray(users)) return raw;
+  for (const entry of users as unknown[]) {
+    if (typeof entry !== 'object' || entry === null) continue;
+    const { name, user } = entry as { name?: unknown; user?: unknown };
+    if (typeof user !== 'object' || user === null) continue;
+    if (typeof name === 'string' && !raw.has(name)) raw.set(name, { ...(user as RawUser) });
+    for (const field of TOKEN_FILE_FIELDS) delete (user as RawUser)[field];
+  }
+  return raw;
 }
 
 const NOT_A_KUBECONFIG = 'is not a valid kubeconfig; expected a YAML mapping with clusters, contexts and users';
@@ -232,17 +339,12 @@ function selectContext(kubeConfig: KubeConfig, wanted: string | undefined): Cont
   return context;
 }
 
-function selectUser(kubeConfig: KubeConfig, context: Context): User | undefined {
-  if (context.user === undefined) return undefined;
+function selectUser(kubeConfig: KubeConfig, context: Context): User {
+  if (context.user === undefined || context.user === '') {
+    throw new KubeconfigSourceError(`context ${context.name} names no user, so the cluster would be called anonymously; name a user with a token, client certificate or exec plugin`);
+  }
   const user = kubeConfig.getUser(context.user);
   if (user === null) throw new KubeconfigSourceError(`context ${context.name} names user ${context.user}, which the kubeconfig does not define`);
-  const plugin = user.exec ? 'an exec credential plugin' : user.authProvider ? 'an auth-provider plugin' : undefined;
-  if (plugin !== undefined) {
-    throw new KubeconfigSourceError(
-      `user ${user.name} uses ${plugin}, which cannot run here (no aws CLI or plugins in Lambda); ` +
-        'give the user a token or client certificate, or configure an EKS cluster with eks: { name, region }',
-    );
-  }
   return user;
 }
 
@@ -264,11 +366,11 @@ function checkServer(server: string, skipTLSVerify: boolean): string {
 }
 
 /** A KubeConfig holding only the selected context, so no other user's credentials travel further. */
-function reducedKubeConfig(context: Context, cluster: Cluster, user: User | undefined): KubeConfig {
+function reducedKubeConfig(context: Context, cluster: Cluster, user: User): KubeConfig {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromOptions({
     clusters: [cluster],
-    users: user === undefined ? [] : [user],
+    users: [user],
     contexts: [context],
     currentContext: context.name,
   });

@@ -13,6 +13,7 @@ import { ClusterAccessError } from '../cluster-access.ts';
 import type { ClusterAccessResolver } from '../cluster-access.ts';
 import { createEksAccessResolver } from './eks-cluster.ts';
 import type { EksAccessDeps } from './eks-cluster.ts';
+import { resolveInClusterAccess } from './in-cluster.ts';
 import { resolveKubeconfigAccess } from './kubeconfig-source.ts';
 import type { KubeconfigSourceDeps } from './kubeconfig-source.ts';
 import type { WarningLogger } from './tls-policy.ts';
@@ -24,7 +25,8 @@ export function createClusterAccessResolver(deps: ClusterAccessDeps): ClusterAcc
   return async (name, config) => {
     if (config.eks !== undefined) return resolveEks(name, config);
     if (config.kubeconfig !== undefined) return resolveKubeconfigAccess(name, config, deps);
-    throw new ClusterAccessError(name, 'has neither kubeconfig nor eks; give exactly one in the routing table');
+    if (config.inCluster === true) return resolveInClusterAccess(name, config, deps);
+    throw new ClusterAccessError(name, 'has no kubeconfig, eks or inCluster: true; give exactly one in the routing table');
   };
 }
 
@@ -32,6 +34,8 @@ export interface DefaultDepsOptions {
   routingTableDir: string;
   env: Readonly<Record<string, string | undefined>>;
   logger: WarningLogger;
+  /** Where this process runs: no kubeconfig credential plugin runs in Lambda (default `local`). */
+  runtime?: 'lambda' | 'local';
 }
 
 /** The real dependencies. AWS clients are created here, once; none of them calls AWS until a cluster needs it. */

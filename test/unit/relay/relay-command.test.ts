@@ -83,7 +83,7 @@ describe('vault-rollout relay (CLI)', () => {
     expect(noSecret.err).toMatch(/VAULT_ROLLOUT_WEBHOOK_SECRET/);
     const noToken = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
     expect(await relayCommand(['--events', 'kv-v2/*', '--vault-addr', 'http://127.0.0.1:8200', '--to', 'http://127.0.0.1:1'], noToken)).toBe(1);
-    expect(noToken.err).toMatch(/VAULT_TOKEN, or VAULT_ROLE_ID and VAULT_SECRET_ID/);
+    expect(noToken.err).toMatch(/no Vault authentication configured: set VAULT_TOKEN .* VAULT_ROLE_ID \+ VAULT_SECRET_ID .* VAULT_K8S_ROLE \(Kubernetes\)/);
   });
 
   it('fails to start (exit 1) when it cannot listen', async () => {

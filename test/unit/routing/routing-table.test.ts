@@ -279,7 +279,7 @@ describe('routing table', () => {
     kubeconfig: { env: KC }
     eks: { name: c, region: eu-west-1 }
 `,
-      'routes.yaml:3:5: clusters.c: give exactly one of kubeconfig or eks',
+      'routes.yaml:3:5: clusters.c: give exactly one of kubeconfig, eks or inCluster: true',
     ],
     [
       'an unknown kubeconfig source',
@@ -287,7 +287,7 @@ describe('routing table', () => {
   c:
     kubeconfig: { vault: secret/kc }
 `,
-      'routes.yaml:3:17: clusters.c.kubeconfig: must be exactly one of { file }, { env }, { inline }, { ssm } or { secretsManager }',
+      'routes.yaml:3:17: clusters.c.kubeconfig: must be exactly one of { file }, { env }, { inline } (each with optional allowExec, allowTokenFile), { ssm } or { secretsManager }',
     ],
     ...([
       ['an SSM parameter', 'kubeconfig: { ssm: "/vr/kubeconfigs/*" }', '2:27: clusters.c.kubeconfig.ssm'],

@@ -18,7 +18,7 @@ describe('vaultAuthMethod', () => {
   it.each([
     [{}, /no Vault authentication configured/],
     [{ VAULT_TOKEN: 't', VAULT_ROLE_ID: 'r' }, /choose one with VAULT_AUTH_METHOD/],
-    [{ VAULT_AUTH_METHOD: 'ldap' }, /use token, approle or aws/],
+    [{ VAULT_AUTH_METHOD: 'ldap' }, /use token, approle, aws or kubernetes/],
   ])('%j is refused', (env, error) => expect(() => vaultAuthMethod(env)).toThrow(error));
 });
 
@@ -67,5 +67,61 @@ describe('awsIamLoginRequest', () => {
     expect(headers.authorization?.[0]).toMatch(/^AWS4-HMAC-SHA256 Credential=AKID\/20261123\/us-east-1\/sts\/aws4_request, SignedHeaders=.*x-vault-aws-iam-server-id/);
     expect(headers['x-amz-security-token']).toEqual(['SESSION']);
     expect(JSON.stringify(login)).not.toContain('SECRET');
+  });
+});
+
+describe('Kubernetes auth and ~/.vault-token', () => {
+  const files: Record<string, string> = {};
+  const requests: Array<{ url: string; body: unknown }> = [];
+  const deps: VaultAuthDeps = {
+    vaultAddr: 'http://127.0.0.1:1',
+    log: memoryLog(),
+    readFile: (path) => (path in files ? Promise.resolve(files[path] as string) : Promise.reject(Object.assign(new Error('ENOENT'), { code: 'ENOENT' }))),
+    ssm: () => { throw new Error('no SSM'); },
+    secretsManager: () => { throw new Error('no Secrets Manager'); },
+    awsCredentials: () => () => Promise.reject(new Error('no AWS')),
+    fetch: async (url, init) => {
+      requests.push({ url: String(url), body: init?.body === undefined ? undefined : JSON.parse(String(init.body)) });
+      if (String(url).endsWith('/login')) return Response.json({ auth: { client_token: `vault-token-for-${(JSON.parse(String(init?.body)) as { jwt: string }).jwt}`, lease_duration: 0, renewable: false } });
+      return Response.json({ data: { ttl: 0, renewable: false, expire_time: null } });
+    },
+  };
+
+  it('logs in with the role and the pod\'s ServiceAccount token, read again for each login', async () => {
+    files['/var/run/secrets/kubernetes.io/serviceaccount/token'] = 'sa-jwt-1\n';
+    const { method, source } = await vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'vault-rollout' }, deps);
+    expect(method).toBe('kubernetes');
+    expect(await source.token()).toBe('vault-token-for-sa-jwt-1');
+    expect(requests.at(-1)).toEqual({ url: 'http://127.0.0.1:1/v1/auth/kubernetes/login', body: { role: 'vault-rollout', jwt: 'sa-jwt-1' } });
+    files['/var/run/secrets/kubernetes.io/serviceaccount/token'] = 'sa-jwt-2\n';
+    source.invalidate();
+    expect(await source.token()).toBe('vault-token-for-sa-jwt-2');
+    source.stop();
+  });
+
+  it('takes the mount and the token file from the environment', async () => {
+    files['/tmp/sa/token'] = 'projected';
+    const { source } = await vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'r', VAULT_K8S_MOUNT: 'k8s-prod', VAULT_K8S_TOKEN_FILE: '/tmp/sa/token' }, deps);
+    await source.token();
+    source.stop();
+    expect(requests.at(-1)?.url).toBe('http://127.0.0.1:1/v1/auth/k8s-prod/login');
+  });
+
+  it('fails at start-up, with the reason, outside a pod', async () => {
+    await expect(vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'r', VAULT_K8S_TOKEN_FILE: '/nowhere' }, deps)).rejects.toThrow(
+      'Kubernetes auth: cannot read the ServiceAccount token /nowhere (ENOENT); run in a pod with its token mounted, or set VAULT_K8S_TOKEN_FILE',
+    );
+  });
+
+  it('uses the vault CLI\'s ~/.vault-token when nothing else is configured, and only then', async () => {
+    files['/home/me/.vault-token'] = 'cli-token\n';
+    const { method, source } = await vaultTokenSourceFromEnv({ HOME: '/home/me' }, deps);
+    expect(method).toBe('token');
+    expect(await source.token()).toBe('cli-token');
+    source.stop();
+    const approle = await vaultTokenSourceFromEnv({ HOME: '/home/me', VAULT_ROLE_ID: 'r', VAULT_SECRET_ID: 's' }, deps);
+    expect(approle.method).toBe('approle');
+    approle.source.stop();
+    await expect(vaultTokenSourceFromEnv({ HOME: '/home/nobody' }, deps)).rejects.toThrow(/no Vault authentication configured/);
   });
 });

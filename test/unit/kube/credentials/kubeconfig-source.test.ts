@@ -110,10 +110,10 @@ describe('context selection', () => {
     expect(access.kubeConfig.getCurrentUser()?.username).toBe('bob');
   });
 
-  it('allows a context without a user (anonymous)', async () => {
+  it('refuses a context without a user: that would be an anonymous connection', async () => {
     const text = kubeconfigYaml({ extraContexts: '  - name: anon\n    context: { cluster: main }' });
-    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }, { context: 'anon' }), testDeps());
-    expect(access.kubeConfig.getUsers()).toEqual([]);
+    const error = await rejectionOf(resolveKubeconfigAccess('c', cluster({ inline: text }, { context: 'anon' }), testDeps()));
+    expect(error.message).toBe('cluster c: inline kubeconfig: context anon names no user, so the cluster would be called anonymously; name a user with a token, client certificate or exec plugin');
   });
 });
 
@@ -158,8 +158,8 @@ describe('errors name the cluster, the source and the fix', () => {
     ['bad YAML', cluster({ inline: `clusters:\n  - name: x\n   token: ${planted.token}\n` }), /^cluster c: inline kubeconfig: is not valid YAML \(line 3, column 1\); fix the YAML$/, () => {}],
     ['YAML that is no mapping', cluster({ inline: '- just\n- a list' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
     ['empty document', cluster({ inline: '# nothing\n' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
-    ['exec plugin', cluster({ inline: kubeconfigYaml({ user: { token: planted.token, exec: { command: 'aws', args: ['eks', 'get-token'] } } }) }), /^cluster c: inline kubeconfig: user admin uses an exec credential plugin, which cannot run here \(no aws CLI or plugins in Lambda\); give the user a token or client certificate, or configure an EKS cluster with eks:/, () => {}],
-    ['auth-provider plugin', cluster({ inline: kubeconfigYaml({ user: { 'auth-provider': { name: 'gcp', config: { 'access-token': planted.token } } } }) }), /user admin uses an auth-provider plugin/, () => {}],
+    ['exec plugin', cluster({ inline: kubeconfigYaml({ user: { token: planted.token, exec: { command: 'aws', args: ['eks', 'get-token'] } } }) }), /^cluster c: inline kubeconfig: user admin: exec \(the credential plugin aws\) runs only with allowExec: true on the cluster's kubeconfig in the routing table/, () => {}],
+    ['auth-provider plugin', cluster({ inline: kubeconfigYaml({ user: { 'auth-provider': { name: 'gcp', config: { 'access-token': planted.token } } } }) }), /^cluster c: inline kubeconfig: user admin: auth-provider \(gcp\) is refused: kubectl removed these plugins; use the provider's exec plugin instead \(gke-gcloud-auth-plugin, kubelogin, aws eks get-token\) with allowExec: true/, () => {}],
     ['missing context', cluster({ inline: kubeconfigYaml() }, { context: 'nope' }), /^cluster c: inline kubeconfig: the routing table's context nope is not in the kubeconfig \(its contexts: main, other\)$/, () => {}],
     ['dangling current-context', cluster({ inline: kubeconfigYaml({ currentContext: 'gone' }) }), /current-context gone is not in the kubeconfig/, () => {}],
     ['no context at all', cluster({ inline: kubeconfigYaml({ currentContext: null }) }), /names no context; set `context` for the cluster in the routing table or current-context in the kubeconfig/, () => {}],
@@ -201,13 +201,13 @@ describe('errors name the cluster, the source and the fix', () => {
   });
 });
 
-describe('token-file', () => {
+describe('token files', () => {
   // client-node reads every user's token-file while loading a kubeconfig: from a kubeconfig stored in SSM, that would
   // send any file of the worker (its environment, a mounted secret) as a bearer token to a server the kubeconfig names.
   const tokenFilePath = join(tmpdir(), `vault-rollout-token-file-${process.pid}`);
   const readsOf = (spy: { mock: { calls: unknown[][] } }) => spy.mock.calls.filter(([path]) => String(path) === tokenFilePath);
-  const withTokenFile = (user: string) =>
-    kubeconfigYaml({ user: { 'client-key-data': planted.clientKeyData } }).replace(/users:\n/, `users:\n  - name: ${user}\n    user: { token-file: ${JSON.stringify(tokenFilePath)} }\n`);
+  const withTokenFile = (user: string, field = 'token-file') =>
+    kubeconfigYaml({ user: { 'client-key-data': planted.clientKeyData } }).replace(/users:\n/, `users:\n  - name: ${user}\n    user: { ${field}: ${JSON.stringify(tokenFilePath)} }\n`);
   const sources: [string, ClusterConfig['kubeconfig'], (deps: TestDeps, text: string) => void][] = [
     ['a file', { file: 'kc.yaml' }, () => {}],
     ['the environment', { env: 'KC' }, () => {}],
@@ -222,32 +222,68 @@ describe('token-file', () => {
     rmSync(tokenFilePath, { force: true });
   });
 
-  it.each(sources)('is refused, before the file is opened, in a kubeconfig from %s', async (_label, source, arrange) => {
-    // The selected context's user (admin) and another user both reference it; either is refused.
-    for (const [user, context] of [['admin', undefined], ['elsewhere', 'main']] as const) {
-      const text = withTokenFile(user).replace(/ {2}- name: admin\n {4}user:\n/, user === 'admin' ? '  - name: unused\n    user:\n' : '$&');
+  it.each(sources)('is refused without allowTokenFile, before the file is opened, in a kubeconfig from %s (both spellings)', async (_label, source, arrange) => {
+    for (const field of ['token-file', 'tokenFile']) {
+      const text = withTokenFile('admin', field).replace(/ {2}- name: admin\n {4}user:\n/, '  - name: unused\n    user:\n');
       const deps = testDeps({ '/etc/vault-rollout/kc.yaml': text }, { KC: text });
       arrange(deps, text);
-      const config = cluster(source && 'inline' in source ? { inline: text } : source, context === undefined ? {} : { context });
+      const config = cluster(source && 'inline' in source ? { inline: text } : source);
       const readFileSync = vi.spyOn(fs, 'readFileSync');
       const openSync = vi.spyOn(fs, 'openSync');
       const error = await rejectionOf(resolveKubeconfigAccess('c', config, deps));
       expect(readsOf(readFileSync)).toEqual([]);
       expect(readsOf(openSync)).toEqual([]);
       expect(error).toBeInstanceOf(ClusterAccessError);
-      expect(error.message).toMatch(
-        new RegExp(`: user ${user} uses token-file, which is refused: it would send a file of this machine as the bearer token; put the token itself in the user's token field`),
-      );
+      expect(error.message).toContain(`: user admin: ${field} ${tokenFilePath} is refused: it would send a file of this machine as the bearer token;`);
+      expect(error.message).toContain('Set allowTokenFile: true on the cluster\'s kubeconfig');
       expect(error.message).not.toContain('a-local-file-that-is-no-token');
       vi.restoreAllMocks();
     }
   });
 
+  it('is never read for a user the selected context does not name', async () => {
+    const text = kubeconfigYaml().replace(/users:\n/, `users:\n  - name: elsewhere\n    user: { token-file: ${JSON.stringify(tokenFilePath)} }\n`);
+    const readFileSync = vi.spyOn(fs, 'readFileSync');
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }, { context: 'main' }), testDeps());
+    expect(readsOf(readFileSync)).toEqual([]);
+    expect(access.kubeConfig.getUsers().map((u) => u.name)).toEqual(['admin']);
+  });
+
   it('is refused behind a YAML merge key too', async () => {
-    const text = kubeconfigYaml().replace(/^users:\n/m, `x-base: &base { token-file: ${JSON.stringify(tokenFilePath)} }\nusers:\n  - name: merged\n    user: { <<: *base }\n`);
+    const text = kubeconfigYaml().replace(/^users:\n/m, `x-base: &base { token-file: ${JSON.stringify(tokenFilePath)} }\nusers:\n  - name: merged\n    user: { <<: *base }\n`)
+      .replace('context: { cluster: main, user: admin, namespace: payments }', 'context: { cluster: main, user: merged }');
     const readFileSync = vi.spyOn(fs, 'readFileSync');
     const error = await rejectionOf(resolveKubeconfigAccess('c', cluster({ inline: text }), testDeps()));
     expect(readsOf(readFileSync)).toEqual([]);
-    expect(error.message).toMatch(/user merged uses token-file, which is refused/);
+    expect(error.message).toMatch(/user merged: token-file .* is refused/);
+  });
+
+  it('with allowTokenFile: true, is the bearer token, read again when the file changes', async () => {
+    writeFileSync(tokenFilePath, 'first-token\n');
+    const text = withTokenFile('admin', 'tokenFile').replace(/ {2}- name: admin\n {4}user:\n/, '  - name: unused\n    user:\n');
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: text, allowTokenFile: true }), testDeps());
+    expect(await access.bearerToken?.()).toBe('first-token');
+    writeFileSync(tokenFilePath, 'second-token-longer\n');
+    expect(await access.bearerToken?.()).toBe('second-token-longer');
+  });
+
+  it('is read without opt-in at the in-cluster token path', async () => {
+    const inCluster = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+    const text = kubeconfigYaml({ user: { tokenFile: inCluster } });
+    const deps = { ...testDeps(), tokenFile: { stat: async () => ({ ino: 1, mtimeMs: 1, size: 5 }), readFile: async (path: string) => (path === inCluster ? 'sa-token' : '') } };
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }), deps);
+    expect(await access.bearerToken?.()).toBe('sa-token');
+  });
+});
+
+describe('a user that yields no credential', () => {
+  // kubectl spells it tokenFile; client-node reads only token-file, so the user used to reach the server with no
+  // credential at all, as system:anonymous.
+  it('is an error naming the cluster, the field and the way out, never an anonymous connection (kubectl\'s tokenFile)', async () => {
+    const text = kubeconfigYaml({ user: { tokenFile: '/home/me/.kube/token' } });
+    const error = await rejectionOf(resolveKubeconfigAccess('prod', cluster({ inline: text }), testDeps()));
+    expect(error).toBeInstanceOf(ClusterAccessError);
+    expect(error.message).toMatch(/^cluster prod: inline kubeconfig: user admin: tokenFile \/home\/me\/\.kube\/token is refused/);
+    expect(error.message).toMatch(/allowTokenFile: true/);
   });
 });

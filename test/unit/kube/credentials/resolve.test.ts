@@ -50,7 +50,7 @@ describe('createClusterAccessResolver', () => {
   it('refuses a cluster with neither', async () => {
     const error = await rejectionOf(createClusterAccessResolver(deps())('c', { labels: {} }));
     expect(error).toBeInstanceOf(ClusterAccessError);
-    expect(error.message).toBe('cluster c: has neither kubeconfig nor eks; give exactly one in the routing table');
+    expect(error.message).toBe('cluster c: has no kubeconfig, eks or inCluster: true; give exactly one in the routing table');
   });
 });
 

@@ -1,0 +1,183 @@
+/**
+ * kubectl's exec credential plugins (`users[].user.exec`: `aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`,
+ * ...), for `serve`, `worker` and the CLI when the routing table opts in (`kubeconfig: { ..., allowExec: true }`).
+ *
+ * The plugin runs with the ExecCredential protocol (client.authentication.k8s.io/v1 and v1beta1): no shell, the
+ * command resolved on PATH (or relative to the kubeconfig when it names a path), KUBERNETES_EXEC_INFO in its
+ * environment, no stdin (never interactive), a bounded time and output. Its token is kept until its
+ * expirationTimestamp, so the plugin runs once per token lifetime, not per request; a token without expiry is kept
+ * until the API server refuses it (ClusterClients.invalidate builds the access, and so this source, again).
+ *
+ * Neither the plugin's output nor its stderr is ever logged or put in an error: either may hold the token.
+ */
+import { execFile } from 'node:child_process';
+import { constants } from 'node:fs';
+import { access as fsAccess } from 'node:fs/promises';
+import { delimiter, isAbsolute, join, resolve as resolvePath } from 'node:path';
+
+export const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'] as const;
+
+/** The `exec` block of a kubeconfig user, as kubectl reads it. */
+export interface ExecConfig {
+  command: string;
+  args?: string[];
+  env?: Array<{ name: string; value: string }>;
+  apiVersion: string;
+  interactiveMode?: string;
+  provideClusterInfo?: boolean;
+}
+
+/** The cluster as the plugin may ask for it (`provideClusterInfo: true`). */
+export interface ExecClusterInfo {
+  server: string;
+  'certificate-authority-data'?: string;
+  'insecure-skip-tls-verify'?: boolean;
+}
+
+/** What the plugin needs from this process; tests pass their own. */
+export interface ExecDeps {
+  env: Readonly<Record<string, string | undefined>>;
+  clock: () => number;
+  /** Runs a file with arguments (no shell); resolves with its stdout, rejects with the exit code or the limit hit. */
+  run?: (file: string, args: readonly string[], options: RunOptions) => Promise<string>;
+  /** Whether a path is an executable file. */
+  isExecutable?: (path: string) => Promise<boolean>;
+  /** The plugin's bounds (defaults EXEC_TIMEOUT_MS, EXEC_MAX_OUTPUT_BYTES). */
+  limits?: Partial<Pick<RunOptions, 'timeoutMs' | 'maxOutputBytes'>>;
+}
+
+export interface RunOptions {
+  env: Record<string, string>;
+  timeoutMs: number;
+  maxOutputBytes: number;
+}
+
+/** The plugin must answer within this time... */
+export const EXEC_TIMEOUT_MS = 30_000;
+/** ...and print at most this much: an ExecCredential is a few kilobytes. */
+export const EXEC_MAX_OUTPUT_BYTES = 256 * 1024;
+/** A token is replaced this long before its expirationTimestamp, so no request carries one about to expire. */
+export const EXPIRY_MARGIN_MS = 10_000;
+
+/** Why the plugin cannot be used: said by the caller with the cluster, the source and the user in front. */
+export class ExecCredentialError extends Error {
+  override readonly name = 'ExecCredentialError';
+}
+
+interface CachedToken {
+  token: string;
+  /** Epoch ms after which the plugin runs again; undefined = until invalidated. */
+  renewAt?: number;
+}
+
+/**
+ * A bearer-token source backed by the plugin. Concurrent callers share one run; a failed run is not kept, so the
+ * next request runs the plugin again.
+ */
+export function execTokenSource(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): () => Promise<string> {
+  checkExecConfig(exec);
+  let cached: CachedToken | undefined;
+  let running: Promise<string> | undefined;
+  return () => {
+    if (cached !== undefined && (cached.renewAt === undefined || deps.clock() < cached.renewAt)) return Promise.resolve(cached.token);
+    running ??= runPlugin(exec, cluster, baseDir, deps)
+      .then((credential) => {
+        cached = credential;
+        return credential.token;
+      })
+      .finally(() => (running = undefined));
+    return running;
+  };
+}
+
+function checkExecConfig(exec: ExecConfig): void {
+  if (typeof exec.command !== 'string' || exec.command === '') throw new ExecCredentialError('exec.command is missing; name the plugin to run');
+  if (!(EXEC_API_VERSIONS as readonly string[]).includes(exec.apiVersion)) {
+    throw new ExecCredentialError(`exec.apiVersion ${String(exec.apiVersion)} is not supported; use ${EXEC_API_VERSIONS.join(' or ')}`);
+  }
+  if (exec.interactiveMode === 'Always') {
+    throw new ExecCredentialError('exec.interactiveMode is Always, but vault-rollout never has a terminal; use a plugin mode that needs no input (IfAvailable or Never)');
+  }
+}
+
+async function runPlugin(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): Promise<CachedToken> {
+  const file = await resolveCommand(exec.command, baseDir, deps);
+  const info = {
+    apiVersion: exec.apiVersion,
+    kind: 'ExecCredential',
+    spec: { interactive: false, ...(exec.provideClusterInfo === true ? { cluster } : {}) },
+  };
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(deps.env)) if (value !== undefined) env[key] = value;
+  for (const entry of exec.env ?? []) env[entry.name] = entry.value;
+  env.KUBERNETES_EXEC_INFO = JSON.stringify(info);
+  const stdout = await (deps.run ?? runFile)(file, exec.args ?? [], { env, timeoutMs: deps.limits?.timeoutMs ?? EXEC_TIMEOUT_MS, maxOutputBytes: deps.limits?.maxOutputBytes ?? EXEC_MAX_OUTPUT_BYTES });
+  return parseExecCredential(stdout, exec.apiVersion, deps.clock());
+}
+
+/** kubectl's rule: a command with a path separator is relative to the kubeconfig's directory; a bare name is looked up on PATH. */
+async function resolveCommand(command: string, baseDir: string | undefined, deps: ExecDeps): Promise<string> {
+  const isExecutable = deps.isExecutable ?? executableFile;
+  if (command.includes('/')) {
+    const path = isAbsolute(command) ? command : resolvePath(baseDir ?? '.', command);
+    if (await isExecutable(path)) return path;
+    throw new ExecCredentialError(`exec.command ${command} is not an executable file${isAbsolute(command) ? '' : ` (relative to the kubeconfig: ${path})`}; install the plugin or fix the path`);
+  }
+  const dirs = (deps.env.PATH ?? '').split(delimiter).filter((d) => d !== '');
+  for (const dir of dirs) {
+    const path = join(dir, command);
+    if (await isExecutable(path)) return path;
+  }
+  throw new ExecCredentialError(`exec.command ${command} is not on PATH; install the plugin or put its directory on vault-rollout's PATH`);
+}
+
+async function executableFile(path: string): Promise<boolean> {
+  try {
+    await fsAccess(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs the plugin: no shell, no stdin, killed when it takes too long or prints too much. */
+function runFile(file: string, args: readonly string[], options: RunOptions): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(file, args, { env: options.env, timeout: options.timeoutMs, killSignal: 'SIGKILL', maxBuffer: options.maxOutputBytes, encoding: 'utf8', windowsHide: true }, (error, stdout) => {
+      if (error === null) return resolve(stdout);
+      // Only what happened, never stderr or stdout: either may hold the token.
+      const code = (error as { code?: unknown }).code;
+      if (code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') return reject(new ExecCredentialError(`the exec plugin printed more than ${options.maxOutputBytes} bytes; it was stopped`));
+      if (error.killed === true || error.signal === 'SIGKILL') return reject(new ExecCredentialError(`the exec plugin did not finish within ${options.timeoutMs / 1000} s; it was stopped (run it by hand to see why)`));
+      if (typeof code === 'number') return reject(new ExecCredentialError(`the exec plugin exited with code ${code}; run it by hand to see its message`));
+      return reject(new ExecCredentialError(`the exec plugin could not be started (${typeof code === 'string' ? code : 'error'})`));
+    });
+    child.stdin?.end();
+  });
+}
+
+function parseExecCredential(stdout: string, apiVersion: string, now: number): CachedToken {
+  let credential: { apiVersion?: unknown; kind?: unknown; status?: { token?: unknown; expirationTimestamp?: unknown; clientCertificateData?: unknown } };
+  try {
+    credential = JSON.parse(stdout) as typeof credential;
+  } catch {
+    throw new ExecCredentialError('the exec plugin printed something that is not an ExecCredential (not JSON)');
+  }
+  if (credential === null || typeof credential !== 'object' || credential.kind !== 'ExecCredential') {
+    throw new ExecCredentialError('the exec plugin printed something that is not an ExecCredential (kind is not ExecCredential)');
+  }
+  if (credential.apiVersion !== apiVersion) {
+    throw new ExecCredentialError(`the exec plugin answered with apiVersion ${String(credential.apiVersion).slice(0, 60)}, not the ${apiVersion} the kubeconfig asks for`);
+  }
+  const status = credential.status ?? {};
+  if (typeof status.token !== 'string' || status.token === '') {
+    const why = status.clientCertificateData !== undefined ? 'a client certificate, which vault-rollout does not take from plugins' : 'no status.token';
+    throw new ExecCredentialError(`the exec plugin's ExecCredential carries ${why}; use a plugin that prints a token`);
+  }
+  if (status.expirationTimestamp === undefined || status.expirationTimestamp === null) return { token: status.token };
+  const expires = typeof status.expirationTimestamp === 'string' ? Date.parse(status.expirationTimestamp) : Number.NaN;
+  if (Number.isNaN(expires)) throw new ExecCredentialError('the exec plugin\'s status.expirationTimestamp is not an RFC 3339 time');
+  if (expires <= now) throw new ExecCredentialError(`the exec plugin returned a token that expired at ${status.expirationTimestamp as string}`);
+  // A token shorter-lived than the margin is still used once: better than running the plugin for every request.
+  return { token: status.token, renewAt: Math.max(expires - EXPIRY_MARGIN_MS, now + Math.min(EXPIRY_MARGIN_MS, expires - now) / 2) };
+}
