@@ -277,7 +277,7 @@ export async function lambdaCostBench(): Promise<Figure[]> {
     await deployments(c, s.ns, specs);
   }
   const table = loadRoutingTable(
-    `clusters:\n${infos.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} } }`).join('\n')}\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: fleet\n    match: { path: "secret/fleet/db" }\n    rollout: { timeout: 600s }\n    targets: [{ clusters: [${names.join(', ')}], namespace: ${s.ns}, kind: Deployment, selector: { fleet: "yes" } }]\n`,
+    `clusters:\n${infos.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} } }`).join('\n')}\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: fleet\n    match: { path: "secret/fleet/db" }\n    rollout: { timeout: 600s }\n    targets: [{ clusters: [${names.join(', ')}], namespace: ${s.ns}, kind: Deployment, selector: "fleet=yes" }]\n`,
     join(s.dir, 'routes.yaml'),
   );
   const telemetry = memoryTelemetry();

@@ -33,32 +33,38 @@ if (unknown.length > 0) throw new Error(`unknown benchmark(s) ${unknown.join(', 
 const resultsFile = new URL('./results.json', import.meta.url);
 const previous: Measured[] = existsSync(resultsFile) ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Measured[] }).figures ?? []).filter((f) => f.benchmark !== undefined) : [];
 const fresh: Measured[] = [];
+// Written after each benchmark, so a later one that fails keeps the figures measured before it.
+write();
 for (const [name, run] of Object.entries(BENCHMARKS)) {
   if (reportOnly || (only.length > 0 && !only.includes(name))) continue;
   process.stderr.write(`bench: ${name}...\n`);
   const measuredAt = new Date().toISOString();
   fresh.push(...(await run()).map((f) => ({ ...f, benchmark: name, measuredAt })));
+  write();
 }
-const ran = new Set(fresh.map((f) => f.benchmark));
-const order = Object.keys(BENCHMARKS);
-const figures = [...previous.filter((f) => !ran.has(f.benchmark)), ...fresh].sort((a, b) => order.indexOf(a.benchmark) - order.indexOf(b.benchmark));
+process.stdout.write(readFileSync(new URL('./RESULTS.md', import.meta.url), 'utf8'));
 
-const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, platform: `${process.platform}-${process.arch}` };
-const date = new Date().toISOString();
-writeFileSync(resultsFile, `${JSON.stringify({ date, machine, figures }, null, 2)}\n`);
+function write(): void {
+  const ran = new Set(fresh.map((f) => f.benchmark));
+  const order = Object.keys(BENCHMARKS);
+  const figures = [...previous.filter((f) => !ran.has(f.benchmark)), ...fresh].sort((a, b) => order.indexOf(a.benchmark) - order.indexOf(b.benchmark));
 
-const cell = (f: Figure) => `${f.value} ${f.unit}`;
-const md = [
-  '# Benchmark results',
-  '',
-  `Written ${date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node} (${machine.platform}). Reproduce with \`npm run bench\` (one benchmark: \`npm run bench -- fanout\`).`,
-  'Each figure is the median of its runs; the spread is min–max; the baseline was measured in the same run, on the same machine, at the same time.',
-  'The machine is shared (2 cores also run the three test clusters): expect noise, compare a figure with its baseline.',
-  '',
-  '| Figure | Value | Goal | Met | Baseline (same run) | Spread | Runs | Measured | Notes |',
-  '|---|---|---|---|---|---|---|---|---|',
-  ...figures.map((f) => `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.measuredAt.slice(0, 16)} | ${f.note ?? ''} |`),
-  '',
-].join('\n');
-writeFileSync(new URL('./RESULTS.md', import.meta.url), md);
-process.stdout.write(md);
+  const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, platform: `${process.platform}-${process.arch}` };
+  const date = new Date().toISOString();
+  writeFileSync(resultsFile, `${JSON.stringify({ date, machine, figures }, null, 2)}\n`);
+
+  const cell = (f: Figure) => `${f.value} ${f.unit}`;
+  const md = [
+    '# Benchmark results',
+    '',
+    `Written ${date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node} (${machine.platform}). Reproduce with \`npm run bench\` (one benchmark: \`npm run bench -- fanout\`).`,
+    'Each figure is the median of its runs; the spread is min–max; the baseline was measured in the same run, on the same machine, at the same time.',
+    'The machine is shared (2 cores also run the three test clusters): expect noise, compare a figure with its baseline.',
+    '',
+    '| Figure | Value | Goal | Met | Baseline (same run) | Spread | Runs | Measured | Notes |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...figures.map((f) => `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.measuredAt.slice(0, 16)} | ${f.note ?? ''} |`),
+    '',
+  ].join('\n');
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), md);
+}

@@ -151,8 +151,12 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
     // queue has no per-message delay. At most MAX_HOLD_MS a time, so a far-off time ends in the dead letters.
     const lookAt = 'error' in parsed ? undefined : isGateMessage(parsed) ? parsed.lookAt : parsed.follow?.lookAt;
     const early = lookAt === undefined ? 0 : Date.parse(lookAt) - now;
-    if (early > EARLY_SLACK_MS) {
-      outcome.deferred.push({ messageId: record.messageId, delayMs: Math.min(MAX_HOLD_MS, early) });
+    // Held until its time, a continuation's copy comes back early only when a watch woke it: then it looks now.
+    const woken = !('error' in parsed) && !isGateMessage(parsed) && parsed.follow !== undefined && (record.receiveCount ?? 1) > 1;
+    if (early > EARLY_SLACK_MS && !woken) {
+      // A continuation's fresh copy is watched like a held one: a rollout that ends before its time wakes it.
+      const watch = 'error' in parsed || isGateMessage(parsed) || !parsed.follow?.pending ? [] : watchedOf(deps.table, record, parsed.follow.pending);
+      outcome.deferred.push({ messageId: record.messageId, delayMs: Math.min(MAX_HOLD_MS, early), ...(watch.length > 0 ? { watch } : {}) });
       continue;
     }
     if (!('error' in parsed) && isGateMessage(parsed)) {
@@ -203,6 +207,14 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
   if ('refused' in planned) return units; // cannot happen (each part planned); work them one by one then
   deps.telemetry.info('settled: one plan for the cluster\'s burst', { cluster, messages: records.length, changes: union.changes.length });
   return [...units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>)), { kind: 'cluster', records, planned }];
+}
+
+/** The named workloads among `pending` that a continuation waits on, as a watch needs them (others come back at their delay). */
+function watchedOf(table: RoutingTable, record: QueueRecord, pending: readonly string[]): WatchedWorkload[] {
+  const planned = planMessage(table, record);
+  if ('refused' in planned) return [];
+  const names = new Set(pending);
+  return planned.targets.flatMap((t) => (t.name !== undefined && names.has(pendingName({ namespace: t.namespace, kind: t.kind, name: t.name })) ? [{ cluster: planned.message.cluster, namespace: t.namespace, kind: t.kind, name: t.name, restartToken: t.restartToken }] : []));
 }
 
 /**

@@ -182,11 +182,15 @@ describe('processBatch: following rollouts without waiting them out', () => {
     expect(deduplicationId(continuation)).not.toBe(deduplicationId(firstMessage));
     const group = messageGroupId(continuation);
 
-    // Received before its time: held until then, nothing read.
+    // Received before its time: held until then, nothing read, and watched (a rollout that ends earlier wakes it).
     const reads = fake.calls.length;
     const early = await processBatch([{ messageId: 'c0', body: JSON.stringify(continuation), groupId: group }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 200 });
-    expect(early.deferred).toEqual([{ messageId: 'c0', delayMs: 800 }]);
+    expect(early.deferred).toEqual([{ messageId: 'c0', delayMs: 800, watch: [{ cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'api', restartToken: out.results[0]?.restartToken }] }]);
     expect(fake.calls.length).toBe(reads);
+    // Received again before its time, it was woken (a watch saw a rollout it waits on end): it looks now.
+    const woken = await processBatch([{ messageId: 'c0', body: JSON.stringify(continuation), groupId: group, receiveCount: 2 }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 300 });
+    expect(woken.results.map((r) => `${r.outcome}:${r.rollout}`)).toEqual(['unchanged:progressing']);
+    expect(fake.calls.length).toBeGreaterThan(reads);
 
     // A look restarts nothing again; still rolling: held (a hold is a receive) with the workload to watch.
     const look = await processBatch([{ messageId: 'c1', body: JSON.stringify(continuation), groupId: group, receiveCount: 2 }], { table, rotations: new MemoryRotationStore(), telemetry: memoryTelemetry(), executor: options(fake.apiFor), follow, now: () => t0 + 60_000 });
