@@ -12,7 +12,9 @@
  * with log_raw, an entry built by hand), the device is unknown and nothing is compared.
  */
 import { createHash } from 'node:crypto';
-import { isObject } from './record.ts';
+
+// Not record.ts's: secret-change.ts names KeyDigests, and record.ts imports secret-change.ts.
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Bounds on what is kept of one entry: past them the entry says nothing of its keys (every key changed). */
 export const KEY_DIGEST_LIMITS = { keys: 256, length: 256 } as const;

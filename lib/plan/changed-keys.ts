@@ -1,0 +1,107 @@
+/**
+ * Key-level restarts (issue #24), pure: which keys a change changed, judged from the audit log's HMACs (never a
+ * secret value), and whether a target that uses only other keys may be skipped.
+ *
+ * The comparison is always with the version just before: a create/update of version v is compared with the baseline
+ * of version v-1 written by the same audit device (HMACs of two devices never compare; a baseline of v-2 would miss a
+ * key changed in v-1 and changed back in v); a patch of v carries exactly the keys it changes from v-1. Anything else — no baseline, a gap in versions, another or an unknown device, an
+ * event notification, a delete, destroy or undelete, an entry that does not say its keys — is every key. A target
+ * is skipped only while its record is at v-1, so a workload that missed a version (a failed restart, a batch that
+ * carried v-1 and v together) is restarted whatever the keys.
+ */
+import type { KeyDigests } from '../sources/key-digests.ts';
+import type { SecretChange } from '../sources/secret-change.ts';
+import type { RolloutTarget } from './planner.ts';
+import { recordKey, type RecordedVersions } from './restart-record.ts';
+
+/** What the store keeps per (device, path): the digest of each key's HMAC at one version. Never a value or an HMAC. */
+export interface KeyBaseline {
+  device: string;
+  version: number;
+  /** Key → SHA-256 of its HMAC. */
+  digests: Record<string, string>;
+}
+
+/** The keys a change changed, sorted, or `all`. */
+export type ChangedKeys = string[] | 'all';
+
+export interface KeyResolution {
+  changed: ChangedKeys;
+  /**
+   * What the store should hold afterwards: a new baseline for the entry's device, what it holds (`keep`), nothing
+   * for the entry's device (`forget`: this version's whole set of keys is not known), or nothing for the path from
+   * any device (`clear`: a delete, destroy or undelete; the next write compares with nothing).
+   */
+  next: KeyBaseline | 'keep' | 'forget' | 'clear';
+  /** Why, for the log: names and versions only. */
+  why: string;
+}
+
+const sorted = (keys: Iterable<string>): string[] => [...new Set(keys)].sort();
+
+/** The baseline a whole write leaves (its device must be known). */
+function baselineOf(device: string, version: number, digests: KeyDigests): KeyBaseline {
+  const out: Record<string, string> = {};
+  for (const [key, digest] of digests.digests()) if (digest !== null) out[key] = digest;
+  return { device, version, digests: out };
+}
+
+/**
+ * Which keys `change` changed, given the baseline the store holds for its path and device (undefined: none), and
+ * what the store should hold next.
+ */
+export function resolveChangedKeys(previous: KeyBaseline | undefined, change: Pick<SecretChange, 'operation' | 'version' | 'keyDigests'>): KeyResolution {
+  const { operation, version, keyDigests } = change;
+  // A delete, destroy or undelete changes what the workloads can read at all: every key, and nothing to compare next.
+  if (operation !== 'write') return { changed: 'all', next: 'clear', why: `${operation}: every key` };
+  if (version === null) return { changed: 'all', next: 'keep', why: 'no version: every key' };
+  // An event notification, or an entry that does not say its keys: it tells nothing of this version's values.
+  if (keyDigests === undefined) return { changed: 'all', next: 'keep', why: 'the change does not say its keys: every key' };
+  const device = keyDigests.device();
+  if (previous !== undefined && version <= previous.version) return { changed: 'all', next: 'keep', why: `v${version} is not newer than the baseline (v${previous.version}): every key` };
+  if (keyDigests.mode === 'patch') {
+    // A patch carries exactly the keys it changes from v-1 (null: removed), whatever the store holds; its digests
+    // extend a baseline of v-1 from the same device, and without one there is nothing whole to keep.
+    let next: KeyBaseline | 'forget' = 'forget';
+    if (previous !== undefined && previous.version === version - 1 && device !== undefined && device === previous.device) {
+      const digests = { ...previous.digests };
+      for (const [key, digest] of keyDigests.digests()) {
+        if (digest === null) delete digests[key];
+        else digests[key] = digest;
+      }
+      next = { device, version, digests };
+    }
+    return { changed: keyDigests.names, next, why: `patch of v${version - 1}` };
+  }
+  const whole = device !== undefined ? baselineOf(device, version, keyDigests) : 'forget';
+  if (previous === undefined || previous.version !== version - 1) {
+    return { changed: 'all', next: whole, why: previous === undefined ? 'no baseline: every key' : `the baseline is v${previous.version}, not v${version - 1}: every key` };
+  }
+  if (device === undefined || device !== previous.device) {
+    return { changed: 'all', next: whole, why: device === undefined ? 'the audit device is unknown: every key' : 'another audit device wrote the baseline: every key' };
+  }
+  const now = keyDigests.digests();
+  const changed: string[] = [];
+  for (const [key, digest] of now) if (previous.digests[key] !== digest) changed.push(key);
+  // A key the new version no longer has changed too.
+  for (const key of Object.keys(previous.digests)) if (!now.has(key)) changed.push(key);
+  return { changed: sorted(changed), next: whole, why: `compared with v${version - 1}` };
+}
+
+/**
+ * Why `target` may skip its restart although something newer than its record came: every secret it is planned for
+ * is a write whose changed keys are known, the target names the keys it uses of that path, none of them changed, and
+ * its record is at the version before. Undefined: restart.
+ */
+export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, recorded: RecordedVersions): string | undefined {
+  const reasons: string[] = [];
+  for (const secret of target.secrets) {
+    const used = target.uses?.[secret.path];
+    if (secret.operation !== 'write' || secret.version === null || secret.changedKeys === undefined || used === undefined) return undefined;
+    if (recorded[recordKey(secret)] !== secret.version - 1) return undefined;
+    const changed = new Set(secret.changedKeys);
+    if (used.keys.some((k) => changed.has(k))) return undefined;
+    reasons.push(`${target.secrets.length > 1 ? `${secret.path}: ` : ''}keys ${used.keys.join(', ')} unchanged in v${secret.version}`);
+  }
+  return reasons.length > 0 ? reasons.join('; ') : undefined;
+}
