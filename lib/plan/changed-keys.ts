@@ -11,7 +11,11 @@
  */
 import type { KeyDigests } from '../sources/key-digests.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import type { RolloutTarget } from './planner.ts';
+import { secretKeysRead, vaultKeysOf } from '../workloads/consumed-keys.ts';
+import { podSpecOf } from '../workloads/consumers.ts';
+import type { WorkloadKind } from '../routing/schema.ts';
+import type { KubeObject } from '../workloads/workload-kinds.ts';
+import type { KeysUsed, RolloutTarget } from './planner.ts';
 import { recordKey, type RecordedVersions } from './restart-record.ts';
 
 /** What the store keeps per (device, path): the digest of each key's HMAC at one version. Never a value or an HMAC. */
@@ -104,4 +108,17 @@ export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, re
     reasons.push(`${target.secrets.length > 1 ? `${secret.path}: ` : ''}keys ${used.keys.join(', ')} unchanged in v${secret.version}`);
   }
   return reasons.length > 0 ? reasons.join('; ') : undefined;
+}
+
+/**
+ * A consumer's own target: the keys it uses, found where the routes do not say (issue #24) — the Secret keys its pod
+ * template reads, mapped back to Vault keys through the operator's resource that writes the Secret (ESO `property`,
+ * VSO one to one). Declared keys win; a path whose keys cannot be followed stays every key.
+ */
+export function withConsumerKeys<T extends RolloutTarget>(target: T, consumer: { kind: WorkloadKind; name: string; object: KubeObject }, secretName: string, operator: { kind: string; name: string; object: KubeObject }): T {
+  const vaultKeys = vaultKeysOf(operator.kind, operator.object, secretKeysRead(podSpecOf(consumer.kind, consumer.object), secretName));
+  if (vaultKeys === 'all') return target;
+  const uses: Record<string, KeysUsed> = { ...target.uses };
+  for (const path of target.paths) uses[path] ??= { keys: vaultKeys, from: [`${consumer.kind} ${consumer.name} reads them from Secret ${secretName} (${operator.kind} ${operator.name})`] };
+  return { ...target, uses };
 }
