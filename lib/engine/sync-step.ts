@@ -8,7 +8,7 @@
  * attempt finds the nudge already applied (same restart token: `unchanged`, no patch) and only reads the status;
  * the sync's deadline counts from the nudge's time recorded on the resource, so follow-ups cannot extend it.
  */
-import { withConsumerKeys } from '../plan/changed-keys.ts';
+import { everyKey, withConsumerKeys } from '../plan/changed-keys.ts';
 import type { ConsumersRolloutTarget } from '../plan/planner.ts';
 import type { KubeApi } from '../workloads/kube-port.ts';
 import type { KubeFailure } from '../workloads/kube-errors.ts';
@@ -47,7 +47,8 @@ export async function executeConsumersTarget(ctx: ConsumersStepContext, target: 
   const read = await ctx.read(descriptor, target.namespace, target.name);
   if (!read.ok) return [result({ kind: target.kind, name: target.name, outcome: 'failed', reason: read.failure.reason, detail: read.failure.reason === 'not found' ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)` : read.failure.detail, attempts: read.attempts })];
 
-  const nudged = await ctx.restart(target, descriptor, read.value);
+  // The operator always syncs (issue #24): only its consumers may be skipped for keys they do not use.
+  const nudged = await ctx.restart(everyKey(target), descriptor, read.value);
   const nudge = nudged.result;
   if (nudge.outcome !== 'restarted' && nudge.outcome !== 'unchanged') {
     if (nudge.outcome !== 'dry-run') return [{ result: nudge }];

@@ -122,3 +122,11 @@ export function withConsumerKeys<T extends RolloutTarget>(target: T, consumer: {
   for (const path of target.paths) uses[path] ??= { keys: vaultKeys, from: [`${consumer.kind} ${consumer.name} reads them from Secret ${secretName} (${operator.kind} ${operator.name})`] };
   return { ...target, uses };
 }
+
+/** The target with every key counting: an operator's resource is always nudged, whatever keys its consumers use. */
+export function everyKey<T extends RolloutTarget>(target: T): T {
+  if (target.uses === undefined) return target;
+  const copy = { ...target };
+  delete copy.uses;
+  return copy;
+}

@@ -272,4 +272,27 @@ describe('key-level restarts of a sync target\'s consumers (issue #24): keys fou
     expect(brief(second)).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/all restarted', 'Deployment/api skipped (keys unchanged)', 'Deployment/pw restarted']);
     expect(second.find((r) => r.name === 'api')?.detail).toBe('keys api_key unchanged in v2; consumes Secret orders-db: secret volume v');
   });
+
+  it('declared keys on a sync target: the ExternalSecret is nudged all the same, its consumers are skipped when none of their keys changed', async () => {
+    now = Date.parse('2026-11-21T00:00:00Z');
+    const keyedTable = loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+routes:
+  - name: es
+    match: { path: "secret/orders/db" }
+    targets:
+      - { clusters: [a], namespace: ns, sync: { kind: ExternalSecret, name: orders-db }, keys: [password] }
+`);
+    const fake = fakeCluster([{ kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: { target: { name: 'orders-db' } }, status: synced('2026-11-20T23:00:00Z', 'before') }, { kind: 'Deployment', metadata: { name: 'orders' }, spec: podWith(envFrom('orders-db')) }]);
+    const go = (c: SecretChange) => executeRollouts(keyedTable, planRollouts(keyedTable, [c]).targets, optionsFor(fake.api));
+    await go({ ...change('orders/db', 1), id: 'id-1' });
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:02Z', 'v1'));
+    now += 3000;
+    await go({ ...change('orders/db', 1), id: 'id-1' });
+    const nudge = await go({ ...change('orders/db', 2), id: 'id-2', changedKeys: ['api_key'] });
+    expect(brief(nudge)).toEqual(['ExternalSecret/orders-db restarted (sync requested) progressing']);
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:05Z', 'v2'));
+    now += 3000;
+    expect(brief(await go({ ...change('orders/db', 2), id: 'id-2', changedKeys: ['api_key'] }))).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/orders skipped (keys unchanged)']);
+  });
 });
