@@ -4,17 +4,20 @@
  */
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { RolloutTarget } from '../plan/planner.ts';
-import { keyLevelSkip } from '../plan/changed-keys.ts';
+import { keyLevelSkip, withAgentKeys } from '../plan/changed-keys.ts';
 import { decideRestart, readRecord, recordOnlyPatch, restartAnnotations } from '../plan/restart-record.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { maxUnavailableFor, rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { SlotClaim } from '../slots/admission.ts';
 import { LEASE_MARGIN_MS, slotHolder, slotScopes } from '../slots/slot-store.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
 import { identity, targetName } from './cluster-run.ts';
 import { recordEvent } from './events.ts';
 import { withRetries } from './retry.ts';
 import { KEYS_UNCHANGED_REASON, NOT_RESTARTED_YET, SUPERSEDED_REASON, type ClusterRun, type Outcome, type Restarted, type WorkloadDone } from './types.ts';
+
+const isWorkloadKind = (kind: string): kind is WorkloadKind => (WorkloadKinds as readonly string[]).includes(kind);
 
 const restartedFrom = (o: KubeObject): Restarted => ({ ...(o.metadata?.uid === undefined ? {} : { uid: o.metadata.uid }), ...(o.metadata?.generation === undefined ? {} : { generation: o.metadata.generation }) });
 
@@ -53,7 +56,7 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
     // Key-level restarts (issue #24): none of the keys it uses changed and its record is at the version before. Its
     // record moves to the new version without a restart (on the metadata, as reconcile records versions pods already
     // run), so reconcile and status see it current; no slot is taken, nothing is followed.
-    const keysUnchanged = keyLevelSkip(target, recorded);
+    const keysUnchanged = keyLevelSkip(isWorkloadKind(descriptor.kind) ? withAgentKeys(target, descriptor.kind, object) : target, recorded);
     if (keysUnchanged !== undefined) {
       if (run.options.dryRun) return giveBack(done('skipped', KEYS_UNCHANGED_REASON, attempts, keysUnchanged));
       const recordBody = withResourceVersion(recordOnlyPatch(decision.versions), object.metadata?.resourceVersion);

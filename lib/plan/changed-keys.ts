@@ -11,8 +11,8 @@
  */
 import type { KeyDigests } from '../sources/key-digests.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import { secretKeysRead, vaultKeysOf } from '../workloads/consumed-keys.ts';
-import { podSpecOf } from '../workloads/consumers.ts';
+import { agentTemplateKeys, secretKeysRead, vaultKeysOf } from '../workloads/consumed-keys.ts';
+import { podSpecOf, podTemplateAnnotationsOf } from '../workloads/consumers.ts';
 import type { WorkloadKind } from '../routing/schema.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import type { KeysUsed, RolloutTarget } from './planner.ts';
@@ -129,4 +129,24 @@ export function everyKey<T extends RolloutTarget>(target: T): T {
   const copy = { ...target };
   delete copy.uses;
   return copy;
+}
+
+/**
+ * A workload target's keys where the routes do not say: what the Vault Agent injector renders into its pods, from its
+ * pod template's `vault.hashicorp.com/agent-inject-*` annotations (lib/workloads/consumed-keys.ts agentTemplateKeys).
+ * Declared keys win; a path no annotation names, or whose templates read every key, stays every key.
+ */
+export function withAgentKeys<T extends RolloutTarget>(target: T, kind: WorkloadKind, object: KubeObject): T {
+  if (target.type !== 'workload') return target;
+  const annotations = podTemplateAnnotationsOf(kind, object);
+  if (!Object.keys(annotations).some((k) => k.startsWith('vault.hashicorp.com/agent-inject-secret-'))) return target;
+  let uses: Record<string, KeysUsed> | undefined;
+  for (const path of target.paths) {
+    if (target.uses?.[path] !== undefined) continue;
+    const keys = agentTemplateKeys(annotations, path);
+    if (keys === undefined || keys === 'all') continue;
+    uses ??= { ...target.uses };
+    uses[path] = { keys, from: [`Vault Agent templates of ${kind} ${object.metadata?.name ?? '?'}`] };
+  }
+  return uses === undefined ? target : { ...target, uses };
 }

@@ -74,3 +74,40 @@ export function vaultKeysOf(operatorKind: string, operatorObject: KubeObject, se
   }
   return keys.size === 0 ? 'all' : [...keys].sort();
 }
+
+const AGENT = 'vault.hashicorp.com/';
+/** `.Data.data.<key>` or `index .Data.data "<key>"`: what a KV v2 template reads of one key. */
+const DATA_KEY = /\.Data\.data\.([A-Za-z0-9_]+)(?![A-Za-z0-9_.-])|index\s+\.Data\.data\s+"([^"\\]+)"/g;
+
+/**
+ * The Vault keys the Vault Agent injector renders from `path` (`mount/key`, KV v2) into a pod, from its pod template's
+ * annotations. A template may read any secret (`with secret "…"`), so the keys are those every template of the pod
+ * reads (`.Data.data.<key>`, `index .Data.data "<key>"`): a superset of what it reads of `path`. An
+ * `agent-inject-secret-<name>` naming the path without a template (the whole secret is rendered), a template file, a
+ * template that reads `.Data` any other way (a range, `toJSON`), or a Vault namespace annotation: every key.
+ * Undefined when neither an annotation nor a template names the path.
+ */
+export function agentTemplateKeys(annotations: Readonly<Record<string, string>>, path: string): UsedKeys | undefined {
+  const secretAnnotations = Object.entries(annotations).filter(([k]) => k.startsWith(`${AGENT}agent-inject-secret-`));
+  const templates = Object.entries(annotations).filter(([k]) => k.startsWith(`${AGENT}agent-inject-template-`));
+  const names = (value: string): boolean => {
+    const segments = value.trim().replace(/^\/+|\/+$/g, '').split('/');
+    return segments.join('/') === path || segments.some((s, i) => s === 'data' && [...segments.slice(0, i), ...segments.slice(i + 1)].join('/') === path);
+  };
+  const quoted = [...templates.map(([, t]) => t).join('\n').matchAll(/secret\s+"([^"]*)"/g)].map((m) => m[1] as string);
+  const named = secretAnnotations.filter(([, v]) => names(v));
+  if (named.length === 0 && !quoted.some(names)) return undefined;
+  if (annotations[`${AGENT}namespace`] !== undefined || templates.some(([k]) => k.startsWith(`${AGENT}agent-inject-template-file-`))) return 'all';
+  for (const [annotation] of named) if (annotations[annotation.replace('agent-inject-secret-', 'agent-inject-template-')] === undefined) return 'all';
+  const keys = new Set<string>();
+  for (const [, template] of templates) {
+    let rest = template;
+    for (const m of template.matchAll(DATA_KEY)) {
+      keys.add((m[1] ?? m[2]) as string);
+      rest = rest.replace(m[0], '');
+    }
+    // Any other use of a secret's data may read every key.
+    if (rest.includes('.Data')) return 'all';
+  }
+  return keys.size === 0 ? 'all' : [...keys].sort();
+}

@@ -61,4 +61,14 @@ describe('key-level restarts in the engine', () => {
     expect(results.map((r) => [r.outcome, r.detail])).toEqual([['skipped', 'keys api_key unchanged in v2']]);
     expect(fake.calls.filter((c) => c.op === 'patch')).toEqual([]);
   });
+
+  it('a workload target without keys: uses what its Vault Agent templates render of the path', async () => {
+    const fake = fakeClusters({ a: ['pw', 'key', 'all'] });
+    const o = fake.store.get('a/all') as KubeObject;
+    o.spec = { template: { metadata: { annotations: { 'vault.hashicorp.com/agent-inject-secret-db': 'secret/data/app/db', 'vault.hashicorp.com/agent-inject-template-db': '{{ with secret "secret/data/app/db" }}{{ .Data.data.password }}{{ end }}' } } } };
+    await run(fake, [change(1)]);
+    expect((await outcomes(fake, [change(2, ['api_key'])]))[0]).toEqual(['all', 'skipped', 'keys unchanged: keys password unchanged in v2']);
+    expect((await outcomes(fake, [change(3, ['password'])]))[0]).toEqual(['all', 'restarted', '']);
+  });
 });
+

@@ -1,6 +1,6 @@
 /** Which keys a consumer uses (issue #24): the Secret keys its pod template reads, and the Vault keys behind them. */
 import { describe, expect, it } from 'vitest';
-import { secretKeysRead, vaultKeysOf } from '../../../lib/workloads/consumed-keys.ts';
+import { agentTemplateKeys, secretKeysRead, vaultKeysOf } from '../../../lib/workloads/consumed-keys.ts';
 
 const env = (name: string, key?: string) => ({ name: 'E', valueFrom: { secretKeyRef: { name, ...(key === undefined ? {} : { key }) } } });
 
@@ -34,5 +34,23 @@ describe('vaultKeysOf', () => {
     ['every Secret key stays every key', 'ExternalSecret', es({ data }), 'all', 'all'],
   ] as const)('%s', (_name, kind, object, secretKeys, expected) => {
     expect(vaultKeysOf(kind, object, secretKeys === 'all' ? 'all' : [...secretKeys])).toEqual(expected);
+  });
+});
+
+describe('agentTemplateKeys (Vault Agent injector annotations)', () => {
+  const A = 'vault.hashicorp.com/';
+  const inject = (name: string, path: string, template?: string) => ({ [`${A}agent-inject-secret-${name}`]: path, ...(template === undefined ? {} : { [`${A}agent-inject-template-${name}`]: template }) });
+  it.each([
+    ['.Data.data.<key> of a template naming the path (data/ form)', inject('db', 'secret/data/app/db', '{{ with secret "secret/data/app/db" }}{{ .Data.data.password }}:{{ index .Data.data "api-key" }}{{ end }}'), ['api-key', 'password']],
+    ['every template of the pod counts (one may read the path with secret "…")', { ...inject('db', 'secret/data/app/db', '{{ with secret "secret/data/app/db" }}{{ .Data.data.user }}{{ end }}'), ...inject('other', 'secret/data/x', '{{ with secret "secret/data/app/db" }}{{ .Data.data.token }}{{ end }}') }, ['token', 'user']],
+    ['no template: the whole secret', inject('db', 'secret/data/app/db'), 'all'],
+    ['a range over the data', inject('db', 'secret/data/app/db', '{{ with secret "secret/data/app/db" }}{{ range $k, $v := .Data.data }}{{ $k }}{{ end }}{{ end }}'), 'all'],
+    ['toJSON of the data', inject('db', 'secret/data/app/db', '{{ with secret "secret/data/app/db" }}{{ .Data.data | toJSON }}{{ end }}'), 'all'],
+    ['a key name the dot form cannot end at', inject('db', 'secret/data/app/db', '{{ with secret "secret/data/app/db" }}{{ .Data.data.a.b }}{{ end }}'), 'all'],
+    ['a Vault namespace annotation', { ...inject('db', 'secret/data/app/db', '{{ .Data.data.password }}'), [`${A}namespace`]: 'team-a' }, 'all'],
+    ['a template file', { ...inject('db', 'secret/data/app/db', '{{ .Data.data.password }}'), [`${A}agent-inject-template-file-db`]: '/vault/t.ctmpl' }, 'all'],
+    ['no annotation names the path', inject('db', 'secret/data/other', '{{ .Data.data.password }}'), undefined],
+  ])('%s', (_name, annotations, expected) => {
+    expect(agentTemplateKeys(annotations, 'secret/app/db')).toEqual(expected);
   });
 });
