@@ -1,6 +1,7 @@
 /** How a plan is shown: the JSON document of `plan --json`, and the table a person reads before anything happens. */
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import type { ChangeSet } from '../plan/waves.ts';
+import { keyLevelSkip } from '../plan/changed-keys.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { table } from './table.ts';
@@ -86,6 +87,7 @@ function targetJson(t: RolloutTarget) {
     restartToken: t.restartToken,
     restartedAt: t.restartedAt,
     keys: Object.fromEntries(t.paths.map((p) => [p, t.uses?.[p] ?? 'all'])),
+    ...(keysWouldSkip(t) === undefined ? {} : { skipWhenAtPrevious: keysWouldSkip(t) }),
     ...(t.type === 'resource' ? { patch: t.patch } : {}),
   };
 }
@@ -94,6 +96,15 @@ export function describeTarget(t: RolloutTarget): string {
   if (t.type === 'resource') return `${t.name} (${t.apiVersion})`;
   if (t.type === 'consumers') return t.kind === 'Secret' || t.kind === 'SecretProviderClass' ? `${t.name}: the workloads that reference it` : t.restart === 'none' ? `${t.name}: sync only` : `${t.name}: sync, then restart the consumers of its Secret`;
   return t.name ?? (t.selector !== undefined ? `selector ${t.selector}` : 'annotated (vault-rollout.io/watch)');
+}
+
+/**
+ * Issue #24: what the engine would say of this target if its record is at the version before each change (the only
+ * case it skips): `keys password unchanged in v7`; undefined when it restarts whatever its record.
+ */
+export function keysWouldSkip(t: RolloutTarget): string | undefined {
+  const previous = Object.fromEntries(t.secrets.filter((s) => s.version !== null).map((s) => [s.path, (s.version as number) - 1]));
+  return keyLevelSkip(t, previous);
 }
 
 /** The keys a target uses, per path, and where they are known from: `password, api_key (route r)` or `all`. */
@@ -137,7 +148,7 @@ export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
     out.push(
       table(
         ['CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD', 'ROUTES', 'SECRETS', 'KEYS USED'],
-        plan.targets.map((t) => [t.cluster, t.namespace || '-', t.kind, describeTarget(t), t.routes.join(','), t.secrets.map(secretLabel).join(', '), keysLabel(t)]),
+        plan.targets.map((t) => [t.cluster, t.namespace || '-', t.kind, describeTarget(t), t.routes.join(','), t.secrets.map(secretLabel).join(', '), `${keysLabel(t)}${keysWouldSkip(t) === undefined ? '' : ' -> skip if at the version before'}`]),
       ),
     );
   }

@@ -1,7 +1,10 @@
 /** A target's `keys` (issue #24): validated with file:line errors, planned per path, shown by `plan`. */
 import { describe, expect, it } from 'vitest';
 import { planRollouts } from '../../../lib/plan/planner.ts';
-import { keysLabel, planJson, planText } from '../../../lib/report/plan-report.ts';
+import { readFileSync } from 'node:fs';
+import { main } from '../../../lib/cli/main.ts';
+import { keysLabel, keysWouldSkip, planJson, planText } from '../../../lib/report/plan-report.ts';
+import { memoryIo } from '../../helpers.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { emptyParseResult, type SecretChange } from '../../../lib/sources/secret-change.ts';
 import { problemsOf } from './problems.ts';
@@ -72,5 +75,43 @@ routes:
     ['a number', 'keys: [1]', 'routes.yaml:7:77: routes[0].targets[0].keys[0]: Invalid input: expected string, received number'],
   ])('refuses %s, naming file, line and field', (_name, keys, expected) => {
     expect(problemsOf(`${head}      - { clusters: [eu], namespace: p, kind: Deployment, name: api, ${keys} }\n`)).toEqual([expected]);
+  });
+});
+
+describe('plan with keys (issue #24): which keys each entry of the input changed, compared within the input', () => {
+  it.each(['openbao-2.7.2', 'vault-1.15.3'])('%s audit log: create = all, update = password, patch = user; a keyed target that would skip', async (server) => {
+    const routes = `clusters:
+  eu: { kubeconfig: { file: eu.yaml } }
+routes:
+  - name: db
+    match: { path: "secret2/payments/api/db" }
+    targets:
+      - { clusters: [eu], namespace: p, kind: Deployment, name: api, keys: [password] }
+      - { clusters: [eu], namespace: p, kind: Deployment, name: all }
+`;
+    const log = readFileSync(new URL(`../../vault/captured/${server}/audit-file.ndjson`, import.meta.url), 'utf8');
+    const io = memoryIo({ 'routes.yaml': routes, 'audit.ndjson': log });
+    expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'audit.ndjson', '--json'], io)).toBe(0);
+    const doc = JSON.parse(io.out) as { changes: Array<{ path: string; version: number | null; operation: string; changedKeys: unknown; keys?: unknown }>; targets: Array<{ name: string; skipWhenAtPrevious?: string }> };
+    const writes = doc.changes.filter((c) => c.path === 'secret2/payments/api/db' && c.operation === 'write');
+    expect(writes.map((c) => [c.version, c.changedKeys, c.keys])).toEqual([
+      [1, 'all', { mode: 'write', keys: ['password'] }],
+      [2, ['password'], { mode: 'write', keys: ['password'] }],
+      [3, ['user'], { mode: 'patch', keys: ['user'] }],
+    ]);
+    expect(io.out).not.toMatch(/[0-9a-f]{64}/);
+    const text = memoryIo({ 'routes.yaml': routes, 'audit.ndjson': log });
+    await main(['plan', '--routes', 'routes.yaml', '--input', 'audit.ndjson'], text);
+    expect(text.out).toMatch(/changed password/);
+    expect(text.out).not.toMatch(/[0-9a-f]{64}/);
+  });
+
+  it('the newest change of a path decides: a keyed target whose keys it did not change would be skipped at the version before', () => {
+    const table = loadRoutingTable(`${head}      - { clusters: [eu], namespace: p, kind: Deployment, name: api, keys: [password] }
+`);
+    const [target] = planRollouts(table, [{ ...change('app/db', 7), changedKeys: ['user'] }]).targets;
+    expect(target && keysWouldSkip(target)).toBe('keys password unchanged in v7');
+    const [restarts] = planRollouts(table, [{ ...change('app/db', 7), changedKeys: ['password'] }]).targets;
+    expect(restarts && keysWouldSkip(restarts)).toBeUndefined();
   });
 });
