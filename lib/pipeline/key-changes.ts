@@ -6,12 +6,16 @@
  */
 import { resolveChangedKeys, type KeyBaseline, type KeyResolution } from '../plan/changed-keys.ts';
 import { KEY_BASELINE_TTL_MS, type KeyBaselineStore } from '../rotations/key-baselines.ts';
-import type { RoutingTable } from '../routing/routing-table.ts';
+import { isSyncTarget, isWorkloadTarget, type RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 
-/** Whether any target of the table names its keys: without one, nothing is compared or stored. */
-export const tableUsesKeys = (table: Pick<RoutingTable, 'routes'>): boolean => table.routes.some((r) => r.targets.some((t) => t.target.keys !== undefined));
+/**
+ * Whether a target of the table may restart by keys: one that names them, a sync target (its consumers' keys are found
+ * through the operator's resource) or a workload target (Vault Agent templates). Without one, nothing is compared or
+ * stored.
+ */
+export const tableUsesKeys = (table: Pick<RoutingTable, 'routes'>): boolean => table.routes.some((r) => r.targets.some((t) => t.target.keys !== undefined || isSyncTarget(t.target) || isWorkloadTarget(t.target)));
 
 export interface KeyChangesResult {
   changes: SecretChange[];

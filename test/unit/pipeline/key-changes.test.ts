@@ -81,6 +81,28 @@ describe.each(stores)('intake with key baselines in the %s rotation store', (_na
   });
 });
 
+describe('which tables compare keys', () => {
+  const with_ = (target: string) => loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+routes:
+  - name: db
+    match: { path: "secret2/payments/api/db" }
+    targets: [${target}]
+`);
+  it.each([
+    ['a sync target without keys (its consumers\' keys are found through the ExternalSecret)', '{ clusters: [a], namespace: ns, sync: { kind: ExternalSecret, name: db } }', [['password']]],
+    ['a workload target without keys (Vault Agent templates)', '{ clusters: [a], namespace: ns, kind: Deployment, name: api }', [['password']]],
+    ['only a resource target without keys: nothing compared or stored', '{ clusters: [a], resource: { apiVersion: example.com/v1, kind: Harbor, name: h }, patch: { spec: { v: "1" } } }', ['all']],
+  ])('%s', async (_name, target, expected) => {
+    const table = with_(target);
+    const baselines = new MemoryRotationStore();
+    const queue = new SentQueue();
+    for (const file of ['audit-kv2-write-response.json']) await intake(read('openbao-2.7.2', file), { table, queue, now: () => 0, baselines });
+    const { parsed } = await intake(read('openbao-2.7.2', 'audit-kv2-update-response.json'), { table, queue, now: () => 0, baselines });
+    expect(parsed.changes.map((c) => c.changedKeys ?? 'all')).toEqual(expected);
+  });
+});
+
 describe('resolveChangedKeys', () => {
   const digests = (mode: 'write' | 'patch', device: string | undefined, entries: Record<string, string | null>) => new KeyDigests(mode, new Map(Object.entries(entries)), device);
   const base = { device: 'A', version: 4, digests: { user: 'u1', password: 'p1', old: 'o1' } };
