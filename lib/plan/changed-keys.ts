@@ -103,6 +103,9 @@ export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, re
     const used = target.uses?.[secret.path];
     if (secret.operation !== 'write' || secret.version === null || secret.changedKeys === undefined || used === undefined) return undefined;
     if (recorded[recordKey(secret)] !== secret.version - 1) return undefined;
+    // A delete or destroy it was restarted for may have come after v-1 (entries arrive late: a write of v-1 recorded
+    // after the delete of v-1), so it may run no value at all: never skip it (a precision cost, found by the property test).
+    if (recorded[`${secret.path}#delete`] !== undefined || recorded[`${secret.path}#destroy`] !== undefined) return undefined;
     const changed = new Set(secret.changedKeys);
     if (used.keys.some((k) => changed.has(k))) return undefined;
     reasons.push(`${target.secrets.length > 1 ? `${secret.path}: ` : ''}keys ${used.keys.join(', ')} unchanged in v${secret.version}`);
