@@ -4,7 +4,7 @@
  * `serve`, run once per token lifetime, and `inCluster: true` with a ServiceAccount token (TokenRequest API) that is
  * replaced while `serve` runs, the old one revoked.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { client, waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
-import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
+import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
 
 const NS = uniqueName('vr-identity');
 const SA_NAMESPACE = 'vault-rollout';
@@ -53,29 +53,20 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
 }
 const runs = (): number => readFileSync(join(dir, 'runs'), 'utf8').split('\n').filter(Boolean).length;
 
-function execKubeconfig(): string {
+/** A kubeconfig file `<file>.kubeconfig` for alpha whose only user, `name`, is `user` (the fields under `users[].user`). */
+function alphaKubeconfig(fileName: string, name: string, user: Record<string, unknown>): string {
   const c = cluster('alpha');
-  const file = join(dir, 'exec.kubeconfig');
+  const file = join(dir, `${fileName}.kubeconfig`);
   writeFileSync(file, JSON.stringify({
     apiVersion: 'v1', kind: 'Config', 'current-context': 'alpha',
     clusters: [{ name: 'alpha', cluster: { server: c.server, 'certificate-authority': c.caFile } }],
-    contexts: [{ name: 'alpha', context: { cluster: 'alpha', user: 'plugin' } }],
-    users: [{ name: 'plugin', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'vr-identity-plugin', interactiveMode: 'Never' } } }],
+    contexts: [{ name: 'alpha', context: { cluster: 'alpha', user: name } }],
+    users: [{ name, user }],
   }), { mode: 0o600 });
   return file;
 }
-
-function tokenFileKubeconfig(tokenPath: string): string {
-  const c = cluster('alpha');
-  const file = join(dir, 'token-file.kubeconfig');
-  writeFileSync(file, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'alpha',
-    clusters: [{ name: 'alpha', cluster: { server: c.server, 'certificate-authority': c.caFile } }],
-    contexts: [{ name: 'alpha', context: { cluster: 'alpha', user: 'from-file' } }],
-    users: [{ name: 'from-file', user: { tokenFile: tokenPath } }],
-  }), { mode: 0o600 });
-  return file;
-}
+const execKubeconfig = (): string => alphaKubeconfig('exec', 'plugin', { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'vr-identity-plugin', interactiveMode: 'Never' } });
+const tokenFileKubeconfig = (tokenPath: string): string => alphaKubeconfig('token-file', 'from-file', { tokenFile: tokenPath });
 
 const routes = (alpha: string) => `clusters:
   alpha: ${alpha}
@@ -191,31 +182,8 @@ describe('inCluster: true', () => {
   });
 });
 
-interface Serve {
-  child: ChildProcess;
-  port: number;
-}
-
-function startServe(routesFile: string, env: Record<string, string>, lane: string): Promise<Serve> {
-  const child = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'serve', '--routes', routesFile, '--port', '0', '--queue-file', join(dir, `queue-${lane}.sqlite`)], {
-    cwd: repoRootDir,
-    env: { PATH: process.env.PATH, HOME: dir, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER, POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true', VAULT_ROLLOUT_FOLLOW_SECONDS: '0', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let err = '';
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`serve did not listen in 120 s:\n${err}`))), 120_000);
-    child.stderr?.on('data', (d: Buffer) => {
-      err += d.toString();
-      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err)?.[1];
-      if (port) {
-        clearTimeout(timer);
-        resolve({ child, port: Number(port) });
-      }
-    });
-    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`serve exited ${code}:\n${err}`))));
-  });
-}
+const startServe = (routesFile: string, env: Record<string, string>, lane: string): Promise<ServeChild> =>
+  spawnServe({ routesFile, queueFile: join(dir, `queue-${lane}.sqlite`), env: { HOME: dir, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER, POWERTOOLS_LOG_LEVEL: 'WARN', POWERTOOLS_METRICS_DISABLED: 'true', VAULT_ROLLOUT_FOLLOW_SECONDS: '0', ...env } });
 
 async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;

@@ -6,14 +6,14 @@
 // #23), and the continuations left behind finish without a dead letter. Bounded: 100 rounds in 4 lanes (each its
 // own serve child and queue file, 25 workloads), at most 12 minutes; the children share a compile cache, since
 // starting serve is most of a round. Never skipped.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BEARER_TOKEN } from '../secrets.ts';
-import { admin, cluster, createNamespace, deleteNamespace, repoRootDir, uniqueName } from './support.ts';
+import { admin, cluster, createNamespace, deleteNamespace, spawnServe, uniqueName, type ServeChild } from './support.ts';
 
 const ROUNDS = 100;
 const DEADLINE_MS = 12 * 60_000;
@@ -28,32 +28,9 @@ const app = (i: number) => `app-${String(i).padStart(3, '0')}`;
 /** One audit entry: a write of secret/kill/<app> at version 1 (a fixed time: the record is the same on every retry). */
 const change = (i: number) => JSON.stringify({ time: '2026-11-23T23:00:00Z', type: 'response', request: { id: `kill-${i}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/kill/${app(i)}` }, response: { data: { version: 1 } } });
 
-interface Serve {
-  child: ChildProcess;
-  port: number;
-}
-
-/** A serve child on any free port, on the shared queue file; resolves once it listens. */
-function startServe(lane: number): Promise<Serve> {
-  const child = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'serve', '--routes', routesFile, '--port', '0', '--queue-file', queueFile(lane)], {
-    cwd: repoRootDir,
-    env: { PATH: process.env.PATH, HOME: dir, NODE_COMPILE_CACHE: compileCache, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let err = '';
-    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`serve did not listen in 180 s:\n${err}`))), 180_000);
-    child.stderr?.on('data', (d: Buffer) => {
-      err += d.toString();
-      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err)?.[1];
-      if (port) {
-        clearTimeout(timer);
-        resolve({ child, port: Number(port) });
-      }
-    });
-    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`serve exited ${code}:\n${err}`))));
-  });
-}
+/** A serve child on any free port, on the lane's queue file; resolves once it listens. */
+const startServe = (lane: number): Promise<ServeChild> =>
+  spawnServe({ routesFile, queueFile: queueFile(lane), listenTimeoutMs: 180_000, env: { HOME: dir, NODE_COMPILE_CACHE: compileCache, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
 
 /** Messages waiting in a lane's queue file (read while no serve holds it): continuations, and dead letters. */
 function queued(lane: number): { continuations: number; messages: number; deadLetters: number } {

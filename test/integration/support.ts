@@ -1,4 +1,5 @@
 /** Fixtures for integration tests on the local clusters: namespaces, workloads, identities, routing tables. */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -190,4 +191,36 @@ export function routingTable(routes: string, extraClusters: Record<string, strin
   for (const [name, file] of Object.entries(extraClusters)) lines.push(`  ${name}: { kubeconfig: { file: ${JSON.stringify(file)} } }`);
   lines.push('vault:', '  mounts: { secret: 2, legacy: 1 }', 'routes:', routes);
   return loadRoutingTable(lines.join('\n'), 'integration.yaml');
+}
+
+/** A `vault-rollout serve` child process, once it listens. */
+export interface ServeChild {
+  child: ChildProcess;
+  port: number;
+}
+
+/**
+ * `serve` as its own process on any free port, with only the environment given (plus PATH unless given); resolves
+ * once it listens, rejects if it exits first or does not listen within `listenTimeoutMs`.
+ */
+export function spawnServe(options: { routesFile: string; queueFile: string; env: Record<string, string | undefined>; listenTimeoutMs?: number }): Promise<ServeChild> {
+  const child = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'serve', '--routes', options.routesFile, '--port', '0', '--queue-file', options.queueFile], {
+    cwd: repoRootDir,
+    env: { PATH: process.env.PATH, ...options.env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const timeoutMs = options.listenTimeoutMs ?? 120_000;
+  return new Promise((resolve, reject) => {
+    let err = '';
+    const timer = setTimeout(() => (child.kill('SIGKILL'), reject(new Error(`serve did not listen in ${timeoutMs / 1000} s:\n${err}`))), timeoutMs);
+    child.stderr?.on('data', (d: Buffer) => {
+      err += d.toString();
+      const port = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(err)?.[1];
+      if (port) {
+        clearTimeout(timer);
+        resolve({ child, port: Number(port) });
+      }
+    });
+    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`serve exited ${code}:\n${err}`))));
+  });
 }
