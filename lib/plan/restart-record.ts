@@ -13,25 +13,29 @@ import { ANNOTATIONS } from '../workloads/annotations.ts';
 export type RecordedVersions = Record<string, number | string>;
 
 /**
+ * A delete and an undelete of a version undo each other. Both stay recorded: a delete that is older than the
+ * undelete recorded after it (a redelivery, a continuation's look, a late copy) is older than the record and
+ * restarts nothing. (Were recording one to remove the other, that replay would find nothing recorded and restart
+ * the workload a second time.)
+ */
+const UNDOES: Readonly<Partial<Record<SecretRef['operation'], SecretRef['operation']>>> = { delete: 'undelete', undelete: 'delete' };
+
+/**
  * What a secret reference records: its version; for a change without one (KV v1, an audit entry of a delete) the
  * change's own identity, `time#id`: the time Vault stamped (to order changes) and the Vault request or event id
  * (to tell two changes apart when the feed gives no time, or the same time). A redelivered change carries the same
  * id and time, so it finds itself recorded (`unchanged`); a new write has a new request id, so it never does.
+ *
+ * A delete or an undelete records its identity even when the feed names a version: the same version is deleted,
+ * undeleted and deleted again (the event feed says version 3 each time), so only the time orders them.
  */
-export const recordValue = (s: SecretRef): number | string => (s.version ?? `${s.time}#${s.id}`);
+export const recordValue = (s: SecretRef): number | string => (s.version !== null && !(s.operation in UNDOES && s.time !== '') ? s.version : `${s.time}#${s.id}`);
 
 /**
  * Where it is recorded: writes under the path, other operations under `path#operation`, so a delete of version 3
  * (or a delete with no version at all) is not mistaken for the write of version 3 that came before it.
  */
 export const recordKey = (s: SecretRef): string => (s.operation === 'write' ? s.path : `${s.path}#${s.operation}`);
-
-/**
- * A delete and an undelete of a version undo each other: recording one ends the other's record, so a delete after
- * an undelete of the same version (delete -> undelete -> delete: the event feed says version 3 each time) is a new
- * change, not a replay of the first delete.
- */
-const UNDOES: Readonly<Partial<Record<SecretRef['operation'], SecretRef['operation']>>> = { delete: 'undelete', undelete: 'delete' };
 
 /** Parses the versions annotation; a hand-edited or foreign value counts as nothing recorded. */
 export function parseRecordedVersions(value: string | undefined): RecordedVersions {
@@ -75,6 +79,12 @@ function compareIdentities(a: string, b: string): number {
     if (ia === undefined || ib === undefined) return 0;
   }
   return 1;
+}
+
+/** Whether identity `a` carries a time strictly after `b`'s (two changes at the same or no time are not ordered). */
+function strictlyLater(a: string, b: string): boolean {
+  const [ta, tb] = [splitIdentity(a)[0], splitIdentity(b)[0]];
+  return ta !== '' && tb !== '' && compareTimes(ta, tb) > 0;
 }
 
 const splitIdentity = (value: string): [string, string | undefined] => {
@@ -163,15 +173,17 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
     const key = recordKey(secret);
     const value = recordValue(secret);
     const known = recorded[key];
-    const order = known === undefined ? 1 : compare(value, known);
+    const undoneKey = UNDOES[secret.operation] === undefined ? undefined : `${secret.path}#${UNDOES[secret.operation]}`;
+    const undoneBy = undoneKey === undefined ? undefined : recorded[undoneKey];
+    // Undone since (an undelete recorded after this delete): as old as a lower version.
+    const undoneLater = typeof value === 'string' && typeof undoneBy === 'string' && strictlyLater(undoneBy, value);
+    const order = undoneLater ? -1 : known === undefined ? 1 : compare(value, known);
     // Override (`reset-version`): what is recorded is wrong — a forged, too-high version — and is replaced.
     if (order > 0 || (options.override === true && order < 0)) {
       newer++;
       merged[key] = value;
-      const undone = UNDOES[secret.operation];
-      if (undone !== undefined) delete merged[`${secret.path}#${undone}`];
     } else if (order === 0) same++;
-    else older.push(`${key} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
+    else older.push(undoneLater ? `${undoneKey} is at ${JSON.stringify(undoneBy)}, after ${JSON.stringify(value)}` : `${key} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
   }
   const versions = sortKeys(merged);
   if (newer > 0) return { action: 'restart', versions };

@@ -126,10 +126,14 @@ export function recordOf(descriptor: WorkloadDescriptor, obj: KubeObject): Recor
   return versions;
 }
 
-/** The newest of the path's record keys that mean "this version is running": writes and undeletes. */
+/**
+ * The newest of the path's record keys that mean "this version is running": writes and undeletes. An undelete records
+ * its `time#id` (restart-record.ts recordValue), which names no version: it counts only when no write is recorded.
+ */
 export function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
   const versions = recordOf(descriptor, obj);
-  const values = [versions[path], versions[`${path}#undelete`]].filter((v): v is number | string => v !== undefined);
+  const undelete = versions[`${path}#undelete`];
+  const values = [versions[path], typeof undelete === 'number' || versions[path] === undefined ? undelete : undefined].filter((v): v is number | string => v !== undefined);
   if (values.length === 0) return null;
   return values.reduce((a, b) => (typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a));
 }

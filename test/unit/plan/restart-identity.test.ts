@@ -69,6 +69,11 @@ describe('one change, one restart', () => {
       [v2Audit('r1', 'delete', '2026-11-20T10:00:01Z'), v2Audit('r2', 'undelete', '2026-11-20T10:00:02Z'), v2Audit('r3', 'delete', '2026-11-20T10:00:03Z'), v2Audit('r3', 'delete', '2026-11-20T10:00:03Z')],
       ['restart', 'restart', 'restart', 'unchanged'],
     ],
+    [
+      'KV v2 events and audit entries: a delete replayed after the undelete that undid it restarts nothing (a continuation looking late, a redelivery)',
+      [v2Event('e1', 'delete', '2026-11-20T10:00:01Z'), v2Event('e2', 'undelete', '2026-11-20T10:00:02Z'), v2Event('e1', 'delete', '2026-11-20T10:00:01Z'), v2Audit('r1', 'delete', '2026-11-20T10:00:05Z'), v2Audit('r2', 'undelete', '2026-11-20T10:00:06Z'), v2Audit('r1', 'delete', '2026-11-20T10:00:05Z'), v2Audit('r2', 'undelete', '2026-11-20T10:00:06Z')],
+      ['restart', 'restart', 'skip', 'restart', 'restart', 'skip', 'unchanged'],
+    ],
   ])('%s', (_name, records, expected) => {
     expect(decide(records).actions).toEqual(expected);
   });

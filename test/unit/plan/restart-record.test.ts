@@ -21,7 +21,13 @@ describe('decideRestart: versions only move forward', () => {
     ['an earlier versionless change', { 'kv1/a': 't2' }, [secret('kv1/a', null, 't1')], { action: 'skip' }],
     ['a version after a versionless record', { 's/a': 't1' }, [secret('s/a', 1)], { action: 'restart', versions: { 's/a': 1 } }],
     ['a versionless write after a version (another feed)', { 's/a': 1 }, [secret('s/a', null, 't1')], { action: 'restart', versions: { 's/a': 't1#id' } }],
-    ['a delete after the write of the same version', { 's/a': 3 }, [{ ...secret('s/a', 3), operation: 'delete' }], { action: 'restart', versions: { 's/a': 3, 's/a#delete': 3 } }],
+    ['a delete after the write of the same version (recorded by its time: the same version is deleted again after an undelete)', { 's/a': 3 }, [{ ...secret('s/a', 3), operation: 'delete' }], { action: 'restart', versions: { 's/a': 3, 's/a#delete': '2026-11-20T10:00:00Z#id' } }],
+    ['an undelete after a delete: both stay recorded', { 's/a': 3, 's/a#delete': '2026-11-20T10:00:01Z#d1' }, [{ ...secret('s/a', 3, '2026-11-20T10:00:02Z'), id: 'u1', operation: 'undelete' }], { action: 'restart', versions: { 's/a': 3, 's/a#delete': '2026-11-20T10:00:01Z#d1', 's/a#undelete': '2026-11-20T10:00:02Z#u1' } }],
+    ['the delete replayed after the undelete that undid it (a continuation, a redelivery)', { 's/a': 3, 's/a#delete': '2026-11-20T10:00:01Z#d1', 's/a#undelete': '2026-11-20T10:00:02Z#u1' }, [{ ...secret('s/a', 3, '2026-11-20T10:00:01Z'), id: 'd1', operation: 'delete' }], { action: 'skip' }],
+    ['a delete first seen after a later undelete (out of order)', { 's/a': 3, 's/a#undelete': '2026-11-20T10:00:02Z#u1' }, [{ ...secret('s/a', null, '2026-11-20T10:00:01Z'), id: 'd1', operation: 'delete' }], { action: 'skip' }],
+    ['the undelete replayed after the next delete', { 's/a#delete': '2026-11-20T10:00:03Z#d2', 's/a#undelete': '2026-11-20T10:00:02Z#u1' }, [{ ...secret('s/a', 3, '2026-11-20T10:00:02Z'), id: 'u1', operation: 'undelete' }], { action: 'skip' }],
+    ['a new delete after the undelete', { 's/a#delete': '2026-11-20T10:00:01Z#d1', 's/a#undelete': '2026-11-20T10:00:02Z#u1' }, [{ ...secret('s/a', 3, '2026-11-20T10:00:03Z'), id: 'd2', operation: 'delete' }], { action: 'restart', versions: { 's/a#delete': '2026-11-20T10:00:03Z#d2', 's/a#undelete': '2026-11-20T10:00:02Z#u1' } }],
+    ['a delete and an undelete at the same time cannot be ordered: both restart', { 's/a#undelete': '2026-11-20T10:00:02Z#u1' }, [{ ...secret('s/a', 3, '2026-11-20T10:00:02Z'), id: 'd1', operation: 'delete' }], { action: 'restart' }],
     ['a versionless delete after writes', { 's/a': 3 }, [{ ...secret('s/a', null, 't9'), operation: 'delete' }], { action: 'restart', versions: { 's/a': 3, 's/a#delete': 't9#id' } }],
     ['the same delete again', { 's/a': 3, 's/a#delete': 't9#id' }, [{ ...secret('s/a', null, 't9'), operation: 'delete' }], { action: 'unchanged' }],
     ['a record written before ids were (the time alone) is the change of that time', { 's/a#delete': 't9' }, [{ ...secret('s/a', null, 't9'), operation: 'delete' }], { action: 'unchanged' }],
@@ -36,6 +42,10 @@ describe('decideRestart: versions only move forward', () => {
     ['nothing recorded yet', {}, [secret('s/a', 5)], { action: 'restart', versions: { 's/a': 5 } }],
   ] as const)('with override (reset-version): %s', (_name, recorded, secrets, expected) => {
     expect(decideRestart({ ...recorded }, { secrets: [...secrets] }, { override: true })).toMatchObject(expected);
+  });
+
+  it('says which undelete made a replayed delete old', () => {
+    expect(decideRestart({ 's/a#undelete': '2026-11-20T10:00:02Z#u1' }, { secrets: [{ ...secret('s/a', 3, '2026-11-20T10:00:01Z'), id: 'd1', operation: 'delete' }] })).toEqual({ action: 'skip', reason: 'older than recorded: s/a#undelete is at "2026-11-20T10:00:02Z#u1", after "2026-11-20T10:00:01Z#d1"' });
   });
 
   it('says which path is older in a skip', () => {
