@@ -7,7 +7,8 @@
  *   rollout is followed by a continuation in a group of its own, never in the cluster's line);
  * - a newer version of the rolling secret restarts it at once with the newest value: one restart per version,
  *   and the older version's continuation ends without reporting a rollout of its own;
- * - the rollout is followed to `complete` (its RolloutComplete Event), nothing is dead-lettered, nothing lost.
+ * - the rollout is followed to `complete` (its RolloutComplete Event), nothing is dead-lettered, nothing lost;
+ * - a delete undone by an undelete while it rolls is not restarted again when its continuation looks afterwards.
  *
  * Once in `serve` (a real process, its SQLite queue with a 3 s visibility timeout, its watch waking the held
  * continuation), once through the SQS FIFO queue (ElasticMQ) with the `worker` loop's SQS poller.
@@ -56,6 +57,10 @@ routes:
   - name: other
     match: { path: "secret/${run}/other" }
     targets: [{ clusters: [gamma], namespace: ${NS}, kind: Deployment, name: ${run}-other }]
+  - name: undo
+    match: { path: "secret/${run}/undo", operations: [write, delete, undelete] }
+    rollout: { timeout: 120s }
+    targets: [{ clusters: [beta], namespace: ${NS}, kind: Deployment, name: ${run}-undo }]
   - name: long
     match: { path: "secret/${run}/long" }
     rollout: { timeout: 360s }
@@ -73,6 +78,8 @@ beforeAll(async () => {
       { c: 'beta', name: `${run}-fast`, replicas: 1, slow: false },
       { c: 'gamma', name: `${run}-other`, replicas: 1, slow: false },
     ]),
+    // Deleted and undeleted while it rolls: the delete's continuation looks after the undelete.
+    { c: 'beta', name: 'undo-undo', replicas: 3, slow: true },
     // A rollout of about 3 minutes: 18 pods replaced one at a time, each Ready 10 s after it starts.
     { c: 'beta', name: 'long', replicas: LONG_REPLICAS, slow: true, strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } } },
   ];
@@ -184,6 +191,26 @@ describe('never wait in line', () => {
     });
   }, 400_000);
 
+  it('a delete, then its undelete while the delete still rolls: the delete\'s continuation, looking after the undelete, restarts nothing (one restart each)', async () => {
+    const telemetry = await throughSqs('undo', { watch: false }, async ({ post, telemetry: lines }) => {
+      const entry = (id: string, type: 'delete' | 'undelete') => ({ time: new Date().toISOString(), type: 'response', request: { id, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/${type}/undo/undo`, data: { versions: [1] } }, response: {} });
+      await post(entry('undo-delete', 'delete'));
+      await waitFor(async () => (await recorded('beta', 'undo-undo'))['secret/undo/undo#delete'] !== undefined || undefined, { timeoutMs: 30_000, what: 'restarted for the delete' });
+      await post(entry('undo-undelete', 'undelete'));
+      await waitFor(async () => (await recorded('beta', 'undo-undo'))['secret/undo/undo#undelete'] !== undefined || undefined, { timeoutMs: 30_000, what: 'restarted for the undelete' });
+      expect(await rolledOut('undo-undo', 3)).toBe(false);
+      // Both continuations end: the undelete's on its completed rollout, the delete's on the undelete.
+      await waitFor(async () => lines.lines.filter((l) => l.message === 'continuation finished: nothing left to wait for').length >= 2 || undefined, { timeoutMs: 120_000, intervalMs: 500, what: 'both continuations finished' });
+    });
+    // The delete's continuation looked after the undelete and ended (skipped: older than the undelete).
+    const looks = telemetry.lines.filter((l) => l.message === 'continuation looked').flatMap((l) => (l.fields?.results as Array<{ name: string; outcome: string; reason: string }> | undefined) ?? []);
+    expect(looks.filter((r) => r.name === 'undo-undo' && r.outcome === 'restarted')).toEqual([]);
+    expect(looks.some((r) => r.name === 'undo-undo' && r.outcome === 'skipped')).toBe(true);
+    // One restart per change: the first ReplicaSet, the delete's, the undelete's.
+    expect(await replicaSetCount('beta', NS, 'undo-undo')).toBe(3);
+    expect(Object.keys(await recorded('beta', 'undo-undo')).sort()).toEqual(['secret/undo/undo#delete', 'secret/undo/undo#undelete']);
+  }, 300_000);
+
   it('a 3-minute rollout is followed to complete through the SQS queue, without a watch (as in Lambda) and without dead-lettering', async () => {
     const started = Date.now();
     const telemetry = await throughSqs('long', { watch: false }, async ({ write }) => {
@@ -207,7 +234,7 @@ describe('never wait in line', () => {
  * receives, then the dead letters), a 3 s visibility timeout; with or without the watch that wakes held
  * continuations (Lambda has none). Runs `scenario`, then checks that nothing was dead-lettered or taken back.
  */
-async function throughSqs(run: string, options: { watch: boolean }, scenario: (ctx: { write: (path: string, version: number) => Promise<void>; telemetry: ReturnType<typeof memoryTelemetry> }) => Promise<void>): Promise<ReturnType<typeof memoryTelemetry>> {
+async function throughSqs(run: string, options: { watch: boolean }, scenario: (ctx: { write: (path: string, version: number) => Promise<void>; post: (entry: object) => Promise<void>; telemetry: ReturnType<typeof memoryTelemetry> }) => Promise<void>): Promise<ReturnType<typeof memoryTelemetry>> {
   const emulator = await startSqsEmulator();
   try {
     const sqs = emulatorClient(emulator.endpoint);
@@ -226,12 +253,12 @@ async function throughSqs(run: string, options: { watch: boolean }, scenario: (c
       { queueUrl: queue.queueUrl, concurrency: 4, waitTimeSeconds: 1, visibilityTimeoutSeconds: VISIBILITY_SECONDS, ...(options.watch ? { waker: new RolloutWaker(table, executor, telemetry) } : {}) },
     );
     let request = 0;
-    const write = async (path: string, version: number) => {
-      const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `cont-${run}-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: path.replace(/^secret\//, 'secret/data/') }, response: { data: { version } } });
-      expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
+    const post = async (entry: object) => {
+      expect((await app.request('/v1/vault/audit', { method: 'POST', body: JSON.stringify(entry), headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
     };
+    const write = (path: string, version: number) => post({ time: new Date().toISOString(), type: 'response', request: { id: `cont-${run}-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: path.replace(/^secret\//, 'secret/data/') }, response: { data: { version } } });
     try {
-      await scenario({ write, telemetry });
+      await scenario({ write, post, telemetry });
     } finally {
       await worker.stop();
     }
