@@ -1,7 +1,9 @@
 import { parseArgs } from 'node:util';
 import { changeSets } from '../plan/cluster-changes.ts';
 import { planRollouts } from '../plan/planner.ts';
+import { resolveKeyChanges, tableUsesKeys } from '../pipeline/key-changes.ts';
 import { planJson, planText } from '../report/plan-report.ts';
+import { MemoryKeyBaselineStore } from '../rotations/key-baselines.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { INPUT_OPTIONS, loadChanges, reportRejected, usageError } from './shared.ts';
 
@@ -15,7 +17,13 @@ export async function planCommand(argv: string[], io: CliIo): Promise<number> {
   const loaded = await loadChanges(io, 'plan', values);
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
-  const plan = planRollouts(table, parsed.changes);
+  let plan = planRollouts(table, parsed.changes);
+  // Key-level restarts (issue #24): each write compared with the one before it in this input (a store of this run
+  // only, never the state store), so a captured audit log shows which keys each entry changed.
+  if (tableUsesKeys(table)) {
+    parsed.changes = (await resolveKeyChanges(parsed.changes, plan.routed, new MemoryKeyBaselineStore(), Date.now())).changes;
+    plan = planRollouts(table, parsed.changes);
+  }
   const sets = changeSets(table, parsed.changes, plan);
   io.stdout(values.json ? `${JSON.stringify(planJson(parsed, plan, sets), null, 2)}\n` : planText(parsed, plan, sets));
   reportRejected(io, 'plan', values.input, parsed);

@@ -19,6 +19,7 @@ import { EXIT, type CliIo } from './io.ts';
 import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { MemoryRotationStore, type RotationStore } from '../rotations/rotation-store.ts';
+import { isKeyBaselineStore } from '../rotations/key-baselines.ts';
 import { cliRotationStore } from './rotation-store.ts';
 
 /** Concurrent connections `serve` accepts (--max-connections): audit devices, relays and shippers are a handful. */
@@ -119,7 +120,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
   let stopping = false;
   const notReady = () => serveNotReady({ queue, worker, stuckAfterMs, stopping: () => stopping });
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady });
+  // The rotation store keeps the key baselines too (issue #24): serve's intake compares each write's keys with them.
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });

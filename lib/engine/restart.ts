@@ -4,16 +4,20 @@
  */
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { RolloutTarget } from '../plan/planner.ts';
-import { decideRestart, readRecord, restartAnnotations } from '../plan/restart-record.ts';
+import { keyLevelSkip, withAgentKeys } from '../plan/changed-keys.ts';
+import { decideRestart, readRecord, recordOnlyPatch, restartAnnotations } from '../plan/restart-record.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { maxUnavailableFor, rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { SlotClaim } from '../slots/admission.ts';
 import { LEASE_MARGIN_MS, slotHolder, slotScopes } from '../slots/slot-store.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
 import { identity, targetName } from './cluster-run.ts';
 import { recordEvent } from './events.ts';
 import { withRetries } from './retry.ts';
-import { NOT_RESTARTED_YET, SUPERSEDED_REASON, type ClusterRun, type Outcome, type Restarted, type WorkloadDone } from './types.ts';
+import { KEYS_UNCHANGED_REASON, NOT_RESTARTED_YET, SUPERSEDED_REASON, type ClusterRun, type Outcome, type Restarted, type WorkloadDone } from './types.ts';
+
+const isWorkloadKind = (kind: string): kind is WorkloadKind => (WorkloadKinds as readonly string[]).includes(kind);
 
 const restartedFrom = (o: KubeObject): Restarted => ({ ...(o.metadata?.uid === undefined ? {} : { uid: o.metadata.uid }), ...(o.metadata?.generation === undefined ? {} : { generation: o.metadata.generation }) });
 
@@ -49,6 +53,23 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
     }
     if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) } });
     if (run.options.observeOnly) return done('skipped', NOT_RESTARTED_YET, attempts);
+    // Key-level restarts (issue #24): none of the keys it uses changed and its record is at the version before. Its
+    // record moves to the new version without a restart (on the metadata, as reconcile records versions pods already
+    // run), so reconcile and status see it current; no slot is taken, nothing is followed.
+    const keysUnchanged = keyLevelSkip(isWorkloadKind(descriptor.kind) ? withAgentKeys(target, descriptor.kind, object) : target, recorded);
+    if (keysUnchanged !== undefined) {
+      if (run.options.dryRun) return giveBack(done('skipped', KEYS_UNCHANGED_REASON, attempts, keysUnchanged));
+      const recordBody = withResourceVersion(recordOnlyPatch(decision.versions), object.metadata?.resourceVersion);
+      const recordedNow = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, recordBody, PatchStrategy.MergePatch, false)), run.retry, run.env, attempts);
+      attempts = recordedNow.attempts;
+      if (recordedNow.ok) return giveBack(done('skipped', KEYS_UNCHANGED_REASON, attempts, keysUnchanged));
+      if (recordedNow.failure.reason !== 'conflict' || attempts >= run.retry.maxAttempts) return giveBack(done('failed', recordedNow.failure.reason, attempts, recordedNow.failure.detail));
+      const again = await withRetries(() => run.limiter.run(() => run.api.read(descriptor, target.namespace, name)), run.retry, run.env, attempts + 1);
+      attempts = again.attempts;
+      if (!again.ok) return giveBack(done('failed', again.failure.reason, attempts, again.failure.detail));
+      object = again.value;
+      continue;
+    }
     if (slot && bound && !holding && run.options.dryRun !== true) {
       const ttlMs = (run.options.follow?.timeoutMs ?? rolloutTimeoutMs(run.table, run.cluster, target.routes)) + LEASE_MARGIN_MS;
       const admitted = await run.admission?.admit(run.cluster, slot.holder, bound, ttlMs);

@@ -8,6 +8,7 @@
  * attempt finds the nudge already applied (same restart token: `unchanged`, no patch) and only reads the status;
  * the sync's deadline counts from the nudge's time recorded on the resource, so follow-ups cannot extend it.
  */
+import { everyKey, withConsumerKeys } from '../plan/changed-keys.ts';
 import type { ConsumersRolloutTarget } from '../plan/planner.ts';
 import type { KubeApi } from '../workloads/kube-port.ts';
 import type { KubeFailure } from '../workloads/kube-errors.ts';
@@ -46,7 +47,8 @@ export async function executeConsumersTarget(ctx: ConsumersStepContext, target: 
   const read = await ctx.read(descriptor, target.namespace, target.name);
   if (!read.ok) return [result({ kind: target.kind, name: target.name, outcome: 'failed', reason: read.failure.reason, detail: read.failure.reason === 'not found' ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)` : read.failure.detail, attempts: read.attempts })];
 
-  const nudged = await ctx.restart(target, descriptor, read.value);
+  // The operator always syncs (issue #24): only its consumers may be skipped for keys they do not use.
+  const nudged = await ctx.restart(everyKey(target), descriptor, read.value);
   const nudge = nudged.result;
   if (nudge.outcome !== 'restarted' && nudge.outcome !== 'unchanged') {
     if (nudge.outcome !== 'dry-run') return [{ result: nudge }];
@@ -67,7 +69,7 @@ export async function executeConsumersTarget(ctx: ConsumersStepContext, target: 
 
   const latest = synced.object ?? read.value;
   const byOperator = descriptor.restartedByOperator(latest);
-  const consumers = await restartConsumers(ctx, target, { secret: descriptor.secretName(latest) }, byOperator, descriptor);
+  const consumers = await restartConsumers(ctx, target, { secret: descriptor.secretName(latest) }, byOperator, descriptor, latest);
   const names = consumers.filter((c) => c.result.kind !== target.kind).map((c) => `${c.result.kind}/${c.result.name}`);
   const notes = [
     `restarting the consumers of Secret ${descriptor.secretName(latest)}: ${names.join(', ') || 'none found'}`,
@@ -105,7 +107,7 @@ async function waitForSync(ctx: ConsumersStepContext, target: ConsumersRolloutTa
  * Restarts the workloads that consume the object, except those the operator restarts itself. No consumer at all is a
  * `skipped` result naming what was looked for, never silence.
  */
-async function restartConsumers(ctx: ConsumersStepContext, target: ConsumersRolloutTarget, consumed: ConsumedObject, byOperator: ReadonlyArray<{ kind: string; name: string }>, sync: SyncDescriptor | undefined): Promise<WorkloadDone[]> {
+async function restartConsumers(ctx: ConsumersStepContext, target: ConsumersRolloutTarget, consumed: ConsumedObject, byOperator: ReadonlyArray<{ kind: string; name: string }>, sync: SyncDescriptor | undefined, synced?: KubeObject): Promise<WorkloadDone[]> {
   const base = { cluster: ctx.cluster, namespace: target.namespace, routes: target.routes, paths: target.paths, restartToken: target.restartToken };
   const found = await discoverConsumers(ctx.list, target.namespace, consumed);
   const durationMs = () => ctx.clock.monotonic() - ctx.started;
@@ -117,7 +119,9 @@ async function restartConsumers(ctx: ConsumersStepContext, target: ConsumersRoll
   }
   return Promise.all(
     mine.map(async (c) => {
-      const done = await ctx.restart(target, WORKLOAD_KINDS[c.kind], c.object);
+      // Issue #24: the keys this consumer uses, from its pod template and the synced resource, where the routes say none.
+      const own = sync && synced && 'secret' in consumed ? withConsumerKeys(target, c, consumed.secret, { kind: sync.kind, name: target.name, object: synced }) : target;
+      const done = await ctx.restart(own, WORKLOAD_KINDS[c.kind], c.object);
       return { ...done, result: { ...done.result, detail: [done.result.detail, `consumes ${describeConsumed(consumed)}: ${c.via.join(', ')}`].filter(Boolean).join('; ') } };
     }),
   );

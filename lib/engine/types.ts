@@ -101,6 +101,12 @@ export interface ExecutorOptions {
 /** The skip reason of a workload that records a newer version of a path than these changes: they are superseded. */
 export const SUPERSEDED_REASON = 'older version';
 
+/**
+ * A `skipped` result's reason when none of the keys a target uses changed (issue #24): its record moved to the new
+ * version without a restart; the detail names the keys and the version (`keys password, api_key unchanged in v7`).
+ */
+export const KEYS_UNCHANGED_REASON = 'keys unchanged';
+
 /** The skip reason of a workload an observe-only call found not restarted for these changes yet. */
 export const NOT_RESTARTED_YET = 'not restarted yet';
 

@@ -4,6 +4,7 @@
  * makes it fail — Vault stops serving when all its audit devices fail, and OpenBao's http device counts any
  * non-2xx as an audit failure — so only what is wrong with the request itself is an error.
  */
+import type { KeyBaselineStore } from '../rotations/key-baselines.ts';
 import { IncomingMessage } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { Hono } from 'hono';
@@ -30,6 +31,8 @@ export interface AppDeps {
    * empty when ready. Without it, /readyz answers ready whenever /healthz does.
    */
   notReady?: () => Promise<string[]> | string[];
+  /** Key-level restarts (issue #24): where each path's key baselines are kept; without it every change is every key. */
+  baselines?: KeyBaselineStore;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -164,7 +167,7 @@ export function buildApp(deps: AppDeps): Hono {
     const text = decodeBody(c.req.raw, raw, maxBodyBytes);
     let result;
     try {
-      result = await intake(text, { table: deps.table, queue: deps.queue, now });
+      result = await intake(text, { table: deps.table, queue: deps.queue, now, ...(deps.baselines ? { baselines: deps.baselines } : {}) });
     } catch (e) {
       if (e instanceof QueueUnavailableError) {
         deps.telemetry.error('queue unavailable', { error: e.message });

@@ -9,6 +9,8 @@ import { queuedChange, ROLLOUT_MESSAGE_VERSION, rolloutMessages, type QueueMessa
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { parseInput, type InputFormat } from '../sources/parse.ts';
 import type { ParseResult, SecretChange } from '../sources/secret-change.ts';
+import type { KeyBaselineStore } from '../rotations/key-baselines.ts';
+import { resolveKeyChanges, tableUsesKeys } from './key-changes.ts';
 
 export { changeSets, changesByCluster, secretIdentity } from '../plan/cluster-changes.ts';
 
@@ -17,6 +19,8 @@ export interface IntakeSummary {
   ignored: number;
   rejected: number;
   queued: number;
+  /** Changes whose key baseline could not be read or written (restarted as every key). */
+  keyStoreErrors?: number;
 }
 
 export interface IntakeResult {
@@ -26,14 +30,22 @@ export interface IntakeResult {
 }
 
 /** Parses, plans and queues. Throws QueueUnavailableError when the queue cannot take the messages. */
-export async function intake(text: string, deps: { table: RoutingTable; queue: RolloutQueue; now: () => number; format?: InputFormat }): Promise<IntakeResult> {
+export async function intake(text: string, deps: { table: RoutingTable; queue: RolloutQueue; now: () => number; format?: InputFormat; baselines?: KeyBaselineStore }): Promise<IntakeResult> {
   const parsed = parseInput(text, { mounts: deps.table.mounts, format: deps.format ?? 'auto' });
-  const plan = planRollouts(deps.table, parsed.changes);
+  let plan = planRollouts(deps.table, parsed.changes);
+  // Key-level restarts (issue #24): which keys each change changed, where a target says which keys it uses.
+  let keyStoreErrors: number | undefined;
+  if (deps.baselines !== undefined && tableUsesKeys(deps.table)) {
+    const resolved = await resolveKeyChanges(parsed.changes, plan.routed, deps.baselines, deps.now());
+    parsed.changes = resolved.changes;
+    keyStoreErrors = resolved.storeErrors;
+    plan = planRollouts(deps.table, parsed.changes);
+  }
   const acceptedAt = new Date(deps.now()).toISOString();
   const messages = firstWaveMessages(deps.table, parsed.changes, plan, acceptedAt);
   if (messages.length > 0) await deps.queue.send(messages);
   return {
-    summary: { accepted: parsed.changes.length, ignored: parsed.ignored.length, rejected: parsed.rejected.length, queued: messages.length },
+    summary: { accepted: parsed.changes.length, ignored: parsed.ignored.length, rejected: parsed.rejected.length, queued: messages.length, ...(keyStoreErrors ? { keyStoreErrors } : {}) },
     parsed,
     plan,
   };

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { SecretChange } from '../sources/secret-change.ts';
 
 /** A Vault change as the queue carries it: what the worker needs to plan, nothing it would execute. */
-export type QueuedChange = Omit<SecretChange, 'path' | 'record'>;
+export type QueuedChange = Omit<SecretChange, 'path' | 'record' | 'keyDigests'>;
 
 /** SQS allows 256 KiB per message; stay well below it, leaving room for attributes. */
 export const MAX_MESSAGE_BYTES = 200 * 1024;
@@ -33,7 +33,10 @@ export function changeIdentity(c: QueuedChange): string {
 
 /** The fields of a change the queue carries, in a stable order. */
 export function queuedChange(c: SecretChange): QueuedChange {
-  return { namespace: c.namespace, mount: c.mount, key: c.key, operation: c.operation, version: c.version, kvVersion: c.kvVersion, kvVersionFrom: c.kvVersionFrom, source: c.source, via: c.via, id: c.id, time: c.time };
+  const queued: QueuedChange = { namespace: c.namespace, mount: c.mount, key: c.key, operation: c.operation, version: c.version, kvVersion: c.kvVersion, kvVersionFrom: c.kvVersionFrom, source: c.source, via: c.via, id: c.id, time: c.time };
+  // The keys it changed, never their digests (keyDigests stays in the intake).
+  if (c.changedKeys !== undefined) queued.changedKeys = c.changedKeys;
+  return queued;
 }
 
 /** Changes in chunks that each fit one message (count and bytes), in order. */

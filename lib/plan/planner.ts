@@ -21,6 +21,18 @@ export interface SecretRef {
   /** The change's id and time: identify versionless changes (KV v1, deletes). */
   id: string;
   time: string;
+  /**
+   * The keys this change changed, relative to the version before it (issue #24, resolved by the intake from the
+   * audit log's HMACs); absent: every key (no comparison was possible). A target whose keys are disjoint from them
+   * is skipped only while its record is at the version before (lib/plan/changed-keys.ts keyLevelSkip).
+   */
+  changedKeys?: string[];
+}
+
+/** The keys a target uses of one secret path, and where they are known from (`route <name>`...). */
+export interface KeysUsed {
+  keys: string[];
+  from: string[];
 }
 
 interface TargetBase {
@@ -33,6 +45,11 @@ interface TargetBase {
   restartToken: string;
   /** RFC 3339 (UTC, seconds) of the newest change: what `restartedAt` records, never the clock of a retry. */
   restartedAt: string | null;
+  /**
+   * Per secret path, the keys the target uses, when every route that named it for that path says which (`keys:`);
+   * a path absent here uses every key. Absent when no path has keys.
+   */
+  uses?: Record<string, KeysUsed>;
 }
 
 export interface WorkloadRolloutTarget extends TargetBase {
@@ -123,13 +140,26 @@ export function rfc3339Seconds(time: string): string | null {
   return Number.isNaN(ms) ? null : new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
-type PlannedLater = 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt';
+type PlannedLater = 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt' | 'uses';
 
 interface Accumulator {
   target: Omit<WorkloadRolloutTarget, PlannedLater> | Omit<ResourceRolloutTarget, PlannedLater> | Omit<ConsumersRolloutTarget, PlannedLater>;
   renderedFrom: SecretRef;
   routes: Set<string>;
   secrets: Map<string, SecretRef>;
+  /** Per path: the keys the routes that named the target for it use; `all` once one of them names none. */
+  uses: Map<string, KeysUsed | 'all'>;
+}
+
+/** Adds what one route's target says it uses of `path`: its keys, or every key. */
+function addUse(uses: Map<string, KeysUsed | 'all'>, path: string, keys: readonly string[] | undefined, from: string): void {
+  const known = uses.get(path);
+  if (known === 'all') return;
+  if (keys === undefined) {
+    uses.set(path, 'all');
+    return;
+  }
+  uses.set(path, { keys: [...new Set([...(known?.keys ?? []), ...keys])].sort(), from: [...new Set([...(known?.from ?? []), from])].sort() });
 }
 
 type Rendered = string | { error: string };
@@ -179,6 +209,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
       version: change.version,
       id: change.id,
       time: change.time,
+      ...(change.changedKeys === undefined ? {} : { changedKeys: change.changedKeys }),
     };
     for (const { route, captures } of matches) {
       // The built-ins only resource targets may use: made for the first one (most routes have none).
@@ -234,13 +265,14 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
           const t = { ...planned, cluster };
           const key = targetKey(t);
           let acc = byKey.get(key);
-          if (!acc) byKey.set(key, (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map() }));
+          if (!acc) byKey.set(key, (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map() }));
           else if (newer(secret, acc.renderedFrom)) {
             // A resource patch may use {version}: it is rendered from the newest change that hit the target.
             acc.target = t;
             acc.renderedFrom = secret;
           }
           acc.routes.add(route.name);
+          addUse(acc.uses, secret.path, target.keys, `route ${route.name}`);
           const known = acc.secrets.get(secret.path);
           if (!known || newer(secret, known)) acc.secrets.set(secret.path, secret);
         }
@@ -262,6 +294,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
       const acc = byKey.get(key) as Accumulator;
       const secrets = [...acc.secrets.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
       const times = secrets.map((s) => stamp(s.time)).filter((t): t is string => t !== null).sort();
+      const uses = [...acc.uses].filter((e): e is [string, KeysUsed] => e[1] !== 'all').sort(([a], [b]) => (a < b ? -1 : 1));
       return {
         ...acc.target,
         routes: [...acc.routes].sort(),
@@ -269,6 +302,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
         secrets,
         restartToken: restartToken(secrets),
         restartedAt: times.at(-1) ?? null,
+        ...(uses.length > 0 ? { uses: Object.fromEntries(uses) } : {}),
       } as RolloutTarget;
     });
   return { targets, routed, problems };

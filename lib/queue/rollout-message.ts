@@ -11,6 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { KEY_DIGEST_LIMITS } from '../sources/key-digests.ts';
 import { CHANGE_LIMITS, ChangeSources, KvVersionOrigins, Operations, Transports, type SecretChange } from '../sources/secret-change.ts';
 import { changeIdentity, changeSetHash, chunkChanges, MAX_MESSAGE_CHANGES, queuedChange, type QueuedChange } from '../plan/change-sets.ts';
 
@@ -141,6 +142,10 @@ const QueuedChangeSchema = z.strictObject({
   id: z.string().max(CHANGE_LIMITS.id),
   // Some feeds give no time (''); the planner then has none to record, as it does for the feed itself.
   time: z.string().max(CHANGE_LIMITS.time),
+  // Issue #24: the keys the intake found changed (absent: every key). Names only. A sender of the queue can now also
+  // say "none of your keys": a keyed target whose record is at the version before is then skipped and its record
+  // moved on (README "Key-level restarts", what the feed's integrity decides).
+  changedKeys: z.array(z.string().min(1).max(KEY_DIGEST_LIMITS.length)).max(KEY_DIGEST_LIMITS.keys).optional(),
 });
 
 export const RolloutMessageSchema = z.strictObject({

@@ -1,6 +1,7 @@
 /** How a plan is shown: the JSON document of `plan --json`, and the table a person reads before anything happens. */
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import type { ChangeSet } from '../plan/waves.ts';
+import { keyLevelSkip } from '../plan/changed-keys.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { table } from './table.ts';
@@ -22,6 +23,9 @@ export function planJson(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
       kvVersionFrom: c.kvVersionFrom,
       record: c.record,
       routes: plan.routed[i] ?? [],
+      // Issue #24: the key names the entry carries (never their digests) and, once the intake compared them, which changed.
+      ...(c.keyDigests === undefined ? {} : { keys: c.keyDigests.toJSON() }),
+      changedKeys: c.changedKeys ?? 'all',
     })),
     ignored: parsed.ignored,
     rejected: parsed.rejected,
@@ -82,6 +86,8 @@ function targetJson(t: RolloutTarget) {
     versions: Object.fromEntries(t.secrets.map((s) => [s.path, s.version])),
     restartToken: t.restartToken,
     restartedAt: t.restartedAt,
+    keys: Object.fromEntries(t.paths.map((p) => [p, t.uses?.[p] ?? 'all'])),
+    ...(keysWouldSkip(t) === undefined ? {} : { skipWhenAtPrevious: keysWouldSkip(t) }),
     ...(t.type === 'resource' ? { patch: t.patch } : {}),
   };
 }
@@ -90,6 +96,33 @@ export function describeTarget(t: RolloutTarget): string {
   if (t.type === 'resource') return `${t.name} (${t.apiVersion})`;
   if (t.type === 'consumers') return t.kind === 'Secret' || t.kind === 'SecretProviderClass' ? `${t.name}: the workloads that reference it` : t.restart === 'none' ? `${t.name}: sync only` : `${t.name}: sync, then restart the consumers of its Secret`;
   return t.name ?? (t.selector !== undefined ? `selector ${t.selector}` : 'annotated (vault-rollout.io/watch)');
+}
+
+/**
+ * Issue #24: what the engine would say of this target if its record is at the version before each change (the only
+ * case it skips): `keys password unchanged in v7`; undefined when it restarts whatever its record.
+ */
+export function keysWouldSkip(t: RolloutTarget): string | undefined {
+  const previous = Object.fromEntries(t.secrets.filter((s) => s.version !== null).map((s) => [s.path, (s.version as number) - 1]));
+  return keyLevelSkip(t, previous);
+}
+
+/** The keys a target uses, per path, and where they are known from: `password, api_key (route r)` or `all`. */
+export function keysLabel(t: Pick<RolloutTarget, 'paths' | 'uses'>): string {
+  const per = t.paths.map((p) => {
+    const used = t.uses?.[p];
+    const label = used === undefined ? 'all' : `${used.keys.join(', ')} (${used.from.join(', ')})`;
+    return t.paths.length > 1 ? `${p}: ${label}` : label;
+  });
+  return per.join('; ');
+}
+
+/** What a change says of its keys: which changed once compared, else what the entry carries. */
+export function changeKeysLabel(c: ParseResult['changes'][number]): string {
+  if (c.changedKeys !== undefined) return c.changedKeys.length === 0 ? 'none changed' : `changed ${c.changedKeys.join(', ')}`;
+  if (c.keyDigests === undefined) return 'all';
+  const names = c.keyDigests.names.join(', ');
+  return c.keyDigests.mode === 'patch' ? `patch ${names}` : `write ${names}`;
 }
 
 const secretLabel = (s: RolloutTarget['secrets'][number]) =>
@@ -102,8 +135,8 @@ export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
   if (parsed.changes.length > 0) {
     out.push(
       table(
-        ['RECORD', 'VAULT NS', 'PATH', 'OPERATION', 'VERSION', 'SOURCE', 'ROUTES'],
-        parsed.changes.map((c, i) => [c.record, c.namespace || '(root)', c.path, c.operation, c.version === null ? '-' : String(c.version), `${c.source}${c.kvVersionFrom === 'inferred' ? ` (kv v${c.kvVersion} inferred)` : ''}`, (plan.routed[i] ?? []).join(',') || '(no route)']),
+        ['RECORD', 'VAULT NS', 'PATH', 'OPERATION', 'VERSION', 'SOURCE', 'KEYS', 'ROUTES'],
+        parsed.changes.map((c, i) => [c.record, c.namespace || '(root)', c.path, c.operation, c.version === null ? '-' : String(c.version), `${c.source}${c.kvVersionFrom === 'inferred' ? ` (kv v${c.kvVersion} inferred)` : ''}`, changeKeysLabel(c), (plan.routed[i] ?? []).join(',') || '(no route)']),
       ),
     );
   }
@@ -114,8 +147,8 @@ export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
   if (plan.targets.length > 0) {
     out.push(
       table(
-        ['CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD', 'ROUTES', 'SECRETS'],
-        plan.targets.map((t) => [t.cluster, t.namespace || '-', t.kind, describeTarget(t), t.routes.join(','), t.secrets.map(secretLabel).join(', ')]),
+        ['CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD', 'ROUTES', 'SECRETS', 'KEYS USED'],
+        plan.targets.map((t) => [t.cluster, t.namespace || '-', t.kind, describeTarget(t), t.routes.join(','), t.secrets.map(secretLabel).join(', '), `${keysLabel(t)}${keysWouldSkip(t) === undefined ? '' : ' -> skip if at the version before'}`]),
       ),
     );
   }

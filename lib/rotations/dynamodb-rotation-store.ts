@@ -3,15 +3,18 @@
  *   rotation#<key> / waves     released: the highest wave a passed gate released (only ever raised, by a condition)
  *   rotation#<key> / halt      record: the halt as JSON, haltedAt
  *   halted#<change key> / <rotation key>    one per change of a halted rotation, so a message's changes are looked up
+ *   keys#<path key> / <device>   key baselines (issue #24): version, record (key names, digests of HMACs), ttl
  * Holds paths, versions and workload names, never a secret value.
  */
 import { DeleteItemCommand, GetItemCommand, PutItemCommand, QueryCommand, ScanCommand, UpdateItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { KeyBaseline } from '../plan/changed-keys.ts';
+import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
 
 /** Pages a listing reads at most. */
 const MAX_PAGES = 20;
 
-export class DynamoDbRotationStore implements RotationStore {
+export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore {
   private readonly client: DynamoDBClient;
   private readonly table: string;
 
@@ -84,6 +87,40 @@ export class DynamoDbRotationStore implements RotationStore {
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves') }));
     for (const identity of new Set(halt?.changes ?? [])) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }));
     return halt;
+  }
+
+  async baseline(device: string, path: string, nowMs: number): Promise<KeyBaseline | undefined> {
+    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, device), ConsistentRead: true }));
+    // DynamoDB's TTL removes items late (up to days): an expired item is no baseline.
+    if (!out.Item?.record?.S || Number(out.Item.ttl?.N ?? 0) * 1000 <= nowMs) return undefined;
+    return parseStoredBaseline(out.Item.record.S, device);
+  }
+
+  async putBaseline(path: string, baseline: KeyBaseline, expiresAtMs: number, nowMs: number): Promise<void> {
+    try {
+      await this.client.send(
+        new PutItemCommand({
+          TableName: this.table,
+          Item: { ...key(`keys#${pathKey(path)}`, baseline.device), version: { N: String(baseline.version) }, record: { S: storedBaseline(baseline) }, ttl: { N: String(Math.ceil(expiresAtMs / 1000)) } },
+          // Versions only move forward: an older write's baseline, arriving late, never replaces a newer one.
+          ConditionExpression: 'attribute_not_exists(#version) OR #version < :v OR #ttl <= :now',
+          ExpressionAttributeNames: { '#version': 'version', '#ttl': 'ttl' },
+          ExpressionAttributeValues: { ':v': { N: String(baseline.version) }, ':now': { N: String(Math.floor(nowMs / 1000)) } },
+        }),
+      );
+    } catch (e) {
+      if (!(e instanceof Error && e.name === 'ConditionalCheckFailedException')) throw e;
+    }
+  }
+
+  async forgetBaseline(device: string, path: string): Promise<void> {
+    await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, device) }));
+  }
+
+  async clearBaselines(path: string): Promise<void> {
+    // One item per audit device that wrote the path: a handful.
+    const out = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `keys#${pathKey(path)}` } }, ConsistentRead: true, Limit: 100 }));
+    for (const item of out.Items ?? []) if (item.sk?.S) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, item.sk.S) }));
   }
 
   private async read(rotation: string): Promise<RotationHalt | undefined> {

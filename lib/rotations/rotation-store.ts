@@ -11,6 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
+import { MemoryKeyBaselineStore } from './key-baselines.ts';
 
 export interface RotationHalt {
   /** The change set's key: the same changes give the same key in the intake, the worker, reconcile and `apply`. */
@@ -52,8 +53,8 @@ export const MAX_LISTED_HALTS = 1000;
 /** A fixed-length key for a change identity (identities carry paths up to 1 KiB). */
 export const identityKey = (identity: string): string => createHash('sha256').update(identity).digest('hex').slice(0, 40);
 
-/** Tests and dry runs: one process's memory. Never used where a halt must outlive the process. */
-export class MemoryRotationStore implements RotationStore {
+/** Tests and dry runs: one process's memory. Never used where a halt must outlive the process. Also the key baselines. */
+export class MemoryRotationStore extends MemoryKeyBaselineStore implements RotationStore {
   readonly #released = new Map<string, number>();
   readonly #halts = new Map<string, RotationHalt>();
 

@@ -7,9 +7,12 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { immediateTransaction } from '../kernel/sqlite-transaction.ts';
+import type { KeyBaseline } from '../plan/changed-keys.ts';
+import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
 
-export class SqliteRotationStore implements RotationStore {
+/** Also the key baselines (issue #24): the same file, so `serve` needs no other. */
+export class SqliteRotationStore implements RotationStore, KeyBaselineStore {
   private readonly db: DatabaseSync;
 
   constructor(file: string) {
@@ -20,7 +23,8 @@ export class SqliteRotationStore implements RotationStore {
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS rotation_waves (rotation TEXT PRIMARY KEY, released INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_halts (rotation TEXT PRIMARY KEY, halted_at TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS rotation_halted_changes (change_key TEXT NOT NULL, rotation TEXT NOT NULL, PRIMARY KEY (change_key, rotation)) WITHOUT ROWID;`);
+      CREATE TABLE IF NOT EXISTS rotation_halted_changes (change_key TEXT NOT NULL, rotation TEXT NOT NULL, PRIMARY KEY (change_key, rotation)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS key_baselines (path_key TEXT NOT NULL, device TEXT NOT NULL, version INTEGER NOT NULL, expires_at INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (path_key, device)) WITHOUT ROWID;`);
   }
 
   releasedWave(rotation: string): Promise<number> {
@@ -69,6 +73,29 @@ export class SqliteRotationStore implements RotationStore {
         return row ? parseStoredHalt(row.record) : undefined;
       }),
     );
+  }
+
+  baseline(device: string, path: string, nowMs: number): Promise<KeyBaseline | undefined> {
+    const row = this.db.prepare('SELECT record FROM key_baselines WHERE path_key = ? AND device = ? AND expires_at > ?').get(pathKey(path), device, nowMs) as { record: string } | undefined;
+    return Promise.resolve(row ? parseStoredBaseline(row.record, device) : undefined);
+  }
+
+  putBaseline(path: string, baseline: KeyBaseline, expiresAtMs: number, nowMs: number): Promise<void> {
+    // Versions only move forward: an older write's baseline, arriving late, never replaces a newer one.
+    this.db
+      .prepare('INSERT INTO key_baselines (path_key, device, version, expires_at, record) VALUES (?, ?, ?, ?, ?) ON CONFLICT (path_key, device) DO UPDATE SET version = excluded.version, expires_at = excluded.expires_at, record = excluded.record WHERE version < excluded.version OR expires_at <= ?')
+      .run(pathKey(path), baseline.device, baseline.version, expiresAtMs, storedBaseline(baseline), nowMs);
+    return Promise.resolve();
+  }
+
+  forgetBaseline(device: string, path: string): Promise<void> {
+    this.db.prepare('DELETE FROM key_baselines WHERE path_key = ? AND device = ?').run(pathKey(path), device);
+    return Promise.resolve();
+  }
+
+  clearBaselines(path: string): Promise<void> {
+    this.db.prepare('DELETE FROM key_baselines WHERE path_key = ?').run(pathKey(path));
+    return Promise.resolve();
   }
 
   close(): void {

@@ -167,12 +167,34 @@ const NameBoundSchema = z
   .min(1, 'list at least one name or glob')
   .describe('object names this target may reach (names or globs with *); a name rendered from the path outside them is not planned');
 
+/** Bounds on a target's `keys`: a KV secret with more keys than this is read whole by everything that uses it. */
+export const TARGET_KEY_LIMITS = { keys: 64, length: 256 } as const;
+
+/**
+ * The keys of the Vault secret a target uses (issue #24): it restarts only when one of them changed, judged from the
+ * audit log's HMACs (lib/plan/changed-keys.ts). Without it every key counts (a whole-secret restart). Key names are
+ * not secrets: they travel in queue messages and plans.
+ */
+export const KeysSchema = z
+  .array(
+    z
+      .string()
+      .min(1, 'a key name must not be empty')
+      .max(TARGET_KEY_LIMITS.length, `a key name has at most ${TARGET_KEY_LIMITS.length} characters`)
+      .refine((k) => ![...k].some((c) => c <= '\u001f' || c === '\u007f'), 'a key name must not contain control characters'),
+  )
+  .min(1, 'list at least one key, or leave keys out (every key)')
+  .max(TARGET_KEY_LIMITS.keys, `at most ${TARGET_KEY_LIMITS.keys} keys`)
+  .refine((keys) => new Set(keys).size === keys.length, 'each key once')
+  .describe('the keys of the Vault secret this target uses; it restarts only when one of them changed (default: every key)');
+
 export const WorkloadTargetSchema = z
   .strictObject({
     clusters: ClusterSelectorSchema,
     namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
     namespaces: NamespaceBoundSchema.optional(),
     names: NameBoundSchema.optional(),
+    keys: KeysSchema.optional(),
     kind: z.enum(WorkloadKinds),
     name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional(),
     selector: nonEmpty.optional(),
@@ -186,6 +208,7 @@ export const ResourceTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
   namespaces: NamespaceBoundSchema.optional(),
   names: NameBoundSchema.optional(),
+  keys: KeysSchema.optional(),
   resource: z.strictObject({
     apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1'),
     kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor'),
@@ -214,6 +237,7 @@ export const SyncTargetSchema = z.strictObject({
   namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
   namespaces: NamespaceBoundSchema.optional(),
   names: NameBoundSchema.optional(),
+  keys: KeysSchema.optional(),
   sync: z.strictObject({
     kind: z.enum(SyncKinds).describe('ExternalSecret (external-secrets.io/v1) or VaultStaticSecret (secrets.hashicorp.com/v1beta1)'),
     name: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE),
@@ -228,6 +252,7 @@ export const ConsumersTargetSchema = z.strictObject({
   namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
   namespaces: NamespaceBoundSchema.optional(),
   names: NameBoundSchema.optional(),
+  keys: KeysSchema.optional(),
   consumers: z.union([
     z.strictObject({ secret: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pod template references this Secret') }),
     z.strictObject({ secretProviderClass: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pods mount this SecretProviderClass (secrets-store.csi.k8s.io)') }),

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { guessMount, inferKvVersion, kvMeaning, qualify, trimSlashes, underMount } from './kv-mounts.ts';
+import { keyDigestsOf } from './key-digests.ts';
 import { changed, describeIssues, ignore, isObject, reject, type RecordContext, type RecordOutcome } from './record.ts';
 
 export const AuditEntrySchema = z.object({
@@ -129,6 +130,8 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
   const kvVersion = tableVersion ?? inferKvVersion(rest, request.operation, version);
   const meaning = kvMeaning(kvVersion, rest, request.operation);
   if (meaning.kind === 'ignored') return meaning;
+  // A KV v2 data write says which keys it carries (issue #24); a v1 write has no versions to compare between.
+  const keyDigests = kvVersion === 2 && meaning.operation === 'write' ? keyDigestsOf(value, request.operation) : undefined;
   return changed(ctx, {
     namespace,
     mount,
@@ -140,5 +143,6 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
     source: 'audit',
     id: request.id,
     time: entry.time ?? epochSecondsToIso(entry.date),
+    ...(keyDigests === undefined ? {} : { keyDigests }),
   });
 }

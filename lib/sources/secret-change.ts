@@ -1,3 +1,5 @@
+import type { KeyDigests } from './key-digests.ts';
+
 /**
  * The one internal shape every Vault change feed is normalized into. Everything after lib/sources works on
  * SecretChange only, never on raw audit entries or event notifications.
@@ -37,6 +39,16 @@ export interface SecretChange {
   time: string;
   /** Where in the input the record was. */
   record: string;
+  /**
+   * What a KV v2 write's audit entry says of its keys (issue #24): their names and a digest of each HMAC, kept
+   * private to the object (never serialized, never queued). Absent for every other change.
+   */
+  keyDigests?: KeyDigests;
+  /**
+   * The keys this change changed, relative to the version before it, as the intake resolved them from keyDigests
+   * and the baseline store (lib/plan/changed-keys.ts); absent: every key. Queued with the change.
+   */
+  changedKeys?: string[];
 }
 
 /** Why a well-formed record is not a change. Ignored records were understood; they are not errors. */

@@ -28,6 +28,14 @@ const rec = (v: unknown): Obj => (typeof v === 'object' && v !== null && !Array.
 const arr = (v: unknown): Obj[] => (Array.isArray(v) ? v.map(rec) : []);
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+/** The pod template's own annotations (where the Vault Agent injector reads its `vault.hashicorp.com/*` settings). */
+export function podTemplateAnnotationsOf(kind: WorkloadKind, object: KubeObject): Record<string, string> {
+  let at: unknown = object;
+  for (const key of POD_SPEC_PATH[kind].slice(0, -1)) at = rec(at)[key];
+  const annotations = rec(rec(rec(at).metadata).annotations);
+  return Object.fromEntries(Object.entries(annotations).filter((e): e is [string, string] => typeof e[1] === 'string'));
+}
+
 export function podSpecOf(kind: WorkloadKind, object: KubeObject): Obj {
   let at: unknown = object;
   for (const key of POD_SPEC_PATH[kind]) at = rec(at)[key];

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDbRotationStore } from '../../lib/rotations/dynamodb-rotation-store.ts';
+import type { KeyBaselineStore } from '../../lib/rotations/key-baselines.ts';
 import type { RotationHalt, RotationStore } from '../../lib/rotations/rotation-store.ts';
 import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
 import { createSlotTable, startDynamoDbLocal, type DynamoDbLocal } from '../dynamodb/dynamodb-local.ts';
@@ -76,5 +77,22 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     expect(await a.releasedWave('r1')).toBe(0);
     expect(await a.clear('r1')).toBeUndefined();
     expect((await a.halts()).map((h) => h.rotation)).toEqual(['r0']);
+  });
+
+  it('key baselines (issue #24): per device, forward only while alive, an expired one replaced; forget one device, clear the path', async () => {
+    const [a, b] = (await make()) as unknown as [KeyBaselineStore, KeyBaselineStore];
+    const now = Date.parse('2026-11-25T10:00:00Z');
+    await a.putBaseline('secret/x', { device: 'A', version: 3, digests: { p: 'd3' } }, now + 10_000, now);
+    await a.putBaseline('secret/x', { device: 'B', version: 7, digests: { p: 'e7' } }, now + 10_000, now);
+    expect(await b.baseline('A', 'secret/x', now + 1)).toEqual({ device: 'A', version: 3, digests: { p: 'd3' } });
+    await b.putBaseline('secret/x', { device: 'A', version: 2, digests: { p: 'd2' } }, now + 10_000, now + 1);
+    expect((await a.baseline('A', 'secret/x', now + 1))?.version).toBe(3);
+    expect(await a.baseline('A', 'secret/x', now + 10_000)).toBeUndefined();
+    await b.putBaseline('secret/x', { device: 'A', version: 1, digests: { p: 'd1' } }, now + 30_000, now + 20_000);
+    expect((await a.baseline('A', 'secret/x', now + 20_001))?.version).toBe(1);
+    await b.forgetBaseline('A', 'secret/x');
+    expect([await a.baseline('A', 'secret/x', now + 20_001), (await a.baseline('B', 'secret/x', now + 1))?.version]).toEqual([undefined, 7]);
+    await b.clearBaselines('secret/x');
+    expect(await a.baseline('B', 'secret/x', now + 1)).toBeUndefined();
   });
 });

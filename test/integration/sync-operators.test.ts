@@ -169,6 +169,50 @@ describe('External Secrets Operator', () => {
   }, SLOW);
 });
 
+describe('key-level restarts of ExternalSecret consumers (issue #24), no keys: line', () => {
+  it('maps secretKeyRef and volume items back through remoteRef.property: rotating password restarts only its readers', async () => {
+    await feedOff();
+    await vault.server.client.kv2Write(vault.mount, 'eso/keys-db', { password: 'one', api_key: 'k1' });
+    await applyObject(kube, externalSecretPath(NS), 'keys-db', {
+      apiVersion: ESO_API, kind: 'ExternalSecret', metadata: { name: 'keys-db', namespace: NS },
+      spec: { refreshPolicy: 'OnChange', secretStoreRef: { name: 'openbao', kind: 'SecretStore' }, target: { name: 'keys-db', creationPolicy: 'Owner' }, data: [{ secretKey: 'DB_PASSWORD', remoteRef: { key: 'eso/keys-db', property: 'password' } }, { secretKey: 'API', remoteRef: { key: 'eso/keys-db', property: 'api_key' } }] },
+    });
+    const secretKey = async (key: string) => {
+      const r = await kube.request<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${NS}/secrets/keys-db`);
+      const b64 = r.status === 200 ? r.body.data?.[key] : undefined;
+      return b64 === undefined ? undefined : Buffer.from(b64, 'base64').toString('utf8');
+    };
+    await waitFor(async () => (await secretKey('DB_PASSWORD')) === 'one', { timeoutMs: 60_000, what: 'ESO to write version 1' });
+    const pod = (name: string, spec: Record<string, unknown>) => ok('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1', ...spec }], ...(spec.volumes ? { volumes: spec.volumes } : {}) } } } });
+    await pod('k-pw', { env: [{ name: 'P', valueFrom: { secretKeyRef: { name: 'keys-db', key: 'DB_PASSWORD' } } }] });
+    await ok('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'k-api', namespace: NS }, spec: { replicas: 1, selector: { matchLabels: { app: 'k-api' } }, template: { metadata: { labels: { app: 'k-api' } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1', volumeMounts: [{ name: 'v', mountPath: '/s' }] }], volumes: [{ name: 'v', secret: { secretName: 'keys-db', items: [{ key: 'API', path: 'api' }] } }] } } } });
+    await pod('k-all', { envFrom: [{ secretRef: { name: 'keys-db' } }] });
+    const apps = ['k-pw', 'k-api', 'k-all'] as const;
+    await waitFor(async () => ((await Promise.all(apps.map(replicaSets))).every((r) => r.length === 1) ? true : undefined), { timeoutMs: 30_000, what: 'the first ReplicaSets' });
+    const count = async () => Object.fromEntries(await Promise.all(apps.map(async (a) => [a, (await replicaSets(a)).length] as const)));
+    const recorded = async (name: string) => {
+      const d = await ok<{ metadata: { annotations?: Record<string, string> }; spec: { template: { metadata: { annotations?: Record<string, string> } } } }>('GET', `/apis/apps/v1/namespaces/${NS}/deployments/${name}`);
+      return [d.spec.template.metadata.annotations?.['vault-rollout.io/versions'], d.metadata.annotations?.['vault-rollout.io/versions']].map((r) => (r ? (JSON.parse(r) as Record<string, number>)[`${vault.mount}/eso/keys-db`] ?? 0 : 0)).reduce((a, b) => Math.max(a, b), 0);
+    };
+    const atVersion = (v: number) => waitFor(async () => ((await Promise.all(apps.map(recorded))).every((r) => r === v) ? true : undefined), { timeoutMs: 90_000, intervalMs: 200, what: `every consumer recorded at v${v}` });
+    try {
+      await feedOn();
+      // The first write vault-rollout sees has no baseline: every consumer restarts.
+      await vault.server.client.kv2Write(vault.mount, 'eso/keys-db', { password: 'two', api_key: 'k1' });
+      await atVersion(2);
+      expect(await count()).toEqual({ 'k-pw': 2, 'k-api': 2, 'k-all': 2 });
+      // password rotated: its reader and the envFrom consumer restart; the reader of API (api_key) does not.
+      await vault.server.client.kv2Write(vault.mount, 'eso/keys-db', { password: 'three', api_key: 'k1' });
+      await atVersion(3);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await count()).toEqual({ 'k-pw': 3, 'k-api': 2, 'k-all': 3 });
+      expect(await secretKey('DB_PASSWORD')).toBe('three');
+    } finally {
+      await feedOff();
+    }
+  }, SLOW);
+});
+
 describe('Vault Secrets Operator', () => {
   it('with rolloutRestartTargets: VSO restarts its target once, vault-rollout restarts only the other consumer, and says so', async () => {
     await vault.server.client.kv2Write(vault.mount, 'vso/web-db', { password: 'one' });

@@ -249,3 +249,50 @@ describe('sync targets', () => {
     ]);
   });
 });
+
+describe('key-level restarts of a sync target\'s consumers (issue #24): keys found without a keys: line', () => {
+  it('maps the Secret keys a pod reads (secretKeyRef, volume items) back through the ExternalSecret\'s remoteRef.property', async () => {
+    now = Date.parse('2026-11-21T00:00:00Z');
+    const es = { kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: { target: { name: 'orders-db' }, data: [{ secretKey: 'DB_PASSWORD', remoteRef: { key: 'orders/db', property: 'password' } }, { secretKey: 'API', remoteRef: { key: 'orders/db', property: 'api_key' } }] }, status: synced('2026-11-20T23:00:00Z', 'before') };
+    const fake = fakeCluster([
+      es,
+      { kind: 'Deployment', metadata: { name: 'pw' }, spec: podWith({ containers: [{ name: 'c', env: [{ name: 'P', valueFrom: { secretKeyRef: { name: 'orders-db', key: 'DB_PASSWORD' } } }] }] }) },
+      { kind: 'Deployment', metadata: { name: 'api' }, spec: podWith({ containers: [{ name: 'c' }], volumes: [{ name: 'v', secret: { secretName: 'orders-db', items: [{ key: 'API', path: 'api' }] } }] }) },
+      { kind: 'Deployment', metadata: { name: 'all' }, spec: podWith(envFrom('orders-db')) },
+    ]);
+    const keyed = (version: number, changedKeys?: string[]) => ({ ...change('orders/db', version), id: `id-${version}`, ...(changedKeys ? { changedKeys } : {}) });
+    await run(fake.api, [keyed(1)]);
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:02Z', 'v1'));
+    now += 3000;
+    expect(brief(await run(fake.api, [keyed(1)]))).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/all restarted', 'Deployment/api restarted', 'Deployment/pw restarted']);
+    await run(fake.api, [keyed(2, ['password'])]);
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:05Z', 'v2'));
+    now += 3000;
+    const second = await run(fake.api, [keyed(2, ['password'])]);
+    expect(brief(second)).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/all restarted', 'Deployment/api skipped (keys unchanged)', 'Deployment/pw restarted']);
+    expect(second.find((r) => r.name === 'api')?.detail).toBe('keys api_key unchanged in v2; consumes Secret orders-db: secret volume v');
+  });
+
+  it('declared keys on a sync target: the ExternalSecret is nudged all the same, its consumers are skipped when none of their keys changed', async () => {
+    now = Date.parse('2026-11-21T00:00:00Z');
+    const keyedTable = loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+routes:
+  - name: es
+    match: { path: "secret/orders/db" }
+    targets:
+      - { clusters: [a], namespace: ns, sync: { kind: ExternalSecret, name: orders-db }, keys: [password] }
+`);
+    const fake = fakeCluster([{ kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: { target: { name: 'orders-db' } }, status: synced('2026-11-20T23:00:00Z', 'before') }, { kind: 'Deployment', metadata: { name: 'orders' }, spec: podWith(envFrom('orders-db')) }]);
+    const go = (c: SecretChange) => executeRollouts(keyedTable, planRollouts(keyedTable, [c]).targets, optionsFor(fake.api));
+    await go({ ...change('orders/db', 1), id: 'id-1' });
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:02Z', 'v1'));
+    now += 3000;
+    await go({ ...change('orders/db', 1), id: 'id-1' });
+    const nudge = await go({ ...change('orders/db', 2), id: 'id-2', changedKeys: ['api_key'] });
+    expect(brief(nudge)).toEqual(['ExternalSecret/orders-db restarted (sync requested) progressing']);
+    fake.operator('ExternalSecret', 'orders-db', synced('2026-11-21T00:00:05Z', 'v2'));
+    now += 3000;
+    expect(brief(await go({ ...change('orders/db', 2), id: 'id-2', changedKeys: ['api_key'] }))).toEqual(['ExternalSecret/orders-db unchanged (already requested for this version) complete', 'Deployment/orders skipped (keys unchanged)']);
+  });
+});

@@ -85,7 +85,10 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
         if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
         if (dryRun) return structuredClone(o);
         const template = (body.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;
-        const next: KubeObject = { ...o, metadata: { ...o.metadata, resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) }, spec: { ...o.spec, ...(template ? { template } : {}) } };
+        // A merge patch of the object's own annotations (a record without a restart) merges them.
+        const annotations = (body.metadata as { annotations?: Record<string, string> }).annotations;
+        const metadata = { ...o.metadata, ...(annotations ? { annotations: { ...o.metadata?.annotations, ...annotations } } : {}), resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) };
+        const next: KubeObject = { ...o, metadata, spec: { ...o.spec, ...(template ? { template } : {}) } };
         store.set(`${cluster}/${name}`, next);
         return structuredClone(next);
       },
