@@ -6,7 +6,11 @@
  */
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { isKeyBaselineStore } from '../rotations/key-baselines.ts';
+import { rotationStoreFromEnv } from '../rotations/rotation-store-from-env.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import type { BatchSender } from '../relay/batch-sender.ts';
 import { HttpBatchSender } from '../relay/http-sender.ts';
@@ -113,7 +117,12 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     if (!region) return usageError(io, 'relay', 'cannot tell the SQS region from the queue URL: set AWS_REGION');
     const endpoint = env.AWS_ENDPOINT_URL_SQS ?? env.AWS_ENDPOINT_URL;
     const client = new SQSClient({ region, ...(endpoint ? { endpoint } : {}) });
-    sender = new SqsBatchSender({ table, queue: new SqsRolloutQueue({ client, queueUrl: to }), queueUrl: to });
+    // Key-level restarts (issue #24): this relay plans, so it keeps the key baselines of what it sees: in the state
+    // table or file when one is set (VAULT_ROLLOUT_STATE_TABLE / _DB), else in a SQLite file beside its spool.
+    mkdirSync(values.spool, { recursive: true, mode: 0o700 });
+    const store = await rotationStoreFromEnv(env, join(values.spool, 'key-baselines.sqlite'));
+    const baselines = store !== undefined && isKeyBaselineStore(store) ? store : undefined;
+    sender = new SqsBatchSender({ table, queue: new SqsRolloutQueue({ client, queueUrl: to }), queueUrl: to, ...(baselines ? { baselines } : {}) });
   } else {
     if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:') return usageError(io, 'relay', '--to must be an http(s) URL');
     const hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET || undefined;

@@ -22,9 +22,8 @@
  * primitive for gates and settle windows hooks in).
  */
 import { randomUUID } from 'node:crypto';
-import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { createPrivateFile } from '../kernel/sqlite-transaction.ts';
 import { ChangeWaiters, LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
 import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage } from './rollout-message.ts';
 
@@ -313,13 +312,6 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       throw e;
     }
   }
-}
-
-/** The file and its directory, private to the user before SQLite writes a byte (the WAL and -shm inherit the mode). */
-function createPrivateFile(file: string): void {
-  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-  closeSync(openSync(file, 'a', 0o600));
-  chmodSync(file, 0o600);
 }
 
 /**

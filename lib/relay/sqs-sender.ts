@@ -6,6 +6,7 @@
  */
 import { intake } from '../pipeline/intake.ts';
 import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-message.ts';
+import type { KeyBaselineStore } from '../rotations/key-baselines.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { BatchSender, SendOutcome } from './batch-sender.ts';
 import type { RecordKind } from './record-kind.ts';
@@ -16,6 +17,8 @@ export interface SqsSenderOptions {
   /** The queue URL, for logs. */
   queueUrl: string;
   now?: () => number;
+  /** Key-level restarts (issue #24): where this relay keeps the key baselines of the paths it sees. */
+  baselines?: KeyBaselineStore;
 }
 
 export class SqsBatchSender implements BatchSender {
@@ -30,7 +33,8 @@ export class SqsBatchSender implements BatchSender {
   // The format is detected per record, as the function's routes do, so both kinds take the same path.
   async send(_kind: RecordKind, body: string): Promise<SendOutcome> {
     try {
-      const { summary } = await intake(body, { table: this.#options.table, queue: this.#options.queue, now: this.#options.now ?? Date.now });
+      const { table, queue, baselines } = this.#options;
+      const { summary } = await intake(body, { table, queue, now: this.#options.now ?? Date.now, ...(baselines ? { baselines } : {}) });
       return { type: 'delivered', summary: { ...summary } };
     } catch (error) {
       if (error instanceof QueueUnavailableError) return { type: 'retry', reason: error.message };

@@ -3,10 +3,8 @@
  * hold it back live and die together; `worker` and the CLI name a file with VAULT_ROLLOUT_STATE_DB. Several processes
  * may share the file (WAL, a busy timeout); each write is one statement or one immediate transaction.
  */
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { immediateTransaction } from '../kernel/sqlite-transaction.ts';
+import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
@@ -16,7 +14,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore {
   private readonly db: DatabaseSync;
 
   constructor(file: string) {
-    if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    if (file !== ':memory:') createPrivateFile(file);
     this.db = new DatabaseSync(file);
     this.db.exec('PRAGMA busy_timeout = 5000');
     if (file !== ':memory:') this.db.exec('PRAGMA journal_mode = WAL');

@@ -3,6 +3,7 @@
  * the routing table, the queue client, telemetry, and the webhook secrets read from SSM Parameter Store on first
  * use. Cluster access lives in lambda-worker.ts, so the http and logs bundles carry no Kubernetes code.
  */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { ssmParameterValue } from '../aws/parameter-store.ts';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -11,6 +12,8 @@ import type { WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import type { Telemetry } from '../kernel/telemetry.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
+import { DynamoDbRotationStore } from '../rotations/dynamodb-rotation-store.ts';
+import type { KeyBaselineStore } from '../rotations/key-baselines.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { authModes, ConfigError, loadRoutesFromEnv, required, type Env } from './config.ts';
 
@@ -21,7 +24,7 @@ export interface LambdaRuntime {
   env: Env;
   telemetry: Telemetry;
   appDeps(): AppDeps;
-  intakeDeps(): { table: RoutingTable; queue: SqsRolloutQueue; now: () => number };
+  intakeDeps(): { table: RoutingTable; queue: SqsRolloutQueue; now: () => number; baselines?: KeyBaselineStore };
 }
 
 async function ssmSecret(ssm: SSMClient, name: string): Promise<string> {
@@ -36,6 +39,11 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
   const region = env.AWS_REGION;
   let queue: SqsRolloutQueue | undefined;
   const getQueue = () => (queue ??= new SqsRolloutQueue({ client: new SQSClient({ region }), queueUrl: required(env, 'VAULT_ROLLOUT_QUEUE_URL', 'the SQS FIFO queue URL') }));
+  // Key-level restarts (issue #24): the intake keeps each path's key baselines in the rotation table (its role may
+  // touch only the `keys#` items there: serverless.yml). Without the table every change is every key.
+  const stateTable = env.VAULT_ROLLOUT_STATE_TABLE;
+  let baselines: KeyBaselineStore | undefined;
+  const getBaselines = (): { baselines?: KeyBaselineStore } => (stateTable ? { baselines: (baselines ??= new DynamoDbRotationStore({ client: new DynamoDBClient({ region }), table: stateTable })) } : {});
 
   let secrets: Promise<WebhookSecrets> | undefined;
   const loadSecrets = async (): Promise<WebhookSecrets> => {
@@ -57,12 +65,13 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
       table,
       queue: getQueue(),
       telemetry,
+      ...getBaselines(),
       // A failed read is not kept: the next request tries again.
       secrets: () => (secrets ??= loadSecrets().catch((e: unknown) => {
         secrets = undefined;
         throw e;
       })),
     }),
-    intakeDeps: () => ({ table, queue: getQueue(), now: Date.now }),
+    intakeDeps: () => ({ table, queue: getQueue(), now: Date.now, ...getBaselines() }),
   };
 }

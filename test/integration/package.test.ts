@@ -168,6 +168,8 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
       VAULT_ROLLOUT_WEBHOOK_SECRET_SSM: `/vault-rollout/${stage}/webhook/hmac-secret`,
       VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM: `/vault-rollout/${stage}/webhook/bearer-token`,
     });
+    // Key-level restarts: both intakes keep key baselines in the rotation table.
+    for (const fn of ['HttpLambdaFunction', 'LogsLambdaFunction']) expect((props(t(), fn).Environment as { Variables: Record<string, unknown> }).Variables.VAULT_ROLLOUT_STATE_TABLE).toEqual({ Ref: 'RotationStateTable' });
   });
 
   it('bundles that Node loads as ESM and whose handlers answer their first event offline', async () => {
@@ -330,6 +332,9 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     for (const role of ['HttpRole', 'LogsRole']) {
       for (const action of ['eks:DescribeCluster', 'sts:AssumeRole', 'secretsmanager:GetSecretValue', 'sqs:ReceiveMessage', 'sqs:DeleteMessage']) expect([role, action, byAction(role, action)]).toEqual([role, action, []]);
       expect(byAction(role, 'sqs:SendMessage')).toContainEqual({ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] });
+      // Key-level restarts: the intake keeps key baselines in the rotation table, and may touch only those items.
+      const baselines = statementsOf(t()).filter(({ where, statement }) => where.startsWith(`${role}/`) && asArray(statement.Action).some((a) => a.startsWith('dynamodb:')));
+      expect(baselines.map(({ statement }) => statement)).toEqual([{ Sid: 'KeyBaselines', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:DeleteItem', 'dynamodb:Query'], Resource: { 'Fn::GetAtt': ['RotationStateTable', 'Arn'] }, Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['keys#*'] } } }]);
     }
     const webhook = expected.webhook ? [`hmac-secret`, `bearer-token`].map((n) => sub(`arn:\${AWS::Partition}:ssm:\${AWS::Region}:\${AWS::AccountId}:parameter/vault-rollout/${stage}/webhook/${n}`)) : [];
     expect(byAction('HttpRole', 'ssm:GetParameter')).toEqual(webhook.sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))));

@@ -81,7 +81,9 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
 
   it('key baselines (issue #24): per device, forward only while alive, an expired one replaced; forget one device, clear the path', async () => {
     const [a, b] = (await make()) as unknown as [KeyBaselineStore, KeyBaselineStore];
-    const now = Date.parse('2026-11-25T10:00:00Z');
+    // The real clock, not a fixed date: DynamoDB Local removes items whose TTL has passed (as DynamoDB does, late),
+    // so a baseline stamped to expire in the past may vanish between two reads.
+    const now = Math.floor(Date.now() / 1000) * 1000;
     await a.putBaseline('secret/x', { device: 'A', version: 3, digests: { p: 'd3' } }, now + 10_000, now);
     await a.putBaseline('secret/x', { device: 'B', version: 7, digests: { p: 'e7' } }, now + 10_000, now);
     expect(await b.baseline('A', 'secret/x', now + 1)).toEqual({ device: 'A', version: 3, digests: { p: 'd3' } });

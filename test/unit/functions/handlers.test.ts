@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
+import { DeleteItemCommand, DynamoDBClient, GetItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyResultV2, CloudWatchLogsEvent } from 'aws-lambda';
@@ -137,5 +138,66 @@ describe('VAULT_ROLLOUT_AUTH fails closed', () => {
   ])('takes the documented value %j', async (value, modes) => {
     const { authModes } = await import('../../../lib/runtime/config.ts');
     expect([...authModes({ VAULT_ROLLOUT_AUTH: value })]).toEqual(modes);
+  });
+});
+
+describe('key baselines (issue #24): both intakes keep them in the rotation table when VAULT_ROLLOUT_STATE_TABLE is set', () => {
+  const dynamodb = mockClient(DynamoDBClient);
+  const hex = (c: string) => c.repeat(64);
+  /** A KV v2 write of the demo's routed path as an audit device logs it: key names in clear, values HMAC'd. */
+  const write = (version: number, password: string) => {
+    const entry = JSON.parse(demo.split('\n')[0]?.replace(/^vault-audit: /, '') ?? '{}') as { request: Record<string, unknown>; response: { data: Record<string, unknown> } };
+    entry.request.id = `req-${version}`;
+    entry.request.data = { data: { password: `hmac-sha256:${hex(password)}`, username: `hmac-sha256:${hex('a')}` } };
+    entry.response.data = { ...entry.response.data, version, deletion_time: `hmac-sha256:${hex('d')}` };
+    return JSON.stringify(entry);
+  };
+  beforeEach(() => {
+    dynamodb.reset();
+    dynamodb.on(GetItemCommand).resolves({});
+    dynamodb.on(PutItemCommand).resolves({});
+  });
+
+  it('http: reads the path\'s baseline from its device and stores the new one, keys# items only', async () => {
+    const { lambdaRuntime } = await import('../../../lib/runtime/lambda.ts');
+    const { handle } = await import('hono/aws-lambda');
+    const { buildApp } = await import('../../../lib/http/app.ts');
+    const handler = handle(buildApp(lambdaRuntime({ ...process.env, VAULT_ROLLOUT_STATE_TABLE: 'vault-rollout-dev-rotations' }).appDeps()));
+    const e = event<HttpEvent>('http-api-v2.json');
+    e.body = write(3, 'b');
+    e.headers.authorization = `Bearer ${TOKEN}`;
+    expect(((await handler(e, {} as never)) as Result).statusCode).toBe(202);
+    const gets = dynamodb.commandCalls(GetItemCommand).map((c) => c.args[0].input);
+    const puts = dynamodb.commandCalls(PutItemCommand).map((c) => c.args[0].input);
+    expect(gets).toHaveLength(1);
+    expect(puts).toHaveLength(1);
+    for (const input of [...gets, ...puts]) {
+      expect(input.TableName).toBe('vault-rollout-dev-rotations');
+      expect((input as { Key?: { pk?: { S?: string } }; Item?: { pk?: { S?: string } } }).Key?.pk?.S ?? (input as { Item?: { pk?: { S?: string } } }).Item?.pk?.S).toMatch(/^keys#[0-9a-f]{40}$/);
+    }
+    // Names and digests only: no HMAC is stored.
+    expect(JSON.stringify(puts)).not.toContain(hex('b'));
+    expect(dynamodb.commandCalls(QueryCommand)).toHaveLength(0);
+    expect(dynamodb.commandCalls(DeleteItemCommand)).toHaveLength(0);
+  });
+
+  it('logs: the same through the CloudWatch Logs subscription', async () => {
+    const { lambdaRuntime } = await import('../../../lib/runtime/lambda.ts');
+    const { intake } = await import('../../../lib/pipeline/intake.ts');
+    const runtime = lambdaRuntime({ ...process.env, VAULT_ROLLOUT_STATE_TABLE: 'vault-rollout-dev-rotations' });
+    expect(runtime.intakeDeps().baselines).toBeDefined();
+    const logs = { awslogs: { data: gzipSync(JSON.stringify({ messageType: 'DATA_MESSAGE', logEvents: [{ id: '1', timestamp: 1, message: write(4, 'c') }] })).toString('base64') } };
+    const { summary } = await intake(JSON.stringify(logs), { ...runtime.intakeDeps(), format: 'cloudwatch' });
+    expect(summary).toMatchObject({ accepted: 1, rejected: 0 });
+    expect(dynamodb.commandCalls(GetItemCommand)).toHaveLength(1);
+    expect(dynamodb.commandCalls(PutItemCommand)).toHaveLength(1);
+  });
+
+  it('without the table: no baselines, every change is every key', async () => {
+    const { lambdaRuntime } = await import('../../../lib/runtime/lambda.ts');
+    const env = { ...process.env };
+    delete env.VAULT_ROLLOUT_STATE_TABLE;
+    expect(lambdaRuntime(env).intakeDeps().baselines).toBeUndefined();
+    expect(lambdaRuntime(env).appDeps().baselines).toBeUndefined();
   });
 });

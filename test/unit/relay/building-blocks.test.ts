@@ -213,6 +213,19 @@ describe('SqsBatchSender', () => {
     expect(await new SqsBatchSender({ table: routed, queueUrl: 'q', queue: { send: () => Promise.reject(new TypeError('bug')) } }).send('audit', line)).toEqual({ type: 'retry', reason: 'unexpected: TypeError', loud: true });
     expect(broken.target).toBe('q');
   });
+
+  it('keeps key baselines when given a store (issue #24): the second write queues the keys it changed', async () => {
+    const { MemoryKeyBaselineStore } = await import('../../../lib/rotations/key-baselines.ts');
+    const routed = loadRoutingTable('clusters:\n  a:\n    kubeconfig: { inline: "x" }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: r\n    match: { path: "secret/**" }\n    targets:\n      - { clusters: [a], namespace: n, kind: Deployment, name: w, keys: [api_key] }\n', 'inline.yaml');
+    const sent: unknown[] = [];
+    const sender = new SqsBatchSender({ table: routed, queueUrl: 'q', queue: { send: (m) => Promise.resolve(void sent.push(...m)) }, baselines: new MemoryKeyBaselineStore() });
+    const hmac = (c: string) => `hmac-sha256:${c.repeat(64)}`;
+    const write = (version: number, password: string) => `${JSON.stringify({ time: '2026-11-27T10:00:00Z', type: 'response', request: { id: `r${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/a', data: { data: { password: hmac(password), api_key: hmac('a') } } }, response: { data: { version, deletion_time: hmac('d') } } })}\n`;
+    expect(await sender.send('audit', write(1, 'b'))).toMatchObject({ type: 'delivered' });
+    expect(await sender.send('audit', write(2, 'c'))).toMatchObject({ type: 'delivered' });
+    const changes = sent.flatMap((m) => (m as { changes: Array<{ version: number; changedKeys?: string[] }> }).changes);
+    expect(changes.map((c) => [c.version, c.changedKeys])).toEqual([[1, undefined], [2, ['password']]]);
+  });
 });
 
 describe('logs and counters', () => {
