@@ -45,9 +45,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* Refuses "*" in RBAC rules given through values. */}}
 {{- define "vault-rollout.noWildcards" -}}
-{{- range . -}}
+{{- range $rule := . -}}
 {{- range $field := list "apiGroups" "resources" "verbs" "resourceNames" "nonResourceURLs" -}}
-{{- range (get $ $field | default list) -}}
+{{- range (get $rule $field | default list) -}}
 {{- if contains "*" . -}}
 {{- fail (printf "rbac.extraRules: %s may not contain a wildcard (%q)" $field .) -}}
 {{- end -}}
