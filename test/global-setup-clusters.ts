@@ -1,10 +1,12 @@
 // Vitest globalSetup for the integration project: provides every real component before any test file runs —
 // the Kubernetes binaries (built on first use) and the three local clusters, OpenBao and Vault 1.15 (built or
-// fetched on first use, so no test waits minutes for a build inside its own timeout) — and stops the clusters
+// fetched on first use, so no test waits minutes for a build inside its own timeout), the container image
+// (deploy/image/, built into ~/.cache/vault-rollout/image/ when missing) — and stops the clusters
 // afterwards, but only if this run started them; clusters already running (`npm run clusters:up`) are left.
 //
 // Never skips: if a component cannot be built or a cluster does not become ready, this throws and the run fails.
 import { down, up } from './clusters/clusters.ts';
+import { imageLayout } from './image/image.ts';
 import { ensureServerBinary } from './vault/server.ts';
 
 export default async function setup(): Promise<() => Promise<void>> {
@@ -14,6 +16,9 @@ export default async function setup(): Promise<() => Promise<void>> {
     await ensureServerBinary(kind);
     process.stderr.write(`[vault] ${kind} ready in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
   }
+  const started = Date.now();
+  const image = await imageLayout();
+  process.stderr.write(`[image] ${image.built ? 'built' : 'reused'} ${image.layout} in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
   return async () => {
     if (result.started) await down();
   };
