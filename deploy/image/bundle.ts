@@ -48,3 +48,11 @@ export async function bundleCli(): Promise<Buffer> {
   if (!file || result.outputFiles.length !== 1) throw new Error('esbuild: expected one output file');
   return Buffer.from(file.contents);
 }
+
+// `node deploy/image/bundle.ts OUT.mjs`: the bundle alone (deploy/image/Dockerfile's build stage).
+if (import.meta.main) {
+  const out = process.argv[2];
+  if (!out) throw new Error('usage: node deploy/image/bundle.ts OUT.mjs');
+  const { writeFile } = await import('node:fs/promises');
+  await writeFile(out, await bundleCli());
+}
