@@ -13,10 +13,10 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { gzipSync } from 'node:zlib';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { REPO_ROOT, bundleCli } from './bundle.ts';
 import { APP_BUNDLE, CA_BUNDLE, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
@@ -141,6 +141,58 @@ const json = (value: unknown): Buffer => Buffer.from(JSON.stringify(value));
 /** gzip without name or time: the same bytes from the same tar with the same zlib (the pinned Node's). */
 const gzip = (tar: Buffer): Buffer => gzipSync(tar, { level: 9 });
 
+/** How long an image or a compressed layer nobody built or reused stays in the cache (one per commit built). */
+const UNUSED_FOR_MS = 3 * 24 * 3600_000;
+const markUsed = async (file: string): Promise<void> => {
+  const now = new Date();
+  await utimes(file, now, now).catch(() => {});
+};
+
+/** Removes images and compressed layers unused for UNUSED_FOR_MS (other checkouts share the cache: not sooner). */
+async function pruneCache(cacheRoot: string, log: (line: string) => void): Promise<void> {
+  const old = async (file: string) => Date.now() - (await stat(file)).mtimeMs > UNUSED_FOR_MS;
+  for (const name of await readdir(cacheRoot)) {
+    const path = join(cacheRoot, name);
+    const stamp = /^[0-9a-f]{24}$/.test(name) ? join(path, '.complete') : /^[0-9a-f]{24}\.partial-\d+$/.test(name) ? path : undefined;
+    if (stamp && (await old(stamp).catch(() => true))) {
+      await rm(path, { recursive: true, force: true });
+      log(`removed ${path} (unused for ${UNUSED_FOR_MS / 86_400_000} days)`);
+    }
+  }
+  const layers = join(cacheRoot, 'layers');
+  for (const name of existsSync(layers) ? await readdir(layers) : []) {
+    if (await old(join(layers, name)).catch(() => false)) await rm(join(layers, name), { force: true });
+  }
+}
+
+/**
+ * A layer's gzip, reused from an earlier build with the same uncompressed bytes and the same zlib (the Node layer's
+ * 127 MB take 15–60 s to compress on 2 cores, and change only with Node): the image of every commit would otherwise
+ * pay it again. A reused blob is checked (it must gunzip to the layer) before it goes in.
+ */
+async function compressedLayer(tar: Buffer, dir: string, log: (line: string) => void): Promise<{ compressed: Blob; diffId: string }> {
+  const diffId = `sha256:${sha256(tar)}`;
+  const file = join(dir, `${diffId.slice(7)}-zlib${process.versions.zlib}-9.tar.gz`);
+  if (existsSync(file)) {
+    const data = await readFile(file);
+    try {
+      if (sha256(gunzipSync(data)) === diffId.slice(7)) {
+        await markUsed(file);
+        return { compressed: blob(data), diffId };
+      }
+    } catch {
+      // Not a gzip (a torn write): compress again.
+    }
+  }
+  const t = Date.now();
+  const compressed = blob(gzip(tar));
+  log(`layer ${diffId.slice(7, 19)}: ${(tar.length / 1e6).toFixed(1)} MB, gzip ${(compressed.size / 1e6).toFixed(1)} MB in ${Date.now() - t} ms`);
+  await mkdir(dir, { recursive: true });
+  await writeFile(`${file}.${process.pid}`, compressed.data);
+  await rename(`${file}.${process.pid}`, file);
+  return { compressed, diffId };
+}
+
 export async function buildImage(options: { cacheRoot?: string; log?: (line: string) => void } = {}): Promise<BuiltImage> {
   const log = options.log ?? (() => {});
   const cacheRoot = options.cacheRoot ?? imageCacheRoot();
@@ -156,6 +208,7 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   const layout = join(dir, 'layout');
   const archive = join(dir, 'vault-rollout.oci.tar');
   if (existsSync(join(dir, '.complete'))) {
+    await markUsed(join(dir, '.complete'));
     const manifestDigest = (await readFile(join(dir, '.complete'), 'utf8')).trim();
     return { dir, layout, archive, manifestDigest, built: false };
   }
@@ -169,12 +222,8 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
     { tar: layerTar([{ path: NODE_PATH, mode: 0o755, data: node.binary }, { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license }], 0), createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)` },
     { tar: layerTar([{ path: APP_BUNDLE, mode: 0o644, data: app }], provenance.sourceDateEpoch), createdBy: 'deploy/image/build.ts: esbuild bundle of lib/cli/main.ts' },
   ];
-  const layers = layerTars.map(({ tar }) => {
-    const t = Date.now();
-    const compressed = blob(gzip(tar));
-    log(`layer ${compressed.digest.slice(7, 19)}: ${(tar.length / 1e6).toFixed(1)} MB, gzip ${(compressed.size / 1e6).toFixed(1)} MB in ${Date.now() - t} ms`);
-    return { compressed, diffId: `sha256:${sha256(tar)}` };
-  });
+  const layers = [];
+  for (const { tar } of layerTars) layers.push(await compressedLayer(tar, join(cacheRoot, 'layers'), log));
   const config = blob(json({
     created,
     architecture: 'amd64',
@@ -218,6 +267,7 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   await writeFile(join(partial, '.complete'), `${manifest.digest}\n`);
   await rm(dir, { recursive: true, force: true });
   await rename(partial, dir);
+  await pruneCache(cacheRoot, log);
   log(`image ${provenance.version} (${provenance.revision.slice(0, 12)}) in ${dir}: manifest ${manifest.digest}, ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return { dir, layout, archive, manifestDigest: manifest.digest, built: true };
 }
