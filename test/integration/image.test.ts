@@ -124,6 +124,12 @@ describe('the image run from its root, read-only, as 65532', () => {
     expect(result).toEqual({ code: 0, stdout: `vault-rollout ${pkg.version}\n`, stderr: '' });
   });
 
+  it('prints the routing table\'s JSON Schema as the sources do (infra/routes/routing-table.schema.json is their output)', async () => {
+    const result = await runToEnd(['schema']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(readFileSync(join(repoRootDir, 'infra/routes/routing-table.schema.json'), 'utf8'));
+  });
+
   it('loads worker and relay (their modules evaluate; then the arguments are refused)', async () => {
     const worker = await runToEnd(['worker']);
     expect(worker.stderr).toContain('give --routes FILE and --queue-url URL');
