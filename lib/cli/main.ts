@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code. */
 import { EXIT, type CliIo, nodeIo } from './io.ts';
+import { VERSION } from './version.ts';
 
 type Command = (argv: string[], io: CliIo) => Promise<number>;
 
@@ -26,6 +27,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
 };
 
 export const USAGE = `Usage: vault-rollout <command> [options]
+       vault-rollout --version
 
 Commands:
   plan      --routes FILE [--input FILE|-] [--format auto|audit|event|cloudwatch|fluent-bit|vector] [--json]
@@ -108,6 +110,10 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout(USAGE);
     return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (name === '--version' || name === 'version') {
+    io.stdout(`vault-rollout ${VERSION}\n`);
+    return EXIT.ok;
   }
   const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) {

@@ -67,6 +67,12 @@ describe('vault-rollout plan', () => {
     expect(await main(['--help'], io)).toBe(0);
     expect(io.out).toContain('validate  FILE');
   });
+
+  it.each([['--version'], ['version']])('%s prints package.json\'s version', async (flag) => {
+    const io = memoryIo();
+    expect(await main([flag], io)).toBe(0);
+    expect(io.out).toBe(`vault-rollout ${JSON.parse(readRepoFile('package.json')).version}\n`);
+  });
 });
 
 describe('vault-rollout validate', () => {

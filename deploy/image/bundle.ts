@@ -1,0 +1,58 @@
+/**
+ * The image's application: lib/cli/main.ts and its dependencies bundled by esbuild into one ES module that the
+ * pinned Node 24 runs without node_modules beside it. Deterministic: the same sources and lockfile give the same bytes
+ * (paths in it are relative to the repository).
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { build, type Plugin } from 'esbuild';
+
+export const REPO_ROOT = join(import.meta.dirname, '../..');
+
+/**
+ * lib/relay/ws.ts loads the CommonJS `ws` through createRequire (ws ships no types), which esbuild cannot follow;
+ * in the bundle that call becomes a plain require('ws'), which esbuild bundles. Fails when the call is gone, so that
+ * a change there does not leave `ws` out of the bundle unnoticed.
+ */
+const bundleWs: Plugin = {
+  name: 'vault-rollout-ws',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]lib[\\/]relay[\\/]ws\.ts$/ }, async (args) => {
+      const source = await readFile(args.path, 'utf8');
+      const call = "loadCommonJs('ws')";
+      if (!source.includes(call)) throw new Error(`${args.path} no longer calls ${call}: update deploy/image/bundle.ts`);
+      return { contents: source.replace(call, "require('ws')"), loader: 'ts' };
+    });
+  },
+};
+
+/** The bundle's bytes. */
+export async function bundleCli(): Promise<Buffer> {
+  const result = await build({
+    absWorkingDir: REPO_ROOT,
+    entryPoints: ['lib/cli/main.ts'],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node24',
+    write: false,
+    outfile: 'vault-rollout.mjs',
+    logLevel: 'silent',
+    legalComments: 'eof',
+    // Bundled CommonJS packages require() Node's builtins (and `ws` above): give the module a require.
+    banner: { js: "import { createRequire as __vaultRolloutCreateRequire } from 'node:module';\nconst require = __vaultRolloutCreateRequire(import.meta.url);" },
+    plugins: [bundleWs],
+  });
+  if (result.errors.length > 0) throw new Error(`esbuild: ${result.errors.map((e) => e.text).join('; ')}`);
+  const [file] = result.outputFiles;
+  if (!file || result.outputFiles.length !== 1) throw new Error('esbuild: expected one output file');
+  return Buffer.from(file.contents);
+}
+
+// `node deploy/image/bundle.ts OUT.mjs`: the bundle alone (deploy/image/Dockerfile's build stage).
+if (import.meta.main) {
+  const out = process.argv[2];
+  if (!out) throw new Error('usage: node deploy/image/bundle.ts OUT.mjs');
+  const { writeFile } = await import('node:fs/promises');
+  await writeFile(out, await bundleCli());
+}

@@ -1,0 +1,86 @@
+/**
+ * What the container image of the `vault-rollout` CLI (serve, worker, relay) is, apart from its bytes: paths, user,
+ * entrypoint, environment, port and labels. deploy/image/build.ts writes it into the OCI image config;
+ * deploy/image/Dockerfile says the same for Docker users, and test/unit/deploy/image-dockerfile.test.ts keeps the two
+ * equal. Pure: no I/O.
+ */
+
+/** The unprivileged user and group the image runs as (distroless's `nonroot`). */
+export const RUNTIME_UID = 65532;
+export const RUNTIME_GID = 65532;
+export const RUNTIME_USER = 'nonroot';
+
+export const NODE_PATH = '/usr/local/bin/node';
+export const APP_DIR = '/app';
+export const APP_BUNDLE = `${APP_DIR}/vault-rollout.mjs`;
+/** The one writable place: HOME and XDG_STATE_HOME (serve's queue, the rotation store); mount a volume here. */
+export const STATE_DIR = '/var/lib/vault-rollout';
+/** Where Cmd expects the routing table (a ConfigMap or a bind mount). */
+export const ROUTES_FILE = '/etc/vault-rollout/routes.yaml';
+export const CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
+export const SERVE_PORT = 8787;
+
+export interface ImageRuntimeConfig {
+  User: string;
+  Entrypoint: string[];
+  Cmd: string[];
+  WorkingDir: string;
+  Env: string[];
+  ExposedPorts: Record<string, Record<string, never>>;
+  Labels: Record<string, string>;
+}
+
+export interface ImageProvenance {
+  /** package.json's version. */
+  version: string;
+  /** The git commit the image is built from (with `-dirty` when the work tree had changes). */
+  revision: string;
+  /** The commit's time, in seconds (SOURCE_DATE_EPOCH): the image's `created`, so that a rebuild is byte-identical. */
+  sourceDateEpoch: number;
+  license: string;
+  description: string;
+  /** Where the source lives (org.opencontainers.image.source); the label is left out when unknown. */
+  source?: string;
+}
+
+export const IMAGE_TITLE = 'vault-rollout';
+
+export const createdAt = (sourceDateEpoch: number): string => new Date(sourceDateEpoch * 1000).toISOString().replace('.000Z', 'Z');
+
+/** The labels; only those that name the build (version, revision, created) vary from one build to the next. */
+export function imageLabels(p: ImageProvenance): Record<string, string> {
+  return {
+    'org.opencontainers.image.created': createdAt(p.sourceDateEpoch),
+    'org.opencontainers.image.description': p.description,
+    'org.opencontainers.image.licenses': p.license,
+    'org.opencontainers.image.revision': p.revision,
+    ...(p.source ? { 'org.opencontainers.image.source': p.source } : {}),
+    'org.opencontainers.image.title': IMAGE_TITLE,
+    'org.opencontainers.image.version': p.version,
+  };
+}
+
+/**
+ * Cmd serves on every interface of the pod with the routing table at ROUTES_FILE; serve refuses to start without
+ * VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN there (README "On a laptop: vault-rollout serve").
+ * `worker` and `relay` are other Cmds of the same Entrypoint.
+ */
+export function imageRuntimeConfig(p: ImageProvenance): ImageRuntimeConfig {
+  return {
+    User: `${RUNTIME_UID}:${RUNTIME_GID}`,
+    Entrypoint: [NODE_PATH, APP_BUNDLE],
+    Cmd: ['serve', '--host', '0.0.0.0', '--port', String(SERVE_PORT), '--routes', ROUTES_FILE],
+    WorkingDir: STATE_DIR,
+    Env: [
+      'PATH=/usr/local/bin',
+      'NODE_ENV=production',
+      `HOME=${STATE_DIR}`,
+      `XDG_STATE_HOME=${STATE_DIR}`,
+      // For OpenSSL-style consumers; Node itself verifies TLS against the Mozilla roots built into it, and
+      // NODE_EXTRA_CA_CERTS adds a private CA.
+      `SSL_CERT_FILE=${CA_BUNDLE}`,
+    ],
+    ExposedPorts: { [`${SERVE_PORT}/tcp`]: {} },
+    Labels: imageLabels(p),
+  };
+}
