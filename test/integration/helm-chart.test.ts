@@ -1,7 +1,7 @@
 // The Helm chart deploy/helm/vault-rollout, with helm v3 built from its Go module (test/clusters/build-helm.sh):
 // `helm lint` and `helm template` over several values sets, the rendered objects applied to the real alpha cluster
 // (the StatefulSet's pod scheduled on a kwok node and Ready, selected by the Service), and end to end: the applied
-// pod, materialised and run (test/integration/pod-runner.ts), takes a bearer-authenticated audit entry and restarts
+// pod, materialised and run from the container image (test/integration/pod-runner.ts), takes a bearer-authenticated audit entry and restarts
 // a Deployment in alpha (inCluster: true, the chart's ServiceAccount and ClusterRole) and one in beta (the kubeconfig
 // Secret the chart mounts).
 import { execFile, execFileSync } from 'node:child_process';
@@ -14,7 +14,8 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { waitFor } from '../clusters/kube-http.ts';
 import { helmBinary } from '../clusters/helm.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
-import { localNodeRunner, materialisePod, removeRoot, type ContainerRunner, type PodView } from './pod-runner.ts';
+import { imageLayout, readImage, unpackImage } from '../image/image.ts';
+import { imageRunner, materialisePod, removeRoot, type PodView } from './pod-runner.ts';
 
 const run = promisify(execFile);
 const CHART = join(repoRootDir, 'deploy/helm/vault-rollout');
@@ -265,7 +266,8 @@ describe('helm chart on the alpha cluster', () => {
   const bearer = `t-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
   const storageClass = 'vr-chart-test';
   let applied: K8sObject[] = [];
-  const runner: ContainerRunner = localNodeRunner(repoRootDir);
+  // The image this checkout builds (test/image/image.ts), named by its digest in the chart's values.
+  const image = imageLayout().then((built) => ({ contents: readImage(built.layout), root: unpackImage(built.layout) }));
 
   // The routing table the chart installs: alpha is this cluster (inCluster: true, the chart's ServiceAccount), beta
   // is reached with the kubeconfig Secret the chart mounts (relative to the table: the pod resolves it the same way).
@@ -304,7 +306,9 @@ routes:
     const claim = `data-${fullname}-0`;
     await ok(kube.request('POST', '/api/v1/persistentvolumes', { body: { apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: pvName }, spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], storageClassName: storageClass, hostPath: { path: `/tmp/${pvName}` }, claimRef: { namespace: ns, name: claim } } } }), 'PV');
     await ok(kube.request('POST', `/api/v1/namespaces/${ns}/persistentvolumeclaims`, { body: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: claim, annotations: { 'pv.kubernetes.io/bind-completed': 'yes' } }, spec: { accessModes: ['ReadWriteOnce'], storageClassName: storageClass, volumeName: pvName, resources: { requests: { storage: '1Gi' } } } } }), 'PVC');
-  });
+    // The pod runs this checkout's image, by digest.
+    values.image = { repository: 'ghcr.io/vault-rollout/vault-rollout', digest: (await image).contents.manifestDigest };
+  }, 300_000);
 
   afterAll(async () => {
     const kube = admin('alpha');
@@ -312,6 +316,7 @@ routes:
     await kube.request('DELETE', `/api/v1/persistentvolumes/${pvName}`);
     await deleteNamespace('alpha', ns);
     for (const c of ['alpha', 'beta']) await deleteNamespace(c, apps);
+    rmSync((await image).root, { recursive: true, force: true });
   });
 
   it('the rendered objects apply; the StatefulSet pod is scheduled on a kwok node and Ready; the Service selects it', async () => {
@@ -349,8 +354,10 @@ routes:
     const kube = admin('alpha');
     const pod = (await kube.request('GET', `/api/v1/namespaces/${ns}/pods/${fullname}-0`)).body as PodView;
     expect(pod.metadata.uid).toBeTruthy();
+    const { contents, root: imageRoot } = await image;
+    expect(pod.spec.containers.find((c) => c.name === 'serve')?.image).toBe(`ghcr.io/vault-rollout/vault-rollout@${contents.manifestDigest}`);
     const { spec, root } = await materialisePod(kube, pod, 'serve', cluster('alpha').server);
-    const container = await runner.start(spec);
+    const container = await imageRunner(imageRoot, contents.config.config).start(spec);
     try {
       const port = await container.listening;
       const ready = await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, { timeoutMs: 30_000, what: 'serve ready' });

@@ -5,19 +5,19 @@
  * its environment (secretKeyRef, configMapKeyRef and literal values, plus the kubelet's KUBERNETES_SERVICE_HOST and
  * _PORT), then hands command, args, environment and files to a `ContainerRunner`.
  *
- * The runner is the seam for the image: `localNodeRunner` runs the repository's `node lib/cli/main.ts` in place of the
- * image's entrypoint; a runner on the container image (branch h-image's `runInImage(root, args, {env, files})`) can
- * take its place. What the local runner cannot give a process — a mount namespace and a pod network — it stands in
- * for by mapping: a value (argument or environment variable) that names a mount path, or a path under one, is given
- * under the materialised root, `--host 0.0.0.0` becomes loopback and `--port` a free port. Paths inside mounted files
- * are not rewritten: a routing table should name kubeconfig files relative to itself.
+ * `imageRunner` runs it from the container image (test/image/image.ts): the image's root, the volumes bound at their
+ * mount paths in a mount namespace of its own, the pod's user. Only the pod network is stood in for: `--host 0.0.0.0`
+ * becomes loopback and `--port` a free port.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { KubeClient } from '../clusters/kube-http.ts';
+import { runInImage, type ImageConfig } from '../image/image.ts';
+
+type ImageRuntimeConfig = ImageConfig['config'];
 
 interface KeyToPath { key: string; path: string; mode?: number }
 interface EnvVar {
@@ -41,6 +41,7 @@ interface Volume {
 }
 interface Container {
   name: string;
+  image?: string;
   command?: string[];
   args?: string[];
   env?: EnvVar[];
@@ -48,7 +49,7 @@ interface Container {
 }
 export interface PodView {
   metadata: { name: string; namespace: string; uid: string };
-  spec: { serviceAccountName?: string; containers: Container[]; volumes?: Volume[] };
+  spec: { serviceAccountName?: string; containers: Container[]; volumes?: Volume[]; securityContext?: { runAsUser?: number; runAsGroup?: number; fsGroup?: number } };
 }
 
 /** What the kubelet would start: the container's command and args, its environment, and its mounts as files. */
@@ -59,6 +60,10 @@ export interface ContainerSpec {
   env: Record<string, string>;
   /** The materialised mounts: mount path → directory holding what the volume shows there. */
   mounts: Record<string, string>;
+  /** Mount paths of volumes the container may write (emptyDir, a claim's volume, not mounted read-only). */
+  writable: string[];
+  /** The pod's securityContext: who the process runs as, and the group its volumes are given to. */
+  securityContext: { runAsUser?: number; runAsGroup?: number; fsGroup?: number };
 }
 
 export interface RunningContainer {
@@ -111,6 +116,7 @@ export async function materialisePod(kube: KubeClient, pod: PodView, containerNa
   const root = mkdtempSync(join(tmpdir(), 'vr-pod-'));
   const volumes = new Map((pod.spec.volumes ?? []).map((v) => [v.name, v]));
   const mounts: Record<string, string> = {};
+  const writable: string[] = [];
   for (const mount of container.volumeMounts ?? []) {
     const volume = volumes.get(mount.name);
     if (!volume) throw new Error(`volumeMount ${mount.name} names no volume`);
@@ -141,6 +147,7 @@ export async function materialisePod(kube: KubeClient, pod: PodView, containerNa
       }
     } else if (volume.emptyDir || volume.persistentVolumeClaim) {
       // A fresh directory: an empty volume, or a claim's volume the first time it is mounted.
+      if (!mount.readOnly) writable.push(mount.mountPath);
     } else throw new Error(`volume ${volume.name}: its type is not supported by the pod runner`);
     if (mount.readOnly) chmodSync(dir, 0o500);
     mounts[mount.mountPath] = dir;
@@ -160,7 +167,7 @@ export async function materialisePod(kube: KubeClient, pod: PodView, containerNa
     } else if (e.valueFrom?.fieldRef) env[e.name] = field(pod, e.valueFrom.fieldRef.fieldPath);
     else throw new Error(`env ${e.name}: its source is not supported by the pod runner`);
   }
-  return { spec: { command: container.command, args: container.args ?? [], env, mounts }, root };
+  return { spec: { command: container.command, args: container.args ?? [], env, mounts, writable, securityContext: pod.spec.securityContext ?? {} }, root };
 }
 
 export function removeRoot(root: string): void {
@@ -180,63 +187,62 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** A value naming a mount path, or a path under one, as the materialised file; any other value as it is. */
-export function underMounts(value: string, mounts: Record<string, string>): string {
-  const longestFirst = Object.keys(mounts).sort((a, b) => b.length - a.length);
-  for (const mountPath of longestFirst) {
-    if (value === mountPath || value.startsWith(`${mountPath}/`)) return mounts[mountPath] + value.slice(mountPath.length);
-  }
-  return value;
-}
-
 /**
- * The image's entrypoint played by this checkout: `node lib/cli/main.ts ARGS`, on loopback and a free port, with only
- * the container's environment (and PATH). `repoRoot` is the checkout.
+ * The container image itself as the container (test/image/image.ts): its unpacked root, read-only, the pod's volumes
+ * bound at their mount paths, the pod's user and command; what the kubelet does for `fsGroup` done here (every volume
+ * given to the group and readable by it, the writable ones writable by it). Only the network is the host's: `--host`
+ * becomes loopback and `--port` a free port.
  */
-export function localNodeRunner(repoRoot: string): ContainerRunner {
+export function imageRunner(root: string, config: ImageRuntimeConfig): ContainerRunner {
   return {
     async start(spec) {
-      if (spec.command !== undefined) throw new Error('localNodeRunner plays the image entrypoint; the pod sets its own command');
       const port = await freePort();
-      const args = spec.args.map((a) => underMounts(a, spec.mounts));
+      const args = [...spec.args];
       for (let i = 0; i < args.length - 1; i += 1) {
         if (args[i] === '--host') args[i + 1] = '127.0.0.1';
         if (args[i] === '--port') args[i + 1] = String(port);
       }
-      const env = Object.fromEntries(Object.entries(spec.env).map(([k, v]) => [k, underMounts(v, spec.mounts)]));
-      // inCluster: true reads the token and CA from a fixed path; the variable moves it to the materialised mount.
-      const saDir = spec.mounts['/var/run/secrets/kubernetes.io/serviceaccount'];
-      if (saDir) env.VAULT_ROLLOUT_SERVICE_ACCOUNT_DIR = saDir;
-      const child: ChildProcess = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), ...args], {
-        cwd: repoRoot,
-        env: { PATH: process.env.PATH, ...env },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let err = '';
-      const listening = new Promise<number>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`the container did not listen in 120 s:\n${err}`)), 120_000);
-        child.stderr?.on('data', (d: Buffer) => {
-          err += d.toString();
-          if (err.includes(`listening on http://127.0.0.1:${port}`)) {
-            clearTimeout(timer);
-            resolve(port);
-          }
-        });
-        child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`the container exited ${code}:\n${err}`))));
-      });
-      listening.catch(() => undefined);
-      return {
-        listening,
-        stderr: () => err,
-        stop: async () => {
-          if (child.exitCode !== null || child.signalCode !== null) return;
-          const exited = new Promise((r) => child.once('exit', r));
-          child.kill('SIGTERM');
-          const forced = setTimeout(() => child.kill('SIGKILL'), 15_000);
-          await exited;
-          clearTimeout(forced);
-        },
-      };
+      const { runAsUser, runAsGroup, fsGroup } = spec.securityContext;
+      if (fsGroup !== undefined) {
+        for (const [mountPath, dir] of Object.entries(spec.mounts)) {
+          execFileSync('chgrp', ['-R', String(fsGroup), dir]);
+          execFileSync('chmod', ['-R', spec.writable.includes(mountPath) ? 'g+rwX' : 'g+rX', dir]);
+        }
+      }
+      const user = runAsUser === undefined ? undefined : `${runAsUser}:${runAsGroup ?? runAsUser}`;
+      const child = runInImage(root, config, args, { env: spec.env, volumes: spec.mounts, ...(user ? { user } : {}), ...(spec.command ? { entrypoint: spec.command } : {}) });
+      return watchListening(child, port);
+    },
+  };
+}
+
+/** A started container: listening once its log says so on `port`; stopped with SIGTERM (SIGKILL after 15 s). */
+function watchListening(child: ChildProcess, port: number): RunningContainer {
+  let err = '';
+  const listening = new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the container did not listen in 120 s:\n${err}`)), 120_000);
+    const onData = (d: Buffer) => {
+      err += d.toString();
+      if (err.includes(`listening on http://127.0.0.1:${port}`)) {
+        clearTimeout(timer);
+        resolve(port);
+      }
+    };
+    child.stderr?.on('data', onData);
+    child.stdout?.on('data', onData);
+    child.once('exit', (code) => (clearTimeout(timer), reject(new Error(`the container exited ${code}:\n${err}`))));
+  });
+  listening.catch(() => undefined);
+  return {
+    listening,
+    stderr: () => err,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      const forced = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(forced);
     },
   };
 }
