@@ -120,6 +120,11 @@ describe('GET /metrics on serve', () => {
       return s.value('vault_rollout_continuations_pending') === 0 ? s : undefined;
     }, { timeoutMs: 60_000, intervalMs: 500, what: 'no continuation left' });
     expect(done.value('vault_rollout_continuation_oldest_age_seconds')).toBe(0);
-    expect(done.sum('vault_rollout_rollout_duration_seconds_count{cluster="gamma"')).toBeGreaterThanOrEqual(2);
+    // good's rollout complete, held's not (its pods never become Ready: the continuation sees it time out or fail).
+    const complete = done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="complete"}') ?? 0;
+    const notComplete = (done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="timeout"}') ?? 0) + (done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="failed"}') ?? 0);
+    expect([complete, notComplete]).toEqual([1, 1]);
+    expect(done.value('vault_rollout_rollout_duration_seconds_count{cluster="alpha",outcome="complete"}')).toBe(1);
+    expect(done.value('vault_rollout_queue_oldest_message_age_seconds')).toBe(0);
   }, 240_000);
 });
