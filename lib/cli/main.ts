@@ -62,13 +62,17 @@ Commands:
             it refuses that too unless also told --i-understand-unauthenticated-access. --loops: workers side by
             side (1-32). Rollouts are followed out of line (VAULT_ROLLOUT_FOLLOW=off only patches), a watch waking
             each held continuation when its rollout ends (VAULT_ROLLOUT_WATCH=off: seen at the next look).
+            GET /metrics: Prometheus, no authentication (counts, cluster and enum labels only).
   worker    --routes FILE --queue-url URL [--dlq-url URL] [--concurrency 4] [--batch-size auto] [--dry-run]
+            [--metrics-port PORT [--metrics-host 127.0.0.1]]
             The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
             the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint.
+            --metrics-port: GET /metrics for Prometheus there (no authentication; loopback unless --metrics-host).
   relay     [--audit-file PATH [--from-start]] [--audit-listen unix:///PATH|tcp://HOST:PORT [--audit-listen-mode 0600]]
             [--vault-addr URL --events kv-v1/*,kv-v2/* [--namespaces a,b] [--filter EXPR] [--vault-redirect-hosts H,…]]
             --to FUNCTION-URL|SQS-QUEUE-URL [--to-auth auto|app|iam] [--to-sqs] [--routes FILE] [--spool DIR]
             [--spool-max-mb N] [--grace-seconds 10] [--batch-wait-ms 1000] [--i-understand-unauthenticated-access]
+            [--metrics-port PORT [--metrics-host 127.0.0.1]]
             Ship Vault's change feed (file or socket audit device, event notifications) to the function, signed
             with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plan here with
             --routes and queue on SQS. Every batch is spooled on disk first and delivered in order; runs until

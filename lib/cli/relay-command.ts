@@ -16,6 +16,8 @@ import type { BatchSender } from '../relay/batch-sender.ts';
 import { HttpBatchSender } from '../relay/http-sender.ts';
 import { DEFAULT_SPOOL_MAX_BYTES, startRelay, type RelayOptions } from '../relay/relay.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
+import { PrometheusMetrics } from '../observability/prometheus.ts';
+import { METRICS_OPTIONS, relaySampler, startMetricsListener } from './metrics.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
 import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../aws/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
@@ -46,6 +48,7 @@ const OPTIONS = {
   'grace-seconds': { type: 'string', default: '10' },
   'batch-wait-ms': { type: 'string', default: '1000' },
   [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false },
+  ...METRICS_OPTIONS,
 } as const;
 
 const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -175,8 +178,21 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     return EXIT.failure;
   }
 
+  // Prometheus with --metrics-port: the relay's counters and spool, and its Vault requests (event subscriptions).
+  const prometheus = new PrometheusMetrics();
+  prometheus.addSampler(relaySampler(relay));
+  const metricsServer = await startMetricsListener(io, 'relay', prometheus, values);
+  if (metricsServer !== undefined && 'error' in metricsServer) {
+    await relay.stop(0);
+    auth?.stop();
+    return usageError(io, 'relay', metricsServer.error);
+  }
+  const uninstallMetrics = metricsServer === undefined ? () => {} : prometheus.install();
+
   await untilStopped(signal);
   log.info('stopping: spooling what is held, delivering for the grace period', { graceSeconds });
   await relay.stop(graceSeconds * 1000);
+  uninstallMetrics();
+  await metricsServer?.close();
   return EXIT.ok;
 }

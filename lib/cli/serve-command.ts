@@ -3,6 +3,8 @@ import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
 import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { PrometheusMetrics } from '../observability/prometheus.ts';
+import { queueSampler } from './metrics.ts';
 import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { homedir } from 'node:os';
 import { resolve as resolvePath } from 'node:path';
@@ -88,7 +90,9 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   } catch (e) {
     return usageError(io, 'serve', e);
   }
-  const telemetry = powertoolsTelemetry();
+  // Every metric also counted for GET /metrics (Prometheus), beside the EMF lines.
+  const prometheus = new PrometheusMetrics();
+  const telemetry = prometheus.telemetry(powertoolsTelemetry());
   const queueFile = values['dry-run'] ? ':memory:' : resolvePath(values['queue-file'] ?? defaultQueueFile(io.env, homedir()));
   let queue: SqliteRolloutQueue;
   try {
@@ -106,6 +110,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
+  prometheus.addSampler(queueSampler(queue));
+  const uninstallMetrics = prometheus.install();
   const worker = startLocalWorker(queue, {
     table,
     rotations,
@@ -121,7 +127,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   let stopping = false;
   const notReady = () => serveNotReady({ queue, worker, stuckAfterMs, stopping: () => stopping });
   // The rotation store keeps the key baselines too (issue #24): serve's intake compares each write's keys with them.
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });
@@ -135,13 +141,14 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
     await worker.stop();
+    uninstallMetrics();
     queue.close();
     return EXIT.failure;
   }
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
-  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
 
   await untilStopped(signal);
   stopping = true;
@@ -154,6 +161,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   clearTimeout(forced);
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
+  uninstallMetrics();
   queue.close();
   rotations.close?.();
   return EXIT.ok;

@@ -1,6 +1,8 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { parseArgs } from 'node:util';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
+import { PrometheusMetrics } from '../observability/prometheus.ts';
+import { METRICS_OPTIONS, startMetricsListener } from './metrics.ts';
 import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { RolloutWaker } from '../pipeline/rollout-waker.ts';
@@ -22,7 +24,7 @@ import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
   let values;
   try {
-    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: 'auto' }, 'dry-run': { type: 'boolean', default: false }, 'dlq-url': { type: 'string' } }, strict: true, allowPositionals: false }));
+    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: 'auto' }, 'dry-run': { type: 'boolean', default: false }, 'dlq-url': { type: 'string' }, ...METRICS_OPTIONS }, strict: true, allowPositionals: false }));
   } catch (e) {
     return usageError(io, 'worker', e);
   }
@@ -46,7 +48,12 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   } catch (e) {
     return usageError(io, 'worker', e);
   }
-  const telemetry = powertoolsTelemetry();
+  // Every metric also counted for Prometheus; served only with --metrics-port.
+  const prometheus = new PrometheusMetrics();
+  const telemetry = prometheus.telemetry(powertoolsTelemetry());
+  const metricsServer = await startMetricsListener(io, 'worker', prometheus, values);
+  if (metricsServer !== undefined && 'error' in metricsServer) return usageError(io, 'worker', metricsServer.error);
+  const uninstallMetrics = metricsServer === undefined ? () => {} : prometheus.install();
   const clients = cliClusterClients(io, values.routes);
   // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE (DynamoDB).
   const slots = await slotStoreFromEnv(io.env);
@@ -69,5 +76,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
   await untilStopped(signal);
   await worker.stop();
+  uninstallMetrics();
+  await metricsServer?.close();
   return EXIT.ok;
 }

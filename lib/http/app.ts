@@ -33,6 +33,11 @@ export interface AppDeps {
   notReady?: () => Promise<string[]> | string[];
   /** Key-level restarts (issue #24): where each path's key baselines are kept; without it every change is every key. */
   baselines?: KeyBaselineStore;
+  /**
+   * Prometheus's text exposition (serve: GET /metrics). Unauthenticated like /healthz and /readyz: counts with enum and
+   * cluster labels only (README "Prometheus metrics" says why, and how to keep it from reach).
+   */
+  metrics?: () => Promise<{ contentType: string; body: string }>;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
@@ -144,6 +149,14 @@ export function buildApp(deps: AppDeps): Hono {
     }
     return reasons.length === 0 ? c.json({ ok: true }) : c.json({ ok: false, reasons }, 503);
   });
+
+  const metrics = deps.metrics;
+  if (metrics !== undefined) {
+    app.get('/metrics', async () => {
+      const { contentType, body } = await metrics();
+      return new Response(body, { headers: { 'content-type': contentType } });
+    });
+  }
 
   const receive = async (c: { req: { raw: Request; header(name: string): string | undefined }; env: unknown }) => {
     // Order matters: what the headers alone can refuse is refused before a byte of the body is read (a bearer token

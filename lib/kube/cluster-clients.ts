@@ -20,7 +20,7 @@ export class ClusterClients {
 
   /** The cluster's access; resolved again when its routing-table entry changes. */
   get(name: string, config: ClusterConfig): Promise<ClusterAccess> {
-    return this.#cache.get(name, accessConfigFingerprint(config), () => this.#resolver(name, config));
+    return this.#cache.get(name, accessConfigFingerprint(config), async () => ({ ...(await this.#resolver(name, config)), cluster: name }));
   }
 
   /** Forget a cluster's access, e.g. after the API server answered 401: the next get resolves it again. */

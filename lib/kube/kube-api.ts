@@ -10,6 +10,7 @@
 import { Agent, request, type RequestOptions } from 'node:https';
 import { ApiException } from '@kubernetes/client-node';
 import type { ClusterAccess } from './cluster-access.ts';
+import { METRICS, observeMetric, requestOutcome } from '../kernel/telemetry.ts';
 import { FIELD_MANAGER, type ApiKind, type KubeApi, type KubeApiStats, type KubeObject, type WatchOptions } from '../workloads/kube-port.ts';
 
 export { FIELD_MANAGER } from '../workloads/kube-port.ts';
@@ -144,7 +145,23 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
     });
   }
 
+  // Latency and errors per cluster (observeMetric: a no-op unless a Prometheus registry is installed).
+  const cluster = access.cluster ?? 'unknown';
   async function send(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Response> {
+    const started = performance.now();
+    try {
+      const response = await sendOnce(method, path, body, contentType);
+      observeMetric(METRICS.kubeRequestDuration, performance.now() - started, { cluster, method, outcome: 'ok' });
+      return response;
+    } catch (e) {
+      const outcome = requestOutcome(e instanceof ApiException ? e.code : undefined);
+      observeMetric(METRICS.kubeRequestDuration, performance.now() - started, { cluster, method, outcome });
+      observeMetric(METRICS.kubeRequestErrors, 1, { cluster, outcome });
+      throw e;
+    }
+  }
+
+  async function sendOnce(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Response> {
     const { headers } = await connect();
     stats.requests++;
     const payload = body === undefined ? undefined : JSON.stringify(body);

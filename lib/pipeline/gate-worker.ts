@@ -125,6 +125,7 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     deps.telemetry.error('rotation halted', { ...fields, rotation: set.key, failing: halt.failing, why: decision.why, notRestarted });
     // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
     deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
+    deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'halted' });
     const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace && results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name));
     if (target) {
       const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`;
@@ -150,6 +151,7 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
     return false;
   }
+  deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'released' });
   deps.telemetry.info('wave gate passed; next wave queued', { ...fields, next: next.clusters, messages: messages.length });
   return true;
 }

@@ -252,6 +252,8 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
       const newest = Math.max(...(target?.secrets ?? []).map((s) => Date.parse(s.time)).filter((t) => !Number.isNaN(t)));
       if (Number.isFinite(newest)) deps.telemetry.metric(METRICS.lag, Math.max(0, now() - newest), 'Milliseconds', { cluster: r.cluster });
     }
+    // A rollout seen ending, by the step that patched it or the continuation that followed it: patch to end.
+    if ((r.outcome === 'restarted' || message.follow) && (r.rollout === 'complete' || r.rollout === 'failed' || r.rollout === 'timeout')) deps.telemetry.metric(METRICS.rolloutDuration, Math.max(0, now() - (since ?? startedAt)), 'Milliseconds', { cluster: r.cluster, outcome: r.rollout });
   }
   const failures = out.filter((r) => r.outcome === 'failed');
   const group = record.groupId;

@@ -130,6 +130,10 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       seenTrim: s('DELETE FROM seen_keys WHERE key IN (SELECT key FROM seen_keys ORDER BY until LIMIT ?)'),
       counts: s(`SELECT COUNT(*) AS total, COALESCE(SUM(receipt_handle IS NOT NULL), 0) AS in_flight,
         (SELECT COUNT(*) FROM dead_letters) AS dead FROM messages`),
+      backlog: s(`SELECT COALESCE(SUM(json_extract(body, '$.follow') IS NOT NULL), 0) AS continuations,
+        MIN(CASE WHEN json_extract(body, '$.follow') IS NOT NULL THEN json_extract(body, '$.follow.since') END) AS oldest_continuation,
+        MIN(CASE WHEN json_extract(body, '$.follow') IS NULL AND json_extract(body, '$.kind') IS NULL THEN json_extract(body, '$.acceptedAt') END) AS oldest_change
+        FROM messages WHERE json_valid(body)`),
     };
   }
 
@@ -255,6 +259,15 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     this.#transaction(() => this.#expireVisibility());
     const c = this.#sql.counts!.get() as { total: number; in_flight: number; dead: number };
     return { available: c.total - c.in_flight, inFlight: c.in_flight, deadLetters: c.dead };
+  }
+
+  /**
+   * For the metrics, read-only: continuations waiting (messages with `follow`) and when the oldest one's restart was,
+   * and when the oldest change still waiting (neither a continuation nor a gate) was accepted. ISO times, or undefined.
+   */
+  backlog(): { continuations: number; oldestContinuationSince?: string; oldestChangeAcceptedAt?: string } {
+    const b = this.#sql.backlog!.get() as { continuations: number; oldest_continuation: string | null; oldest_change: string | null };
+    return { continuations: b.continuations, ...(b.oldest_continuation ? { oldestContinuationSince: b.oldest_continuation } : {}), ...(b.oldest_change ? { oldestChangeAcceptedAt: b.oldest_change } : {}) };
   }
 
   close(): void {

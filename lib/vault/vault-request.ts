@@ -6,6 +6,7 @@
  */
 import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from './vault-redirect.ts';
 import { VaultPathError } from '../sources/vault-path.ts';
+import { METRICS, observeMetric, requestOutcome } from '../kernel/telemetry.ts';
 
 export interface VaultRequest {
   vaultAddr: string;
@@ -60,6 +61,23 @@ export function vaultErrors(text: string): string {
 
 /** Sends one request (following only allowed 307/308 redirects); any HTTP status is an answer, not an error. */
 export async function vaultRequest(request: VaultRequest): Promise<VaultAnswer> {
+  // Latency and errors by outcome; never the path (observeMetric: a no-op unless a Prometheus registry is installed).
+  const started = performance.now();
+  try {
+    const answer = await vaultRequestOnce(request);
+    const outcome = requestOutcome(answer.status);
+    observeMetric(METRICS.vaultRequestDuration, performance.now() - started, { outcome });
+    if (outcome !== 'ok') observeMetric(METRICS.vaultRequestErrors, 1, { outcome });
+    return answer;
+  } catch (e) {
+    const outcome = requestOutcome(e instanceof VaultRequestError ? e.status : undefined);
+    observeMetric(METRICS.vaultRequestDuration, performance.now() - started, { outcome });
+    observeMetric(METRICS.vaultRequestErrors, 1, { outcome });
+    throw e;
+  }
+}
+
+async function vaultRequestOnce(request: VaultRequest): Promise<VaultAnswer> {
   const fetchImpl = request.fetch ?? globalThis.fetch;
   const headers: Record<string, string> = { ...request.headers };
   if (request.body !== undefined) headers['content-type'] = 'application/json';

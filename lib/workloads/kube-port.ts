@@ -81,6 +81,8 @@ export interface ClusterAccess {
   refreshAfter?: number;
   /** True when the cluster said insecureSkipTLSVerify: true. */
   insecureSkipTLSVerify: boolean;
+  /** The routing table's name for the cluster, when known: the `cluster` label of the request metrics. */
+  cluster?: string;
   /**
    * The bearer token for each request, when it changes while the access lives (a rotating ServiceAccount token
    * file, an exec plugin's token with its own expiry); it replaces any token of kubeConfig. Never logged.

@@ -113,6 +113,40 @@ describe('vault-rollout relay (CLI)', () => {
     expect(err).not.toContain('payments/api/db'); // record contents stay out of the logs
   });
 
+  it('--metrics-port: GET /metrics on loopback with the records by stage, the spool and the delivery lag', async () => {
+    const fn = await startFunctionServer();
+    cleanups.push(() => fn.close());
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    let scraped = '';
+    const metricsUrl = (err: string) => /metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(err)?.[1] ?? '';
+    const { code, err } = await runUntil(
+      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', fn.url, '--spool', tmp.dir, '--grace-seconds', '1', '--metrics-port', '0'],
+      { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET },
+      async (e) => {
+        if (fn.requests.length !== 1) return false;
+        scraped = await (await fetch(metricsUrl(e))).text();
+        return /vault_rollout_relay_records_total\{stage="delivered"\} 1\n/.test(scraped);
+      },
+      (e) => sendLines(listenAddress(e), [demoLine]),
+    );
+    expect(code).toBe(0);
+    expect(metricsUrl(err)).not.toBe('');
+    expect(scraped).toMatch(/vault_rollout_relay_records_total\{stage="received"\} 1\n/);
+    expect(scraped).toMatch(/vault_rollout_relay_spool_bytes \d+\n/);
+    expect(scraped).toMatch(/vault_rollout_relay_delivery_lag_seconds 0\n/);
+    expect(scraped).not.toContain('payments');
+    expect(scraped).not.toContain(SECRET);
+  });
+
+  it('--metrics-port refuses a port that is not one', async () => {
+    const tmp = temporaryDir();
+    cleanups.push(() => tmp.remove());
+    const captured = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
+    expect(await relayCommand(['--audit-listen', 'tcp://127.0.0.1:0', '--to', 'http://127.0.0.1:1', '--spool', tmp.dir, '--metrics-port', 'x'], captured)).toBe(64);
+    expect(captured.err).toMatch(/--metrics-port must be a port number/);
+  });
+
   it('with an SQS queue URL, plans locally with --routes and queues on SQS (endpoint from AWS_ENDPOINT_URL_SQS)', async () => {
     const sent: Array<{ MessageGroupId: string; MessageBody: string }> = [];
     const sqs = createServer((req, res) => {
