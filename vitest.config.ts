@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { defineConfig } from 'vitest/config';
+import { LANE_B_FILES, testLane } from './test/lanes.ts';
 
 /** The commit's seed for the property tests (test/property-seed.ts); undefined outside a git checkout (then random). */
 function commitSeed(): number | undefined {
@@ -19,8 +20,13 @@ if (process.env.CI === 'true' && process.env.FC_SEED === undefined) {
   if (seed !== undefined) process.env.FC_SEED = String(seed);
 }
 
+// The integration files of this process's lane (test/lanes.ts): all of them unless VAULT_ROLLOUT_TEST_LANE is set.
+const lane = testLane();
+const integrationFiles = lane === 'b' ? [...LANE_B_FILES] : ['test/integration/**/*.test.ts'];
+const integrationExcluded = lane === 'a' ? [...LANE_B_FILES] : [];
+
 // Two projects: fast pure unit tests, and integration tests that need the real test clusters
-// (brought up once by the global setup and stopped after).
+// (brought up once by the global setup and stopped after). `npm test` runs them in two processes (test/run-suite.ts).
 export default defineConfig({
   test: {
     // Everything the suites print is captured, then checked for secrets once all projects have run.
@@ -46,7 +52,8 @@ export default defineConfig({
       {
         test: {
           name: 'integration',
-          include: ['test/integration/**/*.test.ts'],
+          include: integrationFiles,
+          exclude: integrationExcluded,
           setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts'],
           globalSetup: ['test/global-setup-clusters.ts'],
           testTimeout: 120_000,

@@ -26,15 +26,17 @@ import {
   type ClusterInfo, type ClustersFile,
 } from './kube-http.ts';
 import { issueCert, writeCa, writeKeyPair, type CertFiles } from './pki.ts';
+import { LANE_LOCAL_DIR } from '../lanes.ts';
 
 export const CLUSTER_NAMES = ['alpha', 'beta', 'gamma'] as const;
 export type ClusterName = (typeof CLUSTER_NAMES)[number];
 export const KUBERNETES_VERSION = 'v1.36.3';
 
 const LOCAL_DIR = join(REPO_ROOT, '.local');
+/** The binaries are every lane's; the clusters' state and lock are the lane's own (test/lanes.ts). */
 const BIN_DIR = join(LOCAL_DIR, 'bin');
-const ETCD_DIR = join(LOCAL_DIR, 'etcd');
-const LOCK_FILE = join(LOCAL_DIR, 'clusters.lock');
+const ETCD_DIR = join(LANE_LOCAL_DIR, 'etcd');
+const LOCK_FILE = join(LANE_LOCAL_DIR, 'clusters.lock');
 const BUILD_SCRIPT = join(REPO_ROOT, 'test', 'clusters', 'build-binaries.sh');
 const RBAC_MANIFEST = join(REPO_ROOT, 'infra', 'rbac', 'clusterrole.yaml');
 const CRD_MANIFEST = join(REPO_ROOT, 'infra', 'crds', 'argo-rollouts-crd.yaml');
