@@ -26,11 +26,12 @@ import {
   type ClusterInfo, type ClustersFile,
 } from './kube-http.ts';
 import { issueCert, writeCa, writeKeyPair, type CertFiles } from './pki.ts';
-import { LANE_LOCAL_DIR } from '../lanes.ts';
+import { COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION as MAIN_KUBERNETES_VERSION, LANE_KUBERNETES_BIN_SUBDIR, LANE_KUBERNETES_VERSION, LANE_LOCAL_DIR } from '../lanes.ts';
 
 export const CLUSTER_NAMES = ['alpha', 'beta', 'gamma'] as const;
 export type ClusterName = (typeof CLUSTER_NAMES)[number];
-export const KUBERNETES_VERSION = 'v1.36.3';
+/** This lane's Kubernetes (test/lanes.ts): v1.37.2, or v1.32.13 in the compatibility lane. */
+export const KUBERNETES_VERSION = LANE_KUBERNETES_VERSION;
 
 const LOCAL_DIR = join(REPO_ROOT, '.local');
 /** The binaries are every lane's; the clusters' state and lock are the lane's own (test/lanes.ts). */
@@ -156,11 +157,14 @@ function clusterDir(name: string): string {
 type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok' | 'rollouts-controller' |
   'external-secrets' | 'vault-secrets-operator';
 
+/** The control plane's binaries are the lane's Kubernetes version; kwok, the controllers and operators are the same in every lane. */
+const CONTROL_PLANE: ReadonlySet<Component> = new Set(['kube-apiserver', 'kube-controller-manager', 'kube-scheduler']);
+
 function componentProcess(name: string, component: Component): Managed {
   const dir = clusterDir(name);
   return {
     label: `${name}/${component}`,
-    binary: bin(component),
+    binary: CONTROL_PLANE.has(component) ? join(BIN_DIR, LANE_KUBERNETES_BIN_SUBDIR, component) : bin(component),
     pidFile: join(dir, `${component}.pid`),
     logFile: join(dir, 'logs', `${component}.log`),
   };
@@ -213,17 +217,20 @@ function runningPid(p: Managed): number | undefined {
 const SERVER_BINARIES = [
   'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller',
   'external-secrets', 'vault-secrets-operator',
-].map(bin);
+].flatMap((b) => [bin(b), ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : [])]);
 
-/** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok started from this checkout's .local/bin (pid files or not). */
+/** Whether a process's arguments name this lane's state (its clusters' or etcd's directory): another lane's are not ours. */
+const isThisLanes = (argv: string[]): boolean => argv.some((a) => a.includes(`${CLUSTERS_DIR}/`) || a.includes(`${ETCD_DIR}/`) || a.endsWith(ETCD_DIR));
+
+/** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok of this lane started from this checkout's .local/bin (pid files or not). */
 function strayPids(): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (pid === process.pid) continue;
-    const argv0 = procCmdline(pid)?.[0];
-    if (argv0 !== undefined && SERVER_BINARIES.includes(argv0) && isAlive(pid)) pids.push(pid);
+    const argv = procCmdline(pid);
+    if (argv?.[0] !== undefined && SERVER_BINARIES.includes(argv[0]) && isThisLanes(argv) && isAlive(pid)) pids.push(pid);
   }
   return pids;
 }
@@ -324,10 +331,11 @@ const defaultLog: Logger = (msg) => process.stderr.write(`[clusters] ${msg}\n`);
 
 interface RunResult { stdout: string; stderr: string }
 
-function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean } = {}): Promise<RunResult> {
+function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
   return new Promise((res, rej) => {
     const child = spawn(cmd, args, {
       cwd: REPO_ROOT,
+      ...(opts.env ? { env: opts.env } : {}),
       stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -402,7 +410,7 @@ function lockHolder(): number | 'stale' {
 }
 
 async function withLock<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
-  mkdirSync(LOCAL_DIR, { recursive: true });
+  mkdirSync(LANE_LOCAL_DIR, { recursive: true });
   let announced = false;
   const deadline = Date.now() + 120 * 60_000; // a cold binary build can take most of an hour
   for (;;) {
@@ -635,7 +643,9 @@ export interface UpResult {
 
 export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
   const t0 = Date.now();
-  await run('bash', [BUILD_SCRIPT], { inheritOutput: true }).catch((err: unknown) => {
+  // Both Kubernetes versions, whichever lane this is: the lanes share .local/bin (test/lanes.ts).
+  const env = { ...process.env, K8S_VERSION: MAIN_KUBERNETES_VERSION, K8S_COMPAT_VERSION: COMPATIBILITY_KUBERNETES_VERSION };
+  await run('bash', [BUILD_SCRIPT], { inheritOutput: true, env }).catch((err: unknown) => {
     throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
   });
   for (const b of [
@@ -643,6 +653,10 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
     'external-secrets', 'vault-secrets-operator',
   ]) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
+  }
+  for (const b of CONTROL_PLANE) {
+    const compat = join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b);
+    if (!existsSync(compat)) throw new Error(`${compat} is missing after build-binaries.sh`);
   }
   log(`binaries ready in ${seconds(t0)}`);
 }
