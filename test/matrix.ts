@@ -21,6 +21,8 @@ export interface LaneRun {
   lane: Exclude<TestLane, undefined>;
   /** The lane's vitest JSON report. */
   report: string;
+  /** The lane's servers ledger (default: serversLedger(lane)). */
+  ledger?: string;
 }
 
 type Outcome = 'passed' | 'failed' | 'skipped';
@@ -30,9 +32,8 @@ const outcomeOf = (status: string): Outcome => (status === 'passed' ? 'passed' :
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 /** The servers each file started, per lane: "Vault 1.21.3", "OpenBao 2.7.2". */
-function serversByFile(lane: LaneRun['lane']): Map<string, Set<string>> {
+function serversByFile(ledger: string): Map<string, Set<string>> {
   const byFile = new Map<string, Set<string>>();
-  const ledger = serversLedger(lane);
   if (!existsSync(ledger)) return byFile;
   for (const line of readFileSync(ledger, 'utf8').split('\n')) {
     if (line.trim() === '') continue;
@@ -53,7 +54,7 @@ function commit(): string {
 }
 
 /** Writes docs/compatibility.md from the lanes' reports and ledgers; returns its path. */
-export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at = new Date()): string {
+export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at = new Date(), root = ROOT): string {
   const versions = [...new Set(runs.map((r) => kubernetesOf(r.lane)))];
   /** file → test → Kubernetes version → outcome */
   const results = new Map<string, Map<string, Map<string, Outcome>>>();
@@ -69,9 +70,9 @@ export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at =
     if (!existsSync(run.report)) continue;
     const report = JSON.parse(readFileSync(run.report, 'utf8')) as JsonReport;
     const kube = kubernetesOf(run.lane);
-    const laneServers = serversByFile(run.lane);
+    const laneServers = serversByFile(run.ledger ?? serversLedger(run.lane));
     for (const file of report.testResults) {
-      const name = relative(ROOT, file.name);
+      const name = relative(root, file.name);
       if (!name.startsWith('test/integration/')) continue;
       const fileServers = laneServers.get(name) ?? new Set<string>();
       for (const s of fileServers) servers.set(name, new Set([...(servers.get(name) ?? []), s]));
