@@ -68,7 +68,8 @@ export function webhookPayload(e: NotificationEvent): Record<string, unknown> {
 
 export function snsPayload(e: NotificationEvent): { subject: string; message: string } {
   // SNS subjects: ASCII, no line breaks, at most 100 characters.
-  const subject = cut(`vault-rollout: ${eventTitle(e)}${e.secrets[0] ? ` ${e.secrets[0]}` : ''}`.replace(/[^\x20-\x7e]/g, '?'), 100);
+  const ascii = `vault-rollout: ${eventTitle(e)}${e.secrets[0] ? ` ${e.secrets[0]}` : ''}`.replace(/[^\x20-\x7e]/g, '?');
+  const subject = ascii.length > 100 ? `${ascii.slice(0, 97)}...` : ascii;
   return { subject, message: JSON.stringify(webhookPayload(e)) };
 }
 
