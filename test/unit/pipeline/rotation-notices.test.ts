@@ -98,7 +98,7 @@ describe('rotation notifications', () => {
   it('halted: one event per rotation and wave, however often the gate is worked again', async () => {
     const outbox = new MemoryNotificationOutbox();
     const w = worker(outbox);
-    const halt = { secrets: ['secret/app/db version 4'], wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'failed' }, why: 'rollout failed: ProgressDeadlineExceeded', notRestarted: ['alpha', 'beta'] };
+    const halt = { secrets: ['secret/app/db version 4'], wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'failed' as const }, why: 'rollout failed: ProgressDeadlineExceeded', notRestarted: ['alpha', 'beta'] };
     await noticeHalt(w.deps, { key: 'rot1', route: 'app' }, halt);
     await noticeHalt(w.deps, { key: 'rot1', route: 'app' }, halt);
     const got = await events(outbox);
