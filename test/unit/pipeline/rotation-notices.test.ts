@@ -41,8 +41,11 @@ const message = (cluster: string, c: SecretChange): QueueRecord => {
   return { messageId: `m${++n}`, body: JSON.stringify(m), groupId: cluster };
 };
 
+/** What a delivery pass would send now; each is then marked sent, as the pass does (so a second emit would show again). */
 async function events(outbox: NotificationOutbox) {
-  return (await outbox.takeDue(Number.MAX_SAFE_INTEGER, 1000, 1)).map((d) => ({ sink: d.sink, kind: parseEvent(d.body)?.kind, event: parseEvent(d.body) }));
+  const due = await outbox.takeDue(Number.MAX_SAFE_INTEGER - 10, 1000, 1);
+  for (const d of due) await outbox.sent(d.eventId, d.sink);
+  return due.map((d) => ({ sink: d.sink, kind: parseEvent(d.body)?.kind, event: parseEvent(d.body) })).sort((a, b) => a.sink.localeCompare(b.sink));
 }
 
 function worker(outbox: NotificationOutbox) {
@@ -69,12 +72,15 @@ describe('rotation notifications', () => {
     await processBatch([message('alpha', c)], w.deps);
     expect(await events(outbox)).toEqual([]);
     await processBatch([message('beta', c)], w.deps);
-    // Redeliveries of every cluster's message: the workloads are unchanged, the event already recorded.
-    await processBatch([message('beta', c), message('gamma', c)], w.deps);
-    expect(w.patched()).toEqual(['alpha', 'beta', 'gamma']);
     const got = await events(outbox);
     expect(got.map((e) => [e.sink, e.kind])).toEqual([['audit', 'complete'], ['ops', 'complete']]);
     expect(got[0]?.event).toMatchObject({ rotation: key, route: 'app', waves: 3, clusters: ['gamma', 'alpha', 'beta'], secrets: ['secret/app/db version 2'] });
+    // Redeliveries of every cluster's message: the workloads are unchanged, the rotation finishes again, the event
+    // is already recorded: nothing more to send.
+    await processBatch([message('beta', c), message('gamma', c)], w.deps);
+    await processBatch([message('alpha', c)], w.deps);
+    expect(w.patched()).toEqual(['alpha', 'beta', 'gamma']);
+    expect(await events(outbox)).toEqual([]);
   });
 
   it('a failed rollout: one rollout-failed per workload (a timeout seen again, or the continuation expiring, is the same event), and no complete', async () => {
@@ -85,10 +91,12 @@ describe('rotation notifications', () => {
     const result = (cluster: string, extra: Partial<RolloutResult>): RolloutResult => ({ cluster, namespace: 'ns', kind: 'Deployment', name: 'api', outcome: 'restarted', reason: '', attempts: 1, durationMs: 1, routes: ['app'], paths: ['secret/app/db'], restartToken: 't', ...extra });
     const looked = (cluster: string) => ({ cluster, changes: [c], plan, targets: plan.targets.filter((t) => t.cluster === cluster) });
     await noticeLook(w.deps, looked('gamma'), [result('gamma', { rollout: 'timeout', rolloutReason: '0 of 1 new pods Ready' })], { sinceMs: 0, finished: true });
+    const first = await events(outbox);
     await noticeLook(w.deps, looked('gamma'), [], { sinceMs: 0, finished: false, expired: [result('gamma', { rollout: 'progressing' })] });
+    expect(await events(outbox)).toEqual([]);
     for (const cluster of ['alpha', 'beta']) await noticeLook(w.deps, looked(cluster), [result(cluster, { rollout: 'complete' })], { sinceMs: 0, finished: true });
     await noticeLook(w.deps, looked('alpha'), [result('alpha', { outcome: 'failed', reason: 'forbidden', detail: 'patch refused' })], { sinceMs: 0, finished: false });
-    const got = await events(outbox);
+    const got = [...first, ...(await events(outbox))];
     expect(got.filter((e) => e.sink === 'ops').map((e) => [e.kind, e.event?.cluster, e.event?.reason])).toEqual([
       ['rollout-failed', 'gamma', 'rollout timeout: 0 of 1 new pods Ready'],
       ['target-failed', 'alpha', 'forbidden: patch refused'],
@@ -100,8 +108,9 @@ describe('rotation notifications', () => {
     const w = worker(outbox);
     const halt = { secrets: ['secret/app/db version 4'], wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'failed' as const }, why: 'rollout failed: ProgressDeadlineExceeded', notRestarted: ['alpha', 'beta'] };
     await noticeHalt(w.deps, { key: 'rot1', route: 'app' }, halt);
-    await noticeHalt(w.deps, { key: 'rot1', route: 'app' }, halt);
     const got = await events(outbox);
+    await noticeHalt(w.deps, { key: 'rot1', route: 'app' }, halt);
+    expect(await events(outbox)).toEqual([]);
     expect(got.map((e) => [e.sink, e.kind])).toEqual([['audit', 'halted'], ['ops', 'halted']]);
     expect(got[0]?.event).toMatchObject({ rotation: 'rot1', wave: 1, waves: 3, cluster: 'gamma', workload: { namespace: 'ns', kind: 'Deployment', name: 'api' }, notRestarted: ['alpha', 'beta'] });
   });
@@ -111,8 +120,9 @@ describe('rotation notifications', () => {
     const w = worker(outbox);
     const forged = message('beta', change(5));
     await processBatch([forged], w.deps);
-    await processBatch([forged], w.deps);
     const got = await events(outbox);
+    await processBatch([forged], w.deps);
+    expect(await events(outbox)).toEqual([]);
     expect(got.map((e) => [e.sink, e.kind])).toEqual([['ops', 'dead-letter']]);
     expect(got[0]?.event?.reason).toContain('cluster "beta" is in wave 3 of 3');
   });
