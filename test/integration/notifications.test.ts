@@ -11,6 +11,7 @@
  *    `ok` still holds exactly one notification per event.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -124,7 +125,8 @@ afterAll(async () => {
   await Promise.all(CLUSTERS.map((c) => deleteNamespace(c, NS)));
 });
 
-const auditLine = (app: string, version: number) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `notify-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/notify/${app}` }, response: { data: { version } } });
+/** `again`: the same write seen again under another request id (a second feed, a replayed log): a new queue message, the same rotation. */
+const auditLine = (app: string, version: number, again = '') => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `notify-${app}-${version}${again}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/notify/${app}` }, response: { data: { version } } });
 const post = async (body: string) => {
   const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, { method: 'POST', body, headers: { authorization: `Bearer ${BEARER_TOKEN}` } });
   expect(res.status).toBe(202);
@@ -170,12 +172,21 @@ describe('notifications from serve', () => {
     expect(complete?.event).toMatchObject({ route: 'notify', clusters: ['gamma', 'alpha'], secrets: ['secret/notify/good version 2'] });
 
     // 3. Redeliveries, a kill -9 and a restart on the same files, the same changes again.
-    await post(`${auditLine('good', 2)}\n${auditLine('held', 2)}\n`);
+    // Other request ids: not dropped by the queue's 5-minute deduplication, so the worker works them again.
+    // One request each: changes of one request form one rotation, and good with held would be another (halted) one.
+    await post(`${auditLine('good', 2, '-again')}\n`);
+    await post(`${auditLine('held', 2, '-again')}\n`);
     await new Promise((r) => setTimeout(r, 5000));
     serve.child.kill('SIGKILL');
     await new Promise((r) => serve.child.once('exit', r));
+    // As if the queue's 5-minute deduplication window had passed (a reconcile run, a feed replayed later): the same
+    // changes are queued and worked again — the worker sees the rotation finish again and emits its events again.
+    const queueDb = new DatabaseSync(join(dir, 'queue.sqlite'));
+    queueDb.exec('DELETE FROM dedup');
+    queueDb.close();
     serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), listenTimeoutMs: 180_000, env: env(urls) });
-    await post(`${auditLine('good', 2)}\n`);
+    await post(`${auditLine('good', 2, '-after-restart')}\n`);
+    await post(`${auditLine('held', 2, '-after-restart')}\n`);
     // Longer than a delivery's lease (30 s): anything the killed serve had taken is retaken and retried by now.
     await new Promise((r) => setTimeout(r, 40_000));
 
