@@ -58,7 +58,7 @@ describe('vault-rollout notify test', () => {
 
   it('exit 0 when every sink took the sample; a table without sinks is an error', async () => {
     const slackUrl = await receiver(200, []);
-    const only = routes.replace(/    chat:.*\n    audit:.*\n/, '');
+    const only = routes.replace(/ {4}chat:.*\n {4}audit:.*\n/, '');
     const io = memoryIo({ 'routes.yaml': only }, { SLACK_URL: slackUrl, VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1' });
     expect(await main(['notify', 'test', '--routes', 'routes.yaml'], io)).toBe(0);
     expect(io.out).toMatch(/ops\s+slack\s+sent/);
