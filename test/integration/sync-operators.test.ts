@@ -200,10 +200,15 @@ describe('key-level restarts of ExternalSecret consumers (issue #24), no keys: l
       // The first write vault-rollout sees has no baseline: every consumer restarts.
       await vault.server.client.kv2Write(vault.mount, 'eso/keys-db', { password: 'two', api_key: 'k1' });
       await atVersion(2);
+      // The record is on the template at once; the Deployment controller makes the new ReplicaSet after it, late under load.
+      const counted = (want: Record<string, number>) => waitFor(async () => (JSON.stringify(await count()) === JSON.stringify(want) ? true : undefined), { timeoutMs: 30_000, intervalMs: 200, what: `ReplicaSets ${JSON.stringify(want)}` }).catch(() => undefined);
+      await counted({ 'k-pw': 2, 'k-api': 2, 'k-all': 2 });
       expect(await count()).toEqual({ 'k-pw': 2, 'k-api': 2, 'k-all': 2 });
       // password rotated: its reader and the envFrom consumer restart; the reader of API (api_key) does not.
       await vault.server.client.kv2Write(vault.mount, 'eso/keys-db', { password: 'three', api_key: 'k1' });
       await atVersion(3);
+      await counted({ 'k-pw': 3, 'k-api': 2, 'k-all': 3 });
+      // Long enough for a wrongful restart of k-api to show as a third ReplicaSet.
       await new Promise((r) => setTimeout(r, 1500));
       expect(await count()).toEqual({ 'k-pw': 3, 'k-api': 2, 'k-all': 3 });
       expect(await secretKey('DB_PASSWORD')).toBe('three');
