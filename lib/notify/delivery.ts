@@ -7,7 +7,7 @@
  */
 import { backoffDelayMs } from '../kernel/backoff.ts';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
-import type { NotificationOutbox } from '../rotations/notification-outbox.ts';
+import type { NotificationOutbox, OutboxDelivery } from '../rotations/notification-outbox.ts';
 import { parseEvent } from './event.ts';
 import { SinkError, type Sink } from './sinks.ts';
 
@@ -28,49 +28,85 @@ export interface DeliveryDeps {
   maxAttempts?: number;
 }
 
-/** One pass over what is due: how many were sent, retried, dropped. */
-export async function deliverDue(deps: DeliveryDeps): Promise<{ sent: number; retry: number; dropped: number }> {
+type Outcome = 'sent' | 'retry' | 'dropped';
+
+/** Sends one taken delivery and marks it: sent, due again after a backoff, or dropped after the last attempt. Counted and logged. */
+export async function deliverOne(deps: DeliveryDeps, d: OutboxDelivery): Promise<Outcome> {
   const now = deps.now ?? Date.now;
   const max = deps.maxAttempts ?? MAX_ATTEMPTS;
+  const event = parseEvent(d.body);
+  const sink = deps.sinks.get(d.sink);
+  const count = (outcome: Outcome): Outcome => {
+    deps.telemetry.metric(METRICS.notifications, 1, 'Count', { outcome });
+    return outcome;
+  };
+  if (!event || !sink) {
+    await deps.outbox.failed(d.eventId, d.sink, d.attempts, undefined);
+    deps.telemetry.error('notification dropped: ' + (event ? 'its sink is not configured (or its variables are missing)' : 'unreadable outbox row'), { eventId: d.eventId, sink: d.sink });
+    return count('dropped');
+  }
+  const attempts = d.attempts + 1;
+  try {
+    await sink.send(event);
+  } catch (e) {
+    const why = e instanceof SinkError ? e.message : e instanceof Error ? e.name : 'error';
+    if (attempts >= max) {
+      await deps.outbox.failed(d.eventId, d.sink, attempts, undefined);
+      deps.telemetry.error('notification dropped after its last attempt', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts, why });
+      return count('dropped');
+    }
+    const delayMs = backoffDelayMs(attempts, RETRY_BASE_MS, RETRY_CAP_MS, deps.random);
+    await deps.outbox.failed(d.eventId, d.sink, attempts, now() + delayMs);
+    deps.telemetry.warn('notification not delivered; trying again later', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts, delayMs, why });
+    return count('retry');
+  }
+  await deps.outbox.sent(d.eventId, d.sink);
+  deps.telemetry.info('notification sent', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts });
+  return count('sent');
+}
+
+/** One pass over what is due: how many were sent, retried, dropped. */
+export async function deliverDue(deps: DeliveryDeps): Promise<{ sent: number; retry: number; dropped: number }> {
   const counts = { sent: 0, retry: 0, dropped: 0 };
-  const due = await deps.outbox.takeDue(now(), BATCH, LEASE_MS);
+  const due = await deps.outbox.takeDue((deps.now ?? Date.now)(), BATCH, LEASE_MS);
+  for (const outcome of await Promise.all(due.map((d) => deliverOne(deps, d)))) counts[outcome] += 1;
+  return counts;
+}
+
+/**
+ * Lambda's sender (functions/notify.ts): the deliveries a DynamoDB stream batch names, each taken (leased) by key and
+ * sent. The answer lists the ones to hand back to the event source mapping, which invokes again with them: a retry
+ * (its backoff is waited out at the next invocation, when it ends within `waitBudgetMs`) or one not due yet. One
+ * sent, given up or unknown (another sender had it) is done. Concurrent, each bounded by its sink's timeout.
+ */
+export async function deliverNamed(deps: DeliveryDeps & { sleep?: (ms: number) => Promise<void> }, named: ReadonlyArray<{ eventId: string; sink: string }>, waitBudgetMs: number): Promise<{ again: number[]; outcomes: Outcome[] }> {
+  const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const outcomes: Outcome[] = [];
+  const again: number[] = [];
   await Promise.all(
-    due.map(async (d) => {
-      const event = parseEvent(d.body);
-      const sink = deps.sinks.get(d.sink);
-      const count = (outcome: keyof typeof counts) => {
-        counts[outcome] += 1;
-        deps.telemetry.metric(METRICS.notifications, 1, 'Count', { outcome });
-      };
-      if (!event || !sink) {
-        await deps.outbox.failed(d.eventId, d.sink, d.attempts, undefined);
-        deps.telemetry.error('notification dropped: ' + (event ? 'its sink is not configured (or its variables are missing)' : 'unreadable outbox row'), { eventId: d.eventId, sink: d.sink });
-        count('dropped');
-        return;
-      }
-      const attempts = d.attempts + 1;
-      try {
-        await sink.send(event);
-      } catch (e) {
-        const why = e instanceof SinkError ? e.message : e instanceof Error ? e.name : 'error';
-        if (attempts >= max) {
-          await deps.outbox.failed(d.eventId, d.sink, attempts, undefined);
-          deps.telemetry.error('notification dropped after its last attempt', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts, why });
-          count('dropped');
-        } else {
-          const delayMs = backoffDelayMs(attempts, RETRY_BASE_MS, RETRY_CAP_MS, deps.random);
-          await deps.outbox.failed(d.eventId, d.sink, attempts, now() + delayMs);
-          deps.telemetry.warn('notification not delivered; trying again later', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts, delayMs, why });
-          count('retry');
+    named.map(async ({ eventId, sink }, index) => {
+      let taken = await deps.outbox.take(eventId, sink, now(), LEASE_MS);
+      if (taken !== 'done' && 'notBefore' in taken) {
+        const wait = taken.notBefore - now();
+        if (wait > waitBudgetMs) {
+          again.push(index);
+          return;
         }
+        await sleep(Math.max(0, wait));
+        taken = await deps.outbox.take(eventId, sink, now(), LEASE_MS);
+      }
+      if (taken === 'done') return;
+      if ('notBefore' in taken) {
+        again.push(index);
         return;
       }
-      await deps.outbox.sent(d.eventId, d.sink);
-      deps.telemetry.info('notification sent', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts });
-      count('sent');
+      const outcome = await deliverOne(deps, taken.delivery);
+      outcomes.push(outcome);
+      if (outcome === 'retry') again.push(index);
     }),
   );
-  return counts;
+  return { again: again.sort((a, b) => a - b), outcomes };
 }
 
 /**

@@ -35,6 +35,35 @@ export interface SinkOptions {
   nowSeconds?: () => number;
 }
 
+/** The environment variables the sinks name (URLs, HMAC keys): what a process must be given, sorted. */
+export function sinkVariables(sinks: ReadonlyMap<string, NotificationSink>): string[] {
+  const names = new Set<string>();
+  for (const sink of sinks.values()) {
+    if (sink.type === 'slack' || sink.type === 'teams') names.add(sink.urlFromEnv);
+    if (sink.type === 'webhook') {
+      if (sink.urlFromEnv !== undefined) names.add(sink.urlFromEnv);
+      names.add(sink.secretFromEnv);
+    }
+  }
+  return [...names].sort();
+}
+
+/** The SNS topics the sinks publish to, sorted: all the notify function may publish to (lib/deploy/iam-from-routes.ts). */
+export const sinkTopics = (sinks: ReadonlyMap<string, NotificationSink>): string[] => [...new Set([...sinks.values()].flatMap((s) => (s.type === 'sns' ? [s.topicArn] : [])))].sort();
+
+/** Lambda keeps sink secrets in SSM Parameter Store: the variable `NAME` is the SecureString `<prefix>/NAME`. */
+export const sinkParameterName = (prefix: string, variable: string): string => `${prefix.replace(/\/+$/, '')}/${variable}`;
+
+/**
+ * Lambda: the environment the sinks resolve from — the process's, with each variable the sinks name and the process
+ * lacks read from its SSM parameter (`read` returns undefined for a missing one: that sink is then not usable).
+ */
+export async function sinkEnvironment(sinks: ReadonlyMap<string, NotificationSink>, env: SinkOptions['env'], prefix: string, read: (name: string) => Promise<string | undefined>): Promise<Record<string, string | undefined>> {
+  const out: Record<string, string | undefined> = { ...env };
+  for (const variable of sinkVariables(sinks)) if (!out[variable]) out[variable] = await read(sinkParameterName(prefix, variable));
+  return out;
+}
+
 /** Checks a sink's URL: the problem, or undefined. Never quotes the URL (it is a secret for Slack and Teams). */
 export function urlProblem(text: string | undefined, variable: string, env: SinkOptions['env']): string | undefined {
   if (text === undefined || text === '') return `${variable} is not set`;

@@ -17,11 +17,19 @@ export interface OutboxDelivery {
   attempts: number;
 }
 
+export type TakeResult = { delivery: OutboxDelivery } | { notBefore: number } | 'done';
+
 export interface NotificationOutbox {
   /** Records the event and a delivery per sink, once: false when the id is already recorded (and not expired). */
   enqueueOnce(eventId: string, sinks: readonly string[], body: string, nowMs: number, ttlMs: number): Promise<boolean>;
   /** Up to `limit` deliveries due at `nowMs`, each leased until `nowMs + leaseMs` (another poller, or this one after a restart, takes it again only then). */
   takeDue(nowMs: number, limit: number, leaseMs: number): Promise<OutboxDelivery[]>;
+  /**
+   * Takes one named delivery (a DynamoDB stream record names it: lib/notify/delivery.ts deliverNamed), leased as
+   * takeDue leases: `done` when it was sent, given up or is unknown; `notBefore` when it is pending but not due yet
+   * (a backoff, or another sender's lease).
+   */
+  take(eventId: string, sink: string, nowMs: number, leaseMs: number): Promise<TakeResult>;
   /** Sent: never sent again. */
   sent(eventId: string, sink: string): Promise<void>;
   /** Not sent: try again at `retryAtMs` with `attempts` counted, or give up when it is undefined. */
@@ -57,6 +65,14 @@ export class MemoryNotificationOutbox implements NotificationOutbox {
     const due = [...this.#deliveries.values()].filter((d) => d.state === 'pending' && d.dueAt <= nowMs).sort((a, b) => a.dueAt - b.dueAt).slice(0, limit);
     for (const d of due) d.dueAt = nowMs + leaseMs;
     return Promise.resolve(due.map(({ eventId, sink, body, attempts }) => ({ eventId, sink, body, attempts })));
+  }
+
+  take(eventId: string, sink: string, nowMs: number, leaseMs: number): Promise<TakeResult> {
+    const d = this.#deliveries.get(`${eventId}\u0000${sink}`);
+    if (!d || d.state !== 'pending') return Promise.resolve('done');
+    if (d.dueAt > nowMs) return Promise.resolve({ notBefore: d.dueAt });
+    d.dueAt = nowMs + leaseMs;
+    return Promise.resolve({ delivery: { eventId, sink, body: d.body, attempts: d.attempts } });
   }
 
   sent(eventId: string, sink: string): Promise<void> {

@@ -7,7 +7,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
-import type { NotificationOutbox, OutboxDelivery } from './notification-outbox.ts';
+import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
 
 /** Also the key baselines (issue #24) and the notifications' outbox (issue #26): the same file, so `serve` needs no other. */
@@ -124,6 +124,18 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
         const lease = this.db.prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?');
         for (const r of rows) lease.run(nowMs + leaseMs, r.event_id, r.sink);
         return rows.map((r) => ({ eventId: r.event_id, sink: r.sink, body: r.body, attempts: Number(r.attempts) }));
+      }),
+    );
+  }
+
+  take(eventId: string, sink: string, nowMs: number, leaseMs: number): Promise<TakeResult> {
+    return Promise.resolve(
+      immediateTransaction(this.db, (): TakeResult => {
+        const row = this.db.prepare('SELECT body, state, attempts, due_at FROM notification_deliveries WHERE event_id = ? AND sink = ?').get(eventId, sink) as { body: string; state: string; attempts: number; due_at: number } | undefined;
+        if (!row || row.state !== 'pending') return 'done';
+        if (Number(row.due_at) > nowMs) return { notBefore: Number(row.due_at) };
+        this.db.prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?').run(nowMs + leaseMs, eventId, sink);
+        return { delivery: { eventId, sink, body: row.body, attempts: Number(row.attempts) } };
       }),
     );
   }

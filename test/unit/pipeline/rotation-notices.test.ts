@@ -128,7 +128,7 @@ describe('rotation notifications', () => {
   });
 
   it('an outbox that fails holds nothing back: the restart happens, the failure is a warning', async () => {
-    const broken: NotificationOutbox = { ...new MemoryNotificationOutbox(), enqueueOnce: () => Promise.reject(new Error('disk full')), note: () => Promise.reject(new Error('disk full')), notes: () => Promise.resolve([]), takeDue: () => Promise.resolve([]), sent: () => Promise.resolve(), failed: () => Promise.resolve() };
+    const broken: NotificationOutbox = { ...new MemoryNotificationOutbox(), enqueueOnce: () => Promise.reject(new Error('disk full')), note: () => Promise.reject(new Error('disk full')), notes: () => Promise.resolve([]), takeDue: () => Promise.resolve([]), take: () => Promise.resolve('done' as const), sent: () => Promise.resolve(), failed: () => Promise.resolve() };
     const w = worker(broken);
     const out = await processBatch([message('gamma', change(6))], w.deps);
     expect(out.failed).toEqual([]);
