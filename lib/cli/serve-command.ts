@@ -23,7 +23,8 @@ import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { MemoryRotationStore, type RotationStore } from '../rotations/rotation-store.ts';
 import { isKeyBaselineStore } from '../rotations/key-baselines.ts';
 import { cliRotationStore } from './rotation-store.ts';
-import { isNotificationOutbox, MemoryNotificationOutbox } from '../rotations/notification-outbox.ts';
+import { isNotificationOutbox, MemoryNotificationOutbox, NOTIFICATION_TTL_MS } from '../rotations/notification-outbox.ts';
+import { noticeDeadLetters } from '../pipeline/rotation-notices.ts';
 import { resolveSinks } from '../notify/sinks.ts';
 import { startNotificationLoop } from '../notify/delivery.ts';
 
@@ -119,6 +120,26 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   for (const [name, problem] of notify.problems) io.stderr(`vault-rollout serve: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
   const outbox = isNotificationOutbox(rotations) ? rotations : new MemoryNotificationOutbox();
   const notifier = table.allSinks.size > 0 ? startNotificationLoop({ outbox, sinks: notify.sinks, telemetry }) : undefined;
+  // Dead letters the queue makes itself (a message received maxReceiveCount times without being worked): one
+  // `dead-letter` per message id, swept every 5 s. The first sweep reads back as far as the outbox remembers ids, so a
+  // restart catches up on what it missed and the outbox keeps each to one.
+  let sweepSince = Date.now() - NOTIFICATION_TTL_MS;
+  let sweeping: Promise<void> | undefined;
+  const sweep = (): void => {
+    if (sweeping) return;
+    const started = Date.now();
+    sweeping = noticeDeadLetters({ table, telemetry, notifications: { outbox } }, queue, sweepSince)
+      .then(() => void (sweepSince = started - 1000))
+      .catch((e: unknown) => telemetry.warn('could not read the dead letters for notifications; the next sweep tries again', { error: e instanceof Error ? e.name : String(e) }))
+      .finally(() => (sweeping = undefined));
+  };
+  const sweeper = notifier ? setInterval(sweep, 5000) : undefined;
+  sweeper?.unref();
+  if (notifier) sweep();
+  const stopSweeper = async (): Promise<void> => {
+    clearInterval(sweeper);
+    await sweeping;
+  };
   prometheus.addSampler(queueSampler(queue));
   const uninstallMetrics = prometheus.install();
   const worker = startLocalWorker(queue, {
@@ -151,6 +172,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
     await worker.stop();
+    await stopSweeper();
     await notifier?.stop();
     uninstallMetrics();
     queue.close();
@@ -172,6 +194,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   clearTimeout(forced);
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
+  await stopSweeper();
   await notifier?.stop();
   uninstallMetrics();
   queue.close();

@@ -10,13 +10,14 @@
  * - rollout-failed: a rollout ended failed or timed out, or a continuation expired with it still under way;
  * - progressing: a rollout still progressing `notifications.progressingAfter` after its restart;
  * - complete: every cluster of the rotation (every wave) finished, none failed, no halt;
- * - dead-letter: a refused message was dead-lettered.
+ * - dead-letter: a refused message was dead-lettered, or serve's queue dead-lettered one after its redrive limit.
  */
 import type { RolloutResult } from '../engine/types.ts';
 import { eventId, rotationEvent, type NotificationEvent } from '../notify/event.ts';
 import { changeSets } from '../plan/cluster-changes.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import type { ChangeSet } from '../plan/waves.ts';
+import type { LocalRolloutQueue } from '../queue/local-queue.ts';
 import { pendingName } from '../queue/rollout-message.ts';
 import { NOTIFICATION_TTL_MS, type NotificationOutbox } from '../rotations/notification-outbox.ts';
 import type { NotificationEventKind } from '../routing/schema.ts';
@@ -120,6 +121,17 @@ export function noticeDeadLetter(deps: Deps, record: Pick<QueueRecord, 'messageI
   return guarded(deps, 'dead-letter', (outbox) =>
     emit(deps, outbox, rotationEvent({ kind: 'dead-letter', rotation: record.messageId.slice(0, 128), at: at(deps), secrets: [], reason: `group ${record.groupId.slice(0, 63)}: ${reason}` }), []),
   );
+}
+
+/**
+ * Dead letters the queue itself made (serve's SQLite queue: a message received `maxReceiveCount` times without being
+ * worked), read from its dead letters since `sinceMs`: one notification per message id — a refused message, already
+ * notified when it was refused, adds nothing. Returns how many were read.
+ */
+export async function noticeDeadLetters(deps: Deps, queue: Pick<LocalRolloutQueue, 'deadLetters'>, sinceMs: number): Promise<number> {
+  const letters = queue.deadLetters(sinceMs);
+  for (const letter of letters) await noticeDeadLetter(deps, letter, letter.reason ?? `received ${letter.receiveCount} times without being worked (the queue's redrive limit)`);
+  return letters.length;
 }
 
 export { eventId };

@@ -3,11 +3,13 @@ import { describe, expect, it } from 'vitest';
 import type { RolloutResult } from '../../../lib/engine/types.ts';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { parseEvent } from '../../../lib/notify/event.ts';
-import { noticeHalt, noticeLook, sinksFor } from '../../../lib/pipeline/rotation-notices.ts';
+import { noticeDeadLetters, noticeHalt, noticeLook, sinksFor } from '../../../lib/pipeline/rotation-notices.ts';
 import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changeSets } from '../../../lib/plan/cluster-changes.ts';
+import { MemoryRolloutQueue } from '../../../lib/queue/memory-queue.ts';
 import { rolloutMessages } from '../../../lib/queue/rollout-message.ts';
+import { SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { MemoryNotificationOutbox, type NotificationOutbox } from '../../../lib/rotations/notification-outbox.ts';
 import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
@@ -125,6 +127,32 @@ describe('rotation notifications', () => {
     expect(await events(outbox)).toEqual([]);
     expect(got.map((e) => [e.sink, e.kind])).toEqual([['ops', 'dead-letter']]);
     expect(got[0]?.event?.reason).toContain('cluster "beta" is in wave 3 of 3');
+  });
+
+  it.each([
+    ['memory', () => new MemoryRolloutQueue({ maxReceiveCount: 2 })],
+    ['SQLite (serve)', () => new SqliteRolloutQueue({ file: ':memory:', maxReceiveCount: 2 })],
+  ])('dead letter: a message the %s queue dead-letters after its redrive limit, once per message id, however often it is read', async (_, makeQueue) => {
+    const outbox = new MemoryNotificationOutbox();
+    const w = worker(outbox);
+    const queue = makeQueue();
+    await queue.send(rolloutMessages('gamma', [change(7)], '2026-11-20T10:00:01Z'));
+    for (let i = 0; i < 2; i++) {
+      const [m] = await queue.receive({ max: 1 });
+      expect(m).toBeDefined();
+      await queue.release(m?.receiptHandle ?? '');
+    }
+    const [letter] = queue.deadLetters();
+    expect(letter?.reason).toBeUndefined();
+    expect(await noticeDeadLetters(w.deps, queue, 0)).toBe(1);
+    const got = await events(outbox);
+    // Read again (the next sweep, a restarted serve): nothing more.
+    expect(await noticeDeadLetters(w.deps, queue, 0)).toBe(1);
+    expect(await events(outbox)).toEqual([]);
+    expect(got.map((e) => [e.sink, e.kind, e.event?.rotation])).toEqual([['ops', 'dead-letter', letter?.messageId]]);
+    expect(got[0]?.event?.reason).toBe("group gamma: received 2 times without being worked (the queue's redrive limit)");
+    // Only those dead-lettered since the time asked.
+    expect(await noticeDeadLetters(w.deps, queue, (letter?.deadLetteredAt ?? 0) + 1)).toBe(0);
   });
 
   it('an outbox that fails holds nothing back: the restart happens, the failure is a warning', async () => {
