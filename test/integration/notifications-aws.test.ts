@@ -149,8 +149,8 @@ describe('the notifications outbox in DynamoDB', () => {
   it('Lambda: the same event put twice is one delivery; the notify function sends it once per sink and retries the failing one', async () => {
     const table = await newTable();
     const routesFile = join(dir, 'lambda-routes.yaml');
-    writeFileSync(routesFile, `${sinksBlock('[dead-letter]')}routes: []\n`);
-    const routing = loadRoutingTable(`${sinksBlock('[dead-letter]')}routes: []\n`, routesFile);
+    writeFileSync(routesFile, `clusters: {}\n${sinksBlock("[dead-letter]")}routes: []\n`);
+    const routing = loadRoutingTable(`clusters: {}\n${sinksBlock("[dead-letter]")}routes: []\n`, routesFile);
     const store = new DynamoDbRotationStore({ client, table });
     const telemetry = memoryTelemetry();
     const deps = { table: routing, telemetry, notifications: { outbox: store } };
