@@ -1,7 +1,7 @@
 /** Delivering the outbox: sent once, retried with backoff, dropped after the last attempt, counted, logged without secrets. */
 import { describe, expect, it } from 'vitest';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
-import { deliverDue, MAX_ATTEMPTS, RETRY_BASE_MS } from '../../../lib/notify/delivery.ts';
+import { deliverDue, deliverNamed, LEASE_MS, MAX_ATTEMPTS, RETRY_BASE_MS } from '../../../lib/notify/delivery.ts';
 import { rotationEvent } from '../../../lib/notify/event.ts';
 import { SinkError, type Sink } from '../../../lib/notify/sinks.ts';
 import { MemoryNotificationOutbox } from '../../../lib/rotations/notification-outbox.ts';
@@ -73,5 +73,37 @@ describe('notification delivery', () => {
     await outbox.enqueueOnce(event.id, ['gone'], JSON.stringify(event), 0, 3_600_000);
     expect(await deliverDue({ outbox, sinks: new Map(), telemetry, now: () => 0 })).toEqual({ sent: 0, retry: 0, dropped: 1 });
     expect(telemetry.lines.at(-1)).toMatchObject({ level: 'error', fields: { sink: 'gone' } });
+  });
+
+  it('by key (Lambda\'s stream records): sent once however often named; a failure handed back, its backoff waited out at the next call', async () => {
+    const outbox = new MemoryNotificationOutbox();
+    const telemetry = memoryTelemetry();
+    let now = 0;
+    const slept: number[] = [];
+    const ok = sink('ok', () => Promise.resolve());
+    const down = sink('down', () => Promise.reject(new SinkError('sink down: HTTP 500')));
+    await outbox.enqueueOnce(event.id, ['ok', 'down'], JSON.stringify(event), now, 3_600_000);
+    const deps = { outbox, sinks: new Map([['ok', ok], ['down', down]]), telemetry, now: () => now, random: () => 1, sleep: (ms: number) => {
+      slept.push(ms);
+      now += ms;
+      return Promise.resolve();
+    } };
+    const named = [{ eventId: event.id, sink: 'ok' }, { eventId: event.id, sink: 'down' }, { eventId: event.id, sink: 'ok' }, { eventId: 'unknown', sink: 'ok' }];
+    // The same record twice in a batch (one is taken, the other finds it leased and waits past the budget).
+    expect(await deliverNamed(deps, named, 0)).toMatchObject({ again: [1, 2] });
+    expect([ok.calls, down.calls]).toEqual([1, 1]);
+    // Invoked again from the failed record: the sent one is done, the failed one waits out its backoff, fails again.
+    now += 1;
+    expect(await deliverNamed(deps, named.slice(1), 60_000)).toMatchObject({ again: [0] });
+    expect([ok.calls, down.calls]).toEqual([1, 2]);
+    expect(slept).toEqual([RETRY_BASE_MS - 1]);
+    // A backoff longer than the budget: handed back at once, no send, no sleep.
+    expect(await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 1000)).toEqual({ again: [0], outcomes: [] });
+    expect(down.calls).toBe(2);
+    // Until its last attempt: then dropped, and done.
+    for (let i = 0; i < MAX_ATTEMPTS; i++) await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 10 * LEASE_MS);
+    expect(down.calls).toBe(MAX_ATTEMPTS);
+    expect(outbox.deliveries().find((d) => d.sink === 'down')).toMatchObject({ state: 'gave-up', attempts: MAX_ATTEMPTS });
+    expect(await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 0)).toEqual({ again: [], outcomes: [] });
   });
 });

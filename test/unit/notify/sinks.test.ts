@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { authenticate, ReplayGuard } from '../../../lib/http/webhook-auth.ts';
 import { rotationEvent } from '../../../lib/notify/event.ts';
-import { ALLOW_LOOPBACK_HTTP_ENV, resolveSinks, urlProblem } from '../../../lib/notify/sinks.ts';
+import { ALLOW_LOOPBACK_HTTP_ENV, resolveSinks, sinkEnvironment, sinkTopics, sinkVariables, urlProblem } from '../../../lib/notify/sinks.ts';
 import type { NotificationSink } from '../../../lib/routing/schema.ts';
 
 const event = rotationEvent({ kind: 'complete', rotation: 'r1', route: 'app', at: '2026-11-27T10:00:00.000Z', secrets: ['secret/app/db version 2'], clusters: ['alpha'] });
@@ -47,6 +47,27 @@ describe('notification sinks', () => {
     expect(problem).toContain(expected);
     if (url) expect(problem).not.toContain(url);
   });
+  it('Lambda: the variables the sinks name are read from SSM by name under the prefix, unless the environment has them', async () => {
+    const sinks = new Map<string, NotificationSink>([
+      ['ops', { type: 'slack', urlFromEnv: 'SLACK_URL' }],
+      ['audit', { type: 'webhook', urlFromEnv: 'AUDIT_URL', secretFromEnv: 'AUDIT_KEY' }],
+      ['fixed', { type: 'webhook', url: 'https://audit.example.com/in', secretFromEnv: 'AUDIT_KEY' }],
+      ['pager', { type: 'sns', topicArn: 'arn:aws:sns:eu-west-1:123456789012:pager' }],
+    ]);
+    expect(sinkVariables(sinks)).toEqual(['AUDIT_KEY', 'AUDIT_URL', 'SLACK_URL']);
+    expect(sinkTopics(sinks)).toEqual(['arn:aws:sns:eu-west-1:123456789012:pager']);
+    const asked: string[] = [];
+    const read = (name: string) => {
+      asked.push(name);
+      return Promise.resolve(name === '/vr/dev/notify/SLACK_URL' ? 'https://hooks.slack.example/x' : undefined);
+    };
+    const env = await sinkEnvironment(sinks, { AUDIT_URL: 'https://from-env.example/in', OTHER: 'kept' }, '/vr/dev/notify/', read);
+    expect(asked).toEqual(['/vr/dev/notify/AUDIT_KEY', '/vr/dev/notify/SLACK_URL']);
+    expect(env).toEqual({ AUDIT_URL: 'https://from-env.example/in', OTHER: 'kept', AUDIT_KEY: undefined, SLACK_URL: 'https://hooks.slack.example/x' });
+    // A missing parameter leaves its sink not usable, by name.
+    expect([...resolveSinks(sinks, { env }).problems.keys()].sort()).toEqual(['audit', 'fixed']);
+  });
+
   it('accepts https, and loopback http with the flag', () => {
     expect(urlProblem('https://hooks.slack.com/services/T/B/X', 'U', {})).toBeUndefined();
     expect(urlProblem('http://127.0.0.1:8080/x', 'U', { [ALLOW_LOOPBACK_HTTP_ENV]: '1' })).toBeUndefined();
