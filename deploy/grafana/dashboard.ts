@@ -17,7 +17,7 @@ import { METRIC_SPECS, METRICS, prometheusName, type MetricName } from '../../li
 /** Where `npm run dashboard` writes the dashboard: inside the chart, because Helm reads files only from there. */
 export const DASHBOARD_FILE = 'deploy/helm/vault-rollout/dashboards/vault-rollout.json';
 export const DASHBOARD_UID = 'vault-rollout';
-/** The dashboard JSON model's version these panels are written for (Grafana 12 and 13 read it without migrating). */
+/** The dashboard JSON model's version these panels are written for; Grafana migrates a lower one when it loads it. */
 export const SCHEMA_VERSION = 41;
 
 const DATASOURCE = { type: 'prometheus', uid: '${datasource}' } as const;
