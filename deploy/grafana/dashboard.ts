@@ -244,7 +244,8 @@ function queryVariable(name: string, label: string, query: string, description: 
     description,
     type: 'query',
     datasource: DATASOURCE,
-    query: { query, refId: `${name}-variable` },
+    // The plain-text form, which every Grafana version reads (newer ones turn it into their query editor's object).
+    query,
     refresh: 2,
     sort: 1,
     includeAll: true,

@@ -259,7 +259,7 @@ describe('the dashboard checks', () => {
     ['a by() label the metric does not have', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum by (path) (rate(vault_rollout_targets_total[5m]))' }), allQueryProblems, /vault_rollout_targets_total has no label path to aggregate by/],
     ['a legend label the metric does not have', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { legendFormat: '{{workload}}' }), allQueryProblems, /legend \{\{workload\}\}: vault_rollout_changes_received_total has no label workload/],
     ['a query that is not PromQL', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum(rate(vault_rollout_changes_received_total[5m])' }), allQueryProblems, /syntax error/],
-    ['a variable over a missing label', (d) => Object.assign(d.templating.list[3] ?? {}, { query: { query: 'label_values(vault_rollout_changes_received_total, cluster)', refId: 'x' } }), allQueryProblems, /variable cluster: vault_rollout_changes_received_total has no label cluster/],
+    ['a variable over a missing label', (d) => Object.assign(d.templating.list[3] ?? {}, { query: 'label_values(vault_rollout_changes_received_total, cluster)' }), allQueryProblems, /variable cluster: vault_rollout_changes_received_total has no label cluster/],
     ['two panels on the same cells', (d) => Object.assign(d.panels[2] ?? {}, { gridPos: { ...d.panels[1]?.gridPos } }), (d) => layoutProblems(d.panels), /overlap/],
     ['an id twice', (d) => Object.assign(d.panels[2] ?? {}, { id: d.panels[1]?.id }), (d) => layoutProblems(d.panels), /used twice/],
   ];
