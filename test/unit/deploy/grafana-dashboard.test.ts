@@ -112,7 +112,7 @@ const descendants = (node: SyntaxNode, name: string): SyntaxNode[] => children(n
  * selector that the series does not have, a `by`/`without` label that a series aggregated does not have, a
  * `{{label}}` in the legend that a series of the expression does not have.
  */
-export function queryProblems(expr: string, legendFormat = ''): string[] {
+function queryProblems(expr: string, legendFormat = ''): string[] {
   const text = asPromql(expr);
   const tree = parser.parse(text);
   const out: string[] = [];
