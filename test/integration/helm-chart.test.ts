@@ -242,8 +242,8 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     expect(configMap?.metadata).toMatchObject({ name: 'vr-vault-rollout-grafana-dashboard', namespace: 'vault-rollout', labels: { grafana_dashboard: '1' }, annotations: { grafana_folder: 'vault-rollout' } });
     expect(`${(configMap?.data as Record<string, string>)['vault-rollout.json']}\n`).toBe(readFileSync(join(CHART, 'dashboards/vault-rollout.json'), 'utf8'));
     // The sidecar's own label and a namespace it watches, when the values say so.
-    const [elsewhere] = dashboards(await render({ ...MINIMAL, grafanaDashboard: { enabled: true, namespace: 'monitoring', label: 'grafana_dashboard_vr', labelValue: 'yes' } }));
-    expect(elsewhere?.metadata).toMatchObject({ namespace: 'monitoring', labels: { grafana_dashboard_vr: 'yes' } });
+    const [elsewhere] = dashboards(await render({ ...MINIMAL, grafanaDashboard: { enabled: true, namespace: 'monitoring', label: 'grafana_dashboard_vr', labelValue: 'vault-rollout' } }));
+    expect(elsewhere?.metadata).toMatchObject({ namespace: 'monitoring', labels: { grafana_dashboard_vr: 'vault-rollout' } });
   });
 
   it('renders no ServiceMonitor unless enabled', async () => {
