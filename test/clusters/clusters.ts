@@ -219,8 +219,19 @@ const SERVER_BINARIES = [
   'external-secrets', 'vault-secrets-operator',
 ].flatMap((b) => [bin(b), ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : [])]);
 
-/** Whether a process's arguments name this lane's state (its clusters' or etcd's directory): another lane's are not ours. */
-const isThisLanes = (argv: string[]): boolean => argv.some((a) => a.includes(`${CLUSTERS_DIR}/`) || a.includes(`${ETCD_DIR}/`) || a.endsWith(ETCD_DIR));
+/**
+ * Whether a process's arguments or environment name this lane's state (its clusters' or etcd's directory): another
+ * lane's are not ours. The operators take their kubeconfig from KUBECONFIG, not from an argument.
+ */
+const namesThisLane = (a: string): boolean => a.includes(`${CLUSTERS_DIR}/`) || a.includes(`${ETCD_DIR}/`) || a.endsWith(ETCD_DIR);
+function isThisLanes(pid: number, argv: string[]): boolean {
+  if (argv.some(namesThisLane)) return true;
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').some(namesThisLane);
+  } catch {
+    return false;
+  }
+}
 
 /** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok of this lane started from this checkout's .local/bin (pid files or not). */
 function strayPids(): number[] {
@@ -230,7 +241,7 @@ function strayPids(): number[] {
     const pid = Number(entry);
     if (pid === process.pid) continue;
     const argv = procCmdline(pid);
-    if (argv?.[0] !== undefined && SERVER_BINARIES.includes(argv[0]) && isThisLanes(argv) && isAlive(pid)) pids.push(pid);
+    if (argv?.[0] !== undefined && SERVER_BINARIES.includes(argv[0]) && isThisLanes(pid, argv) && isAlive(pid)) pids.push(pid);
   }
   return pids;
 }

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coldStart, FUNCTIONS, packageStage, unpackFunctions, type FunctionName } from '../../bench/bundle-bench.ts';
+import { dashboardBodySub } from '../../lib/deploy/cloudwatch-dashboard.ts';
 import { workerBatchSize } from '../../lib/deploy/worker-batch-size.ts';
 import { readZipEntries } from '../../lib/deploy/zip-entries.ts';
 import { loadCompiledRoutingTable } from '../../lib/routing/compiled-table.ts';
@@ -158,7 +159,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
         VAULT_ROLLOUT_ROUTES: routesOf(fn),
         VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' },
         POWERTOOLS_SERVICE_NAME: 'vault-rollout',
-        POWERTOOLS_METRICS_NAMESPACE: 'VaultRollout',
+        POWERTOOLS_METRICS_NAMESPACE: `VaultRollout/${stage}`,
       });
       expect(env.POWERTOOLS_LOG_LEVEL).toMatch(/^(DEBUG|INFO|WARN|ERROR)$/);
     }
@@ -205,7 +206,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     ]);
     expect(JSON.stringify(statements)).not.toContain('"*"');
     // A refused (forged) message is alarmed.
-    expect(props(t(), 'RefusedMessagesAlarm')).toMatchObject({ Namespace: 'VaultRollout', MetricName: 'RefusedMessages', Threshold: 0 });
+    expect(props(t(), 'RefusedMessagesAlarm')).toMatchObject({ Namespace: `VaultRollout/${stage}`, MetricName: 'RefusedMessages', Threshold: 0 });
   });
 
   it('feeds the worker from the queue with ReportBatchItemFailures', () => {
@@ -281,6 +282,17 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     for (const [id, alarm] of Object.entries(alarms)) expect([id, alarm.AlarmActions]).toEqual([id, [target]]);
     const subscriptions = resourcesOf(t(), 'AWS::SNS::Subscription').map(([, r]) => r.Properties);
     expect(subscriptions).toEqual(expected.alarm === 'email' ? [{ TopicArn: { Ref: 'AlarmTopic' }, Protocol: 'email', Endpoint: 'vault-rollout-dev@example.com' }] : []);
+  });
+
+  it('has the stage\'s CloudWatch dashboard of the metrics its functions write (test/unit/deploy/cloudwatch-dashboard.test.ts)', () => {
+    const namespace = `VaultRollout/${stage}`;
+    expect(resourcesOf(t(), 'AWS::CloudWatch::Dashboard').map(([id]) => id)).toEqual(['Dashboard']);
+    expect(props(t(), 'Dashboard')).toEqual({ DashboardName: `vault-rollout-${stage}`, DashboardBody: dashboardBodySub({ namespace, service: 'vault-rollout', stage }) });
+    // The alarms on the EMF metrics read the namespace the functions write to, as the dashboard does.
+    for (const id of ['RefusedMessagesAlarm', 'HaltedRotationsAlarm']) expect(props(t(), id).Namespace).toBe(namespace);
+    // Every ${...} of the body is a resource of this template or a pseudo parameter (cfn-lint checks it too).
+    const refs = [...(dashboardBodySub({ namespace, service: 'vault-rollout', stage })['Fn::Sub'].matchAll(/\$\{([^}.]+)/g))].map(([, r]) => r ?? '');
+    expect(refs.filter((r) => !r.startsWith('AWS::') && t().Resources[r] === undefined)).toEqual([]);
   });
 
   it('serves the HTTP function through the stage\'s front end', () => {
