@@ -187,6 +187,8 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
   // The top-level waves are checked once, where they are written; routes without their own reuse them.
   const defaultWaves = doc.rollout?.waves === undefined ? undefined : compileWaves(doc, doc.rollout.waves, (path, message) => report(['rollout', 'waves', ...path], message));
   let topPolicy: RolloutPolicy | undefined;
+  /** Each sink name's one definition, with where it was made: the top level, then the routes in order. */
+  const sinkDefinitions = new Map<string, { sink: unknown; where: string }>(Object.entries(doc.notifications?.sinks ?? {}).map(([n, sink]) => [n, { sink, where: 'at the top level' }]));
   doc.routes.forEach((route: Route, r) => {
     const where = ['routes', r];
     if (!checked) {
@@ -267,6 +269,14 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     const opsKey = route.match.operations.join(',');
     let operations = operationSets.get(opsKey);
     if (!operations) operationSets.set(opsKey, (operations = new Set(route.match.operations)));
+    // Deliveries name their sink, so a sink name is one sink across the table: another definition under a name
+    // already taken would send every route's notifications of that name to one of the two.
+    for (const [sinkName, sink] of Object.entries(route.notifications?.sinks ?? {})) {
+      const earlier = sinkDefinitions.get(sinkName);
+      if (earlier !== undefined && JSON.stringify(earlier.sink) !== JSON.stringify(sink)) {
+        report([...where, 'notifications', 'sinks', sinkName], `the sink name "${sinkName}" is already defined ${earlier.where} with other settings: a sink name means one sink across the table, so give this one a name of its own`);
+      } else if (earlier === undefined) sinkDefinitions.set(sinkName, { sink, where: `by route ${JSON.stringify(route.name)}` });
+    }
     const compiledRoute: CompiledRoute = { name: route.name, namespace, operations, pattern, targets, policy, notifications: notificationPolicy(doc.notifications, route.notifications) };
     if (timeout !== undefined) compiledRoute.rolloutTimeoutMs = timeout;
     if (route.rollout?.maxUnavailable) compiledRoute.maxUnavailable = route.rollout.maxUnavailable;

@@ -31,16 +31,25 @@ describe('notifications in the routing table', () => {
     expect(problems(yaml(top)).join('\n')).toContain(expected);
   });
 
-  it('a route adds sinks and overrides one of the same name; its events replace the top-level list', () => {
+  it('refuses a route that defines a sink name the table already uses, with other settings (a sink name is one sink)', () => {
+    const found = problems(yaml('notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n', '    notifications:\n      sinks:\n        ops: { type: teams, urlFromEnv: TEAMS_URL }\n')).join('\n');
+    expect(found).toContain('routes[0].notifications.sinks.ops');
+    expect(found).toContain('the sink name "ops" is already defined at the top level with other settings');
+    // The same settings again are the same sink.
+    expect(problems(yaml('notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n', '    notifications:\n      sinks:\n        ops: { type: slack, urlFromEnv: SLACK_URL }\n'))).toEqual([]);
+  });
+
+  it('a route adds sinks; its events replace the top-level list', () => {
     const t = loadRoutingTable(
       yaml(
         'notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n    audit: { type: webhook, url: "https://audit.example.com/in", secretFromEnv: AUDIT_KEY }\n  events: [halted, complete]\n',
-        '    notifications:\n      sinks:\n        ops: { type: teams, urlFromEnv: TEAMS_URL }\n        pager: { type: sns, topicArn: "arn:aws:sns:eu-west-1:123456789012:pager" }\n      events: [halted]\n      progressingAfter: 2m\n',
+        '    notifications:\n      sinks:\n        chat: { type: teams, urlFromEnv: TEAMS_URL }\n        pager: { type: sns, topicArn: "arn:aws:sns:eu-west-1:123456789012:pager" }\n      events: [halted]\n      progressingAfter: 2m\n',
       ),
     );
     const [app, other] = t.routes;
     expect(Object.fromEntries(app?.notifications.sinks ?? [])).toEqual({
-      ops: { type: 'teams', urlFromEnv: 'TEAMS_URL' },
+      ops: { type: 'slack', urlFromEnv: 'SLACK_URL' },
+      chat: { type: 'teams', urlFromEnv: 'TEAMS_URL' },
       audit: { type: 'webhook', url: 'https://audit.example.com/in', secretFromEnv: 'AUDIT_KEY' },
       pager: { type: 'sns', topicArn: 'arn:aws:sns:eu-west-1:123456789012:pager' },
     });
@@ -49,7 +58,7 @@ describe('notifications in the routing table', () => {
     expect([...(other?.notifications.sinks.keys() ?? [])]).toEqual(['ops', 'audit']);
     expect([...(other?.notifications.events ?? [])]).toEqual(['halted', 'complete']);
     expect(other?.notifications.progressingAfterMs).toBe(15 * 60_000);
-    expect([...t.allSinks.keys()].sort()).toEqual(['audit', 'ops', 'pager']);
+    expect([...t.allSinks.keys()].sort()).toEqual(['audit', 'chat', 'ops', 'pager']);
   });
 
   it('a table without notifications has no sinks and every event kind by default', () => {
