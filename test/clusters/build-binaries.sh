@@ -80,6 +80,24 @@ is_complete() { # dir stamp bins...
   local b; for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
 }
 
+# The staging module's tag for this release, or — when the module proxy does not serve that one (it answers 403 for
+# k8s.io/endpointslice v0.32.13) — the newest earlier patch of the same minor it does serve; said in the log.
+served_staging_version() { # src-dir module version
+  local probe="$1.probe" module="$2" want="$3" patch candidate
+  # A module of its own to ask from: the wrapper's go.mod is being written meanwhile.
+  mkdir -p "$probe"; printf 'module vault-rollout.local/probe\n\ngo 1.26\n' > "$probe/go.mod"
+  patch="${want##*.}"
+  for (( candidate = patch; candidate >= 0; candidate-- )); do
+    if (cd "$probe" && "$GO" mod download "$module@${want%.*}.$candidate" >/dev/null 2>&1); then
+      [[ $candidate == "$patch" ]] || log "$module@$want is not served here; using ${want%.*}.$candidate"
+      echo "${want%.*}.$candidate"
+      return 0
+    fi
+  done
+  log "$module: no ${want%.*}.x is served here"
+  return 1
+}
+
 build_kubernetes() { # version dir stamp
   local version="$1" dir="$2" stamp="$3"
   local t0; t0=$(now)
@@ -122,7 +140,7 @@ build_kubernetes() { # version dir stamp
     echo "require k8s.io/kubernetes $version"
     echo
     echo "replace ("
-    local m; for m in "${staging[@]}"; do echo "	$m => $m $staging_version"; done
+    local m; for m in "${staging[@]}"; do echo "	$m => $m $(served_staging_version "$src" "$m" "$staging_version")"; done
     echo ")"
   } > "$src/go.mod"
 
