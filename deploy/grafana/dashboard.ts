@@ -121,6 +121,12 @@ const ROWS: RowSpec[] = [
     ],
   },
   {
+    title: 'Notifications',
+    panels: [
+      { title: 'Notification deliveries by outcome', type: 'timeseries', unit: 'short', width: 24, bars: true, description: 'Deliveries to the notification sinks (README "Notifications"): sent, retry (failed, tried again later) or dropped (out of attempts, or no such sink).', targets: [{ expr: `sum by (outcome) (increase(${selector(METRICS.notifications)}[$__rate_interval]))`, legendFormat: '{{outcome}}' }] },
+    ],
+  },
+  {
     title: 'Kubernetes and Vault requests',
     panels: [
       { title: 'Kubernetes request latency by cluster', type: 'timeseries', unit: 's', width: 12, description: 'Kubernetes API request latency (watches excluded: long by design), p50 and p99 by cluster.', targets: [0.5, 0.99].map((q) => ({ expr: quantile(q, METRICS.kubeRequestDuration, ['cluster']), legendFormat: `p${q * 100} {{cluster}}` })) },

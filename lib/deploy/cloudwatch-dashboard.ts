@@ -39,9 +39,9 @@ export interface DashboardBody {
 export const emfDimensions = (name: MetricName): string[] => ['service', ...METRIC_SPECS[name].labels];
 
 /** The alarms serverless.yml defines (their Ref is the alarm name), shown in the dashboard's alarm widget. */
-export const STACK_ALARMS = ['HaltedRotationsAlarm', 'RefusedMessagesAlarm', 'DeadLetterQueueDepthAlarm', 'LogsFailureQueueDepthAlarm', 'RolloutQueueAgeAlarm', 'WorkerErrorsAlarm', 'HttpErrorsAlarm', 'LogsErrorsAlarm', 'ReconcileErrorsAlarm'] as const;
+export const STACK_ALARMS = ['HaltedRotationsAlarm', 'RefusedMessagesAlarm', 'DeadLetterQueueDepthAlarm', 'LogsFailureQueueDepthAlarm', 'RolloutQueueAgeAlarm', 'WorkerErrorsAlarm', 'HttpErrorsAlarm', 'LogsErrorsAlarm', 'ReconcileErrorsAlarm', 'NotifyErrorsAlarm', 'NotificationsDroppedAlarm'] as const;
 /** The functions (osls names their logical ids `<Name>LambdaFunction`; the Ref is the function name). */
-const FUNCTIONS = ['http', 'logs', 'worker', 'reconcile'] as const;
+const FUNCTIONS = ['http', 'logs', 'worker', 'reconcile', 'notify'] as const;
 const functionRef = (fn: string) => `\${${fn[0]?.toUpperCase()}${fn.slice(1)}LambdaFunction}`;
 
 const PERIOD = 300;
@@ -101,6 +101,7 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
       { title: 'Function errors and throttles', width: 8, stat: 'Sum', metrics: [...lambda('Errors', 'Sum', ' errors'), ...lambda('Throttles', 'Sum', ' throttled')] },
       { title: 'Function duration p99 (ms)', width: 8, stat: 'p99', metrics: lambda('Duration', 'p99') },
     ],
+    [{ title: 'Notification deliveries by outcome', width: 8, stat: 'Sum', metrics: [search(METRICS.notifications, 'Sum')] }],
   ];
 
   const widgets: DashboardWidget[] = [
