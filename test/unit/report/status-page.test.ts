@@ -165,7 +165,7 @@ describe('renderStatusPage', () => {
     expect(html).not.toMatch(/<(img|script|svg)\b/i);
     expect(html).not.toMatch(/<\/(textarea|script)>/i);
     expect(html).not.toMatch(/<[^>]*\son\w+=/i);
-    expect(html).not.toMatch(/[\u202e\u001b]/);
+    expect(html.includes('\u202e') || html.includes('\u001b')).toBe(false);
     // It is shown as text, escaped for HTML (and, like the terminal, control and bidi characters as escapes).
     const shown = attack.replace('\u202e', '\\u202e').replace('\u001b', '\\x1b');
     expect(pageText(html)).toContain(shown);
