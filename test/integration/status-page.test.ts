@@ -76,13 +76,16 @@ describe('the status page in Chromium', () => {
     }
     const url = `http://127.0.0.1:${serve.port}/status`;
     // The moment to look: held halted at wave 1, good's wave 1 complete and its gate pausing (30 s) before alpha.
+    let last = '';
     await waitFor(
       async () => {
-        const page = await (await fetch(url, { headers: auth })).text();
-        return page.includes('Halted rotations (1)') && /complete<\/span> wave 1: gamma \(1 of 1/.test(page) || undefined;
+        last = (await (await fetch(url, { headers: auth })).text()).replace(/<[^>]*>/g, '');
+        return (last.includes('Halted rotations (1)') && /complete wave 1: gamma \(1 of 1/.test(last)) || undefined;
       },
       { timeoutMs: 120_000, intervalMs: 1_000, what: 'held halted at wave 1 and good complete in gamma' },
-    );
+    ).catch((e: unknown) => {
+      throw new Error(`${e instanceof Error ? e.message : String(e)}; the page said:\n${last.replace(/\n\s*\n/g, '\n').slice(0, 4000)}`);
+    });
 
     browser = await launchChromium();
     const desktop = await browser.newPage({ width: 1200, height: 900 }, auth);
