@@ -118,7 +118,7 @@ function failuresSection(input: StatusPageInput): Html {
 ${shown.length > 0 ? h`<table><thead><tr><th>State</th><th>Secret</th><th>Cluster</th><th>Workload</th><th>Detail</th></tr></thead><tbody>${shown.map(({ p, c }) => {
   const v = consumerVerdict(c);
   const fix = c.state === 'poisoned' && typeof p.current === 'number' ? h`<br>Repair: ${command(`vault-rollout reset-version --path ${p.path} --version ${p.current}`)}` : '';
-  return h`<tr><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Secret">${text(p.path)}</td><td data-label="Cluster">${text(c.cluster)}</td><td data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Detail">${text(c.detail)}${fix}</td></tr>`;
+  return h`<tr><td data-label="State">${badge(v, verdictTone(v))}</td><td class="wrap" data-label="Secret">${text(p.path)}</td><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td class="wrap" data-label="Detail">${text(c.detail)}${fix}</td></tr>`;
 })}</tbody></table>${bad.length > shown.length ? h`<p class="more">${bad.length - shown.length} more failed consumers</p>` : ''}` : ''}
 ${status.unreadable.length > 0 ? h`<ul>${status.unreadable.slice(0, MAX_LISTED).map((u) => h`<li>${badge('UNREADABLE', 'bad')} cluster ${text(u.cluster)}: ${text(u.error)}</li>`)}</ul>${status.unreadable.length > MAX_LISTED ? h`<p class="more">${status.unreadable.length - MAX_LISTED} more unreadable lists</p>` : ''}` : ''}
 ${deadShown.length > 0 ? h`<h3>Dead letters in serve's queue (${deadTotal})</h3><ul>${deadShown.map((d) => h`<li>${badge('DEAD LETTER', 'bad')} ${text(iso(d.deadLetteredAt))} group ${text(d.groupId)}, ${d.receiveCount} receive(s): ${text(d.reason ?? 'out of receives (the worker failed each time)')}</li>`)}</ul>${deadTotal > deadShown.length ? h`<p class="more">${deadTotal - deadShown.length} more dead letters</p>` : ''}` : ''}
@@ -140,7 +140,7 @@ ${shownPaths.map((p) => {
 <p class="muted">${text(currentText(p))}${p.kvVersion === 1 ? ' [KV v1]' : ''}; ${routed.filter((c) => c.ok).length} of ${routed.length} consumers current and rolled out</p>
 ${p.consumers.length === 0 ? h`<p>No consumer found in the clusters read.</p>` : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Detail</th></tr></thead><tbody>${rows.map((c) => {
   const v = consumerVerdict(c);
-  return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
+  return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td class="wrap" data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
 })}</tbody></table>`}
 ${p.consumers.length > rows.length ? h`<p class="more">${p.consumers.length - rows.length} more consumers of this path (all of them: ${command(`vault-rollout status --path ${p.path} --json`)})</p>` : ''}
 ${p.notes.map((note) => h`<p class="note">note: ${text(note, 1_000)}</p>`)}</div>`;
@@ -158,10 +158,10 @@ h1{font-size:1.4em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1em;margin:1
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
 code{font:13px ui-monospace,Menlo,Consolas,monospace;overflow-wrap:anywhere}code.cmd{display:inline-block;padding:1px 4px;border:1px solid var(--line);border-radius:3px;user-select:all}
 ol.waves{margin:4px 0 8px;padding-left:1.2em}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:4px 6px;border-bottom:1px solid var(--line);vertical-align:top;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:4px 6px;border-bottom:1px solid var(--line);vertical-align:top;white-space:nowrap}td.wrap{white-space:normal;overflow-wrap:anywhere}
 .more,.note{font-style:italic}
 @media (max-width:640px){table,thead,tbody,tr,th,td{display:block}thead{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
-tr{border:1px solid var(--line);border-radius:4px;margin:6px 0;padding:4px}td{border:0;padding:1px 4px}
+tr{border:1px solid var(--line);border-radius:4px;margin:6px 0;padding:4px}td{border:0;padding:1px 4px;white-space:normal;overflow-wrap:anywhere}
 td::before{content:attr(data-label) ": ";font-weight:600}td:empty{display:none}dl{grid-template-columns:1fr}}
 `);
 

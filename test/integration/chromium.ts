@@ -60,7 +60,11 @@ export interface Page {
 }
 
 export interface Browser {
-  /** A new tab with this viewport, sending these headers with every request (an Authorization header, say). */
+  /**
+   * A new tab with this viewport, sending these headers with every request (an Authorization header, say). When a
+   * server asks for credentials (401 with WWW-Authenticate), the tab answers as a person pressing Cancel on the
+   * browser's prompt would: the 401 page is shown.
+   */
   newPage(viewport: Viewport, headers?: Record<string, string>): Promise<Page>;
   close(): Promise<void>;
 }
@@ -124,6 +128,13 @@ export async function launchChromium(): Promise<Browser> {
       await s('Page.enable');
       await s('Network.enable');
       if (Object.keys(headers).length > 0) await s('Network.setExtraHTTPHeaders', { headers });
+      listeners.add((m) => {
+        if (m.sessionId !== sessionId) return;
+        const requestId = (m.params as { requestId?: string } | undefined)?.requestId;
+        if (m.method === 'Fetch.requestPaused') void s('Fetch.continueRequest', { requestId }).catch(() => undefined);
+        if (m.method === 'Fetch.authRequired') void s('Fetch.continueWithAuth', { requestId, authChallengeResponse: { response: 'CancelAuth' } }).catch(() => undefined);
+      });
+      await s('Fetch.enable', { handleAuthRequests: true });
       await s('Emulation.setDeviceMetricsOverride', { width: viewport.width, height: viewport.height, deviceScaleFactor: viewport.deviceScaleFactor ?? 1, mobile: viewport.mobile ?? false });
       return {
         async goto(url) {
