@@ -8,6 +8,7 @@ import type { KeyBaselineStore } from '../rotations/key-baselines.ts';
 import { IncomingMessage } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { Hono } from 'hono';
+import { compress } from 'hono/compress';
 import { HTTPException } from 'hono/http-exception';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { intake } from '../pipeline/intake.ts';
@@ -190,7 +191,8 @@ export function buildApp(deps: AppDeps): Hono {
 
   const statusPage = deps.statusPage;
   if (statusPage !== undefined) {
-    app.get('/status', async (c) => {
+    // Compressed when the browser accepts it: a fleet's page is repetitive markup (hundreds of KiB to a phone).
+    app.get('/status', compress(), async (c) => {
       const secrets = await deps.secrets();
       const auth = authenticate(pageHeaders((name) => c.req.header(name), secrets), new Uint8Array(), secrets, Math.floor(now() / 1000), replay);
       if (!auth.ok) {

@@ -22,8 +22,8 @@ import { printable } from './printable.ts';
 import { consumerVerdict, summaryCounts, summaryLine } from './status-report.ts';
 
 export const MAX_PATHS = 200;
-export const MAX_ROWS_PER_PATH = 50;
-export const MAX_ROWS = 2_000;
+export const MAX_ROWS_PER_PATH = 25;
+export const MAX_ROWS = 1_000;
 export const MAX_LISTED = 50;
 /** Longest text shown in one cell (details, reasons): the rest is cut with an ellipsis. */
 const MAX_CELL = 300;

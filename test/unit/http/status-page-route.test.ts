@@ -3,6 +3,7 @@
  * (also as a browser's Basic password), an HMAC signature of the empty body (once), or nothing only with
  * --insecure-no-auth. The page comes with headers that forbid scripts and caching.
  */
+import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { buildApp, type AppDeps } from '../../../lib/http/app.ts';
 import { ReplayGuard, sign, SIGNATURE_HEADER, TIMESTAMP_HEADER, type WebhookSecrets } from '../../../lib/http/webhook-auth.ts';
@@ -57,6 +58,15 @@ describe('GET /status', () => {
       // A browser asks for the token only where a bearer token is accepted.
       expect(res.headers.get('www-authenticate')).toBe('bearerToken' in secrets ? 'Basic realm="vault-rollout status", charset="UTF-8"' : null);
     }
+  });
+
+  it('is gzipped for a browser that accepts it', async () => {
+    const big = `<!DOCTYPE html><html><body>${'<p>fleet row</p>'.repeat(2_000)}</body></html>`;
+    const { app } = setup(both, { statusPage: async () => big });
+    const res = await app.request('/status', { headers: { ...{ authorization: `Bearer ${BEARER_TOKEN}` }, 'accept-encoding': 'gzip' } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-encoding')).toBe('gzip');
+    expect(gunzipSync(Buffer.from(await res.arrayBuffer())).toString('utf8')).toBe(big);
   });
 
   it('accepts an HMAC signature once (the replay window holds for pages too)', async () => {
