@@ -25,6 +25,11 @@ const stateDb = join(dir, 'state', 'rotations.sqlite');
 const routesFile = join(dir, 'routes.yaml');
 /** A record key that is markup: shown as text, never run (it would retitle the page). */
 const XSS_PATH = `secret/status/<img src=x onerror="document.title='pwned'">`;
+/**
+ * Where the screenshots go: always taken; into docs/images (the README's) only when asked, so that a test run leaves
+ * the work tree as it found it (a changed tracked file would mark the image built in the same run `-dirty`).
+ */
+const shots = process.env.VAULT_ROLLOUT_UPDATE_SCREENSHOTS === '1' ? join(repoRootDir, 'docs/images') : join(repoRootDir, '.local/test-output/status-page');
 let serve: ServeChild;
 let browser: Browser | undefined;
 
@@ -115,8 +120,8 @@ describe('the status page in Chromium', () => {
     expect(text).toContain(XSS_PATH);
     expect(await desktop.evaluate<number>('document.querySelectorAll("img, script, svg, iframe").length')).toBe(0);
     expect(await desktop.evaluate<string>('document.title')).toMatch(/need attention · vault-rollout status$/);
-    mkdirSync(join(repoRootDir, 'docs/images'), { recursive: true });
-    await desktop.screenshot(join(repoRootDir, 'docs/images/status-page.png'), 2_000);
+    mkdirSync(shots, { recursive: true });
+    await desktop.screenshot(join(shots, 'status-page.png'), 2_000);
 
     // A phone: nothing wider than the screen (tables become one block per row), every state still in words.
     const phone = await browser.newPage({ width: 390, height: 844, mobile: true, deviceScaleFactor: 2 }, auth);
@@ -126,7 +131,7 @@ describe('the status page in Chromium', () => {
     // Each cell says what it is (CSS generated `Label: `), the state a word.
     expect(await phone.evaluate<string[]>('[...document.querySelectorAll(\'#paths td[data-label="State"]\')].map((td) => td.innerText)')).toContain('HALTED');
     expect(await phone.evaluate<string>('getComputedStyle(document.querySelector(\'#paths td[data-label="State"]\'), "::before").content')).toMatch(/data-label|State/);
-    await phone.screenshot(join(repoRootDir, 'docs/images/status-page-phone.png'), 1_400);
+    await phone.screenshot(join(shots, 'status-page-phone.png'), 1_400);
 
     // Without the token the browser gets nothing of the fleet.
     const stranger = await browser.newPage({ width: 800, height: 600 });
