@@ -1,6 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { COMPATIBILITY_FILES, LANE_B_FILES, testLane } from './test/lanes.ts';
 
 /** The commit's seed for the property tests (test/property-seed.ts); undefined outside a git checkout (then random). */
 function commitSeed(): number | undefined {
@@ -19,8 +22,15 @@ if (process.env.CI === 'true' && process.env.FC_SEED === undefined) {
   if (seed !== undefined) process.env.FC_SEED = String(seed);
 }
 
+// The integration files of this process's lane (test/lanes.ts): all of them unless VAULT_ROLLOUT_TEST_LANE is set.
+// Chosen by `exclude` over the one glob: `vitest run` (unlike `vitest list`) found no file when `include` listed paths.
+const lane = testLane();
+const allIntegrationFiles = readdirSync(join(import.meta.dirname, 'test', 'integration')).filter((f) => f.endsWith('.test.ts')).map((f) => `test/integration/${f}`);
+const laneFiles: readonly string[] | undefined = lane === 'b' ? LANE_B_FILES : lane === 'c' ? COMPATIBILITY_FILES : undefined;
+const integrationExcluded = lane === 'a' ? [...LANE_B_FILES] : laneFiles ? allIntegrationFiles.filter((f) => !laneFiles.includes(f)) : [];
+
 // Two projects: fast pure unit tests, and integration tests that need the real test clusters
-// (brought up once by the global setup and stopped after).
+// (brought up once by the global setup and stopped after). `npm test` runs them in two processes (test/run-suite.ts).
 export default defineConfig({
   test: {
     // Everything the suites print is captured, then checked for secrets once all projects have run.
@@ -47,7 +57,8 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts'],
+          exclude: integrationExcluded,
+          setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts', 'test/state/current-file.ts'],
           globalSetup: ['test/global-setup-clusters.ts'],
           testTimeout: 120_000,
           hookTimeout: 600_000,

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:f
 import { join } from 'node:path';
 import { CAPTURE_MARKER, OUTPUT_DIR } from './hygiene/capture.ts';
 import { TEST_SECRETS } from './secrets.ts';
+import { CLUSTERS_DIR } from './clusters/kube-http.ts';
 
 interface Needle {
   what: string;
@@ -44,7 +45,7 @@ export default function setup(): () => void {
   rmSync(OUTPUT_DIR, { recursive: true, force: true });
   mkdirSync(OUTPUT_DIR, { recursive: true });
   return () => {
-    const needles = [...TEST_SECRETS.map((s) => ({ what: 'a test secret from test/secrets.ts', test: (line: string) => line.includes(s) })), ...PATTERNS, ...keyMaterial(join(OUTPUT_DIR, '..', 'clusters'))];
+    const needles = [...TEST_SECRETS.map((s) => ({ what: 'a test secret from test/secrets.ts', test: (line: string) => line.includes(s) })), ...PATTERNS, ...keyMaterial(CLUSTERS_DIR)];
     const files = readdirSync(OUTPUT_DIR).filter((f) => f.endsWith('.log'));
     const found: string[] = [];
     let lines = 0;

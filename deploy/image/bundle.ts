@@ -26,8 +26,15 @@ const bundleWs: Plugin = {
   },
 };
 
-/** The bundle's bytes. */
-export async function bundleCli(): Promise<Buffer> {
+/** The bundle and what went into it. */
+export interface CliBundle {
+  code: Buffer;
+  /** The source files esbuild read, relative to the repository (the npm package lists their packages' licences). */
+  inputs: string[];
+}
+
+/** lib/cli/main.ts bundled (the image's application, and the npm package's: deploy/npm/pack.ts). */
+export async function buildCliBundle(): Promise<CliBundle> {
   const result = await build({
     absWorkingDir: REPO_ROOT,
     entryPoints: ['lib/cli/main.ts'],
@@ -39,6 +46,10 @@ export async function bundleCli(): Promise<Buffer> {
     outfile: 'vault-rollout.mjs',
     logLevel: 'silent',
     legalComments: 'eof',
+    metafile: true,
+    // The bundle is only ever run as the program: main.ts's `if (import.meta.main)` holds on every Node 24 (the
+    // property came in 24.2; before it was undefined and the CLI would exit 0 doing nothing).
+    define: { 'import.meta.main': 'true' },
     // Bundled CommonJS packages require() Node's builtins (and `ws` above): give the module a require.
     banner: { js: "import { createRequire as __vaultRolloutCreateRequire } from 'node:module';\nconst require = __vaultRolloutCreateRequire(import.meta.url);" },
     plugins: [bundleWs],
@@ -46,7 +57,12 @@ export async function bundleCli(): Promise<Buffer> {
   if (result.errors.length > 0) throw new Error(`esbuild: ${result.errors.map((e) => e.text).join('; ')}`);
   const [file] = result.outputFiles;
   if (!file || result.outputFiles.length !== 1) throw new Error('esbuild: expected one output file');
-  return Buffer.from(file.contents);
+  return { code: Buffer.from(file.contents), inputs: Object.keys(result.metafile.inputs) };
+}
+
+/** The bundle's bytes. */
+export async function bundleCli(): Promise<Buffer> {
+  return (await buildCliBundle()).code;
 }
 
 // `node deploy/image/bundle.ts OUT.mjs`: the bundle alone (deploy/image/Dockerfile's build stage).

@@ -1,6 +1,6 @@
 // osls variable resolver: what serverless.yml derives from the stage's routing table — the IAM statements of each
 // function's role (lib/deploy/iam-from-routes.ts) and the files packaged beside the bundles. Used as
-// ${file(./infra/serverless/iam.js):worker} (also http, logs, assumedRoles, packagePatterns, clusterPackagePatterns,
+// ${file(./infra/serverless/iam.js):worker} (also http, logs, reconcile, notify, assumedRoles, packagePatterns, clusterPackagePatterns,
 // compiledRoutes, intakeRoutes, workerBatchSize). osls require()s this ES module and calls the export with its variable resolver; Node 24 loads
 // the TypeScript modules with type stripping. Nothing here touches the network or AWS.
 import { readFile, writeFile } from 'node:fs/promises';
@@ -87,7 +87,7 @@ export async function intakeRoutes({ resolveVariable }) {
 
 async function policies(context) {
   const { resolveVariable } = context;
-  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter, vault] = await Promise.all([
+  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter, vault, notifyPrefix] = await Promise.all([
     routingTable(context),
     resolveVariable('self:service'),
     resolveVariable('sls:stage'),
@@ -95,8 +95,9 @@ async function policies(context) {
     resolveVariable('param:webhookSecretParameter'),
     resolveVariable('param:webhookTokenParameter'),
     vaultParams(resolveVariable),
+    resolveVariable('param:notifySecretParameterPrefix'),
   ]);
-  return once(JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter, vault]), async () => {
+  return once(JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter, vault, notifyPrefix]), async () => {
     const { iamFromRoutes, FUNCTION_NAMES } = await import('../../lib/deploy/iam-from-routes.ts');
     return iamFromRoutes(table, {
       queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
@@ -104,6 +105,7 @@ async function policies(context) {
       logGroups: Object.fromEntries(FUNCTION_NAMES.map((fn) => [fn, `/aws/lambda/${service}-${stage}-${fn}`])),
       webhookParameters: webhookParameters(auth, secretParameter, tokenParameter),
       vaultCredentials: vaultCredentials(vault.method, vault),
+      notifySecretPrefix: String(notifyPrefix),
     });
   });
 }
@@ -112,6 +114,7 @@ export const http = async (context) => (await policies(context)).http;
 export const worker = async (context) => (await policies(context)).worker;
 export const logs = async (context) => (await policies(context)).logs;
 export const reconcile = async (context) => (await policies(context)).reconcile;
+export const notify = async (context) => (await policies(context)).notify;
 
 /** The reconcile function's Vault login settings, as its environment (lib/vault/auth.ts reads them). */
 export async function reconcileEnvironment({ resolveVariable }) {

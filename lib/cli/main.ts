@@ -21,6 +21,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   'reset-version': async () => (await import('./reset-version-command.ts')).resetVersionCommand,
   status: async () => (await import('./status-command.ts')).statusCommand,
   halts: async () => (await import('./halts-command.ts')).haltsCommand,
+  notify: async () => (await import('./notify-command.ts')).notifyCommand,
   'admission-policy': async () => (await import('./admission-policy-command.ts')).admissionPolicyCommand,
   import: async () => (await import('./import-command.ts')).importCommand,
   reconcile: async () => (await import('./reconcile-command.ts')).reconcileCommand,
@@ -93,6 +94,9 @@ Commands:
             POISONED stand out. Exit 0 when every consumer is current and complete, 1 otherwise. --wait polls until
             then (live on a terminal) or the timeout. --json is --output json; --output html is the status page
             that serve --status-page serves; --file writes the output there (whole, by rename) instead of stdout.
+  notify    test --routes FILE [--json]
+            Send a sample notification to each sink of the routing table's notifications (secrets from the
+            environment) and report per sink: sent, failed, or not usable. Exit 0 when every sink took it.
   halts     [list] [--json] | clear ROTATION
             The rotations a wave's gate halted (apply, serve, worker and Lambda record them in one store:
             VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state,

@@ -26,6 +26,10 @@ import { cliRotationStore } from './rotation-store.ts';
 import { openStatusSource, statusPage, statusVault, type StatusSnapshot } from './status-command.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterClients } from '../kube/cluster-clients.ts';
+import { isNotificationOutbox, MemoryNotificationOutbox, NOTIFICATION_TTL_MS } from '../rotations/notification-outbox.ts';
+import { noticeDeadLetters } from '../pipeline/rotation-notices.ts';
+import { resolveSinks } from '../notify/sinks.ts';
+import { startNotificationLoop } from '../notify/delivery.ts';
 
 /** Concurrent connections `serve` accepts (--max-connections): audit devices, relays and shippers are a handful. */
 export const DEFAULT_MAX_CONNECTIONS = 256;
@@ -115,6 +119,32 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
+  // Notifications (issue #26): the worker writes rotation events to the outbox in the rotation store; this loop, beside
+  // the worker's loops, sends them. A sink that fails or hangs delays no restart.
+  const notify = resolveSinks(table.allSinks, { env: io.env });
+  for (const [name, problem] of notify.problems) io.stderr(`vault-rollout serve: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
+  const outbox = isNotificationOutbox(rotations) ? rotations : new MemoryNotificationOutbox();
+  const notifier = table.allSinks.size > 0 ? startNotificationLoop({ outbox, sinks: notify.sinks, telemetry }) : undefined;
+  // Dead letters the queue makes itself (a message received maxReceiveCount times without being worked): one
+  // `dead-letter` per message id, swept every 5 s. The first sweep reads back as far as the outbox remembers ids, so a
+  // restart catches up on what it missed and the outbox keeps each to one.
+  let sweepSince = Date.now() - NOTIFICATION_TTL_MS;
+  let sweeping: Promise<void> | undefined;
+  const sweep = (): void => {
+    if (sweeping) return;
+    const started = Date.now();
+    sweeping = noticeDeadLetters({ table, telemetry, notifications: { outbox } }, queue, sweepSince)
+      .then(() => void (sweepSince = started - 1000))
+      .catch((e: unknown) => telemetry.warn('could not read the dead letters for notifications; the next sweep tries again', { error: e instanceof Error ? e.name : String(e) }))
+      .finally(() => (sweeping = undefined));
+  };
+  const sweeper = notifier ? setInterval(sweep, 5000) : undefined;
+  sweeper?.unref();
+  if (notifier) sweep();
+  const stopSweeper = async (): Promise<void> => {
+    clearInterval(sweeper);
+    await sweeping;
+  };
   prometheus.addSampler(queueSampler(queue));
   const uninstallMetrics = prometheus.install();
   const worker = startLocalWorker(queue, {
@@ -127,6 +157,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     queue,
     // As in Lambda: follow each restart out of line, by continuations in the (in-process) queue.
     ...(values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } }),
+    notifications: { outbox },
   }, { loops, ...(waker ? { waker } : {}) });
   // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
   let stopping = false;
@@ -138,6 +169,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     if ('error' in opened) {
       io.stderr(`vault-rollout serve: --status-page: ${opened.error}\n`);
       await worker.stop();
+      await stopSweeper();
+      await notifier?.stop();
       uninstallMetrics();
       queue.close();
       return EXIT.failure;
@@ -160,6 +193,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
     page?.close();
     await worker.stop();
+    await stopSweeper();
+    await notifier?.stop();
     uninstallMetrics();
     queue.close();
     return EXIT.failure;
@@ -181,6 +216,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
   page?.close();
+  await stopSweeper();
+  await notifier?.stop();
   uninstallMetrics();
   queue.close();
   rotations.close?.();

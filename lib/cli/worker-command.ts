@@ -16,6 +16,9 @@ import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, untilStopped, usageError } from './shared.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
+import { isNotificationOutbox } from '../rotations/notification-outbox.ts';
+import { resolveSinks } from '../notify/sinks.ts';
+import { startNotificationLoop } from '../notify/delivery.ts';
 
 /**
  * `vault-rollout worker --routes FILE --queue-url URL`: the queue consumer outside Lambda (a laptop, a VM, a
@@ -68,14 +71,23 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
+  // Notifications (issue #26): the worker writes rotation events to the outbox in the rotation store (DynamoDB or
+  // SQLite); this loop, beside the pollers (never in them), sends them, as in serve. A sink that fails or hangs delays
+  // no message. Against the Lambda deployment's table its notify function may send them too: each delivery is leased
+  // by a conditional update, so one sender at a time has it.
+  const outbox = table.allSinks.size > 0 && isNotificationOutbox(rotations) ? rotations : undefined;
+  const notify = outbox ? resolveSinks(table.allSinks, { env: io.env }) : undefined;
+  for (const [name, problem] of notify?.problems ?? []) io.stderr(`vault-rollout worker: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
+  const notifier = outbox && notify ? startNotificationLoop({ outbox, sinks: notify.sinks, telemetry }) : undefined;
   const worker = startSqsWorker(
     client,
-    { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor, invalidate: (c) => clients.invalidate(c), queue, ...follow },
+    { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor, invalidate: (c) => clients.invalidate(c), queue, ...follow, ...(outbox ? { notifications: { outbox } } : {}) },
     { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize, visibilityTimeoutSeconds, ...(waker ? { waker } : {}) },
   );
   io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
   await untilStopped(signal);
   await worker.stop();
+  await notifier?.stop();
   uninstallMetrics();
   await metricsServer?.close();
   return EXIT.ok;

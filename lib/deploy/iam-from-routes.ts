@@ -20,9 +20,13 @@
  * - `kubeconfig: { secretsManager }`: `secretsmanager:GetSecretValue` on the secret: a full ARN as given, a name as
  *   `arn:…:secret:<name>-??????` (Secrets Manager appends six random characters to every secret's ARN).
  * - `kubeconfig: { file | env | inline }`: nothing.
+ * The notify function (notifications, issue #26) may publish to exactly the SNS topics the table's sinks name
+ * (`sns:Publish`) and read exactly the SSM parameters that hold the variables its sinks name (`<prefix>/<VARIABLE>`);
+ * a topic encrypted with a customer managed key also needs kms:GenerateDataKey and kms:Decrypt, not granted here.
  * SecureString parameters and secrets encrypted with the AWS managed keys (aws/ssm, aws/secretsmanager) need no
  * kms permission; a customer managed key needs kms:Decrypt, which this module does not grant.
  */
+import { sinkParameterName, sinkTopics, sinkVariables } from '../notify/sinks.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 
 /** A CloudFormation string: a literal or an intrinsic function. */
@@ -35,7 +39,7 @@ export interface IamStatement {
   Resource: CfnString[];
 }
 
-export const FUNCTION_NAMES = ['http', 'worker', 'logs', 'reconcile'] as const;
+export const FUNCTION_NAMES = ['http', 'worker', 'logs', 'reconcile', 'notify'] as const;
 export type FunctionName = (typeof FUNCTION_NAMES)[number];
 
 export interface ArnPlaceholders {
@@ -70,6 +74,8 @@ export interface IamInputs {
    * ID) and Secrets Manager secret ids; none for an AWS IAM login, which signs with the function's own role.
    */
   vaultCredentials?: { ssmParameters: readonly string[]; secrets: readonly string[] };
+  /** Where the notify function reads its sinks' secrets: the SSM parameter `<prefix>/<VARIABLE>` per variable a sink names. */
+  notifySecretPrefix?: string;
   placeholders?: ArnPlaceholders;
 }
 
@@ -86,6 +92,7 @@ export interface FunctionPolicies {
   worker: IamStatement[];
   logs: IamStatement[];
   reconcile: IamStatement[];
+  notify: IamStatement[];
   assumedRoles: AssumedRoleNeeds[];
 }
 
@@ -188,7 +195,7 @@ export function clusterAccessStatements(table: Pick<RoutingTable, 'clusters'>, p
 }
 
 /** The IAM statements of each function's own role. */
-export function iamFromRoutes(table: Pick<RoutingTable, 'clusters'>, inputs: IamInputs): FunctionPolicies {
+export function iamFromRoutes(table: Pick<RoutingTable, 'clusters' | 'allSinks'>, inputs: IamInputs): FunctionPolicies {
   const p = inputs.placeholders ?? CLOUDFORMATION_PLACEHOLDERS;
   const logs = (fn: FunctionName): IamStatement[] => statement('WriteOwnLogs', LOG_ACTIONS, [logGroupArn(inputs.logGroups[fn], p)]);
   const send = statement('SendToRolloutQueue', QUEUE_PRODUCER_ACTIONS, [inputs.queueArn]);
@@ -206,6 +213,12 @@ export function iamFromRoutes(table: Pick<RoutingTable, 'clusters'>, inputs: Iam
       ...access.statements,
       ...statement('ReadVaultLogin', ['ssm:GetParameter'], (inputs.vaultCredentials?.ssmParameters ?? []).map((n) => ssmParameterArn(n, p))),
       ...statement('ReadVaultSecretId', ['secretsmanager:GetSecretValue'], (inputs.vaultCredentials?.secrets ?? []).map((n) => secretArn(n, p))),
+    ],
+    // The notify function sends what the worker put in the outbox: to the table's SNS topics, with its sinks' secrets.
+    notify: [
+      ...logs('notify'),
+      ...statement('PublishNotifications', ['sns:Publish'], sinkTopics(table.allSinks)),
+      ...statement('ReadNotificationSecrets', ['ssm:GetParameter'], inputs.notifySecretPrefix === undefined ? [] : sinkVariables(table.allSinks).map((v) => ssmParameterArn(sinkParameterName(inputs.notifySecretPrefix as string, v), p))),
     ],
     assumedRoles: access.assumedRoles,
   };

@@ -6,10 +6,11 @@
  * - a static bearer token, for senders that can only add fixed headers (OpenBao's http audit device, Fluent Bit);
  * - IAM: the Lambda Function URL (AWS_IAM) authenticated the caller before we run.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../kernel/hmac-signature.ts';
 
-export const SIGNATURE_HEADER = 'x-vault-rollout-signature';
-export const TIMESTAMP_HEADER = 'x-vault-rollout-timestamp';
+// One signature for what the webhook receives and what notifications send (lib/kernel/hmac-signature.ts).
+export { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER };
 export const MAX_SKEW_SECONDS = 300;
 
 export interface WebhookSecrets {
@@ -24,10 +25,6 @@ export interface WebhookSecrets {
 }
 
 export type AuthOutcome = { ok: true; method: 'hmac' | 'bearer' | 'iam' | 'none' } | { ok: false; reason: string };
-
-export function sign(secret: string, timestamp: string, body: Uint8Array | string): string {
-  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
-}
 
 function equalConstantTime(a: string, b: string): boolean {
   const x = Buffer.from(a);

@@ -52,6 +52,8 @@ export const METRICS = {
   relayRecordsDropped: 'RelayRecordsDropped',
   relaySpoolBytes: 'RelaySpoolBytes',
   relayDeliveryLag: 'RelayDeliveryLag',
+  /** Notification deliveries by outcome: sent, retry (failed, tried again later), dropped (out of attempts). */
+  notifications: 'Notifications',
 } as const;
 export type MetricName = (typeof METRICS)[keyof typeof METRICS];
 
@@ -95,6 +97,7 @@ export const METRIC_SPECS: Readonly<Record<MetricName, MetricSpec>> = {
   RelayRecordsDropped: { type: 'counter', help: 'Relay records dropped, by reason', labels: ['reason'], emf: false },
   RelaySpoolBytes: { type: 'gauge', help: "Bytes in the relay's spool (on disk and on their way to it)", labels: [], emf: false },
   RelayDeliveryLag: { type: 'gauge', help: 'Age of the oldest batch in the relay spool not yet delivered, 0 when none', labels: [], emf: false },
+  Notifications: { type: 'counter', help: 'Notification deliveries by outcome: sent, retry (failed, tried again later), dropped (out of attempts or no such sink)', labels: ['outcome'], emf: true },
 };
 
 /** `ChangesReceived` -> `vault_rollout_changes_received_total`; milliseconds become seconds, as Prometheus expects. */

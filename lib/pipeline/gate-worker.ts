@@ -24,6 +24,7 @@ import { haltedReason, haltOf } from './wave-guard.ts';
 import { decideWait } from '../plan/look-again.ts';
 import { SUPERSEDED_REASON } from '../engine/types.ts';
 import { lookAgainAfter } from './look-again.ts';
+import { noticeHalt } from './rotation-notices.ts';
 import { refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
 
 /** Where a gate message stands under this worker's table: its change set, its waves, the plan's targets. */
@@ -122,6 +123,7 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
       return false;
     }
     outcome.halts.push(halt);
+    await noticeHalt(deps, set, halt);
     deps.telemetry.error('rotation halted', { ...fields, rotation: set.key, failing: halt.failing, why: decision.why, notRestarted });
     // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
     deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');

@@ -9,6 +9,7 @@ import {
 } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { RotationStore } from '../rotations/rotation-store.ts';
+import type { NotificationOutbox } from '../rotations/notification-outbox.ts';
 
 export interface QueueRecord {
   messageId: string;
@@ -51,6 +52,8 @@ export interface WorkerDeps {
    * several clusters never makes one wait for another. Must not throw.
    */
   onGroupDone?: (group: GroupOutcome) => Promise<void>;
+  /** Rotation events are written here, once per event id (lib/pipeline/rotation-notices.ts); a loop elsewhere sends them. */
+  notifications?: { outbox: NotificationOutbox };
 }
 
 /** What became of one group's messages: the ids not in `failed` or `deferred` are done (worked or refused). */

@@ -37,6 +37,7 @@ import type { RoutingTable } from '../routing/routing-table.ts';
 import { workGate } from './gate-worker.ts';
 import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type QueueRecord, type WatchedWorkload, type WorkerDeps } from './worker-deps.ts';
 import { clusterMessageRefusal } from './wave-guard.ts';
+import { noticeDeadLetter, noticeLook } from './rotation-notices.ts';
 
 export * from './worker-deps.ts';
 export { planGate, waveTargetState, type GatePlan } from './gate-worker.ts';
@@ -112,6 +113,7 @@ async function deadLetterRefused(group: readonly QueueRecord[], deps: WorkerDeps
     if (!record) continue;
     try {
       await deps.deadLetter(record, reason);
+      await noticeDeadLetter(deps, record, reason);
     } catch (e) {
       deps.telemetry.warn('could not dead-letter a refused message; it will be redelivered', { messageId, error: e instanceof Error ? e.name : String(e) });
       outcome.failed.push(messageId);
@@ -256,15 +258,21 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     if ((r.outcome === 'restarted' || message.follow) && (r.rollout === 'complete' || r.rollout === 'failed' || r.rollout === 'timeout')) deps.telemetry.metric(METRICS.rolloutDuration, Math.max(0, now() - (since ?? startedAt)), 'Milliseconds', { cluster: r.cluster, outcome: r.rollout });
   }
   const failures = out.filter((r) => r.outcome === 'failed');
+  // Rotation events go to the outbox (issue #26); a loop elsewhere sends them, so this never waits on a sink.
+  const notice = (finished: boolean, expired?: RolloutResult[]) => noticeLook(deps, { cluster: message.cluster, changes: planned.changes, plan: planned.plan, targets }, out, { sinceMs: since ?? startedAt, finished, ...(expired ? { expired } : {}) });
   const group = record.groupId;
   deps.telemetry.info(message.follow ? 'continuation looked' : 'rollout message done', { messageId, cluster: message.cluster, ...(message.follow ? { round: message.follow.round } : {}), results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts, ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}) })) });
   if (failures.length > 0) {
+    await notice(false);
     if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(message.cluster);
     return false;
   }
   const deferred = out.filter((r) => r.outcome === 'deferred');
   // Waiting for a rollout slot (rollout.maxUnavailable) and no continuation to hand it to: the message comes back.
-  if (!deps.follow) return deferred.length === 0;
+  if (!deps.follow) {
+    await notice(deferred.length === 0);
+    return deferred.length === 0;
+  }
   const waiting = out.filter((r) => r.rollout === 'progressing' || r.outcome === 'deferred');
   const wait = decideWait({
     pending: waiting.length > 0,
@@ -275,6 +283,7 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     ...(deferred.length === waiting.length ? { hintMs: SLOT_LOOK_MS } : {}),
   });
   const fields = { messageId, group, cluster: message.cluster, waiting: waiting.length, progressing: waiting.length - deferred.length, deferred: deferred.length };
+  await notice(wait.action === 'finish', wait.action === 'expire' ? waiting.filter((r) => r.outcome !== 'deferred') : undefined);
   if (wait.action === 'finish') {
     if (message.follow) deps.telemetry.info('continuation finished: nothing left to wait for', { ...fields, round: message.follow.round });
     return true;

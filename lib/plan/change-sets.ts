@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { SecretChange } from '../sources/secret-change.ts';
 
 /** A Vault change as the queue carries it: what the worker needs to plan, nothing it would execute. */
-export type QueuedChange = Omit<SecretChange, 'path' | 'record' | 'keyDigests'>;
+export type QueuedChange = Omit<SecretChange, 'path' | 'record' | 'keyDigests' | 'vaultIndex'>;
 
 /** SQS allows 256 KiB per message; stay well below it, leaving room for attributes. */
 export const MAX_MESSAGE_BYTES = 200 * 1024;

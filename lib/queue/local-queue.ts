@@ -88,8 +88,8 @@ export interface LocalRolloutQueue extends RolloutQueue {
    * kept for an operator, never executed, never redelivered). False if the handle is unknown or stale.
    */
   deadLetter(receiptHandle: string, reason: string): Promise<boolean>;
-  /** The messages that were received maxReceiveCount times without being deleted, or refused, oldest first. */
-  deadLetters(): DeadLetter[];
+  /** The messages that were received maxReceiveCount times without being deleted, or refused, oldest first; only those dead-lettered at or after `sinceMs` when given. */
+  deadLetters(sinceMs?: number): DeadLetter[];
   /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */
   counts(): QueueCounts;
   /** Releases the queue's resources (the database file); the queue is unusable afterwards. */

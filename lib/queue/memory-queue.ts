@@ -129,9 +129,9 @@ export class MemoryRolloutQueue implements LocalRolloutQueue {
   }
 
   /** The messages that were received maxReceiveCount times without being deleted, oldest first. */
-  deadLetters(): DeadLetter[] {
+  deadLetters(sinceMs = 0): DeadLetter[] {
     this.#expireVisibility();
-    return [...this.#deadLetters];
+    return this.#deadLetters.filter((d) => d.deadLetteredAt >= sinceMs);
   }
 
   /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */

@@ -123,7 +123,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       makeVisible: s('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE seq = ?'),
       delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
       deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)'),
-      deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq'),
+      deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters WHERE dead_lettered_at >= ? ORDER BY seq'),
       recentDeadLetters: s('SELECT message_id, group_id, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq DESC LIMIT ?'),
       seenPurge: s('DELETE FROM seen_keys WHERE until < ?'),
       seenInsert: s('INSERT INTO seen_keys (key, until) VALUES (?, ?) ON CONFLICT (key) DO NOTHING'),
@@ -235,9 +235,9 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     });
   }
 
-  deadLetters(): DeadLetter[] {
+  deadLetters(sinceMs = 0): DeadLetter[] {
     this.#transaction(() => this.#expireVisibility());
-    return (this.#sql.deadLetters!.all() as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number; reason: string | null }>).map((r) => ({
+    return (this.#sql.deadLetters!.all(sinceMs) as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number; reason: string | null }>).map((r) => ({
       messageId: r.message_id,
       body: r.body,
       groupId: r.group_id,

@@ -26,6 +26,8 @@ export function planJson(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
       // Issue #24: the key names the entry carries (never their digests) and, once the intake compared them, which changed.
       ...(c.keyDigests === undefined ? {} : { keys: c.keyDigests.toJSON() }),
       changedKeys: c.changedKeys ?? 'all',
+      // Issue #28: the event's Vault index (not secret), for a tool reading Vault after it: send it as X-Vault-Index.
+      ...(c.vaultIndex === undefined ? {} : { vaultIndex: c.vaultIndex }),
     })),
     ignored: parsed.ignored,
     rejected: parsed.rejected,

@@ -7,10 +7,11 @@ import { DatabaseSync } from 'node:sqlite';
 import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
+import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
 
-/** Also the key baselines (issue #24): the same file, so `serve` needs no other. */
-export class SqliteRotationStore implements RotationStore, KeyBaselineStore {
+/** Also the key baselines (issue #24) and the notifications' outbox (issue #26): the same file, so `serve` needs no other. */
+export class SqliteRotationStore implements RotationStore, KeyBaselineStore, NotificationOutbox {
   private readonly db: DatabaseSync;
 
   constructor(file: string) {
@@ -22,7 +23,11 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore {
       CREATE TABLE IF NOT EXISTS rotation_waves (rotation TEXT PRIMARY KEY, released INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_halts (rotation TEXT PRIMARY KEY, halted_at TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_halted_changes (change_key TEXT NOT NULL, rotation TEXT NOT NULL, PRIMARY KEY (change_key, rotation)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS key_baselines (path_key TEXT NOT NULL, device TEXT NOT NULL, version INTEGER NOT NULL, expires_at INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (path_key, device)) WITHOUT ROWID;`);
+      CREATE TABLE IF NOT EXISTS key_baselines (path_key TEXT NOT NULL, device TEXT NOT NULL, version INTEGER NOT NULL, expires_at INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (path_key, device)) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS notification_events (event_id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS notification_deliveries (event_id TEXT NOT NULL, sink TEXT NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, due_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (event_id, sink)) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS notification_deliveries_due ON notification_deliveries (state, due_at);
+      CREATE TABLE IF NOT EXISTS rotation_notes (rotation TEXT NOT NULL, fact TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (rotation, fact)) WITHOUT ROWID;`);
   }
 
   releasedWave(rotation: string): Promise<number> {
@@ -94,6 +99,66 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore {
   clearBaselines(path: string): Promise<void> {
     this.db.prepare('DELETE FROM key_baselines WHERE path_key = ?').run(pathKey(path));
     return Promise.resolve();
+  }
+
+  enqueueOnce(eventId: string, sinks: readonly string[], body: string, nowMs: number, ttlMs: number): Promise<boolean> {
+    return Promise.resolve(
+      immediateTransaction(this.db, () => {
+        // Expired ids go first (a bounded sweep per event), so an id is refused only within its TTL.
+        this.db.prepare('DELETE FROM notification_events WHERE event_id IN (SELECT event_id FROM notification_events WHERE expires_at <= ? LIMIT 100)').run(nowMs);
+        this.db.prepare('DELETE FROM notification_deliveries WHERE (event_id, sink) IN (SELECT event_id, sink FROM notification_deliveries WHERE expires_at <= ? LIMIT 100)').run(nowMs);
+        // The conditional insert is the deduplication: a second emit of the same event changes nothing.
+        const inserted = this.db.prepare('INSERT OR IGNORE INTO notification_events (event_id, expires_at) VALUES (?, ?)').run(eventId, nowMs + ttlMs);
+        if (Number(inserted.changes) === 0) return false;
+        const insert = this.db.prepare("INSERT OR REPLACE INTO notification_deliveries (event_id, sink, body, state, attempts, due_at, expires_at) VALUES (?, ?, ?, 'pending', 0, ?, ?)");
+        for (const sink of sinks) insert.run(eventId, sink, body, nowMs, nowMs + ttlMs);
+        return true;
+      }),
+    );
+  }
+
+  takeDue(nowMs: number, limit: number, leaseMs: number): Promise<OutboxDelivery[]> {
+    return Promise.resolve(
+      immediateTransaction(this.db, () => {
+        const rows = this.db.prepare("SELECT event_id, sink, body, attempts FROM notification_deliveries WHERE state = 'pending' AND due_at <= ? ORDER BY due_at LIMIT ?").all(nowMs, limit) as Array<{ event_id: string; sink: string; body: string; attempts: number }>;
+        const lease = this.db.prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?');
+        for (const r of rows) lease.run(nowMs + leaseMs, r.event_id, r.sink);
+        return rows.map((r) => ({ eventId: r.event_id, sink: r.sink, body: r.body, attempts: Number(r.attempts) }));
+      }),
+    );
+  }
+
+  take(eventId: string, sink: string, nowMs: number, leaseMs: number): Promise<TakeResult> {
+    return Promise.resolve(
+      immediateTransaction(this.db, (): TakeResult => {
+        const row = this.db.prepare('SELECT body, state, attempts, due_at FROM notification_deliveries WHERE event_id = ? AND sink = ?').get(eventId, sink) as { body: string; state: string; attempts: number; due_at: number } | undefined;
+        if (!row || row.state !== 'pending') return 'done';
+        if (Number(row.due_at) > nowMs) return { notBefore: Number(row.due_at) };
+        this.db.prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?').run(nowMs + leaseMs, eventId, sink);
+        return { delivery: { eventId, sink, body: row.body, attempts: Number(row.attempts) } };
+      }),
+    );
+  }
+
+  sent(eventId: string, sink: string): Promise<void> {
+    this.db.prepare("UPDATE notification_deliveries SET state = 'sent' WHERE event_id = ? AND sink = ?").run(eventId, sink);
+    return Promise.resolve();
+  }
+
+  failed(eventId: string, sink: string, attempts: number, retryAtMs: number | undefined): Promise<void> {
+    if (retryAtMs === undefined) this.db.prepare("UPDATE notification_deliveries SET state = 'gave-up', attempts = ? WHERE event_id = ? AND sink = ?").run(attempts, eventId, sink);
+    else this.db.prepare('UPDATE notification_deliveries SET attempts = ?, due_at = ? WHERE event_id = ? AND sink = ?').run(attempts, retryAtMs, eventId, sink);
+    return Promise.resolve();
+  }
+
+  note(rotation: string, fact: string, nowMs: number, ttlMs: number): Promise<void> {
+    this.db.prepare('INSERT INTO rotation_notes (rotation, fact, expires_at) VALUES (?, ?, ?) ON CONFLICT (rotation, fact) DO UPDATE SET expires_at = excluded.expires_at').run(rotation, fact, nowMs + ttlMs);
+    return Promise.resolve();
+  }
+
+  notes(rotation: string, nowMs: number): Promise<string[]> {
+    const rows = this.db.prepare('SELECT fact FROM rotation_notes WHERE rotation = ? AND expires_at > ? ORDER BY fact').all(rotation, nowMs) as Array<{ fact: string }>;
+    return Promise.resolve(rows.map((r) => r.fact));
   }
 
   close(): void {

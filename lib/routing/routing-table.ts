@@ -7,10 +7,10 @@ import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 
 import { qualify } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, PatternError, PatternIndex, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, RoutingTableSchema, type Route, type RolloutSettings, type RoutingTableDocument, type Target } from './schema.ts';
+import { NotificationEvents, parseDuration, RoutingTableSchema, type NotificationsSettings, type Route, type RolloutSettings, type RoutingTableDocument, type Target } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 
-import { boundAllows, consumersOf, DEFAULT_GATE_TIMEOUT_MS, isConsumersTarget, isResourceTarget, isSyncTarget, RoutingTableError, targetName, type CompiledRoute, type CompiledTarget, type ConfigProblem, type NameBound, type RolloutPolicy, type RoutingTable } from './table-model.ts';
+import { boundAllows, consumersOf, DEFAULT_GATE_TIMEOUT_MS, DEFAULT_PROGRESSING_AFTER_MS, isConsumersTarget, isResourceTarget, isSyncTarget, RoutingTableError, targetName, type CompiledRoute, type CompiledTarget, type ConfigProblem, type NameBound, type NotificationPolicy, type RolloutPolicy, type RoutingTable } from './table-model.ts';
 
 export * from './table-model.ts';
 
@@ -267,7 +267,7 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     const opsKey = route.match.operations.join(',');
     let operations = operationSets.get(opsKey);
     if (!operations) operationSets.set(opsKey, (operations = new Set(route.match.operations)));
-    const compiledRoute: CompiledRoute = { name: route.name, namespace, operations, pattern, targets, policy };
+    const compiledRoute: CompiledRoute = { name: route.name, namespace, operations, pattern, targets, policy, notifications: notificationPolicy(doc.notifications, route.notifications) };
     if (timeout !== undefined) compiledRoute.rolloutTimeoutMs = timeout;
     if (route.rollout?.maxUnavailable) compiledRoute.maxUnavailable = route.rollout.maxUnavailable;
     routes.push(compiledRoute);
@@ -285,9 +285,21 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     file,
     ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }),
     ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}),
+    notifications: notificationPolicy(doc.notifications, undefined),
+    allSinks: new Map([...notificationPolicy(doc.notifications, undefined).sinks, ...routes.flatMap((r) => [...r.notifications.sinks])]),
     get hash() {
       return (hash ??= createHash('sha256').update(JSON.stringify(doc)).digest('hex').slice(0, 16));
     },
+  };
+}
+
+/** The top-level notifications with a route's over them: sinks merged by name, events replaced, the limit overridden. */
+function notificationPolicy(top: NotificationsSettings | undefined, own: NotificationsSettings | undefined): NotificationPolicy {
+  const after = own?.progressingAfter ?? top?.progressingAfter;
+  return {
+    sinks: new Map(Object.entries({ ...top?.sinks, ...own?.sinks })),
+    events: new Set(own?.events ?? top?.events ?? NotificationEvents),
+    progressingAfterMs: (after === undefined ? undefined : parseDuration(after)) ?? DEFAULT_PROGRESSING_AFTER_MS,
   };
 }
 

@@ -146,6 +146,41 @@ export const ClusterSchema = z
   .refine((c) => c.context === undefined || c.kubeconfig !== undefined, { message: 'context selects a context of the kubeconfig: give it only with kubeconfig', path: ['context'] });
 export type ClusterConfig = z.infer<typeof ClusterSchema>;
 
+/**
+ * Notifications (issue #26): where rotation events go. Sink secrets — the Slack and Teams webhook URLs (whoever holds
+ * one can post to the channel), the webhook's HMAC key — are named by environment variable, never written in the
+ * table; the table is read by editors, CI and `plan`. The URLs are checked when a process reads them (https only).
+ */
+export const NotificationEvents = ['halted', 'target-failed', 'rollout-failed', 'complete', 'progressing', 'dead-letter'] as const;
+export type NotificationEventKind = (typeof NotificationEvents)[number];
+
+const ENV_NAME = /^[A-Z_][A-Z0-9_]{0,127}$/;
+const envName = z.string().regex(ENV_NAME, 'must be an environment variable name (A-Z, 0-9, _)');
+
+export const NotificationSinkSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('slack'), urlFromEnv: envName.describe('environment variable holding the Slack incoming-webhook URL (a secret)') }),
+  z.strictObject({ type: z.literal('teams'), urlFromEnv: envName.describe('environment variable holding the Teams incoming-webhook or Workflows URL (a secret)') }),
+  z.strictObject({
+    type: z.literal('webhook'),
+    url: z.url({ protocol: /^https$/, error: 'must be an https URL' }).optional().describe('the receiver (https); or urlFromEnv'),
+    urlFromEnv: envName.optional().describe('environment variable holding the receiver URL'),
+    secretFromEnv: envName.describe('environment variable holding the HMAC-SHA256 key the body is signed with'),
+  }).refine((w) => (w.url === undefined) !== (w.urlFromEnv === undefined), 'give exactly one of url or urlFromEnv'),
+  z.strictObject({
+    type: z.literal('sns'),
+    topicArn: z.string().regex(/^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/, 'must be an SNS topic ARN').describe('the topic the event is published to (through the AWS SDK, the process\'s credentials)'),
+  }),
+], { error: 'a sink is { type: slack | teams, urlFromEnv }, { type: webhook, url | urlFromEnv, secretFromEnv } or { type: sns, topicArn }' });
+export type NotificationSink = z.infer<typeof NotificationSinkSchema>;
+
+export const NotificationsSchema = z.strictObject({
+  sinks: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'sink names are lowercase letters, digits and "-"'), NotificationSinkSchema).default({})
+    .describe('named sinks; a route\'s block adds sinks or overrides one of the same name'),
+  events: z.array(z.enum(NotificationEvents)).min(1).optional().describe('which events are sent (default: all); a route\'s list replaces the top-level one'),
+  progressingAfter: DurationSchema.optional().describe('a rollout still progressing this long after its restart sends one progressing event (default 15m)'),
+});
+export type NotificationsSettings = z.infer<typeof NotificationsSchema>;
+
 const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;
 
 /**
@@ -277,6 +312,7 @@ export const RouteSchema = z.strictObject({
   }),
   targets: z.array(TargetSchema).min(1, 'a route needs at least one target'),
   rollout: RolloutSettingsSchema.optional(),
+  notifications: NotificationsSchema.optional(),
 });
 export type Route = z.infer<typeof RouteSchema>;
 
@@ -285,5 +321,6 @@ export const RoutingTableSchema = z.strictObject({
   vault: z.strictObject({ mounts: z.record(z.string(), z.union([z.literal(1), z.literal(2)])).default({}) }).default({ mounts: {} }),
   routes: z.array(RouteSchema).default([]),
   rollout: RolloutSettingsSchema.optional(),
+  notifications: NotificationsSchema.optional(),
 });
 export type RoutingTableDocument = z.infer<typeof RoutingTableSchema>;

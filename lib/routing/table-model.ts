@@ -2,7 +2,7 @@
 import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, type ClusterConfig, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
+import { parseDuration, type ClusterConfig, type NotificationEventKind, type NotificationSink, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
 
 export interface ConfigProblem {
   file: string;
@@ -57,7 +57,19 @@ export interface CompiledRoute {
   maxUnavailable?: MaxUnavailable;
   /** Waves, gate, onFailure and settle: the top-level `rollout` with the route's own fields over it. */
   policy: RolloutPolicy;
+  /** Where this route's rotation events go: the top-level `notifications` with the route's own over it. */
+  notifications: NotificationPolicy;
 }
+
+/** Sinks by name (a route's block adds sinks or overrides one of the same name), the events sent, the progressing limit. */
+export interface NotificationPolicy {
+  sinks: ReadonlyMap<string, NotificationSink>;
+  events: ReadonlySet<NotificationEventKind>;
+  progressingAfterMs: number;
+}
+
+/** A rollout still progressing this long after its restart sends one `progressing` event. */
+export const DEFAULT_PROGRESSING_AFTER_MS = 15 * 60_000;
 
 /**
  * How one route's changes are rolled out across clusters (issue #12). Without `waves`, all at once as before.
@@ -87,6 +99,9 @@ export interface RoutingTable {
   rolloutTimeoutMs?: number;
   /** The top-level `rollout.maxUnavailable`, if set: the default of every route that sets none. */
   maxUnavailable?: MaxUnavailable;
+  /** The top-level `notifications` (events that belong to no route: dead letters), and every sink any route names. */
+  notifications: NotificationPolicy;
+  allSinks: ReadonlyMap<string, NotificationSink>;
   /**
    * A short hash of the checked document, carried in queue messages so a refusal can say that the sender planned
    * with another table (a deploy in progress, a relay's older copy). Computed on first use.

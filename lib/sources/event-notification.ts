@@ -1,13 +1,18 @@
 /**
  * Vault event notifications as JSON CloudEvents (`sys/events/subscribe/<type>?json=true`).
  * 1.15 shape: `source: https://vaultproject.io/`, `metadata.path` namespace-relative and including the mount.
- * 1.16+ shape: adds `data.namespace` ("team-a/", absent in root), `vault_index`, `plugin_info.version`.
+ * 1.16+ shape (Enterprise only; the current docs, 1.21, show the same): `source: vault://<node>`, adds `data.namespace`
+ * ("team-a/", absent in root), `metadata.data_path` (the path to read the data at, mount included),
+ * `metadata.vault_index` and `plugin_info.version`. `vault_index` is kept on the change (`vaultIndex`) when it is
+ * bounded base64 (vault-index.ts), for a metadata read made for the change; one that is not is left out and the
+ * change still counts: it is a freshness hint, and losing the rotation over it would be worse than a stale read.
  * The 1.13/1.14 experiment put the path relative to the mount; that is accepted too.
  */
 import { z } from 'zod';
 import { guessMount, trimSlashes, underMount } from './kv-mounts.ts';
 import { changed, describeIssues, ignore, isObject, reject, type RecordContext, type RecordOutcome } from './record.ts';
 import type { KvVersion, Operation } from './secret-change.ts';
+import { isVaultIndex } from './vault-index.ts';
 
 export const EventNotificationSchema = z.object({
   id: z.string(),
@@ -16,6 +21,7 @@ export const EventNotificationSchema = z.object({
     event: z.object({ id: z.string().optional(), metadata: z.record(z.string(), z.unknown()).default({}) }),
     event_type: z.string(),
     namespace: z.string().optional(),
+    // Other plugin_info fields (mount_class, mount_accessor, version) are not read: a type change there refuses nothing.
     plugin_info: z.object({ mount_path: z.string().optional(), plugin: z.string().optional() }).optional(),
   }),
 });
@@ -80,5 +86,6 @@ export function parseEventNotification(value: unknown, ctx: RecordContext): Reco
     source: 'event',
     id,
     time: time ?? '',
+    ...(isVaultIndex(metadata.vault_index) ? { vaultIndex: metadata.vault_index } : {}),
   });
 }

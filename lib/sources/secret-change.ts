@@ -49,6 +49,13 @@ export interface SecretChange {
    * and the baseline store (lib/plan/changed-keys.ts); absent: every key. Queued with the change.
    */
   changedKeys?: string[];
+  /**
+   * Vault Enterprise's storage index when the change happened (event notifications since 1.16, `metadata.vault_index`;
+   * checked by isVaultIndex in vault-index.ts). A metadata read made for this change sends it as `X-Vault-Index`, so a
+   * performance standby that is behind answers 412 (retried) instead of an older version. Absent for every other feed,
+   * and for an event whose index is not bounded base64. Not queued: the worker reads nothing from Vault.
+   */
+  vaultIndex?: string;
 }
 
 /** Why a well-formed record is not a change. Ignored records were understood; they are not errors. */

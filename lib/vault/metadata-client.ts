@@ -12,7 +12,14 @@
  * endpoints, redirects limited to Vault's own nodes and bounded answers, which vault-request.ts already gives.
  *
  * Retries: network errors, timeouts, 412 (a performance standby not yet caught up), 429 and 5xx, with jittered
- * backoff, a bounded number of attempts. A 403 invalidates the token once (it may have expired: a login source logs
+ * backoff, a bounded number of attempts.
+ *
+ * Read-after-event: a call given a `vaultIndex` (a change's, from its event notification) sends it as `X-Vault-Index`,
+ * on every attempt and redirect; a node that has not applied that index answers 412, which is retried like above —
+ * Vault's "retry stale requests" mitigation (docs: enterprise/consistency), which holds for performance secondaries
+ * too and adds no load on the active node. `X-Vault-Inconsistent: forward-active-node` is not sent: Vault honours
+ * forwarding headers only where the operator enabled `allow_forwarding_via_header` (off by default), and forwarding
+ * does nothing for a performance secondary. No index, no header. A 403 invalidates the token once (it may have expired: a login source logs
  * in again) and then is a PermissionError naming the policy line to add.
  */
 import { z } from 'zod';
@@ -20,6 +27,7 @@ import { abortableSleep, backoffDelayMs, type Sleep } from '../kernel/backoff.ts
 import type { VaultTokenSource } from './vault-auth.ts';
 import type { VaultRedirectPolicy } from './vault-redirect.ts';
 import { checkVaultPath } from '../sources/vault-path.ts';
+import { isVaultIndex } from '../sources/vault-index.ts';
 import { vaultErrors, vaultRequest, VaultRequestError } from './vault-request.ts';
 
 export interface KvVersionMetadata {
@@ -56,6 +64,8 @@ export interface MetadataCallOptions {
   /** Enterprise namespace (`X-Vault-Namespace`) for this call; default: the client's. */
   namespace?: string;
   signal?: AbortSignal;
+  /** Vault's storage index this read must see (`X-Vault-Index`): the change's, when it came from an event. */
+  vaultIndex?: string;
 }
 
 export interface MetadataClientOptions {
@@ -133,7 +143,7 @@ export class VaultMetadataClient {
     checkVaultPath('the mount', trimSlashes(mount));
     checkVaultPath('the key', trimSlashes(key));
     const path = `${encodePath(trimSlashes(mount))}/metadata/${encodePath(trimSlashes(key))}`;
-    const answer = await this.#call('GET', path, mount, namespace, options.signal);
+    const answer = await this.#call('GET', path, mount, namespace, options);
     if (answer === undefined) return undefined;
     const parsed = MetadataSchema.safeParse(answer);
     if (!parsed.success) throw new VaultRequestError(`${path}: not KV v2 metadata (${parsed.error.issues[0]?.message ?? 'unexpected shape'}); is ${mount} a KV v2 mount?`);
@@ -150,7 +160,7 @@ export class VaultMetadataClient {
     checkVaultPath('the mount', trimSlashes(mount));
     if (folder !== '') checkVaultPath('the folder', folder);
     const path = `${encodePath(trimSlashes(mount))}/metadata/${folder ? `${encodePath(folder)}/` : ''}`;
-    const answer = await this.#call('LIST', path, mount, namespace, options.signal);
+    const answer = await this.#call('LIST', path, mount, namespace, options);
     if (answer === undefined) return { keys: [], truncated: false, total: 0 };
     const parsed = ListSchema.safeParse(answer);
     if (!parsed.success) throw new VaultRequestError(`${path}: not a key listing`);
@@ -160,8 +170,11 @@ export class VaultMetadataClient {
   }
 
   /** The parsed answer, or undefined for 404; throws VaultRequestError / VaultPermissionError. */
-  async #call(method: 'GET' | 'LIST', path: string, mount: string, namespace: string, signal: AbortSignal | undefined): Promise<unknown> {
+  async #call(method: 'GET' | 'LIST', path: string, mount: string, namespace: string, { signal, vaultIndex }: MetadataCallOptions): Promise<unknown> {
     const { auth, vaultAddr } = this.#options;
+    // The index comes from the feed: only bounded base64 becomes a header (the parser checked it already; this is the door).
+    if (vaultIndex !== undefined && !isVaultIndex(vaultIndex)) throw new VaultRequestError(`${path}: the vault index is not bounded base64: not sent`);
+    const headers = vaultIndex === undefined ? undefined : { 'x-vault-index': vaultIndex };
     const maxAttempts = this.#options.maxAttempts ?? 4;
     let reauthenticated = false;
     for (let attempt = 1; ; attempt++) {
@@ -170,7 +183,7 @@ export class VaultMetadataClient {
         this.requests++;
         // Only metadata of this mount, whatever the path resolves to (vault-path.ts checked its segments already).
         const pathPrefix = `${encodePath(trimSlashes(mount))}/metadata/`;
-        const { status, text } = await vaultRequest({ vaultAddr, method, path, pathPrefix, token: await auth.token(), namespace, timeoutMs: this.#options.timeoutMs ?? 10_000, ...(signal ? { signal } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}) });
+        const { status, text } = await vaultRequest({ vaultAddr, method, path, pathPrefix, token: await auth.token(), namespace, timeoutMs: this.#options.timeoutMs ?? 10_000, ...(headers ? { headers } : {}), ...(signal ? { signal } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}) });
         if (status === 404) return undefined;
         if (status >= 200 && status < 300) return JSON.parse(text) as unknown;
         const errors = vaultErrors(text);

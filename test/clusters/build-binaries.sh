@@ -9,7 +9,9 @@
 # Needs only Go (>= 1.26) and access to the Go module proxy.
 #
 # Environment:
-#   K8S_VERSION   Kubernetes version (default v1.36.3)
+#   K8S_VERSION   Kubernetes version of the main clusters (default v1.37.2, the newest on the module proxy)
+#   K8S_COMPAT_VERSION  a second, older Kubernetes for the compatibility lane (default v1.32.13, the oldest
+#                 minor EKS still supports); linked into .local/bin/kubernetes-<version>/; empty: none
 #   ETCD_VERSION  etcd version (default v3.6.8, the one Kubernetes 1.36 pins)
 #   KWOK_VERSION  sigs.k8s.io/kwok version (default v0.8.0, built on k8s.io/* v0.36)
 #   ARGO_ROLLOUTS_VERSION  github.com/argoproj/argo-rollouts version (default v1.10.1;
@@ -22,7 +24,8 @@
 #   BUILD_P       go build -p value (default 2)
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.36.3}"
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+K8S_COMPAT_VERSION="${K8S_COMPAT_VERSION-v1.32.13}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.8}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 ARGO_ROLLOUTS_VERSION="${ARGO_ROLLOUTS_VERSION:-v1.10.1}"
@@ -59,6 +62,8 @@ KWOK_DIR="$CACHE_ROOT/kwok-$KWOK_VERSION"
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 # The stamp records what was built; a different stamp means rebuild.
 K8S_STAMP="kubernetes $K8S_VERSION; ${K8S_BINS[*]}; v2"
+K8S_COMPAT_DIR="$CACHE_ROOT/kubernetes-$K8S_COMPAT_VERSION-sched"
+K8S_COMPAT_STAMP="kubernetes $K8S_COMPAT_VERSION; ${K8S_BINS[*]}; v2"
 ETCD_STAMP="etcd $ETCD_VERSION; etcd; v1"
 KWOK_STAMP="kwok $KWOK_VERSION; kwok; v1"
 ARGO_DIR="$CACHE_ROOT/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
@@ -75,23 +80,24 @@ is_complete() { # dir stamp bins...
   local b; for b in "$@"; do [[ -x "$dir/$b" ]] || return 1; done
 }
 
-build_kubernetes() {
+build_kubernetes() { # version dir stamp
+  local version="$1" dir="$2" stamp="$3"
   local t0; t0=$(now)
   find_go
-  local k8s_minor="${K8S_VERSION#v1.}"; k8s_minor="${k8s_minor%%.*}"
-  local staging_version="v0.${K8S_VERSION#v1.}"
-  log "building kubernetes $K8S_VERSION (staging modules at $staging_version) with $("$GO" version)"
+  local k8s_minor="${version#v1.}"; k8s_minor="${k8s_minor%%.*}"
+  local staging_version="v0.${version#v1.}"
+  log "building kubernetes $version (staging modules at $staging_version) with $("$GO" version)"
 
-  local src="$CACHE_ROOT/src/kubernetes-$K8S_VERSION"
-  rm -rf "$src" "$K8S_DIR"
+  local src="$CACHE_ROOT/src/kubernetes-$version"
+  rm -rf "$src" "$dir"
   mkdir -p "$src"
 
   # The kubernetes go.mod says `replace k8s.io/<x> => ./staging/src/k8s.io/<x>`
   # and requires them at v0.0.0; replaces of a dependency are ignored, so the
   # wrapper module must map each required staging module to its published tag.
   local modfile
-  modfile="$(cd "$src" && "$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
-  [[ -f "$modfile" ]] || { log "could not download k8s.io/kubernetes@$K8S_VERSION"; return 1; }
+  modfile="$(cd "$src" && "$GO" mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -f "$modfile" ]] || { log "could not download k8s.io/kubernetes@$version"; return 1; }
   local staging=()
   mapfile -t staging < <(awk '
     /^replace[[:space:]]*\(/ { inrep=1; next }
@@ -113,7 +119,7 @@ build_kubernetes() {
     echo "go ${go_directive:-1.26.0}"
     [[ -n "$godebug" ]] && { echo; echo "godebug $godebug"; }
     echo
-    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo "require k8s.io/kubernetes $version"
     echo
     echo "replace ("
     local m; for m in "${staging[@]}"; do echo "	$m => $m $staging_version"; done
@@ -122,13 +128,13 @@ build_kubernetes() {
 
   local build_date; build_date="$(date -u +'%Y-%m-%dT%H:%M:%SZ')"
   local ldflags="-s -w" key val
-  for kv in "gitVersion=$K8S_VERSION" "gitMajor=1" "gitMinor=$k8s_minor" \
+  for kv in "gitVersion=$version" "gitMajor=1" "gitMinor=$k8s_minor" \
             "gitTreeState=clean" "buildDate=$build_date"; do
     key="${kv%%=*}"; val="${kv#*=}"
     ldflags+=" -X k8s.io/component-base/version.$key=$val -X k8s.io/client-go/pkg/version.$key=$val"
   done
 
-  local out="$K8S_DIR.partial"
+  local out="$dir.partial"
   rm -rf "$out"; mkdir -p "$out"
   local b pkg t1
   for b in "${K8S_BINS[@]}"; do
@@ -138,9 +144,9 @@ build_kubernetes() {
     (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath -ldflags "$ldflags" -o "$out/$b" "$pkg")
     log "built $b in $(( $(now) - t1 ))s"
   done
-  echo "$K8S_STAMP" > "$out/.complete"
-  mv "$out" "$K8S_DIR"
-  log "kubernetes $K8S_VERSION done in $(( $(now) - t0 ))s"
+  echo "$stamp" > "$out/.complete"
+  mv "$out" "$dir"
+  log "kubernetes $version done in $(( $(now) - t0 ))s"
 }
 
 build_etcd() {
@@ -339,7 +345,14 @@ fi
 if is_complete "$K8S_DIR" "$K8S_STAMP" "${K8S_BINS[@]}"; then
   log "reusing $K8S_DIR"
 else
-  build_kubernetes
+  build_kubernetes "$K8S_VERSION" "$K8S_DIR" "$K8S_STAMP"
+fi
+if [[ -n "$K8S_COMPAT_VERSION" ]]; then
+  if is_complete "$K8S_COMPAT_DIR" "$K8S_COMPAT_STAMP" "${K8S_BINS[@]}"; then
+    log "reusing $K8S_COMPAT_DIR"
+  else
+    build_kubernetes "$K8S_COMPAT_VERSION" "$K8S_COMPAT_DIR" "$K8S_COMPAT_STAMP"
+  fi
 fi
 
 if is_complete "$KWOK_DIR" "$KWOK_STAMP" kwok; then
@@ -354,6 +367,10 @@ else
 fi
 
 for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_DIR/$b" "$BIN_DIR/$b"; done
+if [[ -n "$K8S_COMPAT_VERSION" ]]; then
+  mkdir -p "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION"
+  for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_COMPAT_DIR/$b" "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION/$b"; done
+fi
 ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
 ln -sfn "$KWOK_DIR/kwok" "$BIN_DIR/kwok"
 ln -sfn "$ARGO_DIR/rollouts-controller" "$BIN_DIR/rollouts-controller"

@@ -26,15 +26,18 @@ import {
   type ClusterInfo, type ClustersFile,
 } from './kube-http.ts';
 import { issueCert, writeCa, writeKeyPair, type CertFiles } from './pki.ts';
+import { COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION as MAIN_KUBERNETES_VERSION, LANE_KUBERNETES_BIN_SUBDIR, LANE_KUBERNETES_VERSION, LANE_LOCAL_DIR } from '../lanes.ts';
 
 export const CLUSTER_NAMES = ['alpha', 'beta', 'gamma'] as const;
 export type ClusterName = (typeof CLUSTER_NAMES)[number];
-export const KUBERNETES_VERSION = 'v1.36.3';
+/** This lane's Kubernetes (test/lanes.ts): v1.37.2, or v1.32.13 in the compatibility lane. */
+export const KUBERNETES_VERSION = LANE_KUBERNETES_VERSION;
 
 const LOCAL_DIR = join(REPO_ROOT, '.local');
+/** The binaries are every lane's; the clusters' state and lock are the lane's own (test/lanes.ts). */
 const BIN_DIR = join(LOCAL_DIR, 'bin');
-const ETCD_DIR = join(LOCAL_DIR, 'etcd');
-const LOCK_FILE = join(LOCAL_DIR, 'clusters.lock');
+const ETCD_DIR = join(LANE_LOCAL_DIR, 'etcd');
+const LOCK_FILE = join(LANE_LOCAL_DIR, 'clusters.lock');
 const BUILD_SCRIPT = join(REPO_ROOT, 'test', 'clusters', 'build-binaries.sh');
 const RBAC_MANIFEST = join(REPO_ROOT, 'infra', 'rbac', 'clusterrole.yaml');
 const CRD_MANIFEST = join(REPO_ROOT, 'infra', 'crds', 'argo-rollouts-crd.yaml');
@@ -154,11 +157,14 @@ function clusterDir(name: string): string {
 type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok' | 'rollouts-controller' |
   'external-secrets' | 'vault-secrets-operator';
 
+/** The control plane's binaries are the lane's Kubernetes version; kwok, the controllers and operators are the same in every lane. */
+const CONTROL_PLANE: ReadonlySet<Component> = new Set(['kube-apiserver', 'kube-controller-manager', 'kube-scheduler']);
+
 function componentProcess(name: string, component: Component): Managed {
   const dir = clusterDir(name);
   return {
     label: `${name}/${component}`,
-    binary: bin(component),
+    binary: CONTROL_PLANE.has(component) ? join(BIN_DIR, LANE_KUBERNETES_BIN_SUBDIR, component) : bin(component),
     pidFile: join(dir, `${component}.pid`),
     logFile: join(dir, 'logs', `${component}.log`),
   };
@@ -211,17 +217,31 @@ function runningPid(p: Managed): number | undefined {
 const SERVER_BINARIES = [
   'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller',
   'external-secrets', 'vault-secrets-operator',
-].map(bin);
+].flatMap((b) => [bin(b), ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : [])]);
 
-/** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok started from this checkout's .local/bin (pid files or not). */
+/**
+ * Whether a process's arguments or environment name this lane's state (its clusters' or etcd's directory): another
+ * lane's are not ours. The operators take their kubeconfig from KUBECONFIG, not from an argument.
+ */
+const namesThisLane = (a: string): boolean => a.includes(`${CLUSTERS_DIR}/`) || a.includes(`${ETCD_DIR}/`) || a.endsWith(ETCD_DIR);
+function isThisLanes(pid: number, argv: string[]): boolean {
+  if (argv.some(namesThisLane)) return true;
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').some(namesThisLane);
+  } catch {
+    return false;
+  }
+}
+
+/** Every live etcd/kube-apiserver/kube-controller-manager/kube-scheduler/kwok of this lane started from this checkout's .local/bin (pid files or not). */
 function strayPids(): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (pid === process.pid) continue;
-    const argv0 = procCmdline(pid)?.[0];
-    if (argv0 !== undefined && SERVER_BINARIES.includes(argv0) && isAlive(pid)) pids.push(pid);
+    const argv = procCmdline(pid);
+    if (argv?.[0] !== undefined && SERVER_BINARIES.includes(argv[0]) && isThisLanes(pid, argv) && isAlive(pid)) pids.push(pid);
   }
   return pids;
 }
@@ -322,10 +342,11 @@ const defaultLog: Logger = (msg) => process.stderr.write(`[clusters] ${msg}\n`);
 
 interface RunResult { stdout: string; stderr: string }
 
-function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean } = {}): Promise<RunResult> {
+function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
   return new Promise((res, rej) => {
     const child = spawn(cmd, args, {
       cwd: REPO_ROOT,
+      ...(opts.env ? { env: opts.env } : {}),
       stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -400,7 +421,7 @@ function lockHolder(): number | 'stale' {
 }
 
 async function withLock<T>(log: Logger, fn: () => Promise<T>): Promise<T> {
-  mkdirSync(LOCAL_DIR, { recursive: true });
+  mkdirSync(LANE_LOCAL_DIR, { recursive: true });
   let announced = false;
   const deadline = Date.now() + 120 * 60_000; // a cold binary build can take most of an hour
   for (;;) {
@@ -633,7 +654,9 @@ export interface UpResult {
 
 export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
   const t0 = Date.now();
-  await run('bash', [BUILD_SCRIPT], { inheritOutput: true }).catch((err: unknown) => {
+  // Both Kubernetes versions, whichever lane this is: the lanes share .local/bin (test/lanes.ts).
+  const env = { ...process.env, K8S_VERSION: MAIN_KUBERNETES_VERSION, K8S_COMPAT_VERSION: COMPATIBILITY_KUBERNETES_VERSION };
+  await run('bash', [BUILD_SCRIPT], { inheritOutput: true, env }).catch((err: unknown) => {
     throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
   });
   for (const b of [
@@ -641,6 +664,10 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
     'external-secrets', 'vault-secrets-operator',
   ]) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
+  }
+  for (const b of CONTROL_PLANE) {
+    const compat = join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b);
+    if (!existsSync(compat)) throw new Error(`${compat} is missing after build-binaries.sh`);
   }
   log(`binaries ready in ${seconds(t0)}`);
 }

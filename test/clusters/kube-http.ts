@@ -6,9 +6,11 @@ import { request as httpsRequest } from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LANE_LOCAL_DIR } from '../lanes.ts';
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
-export const CLUSTERS_DIR = join(REPO_ROOT, '.local', 'clusters');
+/** .local/clusters, or the lane's own (test/lanes.ts). */
+export const CLUSTERS_DIR = join(LANE_LOCAL_DIR, 'clusters');
 export const CLUSTERS_FILE = join(CLUSTERS_DIR, 'clusters.json');
 
 export interface ClientCertFiles {

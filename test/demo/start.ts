@@ -274,8 +274,8 @@ async function startAll(): Promise<void> {
   say('vault-rollout: the whole loop on this machine: three local Kubernetes clusters, an OpenBao dev server,');
   say(`the relay following its audit log, and serve on ${ROUTES}. Ctrl-C stops what this starts.`);
   const cacheRoot = join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'vault-rollout');
-  if (!existsSync(join(cacheRoot, `kubernetes-${KUBERNETES_VERSION}`, '.complete'))) {
-    say('First run: building Kubernetes v1.36.3 and etcd from their Go modules (about 5-8 minutes on 2 cores, 2 GB of');
+  if (!existsSync(join(cacheRoot, `kubernetes-${KUBERNETES_VERSION}-sched`, '.complete'))) {
+    say(`First run: building Kubernetes ${KUBERNETES_VERSION} and etcd from their Go modules (about 5-8 minutes on 2 cores, 2 GB of`);
     say('memory, 4 GB of Go caches; needs Go and openssl) and fetching OpenBao 2.7.2 (seconds). Later runs start in seconds.');
   }
   const other = runningStart();

@@ -105,3 +105,37 @@ export async function createSlotTable(client: DynamoDBClient, name: string): Pro
   );
   await client.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }));
 }
+
+/**
+ * Creates a rotation-state table as serverless.yml declares RotationStateTable: key pk/sk, TTL on `ttl`, and the
+ * sparse index `outbox-due` (outboxDue, dueAt; keys only) that `vault-rollout worker`'s notification loop queries.
+ */
+export async function createRotationStateTable(client: DynamoDBClient, name: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: name,
+      AttributeDefinitions: [
+        { AttributeName: 'pk', AttributeType: 'S' },
+        { AttributeName: 'sk', AttributeType: 'S' },
+        { AttributeName: 'outboxDue', AttributeType: 'S' },
+        { AttributeName: 'dueAt', AttributeType: 'N' },
+      ],
+      KeySchema: [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'outbox-due',
+          KeySchema: [
+            { AttributeName: 'outboxDue', KeyType: 'HASH' },
+            { AttributeName: 'dueAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
+        },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+  await client.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }));
+}

@@ -1,13 +1,14 @@
 /**
  * Vitest setup file (every project, every worker): copies everything the suites print — stdout, stderr and the
- * console — into .local/test-output/<pid>.log, so the secrets hygiene check can read all of it afterwards.
+ * console — into .local/test-output/<pid>.log (a lane's: test/lanes.ts), so the secrets hygiene check can read all of it afterwards.
  */
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { format } from 'node:util';
+import { LANE_LOCAL_DIR } from '../lanes.ts';
 
-export const OUTPUT_DIR = fileURLToPath(new URL('../../.local/test-output/', import.meta.url));
+/** .local/test-output, or the lane's own (test/lanes.ts): each vitest process checks what its own workers printed. */
+export const OUTPUT_DIR = join(LANE_LOCAL_DIR, 'test-output');
 const file = join(OUTPUT_DIR, `${process.pid}.log`);
 mkdirSync(OUTPUT_DIR, { recursive: true });
 

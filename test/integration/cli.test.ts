@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { memoryIo } from '../helpers.ts';
 import { alteredKubeconfig, closedPort, cluster, clusters, createNamespace, createWorkload, deleteNamespace, getWorkload, scopedKubeconfig, uniqueName } from './support.ts';
+import { KUBERNETES_VERSION } from '../clusters/clusters.ts';
 
 const NS = uniqueName('vr-cli');
 const routes = (extra = '') => `clusters:
@@ -94,7 +95,7 @@ describe('vault-rollout doctor', () => {
     expect(ok.ok).toBe(true);
     expect(ok.checks.filter((c: { cluster: string }) => c.cluster === 'alpha').map((c: { check: string; detail: string }) => `${c.check}: ${c.detail}`)).toEqual([
       `credentials: ${cluster('alpha').server}`,
-      'reachable: Kubernetes v1.36.3',
+      `reachable: Kubernetes ${KUBERNETES_VERSION}`,
       'identity: vault-rollout (groups: system:authenticated)',
       `get deployments in namespace ${NS}: allowed`,
       `list deployments in namespace ${NS}: allowed`,

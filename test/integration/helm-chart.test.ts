@@ -124,6 +124,7 @@ function fullValues(): Values {
     rbac: { syncOperators: true, extraRules: [{ apiGroups: ['example.com'], resources: ['harbors'], verbs: ['get', 'list', 'watch', 'patch'] }] },
     networkPolicy: { ingressFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'vault' } } }], egress: { apiServers: [{ cidr: '10.0.0.1/32', port: 443 }, { cidr: '203.0.113.0/24', port: 6443 }] } },
     serviceMonitor: { enabled: true, labels: { release: 'prometheus' } },
+    grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'vault-rollout' } },
   };
 }
 
@@ -231,6 +232,18 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     const other = admissionPolicyFor(IN_CLUSTER_ROUTES, 'system:serviceaccount:vault-rollout:vault-rollout');
     expect(await renderError({ ...MINIMAL, admissionPolicy: { manifest: other } })).toContain('--user system:serviceaccount:vault-rollout:vr-vault-rollout');
     expect(await renderError({ ...MINIMAL, kubeconfigSecrets: [{ name: 'Prod_EU', secretName: 's' }] })).toContain('must be a lowercase cluster name');
+  });
+
+  it('ships the Grafana dashboard as a ConfigMap for the sidecar only when enabled, the committed file unchanged', async () => {
+    const dashboards = (objects: K8sObject[]) => objects.filter((o) => o.kind === 'ConfigMap' && o.metadata.name.endsWith('-grafana-dashboard'));
+    expect(dashboards(await render(MINIMAL))).toEqual([]);
+    const [configMap, ...more] = dashboards(await render(fullValues()));
+    expect(more).toEqual([]);
+    expect(configMap?.metadata).toMatchObject({ name: 'vr-vault-rollout-grafana-dashboard', namespace: 'vault-rollout', labels: { grafana_dashboard: '1' }, annotations: { grafana_folder: 'vault-rollout' } });
+    expect(`${(configMap?.data as Record<string, string>)['vault-rollout.json']}\n`).toBe(readFileSync(join(CHART, 'dashboards/vault-rollout.json'), 'utf8'));
+    // The sidecar's own label and a namespace it watches, when the values say so.
+    const [elsewhere] = dashboards(await render({ ...MINIMAL, grafanaDashboard: { enabled: true, namespace: 'monitoring', label: 'grafana_dashboard_vr', labelValue: 'vault-rollout' } }));
+    expect(elsewhere?.metadata).toMatchObject({ namespace: 'monitoring', labels: { grafana_dashboard_vr: 'vault-rollout' } });
   });
 
   it('renders no ServiceMonitor unless enabled', async () => {

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coldStart, FUNCTIONS, packageStage, unpackFunctions, type FunctionName } from '../../bench/bundle-bench.ts';
+import { dashboardBodySub } from '../../lib/deploy/cloudwatch-dashboard.ts';
 import { workerBatchSize } from '../../lib/deploy/worker-batch-size.ts';
 import { readZipEntries } from '../../lib/deploy/zip-entries.ts';
 import { loadCompiledRoutingTable } from '../../lib/routing/compiled-table.ts';
@@ -110,7 +111,7 @@ function statementsOf(t: Template): Array<{ where: string; statement: Statement 
 /** The functions that reach clusters, and so get kubeconfigs: the worker (restarts) and reconcile (reads, records). */
 const REACHES_CLUSTERS: ReadonlySet<string> = new Set(['worker', 'reconcile']);
 
-const GUARDED = /^(eks|sts|ssm|secretsmanager|sqs|kms|logs):|^\*$/;
+const GUARDED = /^(eks|sts|ssm|secretsmanager|sqs|sns|kms|logs):|^\*$/;
 
 describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
   /** The table a function loads: the full one where it reaches clusters, else the intake's (no kubeconfigs). */
@@ -129,8 +130,8 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
 
   it('runs every function on nodejs24.x (arm64), each from its own zip with its ESM bundle and the routing table', () => {
     const lambdas = resourcesOf(t(), 'AWS::Lambda::Function');
-    expect(lambdas.map(([id]) => id).sort()).toEqual(['HttpLambdaFunction', 'LogsLambdaFunction', 'ReconcileLambdaFunction', 'WorkerLambdaFunction']);
-    expect(readdirSync(packages[stage].dir).filter((f) => f.endsWith('.zip')).sort()).toEqual(['http.zip', 'logs.zip', 'reconcile.zip', 'worker.zip']);
+    expect(lambdas.map(([id]) => id).sort()).toEqual(['HttpLambdaFunction', 'LogsLambdaFunction', 'NotifyLambdaFunction', 'ReconcileLambdaFunction', 'WorkerLambdaFunction']);
+    expect(readdirSync(packages[stage].dir).filter((f) => f.endsWith('.zip')).sort()).toEqual(['http.zip', 'logs.zip', 'notify.zip', 'reconcile.zip', 'worker.zip']);
     for (const fn of FUNCTIONS) {
       const p = props(t(), `${logicalId(fn)}LambdaFunction`);
       expect(p.Runtime).toBe('nodejs24.x');
@@ -158,7 +159,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
         VAULT_ROLLOUT_ROUTES: routesOf(fn),
         VAULT_ROLLOUT_QUEUE_URL: { Ref: 'RolloutQueue' },
         POWERTOOLS_SERVICE_NAME: 'vault-rollout',
-        POWERTOOLS_METRICS_NAMESPACE: 'VaultRollout',
+        POWERTOOLS_METRICS_NAMESPACE: `VaultRollout/${stage}`,
       });
       expect(env.POWERTOOLS_LOG_LEVEL).toMatch(/^(DEBUG|INFO|WARN|ERROR)$/);
     }
@@ -205,11 +206,11 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     ]);
     expect(JSON.stringify(statements)).not.toContain('"*"');
     // A refused (forged) message is alarmed.
-    expect(props(t(), 'RefusedMessagesAlarm')).toMatchObject({ Namespace: 'VaultRollout', MetricName: 'RefusedMessages', Threshold: 0 });
+    expect(props(t(), 'RefusedMessagesAlarm')).toMatchObject({ Namespace: `VaultRollout/${stage}`, MetricName: 'RefusedMessages', Threshold: 0 });
   });
 
   it('feeds the worker from the queue with ReportBatchItemFailures', () => {
-    const mappings = resourcesOf(t(), 'AWS::Lambda::EventSourceMapping');
+    const mappings = resourcesOf(t(), 'AWS::Lambda::EventSourceMapping').filter(([, m]) => JSON.stringify(m.Properties?.FunctionName).includes('WorkerLambdaFunction'));
     expect(mappings).toHaveLength(1);
     const [, mapping] = mappings[0] ?? [];
     expect(mapping?.Properties).toMatchObject({
@@ -223,6 +224,28 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     // The mapping's maximum concurrency stays within the worker's reserved concurrency: no throttled batches.
     const max = (mapping?.Properties?.ScalingConfig as { MaximumConcurrency: number }).MaximumConcurrency;
     expect(max).toBeLessThanOrEqual(props(t(), 'WorkerLambdaFunction').ReservedConcurrentExecutions as number);
+  });
+
+  it('feeds the notify function from the rotation-state table\'s stream: keys only, new outbox deliveries only, bounded retries, bisected', () => {
+    const state = props(t(), 'RotationStateTable');
+    expect(state).toMatchObject({ StreamSpecification: { StreamViewType: 'KEYS_ONLY' }, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } });
+    expect(state.GlobalSecondaryIndexes).toEqual([{ IndexName: 'outbox-due', KeySchema: [{ AttributeName: 'outboxDue', KeyType: 'HASH' }, { AttributeName: 'dueAt', KeyType: 'RANGE' }], Projection: { ProjectionType: 'KEYS_ONLY' } }]);
+    const mappings = resourcesOf(t(), 'AWS::Lambda::EventSourceMapping').filter(([, m]) => JSON.stringify(m.Properties?.FunctionName).includes('NotifyLambdaFunction'));
+    expect(mappings).toHaveLength(1);
+    const p = mappings[0]?.[1].Properties ?? {};
+    expect(p).toMatchObject({
+      EventSourceArn: { 'Fn::GetAtt': ['RotationStateTable', 'StreamArn'] },
+      StartingPosition: 'TRIM_HORIZON',
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      MaximumRecordAgeInSeconds: 3600,
+    });
+    const patterns = (p.FilterCriteria as { Filters: Array<{ Pattern: string }> }).Filters.map((f) => JSON.parse(f.Pattern) as unknown);
+    expect(patterns).toEqual([{ eventName: ['INSERT'], dynamodb: { Keys: { pk: { S: [{ prefix: 'notify#' }] }, sk: { S: [{ prefix: 'sink#' }] } } } }]);
+    expect((props(t(), 'NotifyLambdaFunction').Environment as { Variables: Record<string, unknown> }).Variables).toMatchObject({ VAULT_ROLLOUT_STATE_TABLE: { Ref: 'RotationStateTable' }, VAULT_ROLLOUT_NOTIFY_SSM_PREFIX: `/vault-rollout/${stage}/notify` });
+    // Its parallel batches per shard stay within its reserved concurrency.
+    expect(p.ParallelizationFactor as number).toBeLessThanOrEqual(props(t(), 'NotifyLambdaFunction').ReservedConcurrentExecutions as number);
   });
 
   it('subscribes the logs function to the stage\'s Vault audit log group, with an on-failure queue', () => {
@@ -261,6 +284,17 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     expect(subscriptions).toEqual(expected.alarm === 'email' ? [{ TopicArn: { Ref: 'AlarmTopic' }, Protocol: 'email', Endpoint: 'vault-rollout-dev@example.com' }] : []);
   });
 
+  it('has the stage\'s CloudWatch dashboard of the metrics its functions write (test/unit/deploy/cloudwatch-dashboard.test.ts)', () => {
+    const namespace = `VaultRollout/${stage}`;
+    expect(resourcesOf(t(), 'AWS::CloudWatch::Dashboard').map(([id]) => id)).toEqual(['Dashboard']);
+    expect(props(t(), 'Dashboard')).toEqual({ DashboardName: `vault-rollout-${stage}`, DashboardBody: dashboardBodySub({ namespace, service: 'vault-rollout', stage }) });
+    // The alarms on the EMF metrics read the namespace the functions write to, as the dashboard does.
+    for (const id of ['RefusedMessagesAlarm', 'HaltedRotationsAlarm']) expect(props(t(), id).Namespace).toBe(namespace);
+    // Every ${...} of the body is a resource of this template or a pseudo parameter (cfn-lint checks it too).
+    const refs = [...(dashboardBodySub({ namespace, service: 'vault-rollout', stage })['Fn::Sub'].matchAll(/\$\{([^}.]+)/g))].map(([, r]) => r ?? '');
+    expect(refs.filter((r) => !r.startsWith('AWS::') && t().Resources[r] === undefined)).toEqual([]);
+  });
+
   it('serves the HTTP function through the stage\'s front end', () => {
     const urls = resourcesOf(t(), 'AWS::Lambda::Url').map(([, r]) => r.Properties?.AuthType);
     const apis = resourcesOf(t(), 'AWS::ApiGatewayV2::Api');
@@ -277,11 +311,12 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
 
   it('gives each function its own role', () => {
     for (const fn of FUNCTIONS) expect(props(t(), `${logicalId(fn)}LambdaFunction`).Role).toEqual({ 'Fn::GetAtt': [`${logicalId(fn)}Role`, 'Arn'] });
-    expect(resourcesOf(t(), 'AWS::IAM::Role').map(([id]) => id).sort()).toEqual(['HttpRole', 'LogsRole', 'ReconcileRole', 'WorkerRole']);
+    expect(resourcesOf(t(), 'AWS::IAM::Role').map(([id]) => id).sort()).toEqual(['HttpRole', 'LogsRole', 'NotifyRole', 'ReconcileRole', 'WorkerRole']);
+    expect(props(t(), 'NotifyLambdaFunction').Role).toEqual({ 'Fn::GetAtt': ['NotifyRole', 'Arn'] });
     expect(props(t(), 'ReconcileLambdaFunction').Role).toEqual({ 'Fn::GetAtt': ['ReconcileRole', 'Arn'] });
   });
 
-  it('grants no wildcard resource for eks, sts, ssm, secretsmanager, sqs, kms or logs actions, in any policy', () => {
+  it('grants no wildcard resource for eks, sts, ssm, secretsmanager, sqs, sns, kms or logs actions, in any policy', () => {
     const all = statementsOf(t());
     expect(all.length).toBeGreaterThan(0);
     for (const { where, statement } of all) {
@@ -295,7 +330,7 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
         const text = typeof r === 'string' ? r : JSON.stringify(r);
         expect([where, text]).not.toEqual([where, '*']);
         // Only log group ARNs end in ":*" (their streams); no other resource holds a wildcard.
-        if (actions.every((a) => a.startsWith('logs:'))) expect(text).toMatch(/:log-group:\/aws\/lambda\/vault-rollout-[a-z]+-(http|worker|logs|reconcile):\*"?}?$/);
+        if (actions.every((a) => a.startsWith('logs:'))) expect(text).toMatch(/:log-group:\/aws\/lambda\/vault-rollout-[a-z]+-(http|worker|logs|reconcile|notify):\*"?}?$/);
         else expect([where, text]).toEqual([where, expect.not.stringContaining('*')]);
       }
     }
@@ -343,6 +378,19 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     expect(byAction('ReconcileRole', 'eks:DescribeCluster')).toEqual(byAction('WorkerRole', 'eks:DescribeCluster'));
     expect(byAction('ReconcileRole', 'sqs:SendMessage')).toEqual([{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }]);
     expect(byAction('ReconcileRole', 'sqs:ReceiveMessage')).toEqual([]);
+    // Notifications: only the notify function publishes, to exactly the topics the stage's table names, and reads
+    // exactly the SSM parameters of the variables its sinks name; of the table it touches the outbox items alone.
+    const topics = [...new Set([...table.allSinks.values()].flatMap((s) => (s.type === 'sns' ? [s.topicArn] : [])))].sort();
+    expect(statementsOf(t()).filter(({ statement }) => asArray(statement.Action).includes('sns:Publish')).map(({ where }) => where.split('/')[0])).toEqual(topics.length > 0 ? ['NotifyRole'] : []);
+    expect(byAction('NotifyRole', 'sns:Publish')).toEqual(topics);
+    const variables = [...table.allSinks.values()].flatMap((s) => (s.type === 'slack' || s.type === 'teams' ? [s.urlFromEnv] : s.type === 'webhook' ? [s.urlFromEnv, s.secretFromEnv].filter((v) => v !== undefined) : [])).sort();
+    expect(byAction('NotifyRole', 'ssm:GetParameter')).toEqual(variables.map((v) => sub(`arn:\${AWS::Partition}:ssm:\${AWS::Region}:\${AWS::AccountId}:parameter/vault-rollout/${stage}/notify/${v}`)));
+    if (stage === 'staging') expect(topics).toEqual(['arn:aws:sns:eu-west-1:123456789012:vault-rollout-staging-notifications']);
+    const outbox = statementsOf(t()).filter(({ where, statement }) => where.startsWith('NotifyRole/') && asArray(statement.Action).some((a) => a.startsWith('dynamodb:')));
+    expect(outbox.map(({ statement }) => statement)).toEqual([
+      { Sid: 'ReadStateStream', Effect: 'Allow', Action: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'], Resource: { 'Fn::GetAtt': ['RotationStateTable', 'StreamArn'] } },
+      { Sid: 'NotificationOutbox', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], Resource: { 'Fn::GetAtt': ['RotationStateTable', 'Arn'] }, Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['notify#*'] } } },
+    ]);
   });
 
   it('runs reconcile on the stage\'s EventBridge schedule, one at a time, logging in to Vault as the stage says', () => {

@@ -24,6 +24,7 @@ export const RANKS: Readonly<Record<string, number>> = {
   aws: 8,
   vault: 8,
   observability: 8,
+  notify: 8, // notifications: events, payloads per sink, signing, delivery with retries
   pipeline: 9, // services: worker, intake, reconcile
   http: 10, // apps
   relay: 10,

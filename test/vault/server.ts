@@ -9,11 +9,12 @@
 // is redacted from the captured server output.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { serversLedger } from '../lanes.ts';
 
 export type ServerKind = 'openbao' | 'vault';
 
@@ -271,6 +272,7 @@ async function startOnce(
     await stop();
     throw error;
   }
+  recordServerUse(kind, version ?? '');
   return {
     kind,
     addr,
@@ -657,4 +659,16 @@ export async function waitForEntries<T>(
     if (Date.now() > deadline) throw new Error(`audit entries did not arrive in ${timeoutMs} ms (${entries.length} seen)`);
     await sleep(50);
   }
+}
+
+/**
+ * Notes which server and version the running test file started, for the compatibility matrix (test/matrix.ts):
+ * one JSON line per start in the lane's ledger. Outside a test file (the demo) there is nothing to note.
+ */
+function recordServerUse(kind: ServerKind, version: string): void {
+  const file = process.env.VAULT_ROLLOUT_TEST_FILE;
+  if (file === undefined || file === '') return;
+  const ledger = serversLedger();
+  mkdirSync(dirname(ledger), { recursive: true });
+  appendFileSync(ledger, `${JSON.stringify({ file, server: kind === 'vault' ? 'Vault' : 'OpenBao', version })}\n`);
 }

@@ -66,6 +66,18 @@ describe('bin/setup', () => {
     expect({ status: r.status, stderr: r.stderr, stdout: r.stdout }).toEqual({ status: 0, stderr: '', stdout: '' });
   });
 
+  it('refuses a node_modules that is a symlink (npm ci would empty the checkout it points to) and touches nothing', () => {
+    const target = sandbox('symlink-target', { link: realNode });
+    const root = join(work, 'symlinked');
+    mkdirSync(join(root, 'bin'), { recursive: true });
+    for (const file of ['bin/setup', 'bin/verify-node', 'bin/node.sha256', 'package.json', 'package-lock.json']) copyFileSync(join(repoRoot, file), join(root, file));
+    symlinkSync(join(target, 'node_modules'), join(root, 'node_modules'));
+    const r = run('sh', [join(root, 'bin/setup')]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('setup: node_modules is a symlink');
+    expect(existsSync(join(target, 'node_modules/.package-lock.json'))).toBe(true);
+  });
+
   it('refuses a node that differs from bin/node.sha256 before running it', () => {
     const ran = join(work, 'tampered-node-ran');
     const root = sandbox('tampered', { script: `#!/bin/sh\necho ran > '${ran}'\necho 24\n` });

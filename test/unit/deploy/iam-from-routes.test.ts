@@ -16,7 +16,7 @@ const LITERAL: ArnPlaceholders = { partition: 'aws', region: 'eu-west-1', accoun
 
 const inputs = (overrides: Partial<IamInputs> = {}): IamInputs => ({
   queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
-  logGroups: { http: '/aws/lambda/vr-test-http', worker: '/aws/lambda/vr-test-worker', logs: '/aws/lambda/vr-test-logs', reconcile: '/aws/lambda/vr-test-reconcile' },
+  logGroups: { http: '/aws/lambda/vr-test-http', worker: '/aws/lambda/vr-test-worker', logs: '/aws/lambda/vr-test-logs', reconcile: '/aws/lambda/vr-test-reconcile', notify: '/aws/lambda/vr-test-notify' },
   webhookParameters: ['/vr/test/hmac', '/vr/test/token'],
   placeholders: LITERAL,
   ...overrides,
@@ -213,10 +213,47 @@ describe('IAM from the routing table: one role per function', () => {
     expect(iamFromRoutes(prod, inputs()).reconcile.map((s) => s.Sid)).not.toContain('ReadVaultLogin');
   });
 
+  it('notify: its own logs, sns:Publish on exactly the topics the sinks name, the SSM parameters of exactly the variables they name', () => {
+    const sinks = loadRoutingTable(
+      [
+        'clusters:\n  a: { kubeconfig: { env: KC } }',
+        'notifications:',
+        '  sinks:',
+        '    ops: { type: slack, urlFromEnv: SLACK_URL }',
+        '    audit: { type: webhook, url: "https://audit.example.com/in", secretFromEnv: AUDIT_KEY }',
+        '    pager: { type: sns, topicArn: "arn:aws:sns:eu-west-1:123456789012:pager" }',
+        'routes:',
+        '  - name: app',
+        '    match: { path: "secret/app/*" }',
+        '    targets: [{ clusters: [a], namespace: app, kind: Deployment, name: api }]',
+        '    notifications:',
+        '      sinks:',
+        '        team: { type: teams, urlFromEnv: TEAMS_URL }',
+        '        fifo: { type: sns, topicArn: "arn:aws:sns:us-east-1:123456789012:app.fifo" }',
+        '',
+      ].join('\n'),
+      'routes.yaml',
+    );
+    const p = iamFromRoutes(sinks, inputs({ notifySecretPrefix: '/vr/test/notify' }));
+    expect(p.notify).toEqual([
+      { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: ['arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/vr-test-notify:*'] },
+      { Sid: 'PublishNotifications', Effect: 'Allow', Action: ['sns:Publish'], Resource: ['arn:aws:sns:eu-west-1:123456789012:pager', 'arn:aws:sns:us-east-1:123456789012:app.fifo'] },
+      {
+        Sid: 'ReadNotificationSecrets',
+        Effect: 'Allow',
+        Action: ['ssm:GetParameter'],
+        Resource: ['AUDIT_KEY', 'SLACK_URL', 'TEAMS_URL'].map((v) => `arn:aws:ssm:eu-west-1:123456789012:parameter/vr/test/notify/${v}`),
+      },
+    ]);
+    // No other function publishes; a table without sinks gives notify its logs only (never a wildcard).
+    expect([...p.http, ...p.worker, ...p.logs, ...p.reconcile].flatMap((s) => s.Action)).not.toContain('sns:Publish');
+    expect(iamFromRoutes(prod, inputs({ notifySecretPrefix: '/vr/test/notify' })).notify.map((s) => s.Sid)).toEqual(['WriteOwnLogs']);
+  });
+
   it('never grants a wildcard resource, for any stage table', () => {
     for (const stage of ['dev', 'staging', 'prod']) {
       const p = iamFromRoutes(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `${stage}.yaml`), inputs({ placeholders: undefined }));
-      for (const s of [...p.http, ...p.worker, ...p.logs, ...p.reconcile]) {
+      for (const s of [...p.http, ...p.worker, ...p.logs, ...p.reconcile, ...p.notify]) {
         expect(s.Resource.length).toBeGreaterThan(0);
         for (const r of s.Resource) {
           expect(r).not.toBe('*');

@@ -4,12 +4,13 @@
  * local, so the CLI runs with no network: in an empty network namespace when we are root, and always with the
  * instance metadata service off and every proxy pointing at a closed port, so any request would fail the run.
  * The install runs inside each test (once), not in a hook, so a missing CLI is a failed test, never a skipped one.
+ * In the integration project because it may install a package: the unit project installs nothing (npm run test:unit).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { createEksToken } from '../../../lib/aws/eks-token.ts';
-import { decodeEksToken, recomputePresignedSignature } from './sigv4-reference.ts';
+import { createEksToken } from '../../lib/aws/eks-token.ts';
+import { decodeEksToken, recomputePresignedSignature } from '../unit/aws/sigv4-reference.ts';
 
 const AWS = '/usr/bin/aws';
 const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', sessionToken: 'FwoGZXIvYXdzEXAMPLE/session+token=' };

@@ -1,0 +1,149 @@
+/**
+ * The sinks, resolved from the routing table and the environment once at start-up: the secrets (Slack and Teams
+ * URLs, the webhook's HMAC key) come from the variables the table names, never from the table. A URL must be https;
+ * plain http only to a loopback host and only with VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP=1 (tests). A sink whose
+ * variable is missing or wrong is a problem, reported by name: the others still work.
+ *
+ * Sending: one POST (or SNS Publish) per attempt, at most SINK_TIMEOUT_MS, no redirects followed (a redirect could
+ * carry the body elsewhere). Errors say the sink, the status or the error's name: never the URL or the secret.
+ */
+import { PublishCommand, SNSClient } from '@aws-sdk/client-sns';
+import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../kernel/hmac-signature.ts';
+import type { NotificationSink } from '../routing/schema.ts';
+import type { NotificationEvent } from './event.ts';
+import { boundedJson, slackPayload, snsPayload, teamsPayload, webhookPayload } from './payloads.ts';
+
+export const SINK_TIMEOUT_MS = 5000;
+export const ALLOW_LOOPBACK_HTTP_ENV = 'VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP';
+
+export interface Sink {
+  name: string;
+  type: NotificationSink['type'];
+  /** Sends the event once; throws a SinkError (no URL, no secret in it) when it was not accepted. */
+  send(event: NotificationEvent): Promise<void>;
+}
+
+export class SinkError extends Error {
+  override readonly name = 'SinkError';
+}
+
+export interface SinkOptions {
+  env: Readonly<Record<string, string | undefined>>;
+  fetch?: typeof fetch;
+  sns?: Pick<SNSClient, 'send'>;
+  timeoutMs?: number;
+  nowSeconds?: () => number;
+}
+
+/** The environment variables the sinks name (URLs, HMAC keys): what a process must be given, sorted. */
+export function sinkVariables(sinks: ReadonlyMap<string, NotificationSink>): string[] {
+  const names = new Set<string>();
+  for (const sink of sinks.values()) {
+    if (sink.type === 'slack' || sink.type === 'teams') names.add(sink.urlFromEnv);
+    if (sink.type === 'webhook') {
+      if (sink.urlFromEnv !== undefined) names.add(sink.urlFromEnv);
+      names.add(sink.secretFromEnv);
+    }
+  }
+  return [...names].sort();
+}
+
+/** The SNS topics the sinks publish to, sorted: all the notify function may publish to (lib/deploy/iam-from-routes.ts). */
+export const sinkTopics = (sinks: ReadonlyMap<string, NotificationSink>): string[] => [...new Set([...sinks.values()].flatMap((s) => (s.type === 'sns' ? [s.topicArn] : [])))].sort();
+
+/** Lambda keeps sink secrets in SSM Parameter Store: the variable `NAME` is the SecureString `<prefix>/NAME`. */
+export const sinkParameterName = (prefix: string, variable: string): string => `${prefix.replace(/\/+$/, '')}/${variable}`;
+
+/**
+ * Lambda: the environment the sinks resolve from — the process's, with each variable the sinks name and the process
+ * lacks read from its SSM parameter (`read` returns undefined for a missing one: that sink is then not usable).
+ */
+export async function sinkEnvironment(sinks: ReadonlyMap<string, NotificationSink>, env: SinkOptions['env'], prefix: string, read: (name: string) => Promise<string | undefined>): Promise<Record<string, string | undefined>> {
+  const out: Record<string, string | undefined> = { ...env };
+  for (const variable of sinkVariables(sinks)) if (!out[variable]) out[variable] = await read(sinkParameterName(prefix, variable));
+  return out;
+}
+
+/** Checks a sink's URL: the problem, or undefined. Never quotes the URL (it is a secret for Slack and Teams). */
+export function urlProblem(text: string | undefined, variable: string, env: SinkOptions['env']): string | undefined {
+  if (text === undefined || text === '') return `${variable} is not set`;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return `${variable} is not a URL`;
+  }
+  if (url.username || url.password) return `${variable}: a URL with credentials in it is refused`;
+  if (url.protocol === 'https:') return undefined;
+  const loopback = url.hostname === '127.0.0.1' || url.hostname === '[::1]' || url.hostname === 'localhost';
+  if (url.protocol === 'http:' && loopback && env[ALLOW_LOOPBACK_HTTP_ENV] === '1') return undefined;
+  return `${variable} must be an https URL${loopback ? ` (plain http to loopback only with ${ALLOW_LOOPBACK_HTTP_ENV}=1)` : ''}`;
+}
+
+/** Every sink the table names, resolved: a Sink, or the problem that keeps it from working. */
+export function resolveSinks(sinks: ReadonlyMap<string, NotificationSink>, options: SinkOptions): { sinks: Map<string, Sink>; problems: Map<string, string> } {
+  const resolved = new Map<string, Sink>();
+  const problems = new Map<string, string>();
+  for (const [name, config] of sinks) {
+    const sink = resolveSink(name, config, options);
+    if (typeof sink === 'string') problems.set(name, sink);
+    else resolved.set(name, sink);
+  }
+  return { sinks: resolved, problems };
+}
+
+function resolveSink(name: string, config: NotificationSink, options: SinkOptions): Sink | string {
+  const { env } = options;
+  if (config.type === 'sns') {
+    const client = options.sns ?? new SNSClient({ region: config.topicArn.split(':')[3] });
+    return {
+      name,
+      type: 'sns',
+      send: async (event) => {
+        const { subject, message } = snsPayload(event);
+        const fifo = config.topicArn.endsWith('.fifo') ? { MessageGroupId: event.rotation.slice(0, 128), MessageDeduplicationId: event.id } : {};
+        try {
+          await client.send(new PublishCommand({ TopicArn: config.topicArn, Subject: subject, Message: message, ...fifo }), { abortSignal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS) });
+        } catch (e) {
+          throw new SinkError(`sink ${name}: SNS Publish failed: ${e instanceof Error ? e.name : 'error'}`);
+        }
+      },
+    };
+  }
+  const variable = config.type === 'webhook' ? config.urlFromEnv : config.urlFromEnv;
+  const url = variable === undefined ? (config.type === 'webhook' ? config.url : undefined) : env[variable];
+  const problem = urlProblem(url, variable ?? 'url', env);
+  if (problem) return problem;
+  let secret: string | undefined;
+  if (config.type === 'webhook') {
+    secret = env[config.secretFromEnv];
+    if (!secret) return `${config.secretFromEnv} is not set (the webhook sink's HMAC key)`;
+    if (secret.length < 16) return `${config.secretFromEnv} is shorter than 16 characters`;
+  }
+  const render = config.type === 'slack' ? slackPayload : config.type === 'teams' ? teamsPayload : webhookPayload;
+  const doFetch = options.fetch ?? fetch;
+  return {
+    name,
+    type: config.type,
+    send: async (event) => {
+      const body = boundedJson(render(event));
+      const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'vault-rollout' };
+      if (secret !== undefined) {
+        const timestamp = String(Math.floor(options.nowSeconds?.() ?? Date.now() / 1000));
+        headers[TIMESTAMP_HEADER] = timestamp;
+        headers[SIGNATURE_HEADER] = sign(secret, timestamp, body);
+        headers['x-vault-rollout-event-id'] = event.id;
+      }
+      let response: Response;
+      try {
+        response = await doFetch(url as string, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS) });
+      } catch (e) {
+        const why = e instanceof Error ? (e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer within ${options.timeoutMs ?? SINK_TIMEOUT_MS} ms` : e.name) : 'error';
+        throw new SinkError(`sink ${name}: ${why}`);
+      }
+      // The body is read (and dropped) so the connection is released; its text is never logged (it may echo the URL).
+      await response.arrayBuffer().catch(() => undefined);
+      if (response.status < 200 || response.status > 299) throw new SinkError(`sink ${name}: HTTP ${response.status}`);
+    },
+  };
+}

@@ -1,0 +1,27 @@
+/**
+ * Every real component the integration tests run beside the clusters' own binaries: OpenBao and Vault, helm and the
+ * container image — built or fetched on first use into ~/.cache/vault-rollout, reused after. The clusters' global
+ * setup calls it (so no test waits minutes for a build inside its own timeout), and so does test/run-suite.ts before
+ * it starts its lanes, so that two processes never build the same thing at once.
+ */
+import { ensureHelm } from './clusters/helm.ts';
+import { imageLayout } from './image/image.ts';
+import { ensureServerBinary } from './vault/server.ts';
+
+const since = (t0: number) => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
+
+export async function prepareComponents(log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): Promise<void> {
+  for (const kind of ['openbao', 'vault'] as const) {
+    const started = Date.now();
+    await ensureServerBinary(kind);
+    log(`[vault] ${kind} ready in ${since(started)}`);
+  }
+  // helm, for the chart's tests (test/integration/helm-chart.test.ts).
+  const helmStarted = Date.now();
+  await ensureHelm();
+  log(`[helm] ready in ${since(helmStarted)}`);
+  // The container image, for the image's and the chart's tests.
+  const imageStarted = Date.now();
+  const image = await imageLayout();
+  log(`[image] ${image.built ? 'built' : 'reused'} ${image.layout} in ${since(imageStarted)}`);
+}
