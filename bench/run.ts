@@ -19,8 +19,9 @@ import { planBench } from './plan-bench.ts';
 import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
+import { statusPageBench } from './status-page-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ follow: false }), behind: behindBench, wake: wakeBench, 'lambda-cost': lambdaCostBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, reconcile: reconcileBench, eso: esoBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ follow: false }), behind: behindBench, wake: wakeBench, 'lambda-cost': lambdaCostBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, 'status-page': statusPageBench, reconcile: reconcileBench, eso: esoBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

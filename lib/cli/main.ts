@@ -55,6 +55,7 @@ Commands:
             one mount with different KV versions, or the table written does not validate.
   serve     [--routes FILE] [--port 8787] [--host 127.0.0.1] [--insecure-no-auth] [--dry-run] [--request-timeout 30]
             [--queue-file PATH] [--max-connections 256] [--loops 4] [--i-understand-unauthenticated-access]
+            [--status-page [--status-refresh 30]]
             The HTTP intake of the Lambda function on this machine, with a durable local queue and worker: 202 once
             the change is on disk (SQLite; default $VAULT_ROLLOUT_QUEUE_FILE, else
             $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite).
@@ -64,6 +65,9 @@ Commands:
             side (1-32). Rollouts are followed out of line (VAULT_ROLLOUT_FOLLOW=off only patches), a watch waking
             each held continuation when its rollout ends (VAULT_ROLLOUT_WATCH=off: seen at the next look).
             GET /metrics: Prometheus, no authentication (counts, cluster and enum labels only).
+            --status-page: GET /status, the fleet status page (status's data as HTML, refreshed every
+            --status-refresh seconds), behind the webhook's authentication (bearer token, also as a browser's
+            Basic password; or a signed empty body). Off without the flag.
   worker    --routes FILE --queue-url URL [--dlq-url URL] [--concurrency 4] [--batch-size auto] [--dry-run]
             [--metrics-port PORT [--metrics-host 127.0.0.1]]
             The SQS queue consumer outside Lambda: receive, restart, delete what succeeded; failures come back after
@@ -82,12 +86,14 @@ Commands:
             Repair a poisoned record: record version N (Vault's current_version of the path) on every workload the
             path's routes target, replacing a higher recorded version. Each workload whose record changes restarts
             once. Exit 0, or 3 when a target failed.
-  status    --routes FILE [--path PATTERN] [--cluster NAME]... [--vault-addr URL] [--json] [--wait [--timeout 15m]]
+  status    --routes FILE [--path PATTERN] [--cluster NAME]... [--vault-addr URL] [--output text|json|html]
+            [--file F] [--wait [--timeout 15m]]
             May the old credential be revoked? Per routed path recorded in the clusters: Vault's current version
             (with --vault-addr or VAULT_ADDR; token VAULT_TOKEN or VAULT_ROLE_ID + VAULT_SECRET_ID), and per cluster
             and workload the recorded version, rollout state and pods on the new template; BEHIND, FAILED, HALTED,
             POISONED stand out. Exit 0 when every consumer is current and complete, 1 otherwise. --wait polls until
-            then (live on a terminal) or the timeout.
+            then (live on a terminal) or the timeout. --json is --output json; --output html is the status page
+            that serve --status-page serves; --file writes the output there (whole, by rename) instead of stdout.
   notify    test --routes FILE [--json]
             Send a sample notification to each sink of the routing table's notifications (secrets from the
             environment) and report per sink: sent, failed, or not usable. Exit 0 when every sink took it.

@@ -23,6 +23,9 @@ import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { MemoryRotationStore, type RotationStore } from '../rotations/rotation-store.ts';
 import { isKeyBaselineStore } from '../rotations/key-baselines.ts';
 import { cliRotationStore } from './rotation-store.ts';
+import { openStatusSource, statusPage, statusVault, type StatusSnapshot } from './status-command.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import type { ClusterClients } from '../kube/cluster-clients.ts';
 import { isNotificationOutbox, MemoryNotificationOutbox, NOTIFICATION_TTL_MS } from '../rotations/notification-outbox.ts';
 import { noticeDeadLetters } from '../pipeline/rotation-notices.ts';
 import { resolveSinks } from '../notify/sinks.ts';
@@ -54,7 +57,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' }, 'max-connections': { type: 'string', default: String(DEFAULT_MAX_CONNECTIONS) }, loops: { type: 'string', default: '4' }, [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false } },
+      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' }, 'max-connections': { type: 'string', default: String(DEFAULT_MAX_CONNECTIONS) }, loops: { type: 'string', default: '4' }, 'status-page': { type: 'boolean', default: false }, 'status-refresh': { type: 'string', default: '30' }, [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false } },
       strict: true,
       allowPositionals: false,
     }));
@@ -69,6 +72,8 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (!Number.isInteger(port) || port < 0 || port > 65535) return usageError(io, 'serve', '--port must be a port number');
   const maxConnections = Number(values['max-connections']);
   if (!Number.isInteger(maxConnections) || maxConnections < 1 || maxConnections > 65_535) return usageError(io, 'serve', '--max-connections must be a whole number from 1 to 65535');
+  const refreshSeconds = Number(values['status-refresh']);
+  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 5 || refreshSeconds > 3600) return usageError(io, 'serve', '--status-refresh must be a whole number of seconds from 5 to 3600');
   const secrets = localSecrets(io.env, values['insecure-no-auth']);
   if ('error' in secrets) {
     io.stderr(`vault-rollout serve: ${secrets.error}\n`);
@@ -157,8 +162,23 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
   let stopping = false;
   const notReady = () => serveNotReady({ queue, worker, stuckAfterMs, stopping: () => stopping });
+  // --status-page: GET /status, what `status` reads (the same source, this process's store and cluster clients).
+  let page: StatusPageServer | undefined;
+  if (values['status-page']) {
+    const opened = await statusPageServer(io, table, values.routes, { rotations, clients, queue, refreshSeconds, source: `vault-rollout serve on ${values.host}` });
+    if ('error' in opened) {
+      io.stderr(`vault-rollout serve: --status-page: ${opened.error}\n`);
+      await worker.stop();
+      await stopSweeper();
+      await notifier?.stop();
+      uninstallMetrics();
+      queue.close();
+      return EXIT.failure;
+    }
+    page = opened;
+  }
   // The rotation store keeps the key baselines too (issue #24): serve's intake compares each write's keys with them.
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(page ? { statusPage: page.render } : {}), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });
@@ -171,6 +191,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (listenError !== undefined) {
     const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
+    page?.close();
     await worker.stop();
     await stopSweeper();
     await notifier?.stop();
@@ -181,7 +202,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
-  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${page ? ', GET /status' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
 
   await untilStopped(signal);
   stopping = true;
@@ -194,12 +215,60 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   clearTimeout(forced);
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
   await worker.stop();
+  page?.close();
   await stopSweeper();
   await notifier?.stop();
   uninstallMetrics();
   queue.close();
   rotations.close?.();
   return EXIT.ok;
+}
+
+interface StatusPageServer {
+  render(): Promise<string>;
+  close(): void;
+}
+
+/** A read of the fleet is reused this long: a page left open on several phones, each refreshing, reads it once. */
+const PAGE_READ_REUSE_MS = 5_000;
+
+/**
+ * serve's status page: status's source (openStatusSource) on serve's own rotation store and cluster clients, Vault's
+ * current versions when VAULT_ADDR is set (as for `status`), and the queue's newest dead letters. One read at a time,
+ * reused for PAGE_READ_REUSE_MS; each request renders the page (cheap) from it.
+ */
+async function statusPageServer(io: CliIo, table: RoutingTable, routesFile: string, o: { rotations: RotationStore; clients: ClusterClients; queue: SqliteRolloutQueue; refreshSeconds: number; source: string }): Promise<StatusPageServer | { error: string }> {
+  const vaultAddr = io.env.VAULT_ADDR;
+  let vault: Awaited<ReturnType<typeof statusVault>> | undefined;
+  if (vaultAddr) {
+    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return { error: 'VAULT_ADDR must be http(s)://HOST:PORT' };
+    vault = await statusVault(io, vaultAddr, io.env.VAULT_NAMESPACE);
+    if ('error' in vault) return { error: `${vault.error} (VAULT_ADDR is set: the page reads Vault's current versions; unset it to compare what the clusters record)` };
+  }
+  const source = openStatusSource(io, table, routesFile, { clusters: new Set(), rotations: o.rotations, clients: o.clients, ...(vault && 'vault' in vault ? { vault: vault.vault } : {}) });
+  let last: { at: number; snapshot: Promise<StatusSnapshot> } | undefined;
+  const snapshot = (): Promise<StatusSnapshot> => {
+    if (last === undefined || Date.now() - last.at > PAGE_READ_REUSE_MS) {
+      const read = source.read();
+      last = { at: Date.now(), snapshot: read };
+      // A failed read is not reused.
+      read.catch(() => {
+        if (last?.snapshot === read) last = undefined;
+      });
+    }
+    return last.snapshot;
+  };
+  return {
+    render: async () => {
+      const status = await snapshot();
+      const { deadLetters } = o.queue.counts();
+      return statusPage(table, status, { store: source.store, generatedAt: Date.now(), refreshSeconds: o.refreshSeconds, source: o.source, deadLetters: { recent: o.queue.recentDeadLetters(20), total: deadLetters } });
+    },
+    close: () => {
+      if (vault && 'auth' in vault) vault.auth.stop();
+      source.close();
+    },
+  };
 }
 
 /** What a restarted serve found in its queue: the work a stop or crash left, worked first. */

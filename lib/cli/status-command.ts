@@ -4,6 +4,8 @@
  * consumer of the selected paths runs the current version and is rolled out, 1 otherwise; `--wait` polls until
  * that holds or the timeout passes.
  */
+import { rename, writeFile } from 'node:fs/promises';
+import { resolve as resolvePath } from 'node:path';
 import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
@@ -22,7 +24,14 @@ import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
 import { haltsText } from './halts-command.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
-import type { RotationHalt } from '../rotations/rotation-store.ts';
+import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
+import type { ClusterClients } from '../kube/cluster-clients.ts';
+import { renderStatusPage, type StatusPageInput } from '../report/status-page.ts';
+import { pathRotations } from '../status/rotation-waves.ts';
+
+/** What `--output` prints: the table, the JSON document, or the status page (the one `serve --status-page` serves). */
+const OUTPUTS = ['text', 'json', 'html'] as const;
 
 /** At most 24 h of waiting, polled every 2 s by default. */
 const MAX_WAIT_MS = 24 * 3_600_000;
@@ -49,6 +58,8 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
         'vault-addr': { type: 'string' },
         'vault-namespace': { type: 'string' },
         json: { type: 'boolean', default: false },
+        output: { type: 'string', short: 'o' },
+        file: { type: 'string' },
         wait: { type: 'boolean', default: false },
         timeout: { type: 'string', default: '15m' },
         interval: { type: 'string', default: '2s' },
@@ -60,6 +71,10 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     return usageError(io, 'status', e);
   }
   if (values.routes === undefined) return usageError(io, 'status', 'missing --routes FILE');
+  const output = values.output ?? (values.json ? 'json' : 'text');
+  if (!(OUTPUTS as readonly string[]).includes(output)) return usageError(io, 'status', `--output is one of ${OUTPUTS.join(', ')}`);
+  if (values.json && output !== 'json') return usageError(io, 'status', '--json is --output json: give one of them');
+  if (values.file === '') return usageError(io, 'status', '--file takes a file name');
   const timeoutMs = parseDuration(values.timeout);
   if (timeoutMs === undefined || timeoutMs > MAX_WAIT_MS) return usageError(io, 'status', '--timeout is a duration such as 90s, 15m or 2h (at most 24h)');
   const intervalMs = parseDuration(values.interval);
@@ -85,54 +100,49 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   let auth: VaultTokenSource | undefined;
   if (vaultAddr) {
     if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
-    const namespace = values['vault-namespace'] ?? io.env.VAULT_NAMESPACE;
-    let connection;
-    try {
-      connection = await cliVaultConnection(io, { vaultAddr, log: jsonLinesLog((t) => io.stderr(t)), ...(namespace ? { namespace } : {}) });
-    } catch (e) {
-      io.stderr(`vault-rollout status: ${e instanceof Error ? e.message : String(e)}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`);
+    const opened = await statusVault(io, vaultAddr, values['vault-namespace'] ?? io.env.VAULT_NAMESPACE);
+    if ('error' in opened) {
+      io.stderr(`vault-rollout status: ${opened.error}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`);
       return EXIT.failure;
     }
-    auth = connection.auth;
-    vault = new VaultMetadataClient({ vaultAddr, auth, timeoutMs: 5_000, maxAttempts: 2, ...(connection.fetch ? { fetch: connection.fetch } : {}) });
+    ({ vault, auth } = opened);
   }
 
-  const clients = cliClusterClients(io, values.routes);
-  const requests = listRequests(table, only);
-  const options = { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only };
-  // Halted rotations (lib/rotations, the store apply, serve, the worker and Lambda record them in): a halt is never
-  // "safe to revoke" — its later waves still run the old credential. With --path, those whose paths start with its
-  // literal prefix.
-  const rotations = await cliRotationStore(io);
-  const prefix = values.path?.split(/[*{]/)[0] ?? '';
-  const once = async (): Promise<FleetStatus & { halts: RotationHalt[] }> => {
-    const listings = await readFleet(table, requests, { access: (name, config) => clients.get(name, config) }, deps.stats);
-    const answers = vault ? await readVault(vault, selectedPaths(table, listings, options).paths) : new Map<string, VaultAnswer>();
-    const status = fleetStatus(table, listings, answers, { ...options, now: now() });
-    const halts = (await rotations.halts()).filter((h) => h.secrets.some((s) => s.startsWith(prefix)));
-    return { ...status, halts, ok: status.ok && halts.length === 0 };
+  const source = openStatusSource(io, table, values.routes, { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) }, deps, now);
+  const render = (status: StatusSnapshot): string => {
+    if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
+    if (output === 'html') return statusPage(table, status, { store: source.store, generatedAt: now(), source: 'vault-rollout status --output html' });
+    return `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
   };
-  const json = (status: FleetStatus & { halts: RotationHalt[] }) => `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
-  const text = (status: FleetStatus & { halts: RotationHalt[] }) => `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
+  // --file: written whole (a temporary file renamed over it), so a web server or a reader never sees half a page.
+  const emit = async (status: StatusSnapshot): Promise<void> => {
+    const rendered = render(status);
+    if (values.file === undefined) return io.stdout(rendered);
+    const target = resolvePath(values.file);
+    const partial = `${target}.${process.pid}.tmp`;
+    await writeFile(partial, rendered, { mode: 0o644 });
+    await rename(partial, target);
+    io.stderr(`vault-rollout status: wrote ${values.file} (${output}, ${Buffer.byteLength(rendered)} bytes)\n`);
+  };
 
   try {
     if (!values.wait) {
-      const status = await once();
-      io.stdout(values.json ? json(status) : text(status));
+      const status = await source.read();
+      await emit(status);
       return status.ok ? EXIT.ok : EXIT.failure;
     }
     // --wait: poll until every consumer is current and complete, or the timeout.
     const started = now();
-    const terminal = io.stderrIsTTY === true && !values.json;
+    const terminal = io.stderrIsTTY === true && output === 'text';
     const said = new Map<string, string>();
     let drawn = 0;
     for (;;) {
-      const status = await once();
+      const status = await source.read();
       const waited = now() - started;
       if (status.ok || waited >= timeoutMs) {
         if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
         if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${values.timeout})\n`);
-        io.stdout(values.json ? json(status) : text(status));
+        await emit(status);
         return status.ok ? EXIT.ok : EXIT.failure;
       }
       if (terminal) {
@@ -145,8 +155,64 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     }
   } finally {
     auth?.stop();
-    rotations.close?.();
+    source.close();
   }
+}
+
+/** Vault's metadata client for status (and serve's status page): VAULT_TOKEN, or AppRole, as cliVaultConnection reads them. */
+export async function statusVault(io: CliIo, vaultAddr: string, namespace: string | undefined): Promise<{ vault: VaultMetadataClient; auth: VaultTokenSource } | { error: string }> {
+  let connection;
+  try {
+    connection = await cliVaultConnection(io, { vaultAddr, log: jsonLinesLog((t) => io.stderr(t)), ...(namespace ? { namespace } : {}) });
+  } catch (e) {
+    return { error: e instanceof Error ? e.message : String(e) };
+  }
+  return { auth: connection.auth, vault: new VaultMetadataClient({ vaultAddr, auth: connection.auth, timeoutMs: 5_000, maxAttempts: 2, ...(connection.fetch ? { fetch: connection.fetch } : {}) }) };
+}
+
+/** What `status` reads once: the fleet's status and the store's halts (a halt is never "safe to revoke"). */
+export type StatusSnapshot = FleetStatus & { halts: RotationHalt[] };
+
+export interface StatusSource {
+  read(): Promise<StatusSnapshot>;
+  /** The rotation store's name and the environment that points the CLI at it (for the commands the page shows). */
+  store: { name: string; env?: string };
+  close(): void;
+}
+
+/**
+ * The one way `status` and `serve --status-page` read the fleet: the LISTs (readFleet), Vault's current versions
+ * when a client is given, fleetStatus, and the halts of the rotation store. `serve` passes its own store and cluster
+ * clients (one of each per process); the CLI opens them. With --path, the halts whose secrets start with its
+ * literal prefix.
+ */
+export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: string, options: { path?: string; clusters: ReadonlySet<string>; vault?: VaultMetadataClient; rotations?: RotationStore; clients?: ClusterClients }, deps: StatusDeps = {}, now: () => number = Date.now): StatusSource {
+  const clients = options.clients ?? cliClusterClients(io, routesFile);
+  const requests = listRequests(table, options.clusters);
+  const statusOptions = { ...(options.path !== undefined ? { path: options.path } : {}), clusters: options.clusters };
+  const prefix = options.path?.split(/[*{]/)[0] ?? '';
+  const own = options.rotations === undefined;
+  let rotations: Promise<RotationStore> | undefined = options.rotations ? Promise.resolve(options.rotations) : undefined;
+  const env = io.env.VAULT_ROLLOUT_STATE_TABLE ? `VAULT_ROLLOUT_STATE_TABLE=${io.env.VAULT_ROLLOUT_STATE_TABLE}` : io.env.VAULT_ROLLOUT_STATE_DB ? `VAULT_ROLLOUT_STATE_DB=${io.env.VAULT_ROLLOUT_STATE_DB}` : undefined;
+  return {
+    store: { name: cliRotationStoreName(io), ...(env ? { env } : {}) },
+    async read() {
+      const listings = await readFleet(table, requests, { access: (name, config) => clients.get(name, config) }, deps.stats);
+      const answers = options.vault ? await readVault(options.vault, selectedPaths(table, listings, statusOptions).paths) : new Map<string, VaultAnswer>();
+      const status = fleetStatus(table, listings, answers, { ...statusOptions, now: now() });
+      rotations ??= cliRotationStore(io);
+      const halts = (await (await rotations).halts()).filter((h) => h.secrets.some((x) => x.startsWith(prefix)));
+      return { ...status, halts, ok: status.ok && halts.length === 0 };
+    },
+    close() {
+      if (own) void rotations?.then((r) => r.close?.());
+    },
+  };
+}
+
+/** The status page of a snapshot (lib/report/status-page.ts): one renderer for `serve --status-page` and `status --output html`. */
+export function statusPage(table: RoutingTable, snapshot: StatusSnapshot, page: Omit<StatusPageInput, 'status' | 'rotations'>): string {
+  return renderStatusPage({ ...page, status: snapshot, rotations: pathRotations(table, snapshot.paths, snapshot.halts) });
 }
 
 /** Vault's current version of each KV v2 path, a bounded number of reads at once; KV v1 paths are not asked. */

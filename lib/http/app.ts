@@ -8,6 +8,7 @@ import type { KeyBaselineStore } from '../rotations/key-baselines.ts';
 import { IncomingMessage } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { Hono } from 'hono';
+import { compress } from 'hono/compress';
 import { HTTPException } from 'hono/http-exception';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { intake } from '../pipeline/intake.ts';
@@ -38,7 +39,37 @@ export interface AppDeps {
    * cluster labels only (README "Prometheus metrics" says why, and how to keep it from reach).
    */
   metrics?: () => Promise<{ contentType: string; body: string }>;
+  /**
+   * The fleet status page (serve --status-page: GET /status), rendered HTML; absent: no such route. Behind the same
+   * authentication as the intake: it names paths, workloads and namespaces.
+   */
+  statusPage?: () => Promise<string>;
 }
+
+/**
+ * What a page request may carry: the bearer token, or (a browser's own prompt, so a phone can open the page) HTTP
+ * Basic with the bearer token as its password, any user name; or an HMAC signature of an empty body, accepted once.
+ */
+function pageHeaders(header: (name: string) => string | undefined, secrets: WebhookSecrets): (name: string) => string | undefined {
+  return (name) => {
+    const value = header(name);
+    if (name !== 'authorization' || value === undefined || secrets.bearerToken === undefined) return value;
+    const basic = /^Basic\s+([A-Za-z0-9+/=]{1,4096})$/i.exec(value);
+    if (!basic) return value;
+    const decoded = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    return colon < 0 ? value : `Bearer ${decoded.slice(colon + 1)}`;
+  };
+}
+
+/** The page runs no script and loads nothing: a policy that forbids both, should an escape ever be missed. */
+const PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
 
 export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
 const MAX_ERRORS_SHOWN = 20;
@@ -158,6 +189,21 @@ export function buildApp(deps: AppDeps): Hono {
     });
   }
 
+  const statusPage = deps.statusPage;
+  if (statusPage !== undefined) {
+    // Compressed when the browser accepts it: a fleet's page is repetitive markup (hundreds of KiB to a phone).
+    app.get('/status', compress(), async (c) => {
+      const secrets = await deps.secrets();
+      const auth = authenticate(pageHeaders((name) => c.req.header(name), secrets), new Uint8Array(), secrets, Math.floor(now() / 1000), replay);
+      if (!auth.ok) {
+        deps.telemetry.warn('request refused', { reason: auth.reason, path: '/status' });
+        const challenge: Record<string, string> = secrets.bearerToken !== undefined ? { 'www-authenticate': 'Basic realm="vault-rollout status", charset="UTF-8"' } : {};
+        return new Response(`401 ${auth.reason}\n`, { status: 401, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge } });
+      }
+      return new Response(await statusPage(), { headers: PAGE_HEADERS });
+    });
+  }
+
   const receive = async (c: { req: { raw: Request; header(name: string): string | undefined }; env: unknown }) => {
     // Order matters: what the headers alone can refuse is refused before a byte of the body is read (a bearer token
     // in full; HMAC's timestamp window and signature form); then a bounded read, authentication on the raw bytes, and
@@ -206,7 +252,7 @@ export function buildApp(deps: AppDeps): Hono {
   app.post('/v1/vault/audit', receive);
   app.post('/v1/vault/events', receive);
 
-  app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz` }, 404));
+  app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz${statusPage ? ', GET /status' : ''}` }, 404));
   app.onError((error, c) => {
     if (error instanceof HTTPException) return error.getResponse();
     deps.telemetry.error('unexpected error', { error: error instanceof Error ? error.message : String(error) });

@@ -124,6 +124,7 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
       deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)'),
       deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters WHERE dead_lettered_at >= ? ORDER BY seq'),
+      recentDeadLetters: s('SELECT message_id, group_id, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq DESC LIMIT ?'),
       seenPurge: s('DELETE FROM seen_keys WHERE until < ?'),
       seenInsert: s('INSERT INTO seen_keys (key, until) VALUES (?, ?) ON CONFLICT (key) DO NOTHING'),
       seenCount: s('SELECT COUNT(*) AS n FROM seen_keys'),
@@ -244,6 +245,13 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       deadLetteredAt: r.dead_lettered_at,
       ...(r.reason === null ? {} : { reason: r.reason }),
     }));
+  }
+
+  /** The newest `limit` dead letters, newest last, without their bodies (the status page's recent failures). */
+  recentDeadLetters(limit: number): Array<Omit<DeadLetter, 'body'>> {
+    return (this.#sql.recentDeadLetters!.all(limit) as Array<{ message_id: string; group_id: string; receive_count: number; dead_lettered_at: number; reason: string | null }>)
+      .map((r) => ({ messageId: r.message_id, groupId: r.group_id, receiveCount: r.receive_count, deadLetteredAt: r.dead_lettered_at, ...(r.reason === null ? {} : { reason: r.reason }) }))
+      .reverse();
   }
 
   /**

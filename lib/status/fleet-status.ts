@@ -41,7 +41,7 @@ export function splitRecordedPath(table: RoutingTable, qualified: string): { vau
 }
 
 /** The change status asks the planner about: a write of the path at its current version. */
-function probeChange(p: { vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }, version: number | null): SecretChange {
+export function probeChange(p: { vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }, version: number | null): SecretChange {
   return { namespace: p.vaultNamespace, mount: p.mount, key: p.key, path: `${p.mount}/${p.key}`, operation: 'write', version, kvVersion: p.kvVersion, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'status', time: '', record: 'status' };
 }
 

@@ -203,8 +203,8 @@ export interface ServeChild {
  * `serve` as its own process on any free port, with only the environment given (plus PATH unless given); resolves
  * once it listens, rejects if it exits first or does not listen within `listenTimeoutMs`.
  */
-export function spawnServe(options: { routesFile: string; queueFile: string; env: Record<string, string | undefined>; listenTimeoutMs?: number }): Promise<ServeChild> {
-  const child = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'serve', '--routes', options.routesFile, '--port', '0', '--queue-file', options.queueFile], {
+export function spawnServe(options: { routesFile: string; queueFile: string; env: Record<string, string | undefined>; listenTimeoutMs?: number; args?: readonly string[] }): Promise<ServeChild> {
+  const child = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'serve', '--routes', options.routesFile, '--port', '0', '--queue-file', options.queueFile, ...(options.args ?? [])], {
     cwd: repoRootDir,
     env: { PATH: process.env.PATH, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],

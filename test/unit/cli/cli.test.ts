@@ -63,6 +63,9 @@ describe('vault-rollout plan', () => {
     [['plan', '--bogus'], 64, "Unknown option '--bogus'"],
     [['plan', '--routes', 'missing.yaml'], 1, 'cannot read routing table missing.yaml: ENOENT'],
     [['plan', '--routes', 'routes.yaml', '--input', 'missing.ndjson'], 1, 'cannot read missing.ndjson: ENOENT'],
+    [['status', '--routes', 'routes.yaml', '--output', 'xml'], 64, '--output is one of text, json, html'],
+    [['status', '--routes', 'routes.yaml', '--json', '--output', 'html'], 64, '--json is --output json: give one of them'],
+    [['serve', '--status-page', '--status-refresh', '1'], 64, '--status-refresh must be a whole number of seconds from 5 to 3600'],
     [['frobnicate'], 64, 'unknown command "frobnicate"'],
     [[], 64, 'Usage: vault-rollout'],
   ])('%j exits %i', async (argv, code, message) => {
