@@ -3,11 +3,11 @@
  *
  * Most of the integration files' time is waiting — on kwok pods turning Ready, on visibility timeouts, on `serve`
  * being killed and started a hundred times — not computing, so two vitest processes on two sets of test clusters
- * finish in a little more than half the time of one (README "Test clusters" has the figures). Lane a runs the unit
- * project and most integration files on the clusters under .local/; lane b runs the slowest files on clusters of
+ * finish in a little more than half the time of one (README "Test clusters" has the figures). Lane a runs most
+ * integration files on the clusters under .local/; lane b runs the slowest files on clusters of
  * its own (.local/lane-b/, ports VAULT_ROLLOUT_CLUSTERS_PORT_BASE + 100); lane c, the compatibility lane, runs
  * the rollout, admission, dry-run, status and cluster files again on the oldest Kubernetes EKS supports
- * (.local/lane-c/, ports + 200). Lanes a and b run the newest Kubernetes (test/lanes.ts).
+ * (.local/lane-c/, ports + 200), then the unit project. Lanes a and b run the newest Kubernetes (test/lanes.ts).
  *
  * Before the lanes start, this builds (or finds in ~/.cache/vault-rollout) every component once, so the two never
  * build the same thing at the same time. Each lane writes a blob report with its coverage; vitest's --merge-reports
@@ -93,10 +93,14 @@ async function main(): Promise<number> {
   }
   // Lane a alone runs every integration file (VAULT_ROLLOUT_TEST_LANE unset); with b, all but b's.
   const alone = names.length === 1;
+  // The unit project goes to the lane that finishes first: vitest runs it after the integration files of its process,
+  // and lane c's few files end long before the others.
+  const unitLane = names.includes('c') ? 'c' : names.includes('b') ? 'b' : 'a';
+  const projects = (name: Lane['name']) => ['--project', 'integration', ...(unitLane === name ? ['--project', 'unit'] : [])];
   const lanes: Lane[] = [
-    { name: 'a', args: [...laneArgs('a'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : 'a' } },
-    ...(names.includes('b') ? [{ name: 'b' as const, args: [...laneArgs('b'), '--project', 'integration', ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: 'b', VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + LANE_PORT_STEP) } }] : []),
-    ...(names.includes('c') ? [{ name: 'c' as const, args: [...laneArgs('c'), '--project', 'integration', ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: 'c', VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + 2 * LANE_PORT_STEP) } }] : []),
+    { name: 'a', args: [...laneArgs('a'), ...projects('a'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : 'a' } },
+    ...(names.includes('b') ? [{ name: 'b' as const, args: [...laneArgs('b'), ...projects('b'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: 'b', VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + LANE_PORT_STEP) } }] : []),
+    ...(names.includes('c') ? [{ name: 'c' as const, args: [...laneArgs('c'), ...projects('c'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: 'c', VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + 2 * LANE_PORT_STEP) } }] : []),
   ];
   if (names.includes('b') === false && !alone) throw new Error('lane c needs lane b beside it (lane a then leaves out lane b\'s files)');
   process.stderr.write(`[run-suite] lanes ${lanes.map((l) => l.name).join(', ')}: Kubernetes ${KUBERNETES_VERSION}${names.includes('c') ? ` (lane c: ${COMPATIBILITY_KUBERNETES_VERSION})` : ''}\n`);
