@@ -75,7 +75,9 @@ export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at =
       const name = relative(root, file.name);
       if (!name.startsWith('test/integration/')) continue;
       const fileServers = laneServers.get(name) ?? new Set<string>();
-      for (const s of fileServers) servers.set(name, new Set([...(servers.get(name) ?? []), s]));
+      const named = servers.get(name) ?? new Set<string>();
+      for (const s of fileServers) named.add(s);
+      servers.set(name, named);
       const tests = results.get(name) ?? new Map<string, Map<string, Outcome>>();
       for (const a of file.assertionResults) {
         const title = [...a.ancestorTitles, a.title].join(' › ');

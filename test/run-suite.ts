@@ -68,6 +68,7 @@ async function main(): Promise<number> {
   const only = process.env.VAULT_ROLLOUT_TEST_LANES ?? 'a,b,c';
   const names = only.split(',');
   if (!names.includes('a') || names.some((n) => n !== 'a' && n !== 'b' && n !== 'c')) throw new Error(`VAULT_ROLLOUT_TEST_LANES=${only}: expected lane a and any of b and c, such as a,b,c (the default), a,b or a (every integration file in one process)`);
+  if (names.includes('c') && !names.includes('b')) throw new Error('lane c needs lane b beside it (lane a then leaves out lane b\'s files)');
   const base = Number(process.env.VAULT_ROLLOUT_CLUSTERS_PORT_BASE ?? '16440');
   if (!Number.isInteger(base) || base < 1024 || base + 2 * LANE_PORT_STEP > 65000) {
     throw new Error(`VAULT_ROLLOUT_CLUSTERS_PORT_BASE=${process.env.VAULT_ROLLOUT_CLUSTERS_PORT_BASE}: expected a port between 1024 and ${65000 - 2 * LANE_PORT_STEP}`);
@@ -97,12 +98,14 @@ async function main(): Promise<number> {
   // and lane c's few files end long before the others.
   const unitLane = names.includes('c') ? 'c' : names.includes('b') ? 'b' : 'a';
   const projects = (name: Lane['name']) => ['--project', 'integration', ...(unitLane === name ? ['--project', 'unit'] : [])];
-  const lanes: Lane[] = [
-    { name: 'a', args: [...laneArgs('a'), ...projects('a'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : 'a' } },
-    ...(names.includes('b') ? [{ name: 'b' as const, args: [...laneArgs('b'), ...projects('b'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: 'b', VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + LANE_PORT_STEP) } }] : []),
-    ...(names.includes('c') ? [{ name: 'c' as const, args: [...laneArgs('c'), ...projects('c'), ...passThrough], env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: 'c', VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + 2 * LANE_PORT_STEP) } }] : []),
-  ];
-  if (names.includes('b') === false && !alone) throw new Error('lane c needs lane b beside it (lane a then leaves out lane b\'s files)');
+  // Lane b's and c's clusters sit one and two LANE_PORT_STEPs above lane a's.
+  const lanes: Lane[] = (['a', 'b', 'c'] as const)
+    .filter((name) => names.includes(name))
+    .map((name, step) => ({
+      name,
+      args: [...laneArgs(name), ...projects(name), ...passThrough],
+      env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : name, ...(step > 0 ? { VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + step * LANE_PORT_STEP) } : {}) },
+    }));
   process.stderr.write(`[run-suite] lanes ${lanes.map((l) => l.name).join(', ')}: Kubernetes ${KUBERNETES_VERSION}${names.includes('c') ? ` (lane c: ${COMPATIBILITY_KUBERNETES_VERSION})` : ''}\n`);
   const codes = await Promise.all(lanes.map((lane) => run(alone ? '' : lane.name, lane.args, lane.env)));
   lanes.forEach((lane, i) => process.stderr.write(`[run-suite] lane ${lane.name}: exit ${codes[i]}\n`));

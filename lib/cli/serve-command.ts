@@ -164,15 +164,20 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const notReady = () => serveNotReady({ queue, worker, stuckAfterMs, stopping: () => stopping });
   // --status-page: GET /status, what `status` reads (the same source, this process's store and cluster clients).
   let page: StatusPageServer | undefined;
+  /** Everything started above, stopped: on every way out. */
+  const release = async () => {
+    await worker.stop();
+    page?.close();
+    await stopSweeper();
+    await notifier?.stop();
+    uninstallMetrics();
+    queue.close();
+  };
   if (values['status-page']) {
     const opened = await statusPageServer(io, table, values.routes, { rotations, clients, queue, refreshSeconds, source: `vault-rollout serve on ${values.host}` });
     if ('error' in opened) {
       io.stderr(`vault-rollout serve: --status-page: ${opened.error}\n`);
-      await worker.stop();
-      await stopSweeper();
-      await notifier?.stop();
-      uninstallMetrics();
-      queue.close();
+      await release();
       return EXIT.failure;
     }
     page = opened;
@@ -191,12 +196,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   if (listenError !== undefined) {
     const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
-    page?.close();
-    await worker.stop();
-    await stopSweeper();
-    await notifier?.stop();
-    uninstallMetrics();
-    queue.close();
+    await release();
     return EXIT.failure;
   }
   const address = server.address();
@@ -214,12 +214,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   await closed;
   clearTimeout(forced);
   await Promise.race([worker.idle(), new Promise((r) => setTimeout(r, 10_000))]);
-  await worker.stop();
-  page?.close();
-  await stopSweeper();
-  await notifier?.stop();
-  uninstallMetrics();
-  queue.close();
+  await release();
   rotations.close?.();
   return EXIT.ok;
 }
