@@ -78,7 +78,7 @@ export const PauseSchema = z
   .regex(DURATION, 'must be a duration such as 0s, 30s or 5m')
   .refine((t) => (parseDuration(t) ?? -1) <= 86_400_000, 'must be between 0s and 24h');
 
-/** A settle window: 0s to 10 min (a change waits at most 4 windows, see README "Progressive rotation"). */
+/** A settle window: 0s to 10 min (a change waits at most 4 windows, see docs/how-to/waves-and-gates.md). */
 export const SettleSchema = z
   .string()
   .regex(DURATION, 'must be a duration such as 5s')
