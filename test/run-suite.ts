@@ -3,7 +3,7 @@
  *
  * Most of the integration files' time is waiting — on kwok pods turning Ready, on visibility timeouts, on `serve`
  * being killed and started a hundred times — not computing, so two vitest processes on two sets of test clusters
- * finish in a little more than half the time of one (README "Test clusters" has the figures). Lane a runs most
+ * finish in a little more than half the time of one (CONTRIBUTING.md "Test clusters" has the figures). Lane a runs most
  * integration files on the clusters under .local/; lane b runs the slowest files on clusters of
  * its own (.local/lane-b/, ports VAULT_ROLLOUT_CLUSTERS_PORT_BASE + 100); lane c, the compatibility lane, runs
  * the rollout, admission, dry-run, status and cluster files again on the oldest Kubernetes EKS supports
@@ -75,8 +75,12 @@ async function main(): Promise<number> {
   }
 
   const t0 = Date.now();
-  await buildBinaries((line) => process.stderr.write(`[clusters] ${line}\n`));
-  await prepareComponents();
+  // Side by side: each build spends part of its time fetching modules (the network), the other compiling (the cores);
+  // one after the other, a cold run waited for both in full. Separate caches, locks and links, so neither disturbs
+  // the other.
+  // Both end before a failure is reported, so no build is left running behind the exit.
+  const built = await Promise.allSettled([buildBinaries((line) => process.stderr.write(`[clusters] ${line}\n`)), prepareComponents()]);
+  for (const result of built) if (result.status === 'rejected') throw result.reason;
   process.stderr.write(`[run-suite] components ready in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
 
   rmSync(BLOB_DIR, { recursive: true, force: true });

@@ -66,6 +66,18 @@ export function thirdPartyLicenses(packageDirs: readonly string[]): string {
   return `# Third-party licences\n\n${BUNDLE} bundles these npm packages (${packageDirs.length}); each section gives the licence text their package ships.\n\n${sections.join('\n')}`;
 }
 
+/** Where the README's relative links point in the published package (the chart's `home`, the repository's files). */
+export const REPOSITORY_FILES = 'https://github.com/vault-rollout/vault-rollout/blob/main/';
+
+/**
+ * The README as the package shows it: its links into docs/ and CONTRIBUTING.md are relative to the checkout, and the
+ * package holds neither, so npm's page would show dead links. Relative targets become the repository's files; absolute
+ * URLs, in-page anchors and mail links stay as they are.
+ */
+export function packageReadme(text: string): string {
+  return text.replace(/\]\(([^)\s]+)\)/g, (whole, target: string) => (/^([a-z][a-z0-9+.-]*:|#)/i.test(target) ? whole : `](${REPOSITORY_FILES}${target.replace(/^\.\//, '')})`));
+}
+
 /** Builds the bundle and its licences into dist/, lays the package out in STAGING, packs it; the tarball's path. */
 export async function packCli(destination: string): Promise<string> {
   const checkout = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as Manifest;
@@ -82,6 +94,7 @@ export async function packCli(destination: string): Promise<string> {
     if (!existsSync(join(REPO_ROOT, entry))) throw new Error(`package.json "files" names ${entry}, which does not exist`);
     cpSync(join(REPO_ROOT, entry), join(staging, entry), { recursive: true });
   }
+  writeFileSync(join(staging, 'README.md'), packageReadme(readFileSync(join(REPO_ROOT, 'README.md'), 'utf8')));
   writeFileSync(join(staging, 'package.json'), `${JSON.stringify(packageManifest(checkout), null, 2)}\n`);
 
   mkdirSync(destination, { recursive: true });

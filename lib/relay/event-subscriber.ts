@@ -100,6 +100,10 @@ export class EventSubscriber {
         // An expired or revoked token, or a policy without `subscribe`: a new login may help, a human may be needed.
         log.error('Vault refused the event subscription: check the token and its policy (infra/vault/events-policy.hcl)', { eventType, status: end.status });
         this.#options.auth.invalidate();
+      } else if (end.status === 404 || end.status === 405) {
+        // Community Vault answers the subscribe request as an ordinary (unknown) API path since 1.16: the event
+        // WebSocket is Enterprise only there, and OpenBao removed it. Retrying cannot help; a new feed can.
+        log.error('this Vault server has no event notifications (Vault Enterprise 1.16+ and community 1.13-1.15 have them; community 1.16+ and OpenBao do not): feed the relay from an audit device instead (--audit-file or --audit-listen)', { eventType, status: end.status });
       }
       failures = end.opened && end.upMs >= (this.#options.stableAfterMs ?? 10_000) ? 1 : failures + 1;
       const delay = backoffDelayMs(failures, this.#options.reconnectBaseMs ?? 500, this.#options.reconnectCapMs ?? 30_000, this.#options.random);

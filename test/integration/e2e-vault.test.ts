@@ -1,7 +1,8 @@
 /**
  * End to end with a real Vault-compatible server and a real test cluster, through each path: OpenBao's file audit
  * device followed by the relay, its socket audit device into the relay, its http audit device straight to the
- * function; Vault 1.15's event notifications through the relay. KV v1 and v2 create, update, patch, delete,
+ * function; Vault's event notifications (Enterprise since 1.16: the frames Vault documents, made from a real Vault
+ * 1.21's own KV changes by test/vault/event-front.ts) through the relay. KV v1 and v2 create, update, patch, delete,
  * undelete, destroy and metadata operations end in exactly the expected restarts; reads, lists and failed writes
  * restart nothing. And a loss test: the function is down for 30 s while 100 writes happen.
  */
@@ -12,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { startRelay, startServe, watchRestarts, type Restart, type Serve } from '../vault/e2e-stack.ts';
-import { startDevServer, type DevServer, type VaultClient } from '../vault/server.ts';
+import { startEventFront } from '../vault/event-front.ts';
+import { startDevServer, VaultClient, type DevServer } from '../vault/server.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-e2e-vault');
@@ -201,13 +203,32 @@ describe('OpenBao', () => {
   });
 });
 
-describe('Vault 1.15', () => {
-  it('event notifications -> relay --events -> function -> restarts', async () => {
+describe('Vault 1.21', () => {
+  it('event notifications (the documented frames, from the event front) -> relay --events -> function -> restarts', async () => {
     const server = await withServer('vault', { kind: 'vault', auditFile: join(dir, 'vault-audit.log') });
-    const relay = await startRelay(['--vault-addr', server.addr, '--events', 'kv-v1/*,kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')], { VAULT_TOKEN: server.token });
+    const front = await startEventFront({ addr: server.addr, token: server.token });
+    const relay = await startRelay(['--vault-addr', front.addr, '--events', 'kv-v1/*,kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')], { VAULT_TOKEN: server.token });
     try {
-      await new Promise((r) => setTimeout(r, 1000));
-      await exercise(server.client, 'events');
+      await waitFor(async () => front.subscribers() === 2, { timeoutMs: 30_000, what: 'the relay subscribed to kv-v1/* and kv-v2/*' });
+      // Every write goes through the front, as it would reach an Enterprise server.
+      await exercise(new VaultClient(front.addr, server.token), 'events');
+      expect(new Set(front.frames.map((f) => (f.data as { event_type: string }).event_type))).toEqual(
+        new Set(['kv-v2/data-write', 'kv-v2/data-patch', 'kv-v2/metadata-write', 'kv-v2/data-delete', 'kv-v2/undelete', 'kv-v2/destroy', 'kv-v2/metadata-delete', 'kv-v1/write', 'kv-v1/delete']),
+      );
+    } finally {
+      await relay.stop();
+      await front.stop();
+      await server.stop();
+    }
+  });
+
+  it('relay --events pointed at community Vault itself says the server has no event notifications and what to use', async () => {
+    const server = await withServer('vault', { kind: 'vault' }, false);
+    const relay = await startRelay(['--vault-addr', server.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-no-events')], { VAULT_TOKEN: server.token });
+    try {
+      await waitFor(async () => relay.log().includes('has no event notifications'), { timeoutMs: 30_000, what: 'the relay to say the server has no events' });
+      expect(relay.log()).toContain('--audit-file or --audit-listen');
+      expect(relay.log()).not.toContain(server.token);
     } finally {
       await relay.stop();
       await server.stop();

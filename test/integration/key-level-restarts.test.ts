@@ -1,5 +1,5 @@
 /**
- * Key-level restarts end to end (issue #24): a real OpenBao 2.7 and a real Vault 1.15, each with a file audit device
+ * Key-level restarts end to end (issue #24): a real OpenBao 2.7 and a real Vault 1.21, each with a file audit device
  * followed by the relay into `serve` (with its SQLite rotation store keeping the key baselines), and a real test
  * cluster. One secret with three keys; one Deployment per key and one that uses all of them (no `keys:`). Rotating
  * one key restarts exactly the workloads that use it (a write, then a patch); a write that changes no value restarts
@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../clusters/kube-http.ts';
 import { startRelay, startServe, watchRestarts, type Serve } from '../vault/e2e-stack.ts';
-import { startDevServer, type VaultClient } from '../vault/server.ts';
+import { startEventFront } from '../vault/event-front.ts';
+import { startDevServer, VaultClient } from '../vault/server.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
 
 const NS = uniqueName('vr-keys');
@@ -117,19 +118,22 @@ describe.each(['openbao', 'vault'] as const)('%s file audit device -> relay -> s
   });
 });
 
-describe('Vault 1.15 event notifications (no keys in them)', () => {
+describe('Vault event notifications (no keys in them; the documented frames, from the event front on Vault 1.21)', () => {
   it('restart every workload, keyed or not', async () => {
     const serve = await startServe(routesFile, 0, { VAULT_ROLLOUT_STATE_DB: join(dir, 'events-state.sqlite') });
     const server = await startDevServer({ kind: 'vault', auditFile: join(dir, 'vault-events-audit.log') });
     await server.client.enableKv('kv2', 2);
-    const relay = await startRelay(['--vault-addr', server.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')], { VAULT_TOKEN: server.token });
+    const front = await startEventFront({ addr: server.addr, token: server.token });
+    const client = new VaultClient(front.addr, server.token);
+    const relay = await startRelay(['--vault-addr', front.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')], { VAULT_TOKEN: server.token });
     try {
-      await new Promise((r) => setTimeout(r, 1000));
-      await step('events', 1, () => server.client.kv2Write('kv2', 'events/db', { username: 'app', password: 'one', api_key: 'k1' }), WORKLOADS);
-      await step('events', 2, () => server.client.kv2Write('kv2', 'events/db', { username: 'app', password: 'two', api_key: 'k1' }), WORKLOADS);
-      await step('events', 3, () => server.client.kv2Patch('kv2', 'events/db', { api_key: 'k2' }), WORKLOADS);
+      await waitFor(async () => front.subscribers() === 1, { timeoutMs: 30_000, what: 'the relay subscribed to kv-v2/*' });
+      await step('events', 1, () => client.kv2Write('kv2', 'events/db', { username: 'app', password: 'one', api_key: 'k1' }), WORKLOADS);
+      await step('events', 2, () => client.kv2Write('kv2', 'events/db', { username: 'app', password: 'two', api_key: 'k1' }), WORKLOADS);
+      await step('events', 3, () => client.kv2Patch('kv2', 'events/db', { api_key: 'k2' }), WORKLOADS);
     } finally {
       await relay.stop();
+      await front.stop();
       await server.stop();
       await serve.stop();
     }

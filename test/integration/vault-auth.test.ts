@@ -1,6 +1,6 @@
 // Logging in to real servers the ways reconcile can: a token (environment, file), AppRole (role and secret IDs from
 // SSM and Secrets Manager are the same code path after the read, unit-tested) against OpenBao 2.7.2 and Vault
-// 1.15.3, and AWS IAM against Vault 1.15.3's `aws` auth method whose STS endpoint is a local moto server: the
+// 1.21.1, and AWS IAM against Vault 1.21.1's `aws` auth method whose STS endpoint is a local moto server: the
 // request is signed with temporary credentials of an assumed role, Vault replays it to "STS", and the role's ARN
 // is what the Vault role is bound to. Never skipped: a missing server or moto fails beforeAll.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -102,7 +102,7 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault logins on %s', (kind) => 
   });
 });
 
-describe('AWS IAM login on Vault 1.15.3, STS emulated by moto', () => {
+describe('AWS IAM login on Vault 1.21.1, STS emulated by moto', () => {
   let server: DevServer;
   let moto: MotoServer;
   let credentials: AwsCredentialsProvider;

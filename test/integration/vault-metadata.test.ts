@@ -1,4 +1,4 @@
-// The metadata client against real OpenBao 2.7.2 and Vault 1.15.3: read and list KV v2 metadata with a token whose
+// The metadata client against real OpenBao 2.7.2 and Vault 1.21.1: read and list KV v2 metadata with a token whose
 // policy is infra/vault/reconcile-policy.hcl (nothing on data/), deleted and destroyed versions, a token without
 // `list` (the error names the policy line), AppRole logins. Never skipped: a missing server fails beforeAll.
 import { readFileSync } from 'node:fs';

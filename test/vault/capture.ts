@@ -35,13 +35,17 @@ async function capture(kind: ServerKind): Promise<void> {
   mkdirSync(out, { recursive: true });
   const c = server.client;
   try {
-    const subscription = kind === 'vault' ? await c.subscribeEvents('kv*') : undefined;
+    // Community Vault has the event WebSocket in 1.13-1.15 only (Enterprise since 1.16; OpenBao removed it).
+    const [major = 0, minor = 0] = server.version.split('.').map(Number);
+    const subscription = kind === 'vault' && major === 1 && minor <= 15 ? await c.subscribeEvents('kv*') : undefined;
     await c.enableKv('secret2', 2);
     await c.enableKv('legacy', 1);
     await c.kv2Write('secret2', 'payments/api/db', { password: 'dummy-1' });
     await c.kv2Write('secret2', 'payments/api/db', { password: 'dummy-2' });
     await c.kv2Patch('secret2', 'payments/api/db', { user: 'dummy' });
     await c.kv2Read('secret2', 'payments/api/db');
+    // What reconcile and status read (metadata only, never data/): the response as the server sends it.
+    const metadata = await c.get('secret2/metadata/payments/api/db');
     await c.kv2Delete('secret2', 'payments/api/db');
     await c.kv2Undelete('secret2', 'payments/api/db', [3]);
     await c.kv2DeleteVersions('secret2', 'payments/api/db', [2]);
@@ -61,6 +65,9 @@ async function capture(kind: ServerKind): Promise<void> {
     };
     const save = (name: string, value: unknown): void =>
       writeFileSync(join(out, name), `${JSON.stringify(value, null, 2)}\n`);
+    save('kv2-metadata-read.json', { ...metadata, request_id: '<per request>' });
+    // sys/audit-hash: how an operator matches a known value with the HMAC in an audit entry (vault-rollout never calls it).
+    save('sys-audit-hash-response.json', { ...(await c.post('sys/audit-hash/file', { input: 'dummy-1' })), request_id: '<per request>' });
     save('audit-kv2-write-request.json', pick('secret2/data/payments/api/db', 'create', 'request'));
     save('audit-kv2-write-response.json', pick('secret2/data/payments/api/db', 'create'));
     save('audit-kv2-update-response.json', pick('secret2/data/payments/api/db', 'update'));

@@ -8,13 +8,25 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../../deploy/image/bundle.ts';
-import { bundledPackageDirs, packageManifest, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
+import { bundledPackageDirs, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vault-rollout-npm-pack-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 const checkout = JSON.parse(readRepoFile('package.json')) as Record<string, unknown> & { name: string; version: string };
+
+describe('the package\'s README', () => {
+  it('points its relative links at the repository (the package has no docs/), and leaves URLs and anchors alone', () => {
+    expect(packageReadme('[a](docs/a.md) [b](./CONTRIBUTING.md#tests) [c](https://x.test/y) [d](#install) [e](mailto:a@b.test)')).toBe(
+      `[a](${REPOSITORY_FILES}docs/a.md) [b](${REPOSITORY_FILES}CONTRIBUTING.md#tests) [c](https://x.test/y) [d](#install) [e](mailto:a@b.test)`,
+    );
+  });
+
+  it('has no relative link left in the real README', () => {
+    expect(packageReadme(readRepoFile('README.md'))).not.toMatch(/\]\((?![a-z][a-z0-9+.-]*:|#)/i);
+  });
+});
 
 describe('the package\'s package.json', () => {
   const manifest = packageManifest(checkout);

@@ -45,7 +45,7 @@ const stores: Array<[string, () => KeyBaselineStore]> = [
 ];
 
 describe.each(stores)('intake with key baselines in the %s rotation store', (_name, make) => {
-  it.each(['openbao-2.7.2', 'vault-1.15.3'])('%s: create = every key, update = compared, patch = its keys, delete = every key and clears', async (server) => {
+  it.each(['openbao-2.7.2', 'vault-1.15.3', 'vault-1.21.1'])('%s: create = every key, update = compared, patch = its keys, delete = every key and clears', async (server) => {
     const baselines = make();
     const queue = new SentQueue();
     let now = Date.parse('2026-11-21T10:00:00Z');

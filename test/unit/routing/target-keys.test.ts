@@ -79,7 +79,7 @@ routes:
 });
 
 describe('plan with keys (issue #24): which keys each entry of the input changed, compared within the input', () => {
-  it.each(['openbao-2.7.2', 'vault-1.15.3'])('%s audit log: create = all, update = password, patch = user; a keyed target that would skip', async (server) => {
+  it.each(['openbao-2.7.2', 'vault-1.15.3', 'vault-1.21.1'])('%s audit log: create = all, update = password, patch = user; a keyed target that would skip', async (server) => {
     const routes = `clusters:
   eu: { kubeconfig: { file: eu.yaml } }
 routes:

@@ -7,7 +7,7 @@ import { parseInput } from '../../../lib/sources/parse.ts';
 
 const captured = new URL('../../vault/captured/', import.meta.url);
 const read = (server: string, file: string): string => readFileSync(new URL(`${server}/${file}`, captured), 'utf8');
-const SERVERS = ['openbao-2.7.2', 'vault-1.15.3'] as const;
+const SERVERS = ['openbao-2.7.2', 'vault-1.15.3', 'vault-1.21.1'] as const;
 const HMAC_OR_DIGEST = /[0-9a-f]{64}/;
 
 describe('key digests from real audit entries', () => {
