@@ -128,8 +128,6 @@ export function formatDuration(ms: number): string {
   return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${s ? `${s}s` : ''}`;
 }
 
-const split = (text: string): string[] => text.split(',').map((s) => s.trim()).filter(Boolean);
-
 function bounds(o: OptionSpec): string {
   const show = (n: number): string => (o.type === 'duration' ? formatDuration(n) : String(n));
   if (o.min !== undefined && o.max !== undefined) return `from ${show(o.min)} to ${show(o.max)}`;
@@ -154,8 +152,11 @@ export function parseValue(o: OptionSpec, text: string): string | number | boole
     case 'enum':
       if (!(o.choices ?? []).includes(text)) throw new Error(`one of ${(o.choices ?? []).join(', ')}${o.choicesHint ? ` (${o.choicesHint})` : ''}`);
       return text;
-    case 'list':
-      return split(text);
+    case 'list': {
+      const items = text.split(',').map((s) => s.trim());
+      if (items.some((i) => i === '')) throw new Error('an empty item: give NAME or A,B');
+      return items;
+    }
     case 'boolean':
       return text === 'true' || text === '1';
     default:
