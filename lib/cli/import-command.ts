@@ -5,7 +5,7 @@
 import { writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
 import { describeUnmapped, IMPORT_SOURCES, importRoutes, KvVersionConflictError, renderImport, type ImportCluster, type ImportResult, type ImportSource } from '../importer/import-routes.ts';
-import { VSO_OPERATOR_NAMESPACE, type ClusterInventory } from '../importer/import-sources.ts';
+import type { ClusterInventory } from '../importer/import-sources.ts';
 import { readInventory } from '../importer/import-inventory.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
 import { loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
