@@ -1,5 +1,6 @@
 import { routingTableJsonSchema } from '../routing/json-schema.ts';
 import { EXIT, type CliIo } from './io.ts';
+import { printData } from './output.ts';
 import { parseCommand } from './spec.ts';
 import { schema as spec } from './specs.ts';
 
@@ -7,6 +8,6 @@ import { schema as spec } from './specs.ts';
 export async function schemaCommand(argv: string[], io: CliIo): Promise<number> {
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
-  io.stdout(`${JSON.stringify(routingTableJsonSchema(), null, 2)}\n`);
+  printData(io, args.values.output, () => routingTableJsonSchema(), () => `${JSON.stringify(routingTableJsonSchema(), null, 2)}\n`);
   return EXIT.ok;
 }

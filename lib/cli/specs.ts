@@ -286,6 +286,7 @@ export const schema = {
   summary: "Print the routing table's JSON Schema",
   description: "Prints the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output), for editors.",
   options: [],
+  outputs: ['json', 'yaml'],
   exits: [[0, 'printed']],
 } as const satisfies CommandSpec;
 
