@@ -290,6 +290,8 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
   }
   const quiet = values.quiet === true;
   const verbose = values.verbose === true && !quiet;
+  // Flags carry no secrets (those come from the environment and files), so all of them can be shown.
+  if (verbose) io.stderr(`vault-rollout ${spec.name}: debug: flags ${JSON.stringify(values)}${args.length > 0 ? ` arguments ${JSON.stringify(args)}` : ''}\n`);
   return {
     values: values as Values<S>,
     args,
