@@ -13,6 +13,7 @@ import { CLI_SPECS, cliReferenceMarkdown } from '../../../lib/cli/reference.ts';
 import { allOptions, formatDuration, parseCliDuration } from '../../../lib/cli/spec.ts';
 import { importSpec, plan, serve } from '../../../lib/cli/specs.ts';
 import { MAX_LOOPS } from '../../../lib/runtime/local-worker.ts';
+import { DEFAULT_MAX_CONNECTIONS } from '../../../lib/cli/serve-command.ts';
 import { InputFormats } from '../../../lib/sources/parse.ts';
 import { memoryIo } from '../../helpers.ts';
 
@@ -20,6 +21,7 @@ describe('the specs', () => {
   it('agree with the constants they copy', () => {
     expect(plan.options.find((o) => o.name === 'format')?.choices).toEqual(InputFormats);
     expect(serve.options.find((o) => o.name === 'loops')?.max).toBe(MAX_LOOPS);
+    expect(serve.options.find((o) => o.name === 'max-connections')?.default).toBe(DEFAULT_MAX_CONNECTIONS);
     expect(importSpec.options.find((o) => o.name === 'from')?.default).toEqual(IMPORT_SOURCES);
     expect(importSpec.options.find((o) => o.name === 'vso-operator-namespace')?.default).toBe(VSO_OPERATOR_NAMESPACE);
   });
