@@ -1,9 +1,10 @@
 /**
- * Every real component the integration tests run beside the clusters' own binaries: OpenBao and Vault, helm and the
- * container image — built or fetched on first use into ~/.cache/vault-rollout, reused after. The clusters' global
+ * Every real component the integration tests run beside the clusters' own binaries: OpenBao and Vault, helm, the
+ * container image and the docs site's mkdocs venv — built or fetched on first use into ~/.cache/vault-rollout, reused after. The clusters' global
  * setup calls it (so no test waits minutes for a build inside its own timeout), and so does test/run-suite.ts before
  * it starts its lanes, so that two processes never build the same thing at once.
  */
+import { ensureMkdocsVenv } from '../deploy/site/build.ts';
 import { ensureHelm } from './clusters/helm.ts';
 import { imageLayout } from './image/image.ts';
 import { ensureServerBinary } from './vault/server.ts';
@@ -24,4 +25,8 @@ export async function prepareComponents(log: (line: string) => void = (line) => 
   const imageStarted = Date.now();
   const image = await imageLayout();
   log(`[image] ${image.built ? 'built' : 'reused'} ${image.layout} in ${since(imageStarted)}`);
+  // mkdocs-material from PyPI (pinned with hashes), for the docs site's test (test/integration/docs-site.test.ts).
+  const docsStarted = Date.now();
+  const docs = await ensureMkdocsVenv();
+  log(`[docs] mkdocs venv ${docs.built ? 'built' : 'reused'} in ${since(docsStarted)}`);
 }

@@ -1,5 +1,5 @@
 /**
- * The Grafana dashboard of vault-rollout's Prometheus metrics (README "Dashboards"), as code. `npm run dashboard`
+ * The Grafana dashboard of vault-rollout's Prometheus metrics (docs/how-to/metrics-and-dashboards.md), as code. `npm run dashboard`
  * writes it to deploy/helm/vault-rollout/dashboards/vault-rollout.json: the file to import into Grafana, and the one
  * the chart ships as a ConfigMap for Grafana's dashboard sidecar (`grafanaDashboard.enabled`).
  *
@@ -107,7 +107,7 @@ const ROWS: RowSpec[] = [
     title: 'Waves, gates and halts',
     panels: [
       { title: 'Gate decisions', type: 'timeseries', unit: 'short', width: 8, bars: true, description: 'Wave gate decisions: released (the next wave queued, also after a failure with onFailure: continue) or halted.', targets: [{ expr: `sum by (decision) (increase(${selector(METRICS.gateDecisions)}[$__rate_interval]))`, legendFormat: '{{decision}}' }] },
-      { title: 'Halted rotations (in range)', type: 'stat', unit: 'short', width: 4, redFrom: 1, description: 'Rotations a wave gate halted in the selected time range: later waves are not restarted until a fixed version is written (README "Progressive rotation").', targets: [{ expr: `sum(${inRange(METRICS.haltedRotations)})`, legendFormat: 'halted', instant: true }] },
+      { title: 'Halted rotations (in range)', type: 'stat', unit: 'short', width: 4, redFrom: 1, description: 'Rotations a wave gate halted in the selected time range: later waves are not restarted until a fixed version is written (docs/how-to/waves-and-gates.md).', targets: [{ expr: `sum(${inRange(METRICS.haltedRotations)})`, legendFormat: 'halted', instant: true }] },
       { title: 'Continuations pending', type: 'timeseries', unit: 'short', width: 6, description: "Continuations in serve's queue: restarts whose rollouts are still followed.", targets: [{ expr: `sum by (instance) (${selector(METRICS.continuationsPending)})`, legendFormat: '{{instance}}' }] },
       { title: 'Oldest continuation age', type: 'timeseries', unit: 's', width: 6, description: 'Age of the oldest continuation since its restart; 0 when none.', targets: [{ expr: `max by (instance) (${selector(METRICS.continuationOldestAge)})`, legendFormat: '{{instance}}' }] },
     ],
@@ -123,7 +123,7 @@ const ROWS: RowSpec[] = [
   {
     title: 'Notifications',
     panels: [
-      { title: 'Notification deliveries by outcome', type: 'timeseries', unit: 'short', width: 24, bars: true, description: 'Deliveries to the notification sinks (README "Notifications"): sent, retry (failed, tried again later) or dropped (out of attempts, or no such sink).', targets: [{ expr: `sum by (outcome) (increase(${selector(METRICS.notifications)}[$__rate_interval]))`, legendFormat: '{{outcome}}' }] },
+      { title: 'Notification deliveries by outcome', type: 'timeseries', unit: 'short', width: 24, bars: true, description: 'Deliveries to the notification sinks (docs/how-to/notifications.md): sent, retry (failed, tried again later) or dropped (out of attempts, or no such sink).', targets: [{ expr: `sum by (outcome) (increase(${selector(METRICS.notifications)}[$__rate_interval]))`, legendFormat: '{{outcome}}' }] },
     ],
   },
   {
@@ -283,7 +283,7 @@ export function grafanaDashboard(): Json {
   return {
     uid: DASHBOARD_UID,
     title: 'vault-rollout',
-    description: 'Vault KV rotations restarting Kubernetes workloads: intake, restarts and rollouts, gates and halts, the queue, Kubernetes and Vault requests, the relay (README "Prometheus metrics").',
+    description: 'Vault KV rotations restarting Kubernetes workloads: intake, restarts and rollouts, gates and halts, the queue, Kubernetes and Vault requests, the relay (docs/how-to/metrics-and-dashboards.md).',
     tags: ['vault-rollout', 'vault', 'kubernetes'],
     editable: true,
     graphTooltip: 1,

@@ -62,7 +62,7 @@ export function imageLabels(p: ImageProvenance): Record<string, string> {
 
 /**
  * Cmd serves on every interface of the pod with the routing table at ROUTES_FILE; serve refuses to start without
- * VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN there (README "On a laptop: vault-rollout serve").
+ * VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN there (docs/how-to/run-serve.md).
  * `worker` and `relay` are other Cmds of the same Entrypoint.
  */
 export function imageRuntimeConfig(p: ImageProvenance): ImageRuntimeConfig {

@@ -1,5 +1,6 @@
 /**
- * The CLI reference page (docs), generated from the command specs: every command, its usage, each option with its
+ * The CLI reference page (docs/reference/cli.md, written by `npm run docs:reference`), generated from the command specs
+ * (lib/cli/specs.ts): every command, its usage, each option with its
  * type, default, bounds and environment variable, and its exit codes.
  */
 import { allOptions, flagsText, optionDetails, usageLine, type CommandSpec } from './spec.ts';
@@ -13,8 +14,6 @@ const cell = (s: string): string => s.replace(/\|/g, '\\|');
 export function cliReferenceMarkdown(): string {
   const out: string[] = [
     '# CLI reference',
-    '',
-    '<!-- Generated from lib/cli/specs.ts by cliReferenceMarkdown() (lib/cli/reference.ts): edit the specs, not this page. -->',
     '',
     'Every command takes `--help` (its usage, flags and exit codes), `--quiet`/`-q` (no progress or information on stderr) and `--verbose`/`-v` (debug logs). Commands that print data take `-o`/`--output` (`--json` is `-o json`). Durations take a unit: `500ms`, `30s`, `10m`, `1h`, `1m30s`. A usage error (unknown flag, bad value) exits 64.',
     '',

@@ -3,7 +3,7 @@
  * functions write in EMF (METRIC_SPECS with `emf: true`), in the stage's namespace and with the dimension set
  * Powertools writes each with — `service`, then the metric's labels — beside what AWS publishes of the functions and
  * queues, and the stack's alarms. The per-request and sampled metrics (`emf: false`) are Prometheus's alone: the
- * Grafana dashboard shows them (README "Dashboards").
+ * Grafana dashboard shows them (docs/how-to/metrics-and-dashboards.md).
  *
  * Pure. The body holds CloudFormation references (`${AWS::Region}`, `${WorkerLambdaFunction}`,
  * `${RolloutQueue.QueueName}`) for `Fn::Sub`, so it names this stack's functions and queues, never an account.
@@ -112,7 +112,7 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
       width: 16,
       height: 3,
       properties: {
-        markdown: `## vault-rollout ${stage}\nThe functions' EMF metrics (namespace \`${namespace}\`, dimension \`service\` = \`${service}\`), the queues and the functions. Kubernetes and Vault request latency and serve's queue are Prometheus metrics: the Grafana dashboard (README "Dashboards").`,
+        markdown: `## vault-rollout ${stage}\nThe functions' EMF metrics (namespace \`${namespace}\`, dimension \`service\` = \`${service}\`), the queues and the functions. Kubernetes and Vault request latency and serve's queue are Prometheus metrics: the Grafana dashboard (docs/how-to/metrics-and-dashboards.md).`,
       },
     },
     {

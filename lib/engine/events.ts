@@ -2,6 +2,7 @@
 import type { RolloutTarget } from '../plan/planner.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { EVENT_REPORTER, HALT_EVENT_REASON, haltEventName } from '../plan/restart-record.ts';
+import { EVENT_REASONS } from '../workloads/annotations.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterAccess } from '../workloads/kube-port.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
@@ -20,7 +21,7 @@ export async function recordEvent(run: ClusterRun, target: RolloutTarget, descri
     name: `${name}.vr-${target.restartToken.slice(0, 16)}`,
     namespace: target.namespace,
     involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion },
-    reason: 'SecretRotated',
+    reason: EVENT_REASONS.secretRotated,
     message: `${isSyncKind(descriptor.kind) ? 'Sync requested' : 'Restarted'} by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`,
     type: 'Normal',
     time,
@@ -43,7 +44,7 @@ export async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget,
     name: `${result.name}.vr-${target.restartToken.slice(0, 16)}.rollout`,
     namespace: target.namespace,
     involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name: result.name, namespace: target.namespace },
-    reason: complete ? 'RolloutComplete' : 'RolloutFailed',
+    reason: complete ? EVENT_REASONS.rolloutComplete : EVENT_REASONS.rolloutFailed,
     message,
     type: complete ? 'Normal' : 'Warning',
     time,

@@ -14,7 +14,7 @@ import type { WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import type { RetryEnv, RetryPolicy } from './retry.ts';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
 
-/** `deferred`: bounded by `rollout.maxUnavailable` and no slot free; not patched, tried again (see README). */
+/** `deferred`: bounded by `rollout.maxUnavailable` and no slot free; not patched, tried again (docs/how-to/rollout-limits.md). */
 export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed', 'deferred'] as const;
 export type Outcome = (typeof Outcomes)[number];
 

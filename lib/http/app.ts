@@ -36,7 +36,7 @@ export interface AppDeps {
   baselines?: KeyBaselineStore;
   /**
    * Prometheus's text exposition (serve: GET /metrics). Unauthenticated like /healthz and /readyz: counts with enum and
-   * cluster labels only (README "Prometheus metrics" says why, and how to keep it from reach).
+   * cluster labels only (docs/how-to/metrics-and-dashboards.md says why, and how to keep it from reach).
    */
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /**

@@ -1,7 +1,7 @@
 /**
  * The scrape listener of `worker --metrics-port` and `relay --metrics-port`: GET /metrics and nothing else, no
  * authentication, on loopback unless told otherwise — as Prometheus exporters are: what it shows is counts with
- * enum and cluster labels, and it is bound where only the scraper reaches (see README "Prometheus metrics").
+ * enum and cluster labels, and it is bound where only the scraper reaches (see docs/how-to/metrics-and-dashboards.md).
  */
 import { createServer, type Server } from 'node:http';
 import type { PrometheusMetrics } from './prometheus.ts';

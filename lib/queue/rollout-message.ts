@@ -144,7 +144,7 @@ const QueuedChangeSchema = z.strictObject({
   time: z.string().max(CHANGE_LIMITS.time),
   // Issue #24: the keys the intake found changed (absent: every key). Names only. A sender of the queue can now also
   // say "none of your keys": a keyed target whose record is at the version before is then skipped and its record
-  // moved on (README "Key-level restarts", what the feed's integrity decides).
+  // moved on (docs/how-to/key-level-restarts.md, what the feed's integrity decides).
   changedKeys: z.array(z.string().min(1).max(KEY_DIGEST_LIMITS.length)).max(KEY_DIGEST_LIMITS.keys).optional(),
 });
 

@@ -67,7 +67,7 @@ export const DurationSchema = z
 const ClusterSelectorSchema = z.union([
   z.array(nonEmpty).min(1, 'list at least one cluster'),
   z.record(z.string(), z.string()).refine((r) => Object.keys(r).length > 0, 'a label selector needs at least one label'),
-]);
+]).describe('the clusters: a list of cluster names, or a label selector (every label must match a cluster\'s labels)');
 
 /** Waves per `rollout` block: each is a gate a change waits at; more would be a rollout no one watches. */
 export const MAX_WAVES = 20;
@@ -78,7 +78,7 @@ export const PauseSchema = z
   .regex(DURATION, 'must be a duration such as 0s, 30s or 5m')
   .refine((t) => (parseDuration(t) ?? -1) <= 86_400_000, 'must be between 0s and 24h');
 
-/** A settle window: 0s to 10 min (a change waits at most 4 windows, see README "Progressive rotation"). */
+/** A settle window: 0s to 10 min (a change waits at most 4 windows, see docs/how-to/waves-and-gates.md). */
 export const SettleSchema = z
   .string()
   .regex(DURATION, 'must be a duration such as 5s')
@@ -118,7 +118,8 @@ export const RolloutSettingsSchema = z.strictObject({
       timeout: DurationSchema.optional().describe('a wave not complete by then (counted from its start) fails the gate (default 10m)'),
       pause: PauseSchema.optional().describe('wait this long after a wave is complete before the next one starts (default 0s)'),
     })
-    .optional(),
+    .optional()
+    .describe('what a wave must reach before the next one starts'),
   onFailure: z.enum(['halt', 'continue']).optional().describe('halt (default): no later wave restarts for this change; continue: go on, logging the failure'),
   settle: SettleSchema.optional().describe('changes reaching one workload within this window give it one restart (default 0s: none)'),
   // --- end progressive rotation ---
@@ -126,24 +127,25 @@ export const RolloutSettingsSchema = z.strictObject({
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 
 export const EksSchema = z.strictObject({
-  name: iamName(/^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/, 'must be an EKS cluster name (letters, digits, - and _, up to 100)'),
-  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1'),
-  roleArn: iamName(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/, 'must be an IAM role ARN').optional(),
+  name: iamName(/^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/, 'must be an EKS cluster name (letters, digits, - and _, up to 100)').describe('the EKS cluster name'),
+  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS region such as us-east-1').describe('its AWS region'),
+  roleArn: iamName(/^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/, 'must be an IAM role ARN').optional().describe('an IAM role to assume first; default: the process\'s own AWS credentials'),
 });
 
 export const ClusterSchema = z
   .strictObject({
-    kubeconfig: KubeconfigSourceSchema.optional(),
-    context: nonEmpty.optional(),
-    eks: EksSchema.optional(),
+    kubeconfig: KubeconfigSourceSchema.optional().describe('a kubeconfig: exactly one of file, env, inline (each with optional allowExec, allowTokenFile), ssm or secretsManager; one of kubeconfig, eks or inCluster per cluster'),
+    context: nonEmpty.optional().describe('the kubeconfig context to use (only with kubeconfig); default: its current-context'),
+    eks: EksSchema.optional().describe('an EKS cluster, reached with a token signed by the process\'s AWS credentials (or roleArn)'),
     inCluster: z.literal(true).optional().describe('the cluster vault-rollout runs in, reached with its pod\'s ServiceAccount token and CA'),
-    labels: z.record(z.string(), z.string()).default({}),
-    insecureSkipTLSVerify: z.boolean().optional(),
-    concurrency: z.number().int().min(1).max(100).optional(),
+    labels: z.record(z.string(), z.string()).default({}).describe('labels that targets and waves select clusters by'),
+    insecureSkipTLSVerify: z.boolean().optional().describe('do not verify the API server\'s certificate (logs a warning; TLS is verified otherwise)'),
+    concurrency: z.number().int().min(1).max(100).optional().describe('patches in flight at once in this cluster (default 10)'),
     rolloutTimeout: DurationSchema.optional().describe('rollout deadline for every workload of this cluster, unless its route sets rollout.timeout'),
   })
   .refine((c) => [c.kubeconfig, c.eks, c.inCluster].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of kubeconfig, eks or inCluster: true' })
-  .refine((c) => c.context === undefined || c.kubeconfig !== undefined, { message: 'context selects a context of the kubeconfig: give it only with kubeconfig', path: ['context'] });
+  .refine((c) => c.context === undefined || c.kubeconfig !== undefined, { message: 'context selects a context of the kubeconfig: give it only with kubeconfig', path: ['context'] })
+  .describe('a cluster vault-rollout restarts workloads in, by its name (lowercase letters, digits, "-")');
 export type ClusterConfig = z.infer<typeof ClusterSchema>;
 
 /**
@@ -157,20 +159,22 @@ export type NotificationEventKind = (typeof NotificationEvents)[number];
 const ENV_NAME = /^[A-Z_][A-Z0-9_]{0,127}$/;
 const envName = z.string().regex(ENV_NAME, 'must be an environment variable name (A-Z, 0-9, _)');
 
+const SINK_TYPE = 'slack, teams (incoming webhooks), webhook (a signed JSON POST) or sns (an SNS topic)';
+
 export const NotificationSinkSchema = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('slack'), urlFromEnv: envName.describe('environment variable holding the Slack incoming-webhook URL (a secret)') }),
-  z.strictObject({ type: z.literal('teams'), urlFromEnv: envName.describe('environment variable holding the Teams incoming-webhook or Workflows URL (a secret)') }),
+  z.strictObject({ type: z.literal('slack').describe(SINK_TYPE), urlFromEnv: envName.describe('environment variable holding the Slack incoming-webhook URL (a secret)') }),
+  z.strictObject({ type: z.literal('teams').describe(SINK_TYPE), urlFromEnv: envName.describe('environment variable holding the Teams incoming-webhook or Workflows URL (a secret)') }),
   z.strictObject({
-    type: z.literal('webhook'),
+    type: z.literal('webhook').describe(SINK_TYPE),
     url: z.url({ protocol: /^https$/, error: 'must be an https URL' }).optional().describe('the receiver (https); or urlFromEnv'),
     urlFromEnv: envName.optional().describe('environment variable holding the receiver URL'),
     secretFromEnv: envName.describe('environment variable holding the HMAC-SHA256 key the body is signed with'),
   }).refine((w) => (w.url === undefined) !== (w.urlFromEnv === undefined), 'give exactly one of url or urlFromEnv'),
   z.strictObject({
-    type: z.literal('sns'),
+    type: z.literal('sns').describe(SINK_TYPE),
     topicArn: z.string().regex(/^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$/, 'must be an SNS topic ARN').describe('the topic the event is published to (through the AWS SDK, the process\'s credentials)'),
   }),
-], { error: 'a sink is { type: slack | teams, urlFromEnv }, { type: webhook, url | urlFromEnv, secretFromEnv } or { type: sns, topicArn }' });
+], { error: 'a sink is { type: slack | teams, urlFromEnv }, { type: webhook, url | urlFromEnv, secretFromEnv } or { type: sns, topicArn }' }).describe('one sink, by its type');
 export type NotificationSink = z.infer<typeof NotificationSinkSchema>;
 
 export const NotificationsSchema = z.strictObject({
@@ -178,10 +182,11 @@ export const NotificationsSchema = z.strictObject({
     .describe('named sinks; a route\'s block adds sinks or overrides one of the same name'),
   events: z.array(z.enum(NotificationEvents)).min(1).optional().describe('which events are sent (default: all); a route\'s list replaces the top-level one'),
   progressingAfter: DurationSchema.optional().describe('a rollout still progressing this long after its restart sends one progressing event (default 15m)'),
-});
+}).describe('where rotation events are sent; at the top level every route\'s default, on a route added to it');
 export type NotificationsSettings = z.infer<typeof NotificationsSchema>;
 
 const K8S_NAME_TEMPLATE = /^[a-z0-9{]([-a-z0-9.{}_A-Za-z]*[a-z0-9}])?$/;
+const NAMESPACE_DESCRIPTION = 'the Kubernetes namespace (may use {captures}; then namespaces is required)';
 
 /**
  * The namespaces a target may reach: names, or globs where `*` stands for any run of characters (`team-*`). A
@@ -226,14 +231,14 @@ export const KeysSchema = z
 export const WorkloadTargetSchema = z
   .strictObject({
     clusters: ClusterSelectorSchema,
-    namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+    namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})').describe(NAMESPACE_DESCRIPTION),
     namespaces: NamespaceBoundSchema.optional(),
     names: NameBoundSchema.optional(),
     keys: KeysSchema.optional(),
-    kind: z.enum(WorkloadKinds),
-    name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional(),
-    selector: nonEmpty.optional(),
-    annotated: z.literal(true).optional(),
+    kind: z.enum(WorkloadKinds).describe('the workload kind (Rollout: Argo Rollouts)'),
+    name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').optional().describe('the workload\'s name (may use {captures}); exactly one of name, selector, annotated'),
+    selector: nonEmpty.optional().describe('a label selector (app=x, tier in (a,b)); each capture in it must render a label value'),
+    annotated: z.literal(true).optional().describe('the workloads of this kind in the namespace that opt in with the annotation vault-rollout.io/watch'),
   })
   .refine((t) => [t.name, t.selector, t.annotated].filter((v) => v !== undefined).length === 1, {
     message: 'give exactly one of name, selector or annotated: true',
@@ -245,14 +250,15 @@ export const ResourceTargetSchema = z.strictObject({
   names: NameBoundSchema.optional(),
   keys: KeysSchema.optional(),
   resource: z.strictObject({
-    apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1'),
-    kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor'),
-    namespace: z.string().regex(K8S_NAME_TEMPLATE).optional(),
-    name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})'),
-  }),
-  patch: z.record(z.string(), z.unknown()).refine((p) => Object.keys(p).length > 0, 'the merge-patch template must not be empty'),
+    apiVersion: z.string().regex(/^([a-z0-9.-]+\/)?v\d+[a-z0-9]*$/, 'must be group/version, e.g. example.com/v1').describe('group/version of the custom resource'),
+    kind: z.string().regex(/^[A-Z][A-Za-z0-9]*$/, 'must be a Kind, e.g. Harbor').describe('its kind'),
+    namespace: z.string().regex(K8S_NAME_TEMPLATE).optional().describe('its namespace (may use {captures}); none: cluster-scoped'),
+    name: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes object name (may use {captures})').describe('its name (may use {captures})'),
+  }).describe('a custom resource an operator acts on, patched with patch'),
+  patch: z.record(z.string(), z.unknown()).refine((p) => Object.keys(p).length > 0, 'the merge-patch template must not be empty')
+    .describe('merge-patch template; string values may use captures and {version}, {path}, {key}, {mount}, {vaultNamespace}, {operation}; keys may not'),
   wait: z
-    .strictObject({ condition: z.string().regex(/^[A-Za-z][A-Za-z0-9.-]{0,62}$/, 'must be a status condition type, e.g. Ready') })
+    .strictObject({ condition: z.string().regex(/^[A-Za-z][A-Za-z0-9.-]{0,62}$/, 'must be a status condition type, e.g. Ready').describe('the status condition type, e.g. Ready') })
     .optional()
     .describe('how to tell the operator is done: a status condition of this type becoming True; without it there is nothing to wait for'),
 });
@@ -269,29 +275,29 @@ const K8S_NAME_MESSAGE = 'must be a Kubernetes object name (may use {captures})'
  */
 export const SyncTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
-  namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+  namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})').describe(NAMESPACE_DESCRIPTION),
   namespaces: NamespaceBoundSchema.optional(),
   names: NameBoundSchema.optional(),
   keys: KeysSchema.optional(),
   sync: z.strictObject({
     kind: z.enum(SyncKinds).describe('ExternalSecret (external-secrets.io/v1) or VaultStaticSecret (secrets.hashicorp.com/v1beta1)'),
-    name: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE),
+    name: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('the ExternalSecret or VaultStaticSecret (may use {captures})'),
     timeout: DurationSchema.optional().describe('how long the operator may take to write the Secret before the target fails (default 5m)'),
-  }),
+  }).describe('make the operator sync now, wait until it wrote the Secret, then restart the Secret\'s consumers'),
   restart: z.enum(['consumers', 'none']).default('consumers').describe('consumers (default): restart the workloads that reference the synced Secret; none: only sync'),
 });
 
 /** Restart whatever references a Secret (no sync step), or whatever mounts a SecretProviderClass (CSI driver). */
 export const ConsumersTargetSchema = z.strictObject({
   clusters: ClusterSelectorSchema,
-  namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})'),
+  namespace: z.string().regex(K8S_NAME_TEMPLATE, 'must be a Kubernetes namespace name (may use {captures})').describe(NAMESPACE_DESCRIPTION),
   namespaces: NamespaceBoundSchema.optional(),
   names: NameBoundSchema.optional(),
   keys: KeysSchema.optional(),
   consumers: z.union([
     z.strictObject({ secret: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pod template references this Secret') }),
     z.strictObject({ secretProviderClass: z.string().regex(K8S_NAME_TEMPLATE, K8S_NAME_MESSAGE).describe('restart the workloads whose pods mount this SecretProviderClass (secrets-store.csi.k8s.io)') }),
-  ], { error: 'must be exactly one of { secret: NAME } or { secretProviderClass: NAME }' }),
+  ], { error: 'must be exactly one of { secret: NAME } or { secretProviderClass: NAME }' }).describe('restart whatever consumes a Secret or a SecretProviderClass, without a sync step'),
 });
 
 export const TargetSchema = z.union([ResourceTargetSchema, SyncTargetSchema, ConsumersTargetSchema, WorkloadTargetSchema]);
@@ -304,23 +310,23 @@ export type Target = z.infer<typeof TargetSchema>;
 export const DEFAULT_OPERATIONS = ['write', 'undelete'] as const;
 
 export const RouteSchema = z.strictObject({
-  name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be lowercase letters, digits and "-"'),
+  name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be lowercase letters, digits and "-"').describe('unique name of the route (lowercase letters, digits, "-")'),
   match: z.strictObject({
     namespace: z.string().optional().describe('Vault Enterprise namespace; omitted = root'),
     path: nonEmpty.describe('mount + key without data/; * one segment, ** any, {x} captures'),
-    operations: z.array(z.enum(Operations)).min(1).default([...DEFAULT_OPERATIONS]),
-  }),
-  targets: z.array(TargetSchema).min(1, 'a route needs at least one target'),
-  rollout: RolloutSettingsSchema.optional(),
+    operations: z.array(z.enum(Operations)).min(1).default([...DEFAULT_OPERATIONS]).describe('which operations restart'),
+  }).describe('which Vault KV changes this route takes'),
+  targets: z.array(TargetSchema).min(1, 'a route needs at least one target').describe('what restarts: a workload (kind + name, selector or annotated), a custom resource (resource + patch), a sync (sync) or a Secret\'s consumers (consumers)'),
+  rollout: RolloutSettingsSchema.optional().describe('how this route\'s restarts roll out; overrides the top-level rollout'),
   notifications: NotificationsSchema.optional(),
-});
+}).describe('one route: a path pattern and the targets it restarts');
 export type Route = z.infer<typeof RouteSchema>;
 
 export const RoutingTableSchema = z.strictObject({
-  clusters: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'cluster names are lowercase letters, digits and "-"'), ClusterSchema),
-  vault: z.strictObject({ mounts: z.record(z.string(), z.union([z.literal(1), z.literal(2)])).default({}) }).default({ mounts: {} }),
-  routes: z.array(RouteSchema).default([]),
-  rollout: RolloutSettingsSchema.optional(),
+  clusters: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'cluster names are lowercase letters, digits and "-"'), ClusterSchema).describe('the clusters, by name, and how to reach each'),
+  vault: z.strictObject({ mounts: z.record(z.string(), z.union([z.literal(1), z.literal(2)]).describe('KV version of the mount: 1 or 2')).default({}).describe('KV version per mount; under a Vault namespace write namespace/mount') }).default({ mounts: {} }).describe('what vault-rollout needs to know of Vault'),
+  routes: z.array(RouteSchema).default([]).describe('which changed Vault paths restart which workloads'),
+  rollout: RolloutSettingsSchema.optional().describe('how restarts roll out: every route\'s default'),
   notifications: NotificationsSchema.optional(),
 });
 export type RoutingTableDocument = z.infer<typeof RoutingTableSchema>;

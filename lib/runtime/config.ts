@@ -37,7 +37,7 @@ export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? pr
   return { table: isCompiledTable(text) ? loadCompiledRoutingTable(text, file) : loadRoutingTable(text, file), file };
 }
 
-/** The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see README "Deploying". */
+/** The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see docs/how-to/deploy-to-lambda.md. */
 const AUTH_SETTINGS: Readonly<Record<string, ReadonlyArray<'hmac' | 'bearer' | 'iam'>>> = { hmac: ['hmac'], bearer: ['bearer'], 'hmac,bearer': ['hmac', 'bearer'], 'bearer,hmac': ['hmac', 'bearer'], iam: ['iam'] };
 
 /**

@@ -7,6 +7,18 @@
 export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
 export const HALT_EVENT_REASON = 'RotationHalted';
 
+/** The reasons of the Events vault-rollout creates (lib/engine/events.ts). */
+export const EVENT_REASONS = {
+  /** Normal, on each object restarted (or whose operator was asked to sync): `<name>.vr-<first 16 of the restart token>`. */
+  secretRotated: 'SecretRotated',
+  /** Normal, when a followed rollout ends complete: `<name>.vr-<token>.rollout`. */
+  rolloutComplete: 'RolloutComplete',
+  /** Warning, when a followed rollout ends failed or timed out: `<name>.vr-<token>.rollout`. */
+  rolloutFailed: 'RolloutFailed',
+  /** Warning, on the workload that failed a wave's gate: haltEventName. */
+  halted: HALT_EVENT_REASON,
+} as const;
+
 /**
  * Who vault-rollout's Events say wrote them: `source.component`, `reportingComponent` and `reportingInstance` of
  * every Event it creates (lib/engine/events.ts), created with the field manager of the same name (kube-port.ts), so

@@ -106,7 +106,7 @@ describe('vault-rollout import, end to end with the real operators', () => {
     const validateIo = memoryIo({ [routesFile]: readFileSync(routesFile, 'utf8') });
     expect(await main(['validate', routesFile], validateIo), validateIo.err).toBe(0);
 
-    // As the README says: vault-rollout runs with its own identity, not the importer's list-only one.
+    // As docs/how-to/import.md says: vault-rollout runs with its own identity, not the importer's list-only one.
     const doc = parseDocument(readFileSync(routesFile, 'utf8'));
     doc.setIn(['clusters', OPERATORS_CLUSTER, 'kubeconfig', 'file'], cluster(OPERATORS_CLUSTER).vaultRolloutKubeconfig);
     writeFileSync(routesFile, doc.toString());

@@ -154,7 +154,7 @@ describe('serve killed with SIGKILL between the 202 and the restart', () => {
     const counts = await replicaSetsPerDeployment();
     const doubled = [...accepted].filter((i) => counts.get(app(i)) !== 2).map((i) => `${app(i)}: ${counts.get(app(i))} ReplicaSets`);
     expect(doubled, 'workloads restarted other than once').toEqual([]);
-    // The figures, for the README: how many kills landed before their change's restart.
+    // The figures, for the docs: how many kills landed before their change's restart.
     console.log(`serve-kill: ${accepted.size} kills in ${Math.round(killedMs / 1000)} s (${LANES} lanes); ${killedBeforeRestart} landed before the change's restart (redelivered from disk), ${killedWithContinuation} while a continuation was pending, 0 lost, 0 doubled, 0 dead letters`);
     expect(killedBeforeRestart, 'no kill landed between the 202 and the restart').toBeGreaterThan(0);
     expect(killedWithContinuation, 'no kill landed while a continuation was pending').toBeGreaterThan(0);

@@ -4,7 +4,7 @@
  * alpha, then beta; gate `healthy`, a 30 s pause, onFailure halt). `held`'s version-2 pods never become Ready in
  * gamma, so its gate halts at wave 1; `good` passes wave 1 and waits out the pause. A third workload records a path
  * whose name is markup (anyone who may edit a workload can write that annotation). What the page shows is read from
- * Chromium's DOM (`innerText`, computed layout), the screenshots in the README are taken here, and the command the
+ * Chromium's DOM (`innerText`, computed layout), the screenshots in docs/how-to/status-page.md are taken here, and the command the
  * page gives to resume the halt is run and the page checked again. `status --output html --file` writes the same
  * page from the same store and clusters.
  */
@@ -26,7 +26,7 @@ const routesFile = join(dir, 'routes.yaml');
 /** A record key that is markup: shown as text, never run (it would retitle the page). */
 const XSS_PATH = `secret/status/<img src=x onerror="document.title='pwned'">`;
 /**
- * Where the screenshots go: always taken; into docs/images (the README's) only when asked, so that a test run leaves
+ * Where the screenshots go: always taken; into docs/images (the docs') only when asked, so that a test run leaves
  * the work tree as it found it (a changed tracked file would mark the image built in the same run `-dirty`).
  */
 const shots = process.env.VAULT_ROLLOUT_UPDATE_SCREENSHOTS === '1' ? join(repoRootDir, 'docs/images') : join(repoRootDir, '.local/test-output/status-page');

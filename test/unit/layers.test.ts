@@ -1,6 +1,6 @@
 /**
- * The layers of lib/ (README "## Layout"): every import points down a rank or stays in its rank, and no files import
- * each other in a circle. The ranks are the README's diagram; a new folder gets a rank here before it gets code.
+ * The layers of lib/ (CONTRIBUTING.md "Layout"): every import points down a rank or stays in its rank, and no files import
+ * each other in a circle. The ranks are CONTRIBUTING.md's diagram; a new folder gets a rank here before it gets code.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';

@@ -2,7 +2,7 @@
  * No command prints a warning that is not the user's business: run with the project's Node exactly as bin/vault-rollout
  * and bin/start do, but without --disable-warning, so an experimental or deprecated API would show here first. (The
  * `npm warn Unknown user config "nodedir"` line some machines print comes from npm reading ~/.npmrc before anything of
- * this project runs; bin/vault-rollout does not go through npm. README: Troubleshooting.)
+ * this project runs; bin/vault-rollout does not go through npm. docs/how-to/troubleshooting.md.)
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
