@@ -11,7 +11,7 @@
 import type { RotationHalt } from '../rotations/rotation-store.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
-import { printable, printableJson } from '../report/printable.ts';
+import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { usageError } from './shared.ts';
 import { printData } from './output.ts';
@@ -40,7 +40,7 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
       return EXIT.ok;
     }
     const halts = await store.halts();
-    printData(io, values.output, () => JSON.parse(printableJson({ store: cliRotationStoreName(io), halts })) as unknown, () => haltsText(halts, cliRotationStoreName(io)));
+    printData(io, values.output, () => ({ store: cliRotationStoreName(io), halts }), () => haltsText(halts, cliRotationStoreName(io)));
     return EXIT.ok;
   } finally {
     store.close?.();

@@ -6,7 +6,7 @@
  */
 import { rotationEvent } from '../notify/event.ts';
 import { resolveSinks } from '../notify/sinks.ts';
-import { printable, printableJson } from '../report/printable.ts';
+import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes } from './shared.ts';
@@ -41,6 +41,6 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
     }),
   );
   results.sort((a, b) => a.sink.localeCompare(b.sink));
-  printData(io, values.output, () => JSON.parse(printableJson({ event: sample.id, sinks: results })) as unknown, () => `${renderTable(['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'], results.map((r) => [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable)))}\n`);
+  printData(io, values.output, () => ({ event: sample.id, sinks: results }), () => `${renderTable(['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'], results.map((r) => [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable)))}\n`);
   return results.every((r) => r.outcome === 'sent') ? EXIT.ok : EXIT.failure;
 }

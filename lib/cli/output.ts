@@ -2,7 +2,7 @@
  * How a command prints its data (-o table|json|yaml: one document, two notations, or the table a person reads), the
  * colours of the table, and the wait indicator of the long commands.
  */
-import { stringify } from 'yaml';
+import { printableJson, printableYaml } from '../report/printable.ts';
 import type { CliIo } from './io.ts';
 
 /** The words that must stand out in a table: red for what failed or stopped, yellow for what lags. */
@@ -22,10 +22,13 @@ export function colourize(text: string): string {
   return out;
 }
 
-/** Prints a command's data: the JSON document, the same document as YAML, or the table (coloured on a terminal). */
+/**
+ * Prints a command's data: the JSON document, the same document as YAML, or the table (coloured on a terminal). JSON
+ * and YAML escape what a terminal would obey (printable.ts): the data holds names and messages others wrote.
+ */
 export function printData(io: CliIo, output: string, data: () => unknown, table: () => string): void {
-  if (output === 'json') return io.stdout(`${JSON.stringify(data(), null, 2)}\n`);
-  if (output === 'yaml') return io.stdout(stringify(data(), { lineWidth: 0 }));
+  if (output === 'json') return io.stdout(`${printableJson(data(), 2)}\n`);
+  if (output === 'yaml') return io.stdout(printableYaml(data()));
   const text = table();
   io.stdout(colourOn(io) ? colourize(text) : text);
 }

@@ -10,7 +10,7 @@ import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
 import type { VaultTokenSource } from '../vault/vault-auth.ts';
 import { cliVaultConnection } from './vault-connection.ts';
-import { printableJson } from '../report/printable.ts';
+import { printableJson, printableYaml } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
 import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
@@ -23,7 +23,6 @@ import { loadRoutes, usageError } from './shared.ts';
 import { colourize, colourOn } from './output.ts';
 import { parseCommand, formatDuration } from './spec.ts';
 import { status as spec } from './specs.ts';
-import { stringify as yamlStringify } from 'yaml';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { haltsText } from './halts-command.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
@@ -87,7 +86,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const source = openStatusSource(io, table, values.routes, { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) }, deps, now);
   const render = (status: StatusSnapshot): string => {
     if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
-    if (output === 'yaml') return yamlStringify(JSON.parse(printableJson({ ...statusJson(status), halts: status.halts })), { lineWidth: 0 });
+    if (output === 'yaml') return printableYaml({ ...statusJson(status), halts: status.halts });
     if (output === 'html') return statusPage(table, status, { store: source.store, generatedAt: now(), source: 'vault-rollout status --output html' });
     const text = `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
     // Colour on a terminal's stdout only: never in a --file.

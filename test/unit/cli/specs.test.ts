@@ -157,3 +157,13 @@ describe('--quiet and --verbose', () => {
     expect(err).toBe('');
   });
 });
+
+describe('json and yaml print safely', () => {
+  it.each(['json', 'yaml'])('%s escapes what a terminal would obey, and parses to the same data', async (output) => {
+    const data = { why: 'evil\u001b]0;title\u0007 \u202emoc.elgoog \u009b31m', n: 1 };
+    const io = memoryIo();
+    printData(io, output, () => data, () => '');
+    expect(io.out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    expect(output === 'json' ? JSON.parse(io.out) : (await import('yaml')).parse(io.out)).toEqual(data);
+  });
+});
