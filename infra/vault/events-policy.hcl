@@ -7,7 +7,7 @@
 #      so a policy change takes effect without a reconnect.
 #
 # Replace `secret/` and `legacy/` with your KV mounts. For Enterprise namespaces, attach this policy in each
-# namespace you subscribe to (`--namespaces`), or use a token with these grants across them.
+# namespace you subscribe to (`--vault-namespace`), or use a token with these grants across them.
 #
 #   vault policy write vault-rollout-relay infra/vault/events-policy.hcl
 #   vault write auth/approle/role/vault-rollout-relay token_policies=vault-rollout-relay \

@@ -1,7 +1,8 @@
-import { parseArgs } from 'node:util';
 import { admissionPolicy, admissionPolicyYaml, AdmissionPolicyError, DEFAULT_IDENTITY } from '../deploy/admission-policy.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
+import { parseCommand } from './spec.ts';
+import { admissionPolicy as spec } from './specs.ts';
 
 /**
  * `vault-rollout admission-policy`: prints the ValidatingAdmissionPolicy and binding that bound the vault-rollout
@@ -9,17 +10,14 @@ import { loadRoutes, usageError } from './shared.ts';
  * stderr for each kind some target reaches in every namespace). Without --user/--group: the shipped identities.
  */
 export async function admissionPolicyCommand(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, user: { type: 'string', multiple: true }, group: { type: 'string', multiple: true } }, strict: true, allowPositionals: false }));
-  } catch (e) {
-    return usageError(io, 'admission-policy', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   if (values.routes === undefined) return usageError(io, 'admission-policy', 'missing --routes FILE');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
-  const named = values.user !== undefined || values.group !== undefined;
-  const identity = named ? { users: values.user ?? [], groups: values.group ?? [] } : DEFAULT_IDENTITY;
+  const named = values.user.length > 0 || values.group.length > 0;
+  const identity = named ? { users: values.user, groups: values.group } : DEFAULT_IDENTITY;
   try {
     const manifests = admissionPolicy(table, identity);
     // The output carries the same warning as a comment; stderr is where a person running it looks.

@@ -1,11 +1,11 @@
-import { parseArgs } from 'node:util';
 import { applyInForeground, wavedRotations } from '../pipeline/foreground-waves.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { progressView } from '../report/rollout-progress.ts';
-import { parseDuration } from '../routing/schema.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { INPUT_OPTIONS, loadChanges, printResults, reportRejected, stderrLogger, usageError } from './shared.ts';
+import { loadChanges, printResults, reportRejected, stderrLogger } from './shared.ts';
+import { parseCommand } from './spec.ts';
+import { apply as spec } from './specs.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
@@ -24,20 +24,11 @@ const UNBOUNDED_BUDGET_MS = MAX_TIMEOUT_MS + 60_000;
  * records.
  */
 export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { ...INPUT_OPTIONS, 'dry-run': { type: 'boolean', default: false }, wait: { type: 'boolean' }, timeout: { type: 'string' } },
-      strict: true,
-      allowPositionals: false,
-      allowNegative: true,
-    }));
-  } catch (e) {
-    return usageError(io, 'apply', e);
-  }
-  const timeoutMs = values.timeout === undefined ? undefined : parseDuration(values.timeout);
-  if (values.timeout !== undefined && (timeoutMs === undefined || timeoutMs < 1000 || timeoutMs > MAX_TIMEOUT_MS)) return usageError(io, 'apply', '--timeout must be a duration from 1s to 24h, such as 90s or 10m');
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
+  // --timeout: from 1 s to a day (MAX_TIMEOUT_MS), checked by its spec.
+  const timeoutMs = values.timeout;
   const loaded = await loadChanges(io, 'apply', values);
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
@@ -50,7 +41,8 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   }
   const clients = cliClusterClients(io, values.routes ?? '');
   // The live view goes to stderr, so stdout stays the result (the table, or --json) alone.
-  const view = wait ? progressView(io.stderr, io.stderrIsTTY === true && !values.json) : undefined;
+  // --quiet: followed all the same, without the live view.
+  const view = !wait ? undefined : values.quiet ? { update: () => undefined, close: () => undefined } : progressView(io.stderr, io.stderrIsTTY === true && values.output === 'table');
   const slots = await slotStoreFromEnv(io.env);
   // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
   const rotations = await cliRotationStore(io);
@@ -69,7 +61,7 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   });
   view?.close();
   rotations.close?.();
-  printResults(io, values.json, parsed, plan, results);
+  printResults(io, values.output, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
   printForegroundHalts(io, 'apply', halts, refused, cliRotationStoreName(io));
   if (refused.length > 0) return EXIT.targetsFailed;

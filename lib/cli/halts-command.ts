@@ -8,27 +8,25 @@
  * Store: VAULT_ROLLOUT_STATE_TABLE (a Lambda deployment's DynamoDB table), VAULT_ROLLOUT_STATE_DB, else the local
  * state file that serve and apply use.
  */
-import { parseArgs } from 'node:util';
 import type { RotationHalt } from '../rotations/rotation-store.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
-import { printable, printableJson } from '../report/printable.ts';
+import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { usageError } from './shared.ts';
+import { printData } from './output.ts';
+import { parseCommand } from './spec.ts';
+import { halts as spec } from './specs.ts';
 
 /** A rotation key as the store writes it: hex, bounded. */
 const ROTATION = /^[0-9a-f]{8,64}$/;
 
 export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  let positionals;
-  try {
-    ({ values, positionals } = parseArgs({ args: argv, options: { json: { type: 'boolean', default: false } }, strict: true, allowPositionals: true }));
-  } catch (e) {
-    return usageError(io, 'halts', e);
-  }
-  const [action = 'list', rotation, ...extra] = positionals;
-  if (extra.length > 0 || !['list', 'clear'].includes(action)) return usageError(io, 'halts', 'use: halts [list] [--json] | halts clear ROTATION');
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
+  const [action = 'list', rotation] = args.args;
+  if (action === 'list' && rotation !== undefined) return usageError(io, 'halts', 'use: halts [list] [-o json|yaml] | halts clear ROTATION');
   if (action === 'clear' && (rotation === undefined || !ROTATION.test(rotation))) return usageError(io, 'halts', 'halts clear takes the ROTATION key that `halts` (or status, or the halt\'s log line) shows');
   const store = await cliRotationStore(io);
   try {
@@ -42,8 +40,7 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
       return EXIT.ok;
     }
     const halts = await store.halts();
-    if (values.json) io.stdout(`${printableJson({ store: cliRotationStoreName(io), halts }, 2)}\n`);
-    else io.stdout(haltsText(halts, cliRotationStoreName(io)));
+    printData(io, values.output, () => ({ store: cliRotationStoreName(io), halts }), () => haltsText(halts, cliRotationStoreName(io)));
     return EXIT.ok;
   } finally {
     store.close?.();

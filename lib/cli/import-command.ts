@@ -4,15 +4,19 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { describeUnmapped, IMPORT_SOURCES, importRoutes, KvVersionConflictError, renderImport, type ImportCluster, type ImportResult, type ImportSource } from '../importer/import-routes.ts';
-import { VSO_OPERATOR_NAMESPACE, type ClusterInventory } from '../importer/import-sources.ts';
+import type { ClusterInventory } from '../importer/import-sources.ts';
 import { readInventory } from '../importer/import-inventory.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
 import { loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { usageError } from './shared.ts';
+import { parse as parseYaml } from 'yaml';
+import { fileErrorText } from '../kernel/file-errors.ts';
+import { printData, withWaitIndicator } from './output.ts';
+import { parseCommand, type Parsed } from './spec.ts';
+import { importSpec as spec } from './specs.ts';
 
 const CLUSTER_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const LABEL = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?):([A-Za-z0-9._/-]{1,253})=([A-Za-z0-9._-]{0,63})$/;
@@ -22,30 +26,17 @@ const MAX_CLUSTERS = 100;
 interface ImportArgs {
   clusters: Array<ImportCluster & { kubeconfigPath: string }>;
   from: Set<ImportSource>;
-  output: string | undefined;
+  /** --file: where to write the table (else standard output). */
+  file: string | undefined;
   vaultAddr: string | undefined;
   namespaces: string[];
   vsoOperatorNamespace: string;
 }
 
-function parseImportArgs(argv: string[], cwd: string): ImportArgs {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      cluster: { type: 'string', multiple: true, default: [] },
-      label: { type: 'string', multiple: true, default: [] },
-      from: { type: 'string', default: IMPORT_SOURCES.join(',') },
-      output: { type: 'string', short: 'o' },
-      'vault-addr': { type: 'string' },
-      namespace: { type: 'string', multiple: true, default: [] },
-      'vso-operator-namespace': { type: 'string', default: VSO_OPERATOR_NAMESPACE },
-    },
-    strict: true,
-    allowPositionals: false,
-  });
+function parseImportArgs(values: Parsed<typeof spec>['values'], cwd: string): ImportArgs {
   if (values.cluster.length === 0) throw new Error('give at least one --cluster NAME=KUBECONFIG');
   if (values.cluster.length > MAX_CLUSTERS) throw new Error(`at most ${MAX_CLUSTERS} clusters`);
-  const outDir = values.output === undefined ? cwd : dirname(resolve(cwd, values.output));
+  const outDir = values.file === undefined ? cwd : dirname(resolve(cwd, values.file));
   const clusters = values.cluster.map((c) => {
     const at = c.indexOf('=');
     const name = c.slice(0, at);
@@ -61,35 +52,37 @@ function parseImportArgs(argv: string[], cwd: string): ImportArgs {
     if (!m || !cluster) throw new Error(`--label ${l}: must be CLUSTER:KEY=VALUE for a cluster given with --cluster`);
     cluster.labels[m[3] as string] = m[4] as string;
   }
-  const from = values.from.split(',').map((s) => s.trim());
+  const from = values.from;
   const unknown = from.filter((f) => !(IMPORT_SOURCES as readonly string[]).includes(f));
   if (unknown.length > 0 || from.length === 0) throw new Error(`--from takes ${IMPORT_SOURCES.join(', ')} (comma-separated), not ${unknown.join(', ')}`);
   const bad = values.namespace.find((n) => !NAMESPACE.test(n));
   if (bad !== undefined) throw new Error(`--namespace ${bad}: not a namespace name`);
   const vsoOperatorNamespace = values['vso-operator-namespace'];
   if (!NAMESPACE.test(vsoOperatorNamespace)) throw new Error(`--vso-operator-namespace ${vsoOperatorNamespace}: not a namespace name`);
-  return { clusters, from: new Set(from as ImportSource[]), output: values.output, vaultAddr: values['vault-addr'], namespaces: values.namespace, vsoOperatorNamespace };
+  return { clusters, from: new Set(from as ImportSource[]), file: values.file, vaultAddr: values['vault-addr'], namespaces: values.namespace, vsoOperatorNamespace };
 }
 
 export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd()): Promise<number> {
+  const parsed = parseCommand(spec, argv, io);
+  if (typeof parsed === 'number') return parsed;
   let args: ImportArgs;
   try {
-    args = parseImportArgs(argv, cwd);
+    args = parseImportArgs(parsed.values, cwd);
   } catch (e) {
     return usageError(io, 'import', e);
   }
   // Kubeconfig paths are absolute here, so the routing-table directory the resolver wants does not matter.
   const clients = cliClusterClients(io, resolve(cwd, 'import'));
-  const read = await Promise.all(
+  const read = await withWaitIndicator(io, parsed.values.quiet, `reading ${args.clusters.length} clusters`, () => Promise.all(
     args.clusters.map(async (c): Promise<ClusterInventory | string> => {
       try {
         const access = await clients.get(c.name, { kubeconfig: { file: c.kubeconfigPath }, labels: {} });
         return await readInventory(c.name, kubeApiFor(access), { from: args.from, namespaces: args.namespaces, vsoOperatorNamespace: args.vsoOperatorNamespace });
       } catch (e) {
-        return `${c.name}: ${e instanceof Error ? e.message : String(e)}`;
+        return `${c.name}: ${e instanceof Error ? (e as NodeJS.ErrnoException).code !== undefined && (e as NodeJS.ErrnoException).path !== undefined ? fileErrorText((e as NodeJS.ErrnoException).path as string, e) : e.message : String(e)}`;
       }
     }),
-  );
+  ));
   const failures = read.filter((r): r is string => typeof r === 'string');
   // A table missing one cluster's routes would look complete: nothing is written.
   if (failures.length > 0) {
@@ -119,17 +112,26 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
   const text = renderImport(result, header);
   for (const u of result.unmapped) io.stderr(`vault-rollout import: not imported: ${describeUnmapped(u)}\n`);
   const targets = result.routes.reduce((n, r) => n + r.targets.length, 0);
-  io.stderr(`vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`);
+  parsed.info(`vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`);
 
   let problems: string | undefined;
   try {
-    loadRoutingTable(text, args.output ?? 'import');
+    loadRoutingTable(text, args.file ?? 'import');
   } catch (e) {
     if (!(e instanceof RoutingTableError)) throw e;
     problems = e.message;
   }
-  if (args.output === undefined) io.stdout(text);
-  else await writeFile(resolve(cwd, args.output), text, { mode: 0o644 });
+  // The routing table is the data: YAML (with its comments) as it is written, or the same document as JSON.
+  const render = (): string => (parsed.values.output === 'json' ? `${JSON.stringify(parseYaml(text), null, 2)}\n` : text);
+  if (args.file === undefined) printData(io, parsed.values.output === 'json' ? 'json' : 'table', () => parseYaml(text) as unknown, () => text);
+  else {
+    try {
+      await writeFile(resolve(cwd, args.file), render(), { mode: 0o644 });
+    } catch (e) {
+      io.stderr(`vault-rollout import: cannot write the table: ${fileErrorText(args.file, e)}\n`);
+      return EXIT.failure;
+    }
+  }
   if (problems !== undefined) {
     io.stderr(`vault-rollout import: the table written does not validate:\n${problems}\n`);
     return EXIT.failure;

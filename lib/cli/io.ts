@@ -14,6 +14,8 @@ export interface CliIo {
   /** Is standard output / standard error a terminal (apply waits by default and redraws its progress there)? */
   stdoutIsTTY?: boolean;
   stderrIsTTY?: boolean;
+  /** Is standard input a terminal (plan and apply then say they read it, instead of waiting silently)? */
+  stdinIsTTY?: boolean;
 }
 
 export function nodeIo(): CliIo {
@@ -25,5 +27,6 @@ export function nodeIo(): CliIo {
     env: process.env,
     stdoutIsTTY: process.stdout.isTTY === true,
     stderrIsTTY: process.stderr.isTTY === true,
+    stdinIsTTY: process.stdin.isTTY === true,
   };
 }

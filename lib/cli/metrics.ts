@@ -10,11 +10,15 @@ import type { PrometheusMetrics, Sample, Sampler } from '../observability/promet
 import type { SqliteRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RunningRelay } from '../relay/relay.ts';
 import type { CliIo } from './io.ts';
+import { errnoWords } from '../kernel/file-errors.ts';
 
-export const METRICS_OPTIONS = {
-  'metrics-port': { type: 'string' },
-  'metrics-host': { type: 'string', default: '127.0.0.1' },
-} as const;
+/** Why a listener could not listen, in words. */
+export function listenErrorText(e: unknown): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return 'the address is already in use';
+  if (code === 'EADDRNOTAVAIL') return 'no interface has this address';
+  return errnoWords(code) ?? (e as Error).message;
+}
 
 const ageMs = (now: number, iso: string | undefined): number => {
   const at = iso === undefined ? NaN : Date.parse(iso);
@@ -61,15 +65,15 @@ export function relaySampler(relay: Pick<RunningRelay, 'counters' | 'spool'>, no
 }
 
 /** Starts the scrape listener when --metrics-port is given; a usage error text when the flags are wrong. */
-export async function startMetricsListener(io: CliIo, command: string, metrics: PrometheusMetrics, values: { 'metrics-port'?: string | undefined; 'metrics-host': string }): Promise<MetricsServer | undefined | { error: string }> {
-  if (values['metrics-port'] === undefined) return undefined;
-  const port = Number(values['metrics-port']);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) return { error: '--metrics-port must be a port number' };
+export async function startMetricsListener(io: CliIo, command: string, metrics: PrometheusMetrics, values: { 'metrics-port'?: number | undefined; 'metrics-host': string; quiet?: boolean }): Promise<MetricsServer | undefined | { error: string }> {
+  // A port number from 0 to 65535: bounded by the spec.
+  const port = values['metrics-port'];
+  if (port === undefined) return undefined;
   try {
     const server = await startMetricsServer(metrics, values['metrics-host'], port);
-    io.stderr(`vault-rollout ${command}: metrics on http://${values['metrics-host']}:${server.port}/metrics (no authentication: bind it where only the scraper reaches)\n`);
+    if (values.quiet !== true) io.stderr(`vault-rollout ${command}: metrics on http://${values['metrics-host']}:${server.port}/metrics (no authentication: bind it where only the scraper reaches)\n`);
     return server;
   } catch (e) {
-    return { error: `cannot listen for metrics on ${values['metrics-host']}:${port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` };
+    return { error: `cannot listen for metrics on ${values['metrics-host']}:${port}: ${listenErrorText(e)}` };
   }
 }

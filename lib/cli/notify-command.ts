@@ -4,23 +4,20 @@
  * or error kind) or not usable (a missing variable, a non-https URL). Never prints a URL or a secret. Exit 0 when
  * every sink took the sample, 1 otherwise.
  */
-import { parseArgs } from 'node:util';
 import { rotationEvent } from '../notify/event.ts';
 import { resolveSinks } from '../notify/sinks.ts';
-import { printable, printableJson } from '../report/printable.ts';
+import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, usageError } from './shared.ts';
+import { loadRoutes } from './shared.ts';
+import { printData } from './output.ts';
+import { parseCommand } from './spec.ts';
+import { notify as spec } from './specs.ts';
 
 export async function notifyCommand(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  let positionals;
-  try {
-    ({ values, positionals } = parseArgs({ args: argv, options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, json: { type: 'boolean', default: false } }, strict: true, allowPositionals: true }));
-  } catch (e) {
-    return usageError(io, 'notify', e);
-  }
-  if (positionals.length !== 1 || positionals[0] !== 'test') return usageError(io, 'notify', 'use: notify test --routes FILE [--json]');
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   if (table.allSinks.size === 0) {
@@ -44,7 +41,6 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
     }),
   );
   results.sort((a, b) => a.sink.localeCompare(b.sink));
-  if (values.json) io.stdout(`${printableJson({ event: sample.id, sinks: results }, 2)}\n`);
-  else io.stdout(`${renderTable(['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'], results.map((r) => [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable)))}\n`);
+  printData(io, values.output, () => ({ event: sample.id, sinks: results }), () => `${renderTable(['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'], results.map((r) => [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable)))}\n`);
   return results.every((r) => r.outcome === 'sent') ? EXIT.ok : EXIT.failure;
 }

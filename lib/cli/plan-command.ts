@@ -1,19 +1,18 @@
-import { parseArgs } from 'node:util';
 import { changeSets } from '../plan/cluster-changes.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { resolveKeyChanges, tableUsesKeys } from '../pipeline/key-changes.ts';
 import { planJson, planText } from '../report/plan-report.ts';
 import { MemoryKeyBaselineStore } from '../rotations/key-baselines.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { INPUT_OPTIONS, loadChanges, reportRejected, usageError } from './shared.ts';
+import { loadChanges, reportRejected } from './shared.ts';
+import { printData } from './output.ts';
+import { parseCommand } from './spec.ts';
+import { plan as spec } from './specs.ts';
 
 export async function planCommand(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: INPUT_OPTIONS, strict: true, allowPositionals: false }));
-  } catch (e) {
-    return usageError(io, 'plan', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   const loaded = await loadChanges(io, 'plan', values);
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
@@ -25,7 +24,7 @@ export async function planCommand(argv: string[], io: CliIo): Promise<number> {
     plan = planRollouts(table, parsed.changes);
   }
   const sets = changeSets(table, parsed.changes, plan);
-  io.stdout(values.json ? `${JSON.stringify(planJson(parsed, plan, sets), null, 2)}\n` : planText(parsed, plan, sets));
+  printData(io, values.output, () => planJson(parsed, plan, sets), () => planText(parsed, plan, sets));
   reportRejected(io, 'plan', values.input, parsed);
   return parsed.rejected.length > 0 ? EXIT.rejectedRecords : EXIT.ok;
 }

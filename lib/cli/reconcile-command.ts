@@ -5,7 +5,6 @@
  * in-process queue worked here until empty, like `serve`. --dry-run reads everything and changes nothing.
  */
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { parseArgs } from 'node:util';
 import type { RolloutResult } from '../engine/types.ts';
 
 /** A result as the worker logs it (the fields a report needs). */
@@ -23,37 +22,25 @@ import { table as renderTable } from '../report/table.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
+import { printData, withWaitIndicator } from './output.ts';
+import { parseCommand } from './spec.ts';
+import { reconcile as spec } from './specs.ts';
 import { cliRotationStore } from './rotation-store.ts';
 
-const OPTIONS = {
-  routes: { type: 'string' },
-  'dry-run': { type: 'boolean', default: false },
-  'vault-addr': { type: 'string' },
-  'vault-redirect-hosts': { type: 'string' },
-  'queue-url': { type: 'string' },
-  'max-paths': { type: 'string' },
-  json: { type: 'boolean', default: false },
-} as const;
-
-const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-
 export async function reconcileCommand(argv: string[], io: CliIo): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false }));
-  } catch (e) {
-    return usageError(io, 'reconcile', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   if (values.routes === undefined) return usageError(io, 'reconcile', 'missing --routes FILE');
-  const vaultAddr = values['vault-addr'] ?? io.env.VAULT_ADDR;
+  // --vault-addr, else VAULT_ADDR (its spec reads the variable).
+  const vaultAddr = values['vault-addr'];
   if (!vaultAddr || !/^https?:\/\//.test(vaultAddr) || !URL.canParse(vaultAddr)) return usageError(io, 'reconcile', 'give --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
-  const maxPaths = values['max-paths'] === undefined ? undefined : Number(values['max-paths']);
-  if (maxPaths !== undefined && !(Number.isInteger(maxPaths) && maxPaths > 0)) return usageError(io, 'reconcile', '--max-paths must be a positive whole number');
+  const maxPaths = values['max-paths'];
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
 
-  const log = jsonLinesLog(io.stderr);
-  const redirects = { allowedHosts: list(values['vault-redirect-hosts']) };
+  const log = jsonLinesLog(io.stderr, Date.now, 'reconcile', values.quiet);
+  const redirects = { allowedHosts: values['vault-redirect-hosts'] };
   let connection;
   try {
     connection = await cliVaultConnection(io, { vaultAddr, log, redirects });
@@ -66,7 +53,7 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const clients = cliClusterClients(io, values.routes);
   const access = (name: string, config: Parameters<typeof clients.get>[1]) => clients.get(name, config);
 
-  const queueUrl = values['queue-url'] ?? io.env.VAULT_ROLLOUT_QUEUE_URL;
+  const queueUrl = values['queue-url'];
   // Halts hold here too: a halted rotation's changes are not queued (VAULT_ROLLOUT_STATE_TABLE for a Lambda deployment).
   const rotations = await cliRotationStore(io);
   const local = queueUrl === undefined ? new MemoryRolloutQueue() : undefined;
@@ -75,7 +62,7 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const started = performance.now();
   let report: ReconcileReport;
   try {
-    report = await reconcile({ table, vault, access, queue, rotations, now: Date.now, dryRun: values['dry-run'], ...(maxPaths ? { limits: { maxPaths } } : {}) });
+    report = await withWaitIndicator(io, values.quiet, `reading ${table.routes.length} routes from Vault and the clusters`, () => reconcile({ table, vault, access, queue, rotations, now: Date.now, dryRun: values['dry-run'], ...(maxPaths ? { limits: { maxPaths } } : {}) }));
   } finally {
     auth.source.stop();
   }
@@ -87,15 +74,14 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
     const telemetry = memoryTelemetry();
     // The same worker, waves and gates as serve's: a gate queues the next wave on this in-memory queue.
     const worker = startLocalWorker(local, { table, rotations, queue: local, telemetry, executor: { access } }, { pollMs: 50, retryDelayMs: 1000 });
-    await worker.idle();
+    await withWaitIndicator(io, values.quiet, `restarting what is behind (${report.queued.messages} messages)`, () => worker.idle());
     await worker.stop();
     for (const line of telemetry.lines) {
       if (line.message === 'rollout message done') results.push(...((line.fields?.results ?? []) as WorkedResult[]).map((r) => ({ ...r, cluster: String(line.fields?.cluster) })));
     }
   }
 
-  if (values.json) io.stdout(`${JSON.stringify({ ...report, plan: { targets: report.plan.targets.length, problems: report.plan.problems }, results, vaultRequests: vault.requests, seconds: Number(seconds.toFixed(3)) }, null, 2)}\n`);
-  else io.stdout(reconcileText(report, results, vault.requests, seconds, queueUrl));
+  printData(io, values.output, () => JSON.parse(JSON.stringify({ ...report, plan: { targets: report.plan.targets.length, problems: report.plan.problems }, results, vaultRequests: vault.requests, seconds: Number(seconds.toFixed(3)) })) as unknown, () => reconcileText(report, results, vault.requests, seconds, queueUrl));
   const failed = report.pathErrors.length > 0 || report.routes.some((r) => r.status === 'error' || r.status === 'unexpandable') || report.workloads.some((w) => w.state === 'failed');
   if (results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
   return failed ? EXIT.failure : EXIT.ok;

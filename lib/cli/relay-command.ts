@@ -8,7 +8,6 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { fromNodeProviderChain } from '@aws-sdk/credential-providers';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { isKeyBaselineStore } from '../rotations/key-baselines.ts';
 import { rotationStoreFromEnv } from '../rotations/rotation-store-from-env.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
@@ -17,7 +16,9 @@ import { HttpBatchSender } from '../relay/http-sender.ts';
 import { DEFAULT_SPOOL_MAX_BYTES, startRelay, type RelayOptions } from '../relay/relay.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
 import { PrometheusMetrics } from '../observability/prometheus.ts';
-import { METRICS_OPTIONS, relaySampler, startMetricsListener } from './metrics.ts';
+import { relaySampler, startMetricsListener } from './metrics.ts';
+import { parseCommand } from './spec.ts';
+import { relay as spec } from './specs.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
 import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../aws/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';
@@ -29,43 +30,17 @@ import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, 
 
 const SQS_QUEUE_URL = /^https:\/\/sqs\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?\/\d{12}\/[A-Za-z0-9_-]+(?:\.fifo)?$/;
 
-const OPTIONS = {
-  'audit-file': { type: 'string' },
-  'from-start': { type: 'boolean', default: false },
-  'audit-listen': { type: 'string' },
-  'audit-listen-mode': { type: 'string', default: '0600' },
-  'vault-addr': { type: 'string' },
-  'vault-redirect-hosts': { type: 'string' },
-  events: { type: 'string' },
-  namespaces: { type: 'string' },
-  filter: { type: 'string' },
-  to: { type: 'string' },
-  'to-sqs': { type: 'boolean', default: false },
-  'to-auth': { type: 'string', default: 'auto' },
-  routes: { type: 'string' },
-  spool: { type: 'string', default: './.vault-rollout-spool' },
-  'spool-max-mb': { type: 'string' },
-  'grace-seconds': { type: 'string', default: '10' },
-  'batch-wait-ms': { type: 'string', default: '1000' },
-  [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false },
-  ...METRICS_OPTIONS,
-} as const;
-
-const list = (text: string | undefined): string[] => (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-
 export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false }));
-  } catch (e) {
-    return usageError(io, 'relay', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   const env = io.env;
-  const log = jsonLinesLog(io.stderr);
+  const log = jsonLinesLog(io.stderr, Date.now, 'relay', values.quiet);
 
   // Sources.
-  const eventTypes = list(values.events);
-  const vaultAddr = values['vault-addr'] ?? env.VAULT_ADDR;
+  const eventTypes = values.events;
+  // --vault-addr, else VAULT_ADDR (its spec reads the variable).
+  const vaultAddr = values['vault-addr'];
   if (!values['audit-file'] && !values['audit-listen'] && eventTypes.length === 0) return usageError(io, 'relay', 'give at least one source: --audit-file, --audit-listen or --events');
   if (values['audit-listen']) {
     let address;
@@ -86,7 +61,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   let auth: VaultTokenSource | undefined;
   let vaultTls: VaultTls | undefined;
   // Vault's other nodes, which a standby's redirect may name; otherwise the token goes only to the --vault-addr host.
-  const redirects = { allowedHosts: list(values['vault-redirect-hosts']) };
+  const redirects = { allowedHosts: values['vault-redirect-hosts'] };
   if (eventTypes.length > 0) {
     if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
     if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
@@ -130,8 +105,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:') return usageError(io, 'relay', '--to must be an http(s) URL');
     const hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET || undefined;
     const bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN || undefined;
+    // auto, app (HMAC / bearer) or iam (SigV4, for a Function URL with AWS_IAM): one of its spec's choices.
     const toAuth = values['to-auth'];
-    if (toAuth !== 'auto' && toAuth !== 'app' && toAuth !== 'iam') return usageError(io, 'relay', '--to-auth: auto, app (HMAC / bearer) or iam (SigV4, for a Function URL with AWS_IAM)');
     const urlRegion = functionUrlRegion(toUrl.hostname);
     // auto: a Function URL with no app-level secret is an AWS_IAM one (staging's `httpAuth: iam`); anything else is app.
     const iam = toAuth === 'iam' || (toAuth === 'auto' && urlRegion !== undefined && hmacSecret === undefined && bearerToken === undefined);
@@ -150,12 +125,10 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}), ...(signer ? { signer } : {}) });
   }
 
-  const graceSeconds = Number(values['grace-seconds']);
-  if (!Number.isFinite(graceSeconds) || graceSeconds < 0) return usageError(io, 'relay', '--grace-seconds must be a number of seconds');
-  const batchWaitMs = Number(values['batch-wait-ms']);
-  if (!Number.isInteger(batchWaitMs) || batchWaitMs < 0) return usageError(io, 'relay', '--batch-wait-ms must be a whole number of milliseconds');
-  const spoolMaxMb = values['spool-max-mb'] === undefined ? undefined : Number(values['spool-max-mb']);
-  if (spoolMaxMb !== undefined && !(spoolMaxMb > 0)) return usageError(io, 'relay', '--spool-max-mb must be a positive number');
+  // Durations and sizes: bounded by their specs.
+  const graceMs = values.grace;
+  const batchWaitMs = values['batch-wait'];
+  const spoolMaxMb = values['spool-max-mb'];
 
   const options: RelayOptions = {
     spoolDir: values.spool,
@@ -166,7 +139,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     batch: { maxDelayMs: batchWaitMs },
     ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
     ...(values['audit-listen'] ? { auditListen: values['audit-listen'], auditListenMode } : {}),
-    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: list(values.namespaces), auth, redirects, ...(vaultTls ? { tls: vaultTls } : {}), ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
+    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: values['vault-namespace'], auth, redirects, ...(vaultTls ? { tls: vaultTls } : {}), ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
   };
 
   let relay;
@@ -190,8 +163,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   const uninstallMetrics = metricsServer === undefined ? () => {} : prometheus.install();
 
   await untilStopped(signal);
-  log.info('stopping: spooling what is held, delivering for the grace period', { graceSeconds });
-  await relay.stop(graceSeconds * 1000);
+  log.info('stopping: spooling what is held, delivering for the grace period', { graceMs });
+  await relay.stop(graceMs);
   uninstallMetrics();
   await metricsServer?.close();
   return EXIT.ok;

@@ -6,7 +6,6 @@
  * higher record. The record lives in the pod template, so each workload whose record changes restarts once — and
  * comes up with the current secret.
  */
-import { parseArgs } from 'node:util';
 import { applyInForeground } from '../pipeline/foreground-waves.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
@@ -16,26 +15,20 @@ import type { SecretChange } from '../sources/secret-change.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, printResults, stderrLogger, usageError } from './shared.ts';
+import { parseCommand } from './spec.ts';
+import { resetVersion as spec } from './specs.ts';
 
 export async function resetVersionCommand(argv: string[], io: CliIo, now: () => number = Date.now): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { routes: { type: 'string' }, path: { type: 'string' }, version: { type: 'string' }, namespace: { type: 'string', default: '' }, cluster: { type: 'string', multiple: true }, 'dry-run': { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    return usageError(io, 'reset-version', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   if (values.routes === undefined || values.path === undefined || values.version === undefined) return usageError(io, 'reset-version', 'give --routes FILE, --path MOUNT/KEY and --version N (Vault\'s current_version of the path)');
-  const version = Number(values.version);
-  if (!Number.isInteger(version) || version < 1 || version > 2 ** 31 - 1) return usageError(io, 'reset-version', `--version ${JSON.stringify(values.version.slice(0, 20))} is not a KV v2 version (a whole number from 1)`);
+  // A KV v2 version: a whole number from 1 (its spec bounds it).
+  const version = values.version;
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
 
-  const namespace = trimSlashes(values.namespace);
+  const namespace = trimSlashes(values['vault-namespace']);
   const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
   const mount = guessMount(table.mounts, namespace, path);
   const key = underMount(path, mount) ?? '';
@@ -43,7 +36,7 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   const time = new Date(now()).toISOString();
   const change: SecretChange = { namespace, mount, key, path, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `reset-version-${version}`, time, record: '--path' };
   const plan = planRollouts(table, [change]);
-  const only = new Set(values.cluster ?? []);
+  const only = new Set(values.cluster);
   for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'reset-version', `--cluster ${name} is not in the routing table`);
   const targets = plan.targets.filter((t) => only.size === 0 || only.has(t.cluster));
   if (targets.length === 0) {
@@ -68,7 +61,7 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   rotations.close?.();
   const parsed = { changes: [change], ignored: [], rejected: [] };
   const shown = { ...plan, targets };
-  printResults(io, values.json, parsed, shown, results);
+  printResults(io, values.output, parsed, shown, results);
   printForegroundHalts(io, 'reset-version', halts, refused, cliRotationStoreName(io));
   if (refused.length > 0 || results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
   return halts.length > 0 ? EXIT.rolloutsFailed : EXIT.ok;

@@ -1,5 +1,4 @@
 import { serve } from '@hono/node-server';
-import { parseArgs } from 'node:util';
 import { buildApp } from '../http/app.ts';
 import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
@@ -7,18 +6,21 @@ import { PrometheusMetrics } from '../observability/prometheus.ts';
 import { queueSampler } from './metrics.ts';
 import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { homedir } from 'node:os';
-import { resolve as resolvePath } from 'node:path';
+import { join, resolve as resolvePath } from 'node:path';
 import { QueueUnavailableError } from '../queue/rollout-message.ts';
 import { defaultQueueFile, SqliteRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RolloutMessage } from '../queue/rollout-message.ts';
 import { visibilitySecondsFromEnv } from '../runtime/config.ts';
-import { MAX_LOOPS, startLocalWorker } from '../runtime/local-worker.ts';
+import { startLocalWorker } from '../runtime/local-worker.ts';
 import { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { serveNotReady, stuckAfterMsFromEnv } from './serve-readiness.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { isLoopbackHost, loadRoutes, UNAUTHENTICATED_ACCESS_FLAG, untilStopped, usageError } from './shared.ts';
+import { listenErrorText } from './metrics.ts';
+import { parseCommand } from './spec.ts';
+import { serve as spec } from './specs.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { MemoryRotationStore, type RotationStore } from '../rotations/rotation-store.ts';
 import { isKeyBaselineStore } from '../rotations/key-baselines.ts';
@@ -52,28 +54,28 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
  * disk, and a kill -9 loses nothing accepted. --dry-run keeps its queue in memory, so nothing it accepted can be
  * restarted for real by a later serve.
  */
+/** infra/routes/example.yaml, however it is named (relative, absolute, ./). */
+export function isExampleTable(file: string): boolean {
+  return resolvePath(file).endsWith(join('infra', 'routes', 'example.yaml'));
+}
+
 export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: { routes: { type: 'string', default: 'infra/routes/example.yaml' }, port: { type: 'string', default: '8787' }, host: { type: 'string', default: '127.0.0.1' }, 'insecure-no-auth': { type: 'boolean', default: false }, 'dry-run': { type: 'boolean', default: false }, 'request-timeout': { type: 'string', default: '30' }, 'queue-file': { type: 'string' }, 'max-connections': { type: 'string', default: String(DEFAULT_MAX_CONNECTIONS) }, loops: { type: 'string', default: '4' }, 'status-page': { type: 'boolean', default: false }, 'status-refresh': { type: 'string', default: '30' }, [UNAUTHENTICATED_ACCESS_FLAG]: { type: 'boolean', default: false } },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    return usageError(io, 'serve', e);
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
+  // Ports, counts and durations: bounded by their specs.
+  const { port, loops } = values;
+  const requestTimeoutMs = values['request-timeout'];
+  const maxConnections = values['max-connections'];
+  if (values['status-refresh'] % 1000 !== 0) return usageError(io, 'serve', '--status-refresh is whole seconds, such as 30s or 1m');
+  const refreshSeconds = values['status-refresh'] / 1000;
+  // --routes, else VAULT_ROLLOUT_ROUTES, else the example table: a demo, which restarts the example's workloads in
+  // whatever clusters this machine reaches. Served only when asked for by name.
+  if (isExampleTable(values.routes) && !values['allow-example-routes']) {
+    io.stderr(`vault-rollout serve: ${values.routes} is the example routing table (the demo): give your own with --routes FILE or VAULT_ROLLOUT_ROUTES, or pass --allow-example-routes to serve it\n`);
+    return EXIT.usage;
   }
-  const port = Number(values.port);
-  const loops = Number(values.loops);
-  if (!Number.isInteger(loops) || loops < 1 || loops > MAX_LOOPS) return usageError(io, 'serve', `--loops ${String(values.loops).slice(0, 20)} must be a whole number from 1 to ${MAX_LOOPS}`);
-  const requestTimeoutMs = Number(values['request-timeout']) * 1000;
-  if (!(requestTimeoutMs > 0)) return usageError(io, 'serve', '--request-timeout must be a number of seconds');
-  if (!Number.isInteger(port) || port < 0 || port > 65535) return usageError(io, 'serve', '--port must be a port number');
-  const maxConnections = Number(values['max-connections']);
-  if (!Number.isInteger(maxConnections) || maxConnections < 1 || maxConnections > 65_535) return usageError(io, 'serve', '--max-connections must be a whole number from 1 to 65535');
-  const refreshSeconds = Number(values['status-refresh']);
-  if (!Number.isInteger(refreshSeconds) || refreshSeconds < 5 || refreshSeconds > 3600) return usageError(io, 'serve', '--status-refresh must be a whole number of seconds from 5 to 3600');
+  args.debug(`routes ${values.routes}${io.env.VAULT_ROLLOUT_ROUTES && !argv.some((a) => a === '--routes' || a.startsWith('--routes=')) ? ' (VAULT_ROLLOUT_ROUTES)' : ''}`);
   const secrets = localSecrets(io.env, values['insecure-no-auth']);
   if ('error' in secrets) {
     io.stderr(`vault-rollout serve: ${secrets.error}\n`);
@@ -194,7 +196,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     server.once('error', (error: NodeJS.ErrnoException) => resolve(error));
   });
   if (listenError !== undefined) {
-    const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : (listenError.code ?? listenError.message);
+    const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : listenErrorText(listenError);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
     await release();
     return EXIT.failure;
@@ -202,11 +204,11 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
   const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
-  io.stderr(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${page ? ', GET /status' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+  args.info(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${page ? ', GET /status' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
 
   await untilStopped(signal);
   stopping = true;
-  io.stderr('vault-rollout serve: stopping: finishing queued work\n');
+  args.info('vault-rollout serve: stopping: finishing queued work\n');
   // Stop taking requests; keep-alive clients (an audit device, a relay) must not hold the shutdown open.
   const closed = new Promise((resolve) => server.close(resolve));
   if ('closeIdleConnections' in server) server.closeIdleConnections();

@@ -6,11 +6,11 @@ import { resultsJson, resultsText } from '../report/results-report.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { isIPv4 } from 'node:net';
 import { EXIT, type CliIo } from './io.ts';
+import { printData } from './output.ts';
+import { fileErrorText } from '../kernel/file-errors.ts';
+import { usageError } from './spec.ts';
 
-export function usageError(io: CliIo, command: string, e: unknown): number {
-  io.stderr(`vault-rollout ${command}: ${e instanceof Error ? e.message : String(e)}\nRun "vault-rollout --help" for usage.\n`);
-  return EXIT.usage;
-}
+export { usageError } from './spec.ts';
 
 /** Loads the routing table, or prints why not and returns the exit code. */
 export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable | number> {
@@ -18,7 +18,7 @@ export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable 
   try {
     text = await io.readText(file);
   } catch (e) {
-    io.stderr(`vault-rollout: cannot read routing table ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+    io.stderr(`vault-rollout: cannot read the routing table: ${fileErrorText(file, e)}\n`);
     return EXIT.failure;
   }
   try {
@@ -32,24 +32,20 @@ export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable 
   }
 }
 
-/** The options `plan` and `apply` share. */
-export const INPUT_OPTIONS = {
-  routes: { type: 'string' },
-  input: { type: 'string', default: '-' },
-  format: { type: 'string', default: 'auto' },
-  json: { type: 'boolean', default: false },
-} as const;
+/** What plan and apply say when standard input is a terminal: they would otherwise wait without a word. */
+export const STDIN_HINT = 'reading change records from standard input; pipe a file or use --input FILE; Ctrl-D to end';
 
 /** Loads the routing table and reads the change records, or prints why not and returns the exit code. */
-export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
+export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string; quiet: boolean }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
   if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE');
   if (!(InputFormats as readonly string[]).includes(values.format)) return usageError(io, command, `--format must be one of ${InputFormats.join(', ')}`);
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
+  if (values.input === '-' && io.stdinIsTTY === true && !values.quiet) io.stderr(`vault-rollout ${command}: ${STDIN_HINT}\n`);
   try {
     return { table, parsed: await parseStream(io.openInput(values.input), { format: values.format as InputFormat, mounts: table.mounts }) };
   } catch (e) {
-    io.stderr(`vault-rollout ${command}: cannot read ${values.input === '-' ? 'standard input' : values.input}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+    io.stderr(`vault-rollout ${command}: cannot read the change records: ${fileErrorText(values.input === '-' ? 'standard input' : values.input, e)}\n`);
     return EXIT.failure;
   }
 }
@@ -80,9 +76,9 @@ export function stderrLogger(io: CliIo): { warn(message: string, fields?: Record
   return { warn: (m, f) => io.stderr(`warning: ${m}${f ? ` ${JSON.stringify(f)}` : ''}\n`) };
 }
 
-/** The results of `apply` and `reset-version`: the table, or the JSON document with `--json`. */
-export function printResults(io: CliIo, json: boolean, parsed: ParseResult, plan: Plan, results: RolloutResult[]): void {
-  io.stdout(json ? `${JSON.stringify(resultsJson(parsed, plan, results), null, 2)}\n` : resultsText(parsed, plan, results));
+/** The results of `apply` and `reset-version`: the table, or the document as JSON or YAML (-o). */
+export function printResults(io: CliIo, output: string, parsed: ParseResult, plan: Plan, results: RolloutResult[]): void {
+  printData(io, output, () => resultsJson(parsed, plan, results), () => resultsText(parsed, plan, results));
 }
 
 /**

@@ -6,14 +6,12 @@
  */
 import { rename, writeFile } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
-import { parseArgs } from 'node:util';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
 import type { VaultTokenSource } from '../vault/vault-auth.ts';
 import { cliVaultConnection } from './vault-connection.ts';
-import { printableJson } from '../report/printable.ts';
+import { printableJson, printableYaml } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
-import { parseDuration } from '../routing/schema.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
 import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';
@@ -22,6 +20,10 @@ import { ConcurrencyLimiter } from '../kernel/limiter.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
+import { colourize, colourOn } from './output.ts';
+import { parseCommand, formatDuration } from './spec.ts';
+import { status as spec } from './specs.ts';
+import { fileErrorText } from '../kernel/file-errors.ts';
 import { haltsText } from './halts-command.ts';
 import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
@@ -30,11 +32,6 @@ import type { ClusterClients } from '../kube/cluster-clients.ts';
 import { renderStatusPage, type StatusPageInput } from '../report/status-page.ts';
 import { pathRotations } from '../status/rotation-waves.ts';
 
-/** What `--output` prints: the table, the JSON document, or the status page (the one `serve --status-page` serves). */
-const OUTPUTS = ['text', 'json', 'html'] as const;
-
-/** At most 24 h of waiting, polled every 2 s by default. */
-const MAX_WAIT_MS = 24 * 3_600_000;
 /** Vault reads in flight at once. */
 const VAULT_CONCURRENCY = 8;
 
@@ -47,38 +44,15 @@ export interface StatusDeps {
 export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps = {}): Promise<number> {
   const now = deps.now ?? Date.now;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        routes: { type: 'string' },
-        path: { type: 'string' },
-        cluster: { type: 'string', multiple: true },
-        'vault-addr': { type: 'string' },
-        'vault-namespace': { type: 'string' },
-        json: { type: 'boolean', default: false },
-        output: { type: 'string', short: 'o' },
-        file: { type: 'string' },
-        wait: { type: 'boolean', default: false },
-        timeout: { type: 'string', default: '15m' },
-        interval: { type: 'string', default: '2s' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    return usageError(io, 'status', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   if (values.routes === undefined) return usageError(io, 'status', 'missing --routes FILE');
-  const output = values.output ?? (values.json ? 'json' : 'text');
-  if (!(OUTPUTS as readonly string[]).includes(output)) return usageError(io, 'status', `--output is one of ${OUTPUTS.join(', ')}`);
-  if (values.json && output !== 'json') return usageError(io, 'status', '--json is --output json: give one of them');
+  const output = values.output;
   if (values.file === '') return usageError(io, 'status', '--file takes a file name');
-  const timeoutMs = parseDuration(values.timeout);
-  if (timeoutMs === undefined || timeoutMs > MAX_WAIT_MS) return usageError(io, 'status', '--timeout is a duration such as 90s, 15m or 2h (at most 24h)');
-  const intervalMs = parseDuration(values.interval);
-  if (intervalMs === undefined || intervalMs < 500 || intervalMs > 60_000) return usageError(io, 'status', '--interval is a duration from 500ms to 1m');
+  // --timeout (1s to 24h) and --interval (500ms to 1m): bounded by their specs.
+  const timeoutMs = values.timeout;
+  const intervalMs = values.interval;
   if (values.path !== undefined) {
     // A pattern's `*` and `**` are segments like any other: `.`, `..` or an empty segment would name another path.
     const problem = vaultPathProblem(values.path.replace(/^\/+/, ''));
@@ -92,15 +66,16 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   }
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
-  const only = new Set(values.cluster ?? []);
+  const only = new Set(values.cluster);
   for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);
 
-  const vaultAddr = values['vault-addr'] ?? io.env.VAULT_ADDR;
+  // --vault-addr, else VAULT_ADDR (its spec reads the variable).
+  const vaultAddr = values['vault-addr'];
   let vault: VaultMetadataClient | undefined;
   let auth: VaultTokenSource | undefined;
   if (vaultAddr) {
     if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
-    const opened = await statusVault(io, vaultAddr, values['vault-namespace'] ?? io.env.VAULT_NAMESPACE);
+    const opened = await statusVault(io, vaultAddr, values['vault-namespace'], values.quiet);
     if ('error' in opened) {
       io.stderr(`vault-rollout status: ${opened.error}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`);
       return EXIT.failure;
@@ -111,8 +86,11 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const source = openStatusSource(io, table, values.routes, { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) }, deps, now);
   const render = (status: StatusSnapshot): string => {
     if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
+    if (output === 'yaml') return printableYaml({ ...statusJson(status), halts: status.halts });
     if (output === 'html') return statusPage(table, status, { store: source.store, generatedAt: now(), source: 'vault-rollout status --output html' });
-    return `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
+    const text = `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
+    // Colour on a terminal's stdout only: never in a --file.
+    return values.file === undefined && colourOn(io) ? colourize(text) : text;
   };
   // --file: written whole (a temporary file renamed over it), so a web server or a reader never sees half a page.
   const emit = async (status: StatusSnapshot): Promise<void> => {
@@ -120,9 +98,13 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     if (values.file === undefined) return io.stdout(rendered);
     const target = resolvePath(values.file);
     const partial = `${target}.${process.pid}.tmp`;
-    await writeFile(partial, rendered, { mode: 0o644 });
-    await rename(partial, target);
-    io.stderr(`vault-rollout status: wrote ${values.file} (${output}, ${Buffer.byteLength(rendered)} bytes)\n`);
+    try {
+      await writeFile(partial, rendered, { mode: 0o644 });
+      await rename(partial, target);
+    } catch (e) {
+      throw new StatusFileError(fileErrorText(values.file, e));
+    }
+    args.info(`vault-rollout status: wrote ${values.file} (${output}, ${Buffer.byteLength(rendered)} bytes)\n`);
   };
 
   try {
@@ -133,7 +115,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     }
     // --wait: poll until every consumer is current and complete, or the timeout.
     const started = now();
-    const terminal = io.stderrIsTTY === true && output === 'text';
+    const terminal = io.stderrIsTTY === true && output === 'table';
     const said = new Map<string, string>();
     let drawn = 0;
     for (;;) {
@@ -141,29 +123,36 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
       const waited = now() - started;
       if (status.ok || waited >= timeoutMs) {
         if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
-        if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${values.timeout})\n`);
+        if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${formatDuration(timeoutMs)})\n`);
         await emit(status);
         return status.ok ? EXIT.ok : EXIT.failure;
       }
       if (terminal) {
         // The live view: the whole table, redrawn in place.
-        const frame = `Waiting ${Math.round(waited / 1000)} s of ${values.timeout} for every consumer to be current and complete\n${statusText(status)}`;
-        io.stderr(`${drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : ''}${frame}`);
+        const frame = `Waiting ${Math.round(waited / 1000)} s of ${formatDuration(timeoutMs)} for every consumer to be current and complete\n${statusText(status)}`;
+        args.info(`${drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : ''}${frame}`);
         drawn = frame.split('\n').length - 1;
-      } else io.stderr(statusLines(status, said));
+      } else args.info(statusLines(status, said));
       await sleep(Math.min(intervalMs, Math.max(0, timeoutMs - waited)));
     }
+  } catch (e) {
+    if (!(e instanceof StatusFileError)) throw e;
+    io.stderr(`vault-rollout status: cannot write the output: ${e.message}\n`);
+    return EXIT.failure;
   } finally {
     auth?.stop();
     source.close();
   }
 }
 
+/** --file could not be written (the message says why, in words). */
+class StatusFileError extends Error {}
+
 /** Vault's metadata client for status (and serve's status page): VAULT_TOKEN, or AppRole, as cliVaultConnection reads them. */
-export async function statusVault(io: CliIo, vaultAddr: string, namespace: string | undefined): Promise<{ vault: VaultMetadataClient; auth: VaultTokenSource } | { error: string }> {
+export async function statusVault(io: CliIo, vaultAddr: string, namespace: string | undefined, quiet = false): Promise<{ vault: VaultMetadataClient; auth: VaultTokenSource } | { error: string }> {
   let connection;
   try {
-    connection = await cliVaultConnection(io, { vaultAddr, log: jsonLinesLog((t) => io.stderr(t)), ...(namespace ? { namespace } : {}) });
+    connection = await cliVaultConnection(io, { vaultAddr, log: jsonLinesLog((t) => io.stderr(t), Date.now, 'status', quiet), ...(namespace ? { namespace } : {}) });
   } catch (e) {
     return { error: e instanceof Error ? e.message : String(e) };
   }

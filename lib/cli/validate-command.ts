@@ -1,13 +1,16 @@
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes, usageError } from './shared.ts';
+import { printData } from './output.ts';
+import { loadRoutes } from './shared.ts';
+import { parseCommand } from './spec.ts';
+import { validate as spec } from './specs.ts';
 
 export async function validateCommand(argv: string[], io: CliIo): Promise<number> {
-  const files = argv.filter((a) => a !== '--');
-  if (files.length !== 1 || files[0]?.startsWith('-')) return usageError(io, 'validate', 'give exactly one routing table file');
-  const file = files[0] ?? '';
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const file = args.args[0] ?? '';
   const table = await loadRoutes(io, file);
   if (typeof table === 'number') return table;
-  const targets = table.routes.reduce((n, r) => n + r.targets.length, 0);
-  io.stdout(`${file}: ok (${table.clusters.size} clusters, ${table.routes.length} routes, ${targets} targets, ${table.mounts.size} KV mounts)\n`);
+  const summary = { file, ok: true, clusters: table.clusters.size, routes: table.routes.length, targets: table.routes.reduce((n, r) => n + r.targets.length, 0), mounts: table.mounts.size };
+  printData(io, args.values.output, () => summary, () => `${file}: ok (${summary.clusters} clusters, ${summary.routes} routes, ${summary.targets} targets, ${summary.mounts} KV mounts)\n`);
   return EXIT.ok;
 }

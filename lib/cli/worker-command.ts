@@ -1,8 +1,9 @@
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { parseArgs } from 'node:util';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { PrometheusMetrics } from '../observability/prometheus.ts';
-import { METRICS_OPTIONS, startMetricsListener } from './metrics.ts';
+import { startMetricsListener } from './metrics.ts';
+import { parseCommand } from './spec.ts';
+import { worker as spec } from './specs.ts';
 import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { RolloutWaker } from '../pipeline/rollout-waker.ts';
@@ -25,12 +26,9 @@ import { startNotificationLoop } from '../notify/delivery.ts';
  * Kubernetes Deployment). The SQS endpoint may be overridden with the AWS SDK's AWS_ENDPOINT_URL_SQS.
  */
 export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSignal): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({ args: argv, options: { routes: { type: 'string' }, 'queue-url': { type: 'string' }, concurrency: { type: 'string', default: '4' }, 'batch-size': { type: 'string', default: 'auto' }, 'dry-run': { type: 'boolean', default: false }, 'dlq-url': { type: 'string' }, ...METRICS_OPTIONS }, strict: true, allowPositionals: false }));
-  } catch (e) {
-    return usageError(io, 'worker', e);
-  }
+  const args = parseCommand(spec, argv, io);
+  if (typeof args === 'number') return args;
+  const { values } = args;
   if (values.routes === undefined || values['queue-url'] === undefined) return usageError(io, 'worker', 'give --routes FILE and --queue-url URL');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
@@ -67,7 +65,8 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const rotations = await cliRotationStore(io);
   // Refused messages go to the DLQ with their reason when --dlq-url (or VAULT_ROLLOUT_DLQ_URL) names it; else the
   // redrive policy moves them there after maxReceiveCount receives.
-  const dlqUrl = values['dlq-url'] ?? io.env.VAULT_ROLLOUT_DLQ_URL;
+  // --dlq-url, else VAULT_ROLLOUT_DLQ_URL (its spec reads the variable).
+  const dlqUrl = values['dlq-url'];
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
@@ -82,9 +81,9 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const worker = startSqsWorker(
     client,
     { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor, invalidate: (c) => clients.invalidate(c), queue, ...follow, ...(outbox ? { notifications: { outbox } } : {}) },
-    { queueUrl: values['queue-url'], concurrency: Number(values.concurrency), batchSize, visibilityTimeoutSeconds, ...(waker ? { waker } : {}) },
+    { queueUrl: values['queue-url'], concurrency: values.concurrency, batchSize, visibilityTimeoutSeconds, ...(waker ? { waker } : {}) },
   );
-  io.stderr(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
+  args.info(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
   await untilStopped(signal);
   await worker.stop();
   await notifier?.stop();

@@ -1,5 +1,5 @@
 /**
- * The relay's logs: JSON lines on stderr. Callers pass counts, paths of files, addresses and reasons — never the
+ * The logs of the relay, status and reconcile: JSON lines on stderr. Callers pass counts, paths of files, addresses and reasons — never the
  * webhook secret, the Vault token or record contents, which may carry secrets (HMACed or not).
  */
 import type { Fields } from './telemetry.ts';
@@ -10,9 +10,13 @@ export interface RelayLog {
   error(message: string, fields?: Fields): void;
 }
 
-export function jsonLinesLog(write: (text: string) => void, now: () => number = Date.now): RelayLog {
-  const log = (level: string) => (message: string, fields?: Fields) => write(`${JSON.stringify({ time: new Date(now()).toISOString(), level, component: 'relay', message, ...fields })}\n`);
-  return { info: log('info'), warn: log('warn'), error: log('error') };
+/**
+ * JSON lines from `component` (relay, status, reconcile: the command that logs, so a reader can tell them apart in one
+ * stream). `quiet` drops the info lines (--quiet); warnings and errors always go out.
+ */
+export function jsonLinesLog(write: (text: string) => void, now: () => number = Date.now, component = 'relay', quiet = false): RelayLog {
+  const log = (level: string) => (message: string, fields?: Fields) => write(`${JSON.stringify({ time: new Date(now()).toISOString(), level, component, message, ...fields })}\n`);
+  return { info: quiet ? () => undefined : log('info'), warn: log('warn'), error: log('error') };
 }
 
 /** A log that keeps its lines, for tests. */

@@ -12,6 +12,7 @@ import { DROP_REASONS, type RelayCounters } from './counters.ts';
 import type { RecordKind } from './record-kind.ts';
 import type { RelayLog } from '../kernel/log.ts';
 import { batchBody, type Spool } from './spool.ts';
+import { errnoWords } from '../kernel/file-errors.ts';
 
 export interface DelivererOptions {
   spool: Spool;
@@ -47,7 +48,7 @@ export class Deliverer {
       try {
         text = await spool.read(entry);
       } catch (error) {
-        log.error('cannot read a spooled batch: skipping it', { file: entry.file, error: (error as NodeJS.ErrnoException).code ?? String(error) });
+        log.error('cannot read a spooled batch: skipping it', { file: entry.file, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) });
         await spool.remove(entry);
         continue;
       }

@@ -22,6 +22,7 @@ import type { Ack } from './batcher.ts';
 import { LineSplitter } from './line-splitter.ts';
 import type { OffsetStore, TailPosition } from './offset-store.ts';
 import type { RelayLog } from '../kernel/log.ts';
+import { errnoWords } from '../kernel/file-errors.ts';
 
 export interface FileTailOptions {
   path: string;
@@ -135,7 +136,7 @@ export class FileTail {
     const fallBack = (error: unknown) => {
       this.#watcher?.close();
       this.#watcher = undefined;
-      log.warn('no filesystem notifications for the audit file: polling it instead', { path, pollMs: this.#pollMs, error: (error as NodeJS.ErrnoException).code ?? String(error) });
+      log.warn('no filesystem notifications for the audit file: polling it instead', { path, pollMs: this.#pollMs, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) });
     };
     try {
       // The directory, not the file: the file's own watch would follow its inode away on a rename.
@@ -191,7 +192,7 @@ export class FileTail {
         this.#polling = undefined;
       }
     })();
-    this.#polling.catch((error: unknown) => this.#options.log.error('cannot read the audit file', { path: this.#options.path, error: (error as NodeJS.ErrnoException).code ?? String(error) }));
+    this.#polling.catch((error: unknown) => this.#options.log.error('cannot read the audit file', { path: this.#options.path, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) }));
     return this.#polling;
   }
 

@@ -14,6 +14,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import { join } from 'node:path';
 import type { RecordKind } from './record-kind.ts';
 import type { RelayLog } from '../kernel/log.ts';
+import { errnoWords } from '../kernel/file-errors.ts';
 
 export interface SpoolEntry {
   seq: number;
@@ -158,7 +159,7 @@ export class Spool {
       this.#diskBytes += bytes;
       return 'spooled';
     } catch (error) {
-      this.#log.error('cannot write to the spool', { dir: this.dir, error: (error as NodeJS.ErrnoException).code ?? String(error) });
+      this.#log.error('cannot write to the spool', { dir: this.dir, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) });
       await rm(temporary, { force: true }).catch(() => undefined);
       return 'failed';
     } finally {

@@ -1,3 +1,5 @@
+import { stringify } from 'yaml';
+
 /**
  * Text a terminal shows as it is. Much of what a report prints was written by someone else: annotation values and
  * record keys (anyone who may edit the workload), Event messages, conditions of a custom resource. A control
@@ -19,3 +21,10 @@ export const printable = (s: string): string => s.replace(UNSAFE, (c) => ((c.cod
  * controls and the other unsafe characters raw; they become `\uNNNN` escapes (only strings can hold them).
  */
 export const printableJson = (value: unknown, indent?: number): string => JSON.stringify(value, null, indent).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));
+
+/**
+ * YAML as safe to print as printableJson: every string value double-quoted, where `\uNNNN` is an escape, so each unsafe
+ * character left raw becomes one and the document parses to the same value.
+ */
+export const printableYaml = (value: unknown): string =>
+  stringify(value, { lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' }).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));

@@ -7,6 +7,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { isCompiledTable, loadCompiledRoutingTable } from '../routing/compiled-table.ts';
 import { loadRoutingTable, type RoutingTable } from '../routing/routing-table.ts';
 import type { Env } from '../kernel/env.ts';
+import { fileErrorText } from '../kernel/file-errors.ts';
 
 export type { Env } from '../kernel/env.ts';
 
@@ -31,7 +32,7 @@ export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? pr
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new ConfigError(`cannot read the routing table ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    throw new ConfigError(`cannot read the routing table: ${fileErrorText(file, e)}`);
   }
   return { table: isCompiledTable(text) ? loadCompiledRoutingTable(text, file) : loadRoutingTable(text, file), file };
 }

@@ -26,7 +26,7 @@ const VAULT_CLIENTS: readonly EnvironmentReader[] = ['serve', 'relay', 'cli', 'l
 
 export const ENVIRONMENT_VARIABLES: readonly EnvironmentVariable[] = [
   // vault-rollout's own
-  { name: 'VAULT_ROLLOUT_ROUTES', readBy: ['lambda'], description: 'The routing table file the deployment bundles (relative to the package root; serverless.yml sets it). `npm start` also takes it as the table to serve.', secret: false },
+  { name: 'VAULT_ROLLOUT_ROUTES', readBy: ['lambda', 'serve'], description: 'The routing table file the deployment bundles (relative to the package root; serverless.yml sets it); the table `serve` (and `npm start`) serves when `--routes` is absent.', secret: false, default: 'serve: `infra/routes/example.yaml`, refused without `--allow-example-routes`' },
   { name: 'VAULT_ROLLOUT_AUTH', readBy: ['lambda'], description: "Which webhook authentication the HTTP function takes: `hmac`, `bearer` or `hmac,bearer` (serverless.yml's `httpAuth`). Fails closed.", secret: false, default: 'hmac' },
   { name: 'VAULT_ROLLOUT_WEBHOOK_SECRET', readBy: ['serve', 'relay'], description: 'The HMAC-SHA256 key requests to `serve` are signed with (and the relay signs with).', secret: true },
   { name: 'VAULT_ROLLOUT_WEBHOOK_TOKEN', readBy: ['serve', 'relay'], description: 'The bearer token `serve` accepts (and the relay sends).', secret: true },
@@ -87,5 +87,7 @@ export const ENVIRONMENT_VARIABLES: readonly EnvironmentVariable[] = [
   { name: 'KUBERNETES_EXEC_INFO', readBy: ['serve', 'worker', 'cli'], description: 'Set (not read) by vault-rollout for a kubeconfig\'s exec credential plugin, as kubectl does.', secret: false },
   { name: 'XDG_STATE_HOME', readBy: LOCAL, description: 'Where the default queue and state files live (`$XDG_STATE_HOME/vault-rollout/`).', secret: false, default: '`~/.local/state`' },
   { name: 'HOME', readBy: ['serve', 'relay', 'cli'], description: 'Where `~/.vault-token` is looked for.', secret: false },
+  { name: 'NO_COLOR', readBy: ['cli'], description: 'Any non-empty value: no colour in the tables the CLI prints (FAILED, HALTED, POISONED, BEHIND), even on a terminal.', secret: false },
+  { name: 'TERM', readBy: ['cli'], description: '`dumb`: no colour in the tables the CLI prints.', secret: false },
   { name: 'PATH', readBy: ['serve', 'worker', 'cli'], description: 'Where a kubeconfig\'s exec credential plugin is looked up.', secret: false },
 ];

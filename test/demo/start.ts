@@ -312,7 +312,7 @@ async function startAll(): Promise<void> {
   // A fresh OpenBao starts at version 1 again: what an earlier demo's serve left queued belongs to another Vault.
   const queueFile = join(STATE_DIR, 'serve-queue.sqlite');
   for (const f of [queueFile, `${queueFile}-wal`, `${queueFile}-shm`]) rmSync(f, { force: true });
-  const serve = startCli('serve', ['serve', '--routes', ROUTES, '--port', process.env.PORT ?? '0', '--queue-file', queueFile], common,
+  const serve = startCli('serve', ['serve', '--routes', ROUTES, '--allow-example-routes', '--port', process.env.PORT ?? '0', '--queue-file', queueFile], common,
     (line) => serveLogToLines(line).forEach(live),
     (line) => {
       const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(line)?.[1];
@@ -321,7 +321,7 @@ async function startAll(): Promise<void> {
   const url = await Promise.race([serveUrl, serve.exited.then(() => Promise.reject(new Error(`serve exited; see ${rel(join(LOG_DIR, 'serve.log'))}`)))]);
   let relayStarted: (() => void) | undefined;
   const relayUp = new Promise<void>((resolve) => (relayStarted = resolve));
-  const relay = startCli('relay', ['relay', '--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait-ms', '200', '--grace-seconds', '2'], common, undefined, (line) => {
+  const relay = startCli('relay', ['relay', '--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait', '200ms', '--grace', '2s'], common, undefined, (line) => {
     try {
       const entry = JSON.parse(line) as { level?: string; message?: string };
       if (entry.message === 'relay started') relayStarted?.();

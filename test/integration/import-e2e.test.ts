@@ -94,7 +94,7 @@ describe('vault-rollout import, end to end with the real operators', () => {
 
     // Import with the list-only identity; the table validates.
     const io = memoryIo();
-    const code = await main(['import', '--cluster', `${OPERATORS_CLUSTER}=${await importerKubeconfig(OPERATORS_CLUSTER, dir)}`, '--namespace', NS, '-o', routesFile], io);
+    const code = await main(['import', '--cluster', `${OPERATORS_CLUSTER}=${await importerKubeconfig(OPERATORS_CLUSTER, dir)}`, '--namespace', NS, '--file', routesFile], io);
     expect(code, io.err).toBe(0);
     expect(io.err).not.toContain('forbidden');
     const imported = parse(readFileSync(routesFile, 'utf8')) as { vault: unknown; routes: Array<{ match: { path: string }; targets: Array<Record<string, unknown>> }> };

@@ -117,7 +117,7 @@ describe('vault-rollout import on the test clusters', () => {
       kubeconfigs[name] = await importerKubeconfig(name, dir);
     }
     const io = memoryIo();
-    const code = await main(['import', ...IMPORTED.flatMap((n) => ['--cluster', `${n}=${kubeconfigs[n]}`, '--label', `${n}:env=it`]), '--namespace', ns, '-o', out], io);
+    const code = await main(['import', ...IMPORTED.flatMap((n) => ['--cluster', `${n}=${kubeconfigs[n]}`, '--label', `${n}:env=it`]), '--namespace', ns, '--file', out], io);
     imported = { code, out: io.out, err: io.err };
   }, 120_000);
 

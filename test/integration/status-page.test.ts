@@ -59,7 +59,7 @@ routes:
     createWorkload('gamma', NS, 'Deployment', 'tenant', {}, { replicas: 1, template: template('tenant', { 'vault-rollout.io/versions': JSON.stringify({ [XSS_PATH]: 1 }) }) }),
   ]);
   await Promise.all(['good', 'held'].flatMap((name) => CLUSTERS.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
-  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), args: ['--status-page', '--status-refresh', '5'], listenTimeoutMs: 180_000, env: { HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
+  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), args: ['--status-page', '--status-refresh', '5s'], listenTimeoutMs: 180_000, env: { HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
 }, 300_000);
 
 afterAll(async () => {

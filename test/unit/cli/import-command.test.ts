@@ -15,7 +15,7 @@ describe('vault-rollout import: arguments', () => {
     [['--cluster', 'a=k', '--from', 'vso,helm'], '--from takes vso, eso, reloader (comma-separated), not helm'],
     [['--cluster', 'a=k', '--namespace', 'Bad_NS'], '--namespace Bad_NS: not a namespace name'],
     [['--cluster', 'a=k', '--vso-operator-namespace', 'vso/../x'], '--vso-operator-namespace vso/../x: not a namespace name'],
-    [['--cluster', 'a=k', '--bogus'], "Unknown option '--bogus'"],
+    [['--cluster', 'a=k', '--bogus'], "unknown option '--bogus'"],
   ])('%j exits 64: %s', async (argv, message) => {
     const io = memoryIo();
     expect(await importCommand(argv, io, '/work')).toBe(64);
@@ -25,7 +25,7 @@ describe('vault-rollout import: arguments', () => {
   it('writes nothing when a cluster cannot be read, and names it (never the kubeconfig content)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-import-unit-'));
     const io = memoryIo();
-    expect(await importCommand(['--cluster', 'alpha=missing.kubeconfig', '-o', 'routes.yaml'], io, dir)).toBe(1);
+    expect(await importCommand(['--cluster', 'alpha=missing.kubeconfig', '--file', 'routes.yaml'], io, dir)).toBe(1);
     expect(io.err).toMatch(/^vault-rollout import: cannot read cluster alpha: /);
     expect(existsSync(join(dir, 'routes.yaml'))).toBe(false);
   });

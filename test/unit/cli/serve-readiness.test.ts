@@ -54,7 +54,7 @@ describe('serve readiness', () => {
   });
 
   it('a running serve is ready', async () => {
-    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--queue-file', queueFile()], {
+    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--queue-file', queueFile()], {
       cwd: repoRoot,
       env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
       stdio: ['ignore', 'ignore', 'pipe'],

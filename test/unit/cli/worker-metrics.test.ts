@@ -20,7 +20,7 @@ describe('vault-rollout worker --metrics-port', () => {
   it('refuses a port that is not one', async () => {
     const captured = io();
     expect(await workerCommand(['--routes', routes, '--queue-url', queueUrl, '--metrics-port', '99999'], captured)).toBe(64);
-    expect(captured.err).toMatch(/--metrics-port must be a port number/);
+    expect(captured.err).toMatch(/--metrics-port 99999: 99999 is out of range: from 0 to 65535/);
   });
 
   it('serves GET /metrics on 127.0.0.1 while it polls, and stops with the worker', async () => {

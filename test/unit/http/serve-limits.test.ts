@@ -32,7 +32,7 @@ function memoryOf(pid: number): { rss: number; peak: number } {
 }
 
 beforeAll(async () => {
-  child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--dry-run'], {
+  child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--dry-run'], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -149,7 +149,7 @@ describe('serve refuses from the headers before it reads a body', () => {
 
 /** Starts a `serve` child with extra flags; resolves its port. */
 async function startServe(flags: string[]): Promise<{ child: ChildProcess; port: number }> {
-  const started = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--dry-run', ...flags], {
+  const started = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--dry-run', ...flags], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -183,7 +183,7 @@ function slowHeaders(to: number): Promise<{ socket: Socket; closed: Promise<stri
 describe('serve bounds its connections and their header time', () => {
   let limited: { child: ChildProcess; port: number };
   beforeAll(async () => {
-    limited = await startServe(['--max-connections', '3', '--request-timeout', '2']);
+    limited = await startServe(['--max-connections', '3', '--request-timeout', '2s']);
   }, 60_000);
   afterAll(() => {
     limited.child.kill('SIGKILL');
@@ -205,7 +205,7 @@ describe('serve bounds its connections and their header time', () => {
 
 describe('serve on a busy port', () => {
   it('says so in one line and exits 1 (no stack trace)', async () => {
-    const second = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', String(port), '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], {
+    const second = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', String(port), '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], {
       cwd: repoRoot,
       env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -57,7 +57,7 @@ describe('vault-rollout relay (CLI)', () => {
     expect(captured.err).toMatch(/give at least one source/);
     const help = io();
     await main(['--help'], help);
-    expect(help.out).toMatch(/relay {5}\[--audit-file PATH/);
+    expect(help.out).toMatch(/relay +Ship Vault's change feed/);
   });
 
   it.each([
@@ -68,9 +68,13 @@ describe('vault-rollout relay (CLI)', () => {
     [['--events', 'database/*', '--vault-addr', 'http://127.0.0.1:8200', '--to', 'http://127.0.0.1:1'], /KV event types/],
     [['--events', 'kv-v2/*', '--to', 'http://127.0.0.1:1'], /--vault-addr/],
     [['--audit-file', 'a.log', '--to', 'https://sqs.eu-west-1.amazonaws.com/123456789012/q.fifo'], /--routes FILE/],
-    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--grace-seconds', 'x'], /--grace-seconds/],
+    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--grace-seconds', '10'], /--grace-seconds is no longer accepted: use --grace DURATION/],
+    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--grace', '10'], /--grace 10: use a unit: 10s/],
+    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--batch-wait-ms', '200'], /--batch-wait-ms is no longer accepted: use --batch-wait DURATION/],
+    [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--batch-wait', '2m'], /--batch-wait 2m: 2m is out of range: from 0s to 1m/],
+    [['--events', 'kv-v2/*', '--namespaces', 'a,b', '--to', 'http://127.0.0.1:1'], /--namespaces is no longer accepted: use --vault-namespace/],
     [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--spool-max-mb', '0'], /--spool-max-mb/],
-    [['--nope'], /Unknown option/],
+    [['--nope'], /unknown option '--nope'\nRun "vault-rollout relay --help" for usage/],
   ])('usage error for %j', async (argv, message) => {
     const captured = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
     expect(await relayCommand(argv, captured)).toBe(64);
@@ -100,7 +104,7 @@ describe('vault-rollout relay (CLI)', () => {
     const tmp = temporaryDir();
     cleanups.push(() => tmp.remove());
     const { code, err } = await runUntil(
-      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', fn.url, '--spool', tmp.dir, '--grace-seconds', '1'],
+      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', fn.url, '--spool', tmp.dir, '--grace', '1s'],
       { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: 'bearer' },
       () => fn.requests.length === 1,
       (e) => sendLines(listenAddress(e), [demoLine]),
@@ -121,7 +125,7 @@ describe('vault-rollout relay (CLI)', () => {
     let scraped = '';
     const metricsUrl = (err: string) => /metrics on (http:\/\/127\.0\.0\.1:\d+\/metrics)/.exec(err)?.[1] ?? '';
     const { code, err } = await runUntil(
-      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', fn.url, '--spool', tmp.dir, '--grace-seconds', '1', '--metrics-port', '0'],
+      ['--audit-listen', 'tcp://127.0.0.1:0', '--to', fn.url, '--spool', tmp.dir, '--grace', '1s', '--metrics-port', '0'],
       { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET },
       async (e) => {
         if (fn.requests.length !== 1) return false;
@@ -144,7 +148,7 @@ describe('vault-rollout relay (CLI)', () => {
     cleanups.push(() => tmp.remove());
     const captured = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
     expect(await relayCommand(['--audit-listen', 'tcp://127.0.0.1:0', '--to', 'http://127.0.0.1:1', '--spool', tmp.dir, '--metrics-port', 'x'], captured)).toBe(64);
-    expect(captured.err).toMatch(/--metrics-port must be a port number/);
+    expect(captured.err).toMatch(/--metrics-port x: not a whole number: x \(from 0 to 65535\)/);
   });
 
   it('with an SQS queue URL, plans locally with --routes and queues on SQS (endpoint from AWS_ENDPOINT_URL_SQS)', async () => {
@@ -204,7 +208,7 @@ describe('vault-rollout relay (CLI)', () => {
     const tmp = temporaryDir();
     cleanups.push(() => tmp.remove());
     const { code, err } = await runUntil(
-      ['--audit-listen', `unix://${tmp.dir}/audit.sock`, '--to', `http://127.0.0.1:${(fn.address() as AddressInfo).port}/v1/vault/audit`, '--to-auth', 'iam', '--spool', `${tmp.dir}/spool`, '--grace-seconds', '1'],
+      ['--audit-listen', `unix://${tmp.dir}/audit.sock`, '--to', `http://127.0.0.1:${(fn.address() as AddressInfo).port}/v1/vault/audit`, '--to-auth', 'iam', '--spool', `${tmp.dir}/spool`, '--grace', '1s'],
       { AWS_REGION: 'eu-west-1' },
       () => checks.length >= 2,
       (e) => sendLines(listenAddress(e), [demoLine]),
@@ -229,7 +233,7 @@ describe('vault-rollout relay (CLI)', () => {
   it.each([
     [['--to-auth', 'iam'], { VAULT_ROLLOUT_WEBHOOK_TOKEN: 'b' }, /unset VAULT_ROLLOUT_WEBHOOK_TOKEN/],
     [['--to-auth', 'iam'], {}, /set AWS_REGION/],
-    [['--to-auth', 'sigv4'], {}, /--to-auth: auto, app/],
+    [['--to-auth', 'sigv4'], {}, /--to-auth sigv4: one of auto, app, iam/],
     [[], {}, /or --to-auth iam for a Function URL with AWS_IAM/],
   ])('--to-auth refuses %j with %j', async (extra, env, message) => {
     const tmp = temporaryDir();
@@ -255,7 +259,7 @@ describe('vault-rollout relay (CLI)', () => {
     const auditFile = `${tmp.dir}/audit.log`;
     writeFileSync(auditFile, `${demoLine}\n`);
     const { code } = await runUntil(
-      ['--audit-file', auditFile, '--from-start', '--events', 'kv-v2/*', '--vault-addr', vault.url, '--namespaces', 'a,b', '--to', fn.url, '--spool', `${tmp.dir}/spool`],
+      ['--audit-file', auditFile, '--from-start', '--events', 'kv-v2/*', '--vault-addr', vault.url, '--vault-namespace', 'a,b', '--to', fn.url, '--spool', `${tmp.dir}/spool`],
       { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET, VAULT_ROLE_ID: 'r', VAULT_SECRET_ID: 's' },
       () => fn.requests.some((r) => r.path === '/v1/vault/events') && fn.requests.some((r) => r.path === '/v1/vault/audit'),
       async () => {

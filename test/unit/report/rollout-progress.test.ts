@@ -40,6 +40,6 @@ describe('rollout progress', () => {
   it('apply refuses a --timeout that is no duration', async () => {
     const io = memoryIo();
     expect(await applyCommand(['--routes', 'r.yaml', '--timeout', 'soon'], io)).toBe(64);
-    expect(io.err).toContain('--timeout must be a duration');
+    expect(io.err).toContain('--timeout soon: a duration such as 500ms, 30s, 10m, 1h or 1m30s');
   });
 });
