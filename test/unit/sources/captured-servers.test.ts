@@ -12,7 +12,9 @@ const captured = new URL('../../vault/captured/', import.meta.url);
 
 async function changesOf(server: string) {
   const text = readFileSync(new URL(`${server}/audit-file.ndjson`, captured), 'utf8');
-  const parsed = await parseStream([text], { format: 'audit' });
+  const parsed = await parseStream((async function* () {
+    yield text;
+  })(), { format: 'audit' });
   return {
     changes: parsed.changes.map((c) => `${c.operation} ${c.path}${c.version === null ? '' : ` v${c.version}`} (kv v${c.kvVersion})`),
     rejected: parsed.rejected,
