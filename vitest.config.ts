@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
-import { COMPATIBILITY_FILES, LANE_B_FILES, testLane } from './test/lanes.ts';
+import { CLUSTER_FREE_FILES, COMPATIBILITY_FILES, LANE_B_FILES, lanesInRun, testLane } from './test/lanes.ts';
 
 /** The commit's seed for the property tests (test/property-seed.ts); undefined outside a git checkout (then random). */
 function commitSeed(): number | undefined {
@@ -26,8 +26,8 @@ if (process.env.CI === 'true' && process.env.FC_SEED === undefined) {
 // Chosen by `exclude` over the one glob: `vitest run` (unlike `vitest list`) found no file when `include` listed paths.
 const lane = testLane();
 const allIntegrationFiles = readdirSync(join(import.meta.dirname, 'test', 'integration')).filter((f) => f.endsWith('.test.ts')).map((f) => `test/integration/${f}`);
-const laneFiles: readonly string[] | undefined = lane === 'b' ? LANE_B_FILES : lane === 'c' ? COMPATIBILITY_FILES : undefined;
-const integrationExcluded = lane === 'a' ? [...LANE_B_FILES] : laneFiles ? allIntegrationFiles.filter((f) => !laneFiles.includes(f)) : [];
+const laneFiles: readonly string[] | undefined = lane === 'b' ? LANE_B_FILES : lane === 'c' ? [...COMPATIBILITY_FILES, ...CLUSTER_FREE_FILES] : undefined;
+const integrationExcluded = lane === 'a' ? [...LANE_B_FILES, ...(lanesInRun().includes('c') ? CLUSTER_FREE_FILES : [])] : laneFiles ? allIntegrationFiles.filter((f) => !laneFiles.includes(f)) : [];
 
 // Two projects: fast pure unit tests, and integration tests that need the real test clusters
 // (brought up once by the global setup and stopped after). `npm test` runs them in two processes (test/run-suite.ts).

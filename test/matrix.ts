@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION, serversLedger, type TestLane } from './lanes.ts';
+import { CLUSTER_FREE_FILES, COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION, serversLedger, type TestLane } from './lanes.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 export const MATRIX_FILE = join(ROOT, 'docs', 'compatibility.md');
@@ -27,6 +27,8 @@ export interface LaneRun {
 
 type Outcome = 'passed' | 'failed' | 'skipped';
 
+/** The column of a file that needs no cluster (test/lanes.ts CLUSTER_FREE_FILES). */
+const NO_CLUSTER = 'no cluster';
 const kubernetesOf = (lane: LaneRun['lane']): string => (lane === 'c' ? COMPATIBILITY_KUBERNETES_VERSION : KUBERNETES_VERSION);
 const outcomeOf = (status: string): Outcome => (status === 'passed' ? 'passed' : status === 'failed' ? 'failed' : 'skipped');
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -69,11 +71,12 @@ export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at =
   for (const run of runs) {
     if (!existsSync(run.report)) continue;
     const report = JSON.parse(readFileSync(run.report, 'utf8')) as JsonReport;
-    const kube = kubernetesOf(run.lane);
     const laneServers = serversByFile(run.ledger ?? serversLedger(run.lane));
     for (const file of report.testResults) {
       const name = relative(root, file.name);
       if (!name.startsWith('test/integration/')) continue;
+      // A file that starts and reads no cluster ran on no Kubernetes, whatever its lane's clusters were.
+      const kube = (CLUSTER_FREE_FILES as readonly string[]).includes(name) ? NO_CLUSTER : kubernetesOf(run.lane);
       const fileServers = laneServers.get(name) ?? new Set<string>();
       const named = servers.get(name) ?? new Set<string>();
       for (const s of fileServers) named.add(s);
@@ -85,7 +88,7 @@ export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at =
         const perVersion = tests.get(title) ?? new Map<string, Outcome>();
         perVersion.set(kube, outcome);
         tests.set(title, perVersion);
-        count(`Kubernetes ${kube}`, outcome);
+        if (kube !== NO_CLUSTER) count(`Kubernetes ${kube}`, outcome);
         for (const s of fileServers) count(s, outcome);
       }
       results.set(name, tests);
@@ -109,9 +112,10 @@ export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at =
     lines.push(`| ${server} | ${version.join(' ')} | ${t.passed + t.failed + t.skipped} | ${t.passed} | ${t.failed} | ${t.skipped} |`);
   }
   for (const [file, tests] of [...results].sort(([a], [b]) => a.localeCompare(b))) {
-    const ran = versions.filter((v) => [...tests.values()].some((m) => m.has(v)));
-    lines.push('', `## ${file}`, '', `Kubernetes ${ran.join(', ')}; servers: ${[...(servers.get(file) ?? [])].sort().join(', ') || 'none'}.`, '');
-    lines.push(`| Test | ${ran.map((v) => `Kubernetes ${v}`).join(' | ')} |`, `|---|${ran.map(() => '---').join('|')}|`);
+    const ran = [...versions, NO_CLUSTER].filter((v) => [...tests.values()].some((m) => m.has(v)));
+    const heading = (v: string) => (v === NO_CLUSTER ? NO_CLUSTER : `Kubernetes ${v}`);
+    lines.push('', `## ${file}`, '', `${ran.map(heading).join(', ')}; servers: ${[...(servers.get(file) ?? [])].sort().join(', ') || 'none'}.`, '');
+    lines.push(`| Test | ${ran.map(heading).join(' | ')} |`, `|---|${ran.map(() => '---').join('|')}|`);
     for (const [title, perVersion] of tests) lines.push(`| ${cell(title)} | ${ran.map((v) => perVersion.get(v) ?? '—').join(' | ')} |`);
   }
   writeFileSync(to, `${lines.join('\n')}\n`);

@@ -108,7 +108,7 @@ async function main(): Promise<number> {
     .map((name, step) => ({
       name,
       args: [...laneArgs(name), ...projects(name), ...passThrough],
-      env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : name, ...(step > 0 ? { VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + step * LANE_PORT_STEP) } : {}) },
+      env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : name, VAULT_ROLLOUT_TEST_LANES: names.join(','), ...(step > 0 ? { VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + step * LANE_PORT_STEP) } : {}) },
     }));
   process.stderr.write(`[run-suite] lanes ${lanes.map((l) => l.name).join(', ')}: Kubernetes ${KUBERNETES_VERSION}${names.includes('c') ? ` (lane c: ${COMPATIBILITY_KUBERNETES_VERSION})` : ''}\n`);
   const codes = await Promise.all(lanes.map((lane) => run(alone ? '' : lane.name, lane.args, lane.env)));

@@ -40,4 +40,15 @@ describe('the compatibility matrix', () => {
     expect(page).toContain('servers: OpenBao 2.7.2, Vault 1.21.3.');
     expect(page).not.toContain('test/unit/');
   });
+
+  it('lists a file that needs no cluster under no Kubernetes version, whichever lane ran it', () => {
+    const c = report('c-free', [['test/integration/vault-server.test.ts', [['runs', 'passed']]], ['test/integration/status.test.ts', [['reports', 'passed']]]]);
+    const out = join(dir, 'compatibility-free.md');
+    writeCompatibilityMatrix([{ lane: 'c', report: c, ledger: ledger('c-free', [{ file: 'test/integration/vault-server.test.ts', server: 'Vault', version: '1.21.1' }]) }], out, new Date('2026-11-27T00:00:00Z'), dir);
+    const page = readFileSync(out, 'utf8');
+    expect(page).toContain(`| Kubernetes | ${COMPATIBILITY_KUBERNETES_VERSION} | 1 | 1 | 0 | 0 |`);
+    expect(page).toContain('| Vault | 1.21.1 | 1 | 1 | 0 | 0 |');
+    expect(page).toContain('no cluster; servers: Vault 1.21.1.');
+    expect(page).toContain('| Test | no cluster |');
+  });
 });
