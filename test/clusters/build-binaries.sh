@@ -60,10 +60,12 @@ K8S_DIR="$CACHE_ROOT/kubernetes-$K8S_VERSION-sched"
 ETCD_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
 KWOK_DIR="$CACHE_ROOT/kwok-$KWOK_VERSION"
 K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# The compatibility lane runs only its control plane on the older version; every lane's kubectl is the main one.
+K8S_COMPAT_BINS=(kube-apiserver kube-controller-manager kube-scheduler)
 # The stamp records what was built; a different stamp means rebuild.
 K8S_STAMP="kubernetes $K8S_VERSION; ${K8S_BINS[*]}; v2"
 K8S_COMPAT_DIR="$CACHE_ROOT/kubernetes-$K8S_COMPAT_VERSION-sched"
-K8S_COMPAT_STAMP="kubernetes $K8S_COMPAT_VERSION; ${K8S_BINS[*]}; v2"
+K8S_COMPAT_STAMP="kubernetes $K8S_COMPAT_VERSION; ${K8S_COMPAT_BINS[*]}; v3"
 ETCD_STAMP="etcd $ETCD_VERSION; etcd; v1"
 KWOK_STAMP="kwok $KWOK_VERSION; kwok; v1"
 ARGO_DIR="$CACHE_ROOT/argo-rollouts-$ARGO_ROLLOUTS_VERSION"
@@ -98,8 +100,9 @@ served_staging_version() { # src-dir module version
   return 1
 }
 
-build_kubernetes() { # version dir stamp
-  local version="$1" dir="$2" stamp="$3"
+build_kubernetes() { # version dir stamp bins...
+  local version="$1" dir="$2" stamp="$3"; shift 3
+  local bins=("$@")
   local t0; t0=$(now)
   find_go
   local k8s_minor="${version#v1.}"; k8s_minor="${k8s_minor%%.*}"
@@ -154,14 +157,12 @@ build_kubernetes() { # version dir stamp
 
   local out="$dir.partial"
   rm -rf "$out"; mkdir -p "$out"
-  local b pkg t1
-  for b in "${K8S_BINS[@]}"; do
-    t1=$(now)
-    pkg="k8s.io/kubernetes/cmd/$b"
-    log "go build $pkg"
-    (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath -ldflags "$ldflags" -o "$out/$b" "$pkg")
-    log "built $b in $(( $(now) - t1 ))s"
-  done
+  # One `go build` for all of them: one link runs while the next binary's own packages compile, where one build per
+  # binary left a core idle through each link.
+  local b pkgs=()
+  for b in "${bins[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  log "go build ${bins[*]}"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")
   echo "$stamp" > "$out/.complete"
   mv "$out" "$dir"
   log "kubernetes $version done in $(( $(now) - t0 ))s"
@@ -355,48 +356,9 @@ build_vault_secrets_operator() {
   log "vault-secrets-operator $VSO_VERSION done in $(( $(now) - t0 ))s"
 }
 
-if is_complete "$ETCD_DIR" "$ETCD_STAMP" etcd; then
-  log "reusing $ETCD_DIR"
-else
-  build_etcd
-fi
-if is_complete "$K8S_DIR" "$K8S_STAMP" "${K8S_BINS[@]}"; then
-  log "reusing $K8S_DIR"
-else
-  build_kubernetes "$K8S_VERSION" "$K8S_DIR" "$K8S_STAMP"
-fi
-if [[ -n "$K8S_COMPAT_VERSION" ]]; then
-  if is_complete "$K8S_COMPAT_DIR" "$K8S_COMPAT_STAMP" "${K8S_BINS[@]}"; then
-    log "reusing $K8S_COMPAT_DIR"
-  else
-    build_kubernetes "$K8S_COMPAT_VERSION" "$K8S_COMPAT_DIR" "$K8S_COMPAT_STAMP"
-  fi
-fi
-
-if is_complete "$KWOK_DIR" "$KWOK_STAMP" kwok; then
-  log "reusing $KWOK_DIR"
-else
-  build_kwok
-fi
-if is_complete "$ARGO_DIR" "$ARGO_STAMP" rollouts-controller; then
-  log "reusing $ARGO_DIR"
-else
-  build_argo_rollouts
-fi
-
-for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_DIR/$b" "$BIN_DIR/$b"; done
-if [[ -n "$K8S_COMPAT_VERSION" ]]; then
-  mkdir -p "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION"
-  for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_COMPAT_DIR/$b" "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION/$b"; done
-fi
-ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
-ln -sfn "$KWOK_DIR/kwok" "$BIN_DIR/kwok"
-ln -sfn "$ARGO_DIR/rollouts-controller" "$BIN_DIR/rollouts-controller"
-ln -sfn "$ARGO_DIR/crds" "$BIN_DIR/argo-rollouts-crds"
-
-# The operators are built under their own locks, after the shared one is released: a long operator build does not
-# hold up a checkout that needs only the clusters (older checkouts take only the shared lock).
-exec 9>&-
+# The operators (kwok, Argo Rollouts, External Secrets, VSO) build beside etcd and Kubernetes, each under its own
+# lock: the builds are CPU-bound on the whole, but one alone leaves a core idle through downloads, links and the narrow
+# parts of its package graph, and another build fills it. A failure in either stream fails the script.
 build_locked() { # name dir stamp build-function bins...
   local name="$1" dir="$2" stamp="$3" fn="$4"; shift 4
   is_complete "$dir" "$stamp" "$@" && { log "reusing $dir"; return 0; }
@@ -405,8 +367,54 @@ build_locked() { # name dir stamp build-function bins...
   if is_complete "$dir" "$stamp" "$@"; then log "reusing $dir"; else "$fn"; fi
   exec 8>&-
 }
-build_locked external-secrets "$ESO_DIR" "$ESO_STAMP" build_external_secrets external-secrets
-build_locked vault-secrets-operator "$VSO_DIR" "$VSO_STAMP" build_vault_secrets_operator vault-secrets-operator
+build_operators() {
+  build_locked kwok "$KWOK_DIR" "$KWOK_STAMP" build_kwok kwok
+  build_locked argo-rollouts "$ARGO_DIR" "$ARGO_STAMP" build_argo_rollouts rollouts-controller
+  build_locked external-secrets "$ESO_DIR" "$ESO_STAMP" build_external_secrets external-secrets
+  build_locked vault-secrets-operator "$VSO_DIR" "$VSO_STAMP" build_vault_secrets_operator vault-secrets-operator
+}
+# Not under the shared lock (fd 9 closed): a long operator build does not hold up a checkout that needs only the
+# clusters.
+build_operators 9>&- &
+OPERATORS_PID=$!
+# Stops the operator builds (the subshell and every go command under it) if this script ends first, failed or killed.
+kill_tree() { local child; for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done; kill "$1" 2>/dev/null || true; }
+trap '[[ -n "${OPERATORS_PID:-}" ]] && kill_tree "$OPERATORS_PID"; true' EXIT
+
+if is_complete "$ETCD_DIR" "$ETCD_STAMP" etcd; then
+  log "reusing $ETCD_DIR"
+else
+  build_etcd
+fi
+if is_complete "$K8S_DIR" "$K8S_STAMP" "${K8S_BINS[@]}"; then
+  log "reusing $K8S_DIR"
+else
+  build_kubernetes "$K8S_VERSION" "$K8S_DIR" "$K8S_STAMP" "${K8S_BINS[@]}"
+fi
+if [[ -n "$K8S_COMPAT_VERSION" ]]; then
+  if is_complete "$K8S_COMPAT_DIR" "$K8S_COMPAT_STAMP" "${K8S_COMPAT_BINS[@]}"; then
+    log "reusing $K8S_COMPAT_DIR"
+  else
+    build_kubernetes "$K8S_COMPAT_VERSION" "$K8S_COMPAT_DIR" "$K8S_COMPAT_STAMP" "${K8S_COMPAT_BINS[@]}"
+  fi
+fi
+
+for b in "${K8S_BINS[@]}"; do ln -sfn "$K8S_DIR/$b" "$BIN_DIR/$b"; done
+if [[ -n "$K8S_COMPAT_VERSION" ]]; then
+  mkdir -p "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION"
+  rm -f "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION/kubectl"
+  for b in "${K8S_COMPAT_BINS[@]}"; do ln -sfn "$K8S_COMPAT_DIR/$b" "$BIN_DIR/kubernetes-$K8S_COMPAT_VERSION/$b"; done
+fi
+ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
+exec 9>&-
+
+OPERATORS_STATUS=0
+wait "$OPERATORS_PID" || OPERATORS_STATUS=$?
+OPERATORS_PID=
+(( OPERATORS_STATUS == 0 )) || { log "building the operators failed (exit $OPERATORS_STATUS)"; exit 1; }
+ln -sfn "$KWOK_DIR/kwok" "$BIN_DIR/kwok"
+ln -sfn "$ARGO_DIR/rollouts-controller" "$BIN_DIR/rollouts-controller"
+ln -sfn "$ARGO_DIR/crds" "$BIN_DIR/argo-rollouts-crds"
 ln -sfn "$ESO_DIR/external-secrets" "$BIN_DIR/external-secrets"
 ln -sfn "$ESO_DIR/crds" "$BIN_DIR/external-secrets-crds"
 ln -sfn "$VSO_DIR/vault-secrets-operator" "$BIN_DIR/vault-secrets-operator"
