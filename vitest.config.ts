@@ -37,7 +37,7 @@ export default defineConfig({
     globalSetup: ['test/global-setup-hygiene.ts'],
     setupFiles: ['test/hygiene/capture.ts', 'test/state/isolate.ts'],
     coverage: {
-      provider: 'v8',
+      provider: 'v8', // @vitest/coverage-v8
       include: ['lib/**/*.ts'],
       reporter: ['text-summary', 'json-summary'],
       thresholds: { lines: 90 },
