@@ -10,6 +10,7 @@
 import { Agent, request, type RequestOptions } from 'node:https';
 import { ApiException } from '@kubernetes/client-node';
 import type { ClusterAccess } from './cluster-access.ts';
+import { LineSplitter } from '../kernel/line-splitter.ts';
 import { METRICS, observeMetric, requestOutcome } from '../kernel/telemetry.ts';
 import { FIELD_MANAGER, type ApiKind, type KubeApi, type KubeApiStats, type KubeObject, type WatchOptions } from '../workloads/kube-port.ts';
 
@@ -91,8 +92,6 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
           res.on('error', reject);
           return;
         }
-        let pending: Buffer[] = [];
-        let pendingBytes = 0;
         let failed = false;
         const fail = (e: unknown) => {
           if (failed) return;
@@ -113,24 +112,19 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
           stats.watchEvents++;
           options.onEvent({ type: event.type, object: event.object ?? {} });
         };
+        const lines = new LineSplitter({
+          maxLineBytes: MAX_WATCH_LINE_BYTES,
+          onLine: (text) => {
+            if (!failed) line(text);
+          },
+          onOverlong: () => fail(new Error(`a watch event is larger than ${MAX_WATCH_LINE_BYTES} bytes`)),
+        });
         res.on('data', (chunk: Buffer) => {
-          let start = 0;
-          for (let nl = chunk.indexOf(10, start); nl !== -1 && !failed; nl = chunk.indexOf(10, start)) {
-            pending.push(chunk.subarray(start, nl));
-            const text = Buffer.concat(pending).toString('utf8');
-            pending = [];
-            pendingBytes = 0;
-            start = nl + 1;
-            line(text);
-          }
-          if (failed || start >= chunk.length) return;
-          pending.push(chunk.subarray(start));
-          pendingBytes += chunk.length - start;
-          if (pendingBytes > MAX_WATCH_LINE_BYTES) fail(new Error(`a watch event is larger than ${MAX_WATCH_LINE_BYTES} bytes`));
+          if (!failed) lines.push(chunk);
         });
         res.on('error', fail);
         res.on('end', () => {
-          if (!failed && pending.length > 0) line(Buffer.concat(pending).toString('utf8'));
+          if (!failed) lines.end();
           if (!failed) resolve();
         });
         res.on('close', () => {

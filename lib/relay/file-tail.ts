@@ -19,7 +19,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { Ack } from './batcher.ts';
-import { LineSplitter } from './line-splitter.ts';
+import { LineSplitter } from '../kernel/line-splitter.ts';
 import type { OffsetStore, TailPosition } from './offset-store.ts';
 import type { RelayLog } from '../kernel/log.ts';
 import { errnoWords } from '../kernel/file-errors.ts';

@@ -8,7 +8,7 @@
  */
 import { chmod, lstat, unlink } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
-import { LineSplitter } from './line-splitter.ts';
+import { LineSplitter } from '../kernel/line-splitter.ts';
 import type { RelayLog } from '../kernel/log.ts';
 
 export type ListenAddress = { type: 'tcp'; host: string; port: number } | { type: 'unix'; path: string };

@@ -7,7 +7,7 @@ import { Batcher } from '../../../lib/relay/batcher.ts';
 import { RelayCounters } from '../../../lib/relay/counters.ts';
 import { Deliverer } from '../../../lib/relay/delivery.ts';
 import { HttpBatchSender, parseRetryAfter } from '../../../lib/relay/http-sender.ts';
-import { LineSplitter } from '../../../lib/relay/line-splitter.ts';
+import { LineSplitter } from '../../../lib/kernel/line-splitter.ts';
 import { OffsetStore } from '../../../lib/relay/offset-store.ts';
 import { jsonLinesLog, memoryLog } from '../../../lib/kernel/log.ts';
 import { Spool, spoolFileName } from '../../../lib/relay/spool.ts';
@@ -41,6 +41,16 @@ describe('LineSplitter', () => {
     s2.push(euro.subarray(0, 1));
     s2.push(euro.subarray(1));
     expect(out).toEqual(['€']);
+  });
+
+  it('gives the last line at the end of the stream even without its newline, unless it was too long', () => {
+    const out: Array<[string, number]> = [];
+    const splitter = new LineSplitter({ maxLineBytes: 5, onLine: (l, end) => out.push([l, end]), onOverlong: () => undefined });
+    splitter.push(Buffer.from('one\ntwo'));
+    splitter.end();
+    splitter.push(Buffer.from('toolong'));
+    splitter.end();
+    expect(out).toEqual([['one', 4], ['two', 7]]);
   });
 });
 

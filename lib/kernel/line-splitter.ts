@@ -1,7 +1,7 @@
 /**
- * Bytes in, complete lines out. Memory is bounded by the line limit: a line that grows past it is dropped as a
- * whole (reported once) and skipped up to its newline. Each line comes with the byte position just after its
- * newline, so a file tail can remember where it stands.
+ * Bytes in, complete lines out — for the relay's file tail and socket, and for Kubernetes watch streams. Memory is
+ * bounded by the line limit: a line that grows past it is dropped as a whole (reported once) and skipped up to its
+ * newline. Each line comes with the byte position just after its newline, so a file tail can remember where it stands.
  */
 export interface LineSplitterOptions {
   maxLineBytes: number;
@@ -60,5 +60,17 @@ export class LineSplitter {
       start = newline + 1;
     }
     this.#position += chunk.length;
+  }
+
+  /** The stream ended: a last line without its newline still counts (a watch's final event, a file's last line). */
+  end(): void {
+    if (!this.#skipping && this.#pendingBytes > 0) {
+      let line = Buffer.concat(this.#pending).toString('utf8');
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line.trim() !== '') this.#options.onLine(line, this.#position);
+    }
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.#skipping = false;
   }
 }
