@@ -3,28 +3,10 @@
  * pinned Node 24 runs without node_modules beside it. Deterministic: the same sources and lockfile give the same bytes
  * (paths in it are relative to the repository).
  */
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { build, type Plugin } from 'esbuild';
+import { build } from 'esbuild';
 
 export const REPO_ROOT = join(import.meta.dirname, '../..');
-
-/**
- * lib/relay/ws.ts loads the CommonJS `ws` through createRequire (ws ships no types), which esbuild cannot follow;
- * in the bundle that call becomes a plain require('ws'), which esbuild bundles. Fails when the call is gone, so that
- * a change there does not leave `ws` out of the bundle unnoticed.
- */
-const bundleWs: Plugin = {
-  name: 'vault-rollout-ws',
-  setup(b) {
-    b.onLoad({ filter: /[\\/]lib[\\/]relay[\\/]ws\.ts$/ }, async (args) => {
-      const source = await readFile(args.path, 'utf8');
-      const call = "loadCommonJs('ws')";
-      if (!source.includes(call)) throw new Error(`${args.path} no longer calls ${call}: update deploy/image/bundle.ts`);
-      return { contents: source.replace(call, "require('ws')"), loader: 'ts' };
-    });
-  },
-};
 
 /** The bundle and what went into it. */
 export interface CliBundle {
@@ -50,9 +32,8 @@ export async function buildCliBundle(): Promise<CliBundle> {
     // The bundle is only ever run as the program: main.ts's `if (import.meta.main)` holds on every Node 24 (the
     // property came in 24.2; before it was undefined and the CLI would exit 0 doing nothing).
     define: { 'import.meta.main': 'true' },
-    // Bundled CommonJS packages require() Node's builtins (and `ws` above): give the module a require.
+    // Bundled CommonJS packages require() Node's builtins: give the module a require.
     banner: { js: "import { createRequire as __vaultRolloutCreateRequire } from 'node:module';\nconst require = __vaultRolloutCreateRequire(import.meta.url);" },
-    plugins: [bundleWs],
   });
   if (result.errors.length > 0) throw new Error(`esbuild: ${result.errors.map((e) => e.text).join('; ')}`);
   const [file] = result.outputFiles;

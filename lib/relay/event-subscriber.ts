@@ -14,8 +14,10 @@ import { abortableSleep, backoffDelayMs, type Sleep } from '../kernel/backoff.ts
 import type { RelayLog } from '../kernel/log.ts';
 import type { VaultTokenSource } from '../vault/vault-auth.ts';
 import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } from '../vault/vault-redirect.ts';
-import { WebSocketClient } from './ws.ts';
 import { tlsRequestOptions, type VaultTls } from '../vault/vault-tls.ts';
+// `ws`, not Node's global WebSocket: the subscription needs ping/pong to notice a dead peer, a per-connection CA
+// (VAULT_CACERT) and a hook on each redirect, none of which the WHATWG WebSocket API offers.
+import WebSocket from 'ws';
 
 export interface EventSubscriberOptions {
   vaultAddr: string;
@@ -117,7 +119,7 @@ export class EventSubscriber {
     const headers: Record<string, string> = { 'X-Vault-Token': token };
     if (vaultNamespace) headers['X-Vault-Namespace'] = vaultNamespace;
     const url = subscribeUrl(vaultAddr, eventType, namespaces, filter);
-    const socket = new WebSocketClient(url, { headers, followRedirects: true, maxRedirects: MAX_VAULT_REDIRECTS, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000, ...tlsRequestOptions(this.#options.tls) });
+    const socket = new WebSocket(url, { headers, followRedirects: true, maxRedirects: MAX_VAULT_REDIRECTS, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000, ...tlsRequestOptions(this.#options.tls) });
     return new Promise((resolve) => {
       let openedAt: number | undefined;
       let status: number | undefined;

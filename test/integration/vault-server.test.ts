@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { WebSocketClient } from '../../lib/relay/ws.ts';
+import WebSocketClient from 'ws';
 import { startEventFront } from '../vault/event-front.ts';
 import { startHttpReceiver, type HttpReceiver } from '../vault/http-receiver.ts';
 import {

@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WsSocket } from '../../lib/relay/ws.ts';
+import { WebSocketServer, type WebSocket as WsSocket } from 'ws';
 
 export interface EventFront {
   /** `http://127.0.0.1:<port>`: give it to the relay as `--vault-addr`. */

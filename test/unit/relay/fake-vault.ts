@@ -1,7 +1,7 @@
 /** A small local Vault for the relay tests: the events WebSocket (built with `ws`), AppRole login and token renewal. */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { WebSocketServer, type WsSocket } from '../../../lib/relay/ws.ts';
+import { WebSocketServer, type WebSocket as WsSocket } from 'ws';
 
 export interface FakeVaultOptions {
   /** Tokens the events endpoint accepts. */
