@@ -11,7 +11,7 @@ import type { ClusterAccess } from '../lib/kube/cluster-access.ts';
 import type { KubeApi } from '../lib/kube/kube-api.ts';
 import type { KubeObject } from '../lib/workloads/workload-kinds.ts';
 import { reconcile } from '../lib/pipeline/reconcile.ts';
-import { MemoryRolloutQueue } from '../lib/queue/memory-queue.ts';
+import { memoryRolloutQueue } from '../lib/queue/sqlite-queue.ts';
 import { staticTokenSource } from '../lib/vault/vault-auth.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { VaultMetadataClient } from '../lib/vault/metadata-client.ts';
@@ -52,7 +52,7 @@ export async function reconcileBench(): Promise<Figure[]> {
       const vault = new VaultMetadataClient({ vaultAddr: server.addr, auth: staticTokenSource(server.token) });
       const api = fakeApi(() => objects, pods);
       const started = performance.now();
-      const report = await reconcile({ table, vault, access: () => Promise.resolve({} as ClusterAccess), apiFor: () => api, queue: new MemoryRolloutQueue(), now: Date.now });
+      const report = await reconcile({ table, vault, access: () => Promise.resolve({} as ClusterAccess), apiFor: () => api, queue: memoryRolloutQueue(), now: Date.now });
       return { ms: performance.now() - started, vaultRequests: vault.requests, kubeRequests: api.stats.requests, report };
     };
     const steady = [];

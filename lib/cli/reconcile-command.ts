@@ -11,7 +11,7 @@ import type { RolloutResult } from '../engine/types.ts';
 type WorkedResult = Pick<RolloutResult, 'cluster' | 'namespace' | 'kind' | 'name' | 'outcome' | 'reason'>;
 import { memoryTelemetry } from '../kernel/telemetry.ts';
 import { reconcile, type ReconcileReport } from '../pipeline/reconcile.ts';
-import { MemoryRolloutQueue } from '../queue/memory-queue.ts';
+import { memoryRolloutQueue } from '../queue/sqlite-queue.ts';
 import type { RolloutQueue } from '../queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../queue/sqs-queue.ts';
 import { jsonLinesLog } from '../kernel/log.ts';
@@ -56,7 +56,7 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const queueUrl = values['queue-url'];
   // Halts hold here too: a halted rotation's changes are not queued (VAULT_ROLLOUT_STATE_TABLE for a Lambda deployment).
   const rotations = await cliRotationStore(io);
-  const local = queueUrl === undefined ? new MemoryRolloutQueue() : undefined;
+  const local = queueUrl === undefined ? memoryRolloutQueue() : undefined;
   const region = io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION;
   const queue: RolloutQueue = local ?? new SqsRolloutQueue({ client: new SQSClient({ region: region ?? 'us-east-1' }), queueUrl: queueUrl as string });
   const started = performance.now();

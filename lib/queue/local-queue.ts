@@ -1,7 +1,7 @@
 /**
  * The queue of `vault-rollout serve`, as its worker loop (lib/runtime/local-worker.ts) uses it: the operations of
- * an SQS FIFO queue with a dead-letter queue. Two implementations with the same semantics, checked by one shared
- * test table: SqliteRolloutQueue (durable, the default of `serve`) and MemoryRolloutQueue (tests only).
+ * an SQS FIFO queue with a dead-letter queue. SqliteRolloutQueue implements it, on a file for `serve` and in memory
+ * for `reconcile` and the tests.
  */
 import { backoffDelayMs } from '../kernel/backoff.ts';
 import type { RolloutQueue } from './rollout-message.ts';

@@ -1,7 +1,7 @@
 /**
  * The durable queue of `vault-rollout serve`: an SQS FIFO queue and its dead-letter queue in one SQLite file, through
- * Node's built-in node:sqlite (no server, no npm dependency). Same semantics as MemoryRolloutQueue (one shared test
- * table holds both to them):
+ * Node's built-in node:sqlite (no server, no npm dependency). On ':memory:' (memoryRolloutQueue) it is the throwaway
+ * queue of `reconcile` and of tests: one implementation of these semantics, not two (test/unit/queue/local-queues.test.ts):
  *
  * - FIFO per message group (the cluster); groups are independent, oldest group first.
  * - A group is blocked while any of its messages is in flight (received, neither deleted nor visible again).
@@ -339,6 +339,11 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
  * Where `serve` keeps its queue unless told: $VAULT_ROLLOUT_QUEUE_FILE, else
  * $XDG_STATE_HOME/vault-rollout/serve-queue.sqlite, else ~/.local/state/vault-rollout/serve-queue.sqlite.
  */
+/** A queue that lives as long as the process: `reconcile`'s, and the tests'. */
+export function memoryRolloutQueue(options: LocalQueueOptions = {}): SqliteRolloutQueue {
+  return new SqliteRolloutQueue({ ...options, file: ':memory:' });
+}
+
 export function defaultQueueFile(env: Readonly<Record<string, string | undefined>>, home: string): string {
   if (env.VAULT_ROLLOUT_QUEUE_FILE) return env.VAULT_ROLLOUT_QUEUE_FILE;
   const state = env.XDG_STATE_HOME || `${home}/.local/state`;

@@ -22,7 +22,7 @@ import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { processBatch, type QueueRecord } from '../../lib/pipeline/worker.ts';
-import { MemoryRolloutQueue } from '../../lib/queue/memory-queue.ts';
+import { memoryRolloutQueue } from '../../lib/queue/sqlite-queue.ts';
 import { queuedChange, rolloutMessages, ROLLOUT_MESSAGE_VERSION, type GateMessage } from '../../lib/queue/rollout-message.ts';
 import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
@@ -146,7 +146,7 @@ describe('a halt holds on every path', () => {
     const change: SecretChange = { namespace: '', mount: 'secret', key: 'halts/held', path: 'secret/halts/held', operation: 'write', version: 2, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'forged', time: new Date().toISOString(), record: 'forged' };
     const [toBeta] = rolloutMessages('beta', [change], new Date().toISOString(), 2);
     const gate: GateMessage = { v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: [queuedChange(change)], wave: 1, since: new Date().toISOString(), acceptedAt: new Date().toISOString(), round: 0 };
-    const queue = new MemoryRolloutQueue();
+    const queue = memoryRolloutQueue();
     await queue.send([toBeta as NonNullable<typeof toBeta>, gate]);
     const received = await queue.receive({ max: 10 });
     const telemetry = memoryTelemetry();

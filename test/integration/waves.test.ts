@@ -15,7 +15,7 @@ import { haltEventName } from '../../lib/plan/restart-record.ts';
 import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { processBatch, type WorkerDeps } from '../../lib/pipeline/worker.ts';
-import { MemoryRolloutQueue } from '../../lib/queue/memory-queue.ts';
+import { memoryRolloutQueue, type SqliteRolloutQueue } from '../../lib/queue/sqlite-queue.ts';
 import { isGateMessage, parseRolloutMessage } from '../../lib/queue/rollout-message.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { startLocalWorker } from '../../lib/runtime/local-worker.ts';
@@ -82,14 +82,14 @@ afterAll(async () => {
   await Promise.all(CLUSTERS.map((c) => deleteNamespace(c, NS)));
 });
 
-function workerDeps(queue: MemoryRolloutQueue): WorkerDeps & { telemetry: ReturnType<typeof memoryTelemetry> } {
+function workerDeps(queue: SqliteRolloutQueue): WorkerDeps & { telemetry: ReturnType<typeof memoryTelemetry> } {
   const telemetry = memoryTelemetry();
   const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
   return { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, queue, follow: { requeue: (m) => queue.send([m]) }, gate: { recheckMs: 1000 } };
 }
 
 let request = 0;
-async function write(queue: MemoryRolloutQueue, path: string, version: number): Promise<void> {
+async function write(queue: SqliteRolloutQueue, path: string, version: number): Promise<void> {
   const app = buildApp({ table, queue, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
   const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `waves-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: path.replace(/^secret\//, 'secret/data/') }, response: { data: { version } } });
   const res = await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } });
@@ -116,7 +116,7 @@ const complete = async (c: string, app: string) => {
 
 describe('progressive rotation', () => {
   it('three waves: gamma, then alpha, then beta, each after the previous is complete plus the pause', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = memoryRolloutQueue();
     const deps = workerDeps(queue);
     const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
     try {
@@ -141,7 +141,7 @@ describe('progressive rotation', () => {
   }, 120_000);
 
   it('a bad version halts at wave 1 (alpha and beta untouched, the result and an Event say why); the fixed version goes through every wave', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = memoryRolloutQueue();
     const deps = workerDeps(queue);
     const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
     try {
@@ -178,7 +178,7 @@ describe('progressive rotation', () => {
 
   it('a worker abandoned while a gate waits: the rotation finishes, one new ReplicaSet per workload', async () => {
     // A short visibility timeout (longer than one batch's work: a 3 s follow): what an abandoned worker held comes back after 6 s.
-    const queue = new MemoryRolloutQueue({ visibilityTimeoutMs: 6000 });
+    const queue = memoryRolloutQueue({ visibilityTimeoutMs: 6000 });
     const deps = workerDeps(queue);
     await write(queue, 'secret/waves/kill', 2);
     let abandoned = 0;
@@ -212,7 +212,7 @@ describe('progressive rotation', () => {
   }, 120_000);
 
   it('settle: five changes to five paths in 2 s, five requests, one new ReplicaSet recording all five versions', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = memoryRolloutQueue();
     const deps = workerDeps(queue);
     const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
     try {
@@ -233,7 +233,7 @@ describe('progressive rotation', () => {
     expect(deps.telemetry.lines.some((l) => l.message === 'settled: one plan for the cluster\'s burst')).toBe(true);
   }, 90_000);
   it('a newer version while wave 1 still rolls: restarted at once with the newest value; the older rotation is superseded and its later waves never run', async () => {
-    const queue = new MemoryRolloutQueue();
+    const queue = memoryRolloutQueue();
     const deps = workerDeps(queue);
     const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
     const path = 'secret/newer/newer';

@@ -1,4 +1,7 @@
 /** Which rotation events the worker writes to the outbox: once per event, whatever is redelivered; never holding a rotation. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RolloutResult } from '../../../lib/engine/types.ts';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
@@ -7,9 +10,8 @@ import { noticeDeadLetters, noticeHalt, noticeLook, sinksFor } from '../../../li
 import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { changeSets } from '../../../lib/plan/cluster-changes.ts';
-import { MemoryRolloutQueue } from '../../../lib/queue/memory-queue.ts';
 import { rolloutMessages } from '../../../lib/queue/rollout-message.ts';
-import { SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
+import { memoryRolloutQueue, SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { MemoryNotificationOutbox, type NotificationOutbox } from '../../../lib/rotations/notification-outbox.ts';
 import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
@@ -130,8 +132,8 @@ describe('rotation notifications', () => {
   });
 
   it.each([
-    ['memory', () => new MemoryRolloutQueue({ maxReceiveCount: 2 })],
-    ['SQLite (serve)', () => new SqliteRolloutQueue({ file: ':memory:', maxReceiveCount: 2 })],
+    ['in-memory', () => memoryRolloutQueue({ maxReceiveCount: 2 })],
+    ['SQLite file (serve)', () => new SqliteRolloutQueue({ file: join(mkdtempSync(join(tmpdir(), 'vr-notices-')), 'queue.sqlite'), maxReceiveCount: 2 })],
   ])('dead letter: a message the %s queue dead-letters after its redrive limit, once per message id, however often it is read', async (_, makeQueue) => {
     const outbox = new MemoryNotificationOutbox();
     const w = worker(outbox);

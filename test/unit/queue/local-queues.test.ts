@@ -1,14 +1,13 @@
 /**
- * One table of queue semantics, run against both local queues: SqliteRolloutQueue (what `serve` uses) and
- * MemoryRolloutQueue (tests). Then what only the SQLite file can do: survive the process.
+ * One table of queue semantics, run against SqliteRolloutQueue on a file (what `serve` uses) and in memory (what
+ * `reconcile` and the tests use). Then what only the file can do: survive the process.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { LocalQueueOptions, LocalRolloutQueue, ReceivedRolloutMessage } from '../../../lib/queue/local-queue.ts';
-import { MemoryRolloutQueue } from '../../../lib/queue/memory-queue.ts';
-import { defaultQueueFile, SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
+import { defaultQueueFile, memoryRolloutQueue, SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { parseRolloutMessage, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
 import { messageName, rolloutMessage } from '../../sqs/fixtures.ts';
 
@@ -30,7 +29,7 @@ const sqliteFile = (): string => join(dir, `q${++files}`, 'queue.sqlite');
 
 const QUEUES: Array<[string, (options?: LocalQueueOptions) => LocalRolloutQueue]> = [
   ['SqliteRolloutQueue', (options = {}) => new SqliteRolloutQueue({ ...options, file: sqliteFile() })],
-  ['MemoryRolloutQueue', (options = {}) => new MemoryRolloutQueue(options)],
+  ['SqliteRolloutQueue in memory', (options = {}) => memoryRolloutQueue(options)],
 ];
 
 describe.each(QUEUES)('%s', (_name, makeQueue) => {

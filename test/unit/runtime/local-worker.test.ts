@@ -12,9 +12,8 @@ import { METRICS, memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { changesByCluster } from '../../../lib/pipeline/intake.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import type { LocalRolloutQueue } from '../../../lib/queue/local-queue.ts';
-import { MemoryRolloutQueue } from '../../../lib/queue/memory-queue.ts';
 import { rolloutMessages } from '../../../lib/queue/rollout-message.ts';
-import { SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
+import { memoryRolloutQueue, SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { startLocalWorker } from '../../../lib/runtime/local-worker.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
@@ -56,7 +55,7 @@ function slowCluster() {
 
 describe.each([
   ['SqliteRolloutQueue', () => new SqliteRolloutQueue({ file: join(dir, `q${++files}.sqlite`), visibilityTimeoutMs: VISIBILITY_MS, maxReceiveCount: 2 })],
-  ['MemoryRolloutQueue', () => new MemoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS, maxReceiveCount: 2 })],
+  ['SqliteRolloutQueue in memory', () => memoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS, maxReceiveCount: 2 })],
 ] as Array<[string, () => LocalRolloutQueue]>)('startLocalWorker on %s', (_name, makeQueue) => {
   it('works a message that outlasts the visibility timeout once: no re-run, no dead letter', async () => {
     const queue = makeQueue();
@@ -86,7 +85,7 @@ describe('startLocalWorker: the queue took a message back before the worker hand
     // The hand-back itself is refused.
     ['delete', false],
   ] as const)('%s answering false is an error with the message id and a VisibilityLost metric', async (operation, slow) => {
-    const queue = Object.assign(new MemoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS }), { [operation]: async () => false });
+    const queue = Object.assign(memoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS }), { [operation]: async () => false });
     const { fake, apiFor } = slowCluster();
     const telemetry = memoryTelemetry();
     const worker = startLocalWorker(queue, { table, rotations: new MemoryRotationStore(), telemetry, executor: options(slow ? apiFor : fake.apiFor) }, { pollMs: 20 });
