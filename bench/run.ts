@@ -11,6 +11,7 @@ import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
 import { esoBench } from './eso-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
+import { goRegexpBench } from './go-regexp-bench.ts';
 import { deviceBench, intakeBench } from './intake-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
 import { maxUnavailableBench } from './max-unavailable-bench.ts';
@@ -21,7 +22,7 @@ import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
 import { statusPageBench } from './status-page-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ follow: false }), behind: behindBench, wake: wakeBench, 'lambda-cost': lambdaCostBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, 'status-page': statusPageBench, reconcile: reconcileBench, eso: esoBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ follow: false }), behind: behindBench, wake: wakeBench, 'lambda-cost': lambdaCostBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, 'status-page': statusPageBench, reconcile: reconcileBench, eso: esoBench, 'go-regexp': goRegexpBench };
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 

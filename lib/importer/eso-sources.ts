@@ -85,7 +85,7 @@ function storeRefuses(inv: ClusterInventory, store: KubeObject, namespace: strin
     if (arr(condition.namespaces).includes(namespace)) return undefined;
     for (const [j, pattern] of arr(condition.namespaceRegexes).entries()) {
       const re = compileGoRegexp(typeof pattern === 'string' ? pattern : '');
-      if ('error' in re) undecided ??= `${what}: conditions[${i}].namespaceRegexes[${j}] ${JSON.stringify(String(pattern).slice(0, 80))} is not evaluated by import: ${re.error}`;
+      if ('error' in re) undecided ??= `${what}: conditions[${i}].namespaceRegexes[${j}] ${JSON.stringify(String(pattern).slice(0, 80))} is not a regexp Go compiles, so import cannot tell what ESO serves: ${re.error}`;
       else if (re.test(namespace)) return undefined;
     }
   }

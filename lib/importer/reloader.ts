@@ -2,7 +2,7 @@
 import { podSpecOf, referencesIn } from '../workloads/consumers.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
-import { compileGoRegexp, type StepMeter } from './go-regexp.ts';
+import { compileGoRegexp } from './go-regexp.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
 
@@ -29,10 +29,10 @@ const MAX_RELOAD_ENTRY_LENGTH = 253;
 /**
  * Reloader's named list: comma-separated names, each compiled by Reloader as the Go regexp `^name$` (string
  * concatenation, so `a|b` reads as `^a|b$`), and compared as text when it does not compile. Evaluated here by the
- * linear matcher of ./go-regexp.ts, never a backtracking RegExp: anyone who may edit a workload writes this
- * annotation. A pattern outside that matcher's subset is compared as text, like one that does not compile.
+ * linear-time matcher of ./go-regexp.ts, never a backtracking RegExp: anyone who may edit a workload writes this
+ * annotation.
  */
-function namedReloadMatches(value: string, secret: string, meter?: StepMeter): boolean {
+function namedReloadMatches(value: string, secret: string): boolean {
   return value
     .split(',')
     .slice(0, MAX_RELOAD_ENTRIES)
@@ -41,7 +41,7 @@ function namedReloadMatches(value: string, secret: string, meter?: StepMeter): b
     .some((v) => {
       if (v === secret) return true;
       const pattern = compileGoRegexp(`^${v}$`);
-      return !('error' in pattern) && pattern.test(secret, meter);
+      return !('error' in pattern) && pattern.test(secret);
     });
 }
 
@@ -50,13 +50,13 @@ function namedReloadMatches(value: string, secret: string, meter?: StepMeter): b
  * `secret.reloader.stakater.com/reload`; or `reloader.stakater.com/auto` / `secret.reloader.stakater.com/auto` "true"
  * and the pod template references the Secret; or `reloader.stakater.com/search` "true", the Secret annotated
  * `reloader.stakater.com/match` "true", and referenced. A Secret annotated `reloader.stakater.com/ignore` "true"
- * restarts nothing. `meter` counts the regexp work of the named list (tests bound it without a clock).
+ * restarts nothing.
  */
-export function reloaderRestarts(workload: KubeObject, secret: string, secretAnnotations: Record<string, string>, meter?: StepMeter): boolean {
+export function reloaderRestarts(workload: KubeObject, secret: string, secretAnnotations: Record<string, string>): boolean {
   if (secretAnnotations[RELOADER.ignore] === 'true') return false;
   const a = workload.metadata?.annotations ?? {};
   const named = a[RELOADER.secretReload];
-  if (named !== undefined && namedReloadMatches(named, secret, meter)) return true;
+  if (named !== undefined && namedReloadMatches(named, secret)) return true;
   if (!referencesSecret(workload, secret)) return false;
   if (a[RELOADER.auto] === 'true' || a[RELOADER.secretAuto] === 'true') return true;
   return a[RELOADER.search] === 'true' && secretAnnotations[RELOADER.match] === 'true';

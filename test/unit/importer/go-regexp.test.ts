@@ -1,6 +1,7 @@
 /**
- * The linear matcher behind import's Reloader names and ClusterSecretStore namespaceRegexes: Go's answers (RE2
- * syntax, MatchString = unanchored search), and work bounded by (text + 1) × program, counted, never timed.
+ * The matcher behind import's Reloader names and ClusterSecretStore namespaceRegexes: Go's answers (RE2 syntax,
+ * MatchString = unanchored search) and Go's refusals. Its linear time on crafted patterns is a figure of
+ * `npm run bench -- go-regexp` (go_regexp_crafted_doubling_ratio), not a timed test.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -35,6 +36,13 @@ describe('compileGoRegexp: Go semantics', () => {
     ['^a|b$', 'ax', true],
     ['^a|b$', 'xa', false],
     ['.', '\n', false],
+    ['(?i)^ABC$', 'abc', true],
+    ['\\bword\\b', 'a word here', true],
+    ['\\bword\\b', 'swordfish', false],
+    ['^[[:alpha:]]+$', 'abc', true],
+    ['^\\pL+$', 'émile', true],
+    ['^\\Qa.b\\E$', 'a.b', true],
+    ['^\\Qa.b\\E$', 'axb', false],
   ])('%j on %j → %s', (pattern, text, expected) => {
     expect(compiled(pattern).test(text)).toBe(expected);
   });
@@ -48,12 +56,9 @@ describe('compileGoRegexp: Go semantics', () => {
     ['a)', 'unexpected )'],
     ['[z-a]', 'invalid character class range'],
     ['a{1001}', 'invalid repeat count'],
-    ['(?i)a', 'not evaluated'],
-    ['\\bword', 'not evaluated'],
-    ['[[:alpha:]]', 'not evaluated'],
-    ['\\pL', 'not evaluated'],
+    ['(?z)a', 'invalid or unsupported Perl syntax'],
     ['a'.repeat(GO_REGEXP_LIMITS.length + 1), 'longer than'],
-    ['(a{1000}){1000}', `more than ${GO_REGEXP_LIMITS.instructions} instructions`],
+    ['(a{1000}){1000}', 'invalid repeat count'],
   ])('%j is refused: %s', (pattern, reason) => {
     const re = compileGoRegexp(pattern);
     expect('error' in re && re.error).toContain(reason);
@@ -77,18 +82,5 @@ describe('compileGoRegexp agrees with a backtracking matcher where that one is s
       }),
       { numRuns: 3000 },
     );
-  });
-});
-
-describe('compileGoRegexp: the work is linear in the text', () => {
-  it.each(['^(a|a)*b$', '^(a*)*b$', '(.*){10}x', `${'.*'.repeat(100)}x`, '^(a?){30}a{30}$'])('%j: within 2 × (n + 1) × size steps, twice the text about twice the work', (pattern) => {
-    const re = compiled(pattern);
-    const steps = (n: number) => {
-      const meter = { steps: 0 };
-      re.test('a'.repeat(n), meter);
-      return meter.steps;
-    };
-    for (const n of [63, 253, 1000]) expect(steps(n)).toBeLessThanOrEqual(2 * (n + 1) * re.size);
-    expect(steps(2000) / steps(1000)).toBeLessThan(2.1);
   });
 });

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { importRoutes, renderImport, type ImportCluster, type ImportSource } from '../../../lib/importer/import-routes.ts';
-import { compileGoRegexp } from '../../../lib/importer/go-regexp.ts';
 import { emptyInventory, reloaderRestarts, referencesSecret, type ClusterInventory } from '../../../lib/importer/import-sources.ts';
 import type { KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 
@@ -79,35 +78,18 @@ describe('reloaderRestarts', () => {
   });
 });
 
-describe('reloaderRestarts: the named list costs linear work', () => {
-  // The issue's case: one 253-character entry of wildcards against a 253-character name took 255 ms by backtracking.
+describe('reloaderRestarts: crafted entries of the named list', () => {
+  // One 253-character entry of wildcards against a 253-character name took 255 ms by backtracking; the matcher is
+  // linear (its time is a figure of `npm run bench -- go-regexp`), and the answer is Go's.
   const reload = 'secret.reloader.stakater.com/reload';
-  const work = (entry: string, name: string) => {
-    const meter = { steps: 0 };
-    expect(reloaderRestarts(deployment('ns', 'w', { [reload]: entry }, envFrom('other')), name, {}, meter)).toBe(false);
-    return meter.steps;
-  };
-  const size = (entry: string) => {
-    const compiled = compileGoRegexp(`^${entry}$`);
-    if ('error' in compiled) throw new Error(compiled.error);
-    return compiled.size;
-  };
-
   it.each([
-    ['stars', (k: number) => `${'.*'.repeat(k)}x`, 126],
-    ['nested groups', (k: number) => `${'(a*)*'.repeat(k)}x`, 50],
-    ['alternations', (k: number) => `${'(a|a)*'.repeat(k)}x`, 42],
-  ])('%s: at most 2 × (name + 1) × program steps; twice the name, or twice the pattern, about twice the work', (_what, crafted, k) => {
-    const entry = crafted(k);
+    ['stars', `${'.*'.repeat(126)}x`],
+    ['nested groups', `${'(a*)*'.repeat(50)}x`],
+    ['alternations', `${'(a|a)*'.repeat(42)}x`],
+  ])('%s: a 253-character name that does not match is not restarted', (_what, entry) => {
     expect(entry.length).toBeLessThanOrEqual(253);
-    const n = 126;
-    const once = work(entry, 'a'.repeat(n));
-    const twice = work(entry, 'a'.repeat(2 * n));
-    expect(once).toBeGreaterThan(0);
-    expect(once).toBeLessThanOrEqual(2 * (n + 1) * size(entry));
-    expect(twice).toBeLessThanOrEqual(2 * (2 * n + 1) * size(entry));
-    expect(twice / once).toBeLessThan(2.1);
-    expect(work(entry, 'a'.repeat(2 * n)) / work(crafted(k / 2), 'a'.repeat(2 * n))).toBeLessThan(2.2);
+    expect(reloaderRestarts(deployment('ns', 'w', { [reload]: entry }, envFrom('other')), 'a'.repeat(252), {})).toBe(false);
+    expect(reloaderRestarts(deployment('ns', 'w', { [reload]: entry }, envFrom('other')), `${'a'.repeat(251)}x`, {})).toBe(true);
   });
 });
 
@@ -234,7 +216,8 @@ describe('importRoutes: ClusterSecretStore conditions', () => {
     ['an empty namespaceSelector selects all', [{ namespaceSelector: {} }], [], undefined],
     ['labels not read', [{ namespaceSelector: { matchLabels: { team: 'pay' } } }], [], 'data[0]: ClusterSecretStore shared admits namespaces by label (conditions[0].namespaceSelector) and the labels of namespace payments could not be read (list Namespaces)'],
     ['labels not read, but a later condition names it', [{ namespaceSelector: { matchLabels: { team: 'pay' } } }, { namespaces: ['payments'] }], [], undefined],
-    ['a regex outside the evaluated subset', [{ namespaceRegexes: ['(?i)PAY'] }], [], 'data[0]: ClusterSecretStore shared: conditions[0].namespaceRegexes[0] "(?i)PAY" is not evaluated by import: flags and other (? groups are not evaluated (at 1)'],
+    ['a case-insensitive regex, as Go reads it', [{ namespaceRegexes: ['(?i)^PAY'] }], [], undefined],
+    ['a regex Go refuses', [{ namespaceRegexes: ['pay**'] }], [], 'data[0]: ClusterSecretStore shared: conditions[0].namespaceRegexes[0] "pay**" is not a regexp Go compiles, so import cannot tell what ESO serves: error parsing regexp: invalid nested repetition operator: `**`'],
     ['a crafted regex runs in linear time and does not match', [{ namespaceRegexes: [`^(a|a)*(a*)*b$`] }], [], refused],
   ])('%s', (_what, conditions, namespaces, reason) => {
     const crafted = reason === refused && JSON.stringify(conditions).includes('(a|a)');
