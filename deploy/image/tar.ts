@@ -1,4 +1,8 @@
 /**
+ * Kept by hand rather than tar-stream: every caller builds a whole layer in memory to hash it, so a synchronous
+ * writer and reader of 140 lines (checked against GNU tar in the tests) beat an asynchronous stream API and a new
+ * direct dependency.
+ *
  * The tar archives of the image: written byte for byte the same from the same entries (ustar headers, numeric owners
  * with empty user and group names, the order given), and read back from Debian packages (ustar, GNU long names, pax
  * paths). Only what the image needs: regular files, directories, symbolic and hard links.

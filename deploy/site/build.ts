@@ -13,6 +13,13 @@
  *   node deploy/site/build.ts [--site-dir DIR]   build (default .local/site); exit 1 with mkdocs's output on failure
  *
  * test/components.ts makes the venv before the integration lanes start; test/integration/docs-site.test.ts builds.
+ *
+ * The builder for the next years: MkDocs 1.6 is unmaintained (its last release was 2024-08) and mkdocs-material is in
+ * maintenance, so the way forward is Zensical, their successor, which reads mkdocs.yml as it is. Tried on 2026-11-28
+ * on the CI machine's Python (Debian 12, 3.11.2): `pip install zensical==0.1.3` fails, its pinned zensical-ui is not on
+ * PyPI. So the site stays on the pinned MkDocs + Material, which build strict and offline, with MkDocs 2's notice
+ * silenced (NO_MKDOCS_2_WARNING: MkDocs 2 is not the way we are going); the move is a change of this file's command
+ * and requirements.txt once Zensical installs from PyPI alone, since the pages and mkdocs.yml need no change.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
