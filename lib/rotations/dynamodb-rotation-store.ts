@@ -84,7 +84,7 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   async forgetWave(rotation: string, wave: number): Promise<void> {
     // An update, not a delete: the worker's role updates the rotation items and deletes none (serverless.yml); the
     // emptied item goes with its ttl.
-    await this.client.send(new UpdateItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, wavesTimesKey(wave)), UpdateExpression: 'REMOVE startedAt, completeAt' }));
+    await this.client.send(new UpdateItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, wavesTimesKey(wave)), UpdateExpression: 'REMOVE startedAt, completeAt', ConditionExpression: 'attribute_exists(pk)' })).catch(ignoreConditionFailed);
   }
 
   async halt(halt: RotationHalt): Promise<void> {
