@@ -4,8 +4,8 @@
  */
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { RolloutTarget } from '../plan/planner.ts';
-import { keyLevelSkip, withAgentKeys } from '../plan/changed-keys.ts';
-import { decideRestart, readRecord, recordOnlyPatch, restartAnnotations } from '../plan/restart-record.ts';
+import { keyLevelSkip, keySkipsOf, skippedByKeysAt, withAgentKeys } from '../plan/changed-keys.ts';
+import { decideRestart, metadataRecord, readRecord, recordedSkips, recordOnlyPatch, restartAnnotations } from '../plan/restart-record.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { maxUnavailableFor, rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { SlotClaim } from '../slots/admission.ts';
@@ -44,6 +44,7 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
     if (refusal) return giveBack(done('skipped', descriptor.refusalReason ?? 'paused', attempts, refusal));
     // What reconcile recorded on the metadata (pods already on that version) counts too, unless the record is reset.
     const recorded = readRecord(descriptor, object, { restartsOnly: run.options.overrideRecorded === true });
+    const skips = run.options.overrideRecorded === true ? {} : recordedSkips(object);
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') {
       // A newer version restarted it since (issue #23: the newest value wins): a slot this older restart held
@@ -52,14 +53,20 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
       return done('skipped', SUPERSEDED_REASON, attempts, decision.reason);
     }
     if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) } });
-    if (run.options.observeOnly) return done('skipped', NOT_RESTARTED_YET, attempts);
-    // Key-level restarts (issue #24): none of the keys it uses changed and its record is at the version before. Its
-    // record moves to the new version without a restart (on the metadata, as reconcile records versions pods already
-    // run), so reconcile and status see it current; no slot is taken, nothing is followed.
-    const keysUnchanged = keyLevelSkip(isWorkloadKind(descriptor.kind) ? withAgentKeys(target, descriptor.kind, object) : target, recorded);
+    // A gate's look: a target skipped by keys at this version has nothing to roll out.
+    if (run.options.observeOnly) return skippedByKeysAt(target, skips) ? done('skipped', KEYS_UNCHANGED_REASON, attempts) : done('skipped', NOT_RESTARTED_YET, attempts);
+    // Key-level restarts (issue #24): none of the keys it uses changed and it stands at the version before. The skip
+    // is recorded AS a skip (KeySkip, on the metadata beside reconcile's versions), never as a version: a later change
+    // of this version that names a used key still restarts it, and status shows it unverified until reconcile
+    // confirmed the version with Vault. No slot is taken, nothing is followed.
+    const keyed = isWorkloadKind(descriptor.kind) ? withAgentKeys(target, descriptor.kind, object) : target;
+    const keysUnchanged = keyLevelSkip(keyed, recorded, skips);
     if (keysUnchanged !== undefined) {
-      if (run.options.dryRun) return giveBack(done('skipped', KEYS_UNCHANGED_REASON, attempts, keysUnchanged));
-      const recordBody = withResourceVersion(recordOnlyPatch(decision.versions), object.metadata?.resourceVersion);
+      const newSkips = keySkipsOf(keyed);
+      // The same claim again (a redelivery): the skip is recorded already.
+      const known = Object.entries(newSkips).every(([path, skip]) => JSON.stringify(skips[path]) === JSON.stringify(skip));
+      if (run.options.dryRun || known) return giveBack(done('skipped', KEYS_UNCHANGED_REASON, attempts, keysUnchanged));
+      const recordBody = withResourceVersion(recordOnlyPatch({ ...metadataRecord(object), ...newSkips }), object.metadata?.resourceVersion);
       const recordedNow = await withRetries(() => run.limiter.run(() => run.api.patch(descriptor, target.namespace, name, recordBody, PatchStrategy.MergePatch, false)), run.retry, run.env, attempts);
       attempts = recordedNow.attempts;
       if (recordedNow.ok) return giveBack(done('skipped', KEYS_UNCHANGED_REASON, attempts, keysUnchanged));

@@ -26,6 +26,7 @@ import { SUPERSEDED_REASON } from '../engine/types.ts';
 import { lookAgainAfter } from './look-again.ts';
 import { noticeHalt } from './rotation-notices.ts';
 import { refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
+import type { WaveTimes } from '../rotations/rotation-store.ts';
 
 /** Where a gate message stands under this worker's table: its change set, its waves, the plan's targets. */
 export type GatePlan = { set: ChangeSet; targets: RolloutTarget[] } | { refused: string };
@@ -80,9 +81,18 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
   const next = set.waves[message.wave + 1];
   if (!wave || !next) return true;
   const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
-  const since = Date.parse(message.since);
+  // The wave's clock is the rotation store's, written by the workers that saw the wave start and complete; a
+  // gate message's own times (a forger's `since: 1970`) are never read.
+  let times: WaveTimes;
+  try {
+    times = await deps.rotations.waveTimes(set.key, message.wave);
+  } catch (e) {
+    deps.telemetry.warn('could not read the wave\'s times; the gate will be redelivered', { messageId: record.messageId, error: e instanceof Error ? e.name : String(e) });
+    return false;
+  }
+  const since = times.startedAt === undefined ? undefined : Date.parse(times.startedAt);
   // One look at the wave (issue #23): where each rollout stands now, never a wait in line.
-  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: 0, once: true, since } });
+  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: 0, once: true, since: since ?? now() } });
   const secrets = [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
   const fields = { messageId: record.messageId, route: set.route, secrets, wave: message.wave + 1, waves: set.waves.length, clusters: wave.clusters };
   // A newer version of the secret already restarted this wave's workloads: this rotation is superseded. The newest
@@ -93,26 +103,29 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     return true;
   }
   const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
-  const decision = decideGate({ states, now: now(), since, ...(message.completeAt ? { completeAt: Date.parse(message.completeAt) } : {}), policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 });
+  const decision = await gateDecision(deps, set, message.wave, { states, since, completeAt: times.completeAt });
+  if (decision === undefined) {
+    deps.telemetry.warn('could not record the wave\'s completion; the gate will be redelivered', { messageId: record.messageId });
+    return false;
+  }
 
   if (decision.action === 'wait') {
     // The one waiting decision: the gate's own delay is its hint (a pause ends exactly; a rolling wave is woken
     // earlier by a watch where one runs).
-    const wait = decideWait({ pending: true, now: now(), since, hintMs: decision.delayMs });
+    const wait = decideWait({ pending: true, now: now(), since: since ?? now(), hintMs: decision.delayMs });
     const ms = wait.action === 'lookAgainAfter' ? wait.ms : decision.delayMs;
     const rolling = results.filter((r) => r.rollout === 'progressing');
     return lookAgainAfter(deps, outcome, {
       records: [record],
       ms,
-      // The pause's start must be remembered: only a fresh copy can carry it.
-      resend: decision.completeAt !== undefined && message.completeAt === undefined,
       watch: rolling.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, restartToken: r.restartToken })),
       fields: { ...fields, why: decision.why, round: message.round },
-      fresh: (lookAt) => (message.round + 1 > MAX_GATE_ROUNDS ? undefined : { ...message, round: message.round + 1, lookAt, ...(decision.completeAt !== undefined ? { completeAt: new Date(decision.completeAt).toISOString() } : {}) }),
+      fresh: (lookAt) => (message.round + 1 > MAX_GATE_ROUNDS ? undefined : freshGate(message, lookAt)),
     });
   }
 
   if (decision.action === 'fail' && decision.onFailure === 'halt') {
+    // decideGate fails only a wave with a recorded start, so only a rotation the store shows started halts.
     const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
     const halt: HaltRecord = { secrets, wave: message.wave + 1, waves: set.waves.length, failing: { cluster: decision.failing.cluster, namespace: decision.failing.namespace, kind: decision.failing.kind, name: decision.failing.name, state: decision.failing.state }, why: decision.why, notRestarted };
     // Durable before anything else: from here every path that restarts refuses these changes (wave-guard.ts).
@@ -143,17 +156,47 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
   const byCluster = changesByCluster(set.changes, { targets });
   // Each message carries the whole set, so the worker that receives it finds this rotation (wave-guard.ts).
   const messages: QueueMessage[] = next.clusters.filter((cluster) => (byCluster.get(cluster) ?? []).some((c) => inSet.has(c))).flatMap((cluster) => rolloutMessages(cluster, set.changes, message.acceptedAt, message.wave + 1, deps.table.hash));
-  if (set.waves[message.wave + 2]) messages.push({ v: message.v, kind: 'gate', changes: set.changes.map(queuedChange), wave: message.wave + 1, since: startedAt, acceptedAt: message.acceptedAt, round: 0, table: deps.table.hash });
+  if (set.waves[message.wave + 2]) messages.push({ v: message.v, kind: 'gate', changes: set.changes.map(queuedChange), wave: message.wave + 1, acceptedAt: message.acceptedAt, round: 0, table: deps.table.hash });
   try {
-    // Released before the messages go out: a worker killed in between leaves a release with nothing queued, which the
-    // gate, redelivered, queues again; the reverse order would leave queued messages the guard refuses.
+    // The next wave's start, then its release, before the messages go out: a worker killed in between leaves a
+    // release with nothing queued, which the gate, redelivered, queues again; the reverse order would leave queued
+    // messages the guard refuses. Its gate times it from this start (the first one written stays).
+    await deps.rotations.markWave(set.key, message.wave + 1, 'startedAt', startedAt);
     await deps.rotations.releaseWave(set.key, message.wave + 1);
     await deps.queue.send(messages);
   } catch (e) {
     deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
     return false;
   }
+  // This wave passed: a later run of the same rotation (reconcile queues a wave's stragglers again) times it afresh.
+  await deps.rotations.forgetWave(set.key, message.wave).catch((e: unknown) => deps.telemetry.warn('could not forget a passed wave\'s times', { ...fields, error: e instanceof Error ? e.name : String(e) }));
   deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'released' });
   deps.telemetry.info('wave gate passed; next wave queued', { ...fields, next: next.clusters, messages: messages.length });
   return true;
+}
+
+/**
+ * The gate's decision from the store's times. A wave seen complete for the first time has its completion recorded
+ * (the first worker's time stays), and the pause counts from what the store holds. Undefined: the store failed.
+ */
+async function gateDecision(deps: WorkerDeps, set: ChangeSet, wave: number, seen: { states: WaveTargetState[]; since: number | undefined; completeAt: string | undefined }): Promise<ReturnType<typeof decideGate> | undefined> {
+  const now = (deps.now ?? Date.now)();
+  const input = { states: seen.states, now, since: seen.since, policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 };
+  const stored = seen.completeAt === undefined ? undefined : Date.parse(seen.completeAt);
+  const decision = decideGate({ ...input, ...(stored === undefined ? {} : { completeAt: stored }) });
+  if (decision.action !== 'wait' || decision.completeAt === undefined || stored !== undefined) return decision;
+  try {
+    const times = await deps.rotations.markWave(set.key, wave, 'completeAt', new Date(decision.completeAt).toISOString());
+    return times.completeAt === undefined ? decision : decideGate({ ...input, completeAt: Date.parse(times.completeAt) });
+  } catch {
+    return undefined;
+  }
+}
+
+/** A gate's fresh copy one round later: the changes, the wave and when to look; no time the worker would read. */
+function freshGate(message: GateMessage, lookAt: string): GateMessage {
+  const copy: GateMessage = { ...message, round: message.round + 1, lookAt };
+  delete copy.since;
+  delete copy.completeAt;
+  return copy;
 }

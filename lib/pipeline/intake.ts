@@ -71,7 +71,7 @@ export function firstWaveMessages(table: RoutingTable, changes: readonly SecretC
       const here = (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c));
       if (here.length > 0 && needs(cluster, here)) messages.push(...rolloutMessages(cluster, set.changes, acceptedAt, second ? 0 : undefined, table.hash));
     }
-    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, since: acceptedAt, acceptedAt, round: 0, table: table.hash });
+    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, acceptedAt, round: 0, table: table.hash });
   }
   return messages;
 }

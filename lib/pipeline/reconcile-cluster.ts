@@ -7,7 +7,7 @@ import { kubeApiFor } from '../kube/kube-api.ts';
 import type { KubeApi } from '../workloads/kube-port.ts';
 import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
 import { ConcurrencyLimiter } from '../kernel/limiter.ts';
-import { ANNOTATIONS, decideRestart, parseWatchAnnotation, readRecord, recordedWithoutRestart, recordKey, recordOnlyPatch, recordValue, type RecordedVersions } from '../plan/restart-record.ts';
+import { ANNOTATIONS, decideRestart, metadataRecord, parseWatchAnnotation, readRecord, recordedSkips, recordKey, recordOnlyPatch, recordValue, type MetadataRecord } from '../plan/restart-record.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries } from '../engine/retry.ts';
 import { isSyncKind } from '../workloads/sync-kinds.ts';
 import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
@@ -170,10 +170,15 @@ function watchesAny(object: KubeObject, paths: readonly string[]): boolean {
 async function decideWorkload(deps: ReconcileDeps, api: KubeApi, cluster: string, t: DecidedTarget, descriptor: WorkloadDescriptor, object: KubeObject, podsOf: (ns: string) => Promise<PodView[]>, call: <T>(fn: () => Promise<T>) => Promise<T>): Promise<Verdict> {
   const name = object.metadata?.name ?? '';
   const report = (state: WorkloadState, paths: string[], detail?: string): WorkloadReport => ({ cluster, namespace: t.namespace, kind: t.kind, name, state, paths, ...(detail ? { detail } : {}) });
-  const metadataRecord = recordedWithoutRestart(object);
   const recorded = readRecord(descriptor, object);
-  const behind: SecretRef[] = t.secrets.filter((s) => decideRestart(recorded, { secrets: [s] }).action === 'restart');
-  if (behind.length === 0) return { report: report('current', []), behind: [] };
+  const skips = recordedSkips(object);
+  const stale: SecretRef[] = t.secrets.filter((s) => decideRestart(recorded, { secrets: [s] }).action === 'restart');
+  // A key-level skip of exactly the version Vault says is current: reconcile confirms it with Vault and records the
+  // version (status then counts it safe). A skip of any other version proves nothing and stays unverified.
+  const confirmed = stale.filter((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);
+  const behind = stale.filter((s) => !confirmed.includes(s));
+  if (stale.length === 0) return { report: report('current', []), behind: [] };
+  if (behind.length === 0) return recordWithoutRestart(deps, api, t, descriptor, object, confirmed, call, report, 'a key-level skip confirmed with Vault');
 
   const since = Math.max(...behind.map((s) => parseTime(s.time)).filter((n) => !Number.isNaN(n)));
   const neverRecorded = behind.every((s) => recorded[recordKey(s)] === undefined);
@@ -189,18 +194,27 @@ async function decideWorkload(deps: ReconcileDeps, api: KubeApi, cluster: string
   if (!Number.isFinite(since) || !podsRunVersion(t, object, pods, since, neverRecorded)) return { report: report('behind', paths), behind: paths };
 
   // Its pods already run these versions: record them where the worker will see them, and restart nothing.
-  if (deps.dryRun) return { report: report('recorded', paths, 'dry run: would record without a restart'), behind: [] };
-  const versions: RecordedVersions = { ...metadataRecord };
-  for (const s of behind) versions[recordKey(s)] = recordValue(s);
+  return recordWithoutRestart(deps, api, t, descriptor, object, [...behind, ...confirmed], call, report);
+}
+
+/**
+ * Records versions on the object's metadata without a restart (recordOnlyPatch), keeping what else is recorded
+ * there (other versions, key-level skips of other paths).
+ */
+async function recordWithoutRestart(deps: ReconcileDeps, api: KubeApi, t: DecidedTarget, descriptor: WorkloadDescriptor, object: KubeObject, secrets: readonly SecretRef[], call: <T>(fn: () => Promise<T>) => Promise<T>, report: (state: WorkloadState, paths: string[], detail?: string) => WorkloadReport, why?: string): Promise<Verdict> {
+  const paths = secrets.map((s) => s.path);
+  if (deps.dryRun) return { report: report('recorded', paths, `dry run: would record without a restart${why ? ` (${why})` : ''}`), behind: [] };
+  const versions: MetadataRecord = { ...metadataRecord(object) };
+  for (const s of secrets) versions[recordKey(s)] = recordValue(s);
   const body = { ...recordOnlyPatch(versions) } as { metadata: Record<string, unknown> };
   body.metadata.resourceVersion = object.metadata?.resourceVersion;
   try {
     // A merge patch on the metadata alone, conditional on the version read: a concurrent restart is not overwritten.
-    await call(() => api.patch(descriptor, t.namespace, name, body, PatchStrategy.MergePatch, false));
+    await call(() => api.patch(descriptor, t.namespace, object.metadata?.name ?? '', body, PatchStrategy.MergePatch, false));
   } catch (e) {
     // Not recorded: queueing its change would restart a workload that runs the version already, so nothing is queued.
     return { report: report('failed', paths, `cannot record without a restart: ${e instanceof Error ? e.message : String(e)} (the next reconcile tries again)`), behind: [] };
   }
-  return { report: report('recorded', paths), behind: [] };
+  return { report: report('recorded', paths, why), behind: [] };
 }
 

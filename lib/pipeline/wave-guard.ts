@@ -49,3 +49,17 @@ export async function clusterMessageRefusal(table: RoutingTable, store: Rotation
   }
   return undefined;
 }
+
+/**
+ * Records, for each rotation of a cluster message the guard let through, that the cluster's wave started now (the
+ * first start written stays): the store's clock of that wave's gate. Only a wave that restarts starts it, so a gate
+ * for a rotation nothing restarted (a forged one, for a version not written yet) finds no start and cannot halt it.
+ */
+export async function markWavesStarted(table: RoutingTable, store: RotationStore, cluster: string, planned: { changes: readonly SecretChange[]; plan: Plan }, at: string): Promise<void> {
+  if (!table.routes.some((r) => r.policy.waves !== undefined)) return;
+  for (const set of changeSets(table, planned.changes, planned.plan)) {
+    const wave = set.waves.findIndex((w) => w.clusters.includes(cluster));
+    // A single wave has no gate to time it.
+    if (wave >= 0 && set.waves.length > 1) await store.markWave(set.key, wave, 'startedAt', at);
+  }
+}

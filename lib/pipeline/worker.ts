@@ -36,7 +36,7 @@ import type { SecretChange } from '../sources/secret-change.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { workGate } from './gate-worker.ts';
 import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type QueueRecord, type WatchedWorkload, type WorkerDeps } from './worker-deps.ts';
-import { clusterMessageRefusal } from './wave-guard.ts';
+import { clusterMessageRefusal, markWavesStarted } from './wave-guard.ts';
 import { noticeDeadLetter, noticeLook } from './rotation-notices.ts';
 
 export * from './worker-deps.ts';
@@ -241,6 +241,14 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
   const { targets, message } = planned;
   const startedAt = now();
   const since = message.follow ? Date.parse(message.follow.since) : undefined;
+  if (!message.follow) {
+    try {
+      await markWavesStarted(deps.table, deps.rotations, message.cluster, planned, new Date(startedAt).toISOString());
+    } catch (e) {
+      deps.telemetry.warn('could not record the wave\'s start; the message will be redelivered', { messageId, cluster: message.cluster, error: e instanceof Error ? e.name : String(e) });
+      return false;
+    }
+  }
   // A continuation reports what it still waits on, and anything it restarts or fails on now; the rest was answered.
   const pending = message.follow?.pending ? new Set(message.follow.pending) : undefined;
   const reported = (r: RolloutResult) => pending === undefined || r.outcome !== 'unchanged' || pending.has(pendingName(r));

@@ -4,7 +4,8 @@
  *
  * The comparison is always with the version just before: a create/update of version v is compared with the baseline
  * of version v-1 written by the same audit device (HMACs of two devices never compare; a baseline of v-2 would miss a
- * key changed in v-1 and changed back in v); a patch of v carries exactly the keys it changes from v-1. Anything else — no baseline, a gap in versions, another or an unknown device, an
+ * key changed in v-1 and changed back in v); a patch of v names the keys it sets, honoured against that same baseline
+ * only. Anything else — no baseline, a gap in versions, another or an unknown device, an
  * event notification, a delete, destroy or undelete, an entry that does not say its keys — is every key. A target
  * is skipped only while its record is at v-1, so a workload that missed a version (a failed restart, a batch that
  * carried v-1 and v together) is restarted whatever the keys.
@@ -16,7 +17,7 @@ import { podSpecOf, podTemplateAnnotationsOf } from '../workloads/consumers.ts';
 import type { WorkloadKind } from '../routing/schema.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import type { KeysUsed, RolloutTarget } from './planner.ts';
-import { recordKey, type RecordedVersions } from './restart-record.ts';
+import { recordKey, type RecordedSkips, type RecordedVersions } from './restart-record.ts';
 
 /** What the store keeps per (device, path): the digest of each key's HMAC at one version. Never a value or an HMAC. */
 export interface KeyBaseline {
@@ -63,20 +64,7 @@ export function resolveChangedKeys(previous: KeyBaseline | undefined, change: Pi
   if (keyDigests === undefined) return { changed: 'all', next: 'keep', why: 'the change does not say its keys: every key' };
   const device = keyDigests.device();
   if (previous !== undefined && version <= previous.version) return { changed: 'all', next: 'keep', why: `v${version} is not newer than the baseline (v${previous.version}): every key` };
-  if (keyDigests.mode === 'patch') {
-    // A patch carries exactly the keys it changes from v-1 (null: removed), whatever the store holds; its digests
-    // extend a baseline of v-1 from the same device, and without one there is nothing whole to keep.
-    let next: KeyBaseline | 'forget' = 'forget';
-    if (previous !== undefined && previous.version === version - 1 && device !== undefined && device === previous.device) {
-      const digests = { ...previous.digests };
-      for (const [key, digest] of keyDigests.digests()) {
-        if (digest === null) delete digests[key];
-        else digests[key] = digest;
-      }
-      next = { device, version, digests };
-    }
-    return { changed: keyDigests.names, next, why: `patch of v${version - 1}` };
-  }
+  if (keyDigests.mode === 'patch') return resolvePatch(previous, version, keyDigests);
   const whole = device !== undefined ? baselineOf(device, version, keyDigests) : 'forget';
   if (previous === undefined || previous.version !== version - 1) {
     return { changed: 'all', next: whole, why: previous === undefined ? 'no baseline: every key' : `the baseline is v${previous.version}, not v${version - 1}: every key` };
@@ -93,16 +81,56 @@ export function resolveChangedKeys(previous: KeyBaseline | undefined, change: Pi
 }
 
 /**
+ * A patch names the keys it sets (null: removed), nothing of the others. Its names are honoured only against a
+ * baseline of v-1 from the same audit device: a key counts as changed when its digest differs from the baseline's
+ * (or it was removed), and the baseline, extended, becomes v's. Without that baseline a patch says nothing anyone
+ * checked — any entry claiming `hmac-sha256:<hex>` for some key would do — so it is every key, and nothing is kept.
+ */
+function resolvePatch(previous: KeyBaseline | undefined, version: number, keyDigests: KeyDigests): KeyResolution {
+  const device = keyDigests.device();
+  if (previous === undefined || previous.version !== version - 1 || device === undefined || device !== previous.device) {
+    const why = previous === undefined ? 'no baseline' : previous.version !== version - 1 ? `the baseline is v${previous.version}, not v${version - 1}` : 'the baseline is from another or an unknown audit device';
+    return { changed: 'all', next: 'forget', why: `a patch with ${why}: every key` };
+  }
+  const digests = { ...previous.digests };
+  const changed: string[] = [];
+  for (const [key, digest] of keyDigests.digests()) {
+    if (digest === null) {
+      if (key in digests) changed.push(key);
+      delete digests[key];
+    } else {
+      if (digests[key] !== digest) changed.push(key);
+      digests[key] = digest;
+    }
+  }
+  return { changed: sorted(changed), next: { device, version, digests }, why: `patch of v${version - 1}` };
+}
+
+/**
+ * The version a workload stands at for a path: its record, or a key-level skip past it (a chain of writes that each
+ * changed none of its keys). A skip at or below the record is history.
+ */
+function standsAt(recorded: RecordedVersions, skips: RecordedSkips, path: string): number | undefined {
+  const at = recorded[path];
+  const skip = skips[path]?.v;
+  const version = typeof at === 'number' ? at : undefined;
+  return skip !== undefined && (version === undefined || skip > version) ? skip : version;
+}
+
+/**
  * Why `target` may skip its restart although something newer than its record came: every secret it is planned for
  * is a write whose changed keys are known, the target names the keys it uses of that path, none of them changed, and
- * its record is at the version before. Undefined: restart.
+ * it stands at the version before (its record, or a skip of that version), or at this very version by a skip (the
+ * same claim again: still nothing to restart). A skip recorded for this version does not make a later change of it
+ * that names a used key `unchanged`: that one restarts. Undefined: restart.
  */
-export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, recorded: RecordedVersions): string | undefined {
+export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, recorded: RecordedVersions, skips: RecordedSkips = {}): string | undefined {
   const reasons: string[] = [];
   for (const secret of target.secrets) {
     const used = target.uses?.[secret.path];
     if (secret.operation !== 'write' || secret.version === null || secret.changedKeys === undefined || used === undefined) return undefined;
-    if (recorded[recordKey(secret)] !== secret.version - 1) return undefined;
+    const at = standsAt(recorded, skips, recordKey(secret));
+    if (at !== secret.version - 1 && !(at === secret.version && skips[recordKey(secret)]?.v === secret.version)) return undefined;
     // A delete or destroy it was restarted for may have come after v-1 (entries arrive late: a write of v-1 recorded
     // after the delete of v-1), so it may run no value at all: never skip it (a precision cost, found by the property test).
     if (recorded[`${secret.path}#delete`] !== undefined || recorded[`${secret.path}#destroy`] !== undefined) return undefined;
@@ -112,6 +140,19 @@ export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, re
   }
   return reasons.length > 0 ? reasons.join('; ') : undefined;
 }
+
+/** The skips a key-level skip of `target` records: per path, the version and the keys it uses (sorted). */
+export function keySkipsOf(target: Pick<RolloutTarget, 'secrets' | 'uses'>): RecordedSkips {
+  const skips: RecordedSkips = {};
+  for (const s of target.secrets) {
+    const used = target.uses?.[s.path];
+    if (s.operation === 'write' && s.version !== null && used !== undefined) skips[recordKey(s)] = { v: s.version, skipped: [...new Set(used.keys)].sort() };
+  }
+  return skips;
+}
+
+/** Whether every secret of `target` is recorded as skipped by keys at its version (what a gate's look counts as done). */
+export const skippedByKeysAt = (target: Pick<RolloutTarget, 'secrets'>, skips: RecordedSkips): boolean => target.secrets.length > 0 && target.secrets.every((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);
 
 /**
  * A consumer's own target: the keys it uses, found where the routes do not say (issue #24) — the Secret keys its pod

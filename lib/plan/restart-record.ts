@@ -145,11 +145,56 @@ export function readRecord<O extends RecordHolder>(kind: { recordedAnnotations(o
 export const recordedWithoutRestart = (obj: RecordHolder): RecordedVersions => parseRecordedVersions(obj.metadata?.annotations?.[ANNOTATIONS.versions]);
 
 /**
+ * A key-level skip as the record keeps it, on the object's metadata beside reconcile's versions: version `v` came,
+ * and none of the keys in `skipped` (those the workload uses) changed in it, as the change claimed. It is no restart
+ * and no version the pods run: readRecord never counts it, a later change of `v` that names one of those keys (or
+ * every key) still restarts, and `status` shows it unverified until reconcile confirmed `v` with Vault and recorded it
+ * as a version.
+ */
+export interface KeySkip {
+  v: number;
+  skipped: string[];
+}
+
+export type RecordedSkips = Record<string, KeySkip>;
+
+/** What the metadata's versions annotation holds: versions reconcile recorded, and key-level skips. */
+export type MetadataRecord = Record<string, number | string | KeySkip>;
+
+/** Bounds on a skip read back (tenants may write the annotation): the keys one change may name. */
+const MAX_SKIPPED_KEYS = 256;
+
+const isKeySkip = (v: unknown): v is KeySkip => {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const { v: version, skipped } = v as { v?: unknown; skipped?: unknown };
+  return typeof version === 'number' && Number.isSafeInteger(version) && version > 0 && Array.isArray(skipped) && skipped.length <= MAX_SKIPPED_KEYS && skipped.every((k) => typeof k === 'string' && k.length > 0 && k.length <= 256);
+};
+
+/** The metadata record whole (versions and skips); anything else in it counts as nothing. */
+export function metadataRecord(obj: RecordHolder): MetadataRecord {
+  const value = obj.metadata?.annotations?.[ANNOTATIONS.versions];
+  if (!value) return {};
+  try {
+    const parsed: unknown = JSON.parse(value);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return {};
+    return Object.fromEntries(Object.entries(parsed).filter((e): e is [string, number | string | KeySkip] => typeof e[1] === 'number' || typeof e[1] === 'string' || isKeySkip(e[1])));
+  } catch {
+    return {};
+  }
+}
+
+/** The key-level skips a workload records, by path. */
+export function recordedSkips(obj: RecordHolder): RecordedSkips {
+  return Object.fromEntries(Object.entries(metadataRecord(obj)).filter((e): e is [string, KeySkip] => isKeySkip(e[1])));
+}
+
+/**
  * Where reconcile records versions a workload already runs without restarting it: the versions annotation on the
  * object's own metadata. For pod-template kinds that changes no pod; for Rollouts and custom resources it is where
  * their record lives anyway. The admission policy allows exactly this annotation (lib/deploy/admission-policy.ts).
+ * Key-level skips go there too (KeySkip).
  */
-export function recordOnlyPatch(versions: RecordedVersions): Record<string, unknown> {
+export function recordOnlyPatch(versions: MetadataRecord): Record<string, unknown> {
   return { metadata: { annotations: { [ANNOTATIONS.versions]: JSON.stringify(sortKeys(versions)) } } };
 }
 
@@ -191,7 +236,7 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
   return { action: 'skip', reason: `older than recorded: ${older.join('; ')}` };
 }
 
-const sortKeys = (o: RecordedVersions): RecordedVersions => Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1)));
+const sortKeys = <T>(o: Record<string, T>): Record<string, T> => Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1)));
 
 /** The annotations a restart writes; the same target and record always give the same values. */
 export function restartAnnotations(target: Pick<RolloutTarget, 'restartToken' | 'restartedAt'>, versions: RecordedVersions, fallbackTime: string): Record<string, string> {

@@ -104,8 +104,11 @@ export type GateAction =
 export interface GateInput {
   states: readonly WaveTargetState[];
   now: number;
-  /** When the wave was queued. */
-  since: number;
+  /**
+   * When the wave started, as the rotation store recorded it; undefined when it holds none (nothing of the wave
+   * restarted yet, or a gate for a rotation that never started): the gate then neither fails nor times out.
+   */
+  since: number | undefined;
   /** When the wave was first seen complete, if it was. */
   completeAt?: number;
   policy: Pick<RolloutPolicy, 'gate' | 'onFailure'>;
@@ -118,18 +121,22 @@ const ready = (s: WaveTargetState, healthy: boolean): boolean => s.state === 'co
 /**
  * What a gate does now: fail when a target failed or timed out, or the wave is not complete by `gate.timeout`; wait
  * while it rolls; once every target is complete, wait out `gate.pause`, then advance. With `healthy: false` a
- * restarted target counts as ready whatever its rollout says (a failed one still fails the gate).
+ * restarted target counts as ready whatever its rollout says (a failed one still fails the gate). A wave with no
+ * recorded start never fails: it waits for the start (or for every target to be complete).
  */
 export function decideGate(input: GateInput): GateAction {
   const { states, now, since, policy } = input;
   const { gate, onFailure } = policy;
+  const waitingCount = states.filter((s) => !ready(s, gate.healthy)).length;
+  // Only a wave the store shows started can fail: a message's claim of a start cannot halt a rotation.
+  if (since === undefined && waitingCount > 0) return { action: 'wait', delayMs: Math.max(1, input.recheckMs), why: `${waitingCount} target(s) not complete; the wave has not started yet` };
   const failing = states.find((s) => s.state === 'failed' || s.state === 'timeout');
   if (failing) return { action: 'fail', onFailure, failing, why: `${describeState(failing)}: rollout ${failing.state}${failing.reason ? `: ${failing.reason}` : ''}` };
   const waiting = states.find((s) => !ready(s, gate.healthy));
-  if (waiting) {
+  if (waiting && since !== undefined) {
     const left = since + gate.timeoutMs - now;
     if (left <= 0) return { action: 'fail', onFailure, failing: waiting, why: `${describeState(waiting)}: not complete ${Math.round(gate.timeoutMs / 1000)} s after the wave started (gate.timeout): ${waiting.state}${waiting.reason ? `: ${waiting.reason}` : ''}` };
-    return { action: 'wait', delayMs: Math.max(1, Math.min(input.recheckMs, left)), why: `${states.filter((s) => !ready(s, gate.healthy)).length} target(s) not complete` };
+    return { action: 'wait', delayMs: Math.max(1, Math.min(input.recheckMs, left)), why: `${waitingCount} target(s) not complete` };
   }
   const completeAt = input.completeAt ?? now;
   const pauseLeft = completeAt + gate.pauseMs - now;

@@ -56,14 +56,21 @@ export interface GateMessage {
   changes: QueuedChange[];
   /** The wave whose health this gate checks (0 = the first); the next one starts when it passes. */
   wave: number;
-  /** When that wave was queued (ISO): the gate's timeout and the rollouts' deadlines count from it. */
-  since: string;
+  /**
+   * Read and ignored, as `completeAt`: what gates before the rotation store kept the wave's times carried. The
+   * gate's timeout and pause count from the times the rotation store holds (RotationStore.markWave), which a
+   * queue sender cannot write: a forged `since: 1970` halted any rotation, a forged `completeAt` skipped the pause.
+   */
+  since?: string;
   acceptedAt: string;
-  /** When the wave was first seen complete (ISO): the pause counts from it. */
+  /** Ignored (see `since`). */
   completeAt?: string;
   /** Re-sends of this gate (a fresh message keeps SQS's receive count below the redrive limit). */
   round: number;
-  /** When to look (ISO): a fresh copy received earlier is only held until then (a FIFO queue has no per-message delay). */
+  /**
+   * When to look (ISO): a fresh copy received earlier is only held until then (a FIFO queue has no per-message
+   * delay). Part of the deduplication id, so a forged copy that would only be held cannot take a real gate's id.
+   */
   lookAt?: string;
   /** The hash of the sender's routing table (see RolloutMessage.table). */
   table?: string;
@@ -94,10 +101,15 @@ export const followGroupId = (cluster: string, changes: readonly QueuedChange[])
 /** A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against the changes. */
 export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-${changeSetHash(changes)}`;
 
-/** The FIFO deduplication id: the same cluster and changes give the same id (<= 128 chars). */
+/**
+ * The FIFO deduplication id: the same cluster and changes give the same id (<= 128 chars). The changed keys count:
+ * a change that names other keys of the same version is another claim, never dropped as a copy of the first. A
+ * gate's id covers everything the worker reads from it (its changes, wave, round, and when to look); two gates
+ * with the same id do the same, whatever else they say.
+ */
 export function deduplicationId(m: QueueMessage): string {
-  const changes = m.changes.map(changeIdentity).sort();
-  if (isGateMessage(m)) return createHash('sha256').update(`gate ${m.wave} round ${m.round}\n${changes.join('\n')}`).digest('hex');
+  const changes = m.changes.map((c) => `${changeIdentity(c)}${c.changedKeys === undefined ? '' : ` keys ${JSON.stringify([...c.changedKeys].sort())}`}`).sort();
+  if (isGateMessage(m)) return createHash('sha256').update(`gate ${m.wave} round ${m.round}${m.lookAt === undefined ? '' : ` look ${m.lookAt}`}\n${changes.join('\n')}`).digest('hex');
   const round = m.follow ? `\nfollow ${m.follow.round}` : '';
   const wave = m.wave === undefined ? '' : `\nwave ${m.wave}`;
   return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}${round}${wave}`).digest('hex');
@@ -174,7 +186,7 @@ export const GateMessageSchema = z.strictObject({
   kind: z.literal('gate'),
   changes: z.array(QueuedChangeSchema).min(1).max(MAX_MESSAGE_CHANGES),
   wave: z.number().int().min(0).max(100),
-  since: isoTime,
+  since: isoTime.optional(),
   acceptedAt: z.string().max(64),
   completeAt: isoTime.optional(),
   round: z.number().int().min(0).max(MAX_GATE_ROUNDS),

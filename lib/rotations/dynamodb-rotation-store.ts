@@ -2,6 +2,7 @@
  * Rotation state in DynamoDB (Lambda: the worker and the scheduled reconcile share it). One table, key `pk`, `sk`:
  *   rotation#<key> / waves     released: the highest wave a passed gate released (only ever raised, by a condition)
  *   rotation#<key> / halt      record: the halt as JSON, haltedAt
+ *   rotation#<key> / times#<wave>   startedAt, completeAt: each set once (if_not_exists), the gate's clock; ttl
  *   halted#<change key> / <rotation key>    one per change of a halted rotation, so a message's changes are looked up
  *   keys#<path key> / <device>   key baselines (issue #24): version, record (key names, digests of HMACs), ttl
  *   notify#<event id> / event    notifications' outbox (issue #26): the event id, put once (a conditional put), ttl
@@ -16,10 +17,13 @@ import { DeleteItemCommand, GetItemCommand, PutItemCommand, QueryCommand, ScanCo
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
-import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
+import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore, type WaveMark, type WaveTimes } from './rotation-store.ts';
 
 /** Pages a listing reads at most. */
 const MAX_PAGES = 20;
+
+/** How long a wave's times are kept: past the longest gate (24 h) and its re-sends, so a stale item never counts. */
+const WAVE_TIMES_TTL_MS = 7 * 24 * 3600 * 1000;
 
 /** The sparse index of pending deliveries (serverless.yml RotationStateTable): hash outboxDue, range dueAt. */
 export const OUTBOX_DUE_INDEX = 'outbox-due';
@@ -55,6 +59,32 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
       // Already released this far by another gate: nothing to raise.
       if (!(e instanceof Error && e.name === 'ConditionalCheckFailedException')) throw e;
     }
+  }
+
+  async markWave(rotation: string, wave: number, mark: WaveMark, at: string): Promise<WaveTimes> {
+    // if_not_exists: the first time written stays, whoever writes after (one atomic update, no read in between).
+    const out = await this.client.send(
+      new UpdateItemCommand({
+        TableName: this.table,
+        Key: key(`rotation#${rotation}`, wavesTimesKey(wave)),
+        UpdateExpression: 'SET #mark = if_not_exists(#mark, :at), #ttl = if_not_exists(#ttl, :ttl)',
+        ExpressionAttributeNames: { '#mark': mark, '#ttl': 'ttl' },
+        ExpressionAttributeValues: { ':at': { S: at }, ':ttl': { N: String(Math.ceil((Date.parse(at) + WAVE_TIMES_TTL_MS) / 1000)) } },
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
+    return waveTimesOf(out.Attributes);
+  }
+
+  async waveTimes(rotation: string, wave: number): Promise<WaveTimes> {
+    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, wavesTimesKey(wave)), ConsistentRead: true }));
+    return waveTimesOf(out.Item);
+  }
+
+  async forgetWave(rotation: string, wave: number): Promise<void> {
+    // An update, not a delete: the worker's role updates the rotation items and deletes none (serverless.yml); the
+    // emptied item goes with its ttl.
+    await this.client.send(new UpdateItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, wavesTimesKey(wave)), UpdateExpression: 'REMOVE startedAt, completeAt', ConditionExpression: 'attribute_exists(pk)' })).catch(ignoreConditionFailed);
   }
 
   async halt(halt: RotationHalt): Promise<void> {
@@ -97,6 +127,9 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     const halt = await this.read(rotation);
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'halt') }));
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves') }));
+    // A wave's times: one item per wave that started (at most the table's 100 waves, one page).
+    const times = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :times)', ExpressionAttributeValues: { ':pk': { S: `rotation#${rotation}` }, ':times': { S: 'times#' } }, ConsistentRead: true }));
+    for (const item of times.Items ?? []) if (item.sk?.S) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, item.sk.S) }));
     for (const identity of new Set(halt?.changes ?? [])) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }));
     return halt;
   }
@@ -250,6 +283,12 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
 }
 
 const key = (pk: string, sk: string): Record<string, AttributeValue> => ({ pk: { S: pk }, sk: { S: sk } });
+const wavesTimesKey = (wave: number): string => `times#${wave}`;
+/** A wave's times from its item; DynamoDB's TTL deletes late, so an expired item counts as none. */
+function waveTimesOf(item: Record<string, AttributeValue> | undefined): WaveTimes {
+  if (!item || Number(item.ttl?.N ?? 0) * 1000 <= Date.now()) return {};
+  return { ...(item.startedAt?.S ? { startedAt: item.startedAt.S } : {}), ...(item.completeAt?.S ? { completeAt: item.completeAt.S } : {}) };
+}
 const notifyKey = (eventId: string): string => `notify#${eventId}`;
 const sinkKey = (sink: string): string => `sink#${sink}`;
 /** A delivery whose event is gone (expired, deleted by TTL) has nothing left to mark. */

@@ -32,17 +32,38 @@ export interface RotationHalt {
   haltedAt: string;
 }
 
+/**
+ * When a wave of a rotation started (its first restart, or the gate's release of it) and when a gate first saw it
+ * complete (ISO times). The gate's timeout and pause count from these, never from a message: a queue sender could
+ * write any time into a message.
+ */
+export interface WaveTimes {
+  startedAt?: string;
+  completeAt?: string;
+}
+
+export type WaveMark = keyof WaveTimes;
+
 export interface RotationStore {
   /** The highest wave index a passed gate released for this rotation (0: only the first wave may restart). */
   releasedWave(rotation: string): Promise<number>;
   /** Records that a gate passed and released `wave`: never lowers what was released. */
   releaseWave(rotation: string, wave: number): Promise<void>;
+  /**
+   * Records a time of a wave unless the store holds one already (a conditional put: the first worker to see it
+   * wins, a later or forged one changes nothing). Returns the times the store holds afterwards.
+   */
+  markWave(rotation: string, wave: number, mark: WaveMark, at: string): Promise<WaveTimes>;
+  /** What markWave recorded for the wave (nothing: the wave has not started as far as the store knows). */
+  waveTimes(rotation: string, wave: number): Promise<WaveTimes>;
+  /** Forgets a wave's times once its gate passed it, so a later run of the same rotation (reconcile) times afresh. */
+  forgetWave(rotation: string, wave: number): Promise<void>;
   halt(halt: RotationHalt): Promise<void>;
   /** The halts that name any of these change identities. */
   haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]>;
   /** Every halt, oldest first (at most `MAX_LISTED_HALTS`). */
   halts(): Promise<RotationHalt[]>;
-  /** Clears a halt and the rotation's released waves (the next change or reconcile starts it again from wave 1). */
+  /** Clears a halt, the rotation's released waves and its wave times (the next change or reconcile starts it again from wave 1). */
   clear(rotation: string): Promise<RotationHalt | undefined>;
   close?(): void;
 }
@@ -57,6 +78,7 @@ export const identityKey = (identity: string): string => createHash('sha256').up
 export class MemoryRotationStore extends MemoryKeyBaselineStore implements RotationStore {
   readonly #released = new Map<string, number>();
   readonly #halts = new Map<string, RotationHalt>();
+  readonly #times = new Map<string, WaveTimes>();
 
   releasedWave(rotation: string): Promise<number> {
     return Promise.resolve(this.#released.get(rotation) ?? 0);
@@ -64,6 +86,22 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
 
   releaseWave(rotation: string, wave: number): Promise<void> {
     this.#released.set(rotation, Math.max(wave, this.#released.get(rotation) ?? 0));
+    return Promise.resolve();
+  }
+
+  markWave(rotation: string, wave: number, mark: WaveMark, at: string): Promise<WaveTimes> {
+    const times = { ...this.#times.get(waveTimesKey(rotation, wave)) };
+    times[mark] ??= at;
+    this.#times.set(waveTimesKey(rotation, wave), times);
+    return Promise.resolve({ ...times });
+  }
+
+  waveTimes(rotation: string, wave: number): Promise<WaveTimes> {
+    return Promise.resolve({ ...this.#times.get(waveTimesKey(rotation, wave)) });
+  }
+
+  forgetWave(rotation: string, wave: number): Promise<void> {
+    this.#times.delete(waveTimesKey(rotation, wave));
     return Promise.resolve();
   }
 
@@ -85,6 +123,7 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
     const halt = this.#halts.get(rotation);
     this.#halts.delete(rotation);
     this.#released.delete(rotation);
+    for (const key of [...this.#times.keys()]) if (key.startsWith(`${rotation}\u0000`)) this.#times.delete(key);
     return Promise.resolve(halt);
   }
 
@@ -92,6 +131,8 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
     // Nothing to release.
   }
 }
+
+const waveTimesKey = (rotation: string, wave: number): string => `${rotation}\u0000${wave}`;
 
 /** Reads a stored halt back; a record that is not one (a hand-edited table) is skipped, never trusted half-way. */
 export function parseStoredHalt(text: string): RotationHalt | undefined {

@@ -8,7 +8,10 @@ import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transa
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
-import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
+import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore, type WaveMark, type WaveTimes } from './rotation-store.ts';
+
+/** The column of each wave time (never a name from input). */
+const WAVE_COLUMNS: Readonly<Record<WaveMark, string>> = { startedAt: 'started_at', completeAt: 'complete_at' };
 
 /** Also the key baselines (issue #24) and the notifications' outbox (issue #26): the same file, so `serve` needs no other. */
 export class SqliteRotationStore implements RotationStore, KeyBaselineStore, NotificationOutbox {
@@ -21,6 +24,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
     if (file !== ':memory:') this.db.exec('PRAGMA journal_mode = WAL');
     this.db.exec(`
       CREATE TABLE IF NOT EXISTS rotation_waves (rotation TEXT PRIMARY KEY, released INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE IF NOT EXISTS rotation_wave_times (rotation TEXT NOT NULL, wave INTEGER NOT NULL, started_at TEXT, complete_at TEXT, PRIMARY KEY (rotation, wave)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_halts (rotation TEXT PRIMARY KEY, halted_at TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_halted_changes (change_key TEXT NOT NULL, rotation TEXT NOT NULL, PRIMARY KEY (change_key, rotation)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS key_baselines (path_key TEXT NOT NULL, device TEXT NOT NULL, version INTEGER NOT NULL, expires_at INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (path_key, device)) WITHOUT ROWID;
@@ -37,6 +41,23 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
 
   releaseWave(rotation: string, wave: number): Promise<void> {
     this.db.prepare('INSERT INTO rotation_waves (rotation, released) VALUES (?, ?) ON CONFLICT (rotation) DO UPDATE SET released = max(released, excluded.released)').run(rotation, wave);
+    return Promise.resolve();
+  }
+
+  markWave(rotation: string, wave: number, mark: WaveMark, at: string): Promise<WaveTimes> {
+    const column = WAVE_COLUMNS[mark];
+    // One statement: the first time written stays (coalesce), whoever writes after.
+    this.db.prepare(`INSERT INTO rotation_wave_times (rotation, wave, ${column}) VALUES (?, ?, ?) ON CONFLICT (rotation, wave) DO UPDATE SET ${column} = coalesce(${column}, excluded.${column})`).run(rotation, wave, at);
+    return this.waveTimes(rotation, wave);
+  }
+
+  waveTimes(rotation: string, wave: number): Promise<WaveTimes> {
+    const row = this.db.prepare('SELECT started_at, complete_at FROM rotation_wave_times WHERE rotation = ? AND wave = ?').get(rotation, wave) as { started_at: string | null; complete_at: string | null } | undefined;
+    return Promise.resolve({ ...(row?.started_at ? { startedAt: row.started_at } : {}), ...(row?.complete_at ? { completeAt: row.complete_at } : {}) });
+  }
+
+  forgetWave(rotation: string, wave: number): Promise<void> {
+    this.db.prepare('DELETE FROM rotation_wave_times WHERE rotation = ? AND wave = ?').run(rotation, wave);
     return Promise.resolve();
   }
 
@@ -73,6 +94,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
         this.db.prepare('DELETE FROM rotation_halts WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_halted_changes WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_waves WHERE rotation = ?').run(rotation);
+        this.db.prepare('DELETE FROM rotation_wave_times WHERE rotation = ?').run(rotation);
         return row ? parseStoredHalt(row.record) : undefined;
       }),
     );

@@ -20,7 +20,8 @@ import type { SecretChange } from '../sources/secret-change.ts';
 import type { RolloutState } from '../workloads/rollout-health.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import { vaultPathProblem } from '../sources/vault-path.ts';
-import { consumerObjects, descriptorOfListed, haltedReason, isEventList, objectsOf, recordedFor, recordOf, restartedAt, targetObjects } from './listings.ts';
+import { consumerObjects, descriptorOfListed, haltedReason, isEventList, objectsOf, recordedFor, recordOf, restartedAt, skipOf, targetObjects } from './listings.ts';
+import type { KeySkip } from '../plan/restart-record.ts';
 import { DEFAULT_MAX_PATHS, type ClusterListing, type ConsumerState, type ConsumerStatus, type FleetStatus, type PathStatus, type StatusOptions, type VaultAnswer } from './model.ts';
 
 export * from './model.ts';
@@ -70,6 +71,11 @@ function consumerStatus(table: RoutingTable, cluster: string, routes: readonly s
   else state = isNewer(current, recorded) ? 'behind' : 'current';
   if (state === 'behind') detail = recorded === null ? 'never restarted for this path' : `records ${JSON.stringify(recorded)}, current is ${JSON.stringify(current)}`;
   if (state === 'poisoned') detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; repair with vault-rollout reset-version --path ${path} --version ${current}`;
+  const skip = unverifiedSkip(skipOf(obj, path), recorded, fromVault ? current : null);
+  if (skip && state !== 'poisoned') {
+    state = 'behind';
+    detail = `skipped by keys (unverified): keys ${skip.skipped.join(', ')} unchanged in v${skip.v}, as a change claimed; not safe to revoke until reconcile confirms v${skip.v} with Vault`;
+  }
   const halted = haltedReason(descriptor, obj, listing);
   const ok = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
   return {
@@ -82,12 +88,21 @@ function consumerStatus(table: RoutingTable, cluster: string, routes: readonly s
     rollout,
     ...(health.pods ? { pods: health.pods } : {}),
     ...(halted !== undefined ? { halted } : {}),
+    ...(skip ? { skippedByKeys: skip } : {}),
     routed,
     ok,
     detail: halted !== undefined && state === 'current' ? `halted: ${halted}` : detail,
   };
 }
 
+/**
+ * A key-level skip that stands between the record and current: newer than the version recorded, and (when Vault
+ * answered) not above Vault's current version — a skip of a version Vault never had changes nothing the pods run.
+ */
+function unverifiedSkip(skip: KeySkip | undefined, recorded: number | string | null, vaultCurrent: number | string | null): KeySkip | undefined {
+  if (skip === undefined || typeof recorded === 'string' || (recorded !== null && skip.v <= recorded)) return undefined;
+  return typeof vaultCurrent === 'number' && skip.v > vaultCurrent ? undefined : skip;
+}
 
 /**
  * The status of the selected paths. `vault` holds what Vault said per qualified path (absent from the map: not

@@ -9,7 +9,7 @@ import { isConsumersTarget, isResourceTarget, isSyncTarget, type RoutingTable } 
 import { WorkloadKinds } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { FIELD_MANAGER } from '../workloads/kube-port.ts';
-import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, type RecordedVersions } from '../plan/restart-record.ts';
+import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, recordedSkips, type KeySkip, type RecordedSkips, type RecordedVersions } from '../plan/restart-record.ts';
 import { parseLabelSelector, selectorMatches } from '../workloads/label-selector.ts';
 import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
 import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
@@ -124,6 +124,14 @@ export function recordOf(descriptor: WorkloadDescriptor, obj: KubeObject): Recor
   let versions = parsedRecords.get(obj);
   if (!versions) parsedRecords.set(obj, (versions = readRecord(descriptor, obj)));
   return versions;
+}
+
+const parsedSkips = new WeakMap<KubeObject, RecordedSkips>();
+/** The key-level skip a listed object records for a path (restart-record.ts KeySkip), if any. */
+export function skipOf(obj: KubeObject, path: string): KeySkip | undefined {
+  let skips = parsedSkips.get(obj);
+  if (!skips) parsedSkips.set(obj, (skips = recordedSkips(obj)));
+  return skips[path];
 }
 
 /**

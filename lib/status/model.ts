@@ -40,6 +40,11 @@ export interface ConsumerStatus extends WorkloadRef {
   pods?: PodCounts;
   /** Why a wave halted on it, when one did. */
   halted?: string;
+  /**
+   * A key-level skip of a version newer than its record (restart-record.ts KeySkip): a change claimed none of its
+   * keys changed. Unverified until reconcile confirmed the version with Vault, so never counted safe to revoke.
+   */
+  skippedByKeys?: { v: number; skipped: string[] };
   /** A route targets it now; false: it only records the path (shown, not counted). */
   routed: boolean;
   /** Current, rolled out and not halted. */

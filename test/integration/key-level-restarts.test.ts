@@ -3,8 +3,9 @@
  * followed by the relay into `serve` (with its SQLite rotation store keeping the key baselines), and a real test
  * cluster. One secret with three keys; one Deployment per key and one that uses all of them (no `keys:`). Rotating
  * one key restarts exactly the workloads that use it (a write, then a patch); a write that changes no value restarts
- * none of the keyed targets; the first write after a fresh store restarts all of them; Vault's event notifications
- * (no keys in them) restart all of them. A skipped workload's record is at the new version all the same.
+ * none of the keyed targets; the first change after a fresh store (a patch: its keys are honoured only against a
+ * baseline) restarts all of them; Vault's event notifications (no keys in them) restart all of them. A skipped
+ * workload records the skip as a skip of the new version.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -56,9 +57,18 @@ const counts = (server: string): Record<Workload, number> => Object.fromEntries(
 /** The version the workload's record holds for the path: its restart record or the one written without a restart. */
 async function recordedVersion(server: string, w: Workload): Promise<number | undefined> {
   const o = (await getWorkload('alpha', NS, 'Deployment', `${server}-${w}`)) as unknown as { metadata?: { annotations?: Record<string, string> }; spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } };
-  const records = [o.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'], o.metadata?.annotations?.['vault-rollout.io/versions']].map((r) => (r ? (JSON.parse(r) as Record<string, number>)[`kv2/${server}/db`] : undefined));
-  const numbers = records.filter((v): v is number => typeof v === 'number');
+  // A key-level skip is recorded as one (`{ v, skipped }`, on the metadata), not as a version: it counts here as
+  // where the workload stands.
+  const records = [o.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'], o.metadata?.annotations?.['vault-rollout.io/versions']].map((r) => (r ? (JSON.parse(r) as Record<string, number | { v: number }>)[`kv2/${server}/db`] : undefined));
+  const numbers = records.map((v) => (typeof v === 'object' ? v.v : v)).filter((v): v is number => typeof v === 'number');
   return numbers.length > 0 ? Math.max(...numbers) : undefined;
+}
+
+/** The key-level skip the workload records for the path, if any. */
+async function skipOf(server: string, w: Workload): Promise<unknown> {
+  const o = (await getWorkload('alpha', NS, 'Deployment', `${server}-${w}`)) as unknown as { metadata?: { annotations?: Record<string, string> } };
+  const record = o.metadata?.annotations?.['vault-rollout.io/versions'];
+  return record ? (JSON.parse(record) as Record<string, unknown>)[`kv2/${server}/db`] : undefined;
 }
 
 /**
@@ -82,14 +92,18 @@ async function exercise(client: VaultClient, server: string, restartServe: () =>
   await step(server, 1, () => client.kv2Write('kv2', path, { username: 'app', password: 'one', api_key: 'k1' }), ALL);
   // One key rotated by a write: its workload and the one that uses every key.
   await step(server, 2, () => client.kv2Write('kv2', path, { username: 'app', password: 'two', api_key: 'k1' }), ['w-password', 'w-all']);
+  // The skip is recorded as a skip of v2, naming the keys the workload uses; its restart record stays at v1.
+  expect(await skipOf(server, 'w-username')).toEqual({ v: 2, skipped: ['username'] });
   // One key rotated by a patch.
   await step(server, 3, () => client.kv2Patch('kv2', path, { api_key: 'k2' }), ['w-api-key', 'w-all']);
   // A write that changes no value: none of the keyed targets.
   await step(server, 4, () => client.kv2Write('kv2', path, { username: 'app', password: 'two', api_key: 'k2' }), ['w-all']);
-  // A fresh store: the first write after it restarts all of them.
+  // A fresh store: the first change after it restarts all of them — a patch too, whose key names nothing checked
+  // (no baseline of v-1 from this device).
   await restartServe();
-  await step(server, 5, () => client.kv2Write('kv2', path, { username: 'app', password: 'three', api_key: 'k2' }), ALL);
-  await step(server, 6, () => client.kv2Write('kv2', path, { username: 'app2', password: 'three', api_key: 'k2' }), ['w-username', 'w-all']);
+  await step(server, 5, () => client.kv2Patch('kv2', path, { password: 'three' }), ALL);
+  await step(server, 6, () => client.kv2Write('kv2', path, { username: 'app', password: 'three', api_key: 'k2' }), ALL);
+  await step(server, 7, () => client.kv2Write('kv2', path, { username: 'app2', password: 'three', api_key: 'k2' }), ['w-username', 'w-all']);
 }
 
 describe.each(['openbao', 'vault'] as const)('%s file audit device -> relay -> serve', (kind) => {

@@ -1,7 +1,8 @@
 /**
  * The rotation store's semantics (issue #21), one table of behaviours run against the DynamoDB store on DynamoDB Local
  * (what Lambda uses) and the SQLite store (serve, worker, the CLI), two handles on one table or file each: a release
- * by one worker is seen by the other, a release never goes down, a halt is found by any of its changes and cleared.
+ * by one worker is seen by the other, a release never goes down, a halt is found by any of its changes and cleared,
+ * a wave's start and completion are written once (the gate's clock) and cleared with the halt.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -77,6 +78,26 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     expect(await a.releasedWave('r1')).toBe(0);
     expect(await a.clear('r1')).toBeUndefined();
     expect((await a.halts()).map((h) => h.rotation)).toEqual(['r0']);
+  });
+
+  it('a wave\'s times: the first write stays, whoever writes after; forgotten once passed; cleared with the halt', async () => {
+    const [a, b] = await make();
+    // The real clock: DynamoDB Local removes expired items, and the times' TTL counts from when they were written.
+    const at = (s: number) => new Date(Math.floor(Date.now() / 1000) * 1000 + s * 1000).toISOString();
+    expect(await b.waveTimes('r1', 0)).toEqual({});
+    expect(await a.markWave('r1', 0, 'startedAt', at(0))).toEqual({ startedAt: at(0) });
+    // A later (or forged) start changes nothing: the gate's timeout counts from the first.
+    expect(await b.markWave('r1', 0, 'startedAt', at(-3600))).toEqual({ startedAt: at(0) });
+    expect(await b.markWave('r1', 0, 'completeAt', at(5))).toEqual({ startedAt: at(0), completeAt: at(5) });
+    expect(await a.markWave('r1', 0, 'completeAt', at(9))).toEqual({ startedAt: at(0), completeAt: at(5) });
+    await a.markWave('r1', 1, 'startedAt', at(6));
+    await a.markWave('r2', 0, 'startedAt', at(7));
+    expect(await b.waveTimes('r1', 1)).toEqual({ startedAt: at(6) });
+    await b.forgetWave('r1', 0);
+    expect([await a.waveTimes('r1', 0), await a.waveTimes('r1', 1)]).toEqual([{}, { startedAt: at(6) }]);
+    await a.halt(halt('r1', ['secret/w@2:write'], at(8)));
+    await b.clear('r1');
+    expect([await a.waveTimes('r1', 1), await a.waveTimes('r2', 0)]).toEqual([{}, { startedAt: at(7) }]);
   });
 
   it('key baselines (issue #24): per device, forward only while alive, an expired one replaced; forget one device, clear the path', async () => {

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { executeRollouts } from '../../../lib/engine/rollout-executor.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
-import { readRecord } from '../../../lib/plan/restart-record.ts';
+import { readRecord, recordedSkips } from '../../../lib/plan/restart-record.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { WORKLOAD_KINDS, type KubeObject } from '../../../lib/workloads/workload-kinds.ts';
@@ -38,13 +38,40 @@ describe('key-level restarts in the engine', () => {
     expect(templatePatches(fake).sort()).toEqual(['all', 'pw']);
     // No Event for a skip: only the two restarts created one.
     expect(fake.calls.filter((c) => c.op === 'create')).toHaveLength(2);
-    expect(recorded(fake, 'key')['secret/app/db']).toBe(2);
-    // A replay finds every record at v2.
-    expect((await outcomes(fake, [change(2, ['password'])])).map((o) => o[1])).toEqual(['unchanged', 'unchanged', 'unchanged']);
+    // The skip is recorded as a skip, never as a version the pods run.
+    expect(recorded(fake, 'key')['secret/app/db']).toBe(1);
+    expect(recordedSkips(fake.store.get('a/key') as KubeObject)).toEqual({ 'secret/app/db': { v: 2, skipped: ['api_key'] } });
+    // A replay finds the restarts recorded at v2 and the skip recorded: nothing is patched.
+    fake.calls.length = 0;
+    expect((await outcomes(fake, [change(2, ['password'])])).map((o) => o[1])).toEqual(['unchanged', 'skipped', 'unchanged']);
+    expect(fake.calls.filter((c) => c.op === 'patch')).toEqual([]);
     // A write that changes nothing restarts none of the keyed targets.
     expect(await outcomes(fake, [change(3, [])])).toEqual([['all', 'restarted', ''], ['key', 'skipped', 'keys unchanged: keys api_key unchanged in v3'], ['pw', 'skipped', 'keys unchanged: keys password unchanged in v3']]);
     // Every key (no comparison was possible): everything restarts.
     expect((await outcomes(fake, [change(4)])).map((o) => o[1])).toEqual(['restarted', 'restarted', 'restarted']);
+  });
+
+  it('a forged claim of unchanged keys swallows no real restart: the real write of that version that changed a used key restarts', async () => {
+    // The reproduction of the security review: v2 restarted for real; a forged message for v3 naming a key the
+    // workload does not use; then the real v3 write, which changed the password.
+    const fake = fakeClusters({ a: ['pw'] });
+    const pw = (changes: SecretChange[]) => executeRollouts(table, planRollouts(table, changes).targets.filter((t) => t.type === 'workload' && t.name === 'pw'), options(fake.apiFor));
+    expect((await pw([change(2)])).map((r) => r.outcome)).toEqual(['restarted']);
+    expect((await pw([change(3, ['api_key'])])).map((r) => [r.outcome, r.reason])).toEqual([['skipped', 'keys unchanged']]);
+    expect(recorded(fake, 'pw')['secret/app/db']).toBe(2);
+    expect((await pw([change(3, ['password'])])).map((r) => [r.outcome, r.reason])).toEqual([['restarted', '']]);
+    expect(recorded(fake, 'pw')['secret/app/db']).toBe(3);
+  });
+
+  it('a change of a skipped version that says nothing of its keys (an event) restarts; a chain of skips moves on', async () => {
+    const fake = fakeClusters({ a: ['pw'] });
+    const pw = (changes: SecretChange[]) => executeRollouts(table, planRollouts(table, changes).targets.filter((t) => t.type === 'workload' && t.name === 'pw'), options(fake.apiFor));
+    await pw([change(1)]);
+    expect((await pw([change(2, ['user'])])).map((r) => r.outcome)).toEqual(['skipped']);
+    // v3 changes no used key either: the workload stands at v2 by its skip, so v3 is skipped too.
+    expect((await pw([change(3, [])])).map((r) => r.outcome)).toEqual(['skipped']);
+    expect(recordedSkips(fake.store.get('a/pw') as KubeObject)).toEqual({ 'secret/app/db': { v: 3, skipped: ['password'] } });
+    expect((await pw([change(3)])).map((r) => r.outcome)).toEqual(['restarted']);
   });
 
   it('a target whose record is not at the version before is restarted whatever the keys (it missed a version)', async () => {

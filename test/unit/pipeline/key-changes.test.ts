@@ -116,7 +116,12 @@ describe('resolveChangedKeys', () => {
     ['an event (no keys)', base, { operation: 'write', version: 5 }, 'all'],
     ['a delete', base, { operation: 'delete', version: null }, 'all'],
     ['an undelete', base, { operation: 'undelete', version: 4 }, 'all'],
-    ['a patch without a baseline: its keys', undefined, { operation: 'write', version: 9, keyDigests: digests('patch', 'A', { password: 'p9', old: null }) }, ['old', 'password']],
+    // A patch's names are honoured only against a baseline of v-1 from the same device: any entry can claim any key.
+    ['a patch without a baseline: every key', undefined, { operation: 'write', version: 9, keyDigests: digests('patch', 'A', { password: 'p9', old: null }) }, 'all'],
+    ['a patch whose baseline is another device\'s: every key', base, { operation: 'write', version: 5, keyDigests: digests('patch', 'B', { api_key: 'k2' }) }, 'all'],
+    ['a patch whose baseline is not v-1: every key', base, { operation: 'write', version: 6, keyDigests: digests('patch', 'A', { api_key: 'k2' }) }, 'all'],
+    ['a patch of an unknown device: every key', base, { operation: 'write', version: 5, keyDigests: digests('patch', undefined, { api_key: 'k2' }) }, 'all'],
+    ['a patch compared with v-1: set to another value, removed; one set to its own value is unchanged', base, { operation: 'write', version: 5, keyDigests: digests('patch', 'A', { password: 'p2', old: null, user: 'u1', gone: null }) }, ['old', 'password']],
   ] as const)('%s', (_name, previous, change, expected) => {
     expect(resolveChangedKeys(previous, change).changed).toEqual(expected);
   });

@@ -21,6 +21,15 @@ describe('gate messages', () => {
     expect(deduplicationId({ ...gate, round: 1 })).not.toBe(id);
   });
 
+  it('changed keys are part of the deduplication id: a forged claim sent first does not swallow the real change', () => {
+    const m = { v: 2 as const, cluster: 'alpha', changes: [change], acceptedAt: '2026-11-20T10:00:01Z' };
+    const forged = deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['unused'] }] });
+    expect(forged).not.toBe(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['password'] }] }));
+    expect(forged).not.toBe(deduplicationId(m));
+    // The same keys in another order are the same claim.
+    expect(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['b', 'a'] }] })).toBe(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['a', 'b'] }] }));
+  });
+
   it('a cluster message of a later wave has its own deduplication id', () => {
     const m = { v: 2 as const, cluster: 'alpha', changes: [change], acceptedAt: '2026-11-20T10:00:01Z' };
     expect(deduplicationId({ ...m, wave: 1 })).not.toBe(deduplicationId(m));

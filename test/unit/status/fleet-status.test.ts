@@ -45,6 +45,13 @@ function deployment(ns: string, name: string, versions: Record<string, number | 
   return { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { namespace: ns, name, generation: 2, ...meta }, spec: { replicas: 2, template: { metadata: { annotations } } }, status };
 }
 
+/** A workload restarted for `restarted`, with a key-level skip of `skippedAt` on its metadata (as the engine writes it). */
+function skipped(restarted: number, skippedAt: number, confirmed: Record<string, number> = {}): KubeObject {
+  const o = deployment('apps', 'api', { 'secret/app/api': restarted });
+  const record = { 'secret/app/api': { v: skippedAt, skipped: ['password'] }, ...confirmed };
+  return { ...o, metadata: { ...o.metadata, annotations: { 'vault-rollout.io/versions': JSON.stringify(record) } } };
+}
+
 const listing = (cluster: string, lists: Record<string, KubeObject[] | { error: string }>): ClusterListing => ({ cluster, lists: new Map(Object.entries(lists)) });
 const deployments = (ns: string) => listKey({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns });
 /** A workload whose restart a wave's gate halted: the RotationHalted Event named from its restart token. */
@@ -81,6 +88,11 @@ describe('fleetStatus', () => {
     ['a selector target: matched on the listed labels', [listing('alpha', { [deployments('edge')]: [deployment('edge', 'web', { 'secret/tls': 2 }, complete, { labels: { tls: 'shared' } }), deployment('edge', 'pg', undefined, complete, { labels: { tls: 'shared', tier: 'db' } }), deployment('edge', 'lb', undefined, complete, { labels: { tls: 'shared' } })] })], new Map(), 'secret/tls', { ok: false, verdicts: ['BEHIND', 'current'] }],
     ['--path names a path no cluster records: every target behind', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'new', undefined)] }), listing('beta', { [deployments('')]: [deployment('apps', 'new', undefined)] })], new Map([['secret/app/new', v(1)]]), 'secret/app/new', { ok: false, verdicts: ['BEHIND', 'BEHIND'] }],
     ['a workload recording a path no route targets any more: shown, not counted', [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 4 }), deployment('apps', 'old', { 'secret/app/api': 1 })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), 'secret/app/api', { ok: true, verdicts: ['current', 'BEHIND', 'current'] }],
+    // A key-level skip claims version 4 changed none of the keys the workload uses: unverified, never safe to revoke.
+    ['a key-level skip of the current version: unverified, not safe', [listing('alpha', { [deployments('apps')]: [skipped(3, 4)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', v(4)]]), undefined, { ok: false, verdicts: ['skipped by keys (unverified)', 'current'] }],
+    ['a key-level skip without Vault: unverified too', [listing('alpha', { [deployments('apps')]: [skipped(3, 4)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map(), undefined, { ok: false, verdicts: ['skipped by keys (unverified)', 'current'] }],
+    ['a skip reconcile confirmed with Vault (the version recorded): current', [listing('alpha', { [deployments('apps')]: [skipped(3, 4, { 'secret/app/api': 4 })] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', v(4)]]), undefined, { ok: true, verdicts: ['current', 'current'] }],
+    ['a skip of a version above Vault\'s current changes nothing the pods run', [listing('alpha', { [deployments('apps')]: [skipped(4, 5)] }), listing('beta', { [deployments('')]: [deployment('apps', 'api', { 'secret/app/api': 4 })] })], new Map([['secret/app/api', v(4)]]), undefined, { ok: true, verdicts: ['current', 'current'] }],
   ];
   it.each(rows)('%s', (_name, listings, vault, path, expected) => {
     const status = fleetStatus(table, listings, vault, { now: NOW, ...(path ? { path } : {}) });
