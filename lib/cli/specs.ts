@@ -235,12 +235,12 @@ export const notify = {
 export const halts = {
   name: 'halts',
   summary: "The rotations a wave's gate halted; clear one",
-  description: "halts [list]: every halt (rotation, secrets, wave, the failing workload, why, what was not restarted). halts clear ROTATION: resumes it; the next change or reconcile starts again from wave 1. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.",
+  description: "halts [list]: every halt (rotation, secrets, wave, the failing workload, why, what was not restarted), and the latest clears (who, from which host, when). halts clear ROTATION: resumes it; the next change or reconcile starts again from wave 1. The store keeps who cleared it (user, host, time); with --routes a RotationHaltCleared Event on the failing workload says so too. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.",
   args: [
     { name: 'action', summary: 'list (the default) or clear', choices: ['list', 'clear'] },
     { name: 'rotation', summary: 'the rotation key to clear' },
   ],
-  options: [],
+  options: [{ ...routes, summary: 'the routing table: clear records its Event in the failing workload\'s cluster' }],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'listed, or cleared'],
