@@ -48,7 +48,7 @@ export const apply = {
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is well'],
-    [1, 'the routing table or the input cannot be read or is invalid'],
+    [1, 'the routing table or the input cannot be read or is invalid, or the table\'s rotationStore is not this store'],
     [2, 'some records could not be parsed'],
     [3, 'a restart failed, or a halt refused the rotation'],
     [4, 'a rollout failed or timed out, or a gate halted'],
@@ -186,7 +186,7 @@ export const resetVersion = {
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'every target recorded the version'],
-    [1, 'no route targets the path, or the routing table cannot be read'],
+    [1, 'no route targets the path, the routing table cannot be read, or its rotationStore is not this store'],
     [3, 'a target failed'],
     [4, 'a gate halted'],
   ],
