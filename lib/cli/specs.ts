@@ -263,7 +263,7 @@ export const reconcile = {
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is current, or was restarted'],
-    [1, 'a path, route or workload could not be read'],
+    [1, 'a path, route or workload could not be read, or (worked here) the table\'s rotationStore is not this store'],
     [3, 'a restart failed'],
   ],
 } as const satisfies CommandSpec;

@@ -324,8 +324,8 @@ export type Route = z.infer<typeof RouteSchema>;
 
 /**
  * Where the deployment that serves this table keeps its halts and released waves: a Lambda stage's DynamoDB table, or
- * the SQLite file of a `serve` in its pod. `apply` and `reset-version` refuse to restart for such a table unless they
- * are pointed at that store (VAULT_ROLLOUT_STATE_TABLE / VAULT_ROLLOUT_STATE_DB): with a store of their own, the
+ * the SQLite file of a `serve` in its pod. `apply`, `reset-version` and `reconcile` worked here refuse to restart for
+ * such a table unless they are pointed at that store (VAULT_ROLLOUT_STATE_TABLE / VAULT_ROLLOUT_STATE_DB): with a store of their own, the
  * deployment's halts would not hold against them and theirs would not hold against it.
  */
 export const RotationStoreSchema = z.union([
@@ -344,6 +344,6 @@ export const RoutingTableSchema = z.strictObject({
   routes: z.array(RouteSchema).default([]).describe('which changed Vault paths restart which workloads'),
   rollout: RolloutSettingsSchema.optional().describe('how restarts roll out: every route\'s default'),
   notifications: NotificationsSchema.optional(),
-  rotationStore: RotationStoreSchema.optional().describe('where the deployment serving this table keeps halts and released waves: apply and reset-version refuse to run unless pointed at it'),
+  rotationStore: RotationStoreSchema.optional().describe('where the deployment serving this table keeps halts and released waves: apply, reset-version and reconcile without --queue-url refuse to run unless pointed at it'),
 });
 export type RoutingTableDocument = z.infer<typeof RoutingTableSchema>;

@@ -48,6 +48,15 @@ describe('a table whose rotationStore is a Lambda stage\'s DynamoDB table', () =
     expect(err).not.toContain('no-such.kubeconfig');
   });
 
+  it('reconcile worked here is refused; with --queue-url the deployment\'s worker holds the halts, so it goes on', async () => {
+    const reconcile = ['reconcile', '--routes', 'routes.yaml', '--vault-addr', 'http://127.0.0.1:9'];
+    const here = await run(reconcile, store);
+    expect(here.code).toBe(1);
+    expect(here.err).toContain('vault-rollout reconcile: not started: routes.yaml: the table\'s rotationStore is the DynamoDB table');
+    const queued = await run([...reconcile, '--queue-url', 'https://sqs.eu-west-1.amazonaws.com/123456789012/q.fifo'], store);
+    expect(queued.err).not.toContain('rotationStore');
+  });
+
   it('apply pointed at another table is refused too', async () => {
     const { code, err } = await run(apply, store, { VAULT_ROLLOUT_STATE_TABLE: 'vault-rollout-dev-rotation-state', AWS_REGION: 'eu-west-1' });
     expect(code).toBe(1);
