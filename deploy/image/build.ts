@@ -22,7 +22,7 @@ import { bundledPackageDirs } from '../npm/pack.ts';
 import { REPO_ROOT, buildCliBundle } from './bundle.ts';
 import { APP_BUNDLE, CA_BUNDLE, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
-import { imageSbom, SBOM_PATH } from './sbom.ts';
+import { imageSbom, SBOM_PATH, type SbomInputs } from './sbom.ts';
 import { writeTar, type TarEntry } from './tar.ts';
 
 export const MEDIA = {
@@ -208,10 +208,17 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   const app = bundle.code;
   log(`bundled lib/cli/main.ts: ${(app.length / 1e6).toFixed(1)} MB in ${Date.now() - started} ms`);
   const node = await pinnedNode();
-  const lockfile = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as Parameters<typeof imageSbom>[0]['lockfile'];
-  const sbom = imageSbom({ provenance, node: { package: NODE_PACKAGE, version: node.version, sha256: node.sha256 }, npmPackageDirs: bundledPackageDirs(bundle.inputs), debian: packages, lockfile });
+  const lockfile = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as SbomInputs['lockfile'];
+  const sbom = imageSbom({
+    provenance,
+    node: { package: NODE_PACKAGE, version: node.version, sha256: node.sha256 },
+    npmPackageDirs: bundledPackageDirs(bundle.inputs),
+    debian: packages,
+    lockfile,
+  });
   const builderSources = await Promise.all(BUILDER_SOURCES.map(async (f) => sha256(await readFile(join(import.meta.dirname, f)))));
-  const key = sha256(json({ BUILDER_FORMAT, builderSources, app: sha256(app), sbom: sha256(sbom), node: node.sha256, packages: packages.map((p) => p.sha256), provenance })).slice(0, 24);
+  const inputs = { app: sha256(app), sbom: sha256(sbom), node: node.sha256, packages: packages.map((p) => p.sha256) };
+  const key = sha256(json({ BUILDER_FORMAT, builderSources, ...inputs, provenance })).slice(0, 24);
   const dir = join(cacheRoot, key);
   const layout = join(dir, 'layout');
   const archive = join(dir, 'vault-rollout.oci.tar');
@@ -229,7 +236,13 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   const layerTars = [
     { tar: layerTar(await baseLayerFiles(packages, debs), 0), createdBy: `deploy/image/build.ts: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}; passwd, group, ${STATE_DIR}` },
     { tar: layerTar([{ path: NODE_PATH, mode: 0o755, data: node.binary }, { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license }], 0), createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)` },
-    { tar: layerTar([{ path: APP_BUNDLE, mode: 0o644, data: app }, { path: SBOM_PATH, mode: 0o644, data: sbom }], provenance.sourceDateEpoch), createdBy: `deploy/image/build.ts: esbuild bundle of lib/cli/main.ts; its SBOM (SPDX) at ${SBOM_PATH}` },
+    {
+      tar: layerTar(
+        [{ path: APP_BUNDLE, mode: 0o644, data: app }, { path: SBOM_PATH, mode: 0o644, data: sbom }],
+        provenance.sourceDateEpoch,
+      ),
+      createdBy: `deploy/image/build.ts: esbuild bundle of lib/cli/main.ts; the image's SBOM (SPDX) at ${SBOM_PATH}`,
+    },
   ];
   const layers = [];
   for (const { tar } of layerTars) layers.push(await compressedLayer(tar, join(cacheRoot, 'layers'), log));
@@ -284,5 +297,6 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
 
 if (import.meta.main) {
   const image = await buildImage({ log: (line) => process.stderr.write(`[image] ${line}\n`) });
-  process.stdout.write(`${JSON.stringify({ layout: image.layout, archive: image.archive, sbom: image.sbom, manifestDigest: image.manifestDigest, built: image.built })}\n`);
+  const { layout, archive, sbom, manifestDigest, built } = image;
+  process.stdout.write(`${JSON.stringify({ layout, archive, sbom, manifestDigest, built })}\n`);
 }

@@ -49,27 +49,38 @@ interface SpdxPackage {
 }
 
 /** SPDX ids allow letters, digits, `.` and `-` only. */
-const spdxId = (kind: string, name: string, version: string): string => `SPDXRef-${kind}-${`${name}-${version}`.replace(/[^A-Za-z0-9.-]/g, '-')}`;
+const spdxId = (kind: string, name: string, version: string): string =>
+  `SPDXRef-${kind}-${`${name}-${version}`.replace(/[^A-Za-z0-9.-]/g, '-')}`;
 const purlEncode = (s: string): string => encodeURIComponent(s).replace(/%2F/g, '/');
+const purl = (locator: string): SpdxPackage['externalRefs'] => [
+  { referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: locator },
+];
 /** An SPDX licence expression where package.json has one; anything else is no assertion. */
-const licenseExpression = (license: unknown): string => (typeof license === 'string' && /^[A-Za-z0-9.+() -]+$/.test(license) ? license : 'NOASSERTION');
+const licenseExpression = (license: unknown): string =>
+  typeof license === 'string' && /^[A-Za-z0-9.+() -]+$/.test(license) ? license : 'NOASSERTION';
+/** What every package here leaves to its own documents: the concluded licence, the copyright text, its files. */
+const UNANALYZED = { filesAnalyzed: false, licenseConcluded: 'NOASSERTION', copyrightText: 'NOASSERTION' } as const;
 
 function npmPackage(dir: string, lockfile: SbomInputs['lockfile']): SpdxPackage {
-  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; license?: unknown };
-  const lock = lockfile.packages[relative(REPO_ROOT, dir)];
-  if (!lock || lock.version !== pkg.version) throw new Error(`sbom: ${relative(REPO_ROOT, dir)} (${pkg.name}@${pkg.version}) is not in package-lock.json at that version: run sh bin/setup`);
+  type Manifest = { name: string; version: string; license?: unknown };
+  const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest;
+  const where = relative(REPO_ROOT, dir);
+  const lock = lockfile.packages[where];
+  if (!lock || lock.version !== pkg.version) {
+    throw new Error(`sbom: ${where} (${pkg.name}@${pkg.version}) is not in package-lock.json so: run sh bin/setup`);
+  }
   const integrity = /^sha512-([A-Za-z0-9+/=]+)$/.exec(lock.integrity ?? '')?.[1];
+  const sha512 = integrity && Buffer.from(integrity, 'base64').toString('hex');
+  const file = `${pkg.name.split('/').pop() ?? pkg.name}-${pkg.version}.tgz`;
   return {
     SPDXID: spdxId('npm', pkg.name, pkg.version),
     name: pkg.name,
     versionInfo: pkg.version,
-    downloadLocation: `https://registry.npmjs.org/${pkg.name}/-/${pkg.name.split('/').pop() ?? pkg.name}-${pkg.version}.tgz`,
-    filesAnalyzed: false,
-    licenseConcluded: 'NOASSERTION',
+    downloadLocation: `https://registry.npmjs.org/${pkg.name}/-/${file}`,
+    ...UNANALYZED,
     licenseDeclared: licenseExpression(pkg.license),
-    copyrightText: 'NOASSERTION',
-    ...(integrity ? { checksums: [{ algorithm: 'SHA512' as const, checksumValue: Buffer.from(integrity, 'base64').toString('hex') }] } : {}),
-    externalRefs: [{ referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: `pkg:npm/${purlEncode(pkg.name)}@${purlEncode(pkg.version)}` }],
+    ...(sha512 ? { checksums: [{ algorithm: 'SHA512' as const, checksumValue: sha512 }] } : {}),
+    externalRefs: purl(`pkg:npm/${purlEncode(pkg.name)}@${purlEncode(pkg.version)}`),
     comment: 'bundled into /app/vault-rollout.mjs (the files esbuild read from this package)',
   };
 }
@@ -82,13 +93,11 @@ function debianPackage(p: PinnedPackage): SpdxPackage {
     versionInfo: p.version,
     supplier: 'Organization: Debian',
     downloadLocation: `${p.archive}/${p.pool}`,
-    filesAnalyzed: false,
-    licenseConcluded: 'NOASSERTION',
+    ...UNANALYZED,
     licenseDeclared: 'NOASSERTION',
-    copyrightText: 'NOASSERTION',
     checksums: [{ algorithm: 'SHA256', checksumValue: p.sha256 }],
-    externalRefs: [{ referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: `pkg:deb/debian/${p.name}@${purlEncode(p.version)}?arch=${arch}&distro=debian-12` }],
-    comment: `files taken from the .deb (shared libraries, the CA bundle); its licence terms: /usr/share/doc/${p.name}/copyright in the image`,
+    externalRefs: purl(`pkg:deb/debian/${p.name}@${purlEncode(p.version)}?arch=${arch}&distro=debian-12`),
+    comment: `files of the .deb (libraries, the CA bundle); its licence terms: /usr/share/doc/${p.name}/copyright`,
   };
 }
 
@@ -99,15 +108,21 @@ function nodePackage(node: SbomNode): SpdxPackage {
     versionInfo: node.version,
     supplier: 'Organization: OpenJS Foundation',
     downloadLocation: `https://registry.npmjs.org/${node.package}/-/${node.package}-${node.version}.tgz`,
-    filesAnalyzed: false,
-    licenseConcluded: 'NOASSERTION',
+    ...UNANALYZED,
     licenseDeclared: 'MIT',
-    copyrightText: 'NOASSERTION',
     checksums: [{ algorithm: 'SHA256', checksumValue: node.sha256 }],
-    externalRefs: [{ referenceCategory: 'PACKAGE-MANAGER', referenceType: 'purl', referenceLocator: `pkg:npm/${node.package}@${node.version}` }],
-    comment: `/usr/local/bin/node: bin/node of the npm package ${node.package}@${node.version}, SHA-256 of the binary as bin/node.sha256 pins it; licence text at /usr/share/doc/node/LICENSE`,
+    externalRefs: purl(`pkg:npm/${node.package}@${node.version}`),
+    comment:
+      `/usr/local/bin/node: bin/node of the npm package ${node.package}@${node.version}, its SHA-256 as ` +
+      'bin/node.sha256 pins it; the licence text at /usr/share/doc/node/LICENSE',
   };
 }
+
+const contains = (a: SpdxPackage, b: SpdxPackage) => ({
+  spdxElementId: a.SPDXID,
+  relationshipType: 'CONTAINS',
+  relatedSpdxElement: b.SPDXID,
+});
 
 /** The SBOM document, as bytes (JSON, one trailing newline). */
 export function imageSbom(inputs: SbomInputs): Buffer {
@@ -117,14 +132,13 @@ export function imageSbom(inputs: SbomInputs): Buffer {
     name: 'vault-rollout',
     versionInfo: p.version,
     downloadLocation: p.source ? `git+${p.source}@${p.revision.replace(/-dirty$/, '')}` : 'NOASSERTION',
-    filesAnalyzed: false,
-    licenseConcluded: 'NOASSERTION',
+    ...UNANALYZED,
     licenseDeclared: licenseExpression(p.license),
-    copyrightText: 'NOASSERTION',
     externalRefs: [],
     comment: `/app/vault-rollout.mjs, built from revision ${p.revision}`,
   };
-  const listed = [nodePackage(inputs.node), ...inputs.npmPackageDirs.map((d) => npmPackage(d, inputs.lockfile)), ...inputs.debian.map(debianPackage)];
+  const npm = inputs.npmPackageDirs.map((d) => npmPackage(d, inputs.lockfile));
+  const listed = [nodePackage(inputs.node), ...npm, ...inputs.debian.map(debianPackage)];
   // One entry per name and version: npm may install the same version twice, in two node_modules folders.
   const contained = [...new Map(listed.map((c) => [c.SPDXID, c])).values()];
   const body = {
@@ -136,7 +150,7 @@ export function imageSbom(inputs: SbomInputs): Buffer {
     packages: [app, ...contained],
     relationships: [
       { spdxElementId: 'SPDXRef-DOCUMENT', relationshipType: 'DESCRIBES', relatedSpdxElement: app.SPDXID },
-      ...contained.map((c) => ({ spdxElementId: app.SPDXID, relationshipType: 'CONTAINS', relatedSpdxElement: c.SPDXID })),
+      ...contained.map((c) => contains(app, c)),
     ],
   };
   const digest = createHash('sha256').update(JSON.stringify(body)).digest('hex').slice(0, 32);

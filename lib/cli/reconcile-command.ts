@@ -39,7 +39,8 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   // Worked here, it restarts like apply; with --queue-url the deployment's worker checks its own store's halts.
-  if (values['queue-url'] === undefined && refusedForOtherStore(io, 'reconcile', table, values['dry-run'])) return EXIT.failure;
+  const workedHere = values['queue-url'] === undefined;
+  if (workedHere && refusedForOtherStore(io, 'reconcile', table, values['dry-run'])) return EXIT.failure;
 
   const log = jsonLinesLog(io.stderr, Date.now, 'reconcile', values.quiet);
   const redirects = { allowedHosts: values['vault-redirect-hosts'] };

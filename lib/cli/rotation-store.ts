@@ -2,7 +2,8 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import type { RotationStore } from '../rotations/rotation-store.ts';
-import { defaultStateFile, rotationStoreFromEnv, rotationStoreName, storeDivergence } from '../rotations/rotation-store-from-env.ts';
+import { defaultStateFile, rotationStoreFromEnv, rotationStoreName } from '../rotations/rotation-store-from-env.ts';
+import { storeDivergence } from '../rotations/rotation-store-from-env.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { CliIo } from './io.ts';
 
@@ -18,11 +19,17 @@ export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string => rotation
  * `apply` and `reset-version` for a table whose `rotationStore` is not the store they would use: refused (true),
  * with why and how to point at it; a dry run changes nothing, so it goes on with a warning.
  */
-export function refusedForOtherStore(io: Pick<CliIo, 'env' | 'stderr'>, command: string, table: Pick<RoutingTable, 'rotationStore' | 'file'>, dryRun: boolean): boolean {
+export function refusedForOtherStore(
+  io: Pick<CliIo, 'env' | 'stderr'>,
+  command: string,
+  table: Pick<RoutingTable, 'rotationStore' | 'file'>,
+  dryRun: boolean,
+): boolean {
   const why = storeDivergence(table.rotationStore, io.env, defaultStateFile(io.env, homedir()), existsSync);
   if (why === undefined) return false;
   if (dryRun) {
-    io.stderr(`vault-rollout ${command}: warning: ${table.file}: ${why}. A dry run goes on: the halts it shows are this store's.\n`);
+    const goesOn = 'A dry run goes on: the halts it shows are this store\'s.';
+    io.stderr(`vault-rollout ${command}: warning: ${table.file}: ${why}. ${goesOn}\n`);
     return false;
   }
   io.stderr(`vault-rollout ${command}: not started: ${table.file}: ${why}.\n`);

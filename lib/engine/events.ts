@@ -1,4 +1,7 @@
-/** The Events vault-rollout records on the objects it restarts: SecretRotated, RolloutComplete/Failed, RotationHalted, RotationHaltCleared. */
+/**
+ * The Events vault-rollout records on the objects it restarts: SecretRotated, RolloutComplete/Failed, RotationHalted,
+ * RotationHaltCleared.
+ */
 import type { RolloutTarget } from '../plan/planner.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { EVENT_REPORTER, HALT_EVENT_REASON, haltEventName } from '../plan/restart-record.ts';
@@ -104,14 +107,16 @@ interface EventInput {
  */
 export function haltClearedEvent(c: HaltClearance): KubeObject & Record<string, unknown> {
   const { namespace, kind, name } = c.failing;
-  const apiVersion = (WORKLOAD_KINDS as Record<string, WorkloadDescriptor | undefined>)[kind]?.apiVersion ?? (isSyncKind(kind) ? SYNC_KINDS[kind].apiVersion : undefined);
+  const workload = (WORKLOAD_KINDS as Record<string, WorkloadDescriptor | undefined>)[kind];
+  const apiVersion = workload?.apiVersion ?? (isSyncKind(kind) ? SYNC_KINDS[kind].apiVersion : undefined);
   const stamp = Date.parse(c.clearedAt).toString(36);
+  const what = `${c.secrets.join(', ')}; wave ${c.wave} of ${c.waves}`;
   return eventBody({
     name: `${name.slice(0, 200)}.vr-${c.rotation.slice(0, 16)}.cleared-${stamp}`,
     namespace,
     involvedObject: { ...(apiVersion ? { apiVersion } : {}), kind, name, namespace },
     reason: EVENT_REASONS.haltCleared,
-    message: `Halt of rotation ${c.rotation} (${c.secrets.join(', ')}; wave ${c.wave} of ${c.waves}) cleared by ${c.user} on ${c.host} at ${c.clearedAt}`,
+    message: `Halt of rotation ${c.rotation} (${what}) cleared by ${c.user} on ${c.host} at ${c.clearedAt}`,
     type: 'Normal',
     time: c.clearedAt,
   });

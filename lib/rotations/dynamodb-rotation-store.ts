@@ -17,7 +17,8 @@ import { DeleteItemCommand, GetItemCommand, PutItemCommand, QueryCommand, ScanCo
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
-import { clearanceOf, identityKey, MAX_LISTED_CLEARANCES, MAX_LISTED_HALTS, parseStoredClearance, parseStoredHalt, type ClearedBy, type HaltClearance, type RotationHalt, type RotationStore } from './rotation-store.ts';
+import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore } from './rotation-store.ts';
+import { clearanceOf, MAX_LISTED_CLEARANCES, parseStoredClearance, type ClearedBy, type HaltClearance } from './rotation-store.ts';
 
 /** Pages a listing reads at most. */
 const MAX_PAGES = 20;
@@ -97,7 +98,10 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   async clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined> {
     const halt = await this.read(rotation);
     // The trail first: a clear cut short after it leaves the halt and a trail of a clear to retry, never the reverse.
-    if (halt && by) await this.client.send(new PutItemCommand({ TableName: this.table, Item: { ...key(CLEARANCES, `${by.clearedAt}#${rotation}`), record: { S: JSON.stringify(clearanceOf(halt, by)) } } }));
+    if (halt && by) {
+      const item = { ...key(CLEARANCES, `${by.clearedAt}#${rotation}`), record: { S: JSON.stringify(clearanceOf(halt, by)) } };
+      await this.client.send(new PutItemCommand({ TableName: this.table, Item: item }));
+    }
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'halt') }));
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves') }));
     for (const identity of new Set(halt?.changes ?? [])) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }));
@@ -105,7 +109,16 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 
   async clearances(): Promise<HaltClearance[]> {
-    const out = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: CLEARANCES } }, ScanIndexForward: false, ConsistentRead: true, Limit: MAX_LISTED_CLEARANCES }));
+    const out = await this.client.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': { S: CLEARANCES } },
+        ScanIndexForward: false,
+        ConsistentRead: true,
+        Limit: MAX_LISTED_CLEARANCES,
+      }),
+    );
     return (out.Items ?? []).flatMap((item) => (item.record?.S ? (parseStoredClearance(item.record.S) ?? []) : []));
   }
 

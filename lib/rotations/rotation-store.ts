@@ -154,7 +154,8 @@ export function parseStoredClearance(text: string): HaltClearance | undefined {
   try {
     const v = JSON.parse(text) as Partial<HaltClearance>;
     const strings = [v.rotation, v.user, v.host, v.clearedAt, v.why].every((x) => typeof x === 'string');
-    if (!strings || !Array.isArray(v.secrets) || typeof v.wave !== 'number' || typeof v.waves !== 'number' || typeof v.failing !== 'object' || v.failing === null) return undefined;
+    const numbers = typeof v.wave === 'number' && typeof v.waves === 'number';
+    if (!strings || !numbers || !Array.isArray(v.secrets) || typeof v.failing !== 'object' || v.failing === null) return undefined;
     return v as HaltClearance;
   } catch {
     return undefined;

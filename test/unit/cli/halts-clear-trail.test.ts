@@ -33,7 +33,7 @@ describe('halts clear', () => {
     expect(io.out).toContain(`Cleared the halt of rotation ${rotation}`);
     expect(io.out).toContain(`as ${userInfo().username} on ${hostname()} at `);
     // Without --routes no Event can be recorded: it says so, and how.
-    expect(io.err).toContain('no Event recorded in cluster gamma: give --routes FILE');
+    expect(io.err).toContain('no Event recorded on Deployment shop/api in gamma: give --routes FILE to record one');
 
     const store = new SqliteRotationStore(file);
     const [trail, ...more] = await store.clearances();
