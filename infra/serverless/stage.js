@@ -108,3 +108,27 @@ export async function rolloutQueuePolicy({ resolveVariable }) {
     ],
   };
 }
+
+/**
+ * The dead-letter queue's resource policy: only the worker sends to it (refused messages, with their reason); SQS
+ * itself moves what the rollout queue gives up on (the redrive is not a principal's SendMessage, so the deny does not
+ * stop it). Another principal of the account with a broad `sqs:*` cannot plant messages there for an operator to
+ * redrive into the rollout queue. Consuming is left to IAM: operators read and redrive the dead letters.
+ */
+export function deadLetterQueuePolicy() {
+  const account = { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' };
+  return {
+    Version: '2012-10-17',
+    Statement: [
+      {
+        Sid: 'OnlyTheWorkerSends',
+        Effect: 'Deny',
+        Principal: { AWS: account },
+        Action: 'sqs:SendMessage',
+        Resource: { 'Fn::GetAtt': ['RolloutDeadLetterQueue', 'Arn'] },
+        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [{ 'Fn::GetAtt': ['WorkerRole', 'Arn'] }] } },
+      },
+    ],
+  };
+}
+

@@ -7,7 +7,7 @@ import { loadChanges, printResults, reportRejected, stderrLogger } from './share
 import { parseCommand } from './spec.ts';
 import { apply as spec } from './specs.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
-import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { cliRotationStore, cliRotationStoreName, refusedForOtherStore } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
 
 /** Longest `--timeout`: like the routing table's deadlines, a day at most. */
@@ -32,6 +32,7 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   const loaded = await loadChanges(io, 'apply', values);
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
+  if (refusedForOtherStore(io, 'apply', table, values['dry-run'])) return EXIT.failure;
   const plan = planRollouts(table, parsed.changes);
   const waved = wavedRotations(table, parsed.changes, plan);
   const wait = (values.wait ?? (io.stdoutIsTTY === true || timeoutMs !== undefined || waved.length > 0)) && !values['dry-run'];

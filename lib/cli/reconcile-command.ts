@@ -25,7 +25,7 @@ import { loadRoutes, usageError } from './shared.ts';
 import { printData, withWaitIndicator } from './output.ts';
 import { parseCommand } from './spec.ts';
 import { reconcile as spec } from './specs.ts';
-import { cliRotationStore } from './rotation-store.ts';
+import { cliRotationStore, refusedForOtherStore } from './rotation-store.ts';
 
 export async function reconcileCommand(argv: string[], io: CliIo): Promise<number> {
   const args = parseCommand(spec, argv, io);
@@ -38,6 +38,9 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const maxPaths = values['max-paths'];
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
+  // Worked here, it restarts like apply; with --queue-url the deployment's worker checks its own store's halts.
+  const workedHere = values['queue-url'] === undefined;
+  if (workedHere && refusedForOtherStore(io, 'reconcile', table, values['dry-run'])) return EXIT.failure;
 
   const log = jsonLinesLog(io.stderr, Date.now, 'reconcile', values.quiet);
   const redirects = { allowedHosts: values['vault-redirect-hosts'] };

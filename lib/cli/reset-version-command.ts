@@ -7,7 +7,7 @@
  * comes up with the current secret.
  */
 import { applyInForeground } from '../pipeline/foreground-waves.ts';
-import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { cliRotationStore, cliRotationStoreName, refusedForOtherStore } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { guessMount, trimSlashes, underMount } from '../sources/kv-mounts.ts';
@@ -27,6 +27,7 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   const version = values.version;
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
+  if (refusedForOtherStore(io, 'reset-version', table, values['dry-run'])) return EXIT.failure;
 
   const namespace = trimSlashes(values['vault-namespace']);
   const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));

@@ -1,7 +1,10 @@
 /** The rotation store of a CLI command: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else the default state file. */
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import type { RotationStore } from '../rotations/rotation-store.ts';
 import { defaultStateFile, rotationStoreFromEnv, rotationStoreName } from '../rotations/rotation-store-from-env.ts';
+import { storeDivergence } from '../rotations/rotation-store-from-env.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
 import type { CliIo } from './io.ts';
 
 export async function cliRotationStore(io: Pick<CliIo, 'env'>): Promise<RotationStore> {
@@ -11,3 +14,24 @@ export async function cliRotationStore(io: Pick<CliIo, 'env'>): Promise<Rotation
 }
 
 export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string => rotationStoreName(io.env, defaultStateFile(io.env, homedir()));
+
+/**
+ * `apply` and `reset-version` for a table whose `rotationStore` is not the store they would use: refused (true),
+ * with why and how to point at it; a dry run changes nothing, so it goes on with a warning.
+ */
+export function refusedForOtherStore(
+  io: Pick<CliIo, 'env' | 'stderr'>,
+  command: string,
+  table: Pick<RoutingTable, 'rotationStore' | 'file'>,
+  dryRun: boolean,
+): boolean {
+  const why = storeDivergence(table.rotationStore, io.env, defaultStateFile(io.env, homedir()), existsSync);
+  if (why === undefined) return false;
+  if (dryRun) {
+    const goesOn = 'A dry run goes on: the halts it shows are this store\'s.';
+    io.stderr(`vault-rollout ${command}: warning: ${table.file}: ${why}. ${goesOn}\n`);
+    return false;
+  }
+  io.stderr(`vault-rollout ${command}: not started: ${table.file}: ${why}.\n`);
+  return true;
+}

@@ -48,7 +48,7 @@ export const apply = {
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is well'],
-    [1, 'the routing table or the input cannot be read or is invalid'],
+    [1, 'the routing table or the input cannot be read or is invalid, or the table\'s rotationStore is not this store'],
     [2, 'some records could not be parsed'],
     [3, 'a restart failed, or a halt refused the rotation'],
     [4, 'a rollout failed or timed out, or a gate halted'],
@@ -186,7 +186,7 @@ export const resetVersion = {
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'every target recorded the version'],
-    [1, 'no route targets the path, or the routing table cannot be read'],
+    [1, 'no route targets the path, the routing table cannot be read, or its rotationStore is not this store'],
     [3, 'a target failed'],
     [4, 'a gate halted'],
   ],
@@ -235,12 +235,12 @@ export const notify = {
 export const halts = {
   name: 'halts',
   summary: "The rotations a wave's gate halted; clear one",
-  description: "halts [list]: every halt (rotation, secrets, wave, the failing workload, why, what was not restarted). halts clear ROTATION: resumes it; the next change or reconcile starts again from wave 1. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.",
+  description: "halts [list]: every halt (rotation, secrets, wave, the failing workload, why, what was not restarted), and the latest clears (who, from which host, when). halts clear ROTATION: resumes it; the next change or reconcile starts again from wave 1. The store keeps who cleared it (user, host, time); with --routes a RotationHaltCleared Event on the failing workload says so too. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.",
   args: [
     { name: 'action', summary: 'list (the default) or clear', choices: ['list', 'clear'] },
     { name: 'rotation', summary: 'the rotation key to clear' },
   ],
-  options: [],
+  options: [{ ...routes, summary: 'the routing table: clear records its Event in the failing workload\'s cluster' }],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'listed, or cleared'],
@@ -263,7 +263,7 @@ export const reconcile = {
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is current, or was restarted'],
-    [1, 'a path, route or workload could not be read'],
+    [1, 'a path, route or workload could not be read, or (worked here) the table\'s rotationStore is not this store'],
     [3, 'a restart failed'],
   ],
 } as const satisfies CommandSpec;

@@ -51,6 +51,7 @@ export const EVENT_USES: readonly EventUse[] = [
   { name: '`<object>.vr-<token>.rollout`', reason: EVENT_REASONS.rolloutComplete, type: 'Normal', on: 'a followed workload', meaning: 'Its rollout completed (time and new pods Ready).' },
   { name: '`<object>.vr-<token>.rollout`', reason: EVENT_REASONS.rolloutFailed, type: 'Warning', on: 'a followed workload', meaning: 'Its rollout failed or passed its deadline, with the reason.' },
   { name: '`<object>.vr-<token>.halted`', reason: EVENT_REASONS.halted, type: 'Warning', on: 'the workload that failed a wave\'s gate', meaning: 'The rotation is halted: the route, the secrets and versions, the wave, why, and the clusters not restarted. `status` finds it by name.' },
+  { name: '`<object>.vr-<first 16 of the rotation>.cleared-<time>`', reason: EVENT_REASONS.haltCleared, type: 'Normal', on: 'the workload that failed a wave\'s gate', meaning: '`vault-rollout halts clear --routes FILE` cleared the halt: the rotation, its secrets and wave, who cleared it (the operating system\'s user), on which host, when. The rotation store keeps the same.' },
 ];
 
 /** `source.component`, `reportingComponent`, `reportingInstance` and the field manager of every Event vault-rollout creates. */

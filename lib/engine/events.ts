@@ -1,4 +1,7 @@
-/** The Events vault-rollout records on the objects it restarts: SecretRotated, RolloutComplete/Failed, RotationHalted. */
+/**
+ * The Events vault-rollout records on the objects it restarts: SecretRotated, RolloutComplete/Failed, RotationHalted,
+ * RotationHaltCleared.
+ */
 import type { RolloutTarget } from '../plan/planner.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { EVENT_REPORTER, HALT_EVENT_REASON, haltEventName } from '../plan/restart-record.ts';
@@ -6,8 +9,9 @@ import { EVENT_REASONS } from '../workloads/annotations.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterAccess } from '../workloads/kube-port.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
-import { isSyncKind } from '../workloads/sync-kinds.ts';
-import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import type { HaltClearance } from '../rotations/rotation-store.ts';
+import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
+import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import { limiterFor, realClock } from './cluster-run.ts';
 import { DEFAULT_RETRY, realRetryEnv } from './retry.ts';
 import type { ClusterRun, ExecutorOptions, RolloutResult } from './types.ts';
@@ -96,9 +100,31 @@ interface EventInput {
   time: string;
 }
 
-/** Creates a core/v1 Event; its name is derived from the restart, so a repeat is a 409 and is left as it is. */
-async function createEvent(run: ClusterRun, e: EventInput): Promise<void> {
-  const event = {
+/**
+ * The trail `vault-rollout halts clear` leaves in the cluster: a Normal `RotationHaltCleared` Event on the workload
+ * that failed the gate, saying who cleared the halt, from which host and when (the store keeps the same). Named from
+ * the rotation and the time of the clear, so each clear has its own and a retry of one is a 409.
+ */
+export function haltClearedEvent(c: HaltClearance): KubeObject & Record<string, unknown> {
+  const { namespace, kind, name } = c.failing;
+  const workload = (WORKLOAD_KINDS as Record<string, WorkloadDescriptor | undefined>)[kind];
+  const apiVersion = workload?.apiVersion ?? (isSyncKind(kind) ? SYNC_KINDS[kind].apiVersion : undefined);
+  const stamp = Date.parse(c.clearedAt).toString(36);
+  const what = `${c.secrets.join(', ')}; wave ${c.wave} of ${c.waves}`;
+  return eventBody({
+    name: `${name.slice(0, 200)}.vr-${c.rotation.slice(0, 16)}.cleared-${stamp}`,
+    namespace,
+    involvedObject: { ...(apiVersion ? { apiVersion } : {}), kind, name, namespace },
+    reason: EVENT_REASONS.haltCleared,
+    message: `Halt of rotation ${c.rotation} (${what}) cleared by ${c.user} on ${c.host} at ${c.clearedAt}`,
+    type: 'Normal',
+    time: c.clearedAt,
+  });
+}
+
+/** A core/v1 Event as vault-rollout writes it: its identity in source and reporting fields (EVENT_REPORTER). */
+function eventBody(e: EventInput): KubeObject & Record<string, unknown> {
+  return {
     apiVersion: 'v1',
     kind: 'Event',
     metadata: { name: e.name, namespace: e.namespace },
@@ -113,6 +139,11 @@ async function createEvent(run: ClusterRun, e: EventInput): Promise<void> {
     lastTimestamp: e.time,
     count: 1,
   };
+}
+
+/** Creates a core/v1 Event; its name is derived from the restart, so a repeat is a 409 and is left as it is. */
+async function createEvent(run: ClusterRun, e: EventInput): Promise<void> {
+  const event = eventBody(e);
   try {
     await run.limiter.run(() => run.api.create(event));
   } catch (err) {

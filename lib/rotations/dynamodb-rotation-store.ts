@@ -10,6 +10,7 @@
  *                                pending also outboxDue = "pending", the key of the sparse index `outbox-due` (with
  *                                dueAt) that `vault-rollout worker`'s loop queries for what is due
  *   notes#<rotation key> / <fact>   a rotation's facts for "complete" (`done <cluster>`, `failed <cluster>`), ttl
+ *   clearances / <clearedAt>#<rotation key>   who cleared a halt, from where, when (`halts clear`): record, no ttl
  * Holds paths, versions and workload names, never a secret value. `ttl` is epoch seconds (the table's TTL attribute:
  * DynamoDB deletes an expired item within days, so reads treat an expired item as gone).
  */
@@ -18,6 +19,7 @@ import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore, type WaveMark, type WaveTimes } from './rotation-store.ts';
+import { clearanceOf, MAX_LISTED_CLEARANCES, parseStoredClearance, type ClearedBy, type HaltClearance } from './rotation-store.ts';
 
 /** Pages a listing reads at most. */
 const MAX_PAGES = 20;
@@ -123,8 +125,13 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     return halts.sort((a, b) => a.haltedAt.localeCompare(b.haltedAt)).slice(0, MAX_LISTED_HALTS);
   }
 
-  async clear(rotation: string): Promise<RotationHalt | undefined> {
+  async clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined> {
     const halt = await this.read(rotation);
+    // The trail first: a clear cut short after it leaves the halt and a trail of a clear to retry, never the reverse.
+    if (halt && by) {
+      const item = { ...key(CLEARANCES, `${by.clearedAt}#${rotation}`), record: { S: JSON.stringify(clearanceOf(halt, by)) } };
+      await this.client.send(new PutItemCommand({ TableName: this.table, Item: item }));
+    }
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'halt') }));
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves') }));
     // A wave's times: one item per wave that started (at most the table's 100 waves, one page).
@@ -132,6 +139,20 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     for (const item of times.Items ?? []) if (item.sk?.S) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, item.sk.S) }));
     for (const identity of new Set(halt?.changes ?? [])) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }));
     return halt;
+  }
+
+  async clearances(): Promise<HaltClearance[]> {
+    const out = await this.client.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': { S: CLEARANCES } },
+        ScanIndexForward: false,
+        ConsistentRead: true,
+        Limit: MAX_LISTED_CLEARANCES,
+      }),
+    );
+    return (out.Items ?? []).flatMap((item) => (item.record?.S ? (parseStoredClearance(item.record.S) ?? []) : []));
   }
 
   async baseline(device: string, path: string, nowMs: number): Promise<KeyBaseline | undefined> {
@@ -282,6 +303,8 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 }
 
+/** The one partition of the clearances, sorted by time: the latest are one Query. */
+const CLEARANCES = 'clearances';
 const key = (pk: string, sk: string): Record<string, AttributeValue> => ({ pk: { S: pk }, sk: { S: sk } });
 const wavesTimesKey = (wave: number): string => `times#${wave}`;
 /** A wave's times from its item; DynamoDB's TTL deletes late, so an expired item counts as none. */

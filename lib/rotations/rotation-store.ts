@@ -43,6 +43,39 @@ export interface WaveTimes {
 }
 
 export type WaveMark = keyof WaveTimes;
+/** Who cleared a halt, from where and when (`vault-rollout halts clear`): the trail a clear leaves. */
+export interface ClearedBy {
+  /** The operating-system user that ran `halts clear`. */
+  user: string;
+  host: string;
+  /** ISO time of the clear. */
+  clearedAt: string;
+}
+
+/** A cleared halt, kept in the store after the halt itself is gone: what was halted, and who cleared it. */
+export interface HaltClearance extends ClearedBy {
+  rotation: string;
+  secrets: string[];
+  wave: number;
+  waves: number;
+  failing: RotationHalt['failing'];
+  why: string;
+}
+
+/** A bound on the clearances `clearances()` returns, newest first. */
+export const MAX_LISTED_CLEARANCES = 100;
+
+export const clearanceOf = (halt: RotationHalt, by: ClearedBy): HaltClearance => ({
+  rotation: halt.rotation,
+  secrets: halt.secrets,
+  wave: halt.wave,
+  waves: halt.waves,
+  failing: halt.failing,
+  why: halt.why,
+  user: by.user,
+  host: by.host,
+  clearedAt: by.clearedAt,
+});
 
 export interface RotationStore {
   /** The highest wave index a passed gate released for this rotation (0: only the first wave may restart). */
@@ -63,8 +96,13 @@ export interface RotationStore {
   haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]>;
   /** Every halt, oldest first (at most `MAX_LISTED_HALTS`). */
   halts(): Promise<RotationHalt[]>;
-  /** Clears a halt, the rotation's released waves and its wave times (the next change or reconcile starts it again from wave 1). */
-  clear(rotation: string): Promise<RotationHalt | undefined>;
+  /**
+   * Clears a halt, the rotation's released waves and its wave times (the next change or reconcile starts it again from
+   * wave 1); with `by`, keeps who cleared it (a HaltClearance) before the halt goes, so no clear leaves no trail.
+   */
+  clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined>;
+  /** The latest clearances, newest first (at most MAX_LISTED_CLEARANCES). */
+  clearances?(): Promise<HaltClearance[]>;
   close?(): void;
 }
 
@@ -79,6 +117,7 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
   readonly #released = new Map<string, number>();
   readonly #halts = new Map<string, RotationHalt>();
   readonly #times = new Map<string, WaveTimes>();
+  readonly #clearances: HaltClearance[] = [];
 
   releasedWave(rotation: string): Promise<number> {
     return Promise.resolve(this.#released.get(rotation) ?? 0);
@@ -119,12 +158,17 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
     return Promise.resolve([...this.#halts.values()].sort((a, b) => a.haltedAt.localeCompare(b.haltedAt)).slice(0, MAX_LISTED_HALTS).map((h) => structuredClone(h)));
   }
 
-  clear(rotation: string): Promise<RotationHalt | undefined> {
+  clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined> {
     const halt = this.#halts.get(rotation);
+    if (halt && by) this.#clearances.unshift(clearanceOf(halt, by));
     this.#halts.delete(rotation);
     this.#released.delete(rotation);
     for (const key of [...this.#times.keys()]) if (key.startsWith(`${rotation}\u0000`)) this.#times.delete(key);
     return Promise.resolve(halt);
+  }
+
+  clearances(): Promise<HaltClearance[]> {
+    return Promise.resolve(structuredClone(this.#clearances.slice(0, MAX_LISTED_CLEARANCES)));
   }
 
   close(): void {
@@ -140,6 +184,19 @@ export function parseStoredHalt(text: string): RotationHalt | undefined {
     const v = JSON.parse(text) as Partial<RotationHalt>;
     if (typeof v.rotation !== 'string' || !Array.isArray(v.changes) || !Array.isArray(v.secrets) || typeof v.wave !== 'number' || typeof v.waves !== 'number' || typeof v.why !== 'string' || typeof v.haltedAt !== 'string' || typeof v.failing !== 'object' || v.failing === null) return undefined;
     return { route: '', notRestarted: [], ...v } as RotationHalt;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Reads a stored clearance back; anything else is skipped. */
+export function parseStoredClearance(text: string): HaltClearance | undefined {
+  try {
+    const v = JSON.parse(text) as Partial<HaltClearance>;
+    const strings = [v.rotation, v.user, v.host, v.clearedAt, v.why].every((x) => typeof x === 'string');
+    const numbers = typeof v.wave === 'number' && typeof v.waves === 'number';
+    if (!strings || !numbers || !Array.isArray(v.secrets) || typeof v.failing !== 'object' || v.failing === null) return undefined;
+    return v as HaltClearance;
   } catch {
     return undefined;
   }

@@ -9,6 +9,7 @@ import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore, type WaveMark, type WaveTimes } from './rotation-store.ts';
+import { clearanceOf, MAX_LISTED_CLEARANCES, parseStoredClearance, type ClearedBy, type HaltClearance } from './rotation-store.ts';
 
 /** The column of each wave time (never a name from input). */
 const WAVE_COLUMNS: Readonly<Record<WaveMark, string>> = { startedAt: 'started_at', completeAt: 'complete_at' };
@@ -31,6 +32,8 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
       CREATE TABLE IF NOT EXISTS notification_events (event_id TEXT PRIMARY KEY, expires_at INTEGER NOT NULL) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS notification_deliveries (event_id TEXT NOT NULL, sink TEXT NOT NULL, body TEXT NOT NULL, state TEXT NOT NULL, attempts INTEGER NOT NULL, due_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (event_id, sink)) WITHOUT ROWID;
       CREATE INDEX IF NOT EXISTS notification_deliveries_due ON notification_deliveries (state, due_at);
+      CREATE TABLE IF NOT EXISTS rotation_clearances (cleared_at TEXT NOT NULL, rotation TEXT NOT NULL, record TEXT NOT NULL,
+        PRIMARY KEY (cleared_at, rotation)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_notes (rotation TEXT NOT NULL, fact TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (rotation, fact)) WITHOUT ROWID;`);
   }
 
@@ -87,17 +90,27 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
     return Promise.resolve(rows.flatMap((r) => parseStoredHalt(r.record) ?? []));
   }
 
-  clear(rotation: string): Promise<RotationHalt | undefined> {
+  clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined> {
     return Promise.resolve(
       immediateTransaction(this.db, () => {
         const row = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?').get(rotation) as { record: string } | undefined;
+        const halt = row ? parseStoredHalt(row.record) : undefined;
+        // The trail in the same transaction as the clear: one is never there without the other.
+        const trail = 'INSERT OR REPLACE INTO rotation_clearances (cleared_at, rotation, record) VALUES (?, ?, ?)';
+        if (halt && by) this.db.prepare(trail).run(by.clearedAt, rotation, JSON.stringify(clearanceOf(halt, by)));
         this.db.prepare('DELETE FROM rotation_halts WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_halted_changes WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_waves WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_wave_times WHERE rotation = ?').run(rotation);
-        return row ? parseStoredHalt(row.record) : undefined;
+        return halt;
       }),
     );
+  }
+
+  clearances(): Promise<HaltClearance[]> {
+    const latest = this.db.prepare('SELECT record FROM rotation_clearances ORDER BY cleared_at DESC LIMIT ?');
+    const rows = latest.all(MAX_LISTED_CLEARANCES) as Array<{ record: string }>;
+    return Promise.resolve(rows.flatMap((r) => parseStoredClearance(r.record) ?? []));
   }
 
   baseline(device: string, path: string, nowMs: number): Promise<KeyBaseline | undefined> {

@@ -297,6 +297,7 @@ function compile(doc: RoutingTableDocument, file: string, report: (path: FieldPa
     ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}),
     notifications: notificationPolicy(doc.notifications, undefined),
     allSinks: new Map([...notificationPolicy(doc.notifications, undefined).sinks, ...routes.flatMap((r) => [...r.notifications.sinks])]),
+    ...(doc.rotationStore ? { rotationStore: doc.rotationStore } : {}),
     get hash() {
       return (hash ??= createHash('sha256').update(JSON.stringify(doc)).digest('hex').slice(0, 16));
     },

@@ -322,11 +322,37 @@ export const RouteSchema = z.strictObject({
 }).describe('one route: a path pattern and the targets it restarts');
 export type Route = z.infer<typeof RouteSchema>;
 
+/**
+ * Where the deployment that serves this table keeps its halts and released waves: a Lambda stage's DynamoDB table, or
+ * the SQLite file of a `serve` in its pod. `apply`, `reset-version` and `reconcile` worked here refuse to restart for
+ * such a table unless they are pointed at that store (VAULT_ROLLOUT_STATE_TABLE / VAULT_ROLLOUT_STATE_DB): with a
+ * store of their own, the deployment's halts would not hold against them and theirs would not hold against it.
+ */
+export const RotationStoreSchema = z.union([
+  z.strictObject({
+    dynamodb: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{3,255}$/, 'must be a DynamoDB table name (3-255 letters, digits, _ . -)')
+      .describe('the DynamoDB table (a Lambda stage\'s RotationStateTableName output)'),
+  }),
+  z.strictObject({
+    sqlite: z
+      .string()
+      .regex(/^\/[^\0]{1,4095}$/, 'must be an absolute file path')
+      .describe('the SQLite file, where serve runs (its pod: /var/lib/vault-rollout/vault-rollout/rotations.sqlite)'),
+  }),
+]);
+export type RotationStoreRef = z.infer<typeof RotationStoreSchema>;
+
 export const RoutingTableSchema = z.strictObject({
   clusters: z.record(z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'cluster names are lowercase letters, digits and "-"'), ClusterSchema).describe('the clusters, by name, and how to reach each'),
   vault: z.strictObject({ mounts: z.record(z.string(), z.union([z.literal(1), z.literal(2)]).describe('KV version of the mount: 1 or 2')).default({}).describe('KV version per mount; under a Vault namespace write namespace/mount') }).default({ mounts: {} }).describe('what vault-rollout needs to know of Vault'),
   routes: z.array(RouteSchema).default([]).describe('which changed Vault paths restart which workloads'),
   rollout: RolloutSettingsSchema.optional().describe('how restarts roll out: every route\'s default'),
   notifications: NotificationsSchema.optional(),
+  rotationStore: RotationStoreSchema.optional().describe(
+    'where the deployment serving this table keeps halts and released waves: apply, reset-version and reconcile ' +
+      'without --queue-url refuse to run unless pointed at it',
+  ),
 });
 export type RoutingTableDocument = z.infer<typeof RoutingTableSchema>;

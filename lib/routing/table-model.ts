@@ -2,7 +2,7 @@
 import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, type ClusterConfig, type NotificationEventKind, type NotificationSink, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
+import { parseDuration, type ClusterConfig, type NotificationEventKind, type NotificationSink, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type RotationStoreRef, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
 
 export interface ConfigProblem {
   file: string;
@@ -102,6 +102,8 @@ export interface RoutingTable {
   /** The top-level `notifications` (events that belong to no route: dead letters), and every sink any route names. */
   notifications: NotificationPolicy;
   allSinks: ReadonlyMap<string, NotificationSink>;
+  /** The top-level `rotationStore`: where the deployment serving this table keeps its halts, if it says. */
+  rotationStore?: RotationStoreRef;
   /**
    * A short hash of the checked document, carried in queue messages so a refusal can say that the sender planned
    * with another table (a deploy in progress, a relay's older copy). Computed on first use.

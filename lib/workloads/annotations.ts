@@ -17,6 +17,8 @@ export const EVENT_REASONS = {
   rolloutFailed: 'RolloutFailed',
   /** Warning, on the workload that failed a wave's gate: haltEventName. */
   halted: HALT_EVENT_REASON,
+  /** Normal, on the same workload, when `halts clear` clears the halt: who, from which host, when. */
+  haltCleared: 'RotationHaltCleared',
 } as const;
 
 /**

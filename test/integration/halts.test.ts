@@ -8,13 +8,15 @@
  * 3. The halt holds through a reconcile run (alpha and beta are behind; nothing is queued for them) and through forged
  *    later-wave messages on the queue (dead-lettered with the reason, nothing patched); `status` shows the halt and
  *    exits 1.
- * 4. The cause fixed and the halt cleared (`vault-rollout halts clear`), the next reconcile finishes the rotation:
- *    alpha, then beta, each restarted once.
+ * 4. The cause fixed and the halt cleared (`vault-rollout halts clear`, which records who cleared it in the store and
+ *    as a RotationHaltCleared Event on gamma's workload), the next reconcile finishes the rotation: alpha, then beta,
+ *    each restarted once.
+ * The table names its rotation store (`rotationStore`): an apply with a store of its own is refused.
  *
  * Before this issue, (1) and (2) restarted the three clusters in the same second, and (3) restarted the whole fleet.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
@@ -54,6 +56,7 @@ beforeAll(async () => {
     `clusters:
 ${kubeconfigs}
 vault: { mounts: { secret: 2 } }
+rotationStore: { sqlite: ${JSON.stringify(stateDb)} }
 rollout:
   waves: [{ clusters: [gamma] }, { clusters: [alpha] }, { clusters: [beta] }]
   gate: { healthy: true, timeout: 30s, pause: ${PAUSE_MS / 1000}s }
@@ -66,6 +69,8 @@ routes:
 `,
   );
   table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
+  // The store the table names exists before any apply, as serve's does once serve has started.
+  new SqliteRotationStore(stateDb).close();
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
   // `held`: its version-2 pods never become Ready in gamma (the first wave) only.
   await Promise.all(
@@ -88,8 +93,8 @@ afterAll(async () => {
 });
 
 const env = () => ({ VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_TOKEN: token });
-async function cli(args: string[], input?: string): Promise<{ code: number; out: string; err: string }> {
-  const io = memoryIo(input === undefined ? {} : { 'in.ndjson': input }, env());
+async function cli(args: string[], input?: string, envOverride: Record<string, string> = {}): Promise<{ code: number; out: string; err: string }> {
+  const io = memoryIo(input === undefined ? {} : { 'in.ndjson': input }, { ...env(), ...envOverride });
   io.readText = async (f) => (f === 'in.ndjson' ? (input ?? '') : readFileSync(f, 'utf8'));
   const code = await main(args, io);
   return { code, out: io.out, err: io.err };
@@ -165,6 +170,10 @@ describe('a halt holds on every path', () => {
     const again = await cli(['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait'], auditLine('held', 2));
     expect(again.code).toBe(3);
     expect(again.err).toContain('not started: rotation');
+    // From another machine, with a store of its own where the halt is not: refused by the table's rotationStore.
+    const elsewhere = await cli(['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait'], auditLine('held', 2), { VAULT_ROLLOUT_STATE_DB: join(dir, 'laptop', 'rotations.sqlite') });
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.err).toContain(`the table's rotationStore is the SQLite file ${stateDb} where serve runs`);
 
     for (const c of ['alpha', 'beta']) expect(await replicaSetsFor(c, 'held', 2)).toHaveLength(0);
     const status = await cli(['status', '--routes', routesFile, '--path', 'secret/halts/held']);
@@ -181,9 +190,16 @@ describe('a halt holds on every path', () => {
       return (d.status?.observedGeneration === d.metadata.generation && d.status?.updatedReplicas === 1 && d.status?.readyReplicas === 1 && d.status?.replicas === 1) || undefined;
     }, { timeoutMs: 60_000, what: 'gamma held complete after the fix' });
 
-    const cleared = await cli(['halts', 'clear', rotation]);
+    const cleared = await cli(['halts', 'clear', rotation, '--routes', routesFile]);
     expect(cleared.code).toBe(0);
-    expect((await cli(['halts'])).out).toContain('No halted rotation');
+    expect(cleared.out).toContain('Recorded a RotationHaltCleared Event on Deployment');
+    const listed = (await cli(['halts'])).out;
+    expect(listed).toContain('No halted rotation');
+    expect(listed).toContain(`${rotation}  `);
+    // The trail in the cluster: an Event on the workload that failed the gate, naming who, from where, when.
+    const events = (await admin('gamma').request('GET', `/api/v1/namespaces/${NS}/events?fieldSelector=reason%3DRotationHaltCleared`)).body as { items: Array<{ involvedObject: { name: string }; message: string; reportingComponent: string }> };
+    expect(events.items.map((e) => [e.involvedObject.name, e.reportingComponent])).toEqual([['held', 'vault-rollout']]);
+    expect(events.items[0]?.message).toMatch(new RegExp(`^Halt of rotation ${rotation} \\(secret/halts/held version 2; wave 1 of 3\\) cleared by \\S+ on ${hostname()} at \\d{4}-`));
 
     const reconciled = await cli(['reconcile', '--routes', routesFile, '--vault-addr', server.addr, '--json']);
     expect(reconciled.code).toBe(0);

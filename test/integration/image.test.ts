@@ -13,6 +13,7 @@ import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, type BuiltImage } from '../../deploy/image/build.ts';
 import { APP_BUNDLE, NODE_PATH, ROUTES_FILE, RUNTIME_GID, RUNTIME_UID, STATE_DIR } from '../../deploy/image/config.ts';
+import { SBOM_PATH } from '../../deploy/image/sbom.ts';
 import { blobPath, imageLayout, readImage, runInImage, unpackImage, type ImageContents, type RunInImageOptions } from '../image/image.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { admin, cluster, createNamespace, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
@@ -115,6 +116,27 @@ describe('the image as written', () => {
     expect(sha256(readFileSync(join(root, NODE_PATH)))).toBe(pinned);
     const certificates = readFileSync(join(root, 'etc/ssl/certs/ca-certificates.crt'), 'utf8').match(/-----BEGIN CERTIFICATE-----/g) ?? [];
     expect(certificates.length).toBeGreaterThan(100);
+  });
+});
+
+describe('the image\'s SBOM', () => {
+  it('is in the image at its documented path and beside the build, the same bytes, listing what the image holds', () => {
+    const inImage = readFileSync(join(root, SBOM_PATH));
+    expect(inImage.equals(readFileSync(image.sbom))).toBe(true);
+    const doc = JSON.parse(inImage.toString('utf8')) as { spdxVersion: string; packages: Array<{ name: string; versionInfo: string; checksums?: Array<{ algorithm: string; checksumValue: string }>; externalRefs: Array<{ referenceLocator: string }> }> };
+    expect(doc.spdxVersion).toBe('SPDX-2.3');
+    const app = doc.packages.find((p) => p.name === 'vault-rollout');
+    expect(app?.versionInfo).toBe(pkg.version);
+    // The Node binary the image runs, by the SHA-256 of its bytes in the image.
+    expect(doc.packages.find((p) => p.name === 'node')?.checksums).toEqual([{ algorithm: 'SHA256', checksumValue: sha256(readFileSync(join(root, NODE_PATH))) }]);
+    // The Debian packages the base layer's files came from: the list the image itself carries.
+    const debian = JSON.parse(readFileSync(join(root, 'usr/share/doc/vault-rollout/debian-packages.json'), 'utf8')) as Array<{ name: string; version: string; sha256: string }>;
+    const debs = doc.packages.filter((p) => p.externalRefs[0]?.referenceLocator.startsWith('pkg:deb/'));
+    expect(debs.map((p) => [p.name, p.versionInfo, p.checksums?.[0]?.checksumValue])).toEqual(debian.map((d) => [d.name, d.version, d.sha256]));
+    // The npm packages inside the bundle, each with a version and the lockfile's SHA-512.
+    const npm = doc.packages.filter((p) => p.externalRefs[0]?.referenceLocator.startsWith('pkg:npm/') && p.name !== 'node');
+    expect(npm.length).toBeGreaterThan(10);
+    for (const p of npm) expect(p.checksums?.[0]?.algorithm, p.name).toBe('SHA512');
   });
 });
 

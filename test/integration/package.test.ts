@@ -209,6 +209,18 @@ describe.each(STAGES)('npm run package -- --stage %s', (stage) => {
     expect(props(t(), 'RefusedMessagesAlarm')).toMatchObject({ Namespace: `VaultRollout/${stage}`, MetricName: 'RefusedMessages', Threshold: 0 });
   });
 
+  it('lets only the rollout queue dead-letter to its DLQ, and only the worker send to it', () => {
+    const dlq = props(t(), 'RolloutDeadLetterQueue');
+    const sourceArn = { 'Fn::Join': [':', ['arn', { Ref: 'AWS::Partition' }, 'sqs', { Ref: 'AWS::Region' }, { Ref: 'AWS::AccountId' }, `vault-rollout-${stage}-rollouts.fifo`]] };
+    expect(dlq.RedriveAllowPolicy).toEqual({ redrivePermission: 'byQueue', sourceQueueArns: [sourceArn] });
+    const policy = props(t(), 'RolloutDeadLetterQueuePolicy');
+    expect(policy.Queues).toEqual([{ Ref: 'RolloutDeadLetterQueue' }]);
+    const account = { AWS: { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' } };
+    expect((policy.PolicyDocument as { Statement: Statement[] }).Statement).toEqual([
+      expect.objectContaining({ Effect: 'Deny', Principal: account, Action: 'sqs:SendMessage', Resource: { 'Fn::GetAtt': ['RolloutDeadLetterQueue', 'Arn'] }, Condition: { ArnNotEquals: { 'aws:PrincipalArn': [{ 'Fn::GetAtt': ['WorkerRole', 'Arn'] }] } } }),
+    ]);
+  });
+
   it('feeds the worker from the queue with ReportBatchItemFailures', () => {
     const mappings = resourcesOf(t(), 'AWS::Lambda::EventSourceMapping').filter(([, m]) => JSON.stringify(m.Properties?.FunctionName).includes('WorkerLambdaFunction'));
     expect(mappings).toHaveLength(1);

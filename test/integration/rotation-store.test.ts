@@ -2,7 +2,8 @@
  * The rotation store's semantics (issue #21), one table of behaviours run against the DynamoDB store on DynamoDB Local
  * (what Lambda uses) and the SQLite store (serve, worker, the CLI), two handles on one table or file each: a release
  * by one worker is seen by the other, a release never goes down, a halt is found by any of its changes and cleared,
- * a wave's start and completion are written once (the gate's clock) and cleared with the halt.
+ * a wave's start and completion are written once (the gate's clock) and cleared with the halt, and a clear keeps who
+ * cleared it.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -98,6 +99,23 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     await a.halt(halt('r1', ['secret/w@2:write'], at(8)));
     await b.clear('r1');
     expect([await a.waveTimes('r1', 1), await a.waveTimes('r2', 0)]).toEqual([{}, { startedAt: at(7) }]);
+  });
+
+  it('a clear keeps who cleared the halt, from which host and when, newest first, seen by the other handle', async () => {
+    const [a, b] = await make();
+    await a.halt(halt('c1', ['secret/c@1:write'], '2026-11-25T10:00:00.000Z'));
+    await a.halt(halt('c2', ['secret/c@2:write'], '2026-11-25T11:00:00.000Z'));
+    await b.clear('c1', { user: 'alice', host: 'laptop-1', clearedAt: '2026-11-26T09:00:00.000Z' });
+    await a.clear('c2', { user: 'bob', host: 'serve-0', clearedAt: '2026-11-26T10:00:00.000Z' });
+    // A clear of no halt, and a clear without `by`, keep nothing.
+    await a.clear('c1', { user: 'eve', host: 'x', clearedAt: '2026-11-26T11:00:00.000Z' });
+    const trail = (await b.clearances?.()) ?? [];
+    expect(trail.map((c) => [c.rotation, c.user, c.host, c.clearedAt])).toEqual([
+      ['c2', 'bob', 'serve-0', '2026-11-26T10:00:00.000Z'],
+      ['c1', 'alice', 'laptop-1', '2026-11-26T09:00:00.000Z'],
+    ]);
+    expect(trail[1]).toMatchObject({ secrets: ['secret/c@1:write (secret)'], wave: 1, waves: 3, why: 'rollout timeout', failing: { cluster: 'gamma', name: 'api' } });
+    expect(await a.halts()).toEqual([]);
   });
 
   it('key baselines (issue #24): per device, forward only while alive, an expired one replaced; forget one device, clear the path', async () => {

@@ -70,6 +70,19 @@ describe('deploy/image/Dockerfile', () => {
   });
 });
 
+describe('the Dockerfile\'s base images', () => {
+  it('are pinned by digest, each under a comment saying how to check the digest against its tag', () => {
+    const lines = dockerfile.split('\n');
+    const froms = lines.map((line, i) => ({ line, i })).filter(({ line }) => /^FROM\s/i.test(line));
+    expect(froms).toHaveLength(2);
+    for (const { line, i } of froms) {
+      const [, image = '', tag = ''] = /^FROM (\S+?):([^\s@]+)@sha256:[0-9a-f]{64}(?: AS \S+)?$/.exec(line) ?? [];
+      expect(image, `${line}: not name:tag@sha256:<64 hex digits>`).not.toBe('');
+      expect(lines[i - 1]).toBe(`# checked: docker buildx imagetools inspect ${image}:${tag}`);
+    }
+  });
+});
+
 describe('dockerStages', () => {
   it.each([
     ['FROM a AS b\nRUN x \\\n  y\n# c\nFROM d\nUSER 1', [{ from: 'a AS b', instructions: [{ keyword: 'RUN', args: 'x y' }] }, { from: 'd', instructions: [{ keyword: 'USER', args: '1' }] }]],
