@@ -28,8 +28,9 @@ export const ENVIRONMENT_VARIABLES: readonly EnvironmentVariable[] = [
   // vault-rollout's own
   { name: 'VAULT_ROLLOUT_ROUTES', readBy: ['lambda', 'serve'], description: 'The routing table file the deployment bundles (relative to the package root; serverless.yml sets it); the table `serve` (and `npm start`) serves when `--routes` is absent.', secret: false, default: 'serve: `infra/routes/example.yaml`, refused without `--allow-example-routes`' },
   { name: 'VAULT_ROLLOUT_AUTH', readBy: ['lambda'], description: "Which webhook authentication the HTTP function takes: `hmac`, `bearer` or `hmac,bearer` (serverless.yml's `httpAuth`). Fails closed.", secret: false, default: 'hmac' },
-  { name: 'VAULT_ROLLOUT_WEBHOOK_SECRET', readBy: ['serve', 'relay'], description: 'The HMAC-SHA256 key requests to `serve` are signed with (and the relay signs with).', secret: true },
-  { name: 'VAULT_ROLLOUT_WEBHOOK_TOKEN', readBy: ['serve', 'relay'], description: 'The bearer token `serve` accepts (and the relay sends).', secret: true },
+  { name: 'VAULT_ROLLOUT_WEBHOOK_SECRET', readBy: ['serve', 'relay'], description: 'The HMAC-SHA256 key requests to `serve` are signed with (and the relay signs with); at least 32 characters.', secret: true },
+  { name: 'VAULT_ROLLOUT_WEBHOOK_TOKEN', readBy: ['serve', 'relay'], description: 'The bearer token `serve` accepts (and the relay sends); at least 32 characters.', secret: true },
+  { name: 'VAULT_ROLLOUT_STATUS_TOKEN', readBy: ['serve'], description: 'The read-only credential of serve\'s status page (`--status-page`): `Authorization: Bearer`, or the password of HTTP Basic over TLS or from loopback. At least 32 characters, and none of the intake\'s secrets.', secret: true },
   { name: 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', readBy: ['lambda'], description: 'The SSM SecureString parameter holding the HMAC secret of the HTTP function.', secret: false },
   { name: 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', readBy: ['lambda'], description: 'The SSM SecureString parameter holding the bearer token of the HTTP function.', secret: false },
   { name: 'VAULT_ROLLOUT_QUEUE_URL', readBy: ['lambda', 'cli'], description: 'The SQS FIFO rollout queue URL (the HTTP and reconcile functions send to it; `reconcile --queue-url` defaults to it).', secret: false },
