@@ -45,19 +45,28 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined && !insecureNoAuth) {
     return { error: 'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests' };
   }
-  const problem = secretsProblem({ ...secrets, ...(env.VAULT_ROLLOUT_STATUS_TOKEN ? { statusToken: env.VAULT_ROLLOUT_STATUS_TOKEN } : {}) });
+  const statusToken = env.VAULT_ROLLOUT_STATUS_TOKEN || undefined;
+  const problem = secretsProblem({ ...secrets, ...(statusToken !== undefined ? { statusToken } : {}) });
   if (problem !== undefined) return { error: problem };
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) secrets.insecureNoAuth = true;
   return secrets;
 }
 
 /** Who may read GET /status: VAULT_ROLLOUT_STATUS_TOKEN, required with --status-page unless --insecure-no-auth. */
-export function statusAccess(env: CliIo['env'], secrets: WebhookSecrets, behindTlsProxy: boolean): StatusAccess | { error: string } {
+export function statusAccess(
+  env: CliIo['env'],
+  secrets: WebhookSecrets,
+  behindTlsProxy: boolean,
+): StatusAccess | { error: string } {
   const token = env.VAULT_ROLLOUT_STATUS_TOKEN || undefined;
-  if (token === undefined && secrets.insecureNoAuth !== true) {
-    return { error: 'set VAULT_ROLLOUT_STATUS_TOKEN, the page\'s own read-only credential (at least 32 characters; the intake\'s token is not taken for the page, whose readers must not be able to send changes)' };
+  const open = secrets.insecureNoAuth === true;
+  if (token === undefined && !open) {
+    return {
+      error: 'set VAULT_ROLLOUT_STATUS_TOKEN, the page\'s own read-only credential (at least 32 characters; the ' +
+        'intake\'s token is not taken for the page, whose readers must not be able to send changes)',
+    };
   }
-  return { ...(token !== undefined ? { token } : {}), ...(secrets.insecureNoAuth === true ? { insecureNoAuth: true } : {}), behindTlsProxy };
+  return { ...(token !== undefined ? { token } : {}), ...(open ? { insecureNoAuth: true } : {}), behindTlsProxy };
 }
 
 /**

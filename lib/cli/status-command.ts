@@ -184,7 +184,8 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
   const own = options.rotations === undefined;
   let rotations: Promise<RotationStore> | undefined = options.rotations ? Promise.resolve(options.rotations) : undefined;
   // Quoted: the page offers the commands it is in for copying, and a file path may hold anything.
-  const env = io.env.VAULT_ROLLOUT_STATE_TABLE ? shellAssignment('VAULT_ROLLOUT_STATE_TABLE', io.env.VAULT_ROLLOUT_STATE_TABLE) : io.env.VAULT_ROLLOUT_STATE_DB ? shellAssignment('VAULT_ROLLOUT_STATE_DB', io.env.VAULT_ROLLOUT_STATE_DB) : undefined;
+  const storeVariable = (['VAULT_ROLLOUT_STATE_TABLE', 'VAULT_ROLLOUT_STATE_DB'] as const).find((name) => io.env[name]);
+  const env = storeVariable ? shellAssignment(storeVariable, io.env[storeVariable] ?? '') : undefined;
   return {
     store: { name: cliRotationStoreName(io), ...(env ? { env } : {}) },
     async read() {

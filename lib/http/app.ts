@@ -57,10 +57,16 @@ export interface AppDeps {
  * Lambda (hono/aws-lambda's `env.event`); undefined in tests that pass neither.
  */
 function peerAddress(env: unknown): string | undefined {
-  const e = env as { incoming?: { socket?: { remoteAddress?: unknown } }; event?: { requestContext?: { http?: { sourceIp?: unknown } } } } | undefined;
+  type Carriers = {
+    incoming?: { socket?: { remoteAddress?: unknown } };
+    event?: { requestContext?: { http?: { sourceIp?: unknown } } };
+  };
+  const e = env as Carriers | undefined;
   const address = e?.incoming?.socket?.remoteAddress ?? e?.event?.requestContext?.http?.sourceIp;
   return typeof address === 'string' && address !== '' ? address : undefined;
 }
+
+const BASIC_CHALLENGE = 'Basic realm="vault-rollout status", charset="UTF-8"';
 
 /** The page runs no script and loads nothing: a policy that forbids both, should an escape ever be missed. */
 const PAGE_HEADERS = {
@@ -83,7 +89,8 @@ function problem(status: 400 | 401 | 413 | 503, error: string): HTTPException {
 /** A peer past its refused tries: answered at once, told when to come back, its credentials not even looked at. */
 function tooManyFailures(retryAfterSeconds: number): HTTPException {
   const error = `too many refused authentications from this address; retry after ${retryAfterSeconds} s`;
-  return new HTTPException(429, { res: Response.json({ error }, { status: 429, headers: { 'retry-after': String(retryAfterSeconds) } }) });
+  const headers = { 'retry-after': String(retryAfterSeconds) };
+  return new HTTPException(429, { res: Response.json({ error }, { status: 429, headers }) });
 }
 
 /**
@@ -221,7 +228,8 @@ export function buildApp(deps: AppDeps): Hono {
         limiter.failed(peer, now());
         deps.telemetry.warn('request refused', { reason: auth.reason, path: '/status' });
         // The browser's prompt only where Basic is taken: elsewhere it would send the password readable.
-        const challenge: Record<string, string> = access.token !== undefined && basicAllowed(channel, access) ? { 'www-authenticate': 'Basic realm="vault-rollout status", charset="UTF-8"' } : {};
+        const asks = access.token !== undefined && basicAllowed(channel, access);
+        const challenge: Record<string, string> = asks ? { 'www-authenticate': BASIC_CHALLENGE } : {};
         return new Response(`401 ${auth.reason}\n`, { status: 401, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge } });
       }
       limiter.succeeded(peer);

@@ -50,32 +50,40 @@ export function basicAllowed(channel: RequestChannel, access: StatusAccess): boo
   return access.behindTlsProxy === true && (channel.header('x-forwarded-proto') ?? '').toLowerCase() === 'https';
 }
 
+const NOT_ACCEPTED: StatusOutcome = { ok: false, reason: 'the status token is not accepted' };
 const BASIC = /^Basic\s+([A-Za-z0-9+/=]{1,4096})$/i;
 const BEARER = /^Bearer\s+(.+)$/i;
 
 export function authenticateStatus(channel: RequestChannel, access: StatusAccess): StatusOutcome {
   if (access.token === undefined) {
-    return access.insecureNoAuth === true ? { ok: true } : { ok: false, reason: 'no status credential is configured: set VAULT_ROLLOUT_STATUS_TOKEN' };
+    if (access.insecureNoAuth === true) return { ok: true };
+    return { ok: false, reason: 'no status credential is configured: set VAULT_ROLLOUT_STATUS_TOKEN' };
   }
   const authorization = channel.header('authorization');
-  if (authorization === undefined) return { ok: false, reason: 'missing credentials: send Authorization: Bearer with the status token' };
+  if (authorization === undefined) return { ok: false, reason: 'missing credentials: send Authorization: Bearer' };
   const bearer = BEARER.exec(authorization);
-  if (bearer) return equalConstantTime(bearer[1] ?? '', access.token) ? { ok: true } : { ok: false, reason: 'the status token is not accepted' };
+  if (bearer) return equalConstantTime(bearer[1] ?? '', access.token) ? { ok: true } : NOT_ACCEPTED;
   const basic = BASIC.exec(authorization);
   if (!basic) return { ok: false, reason: 'send Authorization: Bearer with the status token' };
   if (!basicAllowed(channel, access)) {
-    return { ok: false, reason: 'HTTP Basic is taken only over TLS or from loopback (elsewhere it crosses the network readable): use https, kubectl port-forward, or Authorization: Bearer' };
+    const reason = 'HTTP Basic is taken only over TLS or from loopback (elsewhere it crosses the network readable): ' +
+      'use https, kubectl port-forward, or Authorization: Bearer';
+    return { ok: false, reason };
   }
   const decoded = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
-  return colon >= 0 && equalConstantTime(decoded.slice(colon + 1), access.token) ? { ok: true } : { ok: false, reason: 'the status token is not accepted' };
+  return colon >= 0 && equalConstantTime(decoded.slice(colon + 1), access.token) ? { ok: true } : NOT_ACCEPTED;
 }
 
 /**
  * The start-up checks of serve's secrets: each at least MIN_SECRET_LENGTH characters (a short one is guessed), and
  * the status token none of the intake's (a page reader must not be able to write). Undefined when all is well.
  */
-export function secretsProblem(secrets: { hmacSecret?: string; bearerToken?: string; statusToken?: string }): string | undefined {
+export function secretsProblem(secrets: {
+  hmacSecret?: string;
+  bearerToken?: string;
+  statusToken?: string;
+}): string | undefined {
   const named: Array<[string, string | undefined]> = [
     ['VAULT_ROLLOUT_WEBHOOK_SECRET', secrets.hmacSecret],
     ['VAULT_ROLLOUT_WEBHOOK_TOKEN', secrets.bearerToken],
@@ -83,12 +91,14 @@ export function secretsProblem(secrets: { hmacSecret?: string; bearerToken?: str
   ];
   for (const [name, value] of named) {
     if (value !== undefined && value.length < MIN_SECRET_LENGTH) {
-      return `${name} is ${value.length} characters, fewer than ${MIN_SECRET_LENGTH}: a short secret can be guessed; make one with openssl rand -hex 32`;
+      return `${name} is ${value.length} characters, fewer than ${MIN_SECRET_LENGTH}: a short secret can be guessed; ` +
+        'make one with openssl rand -hex 32';
     }
   }
   const status = secrets.statusToken;
   if (status !== undefined && (status === secrets.bearerToken || status === secrets.hmacSecret)) {
-    return 'VAULT_ROLLOUT_STATUS_TOKEN is the intake\'s secret: the page\'s readers would be able to send changes; give the status page a token of its own';
+    return 'VAULT_ROLLOUT_STATUS_TOKEN is the intake\'s secret: the page\'s readers would be able to send changes; ' +
+      'give the status page a token of its own';
   }
   return undefined;
 }

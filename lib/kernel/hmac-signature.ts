@@ -14,9 +14,10 @@ export function sign(secret: string, timestamp: string, body: Uint8Array | strin
   return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`).update(body).digest('hex')}`;
 }
 
-/** What a notification's signed message starts with: a context no intake message can start with (it starts with digits). */
+/** What a notification's signed message starts with: no intake message can (it starts with digits). */
 export const NOTIFICATION_CONTEXT = 'vault-rollout.notification.v1';
 
 export function signNotification(secret: string, timestamp: string, body: Uint8Array | string): string {
-  return `sha256=${createHmac('sha256', secret).update(`${NOTIFICATION_CONTEXT}:${timestamp}.`).update(body).digest('hex')}`;
+  const hmac = createHmac('sha256', secret).update(`${NOTIFICATION_CONTEXT}:${timestamp}.`).update(body);
+  return `sha256=${hmac.digest('hex')}`;
 }

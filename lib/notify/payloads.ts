@@ -55,6 +55,8 @@ export function teamsPayload(e: NotificationEvent): Record<string, unknown> {
     return { title: teamsEscape(l.slice(0, i)), value: teamsEscape(l.slice(i + 2)) };
   });
   const failing = e.kind !== 'complete';
+  const title = teamsEscape(eventTitle(e));
+  const color = failing ? 'Attention' : 'Good';
   return {
     type: 'message',
     attachments: [
@@ -66,7 +68,7 @@ export function teamsPayload(e: NotificationEvent): Record<string, unknown> {
           type: 'AdaptiveCard',
           version: '1.4',
           body: [
-            { type: 'TextBlock', text: `vault-rollout: ${teamsEscape(eventTitle(e))}`, weight: 'Bolder', size: 'Medium', wrap: true, ...(failing ? { color: 'Attention' } : { color: 'Good' }) },
+            { type: 'TextBlock', text: `vault-rollout: ${title}`, weight: 'Bolder', size: 'Medium', wrap: true, color },
             { type: 'FactSet', facts },
             { type: 'TextBlock', text: teamsEscape(`${e.kind} · ${e.at}`), isSubtle: true, size: 'Small', wrap: true },
           ],

@@ -24,7 +24,11 @@ export const SINK_TIMEOUT_MS = 5000;
 export const ALLOW_LOOPBACK_HTTP_ENV = 'VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP';
 export const ALLOW_LINK_LOCAL_ENV = 'VAULT_ROLLOUT_NOTIFY_ALLOW_LINK_LOCAL';
 /** The intake's secrets: a webhook sink's key must be none of them. */
-const INTAKE_SECRET_VARIABLES = ['VAULT_ROLLOUT_WEBHOOK_SECRET', 'VAULT_ROLLOUT_WEBHOOK_TOKEN', 'VAULT_ROLLOUT_STATUS_TOKEN'] as const;
+const INTAKE_SECRET_VARIABLES = [
+  'VAULT_ROLLOUT_WEBHOOK_SECRET',
+  'VAULT_ROLLOUT_WEBHOOK_TOKEN',
+  'VAULT_ROLLOUT_STATUS_TOKEN',
+] as const;
 
 export interface Sink {
   name: string;
@@ -77,7 +81,13 @@ export async function sinkEnvironment(sinks: ReadonlyMap<string, NotificationSin
 }
 
 /** Names of cloud instance metadata services. */
-const METADATA_HOSTS = new Set(['metadata.google.internal', 'metadata', 'instance-data', 'instance-data.ec2.internal', 'metadata.azure.internal']);
+const METADATA_HOSTS = new Set([
+  'metadata.google.internal',
+  'metadata',
+  'instance-data',
+  'instance-data.ec2.internal',
+  'metadata.azure.internal',
+]);
 
 /**
  * An IP address (as a URL's hostname writes it, IPv6 in brackets) that is link-local or a metadata service:
@@ -100,7 +110,8 @@ export function urlProblem(text: string | undefined, variable: string, env: Sink
     return `${variable} is not a URL`;
   }
   if (url.username || url.password) return `${variable}: a URL with credentials in it is refused`;
-  if (env[ALLOW_LINK_LOCAL_ENV] !== '1' && (METADATA_HOSTS.has(url.hostname.toLowerCase()) || isLinkLocalOrMetadata(url.hostname))) {
+  const metadata = METADATA_HOSTS.has(url.hostname.toLowerCase()) || isLinkLocalOrMetadata(url.hostname);
+  if (metadata && env[ALLOW_LINK_LOCAL_ENV] !== '1') {
     return `${variable}: a link-local or cloud metadata address is refused (${ALLOW_LINK_LOCAL_ENV}=1 allows it)`;
   }
   if (url.protocol === 'https:') return undefined;
@@ -149,7 +160,10 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
     if (!secret) return `${config.secretFromEnv} is not set (the webhook sink's HMAC key)`;
     if (secret.length < 16) return `${config.secretFromEnv} is shorter than 16 characters`;
     const reused = INTAKE_SECRET_VARIABLES.find((name) => env[name] === secret);
-    if (reused !== undefined) return `${config.secretFromEnv} is the same key as ${reused}: give notifications a key of their own (a receiver holding it could sign changes)`;
+    if (reused !== undefined) {
+      return `${config.secretFromEnv} is the same key as ${reused}: ` +
+        'give notifications a key of their own (a receiver holding it could sign changes)';
+    }
   }
   const render = config.type === 'slack' ? slackPayload : config.type === 'teams' ? teamsPayload : webhookPayload;
   const doFetch = options.fetch ?? fetch;
@@ -189,23 +203,38 @@ async function checkResolvedHost(name: string, url: string, options: SinkOptions
   try {
     addresses = await (options.lookup ?? defaultLookup)(host);
   } catch (e) {
-    throw new SinkError(`sink ${name}: the host cannot be resolved (${e instanceof Error ? ((e as { code?: string }).code ?? e.name) : 'error'})`);
+    const why = e instanceof Error ? ((e as { code?: string }).code ?? e.name) : 'error';
+    throw new SinkError(`sink ${name}: the host cannot be resolved (${why})`);
   }
-  if (addresses.some(isLinkLocalOrMetadata)) throw new SinkError(`sink ${name}: the host resolves to a link-local or cloud metadata address; refused (${ALLOW_LINK_LOCAL_ENV}=1 allows it)`);
+  if (addresses.some(isLinkLocalOrMetadata)) {
+    const allow = `${ALLOW_LINK_LOCAL_ENV}=1 allows it`;
+    throw new SinkError(`sink ${name}: the host resolves to a link-local or cloud metadata address; refused (${allow})`);
+  }
 }
 
-const defaultLookup = async (host: string): Promise<string[]> => (await dnsLookup(host, { all: true })).map((a) => a.address);
+const defaultLookup = async (host: string): Promise<string[]> =>
+  (await dnsLookup(host, { all: true })).map((a) => a.address);
 
 /**
  * A receiver's check of a webhook notification (for receivers in TypeScript, and the tests): the signature over
  * NOTIFICATION_CONTEXT, the timestamp and the body, within `maxSkewSeconds` of `nowSeconds`.
  */
-export function verifyNotification(secret: string, header: (name: string) => string | undefined, body: Uint8Array | string, nowSeconds: number, maxSkewSeconds = 300): { ok: true } | { ok: false; reason: string } {
+export function verifyNotification(
+  secret: string,
+  header: (name: string) => string | undefined,
+  body: Uint8Array | string,
+  nowSeconds: number,
+  maxSkewSeconds = 300,
+): { ok: true } | { ok: false; reason: string } {
   const timestamp = header(TIMESTAMP_HEADER);
-  const signature = header(SIGNATURE_HEADER);
-  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
-  if (Math.abs(nowSeconds - Number(timestamp)) > maxSkewSeconds) return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${maxSkewSeconds} s from the clock` };
+  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) {
+    return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
+  }
+  if (Math.abs(nowSeconds - Number(timestamp)) > maxSkewSeconds) {
+    return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${maxSkewSeconds} s from the clock` };
+  }
   const expected = Buffer.from(signNotification(secret, timestamp, body));
-  const given = Buffer.from(signature ?? '');
-  return given.length === expected.length && timingSafeEqual(given, expected) ? { ok: true } : { ok: false, reason: 'the signature does not match the body' };
+  const given = Buffer.from(header(SIGNATURE_HEADER) ?? '');
+  if (given.length === expected.length && timingSafeEqual(given, expected)) return { ok: true };
+  return { ok: false, reason: 'the signature does not match the body' };
 }

@@ -56,7 +56,9 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
     if (modes.has('bearer')) out.bearerToken = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'));
     // A short secret is refused, not used: every request fails (closed) until the parameter holds a long one.
     const problem = secretsProblem(out);
-    if (problem !== undefined) throw new Error(problem.replace(/^(VAULT_ROLLOUT_WEBHOOK_(?:SECRET|TOKEN))/, 'the parameter $1_SSM names'));
+    if (problem !== undefined) {
+      throw new Error(problem.replace(/^(VAULT_ROLLOUT_WEBHOOK_(?:SECRET|TOKEN))/, 'the parameter $1_SSM names'));
+    }
     return out;
   };
 

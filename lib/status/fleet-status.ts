@@ -52,7 +52,7 @@ const isNewer = (a: number | string, b: number | string): boolean => (typeof a =
 
 /** The repair a person pastes: the path one shell-quoted word; none for a key no Vault path could be. */
 function resetVersionCommand(path: string, current: number | string | null): string {
-  if (vaultPathProblem(path) !== undefined) return 'vault-rollout reset-version (the recorded key is no Vault path: name the real one)';
+  if (vaultPathProblem(path) !== undefined) return 'vault-rollout reset-version (the key is no Vault path)';
   return `vault-rollout reset-version --path ${shellQuote(path)} --version ${shellQuote(String(current))}`;
 }
 
@@ -76,7 +76,10 @@ function consumerStatus(table: RoutingTable, cluster: string, routes: readonly s
   else if (typeof recorded !== typeof current) state = 'behind';
   else state = isNewer(current, recorded) ? 'behind' : 'current';
   if (state === 'behind') detail = recorded === null ? 'never restarted for this path' : `records ${JSON.stringify(recorded)}, current is ${JSON.stringify(current)}`;
-  if (state === 'poisoned') detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; repair with ${resetVersionCommand(path, current)}`;
+  if (state === 'poisoned') {
+    detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; ` +
+      `repair with ${resetVersionCommand(path, current)}`;
+  }
   const halted = haltedReason(descriptor, obj, listing);
   const ok = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
   return {

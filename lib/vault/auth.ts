@@ -130,7 +130,11 @@ export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Pr
     const audience = env.VAULT_K8S_AUDIENCE || DEFAULT_VAULT_AUDIENCE;
     // Read once now, so a pod without its token fails at start-up with the reason.
     await kubernetesJwt(tokenFile, audience, deps);
-    return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login: async () => kubernetesLoginRequest(role, await kubernetesJwt(tokenFile, audience, deps), env.VAULT_K8S_MOUNT) }) };
+    const login = async () => {
+      const jwt = await kubernetesJwt(tokenFile, audience, deps);
+      return kubernetesLoginRequest(role, jwt, env.VAULT_K8S_MOUNT);
+    };
+    return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login }) };
   }
   if (method === 'approle') {
     const roleId = await credential(env, deps, 'the AppRole role ID', { value: 'VAULT_ROLE_ID', ssm: 'VAULT_ROLE_ID_SSM' });
@@ -190,16 +194,24 @@ async function kubernetesJwt(path: string, audience: string, deps: VaultAuthDeps
     text = await deps.readFile(path);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    throw new VaultAuthConfigError(`Kubernetes auth: cannot read the ServiceAccount token ${path} (${typeof code === 'string' ? code : 'unreadable'}); run in a pod with a token projected for audience ${audience} there, or set VAULT_K8S_TOKEN_FILE`);
+    const why = typeof code === 'string' ? code : 'unreadable';
+    throw new VaultAuthConfigError(
+      `Kubernetes auth: cannot read the ServiceAccount token ${path} (${why}); ` +
+        `run in a pod with a token projected for audience ${audience} there, or set VAULT_K8S_TOKEN_FILE`,
+    );
   }
   const jwt = text.trim();
   if (jwt === '') throw new VaultAuthConfigError(`Kubernetes auth: the ServiceAccount token ${path} is empty`);
   const audiences = jwtAudiences(jwt);
   if (!audiences.includes(audience)) {
-    const shown = audiences.length === 0 ? 'none' : audiences.slice(0, 3).map((a) => JSON.stringify(a.slice(0, 100))).join(', ');
+    const quoted = audiences.slice(0, 3).map((a) => JSON.stringify(a.slice(0, 100)));
+    const shown = quoted.length === 0 ? 'none' : quoted.join(', ');
     throw new VaultAuthConfigError(
-      `Kubernetes auth: the token ${path} is for audience ${shown}, not ${audience}: a token the Kubernetes API accepts is not sent to Vault; ` +
-        `project a ServiceAccount token with audience ${audience} (the Helm chart mounts one at ${VAULT_AUDIENCE_TOKEN_FILE}) and set audience=${audience} on the Vault role (or VAULT_K8S_AUDIENCE to the role's)`,
+      `Kubernetes auth: the token ${path} is for audience ${shown}, not ${audience}: ` +
+        'a token the Kubernetes API accepts is not sent to Vault; ' +
+        `project a ServiceAccount token with audience ${audience} ` +
+        `(the Helm chart mounts one at ${VAULT_AUDIENCE_TOKEN_FILE}) ` +
+        `and set audience=${audience} on the Vault role (or VAULT_K8S_AUDIENCE to the role's)`,
     );
   }
   return jwt;

@@ -49,10 +49,12 @@ export interface PodTokenDeps {
 
 /** Folders holding the pod's projected ServiceAccount token: /var/run is a link to /run on most images. */
 function podTokenDirs(env: Env): string[] {
-  return [...new Set([SERVICE_ACCOUNT_DIR, SERVICE_ACCOUNT_DIR.replace(/^\/var\/run\//, '/run/'), serviceAccountDir(env)])];
+  const runSpelling = SERVICE_ACCOUNT_DIR.replace(/^\/var\/run\//, '/run/');
+  return [...new Set([SERVICE_ACCOUNT_DIR, runSpelling, serviceAccountDir(env)])];
 }
 
-const inside = (path: string, dir: string): boolean => path === dir || path.startsWith(dir.endsWith(sep) ? dir : dir + sep);
+const inside = (path: string, dir: string): boolean =>
+  path === dir || path.startsWith(dir.endsWith(sep) ? dir : dir + sep);
 
 async function realOrSame(path: string, realpath: (path: string) => Promise<string>): Promise<string> {
   try {
@@ -107,4 +109,44 @@ function sameOrigin(a: string, b: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Which token file, for which cluster and user, read from what kind of kubeconfig. */
+export interface TokenFileUse {
+  cluster: string;
+  user: string;
+  /** The kubeconfig came from SSM or Secrets Manager, which others may write. */
+  fromSharedStore: boolean;
+  /** The file's absolute path. */
+  absolute: string;
+}
+
+/**
+ * Why a kubeconfig user's token file must not be sent to its cluster; undefined when it may. Never from SSM or
+ * Secrets Manager; the pod's own token only to the in-cluster API, whatever the opt-in says; any other file only
+ * for a cluster the operator names in VAULT_ROLLOUT_ALLOW_TOKEN_FILE.
+ */
+export async function tokenFileProblem(
+  use: TokenFileUse,
+  credential: { path: string; field: string },
+  endpoint: ClusterEndpoint,
+  deps: PodTokenDeps,
+): Promise<string | undefined> {
+  const refused = `user ${use.user}: ${credential.field} ${credential.path} is refused`;
+  if (use.fromSharedStore) {
+    return `${refused} for a kubeconfig from SSM or Secrets Manager: ` +
+      'whoever can write it would choose which file of this machine is sent, and to which server; ' +
+      'put the token itself in the user\'s token field, or use a client certificate';
+  }
+  if (await isPodToken(use.absolute, deps)) {
+    if (await isInClusterApi(endpoint, deps)) return undefined;
+    return `${refused}: it is the pod's own ServiceAccount token, which goes only to the in-cluster API server ` +
+      'with the pod\'s CA, and this cluster\'s server or CA is another; ' +
+      'use inCluster: true for the cluster vault-rollout runs in, or give this cluster a credential of its own';
+  }
+  if (operatorAllows(deps.env, ALLOW_TOKEN_FILE_VARIABLE, use.cluster)) return undefined;
+  return `${refused}: it would send a file of this machine as the bearer token; ` +
+    `set ${ALLOW_TOKEN_FILE_VARIABLE}=${use.cluster} in vault-rollout's environment to allow it ` +
+    '(the routing table\'s allowTokenFile no longer grants it), ' +
+    'or put the token itself in the user\'s token field, or use a client certificate';
 }

@@ -5,8 +5,9 @@
  * The plugin runs with the ExecCredential protocol (client.authentication.k8s.io/v1 and v1beta1): no shell, the
  * command resolved on PATH (or relative to the kubeconfig when it names a path), an environment of PATH, HOME, the
  * kubeconfig's exec.env and KUBERNETES_EXEC_INFO only, no stdin (never interactive), a bounded time and output.
- * Its token is kept until its expirationTimestamp, so the plugin runs once per token lifetime, not per request; a token without expiry is kept
- * until the API server refuses it (ClusterClients.invalidate builds the access, and so this source, again).
+ * Its token is kept until its expirationTimestamp, so the plugin runs once per token lifetime, not per request; a
+ * token without expiry is kept until the API server refuses it (ClusterClients.invalidate builds the access, and so
+ * this source, again).
  *
  * Neither the plugin's output nor its stderr is ever logged or put in an error: either may hold the token.
  */

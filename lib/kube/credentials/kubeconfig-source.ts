@@ -28,10 +28,9 @@ import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
 import { ExecCredentialError, execTokenSource } from './exec-credential.ts';
 import type { ExecConfig, ExecDeps } from './exec-credential.ts';
-import type { ClusterEndpoint } from './credential-policy.ts';
 import { TokenFileError, tokenFileSource } from './token-file.ts';
 import type { TokenFileDeps } from './token-file.ts';
-import { ALLOW_EXEC_VARIABLE, ALLOW_TOKEN_FILE_VARIABLE, isInClusterApi, isPodToken, operatorAllows } from './credential-policy.ts';
+import { ALLOW_EXEC_VARIABLE, operatorAllows, tokenFileProblem } from './credential-policy.ts';
 
 export interface KubeconfigSourceDeps {
   /** Directory of the routing table: relative `file` paths are resolved against it. */
@@ -174,8 +173,12 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
   const server = checkServer(cluster.server, config.insecureSkipTLSVerify === true);
   const credential = userCredential(name, user, rawUsers.get(user.name) ?? {}, config, deps);
   if (credential.kind === 'tokenFile') {
-    const endpoint = { server, caData: cluster.caData, caFile: cluster.caFile, skipTLSVerify: config.insecureSkipTLSVerify === true || cluster.skipTLSVerify === true };
-    await checkTokenFile({ name, config, userName: user.name }, credential, endpoint, loaded.baseDir, deps);
+    const skip = config.insecureSkipTLSVerify === true || cluster.skipTLSVerify === true;
+    const endpoint = { server, caData: cluster.caData, caFile: cluster.caFile, skipTLSVerify: skip };
+    const absolute = resolvePath(loaded.baseDir ?? deps.routingTableDir, credential.path);
+    const where = { cluster: name, user: user.name, fromSharedStore: !isLocalSource(config), absolute };
+    const problem = await tokenFileProblem(where, credential, endpoint, deps);
+    if (problem !== undefined) throw new KubeconfigSourceError(problem);
   }
   const bearerToken = await bearerTokenSource(credential, { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true }, loaded.baseDir, deps);
   // Warn only once everything else is valid: a refused kubeconfig has nothing to warn about.
@@ -190,14 +193,23 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
 }
 
 /** How the selected user authenticates: client-node does it (token, certificate, basic), or vault-rollout does. */
-type UserCredential = { kind: 'kubeconfig' } | { kind: 'exec'; exec: ExecConfig } | { kind: 'tokenFile'; path: string; field: string };
+type UserCredential =
+  | { kind: 'kubeconfig' }
+  | { kind: 'exec'; exec: ExecConfig }
+  | { kind: 'tokenFile'; path: string; field: string };
 
 /** The user's raw entry as written, before client-node normalised (and dropped) fields. */
 type RawUser = Record<string, unknown>;
 
 const TOKEN_FILE_FIELDS = ['tokenFile', 'token-file'] as const;
 
-function userCredential(name: string, user: User, raw: RawUser, config: ClusterConfig, deps: KubeconfigSourceDeps): UserCredential {
+function userCredential(
+  name: string,
+  user: User,
+  raw: RawUser,
+  config: ClusterConfig,
+  deps: KubeconfigSourceDeps,
+): UserCredential {
   const local = isLocalSource(config);
   if (user.exec) {
     const command = typeof user.exec.command === 'string' ? user.exec.command : '?';
@@ -210,13 +222,15 @@ function userCredential(name: string, user: User, raw: RawUser, config: ClusterC
     if (!local) {
       throw new KubeconfigSourceError(
         `user ${user.name}: exec (the credential plugin ${command}) is refused for a kubeconfig from SSM or Secrets Manager: whoever can write it would choose the command vault-rollout runs; ` +
-          `keep that kubeconfig in a file and allow it with ${ALLOW_EXEC_VARIABLE}=${name}, or give the user a token or client certificate`,
+          `keep that kubeconfig in a file and allow it with ${ALLOW_EXEC_VARIABLE}=${name}, ` +
+          'or give the user a token or client certificate',
       );
     }
     if (!operatorAllows(deps.env, ALLOW_EXEC_VARIABLE, name)) {
       throw new KubeconfigSourceError(
-        `user ${user.name}: exec (the credential plugin ${command}) runs only when the operator allows it for this cluster: ` +
-          `set ${ALLOW_EXEC_VARIABLE}=${name} in vault-rollout's environment (the routing table's allowExec no longer grants it); ` +
+        `user ${user.name}: exec (the credential plugin ${command}) runs only when the operator allows it ` +
+          `for this cluster: set ${ALLOW_EXEC_VARIABLE}=${name} in vault-rollout's environment ` +
+          '(the routing table\'s allowExec no longer grants it); ' +
           'or give the user a token or client certificate',
       );
     }
@@ -225,7 +239,8 @@ function userCredential(name: string, user: User, raw: RawUser, config: ClusterC
   if (user.authProvider) {
     throw new KubeconfigSourceError(
       `user ${user.name}: auth-provider (${String(user.authProvider.name ?? '?')}) is refused: kubectl removed these plugins; ` +
-        `use the provider's exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token), allowed with ${ALLOW_EXEC_VARIABLE}`,
+        'use the provider\'s exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token), ' +
+        `allowed with ${ALLOW_EXEC_VARIABLE}`,
     );
   }
   const hasToken = typeof user.token === 'string' && user.token !== '';
@@ -251,42 +266,6 @@ function userCredential(name: string, user: User, raw: RawUser, config: ClusterC
 function isLocalSource(config: ClusterConfig): boolean {
   const source = config.kubeconfig;
   return source !== undefined && ('file' in source || 'env' in source || 'inline' in source);
-}
-
-/**
- * A token file is sent only where the operator allowed it, never from SSM or Secrets Manager, and the pod's own
- * ServiceAccount token only to the in-cluster API (credential-policy.ts), whatever the opt-in says.
- */
-async function checkTokenFile(
-  { name, config, userName }: { name: string; config: ClusterConfig; userName: string },
-  credential: { path: string; field: string },
-  endpoint: ClusterEndpoint,
-  baseDir: string | undefined,
-  deps: KubeconfigSourceDeps,
-): Promise<void> {
-  const { path, field } = credential;
-  const refused = `user ${userName}: ${field} ${path} is refused`;
-  if (!isLocalSource(config)) {
-    throw new KubeconfigSourceError(
-      `${refused} for a kubeconfig from SSM or Secrets Manager: whoever can write it would choose which file of this machine is sent, and to which server; ` +
-        'put the token itself in the user\'s token field, or use a client certificate',
-    );
-  }
-  const absolute = resolvePath(baseDir ?? deps.routingTableDir, path);
-  const podDeps = { env: deps.env, readFile: deps.readFile, ...(deps.realpath ? { realpath: deps.realpath } : {}) };
-  if (await isPodToken(absolute, podDeps)) {
-    if (await isInClusterApi(endpoint, podDeps)) return;
-    throw new KubeconfigSourceError(
-      `${refused}: it is the pod's own ServiceAccount token, which goes only to the in-cluster API server with the pod's CA, and this cluster's server or CA is another; ` +
-        'use inCluster: true for the cluster vault-rollout runs in, or give this cluster a credential of its own',
-    );
-  }
-  if (!operatorAllows(deps.env, ALLOW_TOKEN_FILE_VARIABLE, name)) {
-    throw new KubeconfigSourceError(
-      `${refused}: it would send a file of this machine as the bearer token; set ${ALLOW_TOKEN_FILE_VARIABLE}=${name} in vault-rollout's environment to allow it ` +
-        '(the routing table\'s allowTokenFile no longer grants it), or put the token itself in the user\'s token field, or use a client certificate',
-    );
-  }
 }
 
 async function bearerTokenSource(
