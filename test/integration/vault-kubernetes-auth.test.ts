@@ -1,5 +1,5 @@
 /**
- * Vault's Kubernetes auth method for `reconcile` and `status` (#25), against the real OpenBao and the real Vault:
+ * Vault's Kubernetes auth method for `reconcile` and `status`, against the real OpenBao and the real Vault:
  * their `kubernetes` auth method (on a mount of its own) points at test cluster alpha's API server and reviews
  * tokens with a ServiceAccount bound to system:auth-delegator; vault-rollout logs in with the vault-rollout
  * ServiceAccount's token (TokenRequest API) for Vault's own audience, from a file, as the chart projects it, and
