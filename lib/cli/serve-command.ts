@@ -1,6 +1,7 @@
 import { serve } from '@hono/node-server';
 import { buildApp } from '../http/app.ts';
 import { storedReplayWindow, type WebhookSecrets } from '../http/webhook-auth.ts';
+import { secretsProblem, type StatusAccess } from '../http/status-auth.ts';
 import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { PrometheusMetrics } from '../observability/prometheus.ts';
 import { queueSampler } from './metrics.ts';
@@ -44,8 +45,28 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined && !insecureNoAuth) {
     return { error: 'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests' };
   }
+  const statusToken = env.VAULT_ROLLOUT_STATUS_TOKEN || undefined;
+  const problem = secretsProblem({ ...secrets, ...(statusToken !== undefined ? { statusToken } : {}) });
+  if (problem !== undefined) return { error: problem };
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) secrets.insecureNoAuth = true;
   return secrets;
+}
+
+/** Who may read GET /status: VAULT_ROLLOUT_STATUS_TOKEN, required with --status-page unless --insecure-no-auth. */
+export function statusAccess(
+  env: CliIo['env'],
+  secrets: WebhookSecrets,
+  behindTlsProxy: boolean,
+): StatusAccess | { error: string } {
+  const token = env.VAULT_ROLLOUT_STATUS_TOKEN || undefined;
+  const open = secrets.insecureNoAuth === true;
+  if (token === undefined && !open) {
+    return {
+      error: 'set VAULT_ROLLOUT_STATUS_TOKEN, the page\'s own read-only credential (at least 32 characters; the ' +
+        'intake\'s token is not taken for the page, whose readers must not be able to send changes)',
+    };
+  }
+  return { ...(token !== undefined ? { token } : {}), ...(open ? { insecureNoAuth: true } : {}), behindTlsProxy };
 }
 
 /**
@@ -175,6 +196,12 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     uninstallMetrics();
     queue.close();
   };
+  const access = values['status-page'] ? statusAccess(io.env, secrets, values['status-behind-tls-proxy']) : undefined;
+  if (access !== undefined && 'error' in access) {
+    io.stderr(`vault-rollout serve: --status-page: ${access.error}\n`);
+    await release();
+    return EXIT.failure;
+  }
   if (values['status-page']) {
     const opened = await statusPageServer(io, table, values.routes, { rotations, clients, queue, refreshSeconds, source: `vault-rollout serve on ${values.host}` });
     if ('error' in opened) {
@@ -185,7 +212,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     page = opened;
   }
   // The rotation store keeps the key baselines too (issue #24): serve's intake compares each write's keys with them.
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(page ? { statusPage: page.render } : {}), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
+  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(page ? { statusPage: page.render, ...(access ? { statusAccess: access } : {}) } : {}), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });

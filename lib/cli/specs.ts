@@ -91,7 +91,7 @@ export const serve = {
   name: 'serve',
   summary: 'The HTTP intake with a durable local queue and worker, on this machine',
   description:
-    'The HTTP intake of the Lambda function on this machine: 202 once the change is on disk (a SQLite queue). Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer); without either it refuses to start unless told --insecure-no-auth, and on a --host other than loopback it refuses that too unless also told --i-understand-unauthenticated-access. It refuses the example routing table (infra/routes/example.yaml) unless told --allow-example-routes. GET /metrics: Prometheus, no authentication. --status-page: GET /status, the fleet status page, behind the webhook\'s authentication.',
+    'The HTTP intake of the Lambda function on this machine: 202 once the change is on disk (a SQLite queue). Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer); without either it refuses to start unless told --insecure-no-auth, and on a --host other than loopback it refuses that too unless also told --i-understand-unauthenticated-access. It refuses the example routing table (infra/routes/example.yaml) unless told --allow-example-routes. Each secret is at least 32 characters. A peer refused 20 times within a minute is answered 429 with Retry-After until the minute ends. GET /metrics: Prometheus, no authentication. --status-page: GET /status, the fleet status page, behind its own read-only credential VAULT_ROLLOUT_STATUS_TOKEN (Bearer, or the password of HTTP Basic over TLS or from loopback only), never the intake\'s.',
   options: [
     { ...routes, env: 'VAULT_ROLLOUT_ROUTES', default: 'infra/routes/example.yaml' },
     { name: 'allow-example-routes', type: 'boolean', default: false, summary: 'serve infra/routes/example.yaml (the demo), which otherwise is refused' },
@@ -105,6 +105,7 @@ export const serve = {
     { name: 'loops', type: 'integer', default: 4, min: 1, max: MAX_LOOPS, summary: 'workers side by side' },
     { name: 'status-page', type: 'boolean', default: false, summary: 'serve GET /status, the fleet status page' },
     { name: 'status-refresh', type: 'duration', default: '30s', min: 5000, max: 3_600_000, summary: "how often the status page refreshes itself (whole seconds)" },
+    { name: 'status-behind-tls-proxy', type: 'boolean', default: false, summary: 'the listener is reached only through a TLS-terminating proxy: take HTTP Basic on the status page when it says X-Forwarded-Proto: https' },
     unauthenticated,
   ],
   exits: [

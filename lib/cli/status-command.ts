@@ -4,6 +4,7 @@
  * consumer of the selected paths runs the current version and is rolled out, 1 otherwise; `--wait` polls until
  * that holds or the timeout passes.
  */
+import { shellAssignment } from '../kernel/shell-quote.ts';
 import { rename, writeFile } from 'node:fs/promises';
 import { resolve as resolvePath } from 'node:path';
 import { readFleet, type FleetReadStats } from '../kube/fleet-reader.ts';
@@ -182,7 +183,9 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
   const prefix = options.path?.split(/[*{]/)[0] ?? '';
   const own = options.rotations === undefined;
   let rotations: Promise<RotationStore> | undefined = options.rotations ? Promise.resolve(options.rotations) : undefined;
-  const env = io.env.VAULT_ROLLOUT_STATE_TABLE ? `VAULT_ROLLOUT_STATE_TABLE=${io.env.VAULT_ROLLOUT_STATE_TABLE}` : io.env.VAULT_ROLLOUT_STATE_DB ? `VAULT_ROLLOUT_STATE_DB=${io.env.VAULT_ROLLOUT_STATE_DB}` : undefined;
+  // Quoted: the page offers the commands it is in for copying, and a file path may hold anything.
+  const storeVariable = (['VAULT_ROLLOUT_STATE_TABLE', 'VAULT_ROLLOUT_STATE_DB'] as const).find((name) => io.env[name]);
+  const env = storeVariable ? shellAssignment(storeVariable, io.env[storeVariable] ?? '') : undefined;
   return {
     store: { name: cliRotationStoreName(io), ...(env ? { env } : {}) },
     async read() {

@@ -14,6 +14,8 @@ import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import { intake } from '../pipeline/intake.ts';
 import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
+import { FailedAuthLimiter } from './failed-auth-limiter.ts';
+import { authenticateStatus, basicAllowed, type StatusAccess } from './status-auth.ts';
 import { authenticate, authenticateHeaders, ReplayGuard, type ReplayWindow, type WebhookSecrets } from './webhook-auth.ts';
 
 export interface AppDeps {
@@ -40,27 +42,31 @@ export interface AppDeps {
    */
   metrics?: () => Promise<{ contentType: string; body: string }>;
   /**
-   * The fleet status page (serve --status-page: GET /status), rendered HTML; absent: no such route. Behind the same
-   * authentication as the intake: it names paths, workloads and namespaces.
+   * The fleet status page (serve --status-page: GET /status), rendered HTML; absent: no such route. Behind its own
+   * read-only credential (status-auth.ts), never the intake's: it names paths, workloads and namespaces.
    */
   statusPage?: () => Promise<string>;
+  /** Who may read the status page (required with statusPage; without a token the page refuses every request). */
+  statusAccess?: StatusAccess;
+  /** Where refused authentications are counted per peer (default: this process's memory). */
+  authLimiter?: FailedAuthLimiter;
 }
 
 /**
- * What a page request may carry: the bearer token, or (a browser's own prompt, so a phone can open the page) HTTP
- * Basic with the bearer token as its password, any user name; or an HMAC signature of an empty body, accepted once.
+ * The peer's address: serve's socket (@hono/node-server's `env.incoming`), or the Function URL's source IP in
+ * Lambda (hono/aws-lambda's `env.event`); undefined in tests that pass neither.
  */
-function pageHeaders(header: (name: string) => string | undefined, secrets: WebhookSecrets): (name: string) => string | undefined {
-  return (name) => {
-    const value = header(name);
-    if (name !== 'authorization' || value === undefined || secrets.bearerToken === undefined) return value;
-    const basic = /^Basic\s+([A-Za-z0-9+/=]{1,4096})$/i.exec(value);
-    if (!basic) return value;
-    const decoded = Buffer.from(basic[1] ?? '', 'base64').toString('utf8');
-    const colon = decoded.indexOf(':');
-    return colon < 0 ? value : `Bearer ${decoded.slice(colon + 1)}`;
+function peerAddress(env: unknown): string | undefined {
+  type Carriers = {
+    incoming?: { socket?: { remoteAddress?: unknown } };
+    event?: { requestContext?: { http?: { sourceIp?: unknown } } };
   };
+  const e = env as Carriers | undefined;
+  const address = e?.incoming?.socket?.remoteAddress ?? e?.event?.requestContext?.http?.sourceIp;
+  return typeof address === 'string' && address !== '' ? address : undefined;
 }
+
+const BASIC_CHALLENGE = 'Basic realm="vault-rollout status", charset="UTF-8"';
 
 /** The page runs no script and loads nothing: a policy that forbids both, should an escape ever be missed. */
 const PAGE_HEADERS = {
@@ -78,6 +84,13 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 function problem(status: 400 | 401 | 413 | 503, error: string): HTTPException {
   return new HTTPException(status, { res: Response.json({ error }, { status }) });
+}
+
+/** A peer past its refused tries: answered at once, told when to come back, its credentials not even looked at. */
+function tooManyFailures(retryAfterSeconds: number): HTTPException {
+  const error = `too many refused authentications from this address; retry after ${retryAfterSeconds} s`;
+  const headers = { 'retry-after': String(retryAfterSeconds) };
+  return new HTTPException(429, { res: Response.json({ error }, { status: 429, headers }) });
 }
 
 /**
@@ -189,17 +202,37 @@ export function buildApp(deps: AppDeps): Hono {
     });
   }
 
+  const limiter = deps.authLimiter ?? new FailedAuthLimiter();
+  /** Throws 429 while the peer is past its refused tries. */
+  const admit = (peer: string | undefined): void => {
+    const wait = limiter.retryAfterSeconds(peer, now());
+    if (wait !== undefined) throw tooManyFailures(wait);
+  };
+  /** Counts a refusal, logs it, and throws the 401. */
+  const refuse = (peer: string | undefined, reason: string, path?: string): never => {
+    limiter.failed(peer, now());
+    deps.telemetry.warn('request refused', { reason, ...(path ? { path } : {}) });
+    throw problem(401, reason);
+  };
+
   const statusPage = deps.statusPage;
   if (statusPage !== undefined) {
+    const access = deps.statusAccess ?? {};
     // Compressed when the browser accepts it: a fleet's page is repetitive markup (hundreds of KiB to a phone).
     app.get('/status', compress(), async (c) => {
-      const secrets = await deps.secrets();
-      const auth = authenticate(pageHeaders((name) => c.req.header(name), secrets), new Uint8Array(), secrets, Math.floor(now() / 1000), replay);
+      const peer = peerAddress(c.env);
+      admit(peer);
+      const channel = { url: c.req.url, peer, header: (name: string) => c.req.header(name) };
+      const auth = authenticateStatus(channel, access);
       if (!auth.ok) {
+        limiter.failed(peer, now());
         deps.telemetry.warn('request refused', { reason: auth.reason, path: '/status' });
-        const challenge: Record<string, string> = secrets.bearerToken !== undefined ? { 'www-authenticate': 'Basic realm="vault-rollout status", charset="UTF-8"' } : {};
+        // The browser's prompt only where Basic is taken: elsewhere it would send the password readable.
+        const asks = access.token !== undefined && basicAllowed(channel, access);
+        const challenge: Record<string, string> = asks ? { 'www-authenticate': BASIC_CHALLENGE } : {};
         return new Response(`401 ${auth.reason}\n`, { status: 401, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge } });
       }
+      limiter.succeeded(peer);
       return new Response(await statusPage(), { headers: PAGE_HEADERS });
     });
   }
@@ -208,21 +241,18 @@ export function buildApp(deps: AppDeps): Hono {
     // Order matters: what the headers alone can refuse is refused before a byte of the body is read (a bearer token
     // in full; HMAC's timestamp window and signature form); then a bounded read, authentication on the raw bytes, and
     // only then any decompression or parsing.
+    const peer = peerAddress(c.env);
+    admit(peer);
     const secrets = await deps.secrets();
     const header = (name: string) => c.req.header(name);
     const early = authenticateHeaders(header, secrets, Math.floor(now() / 1000));
-    if (!early.ok) {
-      deps.telemetry.warn('request refused', { reason: early.reason });
-      throw problem(401, early.reason);
-    }
+    if (!early.ok) refuse(peer, early.reason);
     const incoming = nodeIncoming(c.env);
     const raw = incoming ? await readIncomingBody(incoming, maxBodyBytes) : await readRawBody(c.req.raw, maxBodyBytes);
     if (raw.byteLength === 0) throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
     const auth = authenticate(header, raw, secrets, Math.floor(now() / 1000), replay);
-    if (!auth.ok) {
-      deps.telemetry.warn('request refused', { reason: auth.reason });
-      throw problem(401, auth.reason);
-    }
+    if (!auth.ok) return refuse(peer, auth.reason);
+    limiter.succeeded(peer);
     const text = decodeBody(c.req.raw, raw, maxBodyBytes);
     let result;
     try {

@@ -15,8 +15,22 @@ import { eventLines, eventTitle, type NotificationEvent } from './event.ts';
 export const MAX_PAYLOAD_BYTES = 16 * 1024;
 export const WEBHOOK_SCHEMA = 'vault-rollout.notification/v1';
 
-/** Slack's mrkdwn control characters, escaped as its docs ask: &, <, >. */
-const slackEscape = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+/** One fact per line: a line break inside a value would start a paragraph or a list item. */
+const oneLine = (s: string): string => s.replace(/[\r\n\u2028\u2029]+/g, ' ');
+/**
+ * Text from the clusters and Vault (paths, names, reasons a tenant's object may carry) shown as written, never as
+ * markup. Slack's mrkdwn: &, < and > escaped as its docs ask (so no <!channel>, <@user> or <url|link>); its
+ * emphasis characters (* _ ~ `) cannot be escaped, so a zero-width space after each keeps it from pairing; line
+ * breaks become spaces (one fact, one line).
+ */
+export const slackEscape = (s: string): string =>
+  oneLine(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/[*_~`]/g, '$&\u200b');
+/**
+ * Teams (Adaptive Card TextBlock and FactSet markdown): the characters its markdown reads — emphasis, links, code —
+ * backslash-escaped, and a list marker at the start escaped too; line breaks become spaces.
+ */
+export const teamsEscape = (s: string): string =>
+  oneLine(s).replace(/[\\`*_[\]()<>#~|]/g, '\\$&').replace(/^(\s*)([-+]|\d+[.)])(?=\s)/, '$1\\$2');
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
 export function slackPayload(e: NotificationEvent): { text: string; blocks: unknown[] } {
@@ -38,9 +52,11 @@ export function slackPayload(e: NotificationEvent): { text: string; blocks: unkn
 export function teamsPayload(e: NotificationEvent): Record<string, unknown> {
   const facts = eventLines(e).map((l) => {
     const i = l.indexOf(': ');
-    return { title: l.slice(0, i), value: l.slice(i + 2) };
+    return { title: teamsEscape(l.slice(0, i)), value: teamsEscape(l.slice(i + 2)) };
   });
   const failing = e.kind !== 'complete';
+  const title = teamsEscape(eventTitle(e));
+  const color = failing ? 'Attention' : 'Good';
   return {
     type: 'message',
     attachments: [
@@ -52,9 +68,9 @@ export function teamsPayload(e: NotificationEvent): Record<string, unknown> {
           type: 'AdaptiveCard',
           version: '1.4',
           body: [
-            { type: 'TextBlock', text: `vault-rollout: ${eventTitle(e)}`, weight: 'Bolder', size: 'Medium', wrap: true, ...(failing ? { color: 'Attention' } : { color: 'Good' }) },
+            { type: 'TextBlock', text: `vault-rollout: ${title}`, weight: 'Bolder', size: 'Medium', wrap: true, color },
             { type: 'FactSet', facts },
-            { type: 'TextBlock', text: `${e.kind} · ${e.at}`, isSubtle: true, size: 'Small', wrap: true },
+            { type: 'TextBlock', text: teamsEscape(`${e.kind} · ${e.at}`), isSubtle: true, size: 'Small', wrap: true },
           ],
         },
       },

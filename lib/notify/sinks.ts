@@ -1,20 +1,34 @@
 /**
  * The sinks, resolved from the routing table and the environment once at start-up: the secrets (Slack and Teams
  * URLs, the webhook's HMAC key) come from the variables the table names, never from the table. A URL must be https;
- * plain http only to a loopback host and only with VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP=1 (tests). A sink whose
- * variable is missing or wrong is a problem, reported by name: the others still work.
+ * plain http only to a loopback host and only with VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP=1 (tests). A link-local
+ * or cloud metadata address (169.254.169.254 and the like) is refused, as written and as resolved before each send,
+ * unless VAULT_ROLLOUT_NOTIFY_ALLOW_LINK_LOCAL=1: a table's writer must not make serve post to the instance's
+ * credentials endpoint. The webhook's key signs in a context of its own (signNotification) and must not be one of
+ * the intake's secrets. A sink whose variable is missing or wrong is a problem, reported by name: the others still
+ * work.
  *
  * Sending: one POST (or SNS Publish) per attempt, at most SINK_TIMEOUT_MS, no redirects followed (a redirect could
  * carry the body elsewhere). Errors say the sink, the status or the error's name: never the URL or the secret.
  */
 import { PublishCommand, SNSClient } from '@aws-sdk/client-sns';
-import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../kernel/hmac-signature.ts';
+import { timingSafeEqual } from 'node:crypto';
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { signNotification, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../kernel/hmac-signature.ts';
 import type { NotificationSink } from '../routing/schema.ts';
 import type { NotificationEvent } from './event.ts';
 import { boundedJson, slackPayload, snsPayload, teamsPayload, webhookPayload } from './payloads.ts';
 
 export const SINK_TIMEOUT_MS = 5000;
 export const ALLOW_LOOPBACK_HTTP_ENV = 'VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP';
+export const ALLOW_LINK_LOCAL_ENV = 'VAULT_ROLLOUT_NOTIFY_ALLOW_LINK_LOCAL';
+/** The intake's secrets: a webhook sink's key must be none of them. */
+const INTAKE_SECRET_VARIABLES = [
+  'VAULT_ROLLOUT_WEBHOOK_SECRET',
+  'VAULT_ROLLOUT_WEBHOOK_TOKEN',
+  'VAULT_ROLLOUT_STATUS_TOKEN',
+] as const;
 
 export interface Sink {
   name: string;
@@ -33,6 +47,8 @@ export interface SinkOptions {
   sns?: Pick<SNSClient, 'send'>;
   timeoutMs?: number;
   nowSeconds?: () => number;
+  /** Resolves a host name to its addresses before each send (tests pass their own). */
+  lookup?: (host: string) => Promise<string[]>;
 }
 
 /** The environment variables the sinks name (URLs, HMAC keys): what a process must be given, sorted. */
@@ -64,6 +80,26 @@ export async function sinkEnvironment(sinks: ReadonlyMap<string, NotificationSin
   return out;
 }
 
+/** Names of cloud instance metadata services. */
+const METADATA_HOSTS = new Set([
+  'metadata.google.internal',
+  'metadata',
+  'instance-data',
+  'instance-data.ec2.internal',
+  'metadata.azure.internal',
+]);
+
+/**
+ * An IP address (as a URL's hostname writes it, IPv6 in brackets) that is link-local or a metadata service:
+ * 169.254.0.0/16 (AWS, GCP, Azure, OpenStack), fe80::/10, fd00:ec2::254 (AWS over IPv6), 100.100.100.200 (Alibaba).
+ */
+export function isLinkLocalOrMetadata(host: string): boolean {
+  const address = host.replace(/^\[|\]$/g, '').toLowerCase().replace(/^::ffff:/, '');
+  if (isIP(address) === 4) return address.startsWith('169.254.') || address === '100.100.100.200';
+  if (isIP(address) === 6) return /^fe[89ab][0-9a-f]:/.test(address) || address === 'fd00:ec2::254';
+  return false;
+}
+
 /** Checks a sink's URL: the problem, or undefined. Never quotes the URL (it is a secret for Slack and Teams). */
 export function urlProblem(text: string | undefined, variable: string, env: SinkOptions['env']): string | undefined {
   if (text === undefined || text === '') return `${variable} is not set`;
@@ -74,6 +110,10 @@ export function urlProblem(text: string | undefined, variable: string, env: Sink
     return `${variable} is not a URL`;
   }
   if (url.username || url.password) return `${variable}: a URL with credentials in it is refused`;
+  const metadata = METADATA_HOSTS.has(url.hostname.toLowerCase()) || isLinkLocalOrMetadata(url.hostname);
+  if (metadata && env[ALLOW_LINK_LOCAL_ENV] !== '1') {
+    return `${variable}: a link-local or cloud metadata address is refused (${ALLOW_LINK_LOCAL_ENV}=1 allows it)`;
+  }
   if (url.protocol === 'https:') return undefined;
   const loopback = url.hostname === '127.0.0.1' || url.hostname === '[::1]' || url.hostname === 'localhost';
   if (url.protocol === 'http:' && loopback && env[ALLOW_LOOPBACK_HTTP_ENV] === '1') return undefined;
@@ -119,6 +159,11 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
     secret = env[config.secretFromEnv];
     if (!secret) return `${config.secretFromEnv} is not set (the webhook sink's HMAC key)`;
     if (secret.length < 16) return `${config.secretFromEnv} is shorter than 16 characters`;
+    const reused = INTAKE_SECRET_VARIABLES.find((name) => env[name] === secret);
+    if (reused !== undefined) {
+      return `${config.secretFromEnv} is the same key as ${reused}: ` +
+        'give notifications a key of their own (a receiver holding it could sign changes)';
+    }
   }
   const render = config.type === 'slack' ? slackPayload : config.type === 'teams' ? teamsPayload : webhookPayload;
   const doFetch = options.fetch ?? fetch;
@@ -126,12 +171,13 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
     name,
     type: config.type,
     send: async (event) => {
+      await checkResolvedHost(name, url as string, options);
       const body = boundedJson(render(event));
       const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'vault-rollout' };
       if (secret !== undefined) {
         const timestamp = String(Math.floor(options.nowSeconds?.() ?? Date.now() / 1000));
         headers[TIMESTAMP_HEADER] = timestamp;
-        headers[SIGNATURE_HEADER] = sign(secret, timestamp, body);
+        headers[SIGNATURE_HEADER] = signNotification(secret, timestamp, body);
         headers['x-vault-rollout-event-id'] = event.id;
       }
       let response: Response;
@@ -146,4 +192,49 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
       if (response.status < 200 || response.status > 299) throw new SinkError(`sink ${name}: HTTP ${response.status}`);
     },
   };
+}
+
+/** Refuses to send when the sink's host name resolves to a link-local or metadata address (unless allowed). */
+async function checkResolvedHost(name: string, url: string, options: SinkOptions): Promise<void> {
+  if (options.env[ALLOW_LINK_LOCAL_ENV] === '1') return;
+  const host = new URL(url).hostname;
+  if (isIP(host.replace(/^\[|\]$/g, '')) !== 0) return;
+  let addresses: string[];
+  try {
+    addresses = await (options.lookup ?? defaultLookup)(host);
+  } catch (e) {
+    const why = e instanceof Error ? ((e as { code?: string }).code ?? e.name) : 'error';
+    throw new SinkError(`sink ${name}: the host cannot be resolved (${why})`);
+  }
+  if (addresses.some(isLinkLocalOrMetadata)) {
+    const allow = `${ALLOW_LINK_LOCAL_ENV}=1 allows it`;
+    throw new SinkError(`sink ${name}: the host resolves to a link-local or cloud metadata address; refused (${allow})`);
+  }
+}
+
+const defaultLookup = async (host: string): Promise<string[]> =>
+  (await dnsLookup(host, { all: true })).map((a) => a.address);
+
+/**
+ * A receiver's check of a webhook notification (for receivers in TypeScript, and the tests): the signature over
+ * NOTIFICATION_CONTEXT, the timestamp and the body, within `maxSkewSeconds` of `nowSeconds`.
+ */
+export function verifyNotification(
+  secret: string,
+  header: (name: string) => string | undefined,
+  body: Uint8Array | string,
+  nowSeconds: number,
+  maxSkewSeconds = 300,
+): { ok: true } | { ok: false; reason: string } {
+  const timestamp = header(TIMESTAMP_HEADER);
+  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) {
+    return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
+  }
+  if (Math.abs(nowSeconds - Number(timestamp)) > maxSkewSeconds) {
+    return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${maxSkewSeconds} s from the clock` };
+  }
+  const expected = Buffer.from(signNotification(secret, timestamp, body));
+  const given = Buffer.from(header(SIGNATURE_HEADER) ?? '');
+  if (given.length === expected.length && timingSafeEqual(given, expected)) return { ok: true };
+  return { ok: false, reason: 'the signature does not match the body' };
 }

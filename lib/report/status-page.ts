@@ -9,6 +9,9 @@
  *   record keys, Event messages and conditions all come from objects tenants write.
  * - Refreshes itself (`<meta http-equiv="refresh">`), fits a phone (a viewport, tables that become one block per
  *   row on a narrow screen), and says every state in words (HALTED, FAILED, BEHIND …): colour only repeats them.
+ * - Commands it suggests (copied whole by a click) are safe to paste: every value in them is one shell-quoted word
+ *   (kernel/shell-quote.ts), a key no Vault path could be gets no command, and only consumers the routes target are
+ *   listed: a tenant's record key on an object no route restarts is not the operator's business.
  * - Bounded: at most MAX_PATHS paths, MAX_ROWS_PER_PATH rows per path and MAX_ROWS rows in all, those that need a
  *   look first; what is left out is counted ("N more"), never dropped silently.
  */
@@ -18,6 +21,8 @@ import type { DeadLetter } from '../queue/local-queue.ts';
 import type { RotationHalt } from '../rotations/rotation-store.ts';
 import type { ConsumerStatus, FleetStatus, PathStatus } from '../status/fleet-status.ts';
 import type { PathRotation, WaveState } from '../status/rotation-waves.ts';
+import { shellQuote } from '../kernel/shell-quote.ts';
+import { vaultPathProblem } from '../sources/vault-path.ts';
 import { printable } from './printable.ts';
 import { consumerVerdict, summaryCounts, summaryLine } from './status-report.ts';
 
@@ -74,12 +79,27 @@ function currentText(p: PathStatus): string {
   return 'no version known';
 }
 
-const command = (c: string): Html => h`<code class="cmd">${text(c, 2_000)}</code>`;
+/** Longest command shown: a longer one is not cut (a cut quote could change its meaning), it is left out. */
+const MAX_COMMAND = 2_000;
+/**
+ * A suggested command from words: the first is vault-rollout's own text (`halts clear`), each value after it one
+ * shell-quoted word. None at all (empty) when a value is too long to show whole.
+ */
+function command(words: readonly string[], values: readonly string[] = []): Html {
+  const line = [...words, ...values.map(shellQuote)].join(' ');
+  if (line.length > MAX_COMMAND || line !== printable(line)) return h``;
+  return h`<code class="cmd">${line}</code>`;
+}
+/** A command about one path: none for a key no Vault path could be (it is a tenant's text, not a secret's path). */
+const pathCommand = (path: string, build: (quotedPath: string) => string[]): Html =>
+  vaultPathProblem(path) === undefined ? command(build(shellQuote(path))) : h`(no command: the key is no Vault path)`;
+/** The environment assignment that points the CLI at the rotation store, as `status` quoted it; empty when none. */
+const storeEnv = (input: StatusPageInput): string[] => (input.store.env ? [input.store.env] : []);
 
 function haltsSection(input: StatusPageInput): Html {
   const halts = input.status.halts;
   if (halts.length === 0) return h``;
-  const env = input.store.env ? `${input.store.env} ` : '';
+  const env = storeEnv(input);
   const shown = halts.slice(0, MAX_LISTED);
   return h`<section id="halts"><h2>${badge('HALTED', 'bad')} Halted rotations (${halts.length})</h2>
 ${shown.map(
@@ -88,8 +108,8 @@ ${shown.map(
 <dt>Failing</dt><dd>${text(`${x.failing.kind} ${x.failing.namespace}/${x.failing.name} in cluster ${x.failing.cluster} (${x.failing.state})`)}</dd>
 <dt>Not restarted</dt><dd>${text(x.notRestarted.join(', ') || 'none')}</dd>
 <dt>Rotation</dt><dd><code>${text(x.rotation)}</code> (route ${text(x.route || '-')})</dd>
-<dt>Resume</dt><dd>Fix the cause, then clear the halt — the next change or reconcile of these versions starts again from wave 1: ${command(`${env}vault-rollout halts clear ${x.rotation}`)} — or write a fixed version of the secret (a new rotation, from wave 1).</dd></dl></div>`,
-)}${halts.length > shown.length ? h`<p class="more">${halts.length - shown.length} more halts: ${command(`${env}vault-rollout halts`)}</p>` : ''}
+<dt>Resume</dt><dd>Fix the cause, then clear the halt — the next change or reconcile of these versions starts again from wave 1: ${command([...env, 'vault-rollout', 'halts', 'clear'], [x.rotation])} — or write a fixed version of the secret (a new rotation, from wave 1).</dd></dl></div>`,
+)}${halts.length > shown.length ? h`<p class="more">${halts.length - shown.length} more halts: ${command([...env, 'vault-rollout', 'halts'])}</p>` : ''}
 <p class="muted">Rotation store: ${text(input.store.name)}</p></section>`;
 }
 
@@ -117,7 +137,7 @@ function failuresSection(input: StatusPageInput): Html {
   return h`<section id="failures"><h2>Recent failures (${bad.length + status.unreadable.length + deadTotal})</h2>
 ${shown.length > 0 ? h`<table><thead><tr><th>State</th><th>Secret</th><th>Cluster</th><th>Workload</th><th>Detail</th></tr></thead><tbody>${shown.map(({ p, c }) => {
   const v = consumerVerdict(c);
-  const fix = c.state === 'poisoned' && typeof p.current === 'number' ? h`<br>Repair: ${command(`vault-rollout reset-version --path ${p.path} --version ${p.current}`)}` : '';
+  const fix = c.state === 'poisoned' && typeof p.current === 'number' ? h`<br>Repair: ${pathCommand(p.path, (path) => ['vault-rollout', 'reset-version', '--path', path, '--version', String(p.current)])}` : '';
   return h`<tr><td data-label="State">${badge(v, verdictTone(v))}</td><td class="wrap" data-label="Secret">${text(p.path)}</td><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td class="wrap" data-label="Detail">${text(c.detail)}${fix}</td></tr>`;
 })}</tbody></table>${bad.length > shown.length ? h`<p class="more">${bad.length - shown.length} more failed consumers</p>` : ''}` : ''}
 ${status.unreadable.length > 0 ? h`<ul>${status.unreadable.slice(0, MAX_LISTED).map((u) => h`<li>${badge('UNREADABLE', 'bad')} cluster ${text(u.cluster)}: ${text(u.error)}</li>`)}</ul>${status.unreadable.length > MAX_LISTED ? h`<p class="more">${status.unreadable.length - MAX_LISTED} more unreadable lists</p>` : ''}` : ''}
@@ -132,17 +152,17 @@ function pathsSection(input: StatusPageInput): Html {
   return h`<section id="paths"><h2>Secrets (${paths.length} path${paths.length === 1 ? '' : 's'})</h2>
 ${paths.length === 0 ? h`<p>No routed path is recorded in the clusters read.</p>` : ''}
 ${shownPaths.map((p) => {
-  const n = Math.max(0, Math.min(MAX_ROWS_PER_PATH, budget, p.consumers.length));
-  budget -= n;
-  const rows = attentionFirst(p.consumers).slice(0, n);
   const routed = p.consumers.filter((c) => c.routed);
+  const n = Math.max(0, Math.min(MAX_ROWS_PER_PATH, budget, routed.length));
+  budget -= n;
+  const rows = attentionFirst(routed).slice(0, n);
   return h`<div class="path"><h3 id="${`p-${encodeURIComponent(p.path)}`}">${badge(p.ok ? 'ok' : 'NOT YET', p.ok ? 'ok' : 'bad')} ${text(p.path)}</h3>
 <p class="muted">${text(currentText(p))}${p.kvVersion === 1 ? ' [KV v1]' : ''}; ${routed.filter((c) => c.ok).length} of ${routed.length} consumers current and rolled out</p>
-${p.consumers.length === 0 ? h`<p>No consumer found in the clusters read.</p>` : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Detail</th></tr></thead><tbody>${rows.map((c) => {
+${routed.length === 0 ? h`<p>No consumer the routes target found in the clusters read.</p>` : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Detail</th></tr></thead><tbody>${rows.map((c) => {
   const v = consumerVerdict(c);
   return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td class="wrap" data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
 })}</tbody></table>`}
-${p.consumers.length > rows.length ? h`<p class="more">${p.consumers.length - rows.length} more consumers of this path (all of them: ${command(`vault-rollout status --path ${p.path} --json`)})</p>` : ''}
+${routed.length > rows.length ? h`<p class="more">${routed.length - rows.length} more consumers of this path (all of them: ${pathCommand(p.path, (path) => ['vault-rollout', 'status', '--path', path, '--json'])})</p>` : ''}
 ${p.notes.map((note) => h`<p class="note">note: ${text(note, 1_000)}</p>`)}</div>`;
 })}${paths.length > shownPaths.length ? h`<p class="more">${paths.length - shownPaths.length} more paths (narrow with <code>status --path</code>)</p>` : ''}</section>`;
 }

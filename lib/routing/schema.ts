@@ -29,8 +29,8 @@ const iamName = (charset: RegExp, what: string) =>
  * this process runs, or the file it sends as a token.
  */
 const localKubeconfigOptions = {
-  allowExec: z.boolean().optional().describe('run the user\'s exec credential plugin (serve, worker and the CLI; never in Lambda)'),
-  allowTokenFile: z.boolean().optional().describe('send the file named by the user\'s tokenFile as its bearer token (the in-cluster token path needs no opt-in)'),
+  allowExec: z.boolean().optional().describe('grants nothing: the operator allows exec plugins per cluster with VAULT_ROLLOUT_ALLOW_EXEC'),
+  allowTokenFile: z.boolean().optional().describe('grants nothing: the operator allows token files per cluster with VAULT_ROLLOUT_ALLOW_TOKEN_FILE'),
 };
 
 export const KubeconfigSourceSchema = z.union([

@@ -3,6 +3,7 @@
  * the routing table, the queue client, telemetry, and the webhook secrets read from SSM Parameter Store on first
  * use. Cluster access lives in lambda-worker.ts, so the http and logs bundles carry no Kubernetes code.
  */
+import { secretsProblem } from '../http/status-auth.ts';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { ssmParameterValue } from '../aws/parameter-store.ts';
@@ -53,6 +54,11 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
     const out: WebhookSecrets = {};
     if (modes.has('hmac')) out.hmacSecret = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', 'the SSM parameter of the HMAC secret'));
     if (modes.has('bearer')) out.bearerToken = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'));
+    // A short secret is refused, not used: every request fails (closed) until the parameter holds a long one.
+    const problem = secretsProblem(out);
+    if (problem !== undefined) {
+      throw new Error(problem.replace(/^(VAULT_ROLLOUT_WEBHOOK_(?:SECRET|TOKEN))/, 'the parameter $1_SSM names'));
+    }
     return out;
   };
 

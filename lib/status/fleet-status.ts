@@ -11,6 +11,7 @@
  * records (all that the clusters can say). KV v1 has no versions: the records hold change times, and status can
  * only compare those; neither status nor reconcile can see what Vault holds.
  */
+import { shellQuote } from '../kernel/shell-quote.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { compilePattern, PatternIndex, type CompiledPattern } from '../routing/path-pattern.ts';
@@ -50,6 +51,12 @@ export function probeChange(p: { vaultNamespace: string; mount: string; key: str
 const isNewer = (a: number | string, b: number | string): boolean => (typeof a === 'number' && typeof b === 'number' ? a > b : String(a) > String(b));
 
 
+/** The repair a person pastes: the path one shell-quoted word; none for a key no Vault path could be. */
+function resetVersionCommand(path: string, current: number | string | null): string {
+  if (vaultPathProblem(path) !== undefined) return 'vault-rollout reset-version (the key is no Vault path)';
+  return `vault-rollout reset-version --path ${shellQuote(path)} --version ${shellQuote(String(current))}`;
+}
+
 function consumerStatus(table: RoutingTable, cluster: string, routes: readonly string[], descriptor: WorkloadDescriptor, obj: KubeObject, path: string, current: number | string | null, fromVault: boolean, routed: boolean, now: number, listing: ClusterListing | undefined): ConsumerStatus {
   const recorded = recordedFor(descriptor, obj, path);
   const health = descriptor.health(obj);
@@ -70,7 +77,10 @@ function consumerStatus(table: RoutingTable, cluster: string, routes: readonly s
   else if (typeof recorded !== typeof current) state = 'behind';
   else state = isNewer(current, recorded) ? 'behind' : 'current';
   if (state === 'behind') detail = recorded === null ? 'never restarted for this path' : `records ${JSON.stringify(recorded)}, current is ${JSON.stringify(current)}`;
-  if (state === 'poisoned') detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; repair with vault-rollout reset-version --path ${path} --version ${current}`;
+  if (state === 'poisoned') {
+    detail = `records version ${recorded}, above Vault's current_version ${current}: a forged or replayed change; ` +
+      `repair with ${resetVersionCommand(path, current)}`;
+  }
   const skip = unverifiedSkip(skipOf(obj, path), recorded, fromVault ? current : null);
   if (skip && state !== 'poisoned') {
     state = 'behind';

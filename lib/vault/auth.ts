@@ -9,10 +9,12 @@
  *            VAULT_AWS_HEADER_VALUE (the mount's iam_server_id_header_value, signed as X-Vault-AWS-IAM-Server-ID),
  *            VAULT_AWS_STS_ENDPOINT / VAULT_AWS_STS_REGION (default the global https://sts.amazonaws.com, us-east-1).
  *
- * - Kubernetes: VAULT_K8S_ROLE (the Vault role) — the pod's ServiceAccount token (VAULT_K8S_TOKEN_FILE, default
- *            /var/run/secrets/kubernetes.io/serviceaccount/token, read afresh at each login as the kubelet rotates it)
- *            sent to Vault's `kubernetes` auth method, which checks it with the cluster's TokenReview API;
- *            VAULT_K8S_MOUNT (kubernetes).
+ * - Kubernetes: VAULT_K8S_ROLE (the Vault role) — a projected ServiceAccount token for Vault's own audience
+ *            (VAULT_K8S_TOKEN_FILE, default /var/run/secrets/vault-rollout/vault/token, where the Helm chart projects
+ *            it; read afresh at each login as the kubelet rotates it) sent to Vault's `kubernetes` auth method, which
+ *            checks it with the cluster's TokenReview API; VAULT_K8S_MOUNT (kubernetes). A token whose `aud` is not
+ *            VAULT_K8S_AUDIENCE (vault) is refused before it is sent: the API-audience token of the pod can patch
+ *            workloads, and Vault (or whoever answers at VAULT_ADDR) must not be handed it.
  * - and, when none of these is set, the vault CLI's token file ~/.vault-token (what `vault login` leaves), if present.
  *
  * VAULT_AUTH_METHOD (token | approle | aws | kubernetes) picks one when several are configured; otherwise the one configured is
@@ -33,8 +35,10 @@ export type Env = Readonly<Record<string, string | undefined>>;
 
 export const VaultAuthMethods = ['token', 'approle', 'aws', 'kubernetes'] as const;
 
-/** Where the kubelet projects the pod's ServiceAccount token. */
-export const SERVICE_ACCOUNT_TOKEN_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+/** Where the Helm chart projects the ServiceAccount token whose audience is Vault's (never the API server's). */
+export const VAULT_AUDIENCE_TOKEN_FILE = '/var/run/secrets/vault-rollout/vault/token';
+/** The audience that token is for, and that the Vault role checks (`audience` on the role). */
+export const DEFAULT_VAULT_AUDIENCE = 'vault';
 export type VaultAuthMethod = (typeof VaultAuthMethods)[number];
 
 export class VaultAuthConfigError extends Error {
@@ -122,10 +126,15 @@ export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Pr
   if (method === 'kubernetes') {
     const role = env.VAULT_K8S_ROLE;
     if (!role) throw new VaultAuthConfigError('VAULT_AUTH_METHOD=kubernetes needs VAULT_K8S_ROLE, the role of Vault\'s kubernetes auth method');
-    const tokenFile = env.VAULT_K8S_TOKEN_FILE || SERVICE_ACCOUNT_TOKEN_FILE;
+    const tokenFile = env.VAULT_K8S_TOKEN_FILE || VAULT_AUDIENCE_TOKEN_FILE;
+    const audience = env.VAULT_K8S_AUDIENCE || DEFAULT_VAULT_AUDIENCE;
     // Read once now, so a pod without its token fails at start-up with the reason.
-    await kubernetesJwt(tokenFile, deps);
-    return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login: async () => kubernetesLoginRequest(role, await kubernetesJwt(tokenFile, deps), env.VAULT_K8S_MOUNT) }) };
+    await kubernetesJwt(tokenFile, audience, deps);
+    const login = async () => {
+      const jwt = await kubernetesJwt(tokenFile, audience, deps);
+      return kubernetesLoginRequest(role, jwt, env.VAULT_K8S_MOUNT);
+    };
+    return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login }) };
   }
   if (method === 'approle') {
     const roleId = await credential(env, deps, 'the AppRole role ID', { value: 'VAULT_ROLE_ID', ssm: 'VAULT_ROLE_ID_SSM' });
@@ -179,17 +188,46 @@ export async function awsIamLoginRequest(options: AwsIamLoginOptions): Promise<L
 }
 
 /** The pod's ServiceAccount token, read afresh for each login: the kubelet replaces it before it expires. */
-async function kubernetesJwt(path: string, deps: VaultAuthDeps): Promise<string> {
+async function kubernetesJwt(path: string, audience: string, deps: VaultAuthDeps): Promise<string> {
   let text: string;
   try {
     text = await deps.readFile(path);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    throw new VaultAuthConfigError(`Kubernetes auth: cannot read the ServiceAccount token ${path} (${typeof code === 'string' ? code : 'unreadable'}); run in a pod with its token mounted, or set VAULT_K8S_TOKEN_FILE`);
+    const why = typeof code === 'string' ? code : 'unreadable';
+    throw new VaultAuthConfigError(
+      `Kubernetes auth: cannot read the ServiceAccount token ${path} (${why}); ` +
+        `run in a pod with a token projected for audience ${audience} there, or set VAULT_K8S_TOKEN_FILE`,
+    );
   }
   const jwt = text.trim();
   if (jwt === '') throw new VaultAuthConfigError(`Kubernetes auth: the ServiceAccount token ${path} is empty`);
+  const audiences = jwtAudiences(jwt);
+  if (!audiences.includes(audience)) {
+    const quoted = audiences.slice(0, 3).map((a) => JSON.stringify(a.slice(0, 100)));
+    const shown = quoted.length === 0 ? 'none' : quoted.join(', ');
+    throw new VaultAuthConfigError(
+      `Kubernetes auth: the token ${path} is for audience ${shown}, not ${audience}: ` +
+        'a token the Kubernetes API accepts is not sent to Vault; ' +
+        `project a ServiceAccount token with audience ${audience} ` +
+        `(the Helm chart mounts one at ${VAULT_AUDIENCE_TOKEN_FILE}) ` +
+        `and set audience=${audience} on the Vault role (or VAULT_K8S_AUDIENCE to the role's)`,
+    );
+  }
   return jwt;
+}
+
+/** The `aud` claim of a JWT, read without verifying it (Vault verifies it); empty when there is none or no JWT. */
+function jwtAudiences(jwt: string): string[] {
+  const payload = jwt.split('.')[1];
+  if (payload === undefined) return [];
+  try {
+    const aud = (JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { aud?: unknown }).aud;
+    if (typeof aud === 'string') return [aud];
+    return Array.isArray(aud) ? aud.filter((a): a is string => typeof a === 'string') : [];
+  } catch {
+    return [];
+  }
 }
 
 /** The body of `auth/<mount>/login` for Vault's `kubernetes` auth method. */

@@ -1,24 +1,28 @@
 /**
- * How vault-rollout proves who it is to a real test cluster (#25): kubectl's tokenFile (refused unless allowed,
- * never an anonymous call), an exec credential plugin (a small script printing an ExecCredential) in the CLI and in
- * `serve`, run once per token lifetime, and `inCluster: true` with a ServiceAccount token (TokenRequest API) that is
- * replaced while `serve` runs, the old one revoked.
+ * How vault-rollout proves who it is to a real test cluster: kubectl's tokenFile (refused unless the operator allows
+ * it, never an anonymous call), an exec credential plugin (a small script printing an ExecCredential) in the CLI and
+ * in `serve`, run once per token lifetime, `inCluster: true` with a ServiceAccount token (TokenRequest API) that is
+ * replaced while `serve` runs, the old one revoked, and the pod's own token never sent to another server.
  */
 import type { ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { client, waitFor } from '../clusters/kube-http.ts';
+import { issueCert, writeCa } from '../clusters/pki.ts';
 import { memoryIo } from '../helpers.ts';
+import { BEARER_TOKEN } from '../secrets.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
 
 const NS = uniqueName('vr-identity');
 const SA_NAMESPACE = 'vault-rollout';
 const SA = 'vault-rollout';
 const dir = mkdtempSync(join(tmpdir(), 'vr-identity-'));
-const BEARER = 'identity-test-webhook-token';
+const BEARER = BEARER_TOKEN;
 const SLOW = { timeout: 180_000 };
 
 /** A ServiceAccount token for vault-rollout/vault-rollout, bound to a Secret of its own: deleting the Secret revokes it. */
@@ -90,19 +94,73 @@ afterAll(async () => {
 });
 
 describe('kubectl\'s tokenFile', () => {
-  it('is refused with the cluster, the field and the way out (it used to call the cluster as system:anonymous), and works with allowTokenFile: true', SLOW, async () => {
+  it('is refused with the cluster, the field and the way out (it used to call the cluster as system:anonymous), and works when the operator allows it', SLOW, async () => {
     const { token } = await boundToken();
     writeFileSync(join(dir, 'sa-token'), token, { mode: 0o600 });
     const kubeconfig = tokenFileKubeconfig(join(dir, 'sa-token'));
-    let io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(kubeconfig)} } }`) });
+    // The routing table's allowTokenFile no longer grants it: the table's writer is not the operator.
+    let io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(kubeconfig)}, allowTokenFile: true } }`) });
     expect(await main(['doctor', '--routes', 'routes.yaml'], io)).toBe(1);
     expect(io.out).toContain(`alpha: credentials: cluster alpha: kubeconfig file ${kubeconfig}: user from-file: tokenFile ${join(dir, 'sa-token')} is refused`);
-    expect(io.out).toContain('Set allowTokenFile: true');
+    expect(io.out).toContain('set VAULT_ROLLOUT_ALLOW_TOKEN_FILE=alpha');
     expect(io.out).not.toContain('system:anonymous');
 
-    io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(kubeconfig)}, allowTokenFile: true } }`) });
+    io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(kubeconfig)} } }`) }, { VAULT_ROLLOUT_ALLOW_TOKEN_FILE: 'alpha' });
     await main(['doctor', '--routes', 'routes.yaml'], io);
     expect(io.out).toMatch(new RegExp(`alpha\\s+identity\\s+ok\\s+system:serviceaccount:${SA_NAMESPACE}:${SA} `));
+  });
+});
+
+/** An HTTPS server with a CA of its own that records every Authorization header it is sent. */
+async function recordingServer(): Promise<{ url: string; caFile: string; seen: string[]; close: () => Promise<void> }> {
+  const pki = join(dir, 'elsewhere-pki');
+  mkdirSync(pki, { recursive: true });
+  const ca = writeCa(pki, 'elsewhere-ca');
+  const leaf = issueCert(pki, ca, { name: 'server', commonName: '127.0.0.1', sans: ['IP:127.0.0.1'], usage: 'server' });
+  const seen: string[] = [];
+  const server = createServer({ key: readFileSync(leaf.keyFile), cert: readFileSync(leaf.certFile) }, (req, res) => {
+    seen.push(req.headers.authorization ?? '');
+    res.writeHead(401, { 'content-type': 'application/json' }).end('{"kind":"Status","code":401}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `https://127.0.0.1:${port}`, caFile: ca.certFile, seen, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+describe('the pod\'s own ServiceAccount token in a kubeconfig', () => {
+  it('is never sent to another server, even with every opt-in, and reaches the in-cluster API with the pod\'s CA', SLOW, async () => {
+    const saDir = join(dir, 'pod-serviceaccount');
+    mkdirSync(saDir, { recursive: true });
+    writeFileSync(join(saDir, 'ca.crt'), readFileSync(cluster('alpha').caFile));
+    const { token } = await boundToken();
+    writeFileSync(join(saDir, 'token'), token, { mode: 0o600 });
+    const alpha = new URL(cluster('alpha').server);
+    const pod = { KUBERNETES_SERVICE_HOST: alpha.hostname, KUBERNETES_SERVICE_PORT: alpha.port, VAULT_ROLLOUT_SERVICE_ACCOUNT_DIR: saDir, VAULT_ROLLOUT_ALLOW_TOKEN_FILE: 'alpha' };
+    const elsewhere = await recordingServer();
+    try {
+      // A remote cluster's kubeconfig, written by someone else, naming the pod's token and their own server.
+      const file = join(dir, 'elsewhere.kubeconfig');
+      writeFileSync(file, JSON.stringify({
+        apiVersion: 'v1', kind: 'Config', 'current-context': 'x',
+        clusters: [{ name: 'x', cluster: { server: elsewhere.url, 'certificate-authority': elsewhere.caFile } }],
+        contexts: [{ name: 'x', context: { cluster: 'x', user: 'pod' } }],
+        users: [{ name: 'pod', user: { tokenFile: join(saDir, 'token') } }],
+      }), { mode: 0o600 });
+      let io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(file)}, allowTokenFile: true } }`) }, pod);
+      expect(await main(['doctor', '--routes', 'routes.yaml'], io)).toBe(1);
+      expect(io.out).toContain('is refused: it is the pod\'s own ServiceAccount token, which goes only to the in-cluster API server');
+      expect(elsewhere.seen.filter((h) => h.includes(token))).toEqual([]);
+      expect(io.out + io.err).not.toContain(token);
+
+      // The same token to the in-cluster API (its address, its CA) needs no opt-in.
+      const home = alphaKubeconfig('pod-home', 'pod', { tokenFile: join(saDir, 'token') });
+      const { VAULT_ROLLOUT_ALLOW_TOKEN_FILE: _optIn, ...withoutOptIn } = pod;
+      io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(home)} } }`) }, withoutOptIn);
+      await main(['doctor', '--routes', 'routes.yaml'], io);
+      expect(io.out).toMatch(new RegExp(`alpha\\s+identity\\s+ok\\s+system:serviceaccount:${SA_NAMESPACE}:${SA} `));
+    } finally {
+      await elsewhere.close();
+    }
   });
 });
 
@@ -110,8 +168,8 @@ describe('an exec credential plugin', () => {
   it('works in the CLI, and runs once for every request of a command', SLOW, async () => {
     writeFileSync(join(dir, 'token'), (await boundToken()).token);
     const pluginDir = writePlugin();
-    const table = routes(`{ kubeconfig: { file: ${JSON.stringify(execKubeconfig())}, allowExec: true } }`);
-    const env = { PATH: `${pluginDir}:/usr/bin:/bin` };
+    const table = routes(`{ kubeconfig: { file: ${JSON.stringify(execKubeconfig())} } }`);
+    const env = { PATH: `${pluginDir}:/usr/bin:/bin`, VAULT_ROLLOUT_ALLOW_EXEC: 'alpha' };
     let io = memoryIo({ 'routes.yaml': table }, env);
     await main(['doctor', '--routes', 'routes.yaml'], io);
     expect(io.out).toMatch(new RegExp(`alpha\\s+identity\\s+ok\\s+system:serviceaccount:${SA_NAMESPACE}:${SA} `));
@@ -123,17 +181,17 @@ describe('an exec credential plugin', () => {
     expect(io.out).toContain('Results: 3 restarted');
     expect(runs()).toBe(1);
 
-    // Without the opt-in, the same kubeconfig is refused, saying how to allow it.
-    io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(execKubeconfig())} } }`) }, env);
+    // Without the operator's opt-in, the same kubeconfig is refused, saying how to allow it; the table cannot.
+    io = memoryIo({ 'routes.yaml': routes(`{ kubeconfig: { file: ${JSON.stringify(execKubeconfig())}, allowExec: true } }`) }, { PATH: env.PATH });
     expect(await main(['doctor', '--routes', 'routes.yaml'], io)).toBe(1);
-    expect(io.out).toContain('user plugin: exec (the credential plugin vr-identity-plugin) runs only with allowExec: true');
+    expect(io.out).toContain('user plugin: exec (the credential plugin vr-identity-plugin) runs only when the operator allows it for this cluster: set VAULT_ROLLOUT_ALLOW_EXEC=alpha');
   });
 
   it('works in serve: several changes, one plugin run', SLOW, async () => {
     writeFileSync(join(dir, 'token'), (await boundToken()).token);
     const pluginDir = writePlugin();
-    writeFileSync(join(dir, 'routes-exec.yaml'), routes(`{ kubeconfig: { file: ${JSON.stringify(execKubeconfig())}, allowExec: true } }`));
-    const serve = await startServe(join(dir, 'routes-exec.yaml'), { PATH: `${pluginDir}:${process.env.PATH ?? ''}` }, 'exec');
+    writeFileSync(join(dir, 'routes-exec.yaml'), routes(`{ kubeconfig: { file: ${JSON.stringify(execKubeconfig())} } }`));
+    const serve = await startServe(join(dir, 'routes-exec.yaml'), { PATH: `${pluginDir}:${process.env.PATH ?? ''}`, VAULT_ROLLOUT_ALLOW_EXEC: 'alpha' }, 'exec');
     try {
       for (const app of ['api', 'worker', 'web']) {
         const before = await restartedVersion(app);

@@ -159,6 +159,10 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     expect(c.volumeMounts.map((m) => m.mountPath)).toEqual(expect.arrayContaining(['/var/lib/vault-rollout', '/etc/vault-rollout/routes', '/var/run/secrets/kubernetes.io/serviceaccount', '/tmp']));
     const sa = pod.volumes.find((v) => v.name === 'kube-api-access');
     expect(sa?.projected?.sources[0]?.serviceAccountToken?.path).toBe('token');
+    // Vault's Kubernetes login reads a token of Vault's own audience, never the API token that can patch.
+    const vaultToken = pod.volumes.find((v) => v.name === 'vault-token');
+    expect(vaultToken?.projected?.sources).toEqual([{ serviceAccountToken: { path: 'token', audience: 'vault', expirationSeconds: 3607 } }]);
+    expect(c.volumeMounts).toContainEqual({ name: 'vault-token', mountPath: '/var/run/secrets/vault-rollout/vault', readOnly: true });
     expect(sts.spec.volumeClaimTemplates).toHaveLength(1);
     expect(sts.spec.volumeClaimTemplates[0]).toMatchObject({ metadata: { name: 'data' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } });
     expect(one(objects, 'ConfigMap').data['routes.yaml']).toBe(IN_CLUSTER_ROUTES);

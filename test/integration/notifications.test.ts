@@ -1,7 +1,7 @@
 /**
  * Notifications from `serve` on the real test clusters (issue #26). A two-wave table (gamma, then alpha; gate
  * `healthy`, onFailure halt) and three webhook-style sinks on loopback: `ok` answers 200 and checks every request's
- * HMAC signature with the inbound webhook's own check; `err` (Slack-shaped) answers 500; `hang` never answers.
+ * HMAC signature (notification context: verifyNotification); `err` (Slack-shaped) answers 500; `hang` never answers.
  *
  * 1. `held` version 2 never becomes Ready in gamma: its rollout fails (one `rollout-failed`) and its gate halts (one
  *    `halted`), while `hang` holds a request open and `err` is retried.
@@ -17,7 +17,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { authenticate, ReplayGuard } from '../../lib/http/webhook-auth.ts';
+import { verifyNotification } from '../../lib/notify/sinks.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
@@ -35,9 +35,8 @@ interface Received {
   kind: string;
   id: string;
   event: Record<string, unknown>;
-  auth: ReturnType<typeof authenticate>;
+  auth: ReturnType<typeof verifyNotification>;
 }
-const replay = new ReplayGuard();
 const ok: Received[] = [];
 const hangArrivals: number[] = [];
 const errArrivals: Array<{ at: number; text: string }> = [];
@@ -72,7 +71,7 @@ beforeAll(async () => {
     ok: await listen((req, body, answer) => {
       const header = (n: string) => req.headers[n] as string | undefined;
       const event = JSON.parse(body.toString()) as Record<string, unknown>;
-      ok.push({ at: Date.now(), kind: String(event.kind), id: String(event.id), event, auth: authenticate(header, body, { hmacSecret: KEY }, Math.floor(Date.now() / 1000), replay) });
+      ok.push({ at: Date.now(), kind: String(event.kind), id: String(event.id), event, auth: verifyNotification(KEY, header, body, Math.floor(Date.now() / 1000)) });
       answer(200);
     }),
     hang: await listen(() => void hangArrivals.push(Date.now())),
@@ -191,7 +190,7 @@ describe('notifications from serve', () => {
 
     expect(kinds()).toEqual(['complete', 'halted', 'rollout-failed']);
     expect(new Set(ok.map((r) => r.id)).size).toBe(3);
-    for (const r of ok) expect(r.auth).toEqual({ ok: true, method: 'hmac' });
+    for (const r of ok) expect(r.auth).toEqual({ ok: true });
     expect(ok.find((r) => r.kind === 'halted')?.event).toMatchObject({ wave: 1, waves: 2, cluster: 'gamma', workload: { namespace: NS, kind: 'Deployment', name: 'held' }, notRestarted: ['alpha'] });
     expect(ok.find((r) => r.kind === 'rollout-failed')?.event).toMatchObject({ cluster: 'gamma', workload: { name: 'held' } });
     // No secret in any message: not the HMAC key, not the bearer token, not a sink URL.

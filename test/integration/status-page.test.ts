@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../clusters/kube-http.ts';
-import { BEARER_TOKEN } from '../secrets.ts';
+import { BEARER_TOKEN, STATUS_TOKEN } from '../secrets.ts';
 import { ensureDebianChromium, launchChromium, type Browser } from './chromium.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, spawnServe, uniqueName, type ServeChild } from './support.ts';
 
@@ -59,7 +59,7 @@ routes:
     createWorkload('gamma', NS, 'Deployment', 'tenant', {}, { replicas: 1, template: template('tenant', { 'vault-rollout.io/versions': JSON.stringify({ [XSS_PATH]: 1 }) }) }),
   ]);
   await Promise.all(['good', 'held'].flatMap((name) => CLUSTERS.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
-  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), args: ['--status-page', '--status-refresh', '5s'], listenTimeoutMs: 180_000, env: { HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
+  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), args: ['--status-page', '--status-refresh', '5s'], listenTimeoutMs: 180_000, env: { HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, VAULT_ROLLOUT_STATUS_TOKEN: STATUS_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
 }, 300_000);
 
 afterAll(async () => {
@@ -70,6 +70,8 @@ afterAll(async () => {
 
 const auditLine = (app: string, version: number) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `status-page-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/status/${app}` }, response: { data: { version } } });
 const auth = { authorization: `Bearer ${BEARER_TOKEN}` };
+/** The page's own read-only credential: the intake's token is not taken there. */
+const pageAuth = { authorization: `Bearer ${STATUS_TOKEN}` };
 const cli = (args: string[]) => spawnSync(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), ...args], { cwd: repoRootDir, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb } });
 
 describe('the status page in Chromium', () => {
@@ -84,7 +86,7 @@ describe('the status page in Chromium', () => {
     let last = '';
     await waitFor(
       async () => {
-        last = (await (await fetch(url, { headers: auth })).text()).replace(/<[^>]*>/g, '');
+        last = (await (await fetch(url, { headers: pageAuth })).text()).replace(/<[^>]*>/g, '');
         return (last.includes('Halted rotations (1)') && /complete wave 1: gamma \(1 of 1/.test(last)) || undefined;
       },
       { timeoutMs: 120_000, intervalMs: 1_000, what: 'held halted at wave 1 and good complete in gamma' },
@@ -93,7 +95,7 @@ describe('the status page in Chromium', () => {
     });
 
     browser = await launchChromium();
-    const desktop = await browser.newPage({ width: 1200, height: 900 }, auth);
+    const desktop = await browser.newPage({ width: 1200, height: 900 }, pageAuth);
     expect(await desktop.goto(url), `Chromium ${version}`).toBe(200);
     const text = await desktop.evaluate<string>('document.body.innerText');
     expect(text).toContain('NOT YET SAFE TO REVOKE');
@@ -124,7 +126,7 @@ describe('the status page in Chromium', () => {
     await desktop.screenshot(join(shots, 'status-page.png'), 2_000);
 
     // A phone: nothing wider than the screen (tables become one block per row), every state still in words.
-    const phone = await browser.newPage({ width: 390, height: 844, mobile: true, deviceScaleFactor: 2 }, auth);
+    const phone = await browser.newPage({ width: 390, height: 844, mobile: true, deviceScaleFactor: 2 }, pageAuth);
     expect(await phone.goto(url)).toBe(200);
     expect(await phone.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
     expect(await phone.evaluate<string>('getComputedStyle(document.querySelector("#paths td")).display')).toBe('block');

@@ -1,8 +1,9 @@
 /**
- * Vault's Kubernetes auth method for `reconcile` and `status` (#25), against the real OpenBao and the real Vault:
+ * Vault's Kubernetes auth method for `reconcile` and `status`, against the real OpenBao and the real Vault:
  * their `kubernetes` auth method (on a mount of its own) points at test cluster alpha's API server and reviews
  * tokens with a ServiceAccount bound to system:auth-delegator; vault-rollout logs in with the vault-rollout
- * ServiceAccount's token (TokenRequest API) from a file, as a pod would, and nothing else.
+ * ServiceAccount's token (TokenRequest API) for Vault's own audience, from a file, as the chart projects it, and
+ * nothing else; the API-audience token (the one that can patch) is refused before anything is sent to Vault.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,9 +21,10 @@ const MOUNT = 'k8s-alpha';
 const dir = mkdtempSync(join(tmpdir(), 'vr-k8s-auth-'));
 const POLICY = readFileSync(join(REPO_ROOT, 'infra/vault/reconcile-policy.hcl'), 'utf8');
 
-async function tokenOf(namespace: string, serviceAccount: string): Promise<string> {
+/** A ServiceAccount token; without audiences, the API server's own (the one a pod's default token has). */
+async function tokenOf(namespace: string, serviceAccount: string, audiences?: string[]): Promise<string> {
   const res = await admin('alpha').request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`, {
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600, ...(audiences ? { audiences } : {}) } },
   });
   expect(res.status).toBe(201);
   return res.body.status.token;
@@ -35,7 +37,8 @@ beforeAll(async () => {
   expect((await kube.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
     body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${NS}:token-reviewer` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:auth-delegator' }, subjects: [{ kind: 'ServiceAccount', name: REVIEWER, namespace: NS }] },
   })).status).toBe(201);
-  writeFileSync(join(dir, 'sa-token'), await tokenOf('vault-rollout', 'vault-rollout'), { mode: 0o600 });
+  writeFileSync(join(dir, 'sa-token'), await tokenOf('vault-rollout', 'vault-rollout', ['vault']), { mode: 0o600 });
+  writeFileSync(join(dir, 'api-token'), await tokenOf('vault-rollout', 'vault-rollout'), { mode: 0o600 });
   for (const kind of ['openbao', 'vault'] as const) await createWorkload('alpha', NS, 'Deployment', kind);
 }, 180_000);
 afterAll(async () => {
@@ -70,12 +73,19 @@ describe.each(['openbao', 'vault'] as const)('Kubernetes auth against %s', (kind
         token_reviewer_jwt: await tokenOf(NS, REVIEWER),
         disable_local_ca_jwt: true,
       });
-      await client.post(`auth/${MOUNT}/role/vault-rollout`, { bound_service_account_names: ['vault-rollout'], bound_service_account_namespaces: ['vault-rollout'], token_policies: ['vault-rollout-reconcile'], token_ttl: '10m' });
+      await client.post(`auth/${MOUNT}/role/vault-rollout`, { bound_service_account_names: ['vault-rollout'], bound_service_account_namespaces: ['vault-rollout'], audience: 'vault', token_policies: ['vault-rollout-reconcile'], token_ttl: '10m' });
       await client.kv2Write('secret', `k8s-auth/${kind}/db`, { password: 'rotated' });
 
       // Only the Kubernetes variables: no VAULT_TOKEN, no ~/.vault-token (HOME is empty).
       const env = { HOME: dir, VAULT_K8S_ROLE: 'vault-rollout', VAULT_K8S_MOUNT: MOUNT, VAULT_K8S_TOKEN_FILE: join(dir, 'sa-token') };
       const file = routes();
+      // The pod's API-audience token is refused before anything is sent to Vault.
+      const refused = memoryIo({}, { ...env, VAULT_K8S_TOKEN_FILE: join(dir, 'api-token') });
+      refused.readText = async (f) => readFileSync(f, 'utf8');
+      expect(await main(['reconcile', '--routes', file, '--vault-addr', server.addr], refused)).not.toBe(0);
+      expect(refused.out + refused.err).toContain(`Kubernetes auth: the token ${join(dir, 'api-token')} is for audience`);
+      expect(refused.out + refused.err).not.toContain('logged in to Vault');
+      expect(refused.out + refused.err).not.toContain(readFileSync(join(dir, 'api-token'), 'utf8'));
       let io = memoryIo({}, env);
       io.readText = async (f) => readFileSync(f, 'utf8');
       const before = (await getWorkload('alpha', NS, 'Deployment', kind)).metadata.generation;

@@ -1,12 +1,13 @@
 /**
  * kubectl's exec credential plugins (`users[].user.exec`: `aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`,
- * ...), for `serve`, `worker` and the CLI when the routing table opts in (`kubeconfig: { ..., allowExec: true }`).
+ * ...), for `serve`, `worker` and the CLI when the operator opts in for the cluster (VAULT_ROLLOUT_ALLOW_EXEC).
  *
  * The plugin runs with the ExecCredential protocol (client.authentication.k8s.io/v1 and v1beta1): no shell, the
- * command resolved on PATH (or relative to the kubeconfig when it names a path), KUBERNETES_EXEC_INFO in its
- * environment, no stdin (never interactive), a bounded time and output. Its token is kept until its
- * expirationTimestamp, so the plugin runs once per token lifetime, not per request; a token without expiry is kept
- * until the API server refuses it (ClusterClients.invalidate builds the access, and so this source, again).
+ * command resolved on PATH (or relative to the kubeconfig when it names a path), an environment of PATH, HOME, the
+ * kubeconfig's exec.env and KUBERNETES_EXEC_INFO only, no stdin (never interactive), a bounded time and output.
+ * Its token is kept until its expirationTimestamp, so the plugin runs once per token lifetime, not per request; a
+ * token without expiry is kept until the API server refuses it (ClusterClients.invalidate builds the access, and so
+ * this source, again).
  *
  * Neither the plugin's output nor its stderr is ever logged or put in an error: either may hold the token.
  */
@@ -107,12 +108,27 @@ async function runPlugin(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: st
     kind: 'ExecCredential',
     spec: { interactive: false, ...(exec.provideClusterInfo === true ? { cluster } : {}) },
   };
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(deps.env)) if (value !== undefined) env[key] = value;
-  for (const entry of exec.env ?? []) env[entry.name] = entry.value;
+  const env = pluginEnvironment(exec, deps.env);
   env.KUBERNETES_EXEC_INFO = JSON.stringify(info);
   const stdout = await (deps.run ?? runFile)(file, exec.args ?? [], { env, timeoutMs: deps.limits?.timeoutMs ?? EXEC_TIMEOUT_MS, maxOutputBytes: deps.limits?.maxOutputBytes ?? EXEC_MAX_OUTPUT_BYTES });
   return parseExecCredential(stdout, exec.apiVersion, deps.clock());
+}
+
+/** What the plugin inherits from this process: PATH and HOME, nothing else (never its Vault or AWS secrets). */
+export const INHERITED_VARIABLES = ['PATH', 'HOME'] as const;
+
+/**
+ * The plugin's environment: the variables its kubeconfig names (exec.env) plus PATH and HOME. kubectl passes its
+ * whole environment; vault-rollout's holds webhook secrets, Vault tokens and AWS keys the plugin has no need of.
+ */
+export function pluginEnvironment(exec: Pick<ExecConfig, 'env'>, processEnv: ExecDeps['env']): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of INHERITED_VARIABLES) {
+    const value = processEnv[name];
+    if (value !== undefined) env[name] = value;
+  }
+  for (const entry of exec.env ?? []) env[entry.name] = entry.value;
+  return env;
 }
 
 /** kubectl's rule: a command with a path separator is relative to the kubeconfig's directory; a bare name is looked up on PATH. */

@@ -4,7 +4,6 @@
  * KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, as client-go's rest.InClusterConfig reads them.
  * VAULT_ROLLOUT_SERVICE_ACCOUNT_DIR moves the folder (tests, or a token projected elsewhere).
  */
-import { isIPv6 } from 'node:net';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterConfig } from '../../routing/schema.ts';
@@ -12,7 +11,8 @@ import { ClusterAccessError } from '../cluster-access.ts';
 import type { ClusterAccess } from '../cluster-access.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
-import { SERVICE_ACCOUNT_DIR, TokenFileError, tokenFileSource } from './token-file.ts';
+import { TokenFileError, tokenFileSource } from './token-file.ts';
+import { inClusterServer, serviceAccountDir } from './credential-policy.ts';
 import type { TokenFileDeps } from './token-file.ts';
 
 export interface InClusterDeps {
@@ -23,15 +23,14 @@ export interface InClusterDeps {
   tokenFile?: Pick<TokenFileDeps, 'stat' | 'readFile'>;
 }
 
-export const SERVICE_ACCOUNT_DIR_VARIABLE = 'VAULT_ROLLOUT_SERVICE_ACCOUNT_DIR';
+export { SERVICE_ACCOUNT_DIR_VARIABLE } from './credential-policy.ts';
 
 export async function resolveInClusterAccess(name: string, config: ClusterConfig, deps: InClusterDeps): Promise<ClusterAccess> {
-  const host = deps.env.KUBERNETES_SERVICE_HOST;
-  const port = deps.env.KUBERNETES_SERVICE_PORT;
-  if (!host || !port) {
+  const server = inClusterServer(deps.env);
+  if (server === undefined) {
     throw new ClusterAccessError(name, 'inCluster: true, but KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: vault-rollout is not running in a pod; give the cluster a kubeconfig instead');
   }
-  const dir = deps.env[SERVICE_ACCOUNT_DIR_VARIABLE] || SERVICE_ACCOUNT_DIR;
+  const dir = serviceAccountDir(deps.env);
   const caPath = join(dir, 'ca.crt');
   let ca: string;
   try {
@@ -47,7 +46,6 @@ export async function resolveInClusterAccess(name: string, config: ClusterConfig
     if (!(error instanceof TokenFileError)) throw error;
     throw new ClusterAccessError(name, `inCluster: true, but ${error.message}; mount the pod's ServiceAccount token (automountServiceAccountToken or a projected volume)`);
   }
-  const server = `https://${isIPv6(host) ? `[${host}]` : host}:${port}`;
   const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromOptions({

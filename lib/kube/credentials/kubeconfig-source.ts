@@ -2,9 +2,10 @@
  * A cluster's access from a kubeconfig, read from a file, an environment variable, the routing table itself, SSM
  * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and that context's user must
  * give a credential vault-rollout can use: a token, a client certificate and key, a username and password, a token
- * file (the in-cluster token path, or any path with `allowTokenFile: true`), or an exec plugin (`allowExec: true`,
- * never in Lambda). Anything else is an error, never an anonymous connection: kubectl's `tokenFile` spelling, which
- * client-node does not read, used to leave the user with no credential at all.
+ * file, or an exec plugin. The last two act with this machine's files and commands, so the operator opts in per
+ * cluster and the kubeconfig's writer cannot (credential-policy.ts); the pod's own ServiceAccount token goes only to
+ * the in-cluster API. Anything else is an error, never an anonymous connection: kubectl's `tokenFile` spelling,
+ * which client-node does not read, used to leave the user with no credential at all.
  *
  * Token files are taken out of every user before client-node sees the kubeconfig: client-node reads every user's
  * `token-file` while loading, which would send any file of this machine as a bearer token to whatever server the
@@ -27,8 +28,9 @@ import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
 import { ExecCredentialError, execTokenSource } from './exec-credential.ts';
 import type { ExecConfig, ExecDeps } from './exec-credential.ts';
-import { SERVICE_ACCOUNT_TOKEN, TokenFileError, tokenFileSource } from './token-file.ts';
+import { TokenFileError, tokenFileSource } from './token-file.ts';
 import type { TokenFileDeps } from './token-file.ts';
+import { ALLOW_EXEC_VARIABLE, operatorAllows, tokenFileProblem } from './credential-policy.ts';
 
 export interface KubeconfigSourceDeps {
   /** Directory of the routing table: relative `file` paths are resolved against it. */
@@ -45,6 +47,8 @@ export interface KubeconfigSourceDeps {
   exec?: Pick<ExecDeps, 'run' | 'isExecutable' | 'limits'>;
   /** How token files are read (tests pass their own). */
   tokenFile?: Pick<TokenFileDeps, 'stat' | 'readFile'>;
+  /** Resolves symbolic links, to recognise the pod's token behind one (tests pass their own). */
+  realpath?: (path: string) => Promise<string>;
 }
 
 /** The kubeconfig text and, for files, the directory its relative certificate paths are relative to. */
@@ -167,7 +171,15 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
   if (cluster === null) throw new KubeconfigSourceError(`context ${context.name} names cluster ${context.cluster}, which the kubeconfig does not define`);
   const user = selectUser(full, context);
   const server = checkServer(cluster.server, config.insecureSkipTLSVerify === true);
-  const credential = userCredential(user, rawUsers.get(user.name) ?? {}, config, deps);
+  const credential = userCredential(name, user, rawUsers.get(user.name) ?? {}, config, deps);
+  if (credential.kind === 'tokenFile') {
+    const skip = config.insecureSkipTLSVerify === true || cluster.skipTLSVerify === true;
+    const endpoint = { server, caData: cluster.caData, caFile: cluster.caFile, skipTLSVerify: skip };
+    const absolute = resolvePath(loaded.baseDir ?? deps.routingTableDir, credential.path);
+    const where = { cluster: name, user: user.name, fromSharedStore: !isLocalSource(config), absolute };
+    const problem = await tokenFileProblem(where, credential, endpoint, deps);
+    if (problem !== undefined) throw new KubeconfigSourceError(problem);
+  }
   const bearerToken = await bearerTokenSource(credential, { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true }, loaded.baseDir, deps);
   // Warn only once everything else is valid: a refused kubeconfig has nothing to warn about.
   const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
@@ -181,16 +193,24 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
 }
 
 /** How the selected user authenticates: client-node does it (token, certificate, basic), or vault-rollout does. */
-type UserCredential = { kind: 'kubeconfig' } | { kind: 'exec'; exec: ExecConfig } | { kind: 'tokenFile'; path: string };
+type UserCredential =
+  | { kind: 'kubeconfig' }
+  | { kind: 'exec'; exec: ExecConfig }
+  | { kind: 'tokenFile'; path: string; field: string };
 
 /** The user's raw entry as written, before client-node normalised (and dropped) fields. */
 type RawUser = Record<string, unknown>;
 
 const TOKEN_FILE_FIELDS = ['tokenFile', 'token-file'] as const;
 
-function userCredential(user: User, raw: RawUser, config: ClusterConfig, deps: KubeconfigSourceDeps): UserCredential {
-  const source = config.kubeconfig;
-  const local = source !== undefined && ('file' in source || 'env' in source || 'inline' in source) ? source : undefined;
+function userCredential(
+  name: string,
+  user: User,
+  raw: RawUser,
+  config: ClusterConfig,
+  deps: KubeconfigSourceDeps,
+): UserCredential {
+  const local = isLocalSource(config);
   if (user.exec) {
     const command = typeof user.exec.command === 'string' ? user.exec.command : '?';
     if (deps.runtime === 'lambda') {
@@ -199,15 +219,18 @@ function userCredential(user: User, raw: RawUser, config: ClusterConfig, deps: K
           'give the user a token or client certificate (keep the kubeconfig in SSM or Secrets Manager), or configure an EKS cluster with eks: { name, region }',
       );
     }
-    if (local === undefined) {
+    if (!local) {
       throw new KubeconfigSourceError(
         `user ${user.name}: exec (the credential plugin ${command}) is refused for a kubeconfig from SSM or Secrets Manager: whoever can write it would choose the command vault-rollout runs; ` +
-          'keep that kubeconfig in a file with allowExec: true, or give the user a token or client certificate',
+          `keep that kubeconfig in a file and allow it with ${ALLOW_EXEC_VARIABLE}=${name}, ` +
+          'or give the user a token or client certificate',
       );
     }
-    if (local.allowExec !== true) {
+    if (!operatorAllows(deps.env, ALLOW_EXEC_VARIABLE, name)) {
       throw new KubeconfigSourceError(
-        `user ${user.name}: exec (the credential plugin ${command}) runs only with allowExec: true on the cluster's kubeconfig in the routing table (e.g. kubeconfig: { file: ..., allowExec: true }); ` +
+        `user ${user.name}: exec (the credential plugin ${command}) runs only when the operator allows it ` +
+          `for this cluster: set ${ALLOW_EXEC_VARIABLE}=${name} in vault-rollout's environment ` +
+          '(the routing table\'s allowExec no longer grants it); ' +
           'or give the user a token or client certificate',
       );
     }
@@ -216,21 +239,15 @@ function userCredential(user: User, raw: RawUser, config: ClusterConfig, deps: K
   if (user.authProvider) {
     throw new KubeconfigSourceError(
       `user ${user.name}: auth-provider (${String(user.authProvider.name ?? '?')}) is refused: kubectl removed these plugins; ` +
-        'use the provider\'s exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token) with allowExec: true on the cluster\'s kubeconfig',
+        'use the provider\'s exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token), ' +
+        `allowed with ${ALLOW_EXEC_VARIABLE}`,
     );
   }
   const hasToken = typeof user.token === 'string' && user.token !== '';
   const tokenFileField = TOKEN_FILE_FIELDS.find((field) => typeof raw[field] === 'string' && raw[field] !== '');
   if (!hasToken && tokenFileField !== undefined) {
     const path = raw[tokenFileField] as string;
-    if (path !== SERVICE_ACCOUNT_TOKEN && local?.allowTokenFile !== true) {
-      throw new KubeconfigSourceError(
-        `user ${user.name}: ${tokenFileField} ${path} is refused: it would send a file of this machine as the bearer token; ` +
-          `only ${SERVICE_ACCOUNT_TOKEN} is read without opt-in. Set allowTokenFile: true on the cluster's kubeconfig in the routing table (file, env or inline) to allow it, ` +
-          'or put the token itself in the user\'s token field, or use a client certificate',
-      );
-    }
-    return { kind: 'tokenFile', path };
+    return { kind: 'tokenFile', path, field: tokenFileField };
   }
   const hasCert = Boolean(user.certData ?? user.certFile);
   const hasKey = Boolean(user.keyData ?? user.keyFile);
@@ -243,6 +260,12 @@ function userCredential(user: User, raw: RawUser, config: ClusterConfig, deps: K
     `user ${user.name} gives no credential vault-rollout can use (token, client-certificate and client-key, username and password, tokenFile or exec), so the cluster would be called anonymously; ` +
       'give the user one of them',
   );
+}
+
+/** A kubeconfig the operator keeps beside vault-rollout (file, environment, the table), not one from a shared store. */
+function isLocalSource(config: ClusterConfig): boolean {
+  const source = config.kubeconfig;
+  return source !== undefined && ('file' in source || 'env' in source || 'inline' in source);
 }
 
 async function bearerTokenSource(

@@ -11,7 +11,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { EVENT_BOUNDS, eventId, rotationEvent, type NotificationEvent } from '../../../lib/notify/event.ts';
-import { boundedJson, MAX_PAYLOAD_BYTES, slackPayload, snsPayload, teamsPayload, webhookPayload } from '../../../lib/notify/payloads.ts';
+import { boundedJson, MAX_PAYLOAD_BYTES, slackEscape, slackPayload, snsPayload, teamsEscape, teamsPayload, webhookPayload } from '../../../lib/notify/payloads.ts';
 
 const SlackText = z.strictObject({ type: z.enum(['mrkdwn', 'plain_text']), text: z.string().min(1).max(3000), emoji: z.boolean().optional() });
 const SlackBlock = z.discriminatedUnion('type', [
@@ -79,5 +79,37 @@ describe('notification payloads', () => {
   it('the event id is stable for the same rotation, kind and place, and differs otherwise', () => {
     expect(eventId('halted', 'r1', 'wave 1')).toBe(eventId('halted', 'r1', 'wave 1'));
     expect(new Set([eventId('halted', 'r1', 'wave 1'), eventId('halted', 'r1', 'wave 2'), eventId('complete', 'r1', 'wave 1'), eventId('halted', 'r2', 'wave 1')]).size).toBe(4);
+  });
+});
+
+describe('text from the clusters is shown as written, never as markup', () => {
+  // A tenant's object may carry a reason (an Event message, a condition) or a name that tries to be markup.
+  const hostile = '[click me](https://evil.example) **urgent** _x_ `code` <!channel> <https://evil.example|ok>\n- injected list\n# heading';
+  const e = rotationEvent({ ...halted, reason: hostile, workload: { namespace: 'payments', kind: 'Deployment', name: '*bold*' } } as Parameters<typeof rotationEvent>[0], 'wave 1');
+
+  it('Teams: markdown characters backslash-escaped, a list marker at the start escaped, one line per fact', () => {
+    const card = JSON.stringify(teamsPayload(e));
+    const facts = (teamsPayload(e).attachments as Array<{ content: { body: Array<{ facts?: Array<{ title: string; value: string }> }> } }>)[0]?.content.body[1]?.facts ?? [];
+    const reason = facts.find((f) => f.value.includes('click me'))?.value ?? '';
+    expect(reason).toContain('\\[click me\\]\\(https://evil.example\\)');
+    expect(reason).toContain('\\*\\*urgent\\*\\*');
+    expect(reason).toContain('\\_x\\_');
+    expect(reason).toContain('\\`code\\`');
+    expect(reason).not.toMatch(/\n/);
+    expect(reason).toContain(' - injected list \\# heading');
+    expect(card).toContain('Deployment payments/\\\\*bold\\\\*');
+    expect(teamsEscape('- a list item')).toBe('\\- a list item');
+    expect(teamsEscape('1. first')).toBe('\\1. first');
+  });
+
+  it('Slack: no mention, link or emphasis can form; one line per fact', () => {
+    const section = (slackPayload(e).blocks[1] as { text: { text: string } }).text.text;
+    expect(section).not.toContain('<!channel>');
+    expect(section).toContain('&lt;!channel&gt;');
+    expect(section).not.toMatch(/<https?:/);
+    expect(section).not.toContain('**urgent**');
+    expect(section).toContain('*\u200b*\u200burgent*\u200b*\u200b');
+    expect(section.split('\n').every((line) => line.startsWith('*'))).toBe(true);
+    expect(slackEscape('a_b')).toBe('a_\u200bb');
   });
 });

@@ -1,4 +1,7 @@
-/** Sinks: secrets from the environment, https only, signing checked by the inbound webhook's own check, bounded time. */
+/**
+ * Sinks: secrets from the environment, https only, no link-local or metadata address, signed in a context of their own
+ * (the intake never takes a notification's signature), a key that is none of the intake's, bounded time.
+ */
 import { PublishCommand, SNSClient } from '@aws-sdk/client-sns';
 import { mockClient } from 'aws-sdk-client-mock';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -6,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { authenticate, ReplayGuard } from '../../../lib/http/webhook-auth.ts';
 import { rotationEvent } from '../../../lib/notify/event.ts';
-import { ALLOW_LOOPBACK_HTTP_ENV, resolveSinks, sinkEnvironment, sinkTopics, sinkVariables, urlProblem } from '../../../lib/notify/sinks.ts';
+import { ALLOW_LINK_LOCAL_ENV, ALLOW_LOOPBACK_HTTP_ENV, resolveSinks, sinkEnvironment, sinkTopics, sinkVariables, urlProblem, verifyNotification } from '../../../lib/notify/sinks.ts';
 import type { NotificationSink } from '../../../lib/routing/schema.ts';
 
 const event = rotationEvent({ kind: 'complete', rotation: 'r1', route: 'app', at: '2026-11-27T10:00:00.000Z', secrets: ['secret/app/db version 2'], clusters: ['alpha'] });
@@ -73,7 +76,7 @@ describe('notification sinks', () => {
     expect(urlProblem('http://127.0.0.1:8080/x', 'U', { [ALLOW_LOOPBACK_HTTP_ENV]: '1' })).toBeUndefined();
   });
 
-  it('webhook: signed like the inbound webhook (timestamp + body); the inbound check accepts it once and refuses its replay', async () => {
+  it('webhook: signed in the notification context; a receiver\'s check accepts it, the intake refuses it even with the same key', async () => {
     const r = await receiver();
     const { sinks, problems } = one({ type: 'webhook', urlFromEnv: 'HOOK_URL', secretFromEnv: 'HOOK_KEY' }, { HOOK_URL: r.url, HOOK_KEY: KEY });
     expect(problems.size).toBe(0);
@@ -82,14 +85,43 @@ describe('notification sinks', () => {
     if (!got) throw new Error('nothing received');
     const header = (n: string) => got.headers[n] as string | undefined;
     expect(header('x-vault-rollout-event-id')).toBe(event.id);
-    const guard = new ReplayGuard();
     const now = Math.floor(Date.now() / 1000);
-    expect(authenticate(header, got.body, { hmacSecret: KEY }, now, guard)).toEqual({ ok: true, method: 'hmac' });
-    expect(authenticate(header, got.body, { hmacSecret: KEY }, now, guard)).toMatchObject({ ok: false, reason: expect.stringContaining('replay') });
-    expect(authenticate(header, Buffer.concat([got.body, Buffer.from(' ')]), { hmacSecret: KEY }, now, new ReplayGuard())).toMatchObject({ ok: false });
-    expect(authenticate(header, got.body, { hmacSecret: KEY }, now + 301, new ReplayGuard())).toMatchObject({ ok: false, reason: expect.stringContaining('300 s') });
+    expect(verifyNotification(KEY, header, got.body, now)).toEqual({ ok: true });
+    expect(verifyNotification(KEY, header, Buffer.concat([got.body, Buffer.from(' ')]), now)).toMatchObject({ ok: false });
+    expect(verifyNotification(KEY, header, got.body, now + 301)).toMatchObject({ ok: false, reason: expect.stringContaining('300 s') });
+    // Domain separation: posted to an intake that holds the same key, the notification is no change.
+    expect(authenticate(header, got.body, { hmacSecret: KEY }, now, new ReplayGuard())).toEqual({ ok: false, reason: 'the signature does not match the body' });
     expect(JSON.parse(got.body.toString())).toMatchObject({ schema: 'vault-rollout.notification/v1', id: event.id, kind: 'complete' });
     expect(got.body.toString()).not.toContain(KEY);
+  });
+
+  it.each(['VAULT_ROLLOUT_WEBHOOK_SECRET', 'VAULT_ROLLOUT_WEBHOOK_TOKEN', 'VAULT_ROLLOUT_STATUS_TOKEN'])('a webhook whose key is the intake\'s %s is not usable', (intake) => {
+    const problem = one({ type: 'webhook', url: 'https://a.example/x', secretFromEnv: 'K' }, { K: KEY, [intake]: KEY }).problems.get('s');
+    expect(problem).toBe(`K is the same key as ${intake}: give notifications a key of their own (a receiver holding it could sign changes)`);
+  });
+
+  it.each([
+    'http://169.254.169.254/latest/meta-data/iam/security-credentials/',
+    'https://169.254.170.2/v2/credentials',
+    'https://[fe80::1]/x',
+    'https://[fd00:ec2::254]/latest/meta-data/',
+    'https://metadata.google.internal/computeMetadata/v1/',
+    'https://100.100.100.200/latest/meta-data/',
+  ])('a link-local or metadata URL is refused unless allowed: %s', (url) => {
+    expect(urlProblem(url, 'HOOK_URL', {})).toBe(`HOOK_URL: a link-local or cloud metadata address is refused (${ALLOW_LINK_LOCAL_ENV}=1 allows it)`);
+    if (url.startsWith('https:')) expect(urlProblem(url, 'HOOK_URL', { [ALLOW_LINK_LOCAL_ENV]: '1' })).toBeUndefined();
+  });
+
+  it('a host name that resolves to a metadata address is refused before anything is sent', async () => {
+    let fetched = 0;
+    const { sinks } = resolveSinks(new Map([['s', { type: 'slack', urlFromEnv: 'U' } as NotificationSink]]), {
+      env: { U: 'https://hooks.example.com/x' },
+      lookup: async () => ['203.0.113.7', '169.254.169.254'],
+      fetch: async () => ((fetched += 1), new Response('')),
+    });
+    const err = await sinks.get('s')?.send(event).then(() => undefined, (e: unknown) => e as Error);
+    expect(err?.message).toBe(`sink s: the host resolves to a link-local or cloud metadata address; refused (${ALLOW_LINK_LOCAL_ENV}=1 allows it)`);
+    expect(fetched).toBe(0);
   });
 
   it('a webhook without its key, or with a short one, is not usable', () => {

@@ -4,6 +4,7 @@
  * The page is parsed back to its text (tags dropped, entities decoded) to say what a reader sees; the markup itself
  * is checked where escaping is the point. The real-browser test is test/integration/status-page.test.ts.
  */
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { MAX_ROWS, MAX_ROWS_PER_PATH, MAX_PATHS, renderStatusPage, type StatusPageInput } from '../../../lib/report/status-page.ts';
 import type { RotationHalt } from '../../../lib/rotations/rotation-store.ts';
@@ -186,5 +187,41 @@ describe('renderStatusPage', () => {
     expect(seen).toContain('7 more paths (narrow with status --path)');
     expect(seen).toContain(`${MAX_ROWS_PER_PATH} more consumers of this path`);
     expect(html.length).toBeLessThan(2_000_000);
+  });
+});
+
+describe('the commands the page suggests', () => {
+  // Record keys are text tenants write on their own objects; the page offers its commands for copying whole.
+  const commandsOf = (html: string): string[] =>
+    [...html.matchAll(/<code class="cmd">([^<]*)<\/code>/g)].map((m) => (m[1] ?? '').replace(/&#39;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&'));
+  /** vault-rollout's arguments as a real shell passes them (NUL-separated): the command word becomes a function. */
+  const argv = (command: string): string[] =>
+    execFileSync('sh', ['-c', `args() { printf '%s\\0' "$@"; }\n${command.replace(/^vault-rollout /, 'args ')}`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+  const many = (n: number, o: Partial<ConsumerStatus> = {}) => Array.from({ length: n }, (_, i) => consumer('alpha', `w${i}`, o));
+
+  const keys = ['app/x$(touch /nonexistent/pwned)', 'app/a`id`;b', "app/it's|sh", 'app/a b&c'];
+  it.each(keys)('quote every value as one word a shell takes literally: secret/%s', (key) => {
+    const poisoned = consumer('alpha', 'p', { recorded: 9, state: 'poisoned', ok: false, detail: 'poisoned' });
+    const env = "VAULT_ROLLOUT_STATE_DB='/tmp/a b'";
+    const html = renderStatusPage(input([path(key, [...many(MAX_ROWS_PER_PATH), poisoned])], [halt({ rotation: 'r$(id)' })], { store: { name: 's', env } }));
+    const commands = commandsOf(html).map((c) => (c.startsWith(`${env} `) ? c.slice(env.length + 1) : c));
+    expect(commands.map(argv).sort()).toEqual([
+      ['halts', 'clear', 'r$(id)'],
+      ['reset-version', '--path', `secret/${key}`, '--version', '2'],
+      ['status', '--path', `secret/${key}`, '--json'],
+    ].sort());
+  });
+
+  it('offer no command for a key no Vault path could be', () => {
+    const html = renderStatusPage(input([path('app/../x', many(MAX_ROWS_PER_PATH + 2))]));
+    expect(commandsOf(html)).toEqual([]);
+    expect(pageText(html)).toContain('2 more consumers of this path (all of them: (no command: the key is no Vault path))');
+  });
+
+  it('list only the consumers the routes target: a record on an object no route restarts is not shown or counted', () => {
+    const html = renderStatusPage(input([path('app/api', [...many(3), ...Array.from({ length: MAX_ROWS_PER_PATH + 5 }, (_, i) => consumer('beta', `tenant${i}`, { routed: false }))])]));
+    expect(pageText(html)).not.toContain('tenant');
+    expect(pageText(html)).not.toContain('more consumers');
+    expect(commandsOf(html)).toEqual([]);
   });
 });

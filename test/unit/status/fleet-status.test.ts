@@ -106,6 +106,10 @@ describe('fleetStatus', () => {
   it('says what to do about a poisoned record and that KV v1 has no versions', () => {
     const poisoned = fleetStatus(table, [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { 'secret/app/api': 999 })] })], new Map([['secret/app/api', { currentVersion: 4 }]]), { now: NOW, clusters: new Set(['alpha']) });
     expect(statusText(poisoned)).toContain('vault-rollout reset-version --path secret/app/api --version 4');
+    // A tenant writes the record key: the repair carries it as one shell-quoted word.
+    const hostile = 'secret/app/x$(touch pwned)';
+    const quoted = fleetStatus(table, [listing('alpha', { [deployments('apps')]: [deployment('apps', 'api', { [hostile]: 999 })] })], new Map([[hostile, { currentVersion: 4 }]]), { now: NOW, clusters: new Set(['alpha']) });
+    expect(quoted.paths[0]?.consumers[0]?.detail).toContain(`repair with vault-rollout reset-version --path 'secret/app/x$(touch pwned)' --version 4`);
     const cron: KubeObject = { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { namespace: 'batch', name: 'nightly', annotations: { 'vault-rollout.io/watch': 'legacy/batch/*' } }, spec: { jobTemplate: { spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': '{"legacy/batch/x":"2026-11-23T10:00:00Z"}' } } } } } } };
     const v1 = fleetStatus(table, [listing('alpha', { [listKey({ apiVersion: 'batch/v1', kind: 'CronJob', namespace: 'batch' })]: [cron] })], new Map(), { now: NOW, clusters: new Set(['alpha']) });
     expect(v1.paths[0]).toMatchObject({ path: 'legacy/batch/x', kvVersion: 1, ok: true });

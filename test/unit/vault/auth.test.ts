@@ -87,29 +87,46 @@ describe('Kubernetes auth and ~/.vault-token', () => {
     },
   };
 
-  it('logs in with the role and the pod\'s ServiceAccount token, read again for each login', async () => {
-    files['/var/run/secrets/kubernetes.io/serviceaccount/token'] = 'sa-jwt-1\n';
+  /** A JWT-shaped token with these audiences (Vault verifies the signature; vault-rollout only reads `aud`). */
+  const jwt = (aud: string | string[] | undefined, n: number) =>
+    `eyJhbGciOiJSUzI1NiJ9.${Buffer.from(JSON.stringify({ ...(aud === undefined ? {} : { aud }), sub: 'system:serviceaccount:vault-rollout:vault-rollout', n })).toString('base64url')}.c2ln`;
+
+  it('logs in with the role and the token projected for Vault\'s audience, read again for each login', async () => {
+    files['/var/run/secrets/vault-rollout/vault/token'] = `${jwt('vault', 1)}\n`;
     const { method, source } = await vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'vault-rollout' }, deps);
     expect(method).toBe('kubernetes');
-    expect(await source.token()).toBe('vault-token-for-sa-jwt-1');
-    expect(requests.at(-1)).toEqual({ url: 'http://127.0.0.1:1/v1/auth/kubernetes/login', body: { role: 'vault-rollout', jwt: 'sa-jwt-1' } });
-    files['/var/run/secrets/kubernetes.io/serviceaccount/token'] = 'sa-jwt-2\n';
+    expect(await source.token()).toBe(`vault-token-for-${jwt('vault', 1)}`);
+    expect(requests.at(-1)).toEqual({ url: 'http://127.0.0.1:1/v1/auth/kubernetes/login', body: { role: 'vault-rollout', jwt: jwt('vault', 1) } });
+    files['/var/run/secrets/vault-rollout/vault/token'] = `${jwt(['other', 'vault'], 2)}\n`;
     source.invalidate();
-    expect(await source.token()).toBe('vault-token-for-sa-jwt-2');
+    expect(await source.token()).toBe(`vault-token-for-${jwt(['other', 'vault'], 2)}`);
     source.stop();
   });
 
-  it('takes the mount and the token file from the environment', async () => {
-    files['/tmp/sa/token'] = 'projected';
-    const { source } = await vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'r', VAULT_K8S_MOUNT: 'k8s-prod', VAULT_K8S_TOKEN_FILE: '/tmp/sa/token' }, deps);
+  it('takes the mount, the token file and the audience from the environment', async () => {
+    files['/tmp/sa/token'] = jwt('vault.example.com', 3);
+    const { source } = await vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'r', VAULT_K8S_MOUNT: 'k8s-prod', VAULT_K8S_TOKEN_FILE: '/tmp/sa/token', VAULT_K8S_AUDIENCE: 'vault.example.com' }, deps);
     await source.token();
     source.stop();
     expect(requests.at(-1)?.url).toBe('http://127.0.0.1:1/v1/auth/k8s-prod/login');
   });
 
+  it.each([
+    ['the API server\'s audience', jwt(['https://kubernetes.default.svc.cluster.local', 'k3s'], 4), '"https://kubernetes.default.svc.cluster.local", "k3s"'],
+    ['no audience (a legacy Secret token)', jwt(undefined, 5), 'none'],
+    ['no JWT at all', 'not-a-jwt', 'none'],
+  ])('refuses a token for %s before anything is sent to Vault', async (_label, token, shown) => {
+    files['/tmp/api/token'] = token;
+    const before = requests.length;
+    const error = await vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'r', VAULT_K8S_TOKEN_FILE: '/tmp/api/token' }, deps).then(() => undefined, (e: unknown) => e as Error);
+    expect(error?.message).toBe(`Kubernetes auth: the token /tmp/api/token is for audience ${shown}, not vault: a token the Kubernetes API accepts is not sent to Vault; project a ServiceAccount token with audience vault (the Helm chart mounts one at /var/run/secrets/vault-rollout/vault/token) and set audience=vault on the Vault role (or VAULT_K8S_AUDIENCE to the role's)`);
+    expect(error?.message).not.toContain(token.split('.')[1] ?? token);
+    expect(requests.length).toBe(before);
+  });
+
   it('fails at start-up, with the reason, outside a pod', async () => {
     await expect(vaultTokenSourceFromEnv({ VAULT_K8S_ROLE: 'r', VAULT_K8S_TOKEN_FILE: '/nowhere' }, deps)).rejects.toThrow(
-      'Kubernetes auth: cannot read the ServiceAccount token /nowhere (ENOENT); run in a pod with its token mounted, or set VAULT_K8S_TOKEN_FILE',
+      'Kubernetes auth: cannot read the ServiceAccount token /nowhere (ENOENT); run in a pod with a token projected for audience vault there, or set VAULT_K8S_TOKEN_FILE',
     );
   });
 

@@ -24,6 +24,7 @@ function writePlugin(): void {
   const script = `#!/bin/sh
 echo run >> "${dir}/runs"
 printf '%s' "$KUBERNETES_EXEC_INFO" > "${dir}/exec-info"
+env | cut -d= -f1 | sort > "${dir}/env-names"
 echo "$@ EXTRA=$EXTRA" > "${dir}/args"
 case "$MODE" in
   fail) echo "secret-looking stderr ${EXEC_TOKEN}" >&2; exit 3 ;;
@@ -69,7 +70,7 @@ const exec = (env: Record<string, string> = {}, apiVersion = 'client.authenticat
 function deps(extra: Partial<KubeconfigSourceDeps> = {}): KubeconfigSourceDeps {
   return {
     routingTableDir: dir,
-    env: { PATH: `/usr/bin:/bin:${dir}` },
+    env: { PATH: `/usr/bin:/bin:${dir}`, HOME: dir, VAULT_ROLLOUT_ALLOW_EXEC: 'other,lab', VAULT_TOKEN: 'planted-vault-token', AWS_SECRET_ACCESS_KEY: 'planted' },
     readFile: async () => '',
     ssm: new SSMClient({ region: 'eu-west-1' }),
     secretsManager: new SecretsManagerClient({ region: 'eu-west-1' }),
@@ -97,6 +98,9 @@ describe('exec credential plugins', () => {
       expect(readFileSync(join(dir, 'args'), 'utf8').trim()).toBe('get-token --cluster main EXTRA=from-kubeconfig');
       const info = JSON.parse(readFileSync(join(dir, 'exec-info'), 'utf8')) as Record<string, unknown>;
       expect(info).toEqual({ apiVersion, kind: 'ExecCredential', spec: { interactive: false, cluster: { server: 'https://api.main.example:6443', 'certificate-authority-data': CA_DATA } } });
+      // The plugin sees PATH, HOME, its kubeconfig's exec.env and KUBERNETES_EXEC_INFO: none of this process's secrets.
+      const names = readFileSync(join(dir, 'env-names'), 'utf8').split('\n').filter((n) => n !== '' && !['PWD', 'SHLVL', '_'].includes(n));
+      expect(names).toEqual(['API', 'EXTRA', 'HOME', 'KUBERNETES_EXEC_INFO', 'PATH']);
       // The plugin's token is never left in the KubeConfig client-node holds.
       expect(access.kubeConfig.getCurrentUser()?.exec).toBeUndefined();
     }
@@ -123,11 +127,11 @@ describe('exec credential plugins', () => {
   });
 
   const refusals: [string, () => Promise<unknown>, RegExp][] = [
-    ['without allowExec', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec()), {}), deps()),
-      /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) runs only with allowExec: true on the cluster's kubeconfig in the routing table/],
+    ['without the operator\'s VAULT_ROLLOUT_ALLOW_EXEC, whatever the routing table says', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec()), { allowExec: true }), deps({ env: { PATH: `/usr/bin:/bin:${dir}`, VAULT_ROLLOUT_ALLOW_EXEC: 'labs' } })),
+      /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) runs only when the operator allows it for this cluster: set VAULT_ROLLOUT_ALLOW_EXEC=lab in vault-rollout's environment \(the routing table's allowExec no longer grants it\)/],
     ['in the Lambda runtime, even with allowExec', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec())), deps({ runtime: 'lambda' })),
       /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) cannot run in the Lambda runtime, which has no plugins; give the user a token or client certificate/],
-    ['from SSM', async () => {
+    ['from SSM, even when the operator allows exec for the cluster', async () => {
       mockClient(SSMClient).on(GetParameterCommand).resolves({ Parameter: { Value: kubeconfig(exec()) } });
       return resolveKubeconfigAccess('lab', { kubeconfig: { ssm: '/kc' }, labels: {} }, deps());
     }, /^cluster lab: kubeconfig from SSM parameter \/kc: user plugin: exec \(the credential plugin vr-test-plugin\) is refused for a kubeconfig from SSM or Secrets Manager/],
@@ -153,7 +157,7 @@ describe('exec credential plugins', () => {
 
   it('resolves a command with a path relative to the kubeconfig file', async () => {
     const access = await resolveKubeconfigAccess('lab', { kubeconfig: { file: 'kc.json', allowExec: true }, labels: {} },
-      deps({ readFile: async () => kubeconfig({ ...exec(), command: './vr-test-plugin' }), env: { PATH: '/usr/bin:/bin' } }));
+      deps({ readFile: async () => kubeconfig({ ...exec(), command: './vr-test-plugin' }), env: { PATH: '/usr/bin:/bin', VAULT_ROLLOUT_ALLOW_EXEC: 'lab' } }));
     expect(await access.bearerToken?.()).toBe(`${EXEC_TOKEN}-1`);
   });
 });

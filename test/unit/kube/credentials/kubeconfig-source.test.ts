@@ -158,8 +158,8 @@ describe('errors name the cluster, the source and the fix', () => {
     ['bad YAML', cluster({ inline: `clusters:\n  - name: x\n   token: ${planted.token}\n` }), /^cluster c: inline kubeconfig: is not valid YAML \(line 3, column 1\); fix the YAML$/, () => {}],
     ['YAML that is no mapping', cluster({ inline: '- just\n- a list' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
     ['empty document', cluster({ inline: '# nothing\n' }), /^cluster c: inline kubeconfig: is not a valid kubeconfig; expected a YAML mapping/, () => {}],
-    ['exec plugin', cluster({ inline: kubeconfigYaml({ user: { token: planted.token, exec: { command: 'aws', args: ['eks', 'get-token'] } } }) }), /^cluster c: inline kubeconfig: user admin: exec \(the credential plugin aws\) runs only with allowExec: true on the cluster's kubeconfig in the routing table/, () => {}],
-    ['auth-provider plugin', cluster({ inline: kubeconfigYaml({ user: { 'auth-provider': { name: 'gcp', config: { 'access-token': planted.token } } } }) }), /^cluster c: inline kubeconfig: user admin: auth-provider \(gcp\) is refused: kubectl removed these plugins; use the provider's exec plugin instead \(gke-gcloud-auth-plugin, kubelogin, aws eks get-token\) with allowExec: true/, () => {}],
+    ['exec plugin', cluster({ inline: kubeconfigYaml({ user: { token: planted.token, exec: { command: 'aws', args: ['eks', 'get-token'] } } }) }), /^cluster c: inline kubeconfig: user admin: exec \(the credential plugin aws\) runs only when the operator allows it for this cluster: set VAULT_ROLLOUT_ALLOW_EXEC=c/, () => {}],
+    ['auth-provider plugin', cluster({ inline: kubeconfigYaml({ user: { 'auth-provider': { name: 'gcp', config: { 'access-token': planted.token } } } }) }), /^cluster c: inline kubeconfig: user admin: auth-provider \(gcp\) is refused: kubectl removed these plugins; use the provider's exec plugin instead \(gke-gcloud-auth-plugin, kubelogin, aws eks get-token\), allowed with VAULT_ROLLOUT_ALLOW_EXEC/, () => {}],
     ['missing context', cluster({ inline: kubeconfigYaml() }, { context: 'nope' }), /^cluster c: inline kubeconfig: the routing table's context nope is not in the kubeconfig \(its contexts: main, other\)$/, () => {}],
     ['dangling current-context', cluster({ inline: kubeconfigYaml({ currentContext: 'gone' }) }), /current-context gone is not in the kubeconfig/, () => {}],
     ['no context at all', cluster({ inline: kubeconfigYaml({ currentContext: null }) }), /names no context; set `context` for the cluster in the routing table or current-context in the kubeconfig/, () => {}],
@@ -222,20 +222,26 @@ describe('token files', () => {
     rmSync(tokenFilePath, { force: true });
   });
 
-  it.each(sources)('is refused without allowTokenFile, before the file is opened, in a kubeconfig from %s (both spellings)', async (_label, source, arrange) => {
+  it.each(sources)('is refused without the operator\'s opt-in, before the file is opened, in a kubeconfig from %s (both spellings)', async (label, source, arrange) => {
+    const remote = label === 'SSM' || label === 'Secrets Manager';
     for (const field of ['token-file', 'tokenFile']) {
       const text = withTokenFile('admin', field).replace(/ {2}- name: admin\n {4}user:\n/, '  - name: unused\n    user:\n');
-      const deps = testDeps({ '/etc/vault-rollout/kc.yaml': text }, { KC: text });
+      // From SSM or Secrets Manager even the operator's opt-in does not allow it; elsewhere the table's does not.
+      const deps = testDeps({ '/etc/vault-rollout/kc.yaml': text }, { KC: text, ...(remote ? { VAULT_ROLLOUT_ALLOW_TOKEN_FILE: 'c' } : {}) });
       arrange(deps, text);
-      const config = cluster(source && 'inline' in source ? { inline: text } : source);
+      const config = cluster(source && 'inline' in source ? { inline: text, allowTokenFile: true } : { ...source, ...(remote ? {} : { allowTokenFile: true }) } as ClusterConfig['kubeconfig']);
       const readFileSync = vi.spyOn(fs, 'readFileSync');
       const openSync = vi.spyOn(fs, 'openSync');
       const error = await rejectionOf(resolveKubeconfigAccess('c', config, deps));
       expect(readsOf(readFileSync)).toEqual([]);
       expect(readsOf(openSync)).toEqual([]);
       expect(error).toBeInstanceOf(ClusterAccessError);
-      expect(error.message).toContain(`: user admin: ${field} ${tokenFilePath} is refused: it would send a file of this machine as the bearer token;`);
-      expect(error.message).toContain('Set allowTokenFile: true on the cluster\'s kubeconfig');
+      if (remote) {
+        expect(error.message).toContain(`: user admin: ${field} ${tokenFilePath} is refused for a kubeconfig from SSM or Secrets Manager: whoever can write it would choose which file`);
+      } else {
+        expect(error.message).toContain(`: user admin: ${field} ${tokenFilePath} is refused: it would send a file of this machine as the bearer token;`);
+        expect(error.message).toContain('set VAULT_ROLLOUT_ALLOW_TOKEN_FILE=c in vault-rollout\'s environment');
+      }
       expect(error.message).not.toContain('a-local-file-that-is-no-token');
       vi.restoreAllMocks();
     }
@@ -258,20 +264,67 @@ describe('token files', () => {
     expect(error.message).toMatch(/user merged: token-file .* is refused/);
   });
 
-  it('with allowTokenFile: true, is the bearer token, read again when the file changes', async () => {
+  it('with the operator\'s VAULT_ROLLOUT_ALLOW_TOKEN_FILE naming the cluster, is the bearer token, read again when the file changes', async () => {
     writeFileSync(tokenFilePath, 'first-token\n');
     const text = withTokenFile('admin', 'tokenFile').replace(/ {2}- name: admin\n {4}user:\n/, '  - name: unused\n    user:\n');
-    const access = await resolveKubeconfigAccess('c', cluster({ inline: text, allowTokenFile: true }), testDeps());
+    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }), testDeps({}, { VAULT_ROLLOUT_ALLOW_TOKEN_FILE: 'b, c' }));
     expect(await access.bearerToken?.()).toBe('first-token');
     writeFileSync(tokenFilePath, 'second-token-longer\n');
     expect(await access.bearerToken?.()).toBe('second-token-longer');
   });
+});
 
-  it('is read without opt-in at the in-cluster token path', async () => {
-    const inCluster = '/var/run/secrets/kubernetes.io/serviceaccount/token';
-    const text = kubeconfigYaml({ user: { tokenFile: inCluster } });
-    const deps = { ...testDeps(), tokenFile: { stat: async () => ({ ino: 1, mtimeMs: 1, size: 5 }), readFile: async (path: string) => (path === inCluster ? 'sa-token' : '') } };
-    const access = await resolveKubeconfigAccess('c', cluster({ inline: text }), deps);
+describe('the pod\'s own ServiceAccount token', () => {
+  // It can patch every workload of the cluster vault-rollout runs in: whoever writes another cluster's kubeconfig
+  // must not be able to have it sent to their server.
+  const saDir = join(tmpdir(), `vault-rollout-sa-${process.pid}`);
+  const podCa: Buffer = Buffer.from('-----BEGIN CERTIFICATE-----\npod ca\n-----END CERTIFICATE-----\n');
+  const podEnv = { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', VAULT_ROLLOUT_SERVICE_ACCOUNT_DIR: saDir };
+  const kubeconfig = (tokenFile: string, server: string, ca: Buffer = podCa) =>
+    kubeconfigYaml({ server, user: { tokenFile } }).replace(/certificate-authority-data: \S+/, `certificate-authority-data: ${ca.toString('base64')}`);
+  const deps = (env: Record<string, string> = {}) => ({
+    ...testDeps({ [join(saDir, 'ca.crt')]: podCa.toString() }, { ...podEnv, ...env }),
+    tokenFile: { stat: async () => ({ ino: 1, mtimeMs: 1, size: 8 }), readFile: async () => 'sa-token' },
+  });
+  beforeEach(() => {
+    fs.mkdirSync(saDir, { recursive: true });
+    writeFileSync(join(saDir, 'token'), 'sa-token');
+  });
+  afterEach(() => rmSync(saDir, { recursive: true, force: true }));
+
+  const elsewhere: [string, string, string, Buffer?][] = [
+    ['the default path, to another server', '/var/run/secrets/kubernetes.io/serviceaccount/token', 'https://attacker.example:6443'],
+    ['the /run spelling, to another server', '/run/secrets/kubernetes.io/serviceaccount/token', 'https://attacker.example:6443'],
+    ['the projected folder, to another server', join(saDir, 'token'), 'https://attacker.example:6443'],
+    ['the in-cluster address with another CA', join(saDir, 'token'), 'https://10.96.0.1:443', Buffer.from('another ca')],
+  ];
+  it.each(elsewhere)('is refused by %s, even with the operator\'s opt-in', async (_label, path, server, ca) => {
+    const error = await rejectionOf(resolveKubeconfigAccess('remote', cluster({ inline: kubeconfig(path, server, ca) }), deps({ VAULT_ROLLOUT_ALLOW_TOKEN_FILE: 'remote' })));
+    expect(error).toBeInstanceOf(ClusterAccessError);
+    expect(error.message).toContain(`user admin: tokenFile ${path} is refused: it is the pod's own ServiceAccount token, which goes only to the in-cluster API server`);
+    expect(error.message).toContain('use inCluster: true');
+  });
+
+  it('is refused behind a symbolic link elsewhere', async () => {
+    const link = join(tmpdir(), `vault-rollout-sa-link-${process.pid}`);
+    rmSync(link, { force: true });
+    fs.symlinkSync(join(saDir, 'token'), link);
+    try {
+      const error = await rejectionOf(resolveKubeconfigAccess('remote', cluster({ inline: kubeconfig(link, 'https://attacker.example') }), deps({ VAULT_ROLLOUT_ALLOW_TOKEN_FILE: 'remote' })));
+      expect(error.message).toContain('it is the pod\'s own ServiceAccount token');
+    } finally {
+      rmSync(link, { force: true });
+    }
+  });
+
+  it('is refused from SSM, even to the in-cluster API', async () => {
+    ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: kubeconfig(join(saDir, 'token'), 'https://10.96.0.1:443') } });
+    const error = await rejectionOf(resolveKubeconfigAccess('home', cluster({ ssm: '/kc' }), deps()));
+    expect(error.message).toContain('is refused for a kubeconfig from SSM or Secrets Manager');
+  });
+
+  it('is sent, without opt-in, to the in-cluster API server with the pod\'s CA', async () => {
+    const access = await resolveKubeconfigAccess('home', cluster({ inline: kubeconfig(join(saDir, 'token'), 'https://10.96.0.1') }), deps());
     expect(await access.bearerToken?.()).toBe('sa-token');
   });
 });
@@ -284,6 +337,6 @@ describe('a user that yields no credential', () => {
     const error = await rejectionOf(resolveKubeconfigAccess('prod', cluster({ inline: text }), testDeps()));
     expect(error).toBeInstanceOf(ClusterAccessError);
     expect(error.message).toMatch(/^cluster prod: inline kubeconfig: user admin: tokenFile \/home\/me\/\.kube\/token is refused/);
-    expect(error.message).toMatch(/allowTokenFile: true/);
+    expect(error.message).toMatch(/set VAULT_ROLLOUT_ALLOW_TOKEN_FILE=prod/);
   });
 });
