@@ -5,6 +5,7 @@
  * errors come back as CommanderError and become exit 64 with the command's `--help` named.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { formatDuration, parseDuration } from '../kernel/duration.ts';
 import { EXIT, type CliIo } from './io.ts';
 
 export type OptionType = 'string' | 'boolean' | 'integer' | 'duration' | 'list' | 'enum';
@@ -103,30 +104,15 @@ export interface Parsed<S extends CommandSpec> {
   debug(text: string): void;
 }
 
-const DURATION_PART = /(\d+)(ms|h|m|s)/gy;
-const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** `500ms`, `30s`, `10m`, `1h`, `1m30s`: milliseconds; throws with what to write instead. */
+/** `500ms`, `30s`, `10m`, `1h`, `1m30s` (the routing table's grammar too): milliseconds; throws with what to write instead. */
 export function parseCliDuration(text: string): number {
   if (/^\d+(\.\d+)?$/.test(text)) throw new Error(`use a unit: ${text}s`);
-  if (text === '' || !/^(\d+(ms|h|m|s))+$/.test(text)) throw new Error('a duration such as 500ms, 30s, 10m, 1h or 1m30s');
-  let total = 0;
-  DURATION_PART.lastIndex = 0;
-  for (const m of text.matchAll(DURATION_PART)) total += Number(m[1]) * (UNIT_MS[m[2] as string] as number);
-  return total;
+  const ms = parseDuration(text);
+  if (ms === undefined) throw new Error('a duration such as 500ms, 30s, 10m, 1h or 1m30s');
+  return ms;
 }
 
-/** A duration for messages: 90000 -> 1m30s. */
-export function formatDuration(ms: number): string {
-  if (ms === 0) return '0s';
-  if (ms % 1000 !== 0) return `${ms}ms`;
-  let s = ms / 1000;
-  const h = Math.floor(s / 3600);
-  s -= h * 3600;
-  const m = Math.floor(s / 60);
-  s -= m * 60;
-  return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${s ? `${s}s` : ''}`;
-}
+export { formatDuration };
 
 function bounds(o: OptionSpec): string {
   const show = (n: number): string => (o.type === 'duration' ? formatDuration(n) : String(n));
