@@ -194,6 +194,43 @@ describe('file errors in words', () => {
     let err = '';
     io.stderr = (t: string) => void (err += t);
     expect(await main(['validate', dir], io)).toBe(1);
-    expect(err).toBe(`vault-rollout: cannot read the routing table: ${dir}: is a directory\n`);
+    expect(err).toBe(`vault-rollout validate: cannot read the routing table: ${dir}: is a directory\n`);
+  });
+});
+
+describe('validate: the verdict in the format asked for', () => {
+  const bad = 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\nroutes:\n  - name: app\n    match: { paht: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
+  const problems = [
+    { line: 2, column: 32, field: 'clusters.a.lables', message: 'unknown field "lables" (did you mean "labels"?)' },
+    { line: 5, column: 14, field: 'routes[0].match.paht', message: 'unknown field "paht" (did you mean "path"?)' },
+  ];
+
+  it.each([['json', JSON.parse], ['yaml', parseYaml]] as const)('-o %s on a bad table prints ok: false and the problems on stdout, exit 1', async (format, parse) => {
+    const io = memoryIo({ 'bad.yaml': bad });
+    expect(await main(['validate', 'bad.yaml', '-o', format], io)).toBe(1);
+    expect(parse(io.out)).toEqual({ file: 'bad.yaml', ok: false, problems });
+    expect(io.err).toBe('');
+  });
+
+  it('-o json on a file that cannot be read prints ok: false too', async () => {
+    const io = memoryIo();
+    expect(await main(['validate', 'gone.yaml', '--json'], io)).toBe(1);
+    expect(JSON.parse(io.out)).toEqual({ file: 'gone.yaml', ok: false, problems: [{ line: 0, column: 0, field: '', message: 'cannot read the routing table: gone.yaml: no such file' }] });
+  });
+
+  it('the table output lists each problem, then a count under the command\'s name', async () => {
+    const io = memoryIo({ 'bad.yaml': bad });
+    expect(await main(['validate', 'bad.yaml'], io)).toBe(1);
+    expect(io.out).toBe('');
+    expect(io.err).toBe(`bad.yaml:2:32: clusters.a.lables: unknown field "lables" (did you mean "labels"?)
+bad.yaml:5:14: routes[0].match.paht: unknown field "paht" (did you mean "path"?)
+vault-rollout validate: bad.yaml: 2 problems
+`);
+  });
+
+  it('counts are singular or plural as they should be', async () => {
+    const io = memoryIo({ 'one.yaml': 'clusters:\n  a: { kubeconfig: { env: A } }\n' });
+    expect(await main(['validate', 'one.yaml'], io)).toBe(0);
+    expect(io.out).toBe('one.yaml: ok (1 cluster, 0 routes, 0 targets, 0 KV mounts)\n');
   });
 });
