@@ -30,3 +30,16 @@ export function nodeIo(): CliIo {
     stdinIsTTY: process.stdin.isTTY === true,
   };
 }
+
+/**
+ * `vault-rollout --help | head`: when the reader goes away, stop quietly, as cat or git do, instead of a stack trace
+ * for EPIPE. Only a broken pipe: any other stream error is still thrown.
+ */
+export function quietOnBrokenPipe(streams: ReadonlyArray<NodeJS.WriteStream> = [process.stdout, process.stderr]): void {
+  for (const stream of streams) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
+}

@@ -2,6 +2,7 @@
  * Issue #27, "CLI conventions": one test per defect the issue lists, each run in process through main() (or the
  * command's function where a test must stop a long-running command), with no cluster.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { main } from '../../../lib/cli/main.ts';
 import { serveCommand } from '../../../lib/cli/serve-command.ts';
-import { memoryIo, readRepoFile } from '../../helpers.ts';
+import { memoryIo, readRepoFile, repoRoot } from '../../helpers.ts';
 
 const routes = readRepoFile('infra/routes/example.yaml');
 const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
@@ -232,5 +233,41 @@ vault-rollout validate: bad.yaml: 2 problems
     const io = memoryIo({ 'one.yaml': 'clusters:\n  a: { kubeconfig: { env: A } }\n' });
     expect(await main(['validate', 'one.yaml'], io)).toBe(0);
     expect(io.out).toBe('one.yaml: ok (1 cluster, 0 routes, 0 targets, 0 KV mounts)\n');
+  });
+});
+
+describe('first contact with the command line', () => {
+  it.each([
+    [['-q', 'validate', 'routes.yaml']],
+    [['--verbose', 'validate', 'routes.yaml']],
+    [['-o', 'json', 'validate', 'routes.yaml']],
+    [['--json', '-q', 'validate', 'routes.yaml']],
+  ])('global flags before the command: %j', async (argv) => {
+    const io = memoryIo({ 'routes.yaml': routes });
+    expect(await main(argv, io), io.err).toBe(0);
+    expect(io.out).toContain('routes.yaml');
+  });
+
+  it('an unknown command is three lines: what, the nearest command, where to look', async () => {
+    const io = memoryIo();
+    expect(await main(['valdate', 'routes.yaml'], io)).toBe(64);
+    expect(io.err).toBe('vault-rollout: unknown command "valdate"\nDid you mean "validate"?\nRun "vault-rollout --help" for the commands.\n');
+  });
+
+  it('an unknown command near none is two', async () => {
+    const io = memoryIo();
+    expect(await main(['frobnicate'], io)).toBe(64);
+    expect(io.err).toBe('vault-rollout: unknown command "frobnicate"\nRun "vault-rollout --help" for the commands.\n');
+  });
+
+  it('--help | head: the reader going away ends the process quietly, exit 0', async () => {
+    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'help', 'apply'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // The reader is gone before the first write, so every write meets EPIPE.
+    child.stdout.destroy();
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => void (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(err).toBe('');
+    expect(code).toBe(0);
   });
 });
