@@ -10,7 +10,7 @@
  */
 import type { RotationHalt } from '../rotations/rotation-store.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { cliRotationStoreName, cliRotationStoreToRead } from './rotation-store.ts';
 import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { usageError } from './shared.ts';
@@ -28,22 +28,27 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
   const [action = 'list', rotation] = args.args;
   if (action === 'list' && rotation !== undefined) return usageError(io, 'halts', 'use: halts [list] [-o json|yaml] | halts clear ROTATION');
   if (action === 'clear' && (rotation === undefined || !ROTATION.test(rotation))) return usageError(io, 'halts', 'halts clear takes the ROTATION key that `halts` (or status, or the halt\'s log line) shows');
-  const store = await cliRotationStore(io);
-  try {
-    if (action === 'clear') {
-      const cleared = await store.clear(rotation as string);
-      if (!cleared) {
-        io.stderr(`vault-rollout halts: no halt of rotation ${rotation as string} in ${cliRotationStoreName(io)}\n`);
-        return EXIT.failure;
-      }
-      io.stdout(`Cleared the halt of rotation ${cleared.rotation} (${cleared.secrets.join(', ')}; halted at wave ${cleared.wave} of ${cleared.waves}). The next change or reconcile of these versions starts again from wave 1.\n`);
+  if (action !== 'clear') {
+    const store = await cliRotationStoreToRead(io);
+    try {
+      const halts = store === undefined ? [] : await store.halts();
+      printData(io, values.output, () => ({ store: cliRotationStoreName(io), halts }), () => haltsText(halts, cliRotationStoreName(io)));
       return EXIT.ok;
+    } finally {
+      store?.close?.();
     }
-    const halts = await store.halts();
-    printData(io, values.output, () => ({ store: cliRotationStoreName(io), halts }), () => haltsText(halts, cliRotationStoreName(io)));
+  }
+  const store = await cliRotationStoreToRead(io);
+  try {
+    const cleared = store === undefined ? undefined : await store.clear(rotation as string);
+    if (!cleared) {
+      io.stderr(`vault-rollout halts: no halt of rotation ${rotation as string} in ${cliRotationStoreName(io)}\n`);
+      return EXIT.failure;
+    }
+    io.stdout(`Cleared the halt of rotation ${cleared.rotation} (${cleared.secrets.join(', ')}; halted at wave ${cleared.wave} of ${cleared.waves}). The next change or reconcile of these versions starts again from wave 1.\n`);
     return EXIT.ok;
   } finally {
-    store.close?.();
+    store?.close?.();
   }
 }
 

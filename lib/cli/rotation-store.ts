@@ -1,4 +1,5 @@
 /** The rotation store of a CLI command: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else the default state file. */
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import type { RotationStore } from '../rotations/rotation-store.ts';
 import { defaultStateFile, rotationStoreFromEnv, rotationStoreName } from '../rotations/rotation-store-from-env.ts';
@@ -11,3 +12,13 @@ export async function cliRotationStore(io: Pick<CliIo, 'env'>): Promise<Rotation
 }
 
 export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string => rotationStoreName(io.env, defaultStateFile(io.env, homedir()));
+
+/**
+ * The store for a command that only reads it (`halts`, `status`): undefined when it is a SQLite file that does not
+ * exist yet — nothing was recorded, and a read must not create the file (nor its folder).
+ */
+export async function cliRotationStoreToRead(io: Pick<CliIo, 'env'>): Promise<RotationStore | undefined> {
+  const file = io.env.VAULT_ROLLOUT_STATE_TABLE ? undefined : io.env.VAULT_ROLLOUT_STATE_DB || defaultStateFile(io.env, homedir());
+  if (file !== undefined && !existsSync(file)) return undefined;
+  return cliRotationStore(io);
+}

@@ -3,7 +3,7 @@
  * command's function where a test must stop a long-running command), with no cluster.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -269,5 +269,27 @@ describe('first contact with the command line', () => {
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     expect(err).toBe('');
     expect(code).toBe(0);
+  });
+});
+
+describe('read commands write nothing', () => {
+  it.each([
+    ['halts', ['halts']],
+    ['halts list -o json', ['halts', 'list', '-o', 'json']],
+    ['halts clear', ['halts', 'clear', 'abcdef0123456789']],
+    ['status', ['status', '--routes', 'routes.yaml']],
+  ])('%s creates no state file (nor its folder)', async (_name, argv) => {
+    const dir = tempDir();
+    const io = memoryIo({ 'routes.yaml': routes }, { XDG_STATE_HOME: join(dir, 'state'), KUBECONFIG: join(dir, 'none') });
+    await main(argv, io);
+    expect(existsSync(join(dir, 'state'))).toBe(false);
+  });
+
+  it('halts on a store not created yet says there is no halt', async () => {
+    const dir = tempDir();
+    const io = memoryIo({}, { VAULT_ROLLOUT_STATE_DB: join(dir, 'rotations.sqlite') });
+    expect(await main(['halts'], io)).toBe(0);
+    expect(io.out).toBe(`No halted rotation (SQLite file ${join(dir, 'rotations.sqlite')}).\n`);
+    expect(existsSync(join(dir, 'rotations.sqlite'))).toBe(false);
   });
 });
