@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { main } from '../../../lib/cli/main.ts';
 import { serveCommand } from '../../../lib/cli/serve-command.ts';
+import { printableYaml } from '../../../lib/report/printable.ts';
 import { memoryIo, readRepoFile, repoRoot } from '../../helpers.ts';
 
 const routes = readRepoFile('infra/routes/example.yaml');
@@ -291,5 +292,27 @@ describe('read commands write nothing', () => {
     expect(await main(['halts'], io)).toBe(0);
     expect(io.out).toBe(`No halted rotation (SQLite file ${join(dir, 'rotations.sqlite')}).\n`);
     expect(existsSync(join(dir, 'rotations.sqlite'))).toBe(false);
+  });
+});
+
+describe('-o yaml is plain YAML', () => {
+  it('quotes only what YAML needs, with no anchors or aliases', async () => {
+    const io = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
+    expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '-o', 'yaml'], io), io.err).toBe(0);
+    expect(io.out).not.toMatch(/[&*][a-z]+\d*\s*$/m);
+    expect(io.out).toMatch(/^ {4}path: secret\/payments\/api\/db$/m);
+    expect(io.out).not.toMatch(/: "[a-z][-a-z0-9]*"$/m);
+    expect(parseYaml(io.out)).toEqual(JSON.parse((await (async () => {
+      const json = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
+      await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '-o', 'json'], json);
+      return json.out;
+    })())));
+  });
+});
+
+describe('-o yaml writes an object met twice twice', () => {
+  it('no &a1 / *a1', () => {
+    const shared = { cluster: 'alpha' };
+    expect(printableYaml({ first: shared, second: shared, odd: 'x\u001by' })).toBe('first:\n  cluster: alpha\nsecond:\n  cluster: alpha\nodd: "x\\ey"\n');
   });
 });
