@@ -46,6 +46,7 @@ Commands:
 ${COMMAND_SPECS.map((s) => `  ${s.name.padEnd(width)}${s.summary}`).join('\n')}
 
 Every command takes --quiet (-q) and --verbose (-v); those that print data take -o/--output (--json is -o json).
+These may come before the command too: vault-rollout -q validate routes.yaml
 `;
 }
 

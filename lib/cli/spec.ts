@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { formatDuration, parseDuration } from '../kernel/duration.ts';
+import { examplesText } from './examples.ts';
 import { EXIT, type CliIo } from './io.ts';
 
 export type OptionType = 'string' | 'boolean' | 'integer' | 'duration' | 'list' | 'enum';
@@ -172,7 +173,7 @@ export function optionDetails(o: OptionSpec): string[] {
 /** The text after the options in `--help`: what the command does and its exit codes. */
 export function helpFooter(spec: CommandSpec): string {
   const exits = spec.exits.map(([code, meaning]) => `  ${String(code).padEnd(3)} ${meaning}`).join('\n');
-  return `\n${spec.description}\n\nExit codes:\n${exits}\n  64  usage error (an unknown or invalid flag or argument)\n`;
+  return `\n${spec.description}\n${examplesText(spec.name)}\nExit codes:\n${exits}\n  64  usage error (an unknown or invalid flag or argument)\n`;
 }
 
 /** `Usage: vault-rollout plan [options] FILE` */

@@ -197,7 +197,7 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
       return { ...status, halts, ok: status.ok && halts.length === 0 };
     },
     close() {
-      if (own) void rotations?.then((r) => r.close?.());
+      if (own) void rotations?.then((r) => r?.close?.());
     },
   };
 }

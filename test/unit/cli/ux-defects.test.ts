@@ -207,7 +207,7 @@ describe('validate: the verdict in the format asked for', () => {
     { line: 5, column: 14, field: 'routes[0].match.paht', message: 'unknown field "paht" (did you mean "path"?)' },
   ];
 
-  it.each([['json', JSON.parse], ['yaml', parseYaml]] as const)('-o %s on a bad table prints ok: false and the problems on stdout, exit 1', async (format, parse) => {
+  it.each([['json', (t: string): unknown => JSON.parse(t)], ['yaml', (t: string): unknown => parseYaml(t)]] as const)('-o %s on a bad table prints ok: false and the problems on stdout, exit 1', async (format, parse) => {
     const io = memoryIo({ 'bad.yaml': bad });
     expect(await main(['validate', 'bad.yaml', '-o', format], io)).toBe(1);
     expect(parse(io.out)).toEqual({ file: 'bad.yaml', ok: false, problems });
