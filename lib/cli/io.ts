@@ -16,7 +16,12 @@ export interface CliIo {
   stderrIsTTY?: boolean;
   /** Is standard input a terminal (plan and apply then say they read it, instead of waiting silently)? */
   stdinIsTTY?: boolean;
+  /** The command running (set by main): the shared helpers' messages start `vault-rollout <command>:` with it. */
+  command?: string;
 }
+
+/** The io a command runs with: the caller's, naming the command (a view: output still goes where the caller's goes). */
+export const commandIo = (io: CliIo, command: string): CliIo => Object.assign(Object.create(io) as CliIo, { command });
 
 export function nodeIo(): CliIo {
   return {

@@ -5,7 +5,7 @@
  */
 import { nearest } from '../kernel/nearest.ts';
 import { printable } from '../report/printable.ts';
-import { EXIT, type CliIo, nodeIo, quietOnBrokenPipe } from './io.ts';
+import { commandIo, EXIT, type CliIo, nodeIo, quietOnBrokenPipe } from './io.ts';
 import { COMMAND_SPECS, commandSpec } from './specs.ts';
 import { parseCommand } from './spec.ts';
 import { VERSION } from './version.ts';
@@ -88,7 +88,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) return unknownCommand(io, name);
-  return (await load())(rest, io);
+  return (await load())(rest, commandIo(io, name));
 }
 
 /** What, the nearest command when one is near, and where to look: three lines, not the whole usage. */

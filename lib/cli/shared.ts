@@ -6,7 +6,7 @@ import { resultsJson, resultsText } from '../report/results-report.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { isIPv4 } from 'node:net';
 import { EXIT, type CliIo } from './io.ts';
-import { printData } from './output.ts';
+import { counted, printData } from './output.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { usageError } from './spec.ts';
 
@@ -31,15 +31,13 @@ export async function readRoutes(io: CliIo, file: string): Promise<RoutesRead> {
   }
 }
 
-/** `1 problem`, `2 problems`: a count with its noun, singular or plural. */
-export const counted = (n: number, noun: string, plural = `${noun}s`): string => `${n} ${n === 1 ? noun : plural}`;
-
 /** Loads the routing table, or prints why not and returns the exit code. */
 export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable | number> {
   const read = await readRoutes(io, file);
   if ('table' in read) return read.table;
-  if ('unreadable' in read) io.stderr(`vault-rollout: cannot read the routing table: ${read.unreadable}\n`);
-  else io.stderr(`${read.problems.map(formatProblem).join('\n')}\nvault-rollout: ${file}: invalid routing table: ${counted(read.problems.length, 'problem')}\n`);
+  const who = io.command === undefined ? 'vault-rollout' : `vault-rollout ${io.command}`;
+  if ('unreadable' in read) io.stderr(`${who}: cannot read the routing table: ${read.unreadable}\n`);
+  else io.stderr(`${read.problems.map(formatProblem).join('\n')}\n${who}: ${file}: invalid routing table: ${counted(read.problems.length, 'problem')}\n`);
   return EXIT.failure;
 }
 

@@ -239,7 +239,8 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
       const message = e.message.replace(/^error: /, '');
       // "option '--grace <DURATION>' argument '10' is invalid. use a unit: 10s" -> "--grace 10: use a unit: 10s"
       const invalid = /^option '(?:-\w, )?(--[\w-]+)[^']*' argument '(.*)' is invalid\. ([\s\S]*)$/.exec(message);
-      return usage(invalid ? `${invalid[1]} ${invalid[2]}: ${invalid[3]}` : message);
+      // One quote style: commander's 'x' becomes "x", as every other message writes it.
+      return usage(invalid ? `${invalid[1]} ${invalid[2]}: ${invalid[3]}` : message.replace(/'([^'\n]*)'/g, '"$1"'));
     }
     throw e;
   }

@@ -1,6 +1,6 @@
 import { EXIT, type CliIo } from './io.ts';
-import { printData } from './output.ts';
-import { counted, readRoutes } from './shared.ts';
+import { counted, printData } from './output.ts';
+import { readRoutes } from './shared.ts';
 import { parseCommand } from './spec.ts';
 import { validate as spec } from './specs.ts';
 import { formatProblem } from '../routing/routing-table.ts';

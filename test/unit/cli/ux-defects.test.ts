@@ -44,7 +44,7 @@ describe('--help and --version', () => {
   it('an unknown flag names itself and the command\'s --help, exit 64', async () => {
     const io = memoryIo();
     expect(await main(['validate', '--frobnicate', 'x.yaml'], io)).toBe(64);
-    expect(io.err).toBe('vault-rollout validate: unknown option \'--frobnicate\'\nRun "vault-rollout validate --help" for usage.\n');
+    expect(io.err).toBe('vault-rollout validate: unknown option "--frobnicate"\nRun "vault-rollout validate --help" for usage.\n');
   });
 });
 
@@ -187,7 +187,7 @@ describe('file errors in words', () => {
   it('a missing routing table', async () => {
     const io = memoryIo();
     expect(await main(['plan', '--routes', 'routes.yaml'], io)).toBe(1);
-    expect(io.err).toBe('vault-rollout: cannot read the routing table: routes.yaml: no such file\n');
+    expect(io.err).toBe('vault-rollout plan: cannot read the routing table: routes.yaml: no such file\n');
   });
 
   it('a directory given as a routing table', async () => {
@@ -314,5 +314,19 @@ describe('-o yaml writes an object met twice twice', () => {
   it('no &a1 / *a1', () => {
     const shared = { cluster: 'alpha' };
     expect(printableYaml({ first: shared, second: shared, odd: 'x\u001by' })).toBe('first:\n  cluster: alpha\nsecond:\n  cluster: alpha\nodd: "x\\ey"\n');
+  });
+});
+
+describe('one error style', () => {
+  it('a bad routing table: each problem, then the count under the command\'s name', async () => {
+    const io = memoryIo({ 'routes.yaml': 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\n', 'in.ndjson': demo });
+    expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson'], io)).toBe(1);
+    expect(io.err).toBe('routes.yaml:2:32: clusters.a.lables: unknown field "lables" (did you mean "labels"?)\nvault-rollout plan: routes.yaml: invalid routing table: 1 problem\n');
+  });
+
+  it('commander\'s messages quote as ours do', async () => {
+    const io = memoryIo();
+    expect(await main(['validate'], io)).toBe(64);
+    expect(io.err).toBe('vault-rollout validate: missing required argument "file"\nRun "vault-rollout validate --help" for usage.\n');
   });
 });

@@ -13,7 +13,7 @@ const unreadable = (clusters: string[]): FleetStatus => ({
   notes: [],
   ok: false,
 });
-const page = (s: FleetStatus): string => renderStatusPage({ status: { ...s, halts: [] }, rotations: [], generatedAt: Date.parse('2026-11-28T12:00:00Z'), refreshSeconds: 0 });
+const page = (s: FleetStatus): string => renderStatusPage({ status: { ...s, halts: [] }, rotations: new Map(), store: { name: 'SQLite file rotations.sqlite' }, generatedAt: Date.parse('2026-11-28T12:00:00Z'), refreshSeconds: 0 });
 
 describe('status names the clusters it could not read', () => {
   it.each([
