@@ -330,3 +330,20 @@ describe('one error style', () => {
     expect(io.err).toBe('vault-rollout validate: missing required argument "file"\nRun "vault-rollout validate --help" for usage.\n');
   });
 });
+
+describe('VAULT_NAMESPACE wherever --vault-namespace exists', () => {
+  const table = 'clusters:\n  a: { kubeconfig: { env: VR_TEST_NO_KUBECONFIG } }\nvault: { mounts: { team-a/secret: 2 } }\nroutes:\n  - name: app\n    match: { namespace: team-a, path: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
+  const argv = ['reset-version', '--routes', 'routes.yaml', '--path', 'secret/app', '--version', '3', '--dry-run', '-o', 'json'];
+
+  it('reset-version takes the Vault namespace from VAULT_NAMESPACE', async () => {
+    const io = memoryIo({ 'routes.yaml': table }, { VAULT_NAMESPACE: 'team-a' });
+    await main(argv, io);
+    expect((JSON.parse(io.out) as { changes: Array<{ namespace: string }> }).changes[0]?.namespace).toBe('team-a');
+  });
+
+  it('--vault-namespace still wins over it (here: the root namespace, which no route takes)', async () => {
+    const io = memoryIo({ 'routes.yaml': table }, { VAULT_NAMESPACE: 'team-a' });
+    expect(await main([...argv, '--vault-namespace', ''], io)).toBe(1);
+    expect(io.err).toBe('vault-rollout reset-version: no route of routes.yaml targets secret/app\n');
+  });
+});
