@@ -32,7 +32,8 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
     const store = await cliRotationStoreToRead(io);
     try {
       const halts = store === undefined ? [] : await store.halts();
-      printData(io, values.output, () => ({ store: cliRotationStoreName(io), halts }), () => haltsText(halts, cliRotationStoreName(io)));
+      const name = cliRotationStoreName(io);
+      printData(io, values.output, () => ({ store: name, halts }), () => haltsText(halts, name));
       return EXIT.ok;
     } finally {
       store?.close?.();

@@ -59,7 +59,8 @@ function commandFirst(argv: readonly string[]): string[] {
   let i = 0;
   for (; i < argv.length; i++) {
     const token = argv[i] as string;
-    if (['-q', '--quiet', '-v', '--verbose', '--json'].includes(token) || token.startsWith('--output=')) leading.push(token);
+    const flag = ['-q', '--quiet', '-v', '--verbose', '--json'].includes(token) || token.startsWith('--output=');
+    if (flag) leading.push(token);
     else if ((token === '-o' || token === '--output') && i + 1 < argv.length) leading.push(token, argv[++i] as string);
     else break;
   }
@@ -94,7 +95,11 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
 /** What, the nearest command when one is near, and where to look: three lines, not the whole usage. */
 function unknownCommand(io: CliIo, name: string): number {
   const guess = nearest(name, COMMAND_SPECS.map((s) => s.name));
-  const lines = [`vault-rollout: unknown command "${printable(name.slice(0, 40))}"`, ...(guess ? [`Did you mean "${guess}"?`] : []), 'Run "vault-rollout --help" for the commands.'];
+  const lines = [
+    `vault-rollout: unknown command "${printable(name.slice(0, 40))}"`,
+    ...(guess ? [`Did you mean "${guess}"?`] : []),
+    'Run "vault-rollout --help" for the commands.',
+  ];
   io.stderr(`${lines.join('\n')}\n`);
   return EXIT.usage;
 }

@@ -18,7 +18,8 @@ export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string => rotation
  * exist yet — nothing was recorded, and a read must not create the file (nor its folder).
  */
 export async function cliRotationStoreToRead(io: Pick<CliIo, 'env'>): Promise<RotationStore | undefined> {
-  const file = io.env.VAULT_ROLLOUT_STATE_TABLE ? undefined : io.env.VAULT_ROLLOUT_STATE_DB || defaultStateFile(io.env, homedir());
+  const { env } = io;
+  const file = env.VAULT_ROLLOUT_STATE_TABLE ? undefined : env.VAULT_ROLLOUT_STATE_DB || defaultStateFile(env, homedir());
   if (file !== undefined && !existsSync(file)) return undefined;
   return cliRotationStore(io);
 }

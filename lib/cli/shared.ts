@@ -1,4 +1,5 @@
-import { formatProblem, loadRoutingTable, RoutingTableError, type ConfigProblem, type RoutingTable } from '../routing/routing-table.ts';
+import { formatProblem, loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
+import type { ConfigProblem, RoutingTable } from '../routing/routing-table.ts';
 import { InputFormats, parseStream, type InputFormat } from '../sources/parse.ts';
 import type { RolloutResult } from '../engine/types.ts';
 import type { Plan } from '../plan/planner.ts';
@@ -37,7 +38,10 @@ export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable 
   if ('table' in read) return read.table;
   const who = io.command === undefined ? 'vault-rollout' : `vault-rollout ${io.command}`;
   if ('unreadable' in read) io.stderr(`${who}: cannot read the routing table: ${read.unreadable}\n`);
-  else io.stderr(`${read.problems.map(formatProblem).join('\n')}\n${who}: ${file}: invalid routing table: ${counted(read.problems.length, 'problem')}\n`);
+  else {
+    const count = counted(read.problems.length, 'problem');
+    io.stderr(`${read.problems.map(formatProblem).join('\n')}\n${who}: ${file}: invalid routing table: ${count}\n`);
+  }
   return EXIT.failure;
 }
 

@@ -105,7 +105,7 @@ export interface Parsed<S extends CommandSpec> {
   debug(text: string): void;
 }
 
-/** `500ms`, `30s`, `10m`, `1h`, `1m30s` (the routing table's grammar too): milliseconds; throws with what to write instead. */
+/** `500ms`, `30s`, `10m`, `1h`, `1m30s` (the routing table's grammar too): milliseconds; throws with what to write. */
 export function parseCliDuration(text: string): number {
   if (/^\d+(\.\d+)?$/.test(text)) throw new Error(`use a unit: ${text}s`);
   const ms = parseDuration(text);

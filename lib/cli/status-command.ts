@@ -181,7 +181,8 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
   const statusOptions = { ...(options.path !== undefined ? { path: options.path } : {}), clusters: options.clusters };
   const prefix = options.path?.split(/[*{]/)[0] ?? '';
   const own = options.rotations === undefined;
-  let rotations: Promise<RotationStore | undefined> | undefined = options.rotations ? Promise.resolve(options.rotations) : undefined;
+  let rotations: Promise<RotationStore | undefined> | undefined =
+    options.rotations ? Promise.resolve(options.rotations) : undefined;
   const env = io.env.VAULT_ROLLOUT_STATE_TABLE ? `VAULT_ROLLOUT_STATE_TABLE=${io.env.VAULT_ROLLOUT_STATE_TABLE}` : io.env.VAULT_ROLLOUT_STATE_DB ? `VAULT_ROLLOUT_STATE_DB=${io.env.VAULT_ROLLOUT_STATE_DB}` : undefined;
   return {
     store: { name: cliRotationStoreName(io), ...(env ? { env } : {}) },
@@ -193,7 +194,8 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
       rotations ??= cliRotationStoreToRead(io);
       const store = await rotations;
       if (store === undefined) rotations = undefined;
-      const halts = store === undefined ? [] : (await store.halts()).filter((h) => h.secrets.some((x) => x.startsWith(prefix)));
+      const all = store === undefined ? [] : await store.halts();
+      const halts = all.filter((h) => h.secrets.some((x) => x.startsWith(prefix)));
       return { ...status, halts, ok: status.ok && halts.length === 0 };
     },
     close() {

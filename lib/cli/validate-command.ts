@@ -18,19 +18,38 @@ export async function validateCommand(argv: string[], io: CliIo): Promise<number
   const read = await readRoutes(io, file);
   if ('table' in read) {
     const { table } = read;
-    const summary = { file, ok: true, clusters: table.clusters.size, routes: table.routes.length, targets: table.routes.reduce((n, r) => n + r.targets.length, 0), mounts: table.mounts.size };
-    const counts = [counted(summary.clusters, 'cluster'), counted(summary.routes, 'route'), counted(summary.targets, 'target'), counted(summary.mounts, 'KV mount')];
+    const summary = {
+      file,
+      ok: true,
+      clusters: table.clusters.size,
+      routes: table.routes.length,
+      targets: table.routes.reduce((n, r) => n + r.targets.length, 0),
+      mounts: table.mounts.size,
+    };
+    const counts = [
+      counted(summary.clusters, 'cluster'),
+      counted(summary.routes, 'route'),
+      counted(summary.targets, 'target'),
+      counted(summary.mounts, 'KV mount'),
+    ];
     printData(io, output, () => summary, () => `${file}: ok (${counts.join(', ')})\n`);
     return EXIT.ok;
   }
   // A file that cannot be read is one problem of the whole file: no line, no field.
-  const problems = 'problems' in read ? read.problems : [{ file, line: 0, column: 0, field: '', message: `cannot read the routing table: ${read.unreadable}` }];
+  const problems =
+    'problems' in read
+      ? read.problems
+      : [{ file, line: 0, column: 0, field: '', message: `cannot read the routing table: ${read.unreadable}` }];
   if (output === 'json' || output === 'yaml') {
-    const document = { file, ok: false, problems: problems.map(({ line, column, field, message }) => ({ line, column, field, message })) };
+    const listed = problems.map(({ line, column, field, message }) => ({ line, column, field, message }));
+    const document = { file, ok: false, problems: listed };
     printData(io, output, () => document, () => '');
     return EXIT.failure;
   }
   if ('unreadable' in read) io.stderr(`vault-rollout validate: cannot read the routing table: ${read.unreadable}\n`);
-  else io.stderr(`${problems.map(formatProblem).join('\n')}\nvault-rollout validate: ${file}: ${counted(problems.length, 'problem')}\n`);
+  else {
+    const count = counted(problems.length, 'problem');
+    io.stderr(`${problems.map(formatProblem).join('\n')}\nvault-rollout validate: ${file}: ${count}\n`);
+  }
   return EXIT.failure;
 }

@@ -35,7 +35,8 @@ export function loadRoutingTable(text: string, file = 'routes.yaml'): RoutingTab
 }
 
 /** Problems as a person reads the file: top to bottom, left to right (a stable sort keeps ties in found order). */
-const inTextOrder = (problems: ConfigProblem[]): ConfigProblem[] => problems.sort((a, b) => a.line - b.line || a.column - b.column);
+const inTextOrder = (problems: ConfigProblem[]): ConfigProblem[] =>
+  problems.sort((a, b) => a.line - b.line || a.column - b.column);
 
 /**
  * `loadRoutingTable`, also returning the checked document (the schema's output, plain JSON): what `package`
@@ -72,7 +73,8 @@ function selectClusters(doc: RoutingTableDocument, selector: Target['clusters'],
     for (const name of selector) {
       if (name in doc.clusters) continue;
       const guess = nearest(name, Object.keys(doc.clusters));
-      report(`unknown cluster "${name}"${guess === undefined ? '' : ` (did you mean "${guess}"?)`}; defined: ${Object.keys(doc.clusters).sort().join(', ') || 'none'}`);
+      const defined = Object.keys(doc.clusters).sort().join(', ') || 'none';
+      report(`unknown cluster "${name}"${guess === undefined ? '' : ` (did you mean "${guess}"?)`}; defined: ${defined}`);
     }
     return [...new Set(selector)].filter((n) => n in doc.clusters).sort();
   }

@@ -57,7 +57,9 @@ const durationSchema = (minMs: number, maxMs: number) =>
   z
     // YAML reads `90` as a number: told which unit to add, as the CLI tells it.
     .string({ error: (issue) => (typeof issue.input === 'number' ? `use a unit: ${issue.input}s` : undefined) })
-    .refine((t) => durationProblem(t, minMs, maxMs) === undefined, { error: (issue) => durationProblem(String(issue.input), minMs, maxMs) })
+    .refine((t) => durationProblem(t, minMs, maxMs) === undefined, {
+      error: (issue) => durationProblem(String(issue.input), minMs, maxMs),
+    })
     .meta({ pattern: DURATION_PATTERN.source });
 
 /** A rollout deadline: from 1 s to 24 h (no rollout is followed longer than a day). */

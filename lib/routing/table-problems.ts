@@ -21,7 +21,13 @@ export interface FieldProblem {
 }
 
 /** The YAML document of a table, and where in its text a field is. */
-export function locator(text: string, file: string): { doc: Document; at: (p: FieldProblem) => ConfigProblem; yamlProblems: () => ConfigProblem[] } {
+export interface Locator {
+  doc: Document;
+  at: (p: FieldProblem) => ConfigProblem;
+  yamlProblems: () => ConfigProblem[];
+}
+
+export function locator(text: string, file: string): Locator {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   const position = (offset: number): { line: number; column: number } => {
@@ -47,7 +53,12 @@ export function locator(text: string, file: string): { doc: Document; at: (p: Fi
   };
   // Each syntax error where it is (`pos` is an offset in the text), its first line only: the rest repeats the source.
   const yamlProblems = (): ConfigProblem[] =>
-    doc.errors.map((e) => ({ file, ...position(e.pos[0]), field: '', message: `YAML syntax: ${firstLine(e.message)}` }));
+    doc.errors.map((e) => ({
+      file,
+      ...position(e.pos[0]),
+      field: '',
+      message: `YAML syntax: ${firstLine(e.message)}`,
+    }));
   return { doc, at, yamlProblems };
 }
 
@@ -66,7 +77,17 @@ export interface SchemaIssue {
 
 /** What this file reads of a zod 4 schema: its definition (the kind, and the parts an object, list or union has). */
 interface SchemaLike {
-  _zod: { def: { type: string; shape?: Record<string, SchemaLike>; element?: SchemaLike; valueType?: SchemaLike; options?: SchemaLike[]; innerType?: SchemaLike; in?: SchemaLike } };
+  _zod: {
+    def: {
+      type: string;
+      shape?: Record<string, SchemaLike>;
+      element?: SchemaLike;
+      valueType?: SchemaLike;
+      options?: SchemaLike[];
+      innerType?: SchemaLike;
+      in?: SchemaLike;
+    };
+  };
 }
 
 /** The schema under its wrappers (optional, default, pipe...). */
@@ -88,13 +109,18 @@ function schemasAt(schema: SchemaLike, path: readonly PropertyKey[]): SchemaLike
   if (def.type === 'union') return (def.options ?? []).flatMap((o) => schemasAt(o, path));
   if (path.length === 0) return [s];
   const [key, ...rest] = path;
-  const next = def.type === 'object' ? def.shape?.[String(key)] : def.type === 'array' ? def.element : def.type === 'record' ? def.valueType : undefined;
+  const next =
+    def.type === 'object' ? def.shape?.[String(key)]
+    : def.type === 'array' ? def.element
+    : def.type === 'record' ? def.valueType
+    : undefined;
   return next === undefined ? [] : schemasAt(next, rest);
 }
 
 /** The field names an object at `path` may have. */
 function knownFields(schema: SchemaLike, path: readonly PropertyKey[]): string[] {
-  return [...new Set(schemasAt(schema, path).flatMap((s) => Object.keys(s._zod.def.type === 'object' ? (s._zod.def.shape ?? {}) : {})))];
+  const fields = (s: SchemaLike): string[] => Object.keys(s._zod.def.type === 'object' ? (s._zod.def.shape ?? {}) : {});
+  return [...new Set(schemasAt(schema, path).flatMap(fields))];
 }
 
 interface PlacedIssue {
@@ -107,16 +133,26 @@ interface PlacedIssue {
 }
 
 /** A union's issues are the issues of the option that came closest (fewest issues), re-pathed. */
-function flattenIssues(issues: readonly SchemaIssue[], schema: SchemaLike, prefix: PropertyKey[], relativePrefix: PropertyKey[]): PlacedIssue[] {
+function flattenIssues(
+  issues: readonly SchemaIssue[],
+  schema: SchemaLike,
+  prefix: PropertyKey[],
+  relativePrefix: PropertyKey[],
+): PlacedIssue[] {
   return issues.flatMap((issue) => {
     const path = [...prefix, ...issue.path];
     const relative = [...relativePrefix, ...issue.path];
-    if (issue.code === 'invalid_union' && issue.message === 'Invalid input' && issue.errors && issue.errors.length > 0) {
-      const ranked = issue.errors.map((errors, option) => ({ errors, option })).sort((a, b) => a.errors.length - b.errors.length);
+    const unionOfOptions = issue.code === 'invalid_union' && issue.message === 'Invalid input';
+    if (unionOfOptions && issue.errors && issue.errors.length > 0) {
+      const ranked = issue.errors
+        .map((errors, option) => ({ errors, option }))
+        .sort((a, b) => a.errors.length - b.errors.length);
       const closest = ranked[0] ?? { errors: [], option: 0 };
       const union = unwrap(schemasAt(schema, relative)[0] ?? schema);
       const option = union._zod.def.options?.[closest.option];
-      return option === undefined ? flattenIssues(closest.errors, schema, path, relative) : flattenIssues(closest.errors, option, path, []);
+      return option === undefined
+        ? flattenIssues(closest.errors, schema, path, relative)
+        : flattenIssues(closest.errors, option, path, []);
     }
     return [{ issue, path, schema, relative }];
   });
@@ -126,7 +162,8 @@ function flattenIssues(issues: readonly SchemaIssue[], schema: SchemaLike, prefi
 function valueAt(data: unknown, path: readonly PropertyKey[]): { present: boolean; value: unknown } {
   let value = data;
   for (const key of path) {
-    if (typeof value !== 'object' || value === null || !Object.hasOwn(value, key as string)) return { present: false, value: undefined };
+    const has = typeof value === 'object' && value !== null && Object.hasOwn(value, key as string);
+    if (!has) return { present: false, value: undefined };
     value = (value as Record<PropertyKey, unknown>)[key];
   }
   return { present: true, value };
@@ -140,7 +177,15 @@ function kindOf(value: unknown): string {
   return `a ${typeof value}`;
 }
 
-const EXPECTED: Readonly<Record<string, string>> = { object: 'a map', record: 'a map', array: 'a list', string: 'a string', number: 'a number', int: 'a whole number', boolean: 'true or false' };
+const EXPECTED: Readonly<Record<string, string>> = {
+  object: 'a map',
+  record: 'a map',
+  array: 'a list',
+  string: 'a string',
+  number: 'a number',
+  int: 'a whole number',
+  boolean: 'true or false',
+};
 
 const quoted = (v: unknown): string => JSON.stringify(typeof v === 'string' ? v.slice(0, 80) : v) ?? String(v);
 
@@ -153,7 +198,10 @@ const ZOD_WORDS = /^(Invalid input|Invalid option|Unrecognized key)/;
  * own checks (`give exactly one of name, selector...`) that failed for want of it, are left out.
  */
 export function schemaProblems(issues: readonly SchemaIssue[], schema: unknown, data: unknown): FieldProblem[] {
-  const found = flattenIssues(issues, schema as SchemaLike, [], []).map((placed) => ({ placed, problem: problemOf(placed, data) }));
+  const found = flattenIssues(issues, schema as SchemaLike, [], []).map((placed) => ({
+    placed,
+    problem: problemOf(placed, data),
+  }));
   const misspelt = found.flatMap(({ problem }) => problem.meant ?? []);
   const fieldsMeant = new Set(misspelt.map((m) => fieldName([...m.parent, m.field])));
   const objectsWithTypos = new Set(misspelt.map((m) => fieldName(m.parent)));
@@ -166,25 +214,40 @@ export function schemaProblems(issues: readonly SchemaIssue[], schema: unknown, 
 }
 
 /** One issue's problems, and the fields its unknown keys were probably meant to be. */
-function problemOf({ issue, path, schema, relative }: PlacedIssue, data: unknown): { problems: FieldProblem[]; meant?: Array<{ parent: PropertyKey[]; field: string }> } {
+interface IssueProblems {
+  problems: FieldProblem[];
+  /** For an unknown key near a known field: the field it was probably meant to be, in its object. */
+  meant?: Array<{ parent: PropertyKey[]; field: string }>;
+}
+
+function problemOf({ issue, path, schema, relative }: PlacedIssue, data: unknown): IssueProblems {
   const { present, value } = valueAt(data, path);
-  if (!ZOD_WORDS.test(issue.message)) return { problems: [{ path, message: issue.message }] };
+  const one = (message: string): IssueProblems => ({ problems: [{ path, message }] });
+  if (!ZOD_WORDS.test(issue.message)) return one(issue.message);
   if (issue.code === 'unrecognized_keys') {
     const absent = knownFields(schema, relative).filter((k) => !Object.hasOwn((value ?? {}) as object, k));
     const guesses = (issue.keys ?? []).map((key) => ({ key, guess: nearest(key, absent) }));
     return {
-      problems: guesses.map(({ key, guess }) => ({ path: [...path, key], atKey: true, message: `unknown field ${quoted(key)}${didYouMean(guess)}` })),
+      problems: guesses.map(({ key, guess }) => ({
+        path: [...path, key],
+        atKey: true,
+        message: `unknown field ${quoted(key)}${didYouMean(guess)}`,
+      })),
       meant: guesses.flatMap(({ guess }) => (guess === undefined ? [] : [{ parent: path, field: guess }])),
     };
   }
-  if (issue.code === 'invalid_type' && !present) return { problems: [{ path, message: `required field ${quoted(String(path.at(-1)))} is missing` }] };
-  if (issue.code === 'invalid_type') return { problems: [{ path, message: `expected ${EXPECTED[issue.expected ?? ''] ?? issue.expected}, got ${kindOf(value)}` }] };
+  if (issue.code === 'invalid_type' && !present) return one(`required field ${quoted(String(path.at(-1)))} is missing`);
+  if (issue.code === 'invalid_type') {
+    return one(`expected ${EXPECTED[issue.expected ?? ''] ?? issue.expected}, got ${kindOf(value)}`);
+  }
   if (issue.code === 'invalid_value') {
     const values = (issue.values ?? []).map(String);
     const guess = typeof value === 'string' ? nearest(value, values) : undefined;
-    return { problems: [{ path, message: `unsupported value ${quoted(value)}${didYouMean(guess)}; supported values: ${values.map(quoted).join(', ')}` }] };
+    const supported = values.map(quoted).join(', ');
+    return one(`unsupported value ${quoted(value)}${didYouMean(guess)}; supported values: ${supported}`);
   }
-  return { problems: [{ path, message: issue.message }] };
+  return one(issue.message);
 }
 
-const didYouMean = (guess: string | undefined): string => (guess === undefined ? '' : ` (did you mean ${quoted(guess)}?)`);
+const didYouMean = (guess: string | undefined): string =>
+  guess === undefined ? '' : ` (did you mean ${quoted(guess)}?)`;

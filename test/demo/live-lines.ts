@@ -35,8 +35,9 @@ interface ServeLogLine {
 const MAX_SHOWN = 20;
 /** A workload's restart is forgotten after this long without its rollout's end (bounds the memory of a long run). */
 const FORGET_MS = 30 * 60_000;
-const pad = (text: string, width: number): string => (text.length >= width ? text : text + ' '.repeat(width - text.length));
-const row = (word: string, cluster: string, workload: string): string => `${pad(word, 10)}${pad(cluster, 7)}${workload}`;
+const pad = (text: string, width: number): string => text.padEnd(width);
+const row = (word: string, cluster: string, workload: string): string =>
+  `${pad(word, 10)}${pad(cluster, 7)}${workload}`;
 const plural = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? '' : 's'}`;
 const ENDS = new Set(['complete', 'failed', 'timeout']);
 
@@ -50,7 +51,8 @@ export function sinceText(ms: number): string {
 function parse(line: string): ServeLogLine | undefined {
   try {
     const entry = JSON.parse(line) as unknown;
-    return typeof entry === 'object' && entry !== null && typeof (entry as ServeLogLine).message === 'string' ? (entry as ServeLogLine) : undefined;
+    const isLog = typeof entry === 'object' && entry !== null && typeof (entry as ServeLogLine).message === 'string';
+    return isLog ? (entry as ServeLogLine) : undefined;
   } catch {
     return undefined;
   }
@@ -75,14 +77,17 @@ export class LiveView {
     if (entry.message === 'accepted') {
       const changes = (entry.changes ?? []).slice(0, MAX_SHOWN);
       if (changes.length > 0) this.lastChangeAt = at;
-      return changes.map((ch) => `change    ${ch.path ?? '?'}${ch.version === null || ch.version === undefined ? '' : ` v${ch.version}`} -> ${plural(entry.targets ?? 0, 'target')} planned`);
+      const planned = `${plural(entry.targets ?? 0, 'target')} planned`;
+      const version = (v: number | null | undefined): string => (v === null || v === undefined ? '' : ` v${v}`);
+      return changes.map((ch) => `change    ${ch.path ?? '?'}${version(ch.version)} -> ${planned}`);
     }
     if (entry.message === 'rollout message done' || entry.message === 'continuation looked') {
       return (entry.results ?? []).slice(0, MAX_SHOWN).flatMap((r) => this.result(entry.cluster ?? '?', r, at));
     }
     if (entry.level === 'WARN' || entry.level === 'ERROR') {
       const why = entry.reason ?? entry.error;
-      return [`${pad(entry.level === 'WARN' ? 'warning' : 'error', 10)}serve: ${entry.message}${why ? ` (${why})` : ''}`];
+      const word = entry.level === 'WARN' ? 'warning' : 'error';
+      return [`${pad(word, 10)}serve: ${entry.message}${why ? ` (${why})` : ''}`];
     }
     return [];
   }
