@@ -132,7 +132,7 @@ interface PlacedIssue {
   relative: PropertyKey[];
 }
 
-/** A union's issues are the issues of the option that came closest (fewest issues), re-pathed. */
+/** A union's issues are the issues of the option that came closest, re-pathed. */
 function flattenIssues(
   issues: readonly SchemaIssue[],
   schema: SchemaLike,
@@ -144,9 +144,13 @@ function flattenIssues(
     const relative = [...relativePrefix, ...issue.path];
     const unionOfOptions = issue.code === 'invalid_union' && issue.message === 'Invalid input';
     if (unionOfOptions && issue.errors && issue.errors.length > 0) {
+      // Closest: the fewest keys the option does not know (a misspelt key is unknown to every option, a key of
+      // another kind of target only to the others), then the fewest issues.
+      const unknownKeys = (errors: SchemaIssue[]): number =>
+        errors.reduce((n, e) => n + (e.code === 'unrecognized_keys' ? (e.keys?.length ?? 0) : 0), 0);
       const ranked = issue.errors
-        .map((errors, option) => ({ errors, option }))
-        .sort((a, b) => a.errors.length - b.errors.length);
+        .map((errors, option) => ({ errors, option, unknown: unknownKeys(errors) }))
+        .sort((a, b) => a.unknown - b.unknown || a.errors.length - b.errors.length);
       const closest = ranked[0] ?? { errors: [], option: 0 };
       const union = unwrap(schemasAt(schema, relative)[0] ?? schema);
       const option = union._zod.def.options?.[closest.option];
@@ -207,7 +211,8 @@ export function schemaProblems(issues: readonly SchemaIssue[], schema: unknown, 
   const objectsWithTypos = new Set(misspelt.map((m) => fieldName(m.parent)));
   return found
     .filter(({ placed: { issue, path } }) => {
-      if (issue.code === 'invalid_type' && fieldsMeant.has(fieldName(path))) return valueAt(data, path).present;
+      const aboutValue = issue.code === 'invalid_type' || issue.code === 'invalid_value';
+      if (aboutValue && fieldsMeant.has(fieldName(path))) return valueAt(data, path).present;
       return !(issue.code === 'custom' && objectsWithTypos.has(fieldName(path)));
     })
     .flatMap(({ problem }) => problem.problems);
@@ -236,7 +241,8 @@ function problemOf({ issue, path, schema, relative }: PlacedIssue, data: unknown
       meant: guesses.flatMap(({ guess }) => (guess === undefined ? [] : [{ parent: path, field: guess }])),
     };
   }
-  if (issue.code === 'invalid_type' && !present) return one(`required field ${quoted(String(path.at(-1)))} is missing`);
+  const missing = !present && (issue.code === 'invalid_type' || issue.code === 'invalid_value');
+  if (missing) return one(`required field ${quoted(String(path.at(-1)))} is missing`);
   if (issue.code === 'invalid_type') {
     return one(`expected ${EXPECTED[issue.expected ?? ''] ?? issue.expected}, got ${kindOf(value)}`);
   }

@@ -31,6 +31,21 @@ describe('routing-table errors', () => {
       ['routes.yaml:7:59: routes[0].targets[0].nmae: unknown field "nmae" (did you mean "name"?)'],
     ],
     [
+      'a misspelt kind field as one problem, judged against workload targets (not sync or resource ones)',
+      table('{ path: "secret/app" }', '{ clusters: [a], namespace: ns, knid: Deployment, name: app }'),
+      ['routes.yaml:7:41: routes[0].targets[0].knid: unknown field "knid" (did you mean "kind"?)'],
+    ],
+    [
+      'a misspelt field of a sync target',
+      table('{ path: "secret/app" }', '{ clusters: [a], namespace: ns, sync: { kind: ExternalSecret, nme: x } }'),
+      ['routes.yaml:7:71: routes[0].targets[0].sync.nme: unknown field "nme" (did you mean "name"?)'],
+    ],
+    [
+      'a misspelt patch of a resource target',
+      table('{ path: "secret/app" }', '{ clusters: [a], resource: { apiVersion: v1, kind: X, name: y }, pach: { a: 1 } }'),
+      ['routes.yaml:7:74: routes[0].targets[0].pach: unknown field "pach" (did you mean "patch"?)'],
+    ],
+    [
       'an unknown field near no known one, without a guess',
       `clusters:\n${cluster}colour: blue\n`,
       ['routes.yaml:3:1: colour: unknown field "colour"'],
