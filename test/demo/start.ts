@@ -221,7 +221,8 @@ function watchReplicaSets(cluster: ClusterInfo): Promise<void> {
     if (seen.has(rs.metadata.uid) || !WATCHED_NAMESPACES.has(rs.metadata.namespace)) return;
     seen.add(rs.metadata.uid);
     const owner = rs.metadata.ownerReferences?.find((o) => o.kind === 'Deployment');
-    if (show && owner) view.replicaSet(cluster.name, rs.metadata.namespace, owner.name, rs.metadata.name, Date.now()).forEach(live);
+    if (!show || !owner) return;
+    view.replicaSet(cluster.name, rs.metadata.namespace, owner.name, rs.metadata.name, Date.now()).forEach(live);
   };
   let first = true;
   const connect = async (): Promise<void> => {
@@ -329,7 +330,8 @@ async function startAll(): Promise<void> {
   const url = await Promise.race([serveUrl, serve.exited.then(() => Promise.reject(new Error(`serve exited; see ${rel(join(LOG_DIR, 'serve.log'))}`)))]);
   let relayStarted: (() => void) | undefined;
   const relayUp = new Promise<void>((resolve) => (relayStarted = resolve));
-  const relay = startCli('relay', ['relay', '--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait', '200ms', '--grace', '1s'], common, undefined, (line) => {
+  const relayArgs = ['--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait', '200ms', '--grace', '1s'];
+  const relay = startCli('relay', ['relay', ...relayArgs], common, undefined, (line) => {
     try {
       const entry = JSON.parse(line) as { level?: string; message?: string };
       if (entry.message === 'relay started') relayStarted?.();
