@@ -2,7 +2,8 @@
  * `npm start`: the whole loop on this machine, in the foreground. It brings up (or reuses) the three local clusters,
  * creates the example workloads of infra/routes/example.yaml in them, starts an OpenBao dev server with a `file`
  * audit device, `vault-rollout relay` following that file and `vault-rollout serve` on the example routing table, then
- * shows every change serve accepts and every restart, per cluster and workload, until SIGINT/SIGTERM. It stops what it
+ * shows every change serve accepts, every restart and every rollout's end, per cluster and workload, until SIGINT or
+ * SIGTERM (Ctrl-C stops it in about 2 s). It stops what it
  * started and nothing else: clusters that were already running stay up.
  *
  * Why here and not in lib/cli: the demo is built from the test harness (Kubernetes built from its Go modules, OpenBao
@@ -357,7 +358,7 @@ async function startAll(): Promise<void> {
   say('and gamma, and the DaemonSet edge/ingress-proxy in alpha. Other routed paths: -mount=legacy batch/nightly');
   say('(CronJobs that opt in, eu clusters), -mount=secret registry/main (a custom resource in alpha)' + (notes.length === 0 ? ', and' : '.'));
   if (notes.length === 0) say('-namespace=team-a -mount=secret payments/checkout/db (Deployment payments/checkout in the prod clusters).');
-  say('Watching; each change and restart shows below:');
+  say('Watching; each change, each restart and each rollout\'s end show below:');
 }
 
 async function stopAll(): Promise<void> {
