@@ -21,7 +21,7 @@ export async function admissionPolicyCommand(argv: string[], io: CliIo): Promise
   try {
     const manifests = admissionPolicy(table, identity);
     // The output carries the same warning as a comment; stderr is where a person running it looks.
-    for (const warning of manifests.warnings) io.stderr(`admission-policy: warning: ${warning}; the policy bounds its fields, not its namespaces\n`);
+    for (const warning of manifests.warnings) io.stderr(`vault-rollout admission-policy: warning: ${warning}; the policy bounds its fields, not its namespaces\n`);
     io.stdout(admissionPolicyYaml(manifests, values.routes));
   } catch (e) {
     if (e instanceof AdmissionPolicyError) return usageError(io, 'admission-policy', e);

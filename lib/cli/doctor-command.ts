@@ -3,7 +3,7 @@ import { table as textTable } from '../report/table.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
-import { printData, withWaitIndicator } from './output.ts';
+import { counted, printData, withWaitIndicator } from './output.ts';
 import { parseCommand } from './spec.ts';
 import { doctor as spec } from './specs.ts';
 
@@ -24,7 +24,7 @@ export async function doctorCommand(argv: string[], io: CliIo): Promise<number> 
     () => ({ ok: problems.length === 0, checks }),
     () =>
       `${textTable(['CLUSTER', 'CHECK', 'RESULT', 'DETAIL'], checks.map((c) => [c.cluster, c.check, c.ok ? 'ok' : 'PROBLEM', c.detail]))}\n` +
-      (problems.length > 0 ? `\n${problems.length} problem(s). To fix:\n${problems.map((p) => `  ${p.cluster}: ${p.check}: ${p.detail}${p.fix ? `\n    fix: ${p.fix}` : ''}`).join('\n')}\n` : '\nNo problems.\n'),
+      (problems.length > 0 ? `\n${counted(problems.length, 'problem')}. To fix:\n${problems.map((p) => `  ${p.cluster}: ${p.check}: ${p.detail}${p.fix ? `\n    fix: ${p.fix}` : ''}`).join('\n')}\n` : '\nNo problems.\n'),
   );
   return problems.length === 0 ? EXIT.ok : EXIT.failure;
 }

@@ -20,7 +20,7 @@ import type { RoutingTable } from '../routing/routing-table.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { cliRotationStore, cliRotationStoreName, cliRotationStoreToRead } from './rotation-store.ts';
 import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { loadRoutes, usageError } from './shared.ts';
@@ -42,18 +42,19 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
   // The table first: a clear whose Event cannot be recorded for want of a readable table is not started.
   const table = action === 'clear' && values.routes !== undefined ? await loadRoutes(io, values.routes) : undefined;
   if (typeof table === 'number') return table;
-  const store = await cliRotationStore(io);
+  // A read never creates the store (nothing recorded yet lists nothing); a clear opens it.
+  const store = action === 'clear' ? await cliRotationStore(io) : await cliRotationStoreToRead(io);
   try {
     const routes = table && { table, file: values.routes as string };
-    if (action === 'clear') return await clearHalt(io, store, rotation as string, routes);
-    const halts = await store.halts();
-    const clearances = (await store.clearances?.()) ?? [];
+    if (action === 'clear') return await clearHalt(io, store as RotationStore, rotation as string, routes);
+    const halts = store === undefined ? [] : await store.halts();
+    const clearances = (await store?.clearances?.()) ?? [];
     const name = cliRotationStoreName(io);
     const text = () => haltsText(halts, name) + clearancesText(clearances);
     printData(io, values.output, () => ({ store: name, halts, clearances }), text);
     return EXIT.ok;
   } finally {
-    store.close?.();
+    store?.close?.();
   }
 }
 

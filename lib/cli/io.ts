@@ -16,7 +16,12 @@ export interface CliIo {
   stderrIsTTY?: boolean;
   /** Is standard input a terminal (plan and apply then say they read it, instead of waiting silently)? */
   stdinIsTTY?: boolean;
+  /** The command running (set by main): the shared helpers' messages start `vault-rollout <command>:` with it. */
+  command?: string;
 }
+
+/** The io a command runs with: the caller's, naming the command (a view: output still goes where the caller's goes). */
+export const commandIo = (io: CliIo, command: string): CliIo => Object.assign(Object.create(io) as CliIo, { command });
 
 export function nodeIo(): CliIo {
   return {
@@ -29,4 +34,17 @@ export function nodeIo(): CliIo {
     stderrIsTTY: process.stderr.isTTY === true,
     stdinIsTTY: process.stdin.isTTY === true,
   };
+}
+
+/**
+ * `vault-rollout --help | head`: when the reader goes away, stop quietly, as cat or git do, instead of a stack trace
+ * for EPIPE. Only a broken pipe: any other stream error is still thrown.
+ */
+export function quietOnBrokenPipe(streams: ReadonlyArray<NodeJS.WriteStream> = [process.stdout, process.stderr]): void {
+  for (const stream of streams) {
+    stream.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EPIPE') throw e;
+      process.exit(process.exitCode ?? 0);
+    });
+  }
 }

@@ -3,7 +3,9 @@
  * `vault-rollout <command>`: the CLI entry. Each command is a function of (argv, io) returning an exit code; its flags,
  * help and exit codes come from its spec (specs.ts), parsed with commander (spec.ts).
  */
-import { EXIT, type CliIo, nodeIo } from './io.ts';
+import { nearest } from '../kernel/nearest.ts';
+import { printable } from '../report/printable.ts';
+import { commandIo, EXIT, type CliIo, nodeIo, quietOnBrokenPipe } from './io.ts';
 import { COMMAND_SPECS, commandSpec } from './specs.ts';
 import { parseCommand } from './spec.ts';
 import { VERSION } from './version.ts';
@@ -44,23 +46,29 @@ Commands:
 ${COMMAND_SPECS.map((s) => `  ${s.name.padEnd(width)}${s.summary}`).join('\n')}
 
 Every command takes --quiet (-q) and --verbose (-v); those that print data take -o/--output (--json is -o json).
+These may come before the command too: vault-rollout -q validate routes.yaml
 `;
 }
 
-/** The closest command name, for "did you mean". */
-function closest(name: string): string | undefined {
-  const distance = (a: string, b: string): number => {
-    const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
-    for (let j = 1; j <= b.length; j++) (d[0] as number[])[j] = j;
-    for (let i = 1; i <= a.length; i++) for (let j = 1; j <= b.length; j++) (d[i] as number[])[j] = Math.min((d[i - 1] as number[])[j]! + 1, (d[i] as number[])[j - 1]! + 1, (d[i - 1] as number[])[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    return (d[a.length] as number[])[b.length]!;
-  };
-  const best = COMMAND_SPECS.map((s) => [s.name, distance(name, s.name)] as const).sort((a, b) => a[1] - b[1])[0];
-  return best && best[1] <= 2 ? best[0] : undefined;
+/**
+ * The global flags (-q, -v; -o FORMAT and --json, which the command checks it prints data for) may come before the
+ * command, as `kubectl -n ns get` or `helm --debug install` take them: moved after it, where the command parses them.
+ */
+function commandFirst(argv: readonly string[]): string[] {
+  const leading: string[] = [];
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const token = argv[i] as string;
+    const flag = ['-q', '--quiet', '-v', '--verbose', '--json'].includes(token) || token.startsWith('--output=');
+    if (flag) leading.push(token);
+    else if ((token === '-o' || token === '--output') && i + 1 < argv.length) leading.push(token, argv[++i] as string);
+    else break;
+  }
+  return leading.length === 0 || i >= argv.length ? [...argv] : [argv[i] as string, ...leading, ...argv.slice(i + 1)];
 }
 
 export async function main(argv: string[], io: CliIo): Promise<number> {
-  const [name, ...rest] = argv;
+  const [name, ...rest] = commandFirst(argv);
   if (name === undefined) {
     io.stderr(usageText());
     return EXIT.usage;
@@ -81,15 +89,22 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) return unknownCommand(io, name);
-  return (await load())(rest, io);
+  return (await load())(rest, commandIo(io, name));
 }
 
+/** What, the nearest command when one is near, and where to look: three lines, not the whole usage. */
 function unknownCommand(io: CliIo, name: string): number {
-  const guess = closest(name);
-  io.stderr(`vault-rollout: unknown command "${name.slice(0, 40)}"${guess ? ` (did you mean ${guess}?)` : ''}\n\n${usageText()}`);
+  const guess = nearest(name, COMMAND_SPECS.map((s) => s.name));
+  const lines = [
+    `vault-rollout: unknown command "${printable(name.slice(0, 40))}"`,
+    ...(guess ? [`Did you mean "${guess}"?`] : []),
+    'Run "vault-rollout --help" for the commands.',
+  ];
+  io.stderr(`${lines.join('\n')}\n`);
   return EXIT.usage;
 }
 
 if (import.meta.main) {
+  quietOnBrokenPipe();
   process.exitCode = await main(process.argv.slice(2), nodeIo());
 }

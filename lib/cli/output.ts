@@ -5,6 +5,9 @@
 import { printableJson, printableYaml } from '../report/printable.ts';
 import type { CliIo } from './io.ts';
 
+/** `1 problem`, `2 problems`: a count with its noun, singular or plural, never `problem(s)`. */
+export const counted = (n: number, noun: string, plural = `${noun}s`): string => `${n} ${n === 1 ? noun : plural}`;
+
 /** The words that must stand out in a table: red for what failed or stopped, yellow for what lags. */
 const STAND_OUT: ReadonlyArray<readonly [RegExp, string]> = [
   [/\b(FAILED|HALTED|POISONED)\b/g, '\x1b[31m'],

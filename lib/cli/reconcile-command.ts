@@ -22,7 +22,7 @@ import { table as renderTable } from '../report/table.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
-import { printData, withWaitIndicator } from './output.ts';
+import { counted, printData, withWaitIndicator } from './output.ts';
 import { parseCommand } from './spec.ts';
 import { reconcile as spec } from './specs.ts';
 import { cliRotationStore, refusedForOtherStore } from './rotation-store.ts';
@@ -105,10 +105,10 @@ export function reconcileText(report: ReconcileReport, results: readonly WorkedR
   if (shown.length > 0) out.push(renderTable(['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'STATE', 'PATHS', 'DETAIL'], shown.map((w) => [w.cluster, w.namespace, w.kind, w.name, w.state.toUpperCase(), w.paths.join(', '), w.detail ?? ''])));
   for (const p of report.plan.problems) out.push(`plan problem: route ${p.route}, ${p.path}: ${p.error}`);
   for (const h of report.halted) out.push('', `HALTED, not queued: rotation ${h.rotation} (${h.secrets.join(', ')}) halted at wave ${h.wave} of ${h.waves}: ${h.why}. Clear it with: vault-rollout halts clear ${h.rotation}`);
-  if (report.dryRun) out.push('', `DRY RUN: nothing recorded, nothing queued; ${counts.behind} workload(s) would restart.`);
-  else if (queueUrl) out.push('', `Queued ${report.queued.changes} change(s) in ${report.queued.messages} message(s) on ${queueUrl}.`);
+  if (report.dryRun) out.push('', `DRY RUN: nothing recorded, nothing queued; ${counted(counts.behind ?? 0, 'workload')} would restart.`);
+  else if (queueUrl) out.push('', `Queued ${counted(report.queued.changes, 'change')} in ${counted(report.queued.messages, 'message')} on ${queueUrl}.`);
   else if (results.length > 0) {
-    out.push('', `Worked here (no --queue-url): ${report.queued.changes} change(s) in ${report.queued.messages} message(s):`);
+    out.push('', `Worked here (no --queue-url): ${counted(report.queued.changes, 'change')} in ${counted(report.queued.messages, 'message')}:`);
     out.push(renderTable(['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'OUTCOME', 'REASON'], results.map((r) => [r.cluster, r.namespace, r.kind, r.name, r.outcome, r.reason])));
   } else out.push('', 'Nothing is behind: nothing queued.');
   out.push(`Vault: ${vaultRequests} requests; ${seconds.toFixed(2)} s.`);

@@ -4,6 +4,7 @@
  * type, default, bounds and environment variable, and its exit codes.
  */
 import { allOptions, flagsText, optionDetails, usageLine, type CommandSpec } from './spec.ts';
+import { EXAMPLES, exampleLine } from './examples.ts';
 import { COMMAND_SPECS } from './specs.ts';
 
 /** Every command's spec, in the order of the reference. */
@@ -15,7 +16,7 @@ export function cliReferenceMarkdown(): string {
   const out: string[] = [
     '# CLI reference',
     '',
-    'Every command takes `--help` (its usage, flags and exit codes), `--quiet`/`-q` (no progress or information on stderr) and `--verbose`/`-v` (debug logs). Commands that print data take `-o`/`--output` (`--json` is `-o json`). Durations take a unit: `500ms`, `30s`, `10m`, `1h`, `1m30s`. A usage error (unknown flag, bad value) exits 64.',
+    'Every command takes `--help` (its usage, flags and exit codes), `--quiet`/`-q` (no progress or information on stderr) and `--verbose`/`-v` (debug logs). Commands that print data take `-o`/`--output` (`--json` is `-o json`); these global flags may come before the command too (`vault-rollout -q validate routes.yaml`). Durations take a unit (in the routing table too): `500ms`, `30s`, `10m`, `1h`, `1m30s`. A usage error (unknown flag, bad value) exits 64.',
     '',
   ];
   for (const spec of CLI_SPECS) {
@@ -29,6 +30,8 @@ export function cliReferenceMarkdown(): string {
       const def = o.default === undefined || o.default === false || (Array.isArray(o.default) && o.default.length === 0) ? '' : `\`${Array.isArray(o.default) ? o.default.join(',') : String(o.default)}\``;
       out.push(`| \`${cell(flagsText(o))}\`${o.negatable ? `, \`--no-${o.name}\`` : ''} | ${cell(type)} | ${cell(o.summary)}${details.length > 0 ? ` (${cell(details.join('; '))})` : ''} | ${cell(def)} | ${o.env ? `\`${o.env}\`` : ''} |`);
     }
+    const examples = EXAMPLES[spec.name] ?? [];
+    if (examples.length > 0) out.push('', 'Examples:', '', '```sh', examples.map(([what, line]) => `# ${what}\n${exampleLine(line)}`).join('\n\n'), '```');
     out.push('', 'Exit codes:', '');
     for (const [code, meaning] of spec.exits) out.push(`- ${code}: ${meaning}`);
     out.push('- 64: usage error (an unknown or invalid flag or argument)', '');

@@ -29,7 +29,9 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   if (typeof table === 'number') return table;
   if (refusedForOtherStore(io, 'reset-version', table, values['dry-run'])) return EXIT.failure;
 
-  const namespace = trimSlashes(values['vault-namespace']);
+  // --vault-namespace, else VAULT_NAMESPACE (as the vault CLI and status read it), else the root namespace.
+  const given = argv.some((a) => a === '--vault-namespace' || a.startsWith('--vault-namespace='));
+  const namespace = trimSlashes(given ? values['vault-namespace'] : (io.env.VAULT_NAMESPACE ?? ''));
   const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
   const mount = guessMount(table.mounts, namespace, path);
   const key = underMount(path, mount) ?? '';

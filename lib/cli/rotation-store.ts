@@ -35,3 +35,14 @@ export function refusedForOtherStore(
   io.stderr(`vault-rollout ${command}: not started: ${table.file}: ${why}.\n`);
   return true;
 }
+
+/**
+ * The store for a command that only reads it (`halts`, `status`): undefined when it is a SQLite file that does not
+ * exist yet — nothing was recorded, and a read must not create the file (nor its folder).
+ */
+export async function cliRotationStoreToRead(io: Pick<CliIo, 'env'>): Promise<RotationStore | undefined> {
+  const { env } = io;
+  const file = env.VAULT_ROLLOUT_STATE_TABLE ? undefined : env.VAULT_ROLLOUT_STATE_DB || defaultStateFile(env, homedir());
+  if (file !== undefined && !existsSync(file)) return undefined;
+  return cliRotationStore(io);
+}

@@ -1,4 +1,5 @@
-import { loadRoutingTable, RoutingTableError, type RoutingTable } from '../routing/routing-table.ts';
+import { formatProblem, loadRoutingTable, RoutingTableError } from '../routing/routing-table.ts';
+import type { ConfigProblem, RoutingTable } from '../routing/routing-table.ts';
 import { InputFormats, parseStream, type InputFormat } from '../sources/parse.ts';
 import type { RolloutResult } from '../engine/types.ts';
 import type { Plan } from '../plan/planner.ts';
@@ -6,30 +7,42 @@ import { resultsJson, resultsText } from '../report/results-report.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
 import { isIPv4 } from 'node:net';
 import { EXIT, type CliIo } from './io.ts';
-import { printData } from './output.ts';
+import { counted, printData } from './output.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { usageError } from './spec.ts';
 
 export { usageError } from './spec.ts';
 
-/** Loads the routing table, or prints why not and returns the exit code. */
-export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable | number> {
+/** A routing table read and checked: the table, or why not (the file could not be read, or its problems). */
+export type RoutesRead = { table: RoutingTable } | { unreadable: string } | { problems: ConfigProblem[] };
+
+/** Reads and checks the routing table, keeping what went wrong for the caller to print its way. */
+export async function readRoutes(io: CliIo, file: string): Promise<RoutesRead> {
   let text: string;
   try {
     text = await io.readText(file);
   } catch (e) {
-    io.stderr(`vault-rollout: cannot read the routing table: ${fileErrorText(file, e)}\n`);
-    return EXIT.failure;
+    return { unreadable: fileErrorText(file, e) };
   }
   try {
-    return loadRoutingTable(text, file);
+    return { table: loadRoutingTable(text, file) };
   } catch (e) {
-    if (e instanceof RoutingTableError) {
-      io.stderr(`${e.message}\n`);
-      return EXIT.failure;
-    }
+    if (e instanceof RoutingTableError) return { problems: e.problems };
     throw e;
   }
+}
+
+/** Loads the routing table, or prints why not and returns the exit code. */
+export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable | number> {
+  const read = await readRoutes(io, file);
+  if ('table' in read) return read.table;
+  const who = io.command === undefined ? 'vault-rollout' : `vault-rollout ${io.command}`;
+  if ('unreadable' in read) io.stderr(`${who}: cannot read the routing table: ${read.unreadable}\n`);
+  else {
+    const count = counted(read.problems.length, 'problem');
+    io.stderr(`${read.problems.map(formatProblem).join('\n')}\n${who}: ${file}: invalid routing table: ${count}\n`);
+  }
+  return EXIT.failure;
 }
 
 /** What plan and apply say when standard input is a terminal: they would otherwise wait without a word. */

@@ -5,6 +5,8 @@
  * errors come back as CommanderError and become exit 64 with the command's `--help` named.
  */
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { formatDuration, parseDuration } from '../kernel/duration.ts';
+import { examplesText } from './examples.ts';
 import { EXIT, type CliIo } from './io.ts';
 
 export type OptionType = 'string' | 'boolean' | 'integer' | 'duration' | 'list' | 'enum';
@@ -103,30 +105,15 @@ export interface Parsed<S extends CommandSpec> {
   debug(text: string): void;
 }
 
-const DURATION_PART = /(\d+)(ms|h|m|s)/gy;
-const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-
-/** `500ms`, `30s`, `10m`, `1h`, `1m30s`: milliseconds; throws with what to write instead. */
+/** `500ms`, `30s`, `10m`, `1h`, `1m30s` (the routing table's grammar too): milliseconds; throws with what to write. */
 export function parseCliDuration(text: string): number {
   if (/^\d+(\.\d+)?$/.test(text)) throw new Error(`use a unit: ${text}s`);
-  if (text === '' || !/^(\d+(ms|h|m|s))+$/.test(text)) throw new Error('a duration such as 500ms, 30s, 10m, 1h or 1m30s');
-  let total = 0;
-  DURATION_PART.lastIndex = 0;
-  for (const m of text.matchAll(DURATION_PART)) total += Number(m[1]) * (UNIT_MS[m[2] as string] as number);
-  return total;
+  const ms = parseDuration(text);
+  if (ms === undefined) throw new Error('a duration such as 500ms, 30s, 10m, 1h or 1m30s');
+  return ms;
 }
 
-/** A duration for messages: 90000 -> 1m30s. */
-export function formatDuration(ms: number): string {
-  if (ms === 0) return '0s';
-  if (ms % 1000 !== 0) return `${ms}ms`;
-  let s = ms / 1000;
-  const h = Math.floor(s / 3600);
-  s -= h * 3600;
-  const m = Math.floor(s / 60);
-  s -= m * 60;
-  return `${h ? `${h}h` : ''}${m ? `${m}m` : ''}${s ? `${s}s` : ''}`;
-}
+export { formatDuration };
 
 function bounds(o: OptionSpec): string {
   const show = (n: number): string => (o.type === 'duration' ? formatDuration(n) : String(n));
@@ -186,7 +173,7 @@ export function optionDetails(o: OptionSpec): string[] {
 /** The text after the options in `--help`: what the command does and its exit codes. */
 export function helpFooter(spec: CommandSpec): string {
   const exits = spec.exits.map(([code, meaning]) => `  ${String(code).padEnd(3)} ${meaning}`).join('\n');
-  return `\n${spec.description}\n\nExit codes:\n${exits}\n  64  usage error (an unknown or invalid flag or argument)\n`;
+  return `\n${spec.description}\n${examplesText(spec.name)}\nExit codes:\n${exits}\n  64  usage error (an unknown or invalid flag or argument)\n`;
 }
 
 /** `Usage: vault-rollout plan [options] FILE` */
@@ -252,7 +239,8 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
       const message = e.message.replace(/^error: /, '');
       // "option '--grace <DURATION>' argument '10' is invalid. use a unit: 10s" -> "--grace 10: use a unit: 10s"
       const invalid = /^option '(?:-\w, )?(--[\w-]+)[^']*' argument '(.*)' is invalid\. ([\s\S]*)$/.exec(message);
-      return usage(invalid ? `${invalid[1]} ${invalid[2]}: ${invalid[3]}` : message);
+      // One quote style: commander's 'x' becomes "x", as every other message writes it.
+      return usage(invalid ? `${invalid[1]} ${invalid[2]}: ${invalid[3]}` : message.replace(/'([^'\n]*)'/g, '"$1"'));
     }
     throw e;
   }

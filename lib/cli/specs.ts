@@ -272,7 +272,7 @@ export const reconcile = {
 export const validate = {
   name: 'validate',
   summary: 'Check a routing table',
-  description: 'Checks a routing table and prints every problem as file:line:column: field: message.',
+  description: 'Checks a routing table and prints every problem as file:line:column: field: message, in the order of the file (unknown fields with the field meant, missing fields, supported values). With -o json or yaml the verdict is a document on stdout either way: {file, ok, problems: [{line, column, field, message}]}.',
   args: [{ name: 'file', summary: 'the routing table', required: true }],
   options: [],
   outputs: TABLE_JSON_YAML,

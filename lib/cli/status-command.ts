@@ -26,7 +26,7 @@ import { parseCommand, formatDuration } from './spec.ts';
 import { status as spec } from './specs.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { haltsText } from './halts-command.ts';
-import { cliRotationStore, cliRotationStoreName } from './rotation-store.ts';
+import { cliRotationStoreName, cliRotationStoreToRead } from './rotation-store.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterClients } from '../kube/cluster-clients.ts';
@@ -182,7 +182,8 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
   const statusOptions = { ...(options.path !== undefined ? { path: options.path } : {}), clusters: options.clusters };
   const prefix = options.path?.split(/[*{]/)[0] ?? '';
   const own = options.rotations === undefined;
-  let rotations: Promise<RotationStore> | undefined = options.rotations ? Promise.resolve(options.rotations) : undefined;
+  let rotations: Promise<RotationStore | undefined> | undefined =
+    options.rotations ? Promise.resolve(options.rotations) : undefined;
   // Quoted: the page offers the commands it is in for copying, and a file path may hold anything.
   const storeVariable = (['VAULT_ROLLOUT_STATE_TABLE', 'VAULT_ROLLOUT_STATE_DB'] as const).find((name) => io.env[name]);
   const env = storeVariable ? shellAssignment(storeVariable, io.env[storeVariable] ?? '') : undefined;
@@ -192,12 +193,16 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
       const listings = await readFleet(table, requests, { access: (name, config) => clients.get(name, config) }, deps.stats);
       const answers = options.vault ? await readVault(options.vault, selectedPaths(table, listings, statusOptions).paths) : new Map<string, VaultAnswer>();
       const status = fleetStatus(table, listings, answers, { ...statusOptions, now: now() });
-      rotations ??= cliRotationStore(io);
-      const halts = (await (await rotations).halts()).filter((h) => h.secrets.some((x) => x.startsWith(prefix)));
+      // Read only: a store file not there yet holds no halt, and is looked for again at the next read (--wait).
+      rotations ??= cliRotationStoreToRead(io);
+      const store = await rotations;
+      if (store === undefined) rotations = undefined;
+      const all = store === undefined ? [] : await store.halts();
+      const halts = all.filter((h) => h.secrets.some((x) => x.startsWith(prefix)));
       return { ...status, halts, ok: status.ok && halts.length === 0 };
     },
     close() {
-      if (own) void rotations?.then((r) => r.close?.());
+      if (own) void rotations?.then((r) => r?.close?.());
     },
   };
 }

@@ -1,4 +1,4 @@
-import { stringify } from 'yaml';
+import { Document, visit } from 'yaml';
 
 /**
  * Text a terminal shows as it is. Much of what a report prints was written by someone else: annotation values and
@@ -23,8 +23,16 @@ export const printable = (s: string): string => s.replace(UNSAFE, (c) => ((c.cod
 export const printableJson = (value: unknown, indent?: number): string => JSON.stringify(value, null, indent).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));
 
 /**
- * YAML as safe to print as printableJson: every string value double-quoted, where `\uNNNN` is an escape, so each unsafe
- * character left raw becomes one and the document parses to the same value.
+ * YAML as safe to print as printableJson, and plain as a person writes it: no anchors or aliases (an object met twice
+ * is written twice), a string quoted only when YAML needs it. A string holding an unsafe character is double-quoted,
+ * where `\uNNNN` is an escape, so each one left raw becomes one and the document parses to the same value.
  */
-export const printableYaml = (value: unknown): string =>
-  stringify(value, { lineWidth: 0, defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN' }).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));
+export const printableYaml = (value: unknown): string => {
+  const doc = new Document(value, { aliasDuplicateObjects: false });
+  visit(doc, {
+    Scalar(_key, node) {
+      if (typeof node.value === 'string' && new RegExp(UNSAFE.source, 'u').test(node.value)) node.type = 'QUOTE_DOUBLE';
+    },
+  });
+  return doc.toString({ lineWidth: 0 }).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));
+};

@@ -24,7 +24,7 @@ import type { PathRotation, WaveState } from '../status/rotation-waves.ts';
 import { shellQuote } from '../kernel/shell-quote.ts';
 import { vaultPathProblem } from '../sources/vault-path.ts';
 import { printable } from './printable.ts';
-import { consumerVerdict, summaryCounts, summaryLine } from './status-report.ts';
+import { consumerVerdict, summaryCounts, summaryLine, unreadableText } from './status-report.ts';
 
 export const MAX_PATHS = 200;
 export const MAX_ROWS_PER_PATH = 25;
@@ -145,12 +145,18 @@ ${deadShown.length > 0 ? h`<h3>Dead letters in serve's queue (${deadTotal})</h3>
 </section>`;
 }
 
+/** Why there is no path to show: none recorded, or clusters that could not be read. */
+const noPathText = (status: FleetStatus): string =>
+  status.unreadable.length > 0
+    ? text(`No routed path could be read: ${unreadableText(status)}.`)
+    : 'No routed path is recorded in the clusters read.';
+
 function pathsSection(input: StatusPageInput): Html {
   const { paths } = input.status;
   let budget = MAX_ROWS;
   const shownPaths = paths.slice(0, MAX_PATHS);
   return h`<section id="paths"><h2>Secrets (${paths.length} path${paths.length === 1 ? '' : 's'})</h2>
-${paths.length === 0 ? h`<p>No routed path is recorded in the clusters read.</p>` : ''}
+${paths.length === 0 ? h`<p>${noPathText(input.status)}</p>` : ''}
 ${shownPaths.map((p) => {
   const routed = p.consumers.filter((c) => c.routed);
   const n = Math.max(0, Math.min(MAX_ROWS_PER_PATH, budget, routed.length));
@@ -191,11 +197,19 @@ export function renderStatusPage(input: StatusPageInput): string {
   const counts = summaryCounts(status);
   const refresh = input.refreshSeconds ?? DEFAULT_REFRESH_SECONDS;
   const attention = (['behind', 'failed', 'halted', 'poisoned', 'unknown'] as const).reduce((n, k) => n + (counts[k] ?? 0), status.halts.length);
-  const verdict = status.ok ? 'every consumer runs the current version and is rolled out.' : `${status.halts.length > 0 ? `${status.halts.length} halted rotation(s); ` : ''}some consumer is not on the current version, or not rolled out.`;
+  const unread = status.unreadable.length > 0 ? unreadableText(status) : undefined;
+  // Cluster names come from the routing table: shown as text, like every other name on the page.
+  const why =
+    unread === undefined
+      ? 'some consumer is not on the current version, or not rolled out.'
+      : text(`${unread}, so what runs there is not known.`, 1_000);
+  const verdict = status.ok ? 'every consumer runs the current version and is rolled out.' : `${status.halts.length > 0 ? `${status.halts.length} halted rotation(s); ` : ''}${why}`;
+  const needAttention = `${attention} need attention`;
+  const title = status.ok ? 'OK' : unread === undefined ? needAttention : attention > 0 ? `${unread}; ${needAttention}` : unread;
   const page = h`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 ${refresh > 0 ? h`<meta http-equiv="refresh" content="${refresh}">` : ''}
-<title>${status.ok ? 'OK' : `${attention} need attention`} · vault-rollout status</title><style>${STYLE}</style></head>
+<title>${text(title)} · vault-rollout status</title><style>${STYLE}</style></head>
 <body><header><h1>vault-rollout fleet status</h1>
 <p class="muted">Read ${text(iso(input.generatedAt))}${input.source ? ` by ${text(input.source)}` : ''}${refresh > 0 ? `; refreshes every ${refresh} s` : ''}.</p>
 <p class="verdict ${status.ok ? 'ok' : 'bad'}" id="verdict">${badge(status.ok ? 'SAFE TO REVOKE' : 'NOT YET SAFE TO REVOKE', status.ok ? 'ok' : 'bad')}: ${verdict}</p>

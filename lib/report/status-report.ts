@@ -51,12 +51,27 @@ export function summaryCounts(s: FleetStatus): Record<string, number> {
   };
 }
 
+/** The clusters status could not read (a cluster once however many of its lists failed), sorted. */
+export const unreadableClusters = (s: FleetStatus): string[] => [...new Set(s.unreadable.map((u) => u.cluster))].sort();
+
+/** `cannot read alpha` / `cannot read 2 clusters: alpha, beta`: what status could not see, for a verdict or a title. */
+export function unreadableText(s: FleetStatus): string {
+  const names = unreadableClusters(s);
+  if (names.length === 1) return `cannot read cluster ${names[0] as string}`;
+  return `cannot read ${names.length} clusters: ${names.join(', ')}`;
+}
+
 export function summaryLine(s: FleetStatus): string {
   const n = summaryCounts(s);
   const parts = [`${n.paths} path(s), ${n.consumers} consumer(s): ${n.ok} current and complete`];
   for (const k of ['behind', 'rolling', 'failed', 'halted', 'poisoned', 'unknown'] as const) if ((n[k] ?? 0) > 0) parts.push(`${n[k]} ${k}`);
   if (s.unreadable.length > 0) parts.push(`${s.unreadable.length} unreadable list(s)`);
-  return `${parts.join(', ')}. ${s.ok ? 'Every consumer runs the current version: the old credential may be revoked.' : 'Not yet: some consumer is not on the current version, or not rolled out.'}`;
+  // What could not be read is named first: it is why the verdict cannot be yes, and what to fix.
+  const notYet =
+    s.unreadable.length > 0
+      ? `Not yet: ${unreadableText(s)}, so what runs there is not known.`
+      : 'Not yet: some consumer is not on the current version, or not rolled out.';
+  return `${parts.join(', ')}. ${s.ok ? 'Every consumer runs the current version: the old credential may be revoked.' : notYet}`;
 }
 
 export function statusText(s: FleetStatus): string {
@@ -69,7 +84,10 @@ export function statusText(s: FleetStatus): string {
     for (const note of p.notes) out.push(`  note: ${printable(note)}`);
     out.push('');
   }
-  if (s.paths.length === 0) out.push('No routed path is recorded in the clusters read (and --path named none).', '');
+  if (s.paths.length === 0 && s.unreadable.length > 0) {
+    out.push(printable(`No routed path could be read: ${unreadableText(s)}.`), '');
+  }
+  else if (s.paths.length === 0) out.push('No routed path is recorded in the clusters read (and --path named none).', '');
   for (const u of s.unreadable) out.push(printable(`cannot read ${u.cluster}: ${u.error}`));
   for (const note of s.notes) out.push(`note: ${printable(note)}`);
   out.push(summaryLine(s));

@@ -3,12 +3,13 @@
  * whose routes are indexed for matching. Every error names the file, the line and the field.
  */
 import { createHash } from 'node:crypto';
-import { isMap, isSeq, LineCounter, parseDocument, type Node as YamlNode } from 'yaml';
+import { nearest } from '../kernel/nearest.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compilePattern, PatternError, PatternIndex, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
 import { NotificationEvents, parseDuration, RoutingTableSchema, type NotificationsSettings, type Route, type RolloutSettings, type RoutingTableDocument, type Target } from './schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
+import { fieldName, locator, schemaProblems, type FieldPath, type SchemaIssue } from './table-problems.ts';
 
 import { boundAllows, consumersOf, DEFAULT_GATE_TIMEOUT_MS, DEFAULT_PROGRESSING_AFTER_MS, isConsumersTarget, isResourceTarget, isSyncTarget, RoutingTableError, targetName, type CompiledRoute, type CompiledTarget, type ConfigProblem, type NameBound, type NotificationPolicy, type RolloutPolicy, type RoutingTable } from './table-model.ts';
 
@@ -28,73 +29,31 @@ function compileNameBound(sources: readonly string[], report: (index: number, me
   return { sources, globs };
 }
 
-type FieldPath = ReadonlyArray<PropertyKey>;
-
-const fieldName = (path: FieldPath): string =>
-  path.reduce<string>((s, k) => (typeof k === 'number' ? `${s}[${k}]` : s ? `${s}.${String(k)}` : String(k)), '');
-
-function locator(text: string, file: string) {
-  const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
-  const at = (path: FieldPath, message: string): ConfigProblem => {
-    // The deepest node that exists on the path: a missing field is reported where its parent is.
-    let node: unknown = doc.contents;
-    for (const key of path) {
-      let next: unknown;
-      if (isMap(node)) next = node.get(key, true);
-      else if (isSeq(node) && typeof key === 'number') next = node.get(key, true);
-      if (next === undefined || next === null) break;
-      node = next;
-    }
-    const offset = (node as YamlNode | null)?.range?.[0] ?? 0;
-    const { line, col } = lineCounter.linePos(offset);
-    return { file, line, column: col, field: fieldName(path), message };
-  };
-  return { doc, at, lineCounter };
-}
-
-interface ZodIssueLike {
-  code: string;
-  path: PropertyKey[];
-  message: string;
-  errors?: ZodIssueLike[][];
-}
-
-/** A union's issues are the issues of the option that came closest (fewest issues), re-pathed. */
-function flattenIssues(issues: readonly ZodIssueLike[], prefix: PropertyKey[] = []): Array<{ path: PropertyKey[]; message: string }> {
-  return issues.flatMap((issue) => {
-    const path = [...prefix, ...issue.path];
-    if (issue.code === 'invalid_union' && issue.message === 'Invalid input' && issue.errors && issue.errors.length > 0) {
-      const closest = [...issue.errors].sort((a, b) => a.length - b.length)[0] ?? [];
-      return flattenIssues(closest, path);
-    }
-    return [{ path, message: issue.message }];
-  });
-}
-
 /** Parses and checks a routing table; throws RoutingTableError listing every problem found. */
 export function loadRoutingTable(text: string, file = 'routes.yaml'): RoutingTable {
   return parseRoutingTable(text, file).table;
 }
+
+/** Problems as a person reads the file: top to bottom, left to right (a stable sort keeps ties in found order). */
+const inTextOrder = (problems: ConfigProblem[]): ConfigProblem[] =>
+  problems.sort((a, b) => a.line - b.line || a.column - b.column);
 
 /**
  * `loadRoutingTable`, also returning the checked document (the schema's output, plain JSON): what `package`
  * compiles into the table the functions load (lib/routing/compiled-table.ts).
  */
 export function parseRoutingTable(text: string, file = 'routes.yaml'): { document: RoutingTableDocument; table: RoutingTable } {
-  const { doc, at } = locator(text, file);
-  if (doc.errors.length > 0) {
-    throw new RoutingTableError(
-      doc.errors.map((e) => ({ file, line: e.linePos?.[0]?.line ?? 1, column: e.linePos?.[0]?.col ?? 1, field: '', message: `YAML: ${e.message.split('\n')[0]}` })),
-    );
-  }
-  const parsed = RoutingTableSchema.safeParse(doc.toJS());
+  const { doc, at, yamlProblems } = locator(text, file);
+  if (doc.errors.length > 0) throw new RoutingTableError(yamlProblems());
+  const data: unknown = doc.toJS();
+  const parsed = RoutingTableSchema.safeParse(data);
   if (!parsed.success) {
-    throw new RoutingTableError(flattenIssues(parsed.error.issues as unknown as ZodIssueLike[]).map((i) => at(i.path, i.message)));
+    const issues = parsed.error.issues as unknown as SchemaIssue[];
+    throw new RoutingTableError(inTextOrder(schemaProblems(issues, RoutingTableSchema, data).map(at)));
   }
   const problems: ConfigProblem[] = [];
-  const table = compile(parsed.data, file, (path, message) => problems.push(at(path, message)));
-  if (problems.length > 0) throw new RoutingTableError(problems);
+  const table = compile(parsed.data, file, (path, message) => problems.push(at({ path: [...path], message })));
+  if (problems.length > 0) throw new RoutingTableError(inTextOrder(problems));
   return { document: parsed.data, table };
 }
 
@@ -111,7 +70,12 @@ export function compileCheckedDocument(document: RoutingTableDocument, file: str
 
 function selectClusters(doc: RoutingTableDocument, selector: Target['clusters'], report: (message: string) => void): string[] {
   if (Array.isArray(selector)) {
-    for (const name of selector) if (!(name in doc.clusters)) report(`unknown cluster "${name}"; defined: ${Object.keys(doc.clusters).sort().join(', ') || 'none'}`);
+    for (const name of selector) {
+      if (name in doc.clusters) continue;
+      const guess = nearest(name, Object.keys(doc.clusters));
+      const defined = Object.keys(doc.clusters).sort().join(', ') || 'none';
+      report(`unknown cluster "${name}"${guess === undefined ? '' : ` (did you mean "${guess}"?)`}; defined: ${defined}`);
+    }
     return [...new Set(selector)].filter((n) => n in doc.clusters).sort();
   }
   const names = Object.entries(doc.clusters)

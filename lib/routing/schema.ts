@@ -4,6 +4,7 @@
  * editors use is generated from it (`npm run schema`).
  */
 import { z } from 'zod';
+import { DURATION_PATTERN, durationProblem } from '../kernel/duration.ts';
 import { Operations } from '../sources/secret-change.ts';
 
 export const WorkloadKinds = ['Deployment', 'StatefulSet', 'DaemonSet', 'Rollout', 'CronJob'] as const;
@@ -46,23 +47,23 @@ export const KubeconfigSourceSchema = z.union([
 ], { error: 'must be exactly one of { file }, { env }, { inline } (each with optional allowExec, allowTokenFile), { ssm } or { secretsManager }' });
 export type KubeconfigSource = z.infer<typeof KubeconfigSourceSchema>;
 
-const DURATION = /^(\d{1,6})(ms|s|m|h)$/;
-const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+export { parseDuration } from '../kernel/duration.ts';
 
-/** `90s`, `10m`, `1h`: a duration in ms, or undefined when the text is not one. */
-export function parseDuration(text: string): number | undefined {
-  const m = DURATION.exec(text);
-  return m ? Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : undefined;
-}
+/**
+ * A duration of the one grammar the CLI takes too (lib/kernel/duration.ts), from `minMs` to `maxMs`: one check with
+ * one reason, so `1m30s` or `48h` is one problem, never a pattern problem and a range problem at once.
+ */
+const durationSchema = (minMs: number, maxMs: number) =>
+  z
+    // YAML reads `90` as a number: told which unit to add, as the CLI tells it.
+    .string({ error: (issue) => (typeof issue.input === 'number' ? `use a unit: ${issue.input}s` : undefined) })
+    .refine((t) => durationProblem(t, minMs, maxMs) === undefined, {
+      error: (issue) => durationProblem(String(issue.input), minMs, maxMs),
+    })
+    .meta({ pattern: DURATION_PATTERN.source });
 
 /** A rollout deadline: from 1 s to 24 h (no rollout is followed longer than a day). */
-export const DurationSchema = z
-  .string()
-  .regex(DURATION, 'must be a duration such as 90s, 10m or 1h')
-  .refine((t) => {
-    const ms = parseDuration(t) ?? 0;
-    return ms >= 1000 && ms <= 86_400_000;
-  }, 'must be between 1s and 24h');
+export const DurationSchema = durationSchema(1000, 86_400_000);
 
 const ClusterSelectorSchema = z.union([
   z.array(nonEmpty).min(1, 'list at least one cluster'),
@@ -73,16 +74,10 @@ const ClusterSelectorSchema = z.union([
 export const MAX_WAVES = 20;
 
 /** A pause between waves: 0s to 24 h. */
-export const PauseSchema = z
-  .string()
-  .regex(DURATION, 'must be a duration such as 0s, 30s or 5m')
-  .refine((t) => (parseDuration(t) ?? -1) <= 86_400_000, 'must be between 0s and 24h');
+export const PauseSchema = durationSchema(0, 86_400_000);
 
 /** A settle window: 0s to 10 min (a change waits at most 4 windows, see docs/how-to/waves-and-gates.md). */
-export const SettleSchema = z
-  .string()
-  .regex(DURATION, 'must be a duration such as 5s')
-  .refine((t) => (parseDuration(t) ?? -1) <= 600_000, 'must be between 0s and 10m');
+export const SettleSchema = durationSchema(0, 600_000);
 
 /**
  * How vault-rollout follows a restart to its end. A block (not a lone field) so later settings (waves, gates...)

@@ -12,7 +12,9 @@ export interface ConfigProblem {
   message: string;
 }
 
-export const formatProblem = (p: ConfigProblem): string => `${p.file}:${p.line}:${p.column}: ${p.field || '(top level)'}: ${p.message}`;
+/** `file:line:column: field: message`, as compilers and kubectl print it; a problem of the whole text has no field. */
+export const formatProblem = (p: ConfigProblem): string =>
+  `${p.file}:${p.line}:${p.column}: ${p.field ? `${p.field}: ` : ''}${p.message}`;
 
 export class RoutingTableError extends Error {
   override readonly name = 'RoutingTableError';

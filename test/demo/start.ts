@@ -2,7 +2,8 @@
  * `npm start`: the whole loop on this machine, in the foreground. It brings up (or reuses) the three local clusters,
  * creates the example workloads of infra/routes/example.yaml in them, starts an OpenBao dev server with a `file`
  * audit device, `vault-rollout relay` following that file and `vault-rollout serve` on the example routing table, then
- * shows every change serve accepts and every restart, per cluster and workload, until SIGINT/SIGTERM. It stops what it
+ * shows every change serve accepts, every restart and every rollout's end, per cluster and workload, until SIGINT or
+ * SIGTERM (Ctrl-C stops it in about 2 s). It stops what it
  * started and nothing else: clusters that were already running stay up.
  *
  * Why here and not in lib/cli: the demo is built from the test harness (Kubernetes built from its Go modules, OpenBao
@@ -24,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { down, KUBERNETES_VERSION, up } from '../clusters/clusters.ts';
 import { credentialsFor, kubeRequest, waitFor, type ClusterInfo } from '../clusters/kube-http.ts';
 import { ensureServerBinary, startDevServer, type DevServer } from '../vault/server.ts';
-import { replicaSetLine, serveLogToLines } from './live-lines.ts';
+import { LiveView } from './live-lines.ts';
 import { exampleWorkloads, toYamlStream, workloadsOf } from './workloads.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -45,9 +46,17 @@ const rel = (path: string): string => relative(REPO_ROOT, path) || '.';
 const clock = (): string => new Date().toISOString().slice(11, 19);
 const say = (text: string): void => void process.stdout.write(`${text}\n`);
 const live = (text: string): void => say(`${clock()}  ${text}`);
+/** What was shown of changes, restarts and rollouts: each restart and each rollout's end once. */
+const view = new LiveView();
 const seconds = (t0: number): string => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
 
-/** What was started, stopped in reverse order. */
+/**
+ * How long a child may take to stop after SIGTERM before it is killed: Ctrl-C stops the demo within about 2 s. What
+ * serve still has queued is not worth waiting for here: its queue file is removed at the next start.
+ */
+const STOP_GRACE_MS = 1_500;
+
+/** What was started: the clusters stopped last, the rest at once. */
 const cleanups: Array<{ what: string; stop: () => Promise<void> }> = [];
 let stopping = false;
 const stopRequested = new Promise<void>((resolve) => {
@@ -110,7 +119,7 @@ function startCli(name: string, args: string[], env: Record<string, string>, onS
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) {
         process.kill(child.pid, 'SIGTERM');
-        const timer = setTimeout(() => child.pid !== undefined && tryKill(-child.pid, 'SIGKILL'), 20_000);
+        const timer = setTimeout(() => child.pid !== undefined && tryKill(-child.pid, 'SIGKILL'), STOP_GRACE_MS);
         await exited;
         clearTimeout(timer);
       }
@@ -213,7 +222,8 @@ function watchReplicaSets(cluster: ClusterInfo): Promise<void> {
     if (seen.has(rs.metadata.uid) || !WATCHED_NAMESPACES.has(rs.metadata.namespace)) return;
     seen.add(rs.metadata.uid);
     const owner = rs.metadata.ownerReferences?.find((o) => o.kind === 'Deployment');
-    if (show && owner) live(replicaSetLine(cluster.name, rs.metadata.namespace, owner.name, rs.metadata.name));
+    if (!show || !owner) return;
+    view.replicaSet(cluster.name, rs.metadata.namespace, owner.name, rs.metadata.name, Date.now()).forEach(live);
   };
   let first = true;
   const connect = async (): Promise<void> => {
@@ -313,7 +323,7 @@ async function startAll(): Promise<void> {
   const queueFile = join(STATE_DIR, 'serve-queue.sqlite');
   for (const f of [queueFile, `${queueFile}-wal`, `${queueFile}-shm`]) rmSync(f, { force: true });
   const serve = startCli('serve', ['serve', '--routes', ROUTES, '--allow-example-routes', '--port', process.env.PORT ?? '0', '--queue-file', queueFile], common,
-    (line) => serveLogToLines(line).forEach(live),
+    (line) => view.serveLine(line, Date.now()).forEach(live),
     (line) => {
       const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(line)?.[1];
       if (url) listening?.(url);
@@ -321,7 +331,8 @@ async function startAll(): Promise<void> {
   const url = await Promise.race([serveUrl, serve.exited.then(() => Promise.reject(new Error(`serve exited; see ${rel(join(LOG_DIR, 'serve.log'))}`)))]);
   let relayStarted: (() => void) | undefined;
   const relayUp = new Promise<void>((resolve) => (relayStarted = resolve));
-  const relay = startCli('relay', ['relay', '--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait', '200ms', '--grace', '2s'], common, undefined, (line) => {
+  const relayArgs = ['--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait', '200ms', '--grace', '1s'];
+  const relay = startCli('relay', ['relay', ...relayArgs], common, undefined, (line) => {
     try {
       const entry = JSON.parse(line) as { level?: string; message?: string };
       if (entry.message === 'relay started') relayStarted?.();
@@ -347,15 +358,15 @@ async function startAll(): Promise<void> {
   say('and gamma, and the DaemonSet edge/ingress-proxy in alpha. Other routed paths: -mount=legacy batch/nightly');
   say('(CronJobs that opt in, eu clusters), -mount=secret registry/main (a custom resource in alpha)' + (notes.length === 0 ? ', and' : '.'));
   if (notes.length === 0) say('-namespace=team-a -mount=secret payments/checkout/db (Deployment payments/checkout in the prod clusters).');
-  say('Watching; each change and restart shows below:');
+  say('Watching; each change, each restart and each rollout\'s end show below:');
 }
 
 async function stopAll(): Promise<void> {
   const t0 = Date.now();
   say('');
-  say(`stopping: ${cleanups.map((c) => c.what).reverse().join(', ') || 'nothing started'} (serve finishes queued work for up to 10 s)`);
+  say(`stopping: ${cleanups.map((c) => c.what).reverse().join(', ') || 'nothing started'}`);
   const took: string[] = [];
-  for (const c of cleanups.reverse()) {
+  const stop = async (c: (typeof cleanups)[number]): Promise<void> => {
     const t = Date.now();
     try {
       await c.stop();
@@ -363,7 +374,10 @@ async function stopAll(): Promise<void> {
       say(`could not stop ${c.what}: ${e instanceof Error ? e.message : String(e)}`);
     }
     if (Date.now() - t >= 100) took.push(`${c.what} ${seconds(t)}`);
-  }
+  };
+  // Side by side (each waits on its own process), then the clusters the others used.
+  await Promise.all(cleanups.filter((c) => c.what !== 'clusters').map(stop));
+  for (const c of cleanups.filter((c) => c.what === 'clusters')) await stop(c);
   say(`stopped in ${seconds(t0)}${took.length > 0 ? ` (${took.join(', ')})` : ''}`);
 }
 

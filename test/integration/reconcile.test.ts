@@ -113,7 +113,7 @@ describe('reconcile with the feed off', () => {
     await server.client.kv2Write('secret', 'rc/rc-0/db', { password: 'again' });
     const dry = await runReconcile(file, '--dry-run');
     expect(dry.code).toBe(0);
-    expect(dry.out).toContain('DRY RUN: nothing recorded, nothing queued; 1 workload(s) would restart.');
+    expect(dry.out).toContain('DRY RUN: nothing recorded, nothing queued; 1 workload would restart.');
     expect(dry.out).toMatch(/alpha\s+\S+\s+Deployment\s+rc-0\s+BEHIND\s+secret\/rc\/rc-0\/db/);
     await settle();
     expect(restartsOf('rc-0')).toHaveLength(1);

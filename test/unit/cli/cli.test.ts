@@ -60,7 +60,7 @@ describe('vault-rollout plan', () => {
   it.each([
     [['plan'], 64, 'missing --routes FILE'],
     [['plan', '--routes', 'r', '--format', 'xml'], 64, '--format xml: one of auto, audit, event, cloudwatch, fluent-bit, vector'],
-    [['plan', '--bogus'], 64, "unknown option '--bogus'"],
+    [['plan', '--bogus'], 64, 'unknown option "--bogus"'],
     [['plan', '--routes', 'missing.yaml'], 1, 'cannot read the routing table: missing.yaml: no such file'],
     [['plan', '--routes', 'routes.yaml', '--input', 'missing.ndjson'], 1, 'cannot read the change records: missing.ndjson: no such file'],
     [['status', '--routes', 'routes.yaml', '--output', 'xml'], 64, '--output xml: one of table, json, yaml, html'],

@@ -15,7 +15,7 @@ describe('vault-rollout import: arguments', () => {
     [['--cluster', 'a=k', '--from', 'vso,helm'], '--from takes vso, eso, reloader (comma-separated), not helm'],
     [['--cluster', 'a=k', '--namespace', 'Bad_NS'], '--namespace Bad_NS: not a namespace name'],
     [['--cluster', 'a=k', '--vso-operator-namespace', 'vso/../x'], '--vso-operator-namespace vso/../x: not a namespace name'],
-    [['--cluster', 'a=k', '--bogus'], "unknown option '--bogus'"],
+    [['--cluster', 'a=k', '--bogus'], 'unknown option "--bogus"'],
   ])('%j exits 64: %s', async (argv, message) => {
     const io = memoryIo();
     expect(await importCommand(argv, io, '/work')).toBe(64);

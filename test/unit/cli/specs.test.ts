@@ -10,7 +10,8 @@ import { colourOn, printData, waitIndicator } from '../../../lib/cli/output.ts';
 import { bashCompletion, fishCompletion, zshCompletion } from '../../../lib/cli/completion.ts';
 import { main } from '../../../lib/cli/main.ts';
 import { CLI_SPECS, cliReferenceMarkdown } from '../../../lib/cli/reference.ts';
-import { allOptions, formatDuration, parseCliDuration } from '../../../lib/cli/spec.ts';
+import { EXAMPLES, exampleLine } from '../../../lib/cli/examples.ts';
+import { allOptions, formatDuration, parseCliDuration, parseCommand } from '../../../lib/cli/spec.ts';
 import { importSpec, plan, serve } from '../../../lib/cli/specs.ts';
 import { MAX_LOOPS } from '../../../lib/runtime/local-worker.ts';
 import { DEFAULT_MAX_CONNECTIONS } from '../../../lib/cli/serve-command.ts';
@@ -166,5 +167,28 @@ describe('json and yaml print safely', () => {
     // No control character but the newlines between lines, no bidirectional override.
     expect([...io.out].filter((c) => c !== '\n' && (/\p{Cc}/u.test(c) || c === '\u202e'))).toEqual([]);
     expect(output === 'json' ? JSON.parse(io.out) : (await import('yaml')).parse(io.out)).toEqual(data);
+  });
+});
+
+describe('examples', () => {
+  /** The vault-rollout part of an example's line, as argv: up to a pipe, a redirection or the end of a `<(…)`. */
+  const argvOf = (line: string): string[] =>
+    (exampleLine(line).split(/(?:^|\s|<\()vault-rollout /)[1] ?? '').split(/ [|>]|\)/)[0]!.trim().split(/\s+/).map((t) => t.replace(/^"(.*)"$/, '$1'));
+
+  it.each(CLI_SPECS.map((s) => [s.name, s] as const))('%s has 2 or 3, each in its --help and in the reference, each parsing', async (name, spec) => {
+    const examples = EXAMPLES[name] ?? [];
+    expect(examples.length).toBeGreaterThanOrEqual(2);
+    expect(examples.length).toBeLessThanOrEqual(3);
+    const io = memoryIo();
+    expect(await main(['help', name], io)).toBe(0);
+    const reference = cliReferenceMarkdown();
+    for (const [what, line] of examples) {
+      expect(io.out).toContain(`  # ${what}\n  ${exampleLine(line)}\n`);
+      expect(reference).toContain(`# ${what}\n${exampleLine(line)}\n`);
+      const [command, ...argv] = argvOf(line);
+      expect(command).toBe(name);
+      const parseIo = memoryIo();
+      expect(typeof parseCommand(spec, argv, parseIo), `${line}: ${parseIo.err}`).toBe('object');
+    }
   });
 });

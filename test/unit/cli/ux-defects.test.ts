@@ -2,7 +2,8 @@
  * Issue #27, "CLI conventions": one test per defect the issue lists, each run in process through main() (or the
  * command's function where a test must stop a long-running command), with no cluster.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { main } from '../../../lib/cli/main.ts';
 import { serveCommand } from '../../../lib/cli/serve-command.ts';
-import { memoryIo, readRepoFile } from '../../helpers.ts';
+import { printableYaml } from '../../../lib/report/printable.ts';
+import { memoryIo, readRepoFile, repoRoot } from '../../helpers.ts';
 
 const routes = readRepoFile('infra/routes/example.yaml');
 const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
@@ -42,7 +44,7 @@ describe('--help and --version', () => {
   it('an unknown flag names itself and the command\'s --help, exit 64', async () => {
     const io = memoryIo();
     expect(await main(['validate', '--frobnicate', 'x.yaml'], io)).toBe(64);
-    expect(io.err).toBe('vault-rollout validate: unknown option \'--frobnicate\'\nRun "vault-rollout validate --help" for usage.\n');
+    expect(io.err).toBe('vault-rollout validate: unknown option "--frobnicate"\nRun "vault-rollout validate --help" for usage.\n');
   });
 });
 
@@ -185,7 +187,7 @@ describe('file errors in words', () => {
   it('a missing routing table', async () => {
     const io = memoryIo();
     expect(await main(['plan', '--routes', 'routes.yaml'], io)).toBe(1);
-    expect(io.err).toBe('vault-rollout: cannot read the routing table: routes.yaml: no such file\n');
+    expect(io.err).toBe('vault-rollout plan: cannot read the routing table: routes.yaml: no such file\n');
   });
 
   it('a directory given as a routing table', async () => {
@@ -194,6 +196,154 @@ describe('file errors in words', () => {
     let err = '';
     io.stderr = (t: string) => void (err += t);
     expect(await main(['validate', dir], io)).toBe(1);
-    expect(err).toBe(`vault-rollout: cannot read the routing table: ${dir}: is a directory\n`);
+    expect(err).toBe(`vault-rollout validate: cannot read the routing table: ${dir}: is a directory\n`);
+  });
+});
+
+describe('validate: the verdict in the format asked for', () => {
+  const bad = 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\nroutes:\n  - name: app\n    match: { paht: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
+  const problems = [
+    { line: 2, column: 32, field: 'clusters.a.lables', message: 'unknown field "lables" (did you mean "labels"?)' },
+    { line: 5, column: 14, field: 'routes[0].match.paht', message: 'unknown field "paht" (did you mean "path"?)' },
+  ];
+
+  it.each([['json', (t: string): unknown => JSON.parse(t)], ['yaml', (t: string): unknown => parseYaml(t)]] as const)('-o %s on a bad table prints ok: false and the problems on stdout, exit 1', async (format, parse) => {
+    const io = memoryIo({ 'bad.yaml': bad });
+    expect(await main(['validate', 'bad.yaml', '-o', format], io)).toBe(1);
+    expect(parse(io.out)).toEqual({ file: 'bad.yaml', ok: false, problems });
+    expect(io.err).toBe('');
+  });
+
+  it('-o json on a file that cannot be read prints ok: false too', async () => {
+    const io = memoryIo();
+    expect(await main(['validate', 'gone.yaml', '--json'], io)).toBe(1);
+    expect(JSON.parse(io.out)).toEqual({ file: 'gone.yaml', ok: false, problems: [{ line: 0, column: 0, field: '', message: 'cannot read the routing table: gone.yaml: no such file' }] });
+  });
+
+  it('the table output lists each problem, then a count under the command\'s name', async () => {
+    const io = memoryIo({ 'bad.yaml': bad });
+    expect(await main(['validate', 'bad.yaml'], io)).toBe(1);
+    expect(io.out).toBe('');
+    expect(io.err).toBe(`bad.yaml:2:32: clusters.a.lables: unknown field "lables" (did you mean "labels"?)
+bad.yaml:5:14: routes[0].match.paht: unknown field "paht" (did you mean "path"?)
+vault-rollout validate: bad.yaml: 2 problems
+`);
+  });
+
+  it('counts are singular or plural as they should be', async () => {
+    const io = memoryIo({ 'one.yaml': 'clusters:\n  a: { kubeconfig: { env: A } }\n' });
+    expect(await main(['validate', 'one.yaml'], io)).toBe(0);
+    expect(io.out).toBe('one.yaml: ok (1 cluster, 0 routes, 0 targets, 0 KV mounts)\n');
+  });
+});
+
+describe('first contact with the command line', () => {
+  it.each([
+    [['-q', 'validate', 'routes.yaml']],
+    [['--verbose', 'validate', 'routes.yaml']],
+    [['-o', 'json', 'validate', 'routes.yaml']],
+    [['--json', '-q', 'validate', 'routes.yaml']],
+  ])('global flags before the command: %j', async (argv) => {
+    const io = memoryIo({ 'routes.yaml': routes });
+    expect(await main(argv, io), io.err).toBe(0);
+    expect(io.out).toContain('routes.yaml');
+  });
+
+  it('an unknown command is three lines: what, the nearest command, where to look', async () => {
+    const io = memoryIo();
+    expect(await main(['valdate', 'routes.yaml'], io)).toBe(64);
+    expect(io.err).toBe('vault-rollout: unknown command "valdate"\nDid you mean "validate"?\nRun "vault-rollout --help" for the commands.\n');
+  });
+
+  it('an unknown command near none is two', async () => {
+    const io = memoryIo();
+    expect(await main(['frobnicate'], io)).toBe(64);
+    expect(io.err).toBe('vault-rollout: unknown command "frobnicate"\nRun "vault-rollout --help" for the commands.\n');
+  });
+
+  it('--help | head: the reader going away ends the process quietly, exit 0', async () => {
+    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'help', 'apply'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    // The reader is gone before the first write, so every write meets EPIPE.
+    child.stdout.destroy();
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => void (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    expect(err).toBe('');
+    expect(code).toBe(0);
+  });
+});
+
+describe('read commands write nothing', () => {
+  it.each([
+    ['halts', ['halts']],
+    ['halts list -o json', ['halts', 'list', '-o', 'json']],
+    ['halts clear', ['halts', 'clear', 'abcdef0123456789']],
+    ['status', ['status', '--routes', 'routes.yaml']],
+  ])('%s creates no state file (nor its folder)', async (_name, argv) => {
+    const dir = tempDir();
+    const io = memoryIo({ 'routes.yaml': routes }, { XDG_STATE_HOME: join(dir, 'state'), KUBECONFIG: join(dir, 'none') });
+    await main(argv, io);
+    expect(existsSync(join(dir, 'state'))).toBe(false);
+  });
+
+  it('halts on a store not created yet says there is no halt', async () => {
+    const dir = tempDir();
+    const io = memoryIo({}, { VAULT_ROLLOUT_STATE_DB: join(dir, 'rotations.sqlite') });
+    expect(await main(['halts'], io)).toBe(0);
+    expect(io.out).toBe(`No halted rotation (SQLite file ${join(dir, 'rotations.sqlite')}).\n`);
+    expect(existsSync(join(dir, 'rotations.sqlite'))).toBe(false);
+  });
+});
+
+describe('-o yaml is plain YAML', () => {
+  it('quotes only what YAML needs, with no anchors or aliases', async () => {
+    const io = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
+    expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '-o', 'yaml'], io), io.err).toBe(0);
+    expect(io.out).not.toMatch(/[&*][a-z]+\d*\s*$/m);
+    expect(io.out).toMatch(/^ {4}path: secret\/payments\/api\/db$/m);
+    expect(io.out).not.toMatch(/: "[a-z][-a-z0-9]*"$/m);
+    expect(parseYaml(io.out)).toEqual(JSON.parse((await (async () => {
+      const json = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
+      await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '-o', 'json'], json);
+      return json.out;
+    })())));
+  });
+});
+
+describe('-o yaml writes an object met twice twice', () => {
+  it('no &a1 / *a1', () => {
+    const shared = { cluster: 'alpha' };
+    expect(printableYaml({ first: shared, second: shared, odd: 'x\u001by' })).toBe('first:\n  cluster: alpha\nsecond:\n  cluster: alpha\nodd: "x\\ey"\n');
+  });
+});
+
+describe('one error style', () => {
+  it('a bad routing table: each problem, then the count under the command\'s name', async () => {
+    const io = memoryIo({ 'routes.yaml': 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\n', 'in.ndjson': demo });
+    expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson'], io)).toBe(1);
+    expect(io.err).toBe('routes.yaml:2:32: clusters.a.lables: unknown field "lables" (did you mean "labels"?)\nvault-rollout plan: routes.yaml: invalid routing table: 1 problem\n');
+  });
+
+  it('commander\'s messages quote as ours do', async () => {
+    const io = memoryIo();
+    expect(await main(['validate'], io)).toBe(64);
+    expect(io.err).toBe('vault-rollout validate: missing required argument "file"\nRun "vault-rollout validate --help" for usage.\n');
+  });
+});
+
+describe('VAULT_NAMESPACE wherever --vault-namespace exists', () => {
+  const table = 'clusters:\n  a: { kubeconfig: { env: VR_TEST_NO_KUBECONFIG } }\nvault: { mounts: { team-a/secret: 2 } }\nroutes:\n  - name: app\n    match: { namespace: team-a, path: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
+  const argv = ['reset-version', '--routes', 'routes.yaml', '--path', 'secret/app', '--version', '3', '--dry-run', '-o', 'json'];
+
+  it('reset-version takes the Vault namespace from VAULT_NAMESPACE', async () => {
+    const io = memoryIo({ 'routes.yaml': table }, { VAULT_NAMESPACE: 'team-a' });
+    await main(argv, io);
+    expect((JSON.parse(io.out) as { changes: Array<{ namespace: string }> }).changes[0]?.namespace).toBe('team-a');
+  });
+
+  it('--vault-namespace still wins over it (here: the root namespace, which no route takes)', async () => {
+    const io = memoryIo({ 'routes.yaml': table }, { VAULT_NAMESPACE: 'team-a' });
+    expect(await main([...argv, '--vault-namespace', ''], io)).toBe(1);
+    expect(io.err).toBe('vault-rollout reset-version: no route of routes.yaml targets secret/app\n');
   });
 });

@@ -74,7 +74,7 @@ describe('vault-rollout relay (CLI)', () => {
     [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--batch-wait', '2m'], /--batch-wait 2m: 2m is out of range: from 0s to 1m/],
     [['--events', 'kv-v2/*', '--namespaces', 'a,b', '--to', 'http://127.0.0.1:1'], /--namespaces is no longer accepted: use --vault-namespace/],
     [['--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--spool-max-mb', '0'], /--spool-max-mb/],
-    [['--nope'], /unknown option '--nope'\nRun "vault-rollout relay --help" for usage/],
+    [['--nope'], /unknown option "--nope"\nRun "vault-rollout relay --help" for usage/],
   ])('usage error for %j', async (argv, message) => {
     const captured = io({ VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET });
     expect(await relayCommand(argv, captured)).toBe(64);

@@ -38,7 +38,7 @@ describe('rollout deadlines: route, then cluster, then top level, then 10 minute
     expect(problems).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^routes\.yaml:2:\d+: clusters\.a\.rolloutTimeout: must be between 1s and 24h$/),
-        expect.stringMatching(/^routes\.yaml:4:\d+: rollout\.timeout: must be a duration such as 90s, 10m or 1h$/),
+        expect.stringMatching(/^routes\.yaml:4:\d+: rollout\.timeout: must be a duration such as 500ms, 30s, 10m, 1h or 1m30s$/),
         expect.stringMatching(/^routes\.yaml:8:\d+: routes\[0\]\.rollout\.timeout: must be between 1s and 24h$/),
         expect.stringMatching(/^routes\.yaml:8:\d+: routes\[0\]\.rollout/),
       ]),

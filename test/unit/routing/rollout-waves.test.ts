@@ -17,7 +17,7 @@ describe('rollout waves in the routing table', () => {
   it.each([
     ['an unknown cluster in a wave', 'rollout:\n  waves:\n    - clusters: [gamma, omega]\n', '', 'routes.yaml:6:17: rollout.waves[0].clusters: unknown cluster "omega"; defined: alpha, gamma'],
     ['a wave that selects nothing', 'rollout:\n  waves:\n    - clusters: { env: dev }\n', '', 'routes.yaml:6:17: rollout.waves[0].clusters: the label selector {"env":"dev"} selects no cluster'],
-    ['a negative duration', 'rollout: { gate: { pause: -5s } }\n', '', 'rollout.gate.pause: must be a duration such as 0s, 30s or 5m'],
+    ['a negative duration', 'rollout: { gate: { pause: -5s } }\n', '', 'rollout.gate.pause: must be a duration such as 500ms, 30s, 10m, 1h or 1m30s'],
     ['a zero gate timeout', 'rollout: { gate: { timeout: 0s } }\n', '', 'rollout.gate.timeout: must be between 1s and 24h'],
     ['a settle longer than 10 minutes', 'rollout: { settle: 11m }\n', '', 'rollout.settle: must be between 0s and 10m'],
     ['an unknown onFailure', 'rollout: { onFailure: retry }\n', '', 'rollout.onFailure'],

@@ -72,7 +72,7 @@ routes:
     ['a name too long', `keys: [${'k'.repeat(257)}]`, 'routes.yaml:7:77: routes[0].targets[0].keys[0]: a key name has at most 256 characters'],
     ['too many keys', `keys: [${Array.from({ length: 65 }, (_, i) => `k${i}`).join(', ')}]`, 'routes.yaml:7:76: routes[0].targets[0].keys: at most 64 keys'],
     ['a control character', 'keys: ["a\\tb"]', 'routes.yaml:7:77: routes[0].targets[0].keys[0]: a key name must not contain control characters'],
-    ['a number', 'keys: [1]', 'routes.yaml:7:77: routes[0].targets[0].keys[0]: Invalid input: expected string, received number'],
+    ['a number', 'keys: [1]', 'routes.yaml:7:77: routes[0].targets[0].keys[0]: expected a string, got a number'],
   ])('refuses %s, naming file, line and field', (_name, keys, expected) => {
     expect(problemsOf(`${head}      - { clusters: [eu], namespace: p, kind: Deployment, name: api, ${keys} }\n`)).toEqual([expected]);
   });
