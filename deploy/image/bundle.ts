@@ -46,10 +46,12 @@ export async function bundleCli(): Promise<Buffer> {
   return (await buildCliBundle()).code;
 }
 
-// `node deploy/image/bundle.ts OUT.mjs`: the bundle alone (deploy/image/Dockerfile's build stage).
+// `node deploy/image/bundle.ts OUT.mjs`: the bundle alone, executable as the image holds it (deploy/image/Dockerfile's
+// build stage).
 if (import.meta.main) {
   const out = process.argv[2];
   if (!out) throw new Error('usage: node deploy/image/bundle.ts OUT.mjs');
   const { writeFile } = await import('node:fs/promises');
-  await writeFile(out, await bundleCli());
+  const { executableBundle } = await import('./config.ts');
+  await writeFile(out, executableBundle(await bundleCli()), { mode: 0o755 });
 }

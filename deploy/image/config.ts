@@ -13,12 +13,31 @@ export const RUNTIME_USER = 'nonroot';
 export const NODE_PATH = '/usr/local/bin/node';
 export const APP_DIR = '/app';
 export const APP_BUNDLE = `${APP_DIR}/vault-rollout.mjs`;
+/**
+ * The CLI on the image's PATH: a symbolic link to the bundle, which starts with a `#!` line naming NODE_PATH, so that
+ * `kubectl exec POD -- vault-rollout doctor` runs with no shell in the image (the kernel reads the `#!` line; Node
+ * resolves the link and loads the bundle as the ES module its `.mjs` name says). Also the Entrypoint.
+ */
+export const CLI_PATH = '/usr/local/bin/vault-rollout';
 /** The one writable place: HOME and XDG_STATE_HOME (serve's queue, the rotation store); mount a volume here. */
 export const STATE_DIR = '/var/lib/vault-rollout';
-/** Where Cmd expects the routing table (a ConfigMap or a bind mount). */
-export const ROUTES_FILE = '/etc/vault-rollout/routes.yaml';
+/**
+ * Where Cmd expects the routing table: a file in a directory of its own, so that a ConfigMap mounted as that
+ * directory (the Helm chart's) or a bind mount of the file puts it there; the chart passes the same path.
+ */
+export const ROUTES_FILE = '/etc/vault-rollout/routes/routes.yaml';
 export const CA_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 export const SERVE_PORT = 8787;
+
+/**
+ * The bundle as the image holds it, executable on its own: its first line `#!` NODE_PATH. esbuild keeps main.ts's
+ * `#!/usr/bin/env node`, which the image cannot run (it has no /usr/bin/env): that line is replaced.
+ */
+export function executableBundle(bundle: Buffer): Buffer {
+  const hashbang = Buffer.from(`#!${NODE_PATH}\n`);
+  const rest = bundle.subarray(0, 2).toString() === '#!' ? bundle.subarray(bundle.indexOf(0x0a) + 1) : bundle;
+  return Buffer.concat([hashbang, rest]);
+}
 
 export interface ImageRuntimeConfig {
   User: string;
@@ -63,12 +82,12 @@ export function imageLabels(p: ImageProvenance): Record<string, string> {
 /**
  * Cmd serves on every interface of the pod with the routing table at ROUTES_FILE; serve refuses to start without
  * VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN there (docs/how-to/run-serve.md).
- * `worker` and `relay` are other Cmds of the same Entrypoint.
+ * `worker` and `relay` are other Cmds of the same Entrypoint, and every other command runs as `vault-rollout …`.
  */
 export function imageRuntimeConfig(p: ImageProvenance): ImageRuntimeConfig {
   return {
     User: `${RUNTIME_UID}:${RUNTIME_GID}`,
-    Entrypoint: [NODE_PATH, APP_BUNDLE],
+    Entrypoint: [CLI_PATH],
     Cmd: ['serve', '--host', '0.0.0.0', '--port', String(SERVE_PORT), '--routes', ROUTES_FILE],
     WorkingDir: STATE_DIR,
     Env: [

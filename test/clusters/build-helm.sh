@@ -19,8 +19,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../go-env.sh"
 log() { printf '[build-helm] %s\n' "$*" >&2; }
 now() { date +%s; }
 
-HELM_DIR="$CACHE_ROOT/helm-$HELM_VERSION"
-HELM_STAMP="helm $HELM_VERSION; helm; v1"
+# -b2: built with the Kubernetes version ldflags below; a folder of its own, so that a checkout without them (which
+# would rebuild over it, and back) and this one each keep theirs.
+HELM_DIR="$CACHE_ROOT/helm-$HELM_VERSION-b2"
+HELM_STAMP="helm $HELM_VERSION; helm; v2"
 
 is_complete() {
   [[ -f "$HELM_DIR/.complete" && "$(cat "$HELM_DIR/.complete")" == "$HELM_STAMP" && -x "$HELM_DIR/helm" ]]
@@ -48,10 +50,20 @@ build_helm() {
     echo "require helm.sh/helm/v3 $HELM_VERSION"
   } > "$src/go.mod"
   cp "$moddir/go.sum" "$src/go.sum"
+  # The Kubernetes version helm assumes without a cluster (`helm template`, `helm lint`; what a chart's kubeVersion
+  # is checked against), set as helm's own Makefile sets it: client-go v0.X.Y -> 1.X. Without it helm says v1.20.0.
+  local client_go k8s_minor k8s_flags
+  client_go="$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$modfile")"
+  k8s_minor="$(cut -d. -f2 <<<"${client_go#v}")"
+  [[ "$k8s_minor" =~ ^[0-9]+$ ]] || { log "no k8s.io/client-go version in helm's go.mod"; return 1; }
+  k8s_flags=""
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    k8s_flags+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$k8s_minor"
+  done
   local out="$HELM_DIR.partial"
   rm -rf "$out"; mkdir -p "$out"
   (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean$k8s_flags" \
     -o "$out/helm" helm.sh/helm/v3/cmd/helm)
   echo "$HELM_STAMP" > "$out/.complete"
   mv "$out" "$HELM_DIR"

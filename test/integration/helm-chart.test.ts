@@ -3,59 +3,35 @@
 // (the StatefulSet's pod scheduled on a kwok node and Ready, selected by the Service), and end to end: the applied
 // pod, materialised and run from the container image (test/integration/pod-runner.ts), takes a bearer-authenticated audit entry and restarts
 // a Deployment in alpha (inCluster: true, the chart's ServiceAccount and ClusterRole) and one in beta (the kubeconfig
-// Secret the chart mounts).
+// Secret the chart mounts); and `kubectl exec POD -- vault-rollout …` (doctor, status, halts, halts clear) in that pod,
+// from the image's PATH with no shell. What a user meets at install (refusals, schema, notes): helm-chart-install.test.ts.
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import { waitFor } from '../clusters/kube-http.ts';
-import { helmBinary } from '../clusters/helm.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
 import { imageLayout, readImage, unpackImage } from '../image/image.ts';
+import { ROUTES_FILE, SERVE_PORT } from '../../deploy/image/config.ts';
+import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
 import { imageRunner, materialisePod, removeRoot, type PodView } from './pod-runner.ts';
+import { admissionPolicyFor, CHART, helm, IN_CLUSTER_ROUTES, MINIMAL, render, valuesFile, type K8sObject, type Values } from './helm-chart-support.ts';
 
-const run = promisify(execFile);
-const CHART = join(repoRootDir, 'deploy/helm/vault-rollout');
 const KUBECTL = join(repoRootDir, '.local/bin/kubectl');
-const work = mkdtempSync(join(tmpdir(), 'vr-helm-'));
-afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-interface K8sObject {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
-  [key: string]: unknown;
-}
-type Values = Record<string, unknown>;
-
-let files = 0;
-function valuesFile(values: Values): string {
-  const file = join(work, `values-${++files}.yaml`);
-  writeFileSync(file, stringify(values), { mode: 0o600 });
-  return file;
-}
-
-async function helm(args: string[]): Promise<string> {
-  const { stdout } = await run(helmBinary(), args, { cwd: repoRootDir, env: { PATH: process.env.PATH, HOME: work, HELM_CACHE_HOME: join(work, 'cache'), HELM_CONFIG_HOME: join(work, 'config'), HELM_DATA_HOME: join(work, 'data') }, maxBuffer: 16 * 1024 * 1024 });
-  return stdout;
-}
-
-/** `helm template` → its objects; rejects with helm's message when the chart refuses the values. */
-async function render(values: Values, release = 'vr', namespace = 'vault-rollout'): Promise<K8sObject[]> {
-  const out = await helm(['template', release, CHART, '--namespace', namespace, '--values', valuesFile(values)]);
-  return parseAllDocuments(out).map((d) => d.toJS() as K8sObject | null).filter((o): o is K8sObject => o !== null);
-}
-
-async function renderError(values: Values): Promise<string> {
-  try {
-    await render(values);
-  } catch (e) {
-    return String((e as { stderr?: string }).stderr ?? e);
-  }
-  throw new Error('helm template accepted values the chart should refuse');
+/** Records a halt in a rotation store file, as a wave's failed gate would (lib/rotations); returns its rotation key. */
+async function seedHalt(file: string, namespace: string): Promise<string> {
+  mkdirSync(dirname(file), { recursive: true });
+  const store = new SqliteRotationStore(file);
+  const rotation = 'c0ffee0123456789';
+  await store.halt({
+    rotation, route: 'chart-e2e', changes: [`secret/${namespace}/db@4`], secrets: [`secret/${namespace}/db version 4`], wave: 1, waves: 2,
+    failing: { cluster: 'alpha', namespace, kind: 'Deployment', name: 'app', state: 'FAILED' },
+    why: 'did not roll out within 1m', notRestarted: ['beta'], haltedAt: new Date().toISOString(),
+  });
+  store.close();
+  return rotation;
 }
 
 // What the assertions read of the rendered objects.
@@ -95,25 +71,6 @@ function one<K extends keyof Views>(objects: K8sObject[], kind: K): K8sObject & 
   return found[0] as unknown as K8sObject & Views[K];
 }
 
-const IN_CLUSTER_ROUTES = `clusters:
-  home: { inCluster: true }
-vault:
-  mounts: { secret: 2 }
-routes:
-  - name: web
-    match: { path: "secret/web/tls" }
-    targets:
-      - { clusters: [home], namespace: edge, kind: Deployment, name: web }
-`;
-const MINIMAL: Values = { routes: IN_CLUSTER_ROUTES, webhook: { existingSecret: 'vr-webhook', bearerTokenKey: 'token' } };
-
-/** `vault-rollout admission-policy` for a routing table and the chart's ServiceAccount, as a user would run it. */
-function admissionPolicyFor(routes: string, user: string): string {
-  const file = join(work, `routes-${++files}.yaml`);
-  writeFileSync(file, routes);
-  return execFileSync(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'admission-policy', '--routes', file, '--user', user], { cwd: repoRootDir, encoding: 'utf8' });
-}
-
 function fullValues(): Values {
   return {
     routes: IN_CLUSTER_ROUTES.replace('  home: { inCluster: true }', '  home: { inCluster: true }\n  prod-eu: { kubeconfig: { file: /etc/vault-rollout/kubeconfigs/prod-eu/kubeconfig } }'),
@@ -122,7 +79,8 @@ function fullValues(): Values {
     kubeconfigSecrets: [{ name: 'prod-eu', secretName: 'kubeconfig-prod-eu', key: 'config' }],
     admissionPolicy: { manifest: admissionPolicyFor(IN_CLUSTER_ROUTES, 'system:serviceaccount:vault-rollout:vr-vault-rollout') },
     rbac: { syncOperators: true, extraRules: [{ apiGroups: ['example.com'], resources: ['harbors'], verbs: ['get', 'list', 'watch', 'patch'] }] },
-    networkPolicy: { ingressFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'vault' } } }], egress: { apiServers: [{ cidr: '10.0.0.1/32', port: 443 }, { cidr: '203.0.113.0/24', port: 6443 }] } },
+    statusPage: { enabled: true, refreshSeconds: 60 },
+    networkPolicy: { enabled: true, ingressFrom: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'vault' } } }], egress: { apiServers: [{ cidr: '10.0.0.1/32', port: 443 }, { cidr: '203.0.113.0/24', port: 6443 }] } },
     serviceMonitor: { enabled: true, labels: { release: 'prometheus' } },
     grafanaDashboard: { enabled: true, annotations: { grafana_folder: 'vault-rollout' } },
   };
@@ -138,7 +96,8 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
 
   it('the minimal values render serve as one StatefulSet replica, hardened, probed, with its queue on a PVC', async () => {
     const objects = await render(MINIMAL);
-    expect(objects.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'NetworkPolicy', 'Service', 'ServiceAccount', 'StatefulSet']);
+    // No NetworkPolicy unless asked for (as Reloader's and ESO's charts): one that lets out nothing but DNS breaks serve.
+    expect(objects.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Service', 'ServiceAccount', 'StatefulSet']);
     for (const o of objects) if (!o.kind.startsWith('Cluster')) expect(o.metadata.namespace).toBe('vault-rollout');
     const sts = one(objects, 'StatefulSet');
     expect(sts.spec.replicas).toBe(1);
@@ -148,8 +107,10 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     expect(pod.serviceAccountName).toBe('vr-vault-rollout');
     const c = pod.containers[0]!;
     expect(c.securityContext).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, privileged: false, capabilities: { drop: ['ALL'] } });
-    expect(c.image).toBe('ghcr.io/vault-rollout/vault-rollout:0.1.0');
-    expect(c.args.slice(0, 9)).toEqual(['serve', '--routes', '/etc/vault-rollout/routes/routes.yaml', '--host', '0.0.0.0', '--port', '8080', '--queue-file', '/var/lib/vault-rollout/queue.sqlite']);
+    expect(c.image).toBe('registry.example/vault-rollout:0.1.0');
+    // The image's port and routing table path (deploy/image/config.ts): one of each, whichever starts serve.
+    expect(c.args.slice(0, 9)).toEqual(['serve', '--routes', ROUTES_FILE, '--host', '0.0.0.0', '--port', String(SERVE_PORT), '--queue-file', '/var/lib/vault-rollout/queue.sqlite']);
+    expect(c.args).not.toContain('--status-page');
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
     expect(c.resources.requests).toBeDefined();
@@ -168,12 +129,8 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     expect(one(objects, 'ConfigMap').data['routes.yaml']).toBe(IN_CLUSTER_ROUTES);
     const svc = one(objects, 'Service');
     expect(svc.spec.selector).toEqual(sts.spec.selector.matchLabels);
-    expect(svc.spec.ports).toEqual([{ name: 'http', port: 8080, targetPort: 'http', protocol: 'TCP' }]);
+    expect(svc.spec.ports).toEqual([{ name: 'http', port: SERVE_PORT, targetPort: 'http', protocol: 'TCP' }]);
     expect(one(objects, 'ServiceAccount').automountServiceAccountToken).toBe(false);
-    const np = one(objects, 'NetworkPolicy');
-    expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
-    expect(np.spec.ingress).toEqual([]); // no source configured: nothing may reach the port
-    expect(np.spec.podSelector.matchLabels).toEqual(sts.spec.selector.matchLabels);
   });
 
   it('RBAC is infra/rbac/clusterrole.yaml without `list pods`: no wildcard, no Secrets, no Pods', async () => {
@@ -213,7 +170,10 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     expect(generated.map((o) => o.kind)).toEqual(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
     const role = one(objects, 'ClusterRole');
     expect(role.rules.map((r) => r.resources.join(','))).toEqual(expect.arrayContaining(['externalsecrets', 'vaultstaticsecrets', 'harbors']));
+    expect(c.args.slice(-3)).toEqual(['--status-page', '--status-refresh', '60s']);
     const np = one(objects, 'NetworkPolicy');
+    expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(np.spec.podSelector.matchLabels).toEqual(sts.spec.selector.matchLabels);
     expect(np.spec.ingress).toEqual([{ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'vault' } } }], ports: [{ port: 'http', protocol: 'TCP' }] }]);
     expect(np.spec.egress).toEqual([
       { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } } }], ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] },
@@ -223,19 +183,6 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     const sm = one(objects, 'ServiceMonitor');
     expect(sm.metadata.labels?.release).toBe('prometheus');
     expect(sm.spec.selector.matchLabels).toEqual(sts.spec.selector.matchLabels);
-  });
-
-  it('refuses values it cannot install safely, saying why', async () => {
-    expect(await renderError({ webhook: MINIMAL.webhook })).toContain('routes (the routing table, YAML text) is required');
-    expect(await renderError({ routes: IN_CLUSTER_ROUTES })).toContain('webhook.existingSecret is required');
-    expect(await renderError({ ...MINIMAL, webhook: { existingSecret: 'vr-webhook' } })).toContain('set webhook.hmacSecretKey and/or webhook.bearerTokenKey');
-    expect(await renderError({ ...MINIMAL, replicaCount: 2 })).toContain('replicaCount must be 1');
-    expect(await renderError({ ...MINIMAL, rbac: { extraRules: [{ apiGroups: ['example.com'], resources: ['*'], verbs: ['patch'] }] } })).toContain('may not contain a wildcard');
-    expect(await renderError({ ...MINIMAL, rbac: { extraRules: [{ apiGroups: ['example.com'], resources: ['harbors'], verbs: ['*'] }] } })).toContain('may not contain a wildcard');
-    // A policy generated for another identity would bound nobody: the chart says which command fixes it.
-    const other = admissionPolicyFor(IN_CLUSTER_ROUTES, 'system:serviceaccount:vault-rollout:vault-rollout');
-    expect(await renderError({ ...MINIMAL, admissionPolicy: { manifest: other } })).toContain('--user system:serviceaccount:vault-rollout:vr-vault-rollout');
-    expect(await renderError({ ...MINIMAL, kubeconfigSecrets: [{ name: 'Prod_EU', secretName: 's' }] })).toContain('must be a lowercase cluster name');
   });
 
   it('ships the Grafana dashboard as a ConfigMap for the sidecar only when enabled, the committed file unchanged', async () => {
@@ -254,6 +201,7 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
     expect((await render(MINIMAL)).some((o) => o.kind === 'ServiceMonitor')).toBe(false);
     expect((await render({ ...MINIMAL, serviceMonitor: { enabled: false } })).some((o) => o.kind === 'ServiceMonitor')).toBe(false);
     expect((await render({ ...MINIMAL, networkPolicy: { enabled: false } })).some((o) => o.kind === 'NetworkPolicy')).toBe(false);
+    expect((await render({ ...MINIMAL, networkPolicy: { enabled: true, ingressFrom: [{ podSelector: {} }], egress: { apiServers: [{ cidr: '10.0.0.1/32' }] } } })).some((o) => o.kind === 'NetworkPolicy')).toBe(true);
   });
 });
 
@@ -304,6 +252,8 @@ routes:
     webhook: { existingSecret: `${release}-webhook`, bearerTokenKey: 'token' },
     kubeconfigSecrets: [{ name: 'beta', secretName: `${release}-kubeconfig-beta`, key: 'kubeconfig' }],
     persistence: { storageClassName: storageClass },
+    // The policy is checked by a server-side dry run below, not installed (the test clusters have their own).
+    admissionPolicy: { skip: true },
   };
 
   beforeAll(async () => {
@@ -324,7 +274,7 @@ routes:
     await ok(kube.request('POST', '/api/v1/persistentvolumes', { body: { apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: pvName }, spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], storageClassName: storageClass, hostPath: { path: `/tmp/${pvName}` }, claimRef: { namespace: ns, name: claim } } } }), 'PV');
     await ok(kube.request('POST', `/api/v1/namespaces/${ns}/persistentvolumeclaims`, { body: { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: claim, annotations: { 'pv.kubernetes.io/bind-completed': 'yes' } }, spec: { accessModes: ['ReadWriteOnce'], storageClassName: storageClass, volumeName: pvName, resources: { requests: { storage: '1Gi' } } } } }), 'PVC');
     // The pod runs this checkout's image, by digest.
-    values.image = { repository: 'ghcr.io/vault-rollout/vault-rollout', digest: (await image).contents.manifestDigest };
+    values.image = { repository: 'registry.example/vault-rollout', digest: (await image).contents.manifestDigest };
   }, 300_000);
 
   afterAll(async () => {
@@ -372,7 +322,7 @@ routes:
     const pod = (await kube.request('GET', `/api/v1/namespaces/${ns}/pods/${fullname}-0`)).body as PodView;
     expect(pod.metadata.uid).toBeTruthy();
     const { contents, root: imageRoot } = await image;
-    expect(pod.spec.containers.find((c) => c.name === 'serve')?.image).toBe(`ghcr.io/vault-rollout/vault-rollout@${contents.manifestDigest}`);
+    expect(pod.spec.containers.find((c) => c.name === 'serve')?.image).toBe(`registry.example/vault-rollout@${contents.manifestDigest}`);
     const { spec, root } = await materialisePod(kube, pod, 'serve', cluster('alpha').server);
     const container = await imageRunner(imageRoot, contents.config.config).start(spec);
     try {
@@ -387,6 +337,41 @@ routes:
         const versions = await waitFor(async () => (await getWorkload(c, apps, 'Deployment', 'app')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions'], { timeoutMs: 60_000, what: `app restarted in ${c}\n${container.stderr().slice(-2000)}` });
         expect(versions).toBe(`{"secret/${apps}/db":3}`);
       }
+    } finally {
+      await container.stop();
+      removeRoot(root);
+    }
+  });
+
+  it('kubectl exec POD -- vault-rollout doctor | status | halts | halts clear: the CLI on the image\'s PATH, no shell, beside serve', async () => {
+    const kube = admin('alpha');
+    const pod = (await kube.request('GET', `/api/v1/namespaces/${ns}/pods/${fullname}-0`)).body as PodView;
+    const { contents, root: imageRoot } = await image;
+    const { spec, root } = await materialisePod(kube, pod, 'serve', cluster('alpha').server);
+    // A halt in the rotation store on the pod's volume, where XDG_STATE_HOME (the chart's env) puts it.
+    const halted = await seedHalt(join(spec.mounts['/var/lib/vault-rollout']!, 'vault-rollout/rotations.sqlite'), apps);
+    const runner = imageRunner(imageRoot, contents.config.config);
+    const container = await runner.start(spec);
+    try {
+      await container.listening;
+      const exec = async (...argv: string[]) => {
+        const result = await runner.exec(spec, argv);
+        return { ...result, all: `${result.stdout}${result.stderr}` };
+      };
+      const doctor = await exec('vault-rollout', 'doctor', '--routes', ROUTES_FILE);
+      expect(doctor.all).toMatch(/alpha/);
+      expect(doctor.all).toMatch(/beta/);
+      expect(doctor.all).not.toMatch(/ENOENT|not found|SyntaxError/);
+      const status = await exec('vault-rollout', 'status', '--routes', ROUTES_FILE);
+      expect(status.all).toContain(`secret/${apps}/db`);
+      const halts = await exec('vault-rollout', 'halts');
+      expect(halts).toMatchObject({ code: 0 });
+      expect(halts.stdout).toContain(halted);
+      expect(halts.stdout).toContain('/var/lib/vault-rollout/vault-rollout/rotations.sqlite');
+      const cleared = await exec('vault-rollout', 'halts', 'clear', halted);
+      expect(cleared).toMatchObject({ code: 0 });
+      expect(cleared.stdout).toContain(`Cleared the halt of rotation ${halted}`);
+      expect((await exec('vault-rollout', 'halts')).stdout).toContain('No halted rotation');
     } finally {
       await container.stop();
       removeRoot(root);

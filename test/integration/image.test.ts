@@ -6,13 +6,13 @@
 // setup builds the image, and a build that fails fails the run.
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chownSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildImage, type BuiltImage } from '../../deploy/image/build.ts';
-import { APP_BUNDLE, NODE_PATH, ROUTES_FILE, RUNTIME_GID, RUNTIME_UID, STATE_DIR } from '../../deploy/image/config.ts';
+import { APP_BUNDLE, CLI_PATH, NODE_PATH, ROUTES_FILE, RUNTIME_GID, RUNTIME_UID, STATE_DIR } from '../../deploy/image/config.ts';
 import { SBOM_PATH } from '../../deploy/image/sbom.ts';
 import { blobPath, imageLayout, readImage, runInImage, unpackImage, type ImageContents, type RunInImageOptions } from '../image/image.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
@@ -75,7 +75,7 @@ describe('the image as written', () => {
     const { config, created, architecture, os } = contents.config;
     expect({ architecture, os }).toEqual({ architecture: 'amd64', os: 'linux' });
     expect(config.User).toBe('65532:65532');
-    expect(config.Entrypoint).toEqual([NODE_PATH, APP_BUNDLE]);
+    expect(config.Entrypoint).toEqual([CLI_PATH]);
     expect(config.Cmd).toEqual(['serve', '--host', '0.0.0.0', '--port', '8787', '--routes', ROUTES_FILE]);
     expect(config.WorkingDir).toBe(STATE_DIR);
     expect(config.Env).toEqual(expect.arrayContaining(['NODE_ENV=production', `HOME=${STATE_DIR}`, `XDG_STATE_HOME=${STATE_DIR}`]));
@@ -150,6 +150,15 @@ describe('the image run from its root, read-only, as 65532', () => {
     const result = await runToEnd(['schema']);
     expect(result.code).toBe(0);
     expect(result.stdout).toBe(readFileSync(join(repoRootDir, 'infra/routes/routing-table.schema.json'), 'utf8'));
+  });
+
+  it('has vault-rollout on its PATH: the name alone runs the bundle with no shell, as `kubectl exec POD -- vault-rollout` does', async () => {
+    expect(readlinkSync(join(root, CLI_PATH))).toBe(APP_BUNDLE);
+    expect(readFileSync(join(root, APP_BUNDLE), 'utf8').slice(0, 64).split('\n')[0]).toBe(`#!${NODE_PATH}`);
+    expect(contents.config.config.Env).toContain(`PATH=${CLI_PATH.slice(0, CLI_PATH.lastIndexOf('/'))}`);
+    // argv[0] without a slash: looked up on the image's PATH in the image's root, then the kernel reads the #! line.
+    const result = await runToEnd(['--version'], { entrypoint: ['vault-rollout'] });
+    expect(result).toEqual({ code: 0, stdout: `vault-rollout ${pkg.version}\n`, stderr: '' });
   });
 
   it('loads worker and relay (their modules evaluate; then the arguments are refused)', async () => {

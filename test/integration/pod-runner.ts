@@ -7,7 +7,7 @@
  *
  * `imageRunner` runs it from the container image (test/image/image.ts): the image's root, the volumes bound at their
  * mount paths in a mount namespace of its own, the pod's user. Only the pod network is stood in for: `--host 0.0.0.0`
- * becomes loopback and `--port` a free port.
+ * becomes loopback and `--port` a free port. `exec` runs a command in the same container as `kubectl exec` would.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -73,8 +73,17 @@ export interface RunningContainer {
   stop: () => Promise<void>;
 }
 
+/** What an exec'd command left: its exit code and output. */
+export interface ExecResult { code: number | null; stdout: string; stderr: string }
+
 export interface ContainerRunner {
   start: (spec: ContainerSpec) => Promise<RunningContainer>;
+  /**
+   * Runs `argv` in the container of `spec` as `kubectl exec POD -- argv…` does: no shell, argv[0] looked up on the
+   * image's PATH, with the container's environment, user, working directory and volumes (the same host directories
+   * as the started container, so it sees the state serve writes).
+   */
+  exec: (spec: ContainerSpec, argv: string[]) => Promise<ExecResult>;
 }
 
 async function getJson<T>(kube: KubeClient, path: string): Promise<T> {
@@ -212,6 +221,17 @@ export function imageRunner(root: string, config: ImageRuntimeConfig): Container
       const user = runAsUser === undefined ? undefined : `${runAsUser}:${runAsGroup ?? runAsUser}`;
       const child = runInImage(root, config, args, { env: spec.env, volumes: spec.mounts, ...(user ? { user } : {}), ...(spec.command ? { entrypoint: spec.command } : {}) });
       return watchListening(child, port);
+    },
+    async exec(spec, argv) {
+      const { runAsUser, runAsGroup } = spec.securityContext;
+      const user = runAsUser === undefined ? undefined : `${runAsUser}:${runAsGroup ?? runAsUser}`;
+      // The exec'd argv replaces the entrypoint and takes no arguments of the image's Cmd.
+      const child = runInImage(root, config, [], { env: spec.env, volumes: spec.mounts, entrypoint: argv, ...(user ? { user } : {}) });
+      let stdout = '';
+      let stderr = '';
+      child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+      return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
     },
   };
 }

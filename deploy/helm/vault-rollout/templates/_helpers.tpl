@@ -35,7 +35,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* The image; no registry publishes it yet, so there is no default to fall back on. */}}
 {{- define "vault-rollout.image" -}}
+{{- if not .Values.image.repository -}}
+{{- fail "image.repository is required: no registry publishes vault-rollout's image yet. Build it (npm run image), push it to your registry, and install with --set image.repository=REGISTRY/vault-rollout --set image.digest=sha256:... (docs/how-to/install-in-a-cluster.md)" -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
 {{- else -}}
