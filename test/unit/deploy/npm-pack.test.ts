@@ -35,6 +35,14 @@ describe('the package\'s package.json', () => {
     for (const field of ['name', 'version', 'description', 'license', 'type', 'bin', 'engines', 'files']) expect(manifest[field], field).toEqual(checkout[field]);
   });
 
+  it('names where it comes from, absolutely, for the registry\'s page: repository, homepage and bugs on GitHub', () => {
+    expect(manifest.repository).toEqual({ type: 'git', url: 'git+https://github.com/vault-rollout/vault-rollout.git' });
+    expect(manifest.homepage).toBe('https://github.com/vault-rollout/vault-rollout#readme');
+    expect(manifest.bugs).toEqual({ url: 'https://github.com/vault-rollout/vault-rollout/issues' });
+    // The README's rewritten links point into the same repository.
+    expect(REPOSITORY_FILES.startsWith(`${String(manifest.homepage).replace(/#readme$/, '')}/blob/`)).toBe(true);
+  });
+
   it('is not private and declares no dependency and no script: the bundle carries what it runs', () => {
     expect(Object.keys(manifest).filter((k) => /private|dependencies|scripts|allowScripts/i.test(k))).toEqual([]);
   });
