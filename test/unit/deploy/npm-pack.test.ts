@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../../deploy/image/bundle.ts';
-import { bundledPackageDirs, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
+import { bundledPackageDirs, PACKAGE_README, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vault-rollout-npm-pack-test-'));
@@ -23,8 +23,16 @@ describe('the package\'s README', () => {
     );
   });
 
-  it('has no relative link left in the real README', () => {
-    expect(packageReadme(readRepoFile('README.md'))).not.toMatch(/\]\((?![a-z][a-z0-9+.-]*:|#)/i);
+  it('has no relative link left in the package\'s README, and writes every link absolutely itself', () => {
+    expect(packageReadme(readRepoFile(PACKAGE_README))).not.toMatch(/\]\((?![a-z][a-z0-9+.-]*:|#)/i);
+    expect(readRepoFile(PACKAGE_README)).not.toMatch(/\]\((?!https:\/\/)/);
+  });
+
+  it('is the package\'s own page: the command and its first commands, no clone-only npm scripts, no Mermaid', () => {
+    const text = readRepoFile(PACKAGE_README);
+    expect(text).toContain('npm install -g ');
+    expect(text).toMatch(/^vault-rollout validate /m);
+    expect(text).not.toMatch(/npm (start|test)\b|```mermaid/);
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * Every `vault-rollout …` command the documentation shows parses with the real CLI specs (a renamed or unknown command
+ * Every `vault-rollout …` command the documentation (and the npm package's README) shows parses with the real CLI specs (a renamed or unknown command
  * or flag fails here, whether the block runs or not), and the blocks' markers follow the convention that
  * test/integration/executable-docs.test.ts runs them by (CONTRIBUTING, "Executable documentation").
  */
@@ -13,6 +13,7 @@ const REPO = resolve(import.meta.dirname, '../../..');
 const markdownFiles = (): string[] => [
   'README.md',
   'CONTRIBUTING.md',
+  'deploy/npm/README.md',
   ...readdirSync(join(REPO, 'docs'), { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.md')).map((e) => relative(REPO, join(e.parentPath, e.name))),
 ];
 const blocksOf = (file: string): CodeBlock[] => codeBlocks(file, readFileSync(join(REPO, file), 'utf8'));
