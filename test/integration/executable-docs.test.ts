@@ -32,15 +32,18 @@ function git(args: string[], cwd: string): string {
   return r.stdout.trim();
 }
 
-/** The environment of every block: no npm or vitest settings of the run that started this test. */
+/**
+ * The environment of every block: none of the npm, vitest or Node settings of the run that started this test (its
+ * coverage, its loader options), but the CA bundle and the npm cache it was given.
+ */
 function blockEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^(npm_|VITEST|NODE_|INIT_CWD$)/i.test(k)) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!/^(npm_|VITEST|NODE_OPTIONS$|NODE_V8_COVERAGE$|INIT_CWD$)/i.test(k)) env[k] = v;
   return {
     ...env,
     PATH: `${nodeOnly}:${join(prefix, 'bin')}:/usr/local/bin:/usr/bin:/bin`,
     npm_config_prefix: prefix,
-    npm_config_cache: join(homedir(), '.npm'),
+    npm_config_cache: process.env.npm_config_cache ?? join(homedir(), '.npm'),
     npm_config_prefer_offline: 'true',
     npm_config_update_notifier: 'false',
     npm_config_audit: 'false',
