@@ -94,7 +94,7 @@ export async function packCli(destination: string): Promise<string> {
   const staging = join(REPO_ROOT, STAGING);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
-  // npm adds README and LICENSE whatever `files` says; they are copied so that it finds them (README from PACKAGE_README).
+  // npm adds README and LICENSE whatever `files` says; they are copied so that it finds them (README: PACKAGE_README).
   for (const entry of [...(checkout.files ?? []), 'LICENSE']) {
     if (!existsSync(join(REPO_ROOT, entry))) throw new Error(`package.json "files" names ${entry}, which does not exist`);
     cpSync(join(REPO_ROOT, entry), join(staging, entry), { recursive: true });

@@ -183,12 +183,17 @@ function derivedFromCode(v: EnvironmentVariable): EnvironmentVariable {
   return {
     ...v,
     default: code(auth.default),
-    description: `Which webhook authentication the HTTP function takes (serverless.yml's \`httpAuth\`): one of ${auth.values.map(code).join(', ')}. Any other value, empty included, refuses every request (fails closed).`,
+    description:
+      `Which webhook authentication the HTTP function takes (serverless.yml's \`httpAuth\`): one of ` +
+      `${auth.values.map(code).join(', ')}. Any other value, empty included, refuses every request (fails closed).`,
   };
 }
 
 export function environmentPage(): string {
-  const rows = [...ENVIRONMENT_VARIABLES].map(derivedFromCode).sort((a, b) => a.name.localeCompare(b.name)).map((v) => [code(v.name), v.readBy.join(', '), v.secret ? 'yes' : '', v.default ?? '', v.description]);
+  const rows = [...ENVIRONMENT_VARIABLES]
+    .map(derivedFromCode)
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map((v) => [code(v.name), v.readBy.join(', '), v.secret ? 'yes' : '', v.default ?? '', v.description]);
   return [
     GENERATED('lib/runtime/environment-variables.ts'),
     '',

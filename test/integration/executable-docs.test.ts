@@ -4,7 +4,8 @@
  * `sh -e` at the clone's root, the way a newcomer who has Node.js 24 (and nothing else of the project) would. A block
  * followed by an `<!-- output -->` text block must print each of its lines, in order. Blocks marked `<!-- not-run:
  * <reason> -->` are not run, but their `vault-rollout` commands still parse with the real CLI specs (as in
- * test/unit/docs/commands-in-docs.test.ts, here on the clone). The convention: CONTRIBUTING, "Executable documentation".
+ * test/unit/docs/commands-in-docs.test.ts, here on the clone). The convention: CONTRIBUTING, "Executable
+ * documentation"; the parsing: test/docs/blocks.ts.
  *
  * `npm install -g` goes into a temporary prefix (npm_config_prefix), whose bin/ is on PATH; npm uses its usual cache
  * and prefers it (npm_config_prefer_offline), so warm caches make the clone's `npm ci` a copy, not a download.
@@ -16,7 +17,9 @@ import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkInvocation, codeBlocks, invocations, isShell, type CodeBlock } from '../docs/blocks.ts';
+import { checkInvocation, codeBlocks, invocations, isShell, missingLines, readingOrder } from '../docs/blocks.ts';
+import { steps } from '../docs/blocks.ts';
+import type { Step } from '../docs/blocks.ts';
 import { repoRoot } from '../helpers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vault-rollout-executable-docs-'));
@@ -25,6 +28,8 @@ const prefix = join(work, 'prefix');
 /** `node` alone: the project's Node 24, as a user who installed Node.js 24 has it; nothing else of the checkout. */
 const nodeOnly = join(work, 'node');
 const BLOCK_TIMEOUT_MS = 300_000;
+/** What a failed block's message shows of its output: the end, where the error is. */
+const TAIL = 6000;
 
 function git(args: string[], cwd: string): string {
   const r = spawnSync('git', args, { cwd, encoding: 'utf8', timeout: 120_000 });
@@ -32,13 +37,13 @@ function git(args: string[], cwd: string): string {
   return r.stdout.trim();
 }
 
-/**
- * The environment of every block: none of the npm, vitest or Node settings of the run that started this test (its
- * coverage, its loader options), but the CA bundle and the npm cache it was given.
- */
+/** The run's own settings a block must not inherit: npm's and vitest's, Node's loader options and coverage. */
+const NOT_INHERITED = /^(npm_|VITEST|NODE_OPTIONS$|NODE_V8_COVERAGE$|INIT_CWD$)/i;
+
+/** The environment of every block: the run's, less NOT_INHERITED (the CA bundle and the npm cache stay). */
 function blockEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^(npm_|VITEST|NODE_OPTIONS$|NODE_V8_COVERAGE$|INIT_CWD$)/i.test(k)) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!NOT_INHERITED.test(k)) env[k] = v;
   return {
     ...env,
     PATH: `${nodeOnly}:${join(prefix, 'bin')}:/usr/local/bin:/usr/bin:/bin`,
@@ -51,50 +56,39 @@ function blockEnv(): NodeJS.ProcessEnv {
   };
 }
 
-/** The pages in the order a newcomer reads them: README, the tutorials (five minutes first), then the how-to guides. */
-function readingOrder(files: readonly string[]): string[] {
-  const tutorials = files.filter((f) => f.startsWith('docs/tutorials/') && f.endsWith('.md')).sort((a, b) => (a.endsWith('five-minutes.md') ? -1 : b.endsWith('five-minutes.md') ? 1 : a.localeCompare(b)));
-  return [...files.filter((f) => f === 'README.md'), ...tutorials, ...files.filter((f) => f.startsWith('docs/how-to/') && f.endsWith('.md')).sort()];
+function stepName(file: string, { block, expected }: Step): string {
+  if (block.marker?.kind === 'file') return `${file}:${block.line} writes ${block.marker.path}`;
+  return `${file}:${block.line} runs as written${expected ? ' and prints what the page shows' : ''}`;
 }
 
-interface Step {
-  readonly block: CodeBlock;
-  readonly expected?: CodeBlock;
-}
-
-/** What runs: unmarked shell blocks of README and tutorials, `run` blocks anywhere; `file:` blocks are written. */
-function steps(file: string, text: string): Step[] {
-  const blocks = codeBlocks(file, text);
-  const byDefault = file === 'README.md' || file.startsWith('docs/tutorials/');
-  const out: Step[] = [];
-  for (const [i, block] of blocks.entries()) {
-    const runs = block.marker?.kind === 'run' || (byDefault && isShell(block) && block.marker === undefined);
-    if (!runs && block.marker?.kind !== 'file') continue;
-    const next = blocks[i + 1];
-    out.push(next?.marker?.kind === 'output' ? { block, expected: next } : { block });
+/** Runs one step in the clone; throws (an expect) when it fails or does not print what the page shows. */
+function runStep(file: string, { block, expected }: Step): void {
+  if (block.marker?.kind === 'file') {
+    mkdirSync(dirname(join(clone, block.marker.path)), { recursive: true });
+    writeFileSync(join(clone, block.marker.path), `${block.text}\n`);
+    return;
   }
-  return out;
-}
-
-/** Each line of the output block, in order, within the lines printed (runs of spaces compared as one). */
-function missingLines(expected: string, printed: string): string[] {
-  const squash = (s: string) => s.replace(/\s+/g, ' ').trim();
-  const lines = printed.split('\n').map(squash);
-  let at = 0;
-  const missing: string[] = [];
-  for (const want of expected.split('\n').map(squash).filter((l) => l !== '')) {
-    const found = lines.findIndex((l, i) => i >= at && l.includes(want));
-    if (found < 0) missing.push(want);
-    else at = found + 1;
-  }
-  return missing;
+  const r = spawnSync('sh', ['-e', '-c', `exec 2>&1\n${block.text}`], {
+    cwd: clone,
+    env: blockEnv(),
+    encoding: 'utf8',
+    timeout: BLOCK_TIMEOUT_MS,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  ran++;
+  const printed = r.stdout ?? '';
+  const where = `${file}:${block.line} (${r.error?.message ?? `exit ${r.status}`}) printed:\n${printed.slice(-TAIL)}`;
+  expect(r.status, where).toBe(0);
+  if (expected) expect(missingLines(expected.text, printed), where).toEqual([]);
 }
 
 // The tests are collected before the clone exists, so the pages are read from the commit being cloned, through git.
 const ref = git(['rev-parse', process.env.VAULT_ROLLOUT_DOCS_REF ?? 'HEAD'], repoRoot);
-const pages = readingOrder(git(['ls-tree', '-r', '--name-only', ref, '--', 'README.md', 'docs/tutorials', 'docs/how-to'], repoRoot).split('\n'));
+const listed = git(['ls-tree', '-r', '--name-only', ref, '--', 'README.md', 'docs/tutorials', 'docs/how-to'], repoRoot);
+const pages = readingOrder(listed.split('\n'));
 let ran = 0;
 const started = Date.now();
+/** The step that failed: the later ones fail too, unrun, since each may need what the earlier ones did. */
 let failedAt: string | undefined;
 
 beforeAll(() => {
@@ -113,7 +107,9 @@ describe('the documentation on a fresh clone', () => {
     const wrong: string[] = [];
     for (const file of pages) {
       for (const block of codeBlocks(file, readFileSync(join(clone, file), 'utf8')).filter(isShell)) {
-        if (block.marker?.kind === 'not-run' && block.marker.reason.length < 8) wrong.push(`${file}:${block.line}: say why it is not run`);
+        const marker = block.marker;
+        const unexplained = marker?.kind === 'not-run' && marker.reason.length < 8;
+        if (unexplained) wrong.push(`${file}:${block.line}: say why it is not run`);
         for (const call of invocations(block)) {
           const error = checkInvocation(call.argv);
           if (error) wrong.push(`${call.file}:${call.line}: vault-rollout ${call.argv.join(' ')}: ${error}`);
@@ -123,29 +119,20 @@ describe('the documentation on a fresh clone', () => {
     expect(wrong).toEqual([]);
   });
 
-  it('README.md has a block to run, the Install block among them (npm run pack, npm install -g, vault-rollout)', () => {
-    const install = steps('README.md', readFileSync(join(clone, 'README.md'), 'utf8')).map((s) => s.block.text).find((t) => t.includes('npm run pack'));
+  it('README.md runs its Install block: npm run pack, npm install -g, the installed vault-rollout', () => {
+    const readme = steps('README.md', readFileSync(join(clone, 'README.md'), 'utf8')).map((s) => s.block.text);
+    const install = readme.find((t) => t.includes('npm run pack'));
     expect(install).toMatch(/npm install -g /);
     expect(install).toMatch(/^vault-rollout --version$/m);
     expect(install).toMatch(/^vault-rollout plan /m);
   });
 
   for (const file of pages) {
-    for (const { block, expected } of steps(file, git(['show', `${ref}:${file}`], repoRoot))) {
-      const name = block.marker?.kind === 'file' ? `${file}:${block.line} writes ${block.marker.path}` : `${file}:${block.line} runs as written${expected ? ' and prints what the page shows' : ''}`;
-      it(name, () => {
+    for (const step of steps(file, git(['show', `${ref}:${file}`], repoRoot))) {
+      it(stepName(file, step), () => {
         expect(failedAt, `not run: ${failedAt} failed before it`).toBeUndefined();
-        if (block.marker?.kind === 'file') {
-          mkdirSync(dirname(join(clone, block.marker.path)), { recursive: true });
-          writeFileSync(join(clone, block.marker.path), `${block.text}\n`);
-          return;
-        }
-        failedAt = `${file}:${block.line}`;
-        const r = spawnSync('sh', ['-e', '-c', `exec 2>&1\n${block.text}`], { cwd: clone, env: blockEnv(), encoding: 'utf8', timeout: BLOCK_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 });
-        ran++;
-        const printed = r.stdout ?? '';
-        expect(r.status, `${file}:${block.line} (${r.error?.message ?? `exit ${r.status}`}) printed:\n${printed.slice(-6000)}`).toBe(0);
-        if (expected) expect(missingLines(expected.text, printed), `${file}:${block.line} printed:\n${printed.slice(-6000)}`).toEqual([]);
+        failedAt = `${file}:${step.block.line}`;
+        runStep(file, step);
         failedAt = undefined;
       }, BLOCK_TIMEOUT_MS + 10_000);
     }

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../../deploy/image/bundle.ts';
-import { bundledPackageDirs, PACKAGE_README, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
+import { bundledPackageDirs, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
+import { PACKAGE_README } from '../../../deploy/npm/pack.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vault-rollout-npm-pack-test-'));

@@ -17,7 +17,8 @@ import { memoryTelemetry, METRIC_SPECS, type MetricName } from '../../../lib/ker
 import { METRIC_DOCS } from '../../../lib/observability/metric-docs.ts';
 import { routingTableJsonSchema } from '../../../lib/routing/json-schema.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { environmentPage, REFERENCE_PAGES, REPO, schemaFields, webhookAuthFacts } from '../../../deploy/site/reference.ts';
+import { REFERENCE_PAGES, REPO, schemaFields } from '../../../deploy/site/reference.ts';
+import { environmentPage, webhookAuthFacts } from '../../../deploy/site/reference.ts';
 import { authModes } from '../../../lib/runtime/config.ts';
 
 describe('the generated reference pages', () => {
@@ -33,7 +34,9 @@ describe('the environment reference says what the code does', () => {
     const facts = webhookAuthFacts();
     expect(facts.default).toBe([...authModes({})].join(','));
     expect(facts.values).toEqual(expect.arrayContaining(['hmac', 'bearer', 'hmac,bearer', 'iam']));
-    for (const refused of ['', 'hmac,iam', 'iam,bearer', 'HMAC', 'none']) expect(() => authModes({ VAULT_ROLLOUT_AUTH: refused }), refused).toThrow(/VAULT_ROLLOUT_AUTH is not valid/);
+    for (const refused of ['', 'hmac,iam', 'iam,bearer', 'HMAC', 'none']) {
+      expect(() => authModes({ VAULT_ROLLOUT_AUTH: refused }), refused).toThrow(/VAULT_ROLLOUT_AUTH is not valid/);
+    }
     const row = environmentPage().split('\n').find((line) => line.startsWith('| `VAULT_ROLLOUT_AUTH` |')) ?? '';
     expect(row).toContain(`| \`${facts.default}\` |`);
     for (const value of facts.values) expect(row).toContain(`\`${value}\``);
