@@ -26,6 +26,11 @@ const PUBLISHED_FIELDS = ['name', 'version', 'description', 'license', 'type', '
 export const BUNDLE = 'dist/vault-rollout.mjs';
 export const THIRD_PARTY_LICENSES = 'dist/THIRD-PARTY-LICENSES.md';
 export const STAGING = '.local/npm-package';
+/**
+ * The package's own README, the registry's page: what the command is and its first commands, with absolute links. The
+ * repository's README is a clone's front page (npm start, npm test, a Mermaid diagram npm does not draw).
+ */
+export const PACKAGE_README = 'deploy/npm/README.md';
 
 type Manifest = Record<string, unknown> & { name: string; version: string; files?: string[] };
 
@@ -89,12 +94,12 @@ export async function packCli(destination: string): Promise<string> {
   const staging = join(REPO_ROOT, STAGING);
   rmSync(staging, { recursive: true, force: true });
   mkdirSync(staging, { recursive: true });
-  // npm adds README and LICENSE whatever `files` says; they are copied so that it finds them.
-  for (const entry of [...(checkout.files ?? []), 'README.md', 'LICENSE']) {
+  // npm adds README and LICENSE whatever `files` says; they are copied so that it finds them (README: PACKAGE_README).
+  for (const entry of [...(checkout.files ?? []), 'LICENSE']) {
     if (!existsSync(join(REPO_ROOT, entry))) throw new Error(`package.json "files" names ${entry}, which does not exist`);
     cpSync(join(REPO_ROOT, entry), join(staging, entry), { recursive: true });
   }
-  writeFileSync(join(staging, 'README.md'), packageReadme(readFileSync(join(REPO_ROOT, 'README.md'), 'utf8')));
+  writeFileSync(join(staging, 'README.md'), packageReadme(readFileSync(join(REPO_ROOT, PACKAGE_README), 'utf8')));
   writeFileSync(join(staging, 'package.json'), `${JSON.stringify(packageManifest(checkout), null, 2)}\n`);
 
   mkdirSync(destination, { recursive: true });

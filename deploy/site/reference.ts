@@ -17,7 +17,8 @@ import { HTTP_ENDPOINTS } from '../../lib/http/endpoints.ts';
 import { METRIC_SPECS, prometheusName, type MetricName } from '../../lib/kernel/telemetry.ts';
 import { METRIC_DOCS } from '../../lib/observability/metric-docs.ts';
 import { routingTableJsonSchema } from '../../lib/routing/json-schema.ts';
-import { ENVIRONMENT_VARIABLES } from '../../lib/runtime/environment-variables.ts';
+import { authModes } from '../../lib/runtime/config.ts';
+import { ENVIRONMENT_VARIABLES, type EnvironmentVariable } from '../../lib/runtime/environment-variables.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 
@@ -145,8 +146,54 @@ export function routingTablePage(): string {
 
 // ---------------------------------------------------------------------------------------------------------------
 
+/** Every order of every non-empty subset of the words, comma-joined: `a`, `a,b`, `b,a`, … */
+function orderedCombinations(words: readonly string[]): string[] {
+  const out: string[] = [];
+  const grow = (prefix: readonly string[]) => {
+    for (const w of words) {
+      if (prefix.includes(w)) continue;
+      out.push([...prefix, w].join(','));
+      grow([...prefix, w]);
+    }
+  };
+  grow([]);
+  return out;
+}
+
+/** The values of VAULT_ROLLOUT_AUTH the code accepts, and what it takes when unset: asked of authModes itself. */
+export function webhookAuthFacts(): { default: string; values: string[] } {
+  const accepted = orderedCombinations(['hmac', 'bearer', 'iam']).filter((value) => {
+    try {
+      authModes({ VAULT_ROLLOUT_AUTH: value });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  return { default: [...authModes({})].join(','), values: accepted };
+}
+
+/**
+ * Where the code itself has the answer, the page says what the code does rather than what the registry's words say:
+ * the registry's prose for these variables is hand-written and drifted once (VAULT_ROLLOUT_AUTH's default and values).
+ */
+function derivedFromCode(v: EnvironmentVariable): EnvironmentVariable {
+  if (v.name !== 'VAULT_ROLLOUT_AUTH') return v;
+  const auth = webhookAuthFacts();
+  return {
+    ...v,
+    default: code(auth.default),
+    description:
+      `Which webhook authentication the HTTP function takes (serverless.yml's \`httpAuth\`): one of ` +
+      `${auth.values.map(code).join(', ')}. Any other value, empty included, refuses every request (fails closed).`,
+  };
+}
+
 export function environmentPage(): string {
-  const rows = [...ENVIRONMENT_VARIABLES].sort((a, b) => a.name.localeCompare(b.name)).map((v) => [code(v.name), v.readBy.join(', '), v.secret ? 'yes' : '', v.default ?? '', v.description]);
+  const rows = [...ENVIRONMENT_VARIABLES]
+    .map(derivedFromCode)
+    .sort((a, b) => a.name.localeCompare(b.name))
+    .map((v) => [code(v.name), v.readBy.join(', '), v.secret ? 'yes' : '', v.default ?? '', v.description]);
   return [
     GENERATED('lib/runtime/environment-variables.ts'),
     '',

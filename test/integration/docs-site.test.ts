@@ -3,7 +3,8 @@
 // Python 3 with venv and PyPI (the venv is made by test/components.ts before the lanes start, or here); without
 // python3 it fails, never skips. A copy of the docs with a broken link and a broken anchor proves the build refuses them.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -25,6 +26,16 @@ describe('the documentation site', () => {
       expect(existsSync(join(site, page)), page).toBe(true);
     }
     expect(readFileSync(join(site, 'reference/environment.html'), 'utf8')).toContain('VAULT_ROLLOUT_WEBHOOK_SECRET');
+    // Each how-to page's "How we know" note is a collapsed <details>, never the admonition's source text, and no block
+    // marker of the executable docs (an HTML comment) shows as text.
+    for (const page of readdirSync(join(REPO, 'docs/how-to')).filter((f) => f.endsWith('.md'))) {
+      const source = readFileSync(join(REPO, 'docs/how-to', page), 'utf8');
+      const html = readFileSync(join(site, 'how-to', page.replace(/\.md$/, '.html')), 'utf8');
+      const note = /^\?\?\? note "How we know"|<summary>How we know<\/summary>/m.test(source);
+      if (note) expect(html, page).toMatch(/<details class="note">\s*<summary>How we know<\/summary>/);
+      expect(html, page).not.toContain('??? note');
+      expect(html, page).not.toMatch(/&lt;!-- ?(run|not-run|output|file)/);
+    }
   }, 600_000);
 
   it('fails on a broken link and a broken anchor', async () => {

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../../deploy/image/bundle.ts';
 import { bundledPackageDirs, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
+import { PACKAGE_README } from '../../../deploy/npm/pack.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vault-rollout-npm-pack-test-'));
@@ -23,8 +24,16 @@ describe('the package\'s README', () => {
     );
   });
 
-  it('has no relative link left in the real README', () => {
-    expect(packageReadme(readRepoFile('README.md'))).not.toMatch(/\]\((?![a-z][a-z0-9+.-]*:|#)/i);
+  it('has no relative link left in the package\'s README, and writes every link absolutely itself', () => {
+    expect(packageReadme(readRepoFile(PACKAGE_README))).not.toMatch(/\]\((?![a-z][a-z0-9+.-]*:|#)/i);
+    expect(readRepoFile(PACKAGE_README)).not.toMatch(/\]\((?!https:\/\/)/);
+  });
+
+  it('is the package\'s own page: the command and its first commands, no clone-only npm scripts, no Mermaid', () => {
+    const text = readRepoFile(PACKAGE_README);
+    expect(text).toContain('npm install -g ');
+    expect(text).toMatch(/^vault-rollout validate /m);
+    expect(text).not.toMatch(/npm (start|test)\b|```mermaid/);
   });
 });
 
@@ -33,6 +42,14 @@ describe('the package\'s package.json', () => {
 
   it('keeps what the package is and how it runs', () => {
     for (const field of ['name', 'version', 'description', 'license', 'type', 'bin', 'engines', 'files']) expect(manifest[field], field).toEqual(checkout[field]);
+  });
+
+  it('names where it comes from, absolutely, for the registry\'s page: repository, homepage and bugs on GitHub', () => {
+    expect(manifest.repository).toEqual({ type: 'git', url: 'git+https://github.com/vault-rollout/vault-rollout.git' });
+    expect(manifest.homepage).toBe('https://github.com/vault-rollout/vault-rollout#readme');
+    expect(manifest.bugs).toEqual({ url: 'https://github.com/vault-rollout/vault-rollout/issues' });
+    // The README's rewritten links point into the same repository.
+    expect(REPOSITORY_FILES.startsWith(`${String(manifest.homepage).replace(/#readme$/, '')}/blob/`)).toBe(true);
   });
 
   it('is not private and declares no dependency and no script: the bundle carries what it runs', () => {

@@ -18,6 +18,8 @@ import { METRIC_DOCS } from '../../../lib/observability/metric-docs.ts';
 import { routingTableJsonSchema } from '../../../lib/routing/json-schema.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { REFERENCE_PAGES, REPO, schemaFields } from '../../../deploy/site/reference.ts';
+import { environmentPage, webhookAuthFacts } from '../../../deploy/site/reference.ts';
+import { authModes } from '../../../lib/runtime/config.ts';
 
 describe('the generated reference pages', () => {
   for (const page of REFERENCE_PAGES) {
@@ -25,6 +27,20 @@ describe('the generated reference pages', () => {
       expect(readFileSync(join(REPO, page.file), 'utf8'), `${page.file} differs from what the code says: run npm run docs:reference`).toBe(page.render());
     });
   }
+});
+
+describe('the environment reference says what the code does', () => {
+  it('VAULT_ROLLOUT_AUTH: the default authModes takes when unset, and exactly the values it accepts', () => {
+    const facts = webhookAuthFacts();
+    expect(facts.default).toBe([...authModes({})].join(','));
+    expect(facts.values).toEqual(expect.arrayContaining(['hmac', 'bearer', 'hmac,bearer', 'iam']));
+    for (const refused of ['', 'hmac,iam', 'iam,bearer', 'HMAC', 'none']) {
+      expect(() => authModes({ VAULT_ROLLOUT_AUTH: refused }), refused).toThrow(/VAULT_ROLLOUT_AUTH is not valid/);
+    }
+    const row = environmentPage().split('\n').find((line) => line.startsWith('| `VAULT_ROLLOUT_AUTH` |')) ?? '';
+    expect(row).toContain(`| \`${facts.default}\` |`);
+    for (const value of facts.values) expect(row).toContain(`\`${value}\``);
+  });
 });
 
 describe('the routing table reference', () => {
