@@ -84,7 +84,8 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
   it('a wave\'s times: the first write stays, whoever writes after; forgotten once passed; cleared with the halt', async () => {
     const [a, b] = await make();
     // The real clock: DynamoDB Local removes expired items, and the times' TTL counts from when they were written.
-    const at = (s: number) => new Date(Math.floor(Date.now() / 1000) * 1000 + s * 1000).toISOString();
+    const base = Math.floor(Date.now() / 1000) * 1000;
+    const at = (s: number) => new Date(base + s * 1000).toISOString();
     expect(await b.waveTimes('r1', 0)).toEqual({});
     expect(await a.markWave('r1', 0, 'startedAt', at(0))).toEqual({ startedAt: at(0) });
     // A later (or forged) start changes nothing: the gate's timeout counts from the first.
