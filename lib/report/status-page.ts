@@ -66,7 +66,7 @@ const h = (strings: TemplateStringsArray, ...values: unknown[]): Html => html(st
 type Tone = 'bad' | 'warn' | 'ok' | 'muted';
 const badge = (word: string, tone: Tone): Html => h`<span class="state ${tone}">${word}</span>`;
 
-const verdictTone = (verdict: string): Tone => (['HALTED', 'FAILED', 'TIMEOUT', 'POISONED'].includes(verdict) ? 'bad' : ['BEHIND', 'UNKNOWN', 'rolling'].includes(verdict) ? 'warn' : verdict === 'current' ? 'ok' : 'muted');
+const verdictTone = (verdict: string): Tone => (['HALTED', 'FAILED', 'TIMEOUT', 'POISONED'].includes(verdict) ? 'bad' : ['BEHIND', 'UNKNOWN', 'rolling', 'skipped by keys (unverified)'].includes(verdict) ? 'warn' : verdict === 'current' ? 'ok' : 'muted');
 const waveTone = (s: WaveState): Tone => (s === 'halted' || s === 'failed' ? 'bad' : s === 'complete' ? 'ok' : s === 'no consumers' ? 'muted' : 'warn');
 const waveWord = (s: WaveState): string => (s === 'halted' || s === 'failed' ? s.toUpperCase() : s);
 

@@ -11,7 +11,7 @@ import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { changeSets, firstWaveMessages } from '../../../lib/pipeline/intake.ts';
 import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
-import { MemoryRolloutQueue } from '../../../lib/queue/memory-queue.ts';
+import { memoryRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { deduplicationId, gateGroupId, isGateMessage, messageGroupId, queuedChange, ROLLOUT_MESSAGE_VERSION, type GateMessage, type QueueMessage } from '../../../lib/queue/rollout-message.ts';
 import { MemoryRotationStore, type RotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { SqliteRotationStore } from '../../../lib/rotations/sqlite-rotation-store.ts';
@@ -43,7 +43,7 @@ const forgedGate = (c: SecretChange, extra: Partial<GateMessage>): QueueRecord =
 function world(rotations: RotationStore) {
   const fake = fakeClusters({ gamma: ['api'], alpha: ['api'] });
   const clock = { now: T0 };
-  const queue = new MemoryRolloutQueue();
+  const queue = memoryRolloutQueue();
   const deps = { table, rotations, queue, telemetry: memoryTelemetry(), executor: options(fake.apiFor, { clock: { now: () => clock.now, monotonic: () => 0 } }), now: () => clock.now };
   const patched = () => fake.calls.filter((c) => c.op === 'patch').map((c) => c.cluster).sort();
   /** gamma's api as its controller reports it once every new pod is available. */
