@@ -6,21 +6,24 @@
 // Secret the chart mounts); and `kubectl exec POD -- vault-rollout …` (doctor, status, halts, halts clear) in that pod,
 // from the image's PATH with no shell. What a user meets at install (refusals, schema, notes): helm-chart-install.test.ts.
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import { waitFor } from '../clusters/kube-http.ts';
 import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
 import { imageLayout, readImage, unpackImage } from '../image/image.ts';
-import { ROUTES_FILE, SERVE_PORT } from '../../deploy/image/config.ts';
+import { ROUTES_FILE, RUNTIME_GID, RUNTIME_UID, SERVE_PORT } from '../../deploy/image/config.ts';
 import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
 import { imageRunner, materialisePod, removeRoot, type PodView } from './pod-runner.ts';
 import { admissionPolicyFor, CHART, helm, IN_CLUSTER_ROUTES, MINIMAL, render, valuesFile, type K8sObject, type Values } from './helm-chart-support.ts';
 
 const KUBECTL = join(repoRootDir, '.local/bin/kubectl');
 
-/** Records a halt in a rotation store file, as a wave's failed gate would (lib/rotations); returns its rotation key. */
+/**
+ * Records a halt in a rotation store file, as a wave's failed gate in the pod's serve would have (lib/rotations),
+ * the files the pod's user's as serve would have left them; returns the rotation key.
+ */
 async function seedHalt(file: string, namespace: string): Promise<string> {
   mkdirSync(dirname(file), { recursive: true });
   const store = new SqliteRotationStore(file);
@@ -31,6 +34,7 @@ async function seedHalt(file: string, namespace: string): Promise<string> {
     why: 'did not roll out within 1m', notRestarted: ['beta'], haltedAt: new Date().toISOString(),
   });
   store.close();
+  for (const path of [dirname(file), ...readdirSync(dirname(file)).map((name) => join(dirname(file), name))]) chownSync(path, RUNTIME_UID, RUNTIME_GID);
   return rotation;
 }
 
