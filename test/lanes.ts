@@ -40,6 +40,7 @@ export const LANE_B_FILES = [
 export const CLUSTER_FREE_FILES = [
   'test/integration/package.test.ts',
   'test/integration/npm-package.test.ts',
+  'test/integration/fresh-clone.test.ts',
   'test/integration/docs-site.test.ts',
   'test/integration/vault-server.test.ts',
   'test/integration/vault-metadata.test.ts',
