@@ -9,11 +9,18 @@ import { EXIT, type CliIo } from './io.ts';
 import { printData } from './output.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { usageError } from './spec.ts';
+import { applyClusterKubeconfigs, ClusterKubeconfigError } from './cluster-kubeconfig.ts';
 
 export { usageError } from './spec.ts';
 
-/** Loads the routing table, or prints why not and returns the exit code. */
-export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable | number> {
+/** A command's --cluster-kubeconfig values, applied to the table it loads. */
+export interface ClusterKubeconfigFlag {
+  command: string;
+  values: readonly string[] | undefined;
+}
+
+/** Loads the routing table (with the command's --cluster-kubeconfig overrides), or prints why not and returns the exit code. */
+export async function loadRoutes(io: CliIo, file: string, overrides?: ClusterKubeconfigFlag): Promise<RoutingTable | number> {
   let text: string;
   try {
     text = await io.readText(file);
@@ -21,13 +28,21 @@ export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable 
     io.stderr(`vault-rollout: cannot read the routing table: ${fileErrorText(file, e)}\n`);
     return EXIT.failure;
   }
+  let table: RoutingTable;
   try {
-    return loadRoutingTable(text, file);
+    table = loadRoutingTable(text, file);
   } catch (e) {
     if (e instanceof RoutingTableError) {
       io.stderr(`${e.message}\n`);
       return EXIT.failure;
     }
+    throw e;
+  }
+  if (overrides === undefined) return table;
+  try {
+    return applyClusterKubeconfigs(table, overrides.values, io.env);
+  } catch (e) {
+    if (e instanceof ClusterKubeconfigError) return usageError(io, overrides.command, e);
     throw e;
   }
 }
@@ -36,10 +51,10 @@ export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable 
 export const STDIN_HINT = 'reading change records from standard input; pipe a file or use --input FILE; Ctrl-D to end';
 
 /** Loads the routing table and reads the change records, or prints why not and returns the exit code. */
-export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string; quiet: boolean }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
-  if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE');
+export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string; quiet: boolean; 'cluster-kubeconfig'?: readonly string[] }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
+  if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   if (!(InputFormats as readonly string[]).includes(values.format)) return usageError(io, command, `--format must be one of ${InputFormats.join(', ')}`);
-  const table = await loadRoutes(io, values.routes);
+  const table = await loadRoutes(io, values.routes, { command, values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   if (values.input === '-' && io.stdinIsTTY === true && !values.quiet) io.stderr(`vault-rollout ${command}: ${STDIN_HINT}\n`);
   try {

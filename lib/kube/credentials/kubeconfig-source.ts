@@ -3,7 +3,7 @@
  * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and that context's user must
  * give a credential vault-rollout can use: a token, a client certificate and key, a username and password, a token
  * file (the in-cluster token path, or any path with `allowTokenFile: true`), or an exec plugin (`allowExec: true`,
- * never in Lambda). Anything else is an error, never an anonymous connection: kubectl's `tokenFile` spelling, which
+ * never in Lambda) printing a token or a client certificate. Anything else is an error, never an anonymous connection: kubectl's `tokenFile` spelling, which
  * client-node does not read, used to leave the user with no credential at all.
  *
  * Token files are taken out of every user before client-node sees the kubeconfig: client-node reads every user's
@@ -25,8 +25,8 @@ import type { ClusterAccess } from '../cluster-access.ts';
 import { awsErrorName } from '../../aws/aws-error-name.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
-import { ExecCredentialError, execTokenSource } from './exec-credential.ts';
-import type { ExecConfig, ExecDeps } from './exec-credential.ts';
+import { ExecCredentialError, execTokenSource, runExecCredential } from './exec-credential.ts';
+import type { ExecClientCertificate, ExecConfig, ExecDeps } from './exec-credential.ts';
 import { SERVICE_ACCOUNT_TOKEN, TokenFileError, tokenFileSource } from './token-file.ts';
 import type { TokenFileDeps } from './token-file.ts';
 
@@ -168,16 +168,24 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
   const user = selectUser(full, context);
   const server = checkServer(cluster.server, config.insecureSkipTLSVerify === true);
   const credential = userCredential(user, rawUsers.get(user.name) ?? {}, config, deps);
-  const bearerToken = await bearerTokenSource(credential, { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true }, loaded.baseDir, deps);
+  const { bearerToken, clientCertificate } = await credentialSource(credential, { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true }, loaded.baseDir, deps);
   // Warn only once everything else is valid: a refused kubeconfig has nothing to warn about.
   const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
   const { exec: _exec, authProvider: _authProvider, ...plainUser } = user;
   return {
-    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, plainUser as User),
+    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, withClientCertificate(plainUser as User, clientCertificate)),
     server,
     insecureSkipTLSVerify: skipTLSVerify,
     ...(bearerToken === undefined ? {} : { bearerToken }),
+    ...(clientCertificate?.renewAt === undefined ? {} : { refreshAfter: clientCertificate.renewAt }),
   };
+}
+
+/** The user with the plugin's client certificate in place of any other (client-node wants base64 of the PEM). */
+function withClientCertificate(user: User, certificate: ExecClientCertificate | undefined): User {
+  if (certificate === undefined) return user;
+  const { certFile: _certFile, keyFile: _keyFile, ...rest } = user;
+  return { ...rest, certData: Buffer.from(certificate.certificate).toString('base64'), keyData: Buffer.from(certificate.key).toString('base64') };
 }
 
 /** How the selected user authenticates: client-node does it (token, certificate, basic), or vault-rollout does. */
@@ -245,23 +253,31 @@ function userCredential(user: User, raw: RawUser, config: ClusterConfig, deps: K
   );
 }
 
-async function bearerTokenSource(
+/** What vault-rollout adds to the kubeconfig's user: a bearer token source, or an exec plugin's client certificate. */
+interface AddedCredential {
+  bearerToken?: () => Promise<string>;
+  clientCertificate?: ExecClientCertificate;
+}
+
+async function credentialSource(
   credential: UserCredential,
   cluster: { server: string; caData?: string; skipTLSVerify: boolean },
   baseDir: string | undefined,
   deps: KubeconfigSourceDeps,
-): Promise<(() => Promise<string>) | undefined> {
+): Promise<AddedCredential> {
   const clock = deps.clock ?? Date.now;
   if (credential.kind === 'tokenFile') {
-    return tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), { clock, ...deps.tokenFile });
+    return { bearerToken: await tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), { clock, ...deps.tokenFile }) };
   }
   if (credential.kind === 'exec') {
     const info = { server: cluster.server, ...(cluster.caData ? { 'certificate-authority-data': cluster.caData } : {}), ...(cluster.skipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}) };
-    const source = execTokenSource(credential.exec, info, baseDir, { env: deps.env, clock, ...deps.exec });
-    await source(); // run once now: a plugin that cannot work is a start-up error naming the cluster, and its token serves the first request
-    return source;
+    const execDeps = { env: deps.env, clock, ...deps.exec };
+    // Run once now: a plugin that cannot work is a start-up error naming the cluster; its credential serves the first request.
+    const first = await runExecCredential(credential.exec, info, baseDir, execDeps);
+    if (first.kind === 'certificate') return { clientCertificate: first };
+    return { bearerToken: execTokenSource(credential.exec, info, baseDir, execDeps, first) };
   }
-  return undefined;
+  return {};
 }
 
 /**
