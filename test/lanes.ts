@@ -41,6 +41,7 @@ export const CLUSTER_FREE_FILES = [
   'test/integration/package.test.ts',
   'test/integration/npm-package.test.ts',
   'test/integration/fresh-clone.test.ts',
+  'test/integration/first-deploy.test.ts',
   'test/integration/docs-site.test.ts',
   'test/integration/vault-server.test.ts',
   'test/integration/vault-metadata.test.ts',
