@@ -49,10 +49,13 @@ export function withoutAwsCredentials(env: NodeJS.ProcessEnv): Record<string, st
   return out;
 }
 
-/** `npm run package -- --stage STAGE --package DIR`, run through its script; throws with osls's output on failure. */
+/**
+ * `npm run package -- --stage STAGE --package DIR --param samples=allow`, run through its script: the sample values
+ * and routing tables of the repository, knowingly (a real deploy sets its own); throws with osls's output on failure.
+ */
 export function packageStage(stage: string, dir: string): PackageResult {
   const started = performance.now();
-  const result = spawnSync(process.execPath, ['infra/serverless/package.js', '--stage', stage, '--package', dir], {
+  const result = spawnSync(process.execPath, ['infra/serverless/package.js', '--stage', stage, '--package', dir, '--param', 'samples=allow'], {
     cwd: REPO,
     encoding: 'utf8',
     timeout: 300_000,

@@ -40,6 +40,8 @@ export const LANE_B_FILES = [
 export const CLUSTER_FREE_FILES = [
   'test/integration/package.test.ts',
   'test/integration/npm-package.test.ts',
+  'test/integration/fresh-clone.test.ts',
+  'test/integration/first-deploy.test.ts',
   'test/integration/docs-site.test.ts',
   'test/integration/executable-docs.test.ts',
   'test/integration/vault-server.test.ts',

@@ -5,6 +5,7 @@
 // the TypeScript modules with type stripping. Nothing here touches the network or AWS.
 import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { refuseSamples, sampleValueProblems } from './samples.js';
 
 const SERVICE_DIR = resolve(import.meta.dirname, '..', '..');
 const cache = new Map();
@@ -121,6 +122,9 @@ export async function reconcileEnvironment({ resolveVariable }) {
   const vault = await vaultParams(resolveVariable);
   const [addr, namespace, awsRole, headerValue] = await Promise.all(['vaultAddr', 'vaultNamespace', 'vaultAwsRole', 'vaultAwsHeaderValue'].map((p) => resolveVariable(`param:${p}`)));
   vaultCredentials(vault.method, vault);
+  // The sample values are refused here, once for the whole stack: every packaging resolves this, and one message
+  // listing each param beats the same refusal repeated for every alarm and role that uses the value.
+  await refuseSamples(resolveVariable, await sampleValueProblems(resolveVariable, { vaultAddr: addr, vaultAuth: vault.method, vaultAwsHeaderValue: headerValue }));
   // Reconcile reads the clusters (and records on them): the full table, with its kubeconfigs.
   // Halts (lib/rotations): a halted rotation's changes are never queued by reconcile.
   const env = { VAULT_ROLLOUT_ROUTES: await compiledRoutes({ resolveVariable }), VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method, VAULT_ROLLOUT_STATE_TABLE: { Ref: 'RotationStateTable' } };

@@ -13,7 +13,7 @@ export async function admissionPolicyCommand(argv: string[], io: CliIo): Promise
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined) return usageError(io, 'admission-policy', 'missing --routes FILE');
+  if (values.routes === undefined) return usageError(io, 'admission-policy', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   const named = values.user.length > 0 || values.group.length > 0;

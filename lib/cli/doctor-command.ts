@@ -12,8 +12,8 @@ export async function doctorCommand(argv: string[], io: CliIo): Promise<number> 
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined) return usageError(io, 'doctor', 'missing --routes FILE');
-  const table = await loadRoutes(io, values.routes);
+  if (values.routes === undefined) return usageError(io, 'doctor', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
+  const table = await loadRoutes(io, values.routes, { command: 'doctor', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   const clients = cliClusterClients(io, values.routes);
   const checks = await withWaitIndicator(io, values.quiet, `checking ${table.clusters.size} clusters`, () => runDoctor(table, { access: (name, config) => clients.get(name, config) }));

@@ -9,7 +9,7 @@ import { resolveSinks } from '../notify/sinks.ts';
 import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { loadRoutes } from './shared.ts';
+import { loadRoutes, usageError } from './shared.ts';
 import { printData } from './output.ts';
 import { parseCommand } from './spec.ts';
 import { notify as spec } from './specs.ts';
@@ -18,6 +18,7 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
+  if (values.routes === undefined) return usageError(io, 'notify', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   if (table.allSinks.size === 0) {

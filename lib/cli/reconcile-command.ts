@@ -31,12 +31,12 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined) return usageError(io, 'reconcile', 'missing --routes FILE');
+  if (values.routes === undefined) return usageError(io, 'reconcile', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   // --vault-addr, else VAULT_ADDR (its spec reads the variable).
   const vaultAddr = values['vault-addr'];
   if (!vaultAddr || !/^https?:\/\//.test(vaultAddr) || !URL.canParse(vaultAddr)) return usageError(io, 'reconcile', 'give --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
   const maxPaths = values['max-paths'];
-  const table = await loadRoutes(io, values.routes);
+  const table = await loadRoutes(io, values.routes, { command: 'reconcile', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   // Worked here, it restarts like apply; with --queue-url the deployment's worker checks its own store's halts.
   const workedHere = values['queue-url'] === undefined;

@@ -25,7 +25,7 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   if (values.routes === undefined || values.path === undefined || values.version === undefined) return usageError(io, 'reset-version', 'give --routes FILE, --path MOUNT/KEY and --version N (Vault\'s current_version of the path)');
   // A KV v2 version: a whole number from 1 (its spec bounds it).
   const version = values.version;
-  const table = await loadRoutes(io, values.routes);
+  const table = await loadRoutes(io, values.routes, { command: 'reset-version', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   if (refusedForOtherStore(io, 'reset-version', table, values['dry-run'])) return EXIT.failure;
 

@@ -10,6 +10,7 @@ import { EXIT, type CliIo } from './io.ts';
 import { counted, printData } from './output.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { usageError } from './spec.ts';
+import { allowOverriddenCredentials, applyClusterKubeconfigs, ClusterKubeconfigError } from './cluster-kubeconfig.ts';
 
 export { usageError } from './spec.ts';
 
@@ -32,27 +33,46 @@ export async function readRoutes(io: CliIo, file: string): Promise<RoutesRead> {
   }
 }
 
-/** Loads the routing table, or prints why not and returns the exit code. */
-export async function loadRoutes(io: CliIo, file: string): Promise<RoutingTable | number> {
+/** A command's --cluster-kubeconfig values, applied to the table it loads. */
+export interface ClusterKubeconfigFlag {
+  command: string;
+  values: readonly string[] | undefined;
+}
+
+/**
+ * Loads the routing table (with the command's --cluster-kubeconfig overrides), or prints why not and returns the
+ * exit code.
+ */
+export async function loadRoutes(io: CliIo, file: string, overrides?: ClusterKubeconfigFlag): Promise<RoutingTable | number> {
   const read = await readRoutes(io, file);
-  if ('table' in read) return read.table;
-  const who = io.command === undefined ? 'vault-rollout' : `vault-rollout ${io.command}`;
-  if ('unreadable' in read) io.stderr(`${who}: cannot read the routing table: ${read.unreadable}\n`);
-  else {
-    const count = counted(read.problems.length, 'problem');
-    io.stderr(`${read.problems.map(formatProblem).join('\n')}\n${who}: ${file}: invalid routing table: ${count}\n`);
+  if (!('table' in read)) {
+    const who = io.command === undefined ? 'vault-rollout' : `vault-rollout ${io.command}`;
+    if ('unreadable' in read) io.stderr(`${who}: cannot read the routing table: ${read.unreadable}\n`);
+    else {
+      const count = counted(read.problems.length, 'problem');
+      io.stderr(`${read.problems.map(formatProblem).join('\n')}\n${who}: ${file}: invalid routing table: ${count}\n`);
+    }
+    return EXIT.failure;
   }
-  return EXIT.failure;
+  if (overrides === undefined) return read.table;
+  try {
+    const table = applyClusterKubeconfigs(read.table, overrides.values, io.env);
+    io.env = allowOverriddenCredentials(io.env, overrides.values);
+    return table;
+  } catch (e) {
+    if (e instanceof ClusterKubeconfigError) return usageError(io, overrides.command, e);
+    throw e;
+  }
 }
 
 /** What plan and apply say when standard input is a terminal: they would otherwise wait without a word. */
 export const STDIN_HINT = 'reading change records from standard input; pipe a file or use --input FILE; Ctrl-D to end';
 
 /** Loads the routing table and reads the change records, or prints why not and returns the exit code. */
-export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string; quiet: boolean }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
-  if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE');
+export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string; quiet: boolean; 'cluster-kubeconfig'?: readonly string[] }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
+  if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   if (!(InputFormats as readonly string[]).includes(values.format)) return usageError(io, command, `--format must be one of ${InputFormats.join(', ')}`);
-  const table = await loadRoutes(io, values.routes);
+  const table = await loadRoutes(io, values.routes, { command, values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   if (values.input === '-' && io.stdinIsTTY === true && !values.quiet) io.stderr(`vault-rollout ${command}: ${STDIN_HINT}\n`);
   try {

@@ -12,12 +12,13 @@ const MAX_LOOPS = 32;
 const DAY_MS = 86_400_000;
 const PORT = { type: 'integer', min: 0, max: 65_535 } as const;
 
-const routes = { name: 'routes', type: 'string', arg: 'FILE', summary: 'the routing table' } as const;
+const routes = { name: 'routes', type: 'string', arg: 'FILE', env: 'VAULT_ROLLOUT_ROUTES', summary: 'the routing table' } as const;
 const input = { name: 'input', type: 'string', arg: 'FILE', default: '-', summary: 'the change records (audit log lines, events, CloudWatch, Fluent Bit or Vector records); - is standard input' } as const;
 const format = { name: 'format', type: 'enum', choices: INPUT_FORMATS, default: 'auto', summary: 'the input format' } as const;
 const dryRun = { name: 'dry-run', type: 'boolean', default: false, summary: 'change nothing (server-side dry-run of each patch)' } as const;
 const vaultAddr = { name: 'vault-addr', type: 'string', arg: 'URL', env: 'VAULT_ADDR', summary: "Vault's address, http(s)://HOST:PORT" } as const;
 const vaultRedirectHosts = { name: 'vault-redirect-hosts', type: 'list', arg: 'HOST,…', summary: "Vault's other nodes a standby's redirect may name (else the token goes to the --vault-addr host only)" } as const;
+const clusterKubeconfig = { name: 'cluster-kubeconfig', type: 'list', arg: 'NAME=PATH[#CONTEXT]', summary: "reach cluster NAME with this kubeconfig file (and context) instead of the routing table's credentials, as kubectl --kubeconfig/--context; repeat per cluster" } as const;
 const cluster = { name: 'cluster', type: 'list', arg: 'NAME', summary: 'only these clusters of the routing table' } as const;
 const metricsPort = { name: 'metrics-port', ...PORT, arg: 'PORT', summary: 'serve GET /metrics (Prometheus, no authentication) on this port' } as const;
 const metricsHost = { name: 'metrics-host', type: 'string', arg: 'HOST', default: '127.0.0.1', summary: 'the address of the metrics listener' } as const;
@@ -34,7 +35,7 @@ export const plan = {
   name: 'plan',
   summary: 'Show which workloads a set of Vault change records would restart',
   description: 'Reads Vault change records (standard input by default: pipe a file or use --input FILE) and prints, per record, the workloads the routing table restarts for it. Nothing is changed.',
-  options: [routes, input, format],
+  options: [routes, input, format, clusterKubeconfig],
   outputs: TABLE_JSON_YAML,
   exits: planExits,
 } as const satisfies CommandSpec;
@@ -44,7 +45,7 @@ export const apply = {
   summary: 'Plan, then restart the targets in every cluster',
   description:
     'Plans as plan does, then restarts each target (server-side dry-run with --dry-run) and prints a result per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default on a terminal, with --timeout, and when the table has rollout.waves) follows each rollout to complete, failed or timeout (deadline: --timeout, else the routing table\'s, else 10m), live on stderr. Waves run one after another here; a failed gate halts the rotation (see halts). --no-wait refuses a rotation with waves.',
-  options: [routes, input, format, dryRun, { name: 'wait', type: 'boolean', negatable: true, summary: 'follow each rollout to its end (--no-wait: only restart)' }, { name: 'timeout', type: 'duration', min: 1000, max: DAY_MS, summary: 'how long to follow the rollouts' }],
+  options: [routes, input, format, dryRun, clusterKubeconfig, { name: 'wait', type: 'boolean', negatable: true, summary: 'follow each rollout to its end (--no-wait: only restart)' }, { name: 'timeout', type: 'duration', min: 1000, max: DAY_MS, summary: 'how long to follow the rollouts' }],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is well'],
@@ -59,7 +60,7 @@ export const doctor = {
   name: 'doctor',
   summary: 'Check credentials, reachability and permissions in every cluster',
   description: 'Per cluster: credentials, reachability and version, who we are, and whether we may get, list and patch each targeted kind in each targeted namespace and create events; whether the admission policy (admission-policy) is installed, enforced and covers the table.',
-  options: [routes],
+  options: [routes, clusterKubeconfig],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'no problem'],
@@ -182,6 +183,7 @@ export const resetVersion = {
     { name: 'version', type: 'integer', min: 1, max: 2 ** 31 - 1, summary: "Vault's current_version of the path" },
     { name: 'vault-namespace', type: 'string', arg: 'NS', default: '', summary: 'the Vault namespace of the path' },
     cluster,
+    clusterKubeconfig,
     dryRun,
   ],
   outputs: TABLE_JSON_YAML,
@@ -206,6 +208,7 @@ export const status = {
     routes,
     { name: 'path', type: 'string', arg: 'PATTERN', summary: 'only the paths this pattern matches' },
     cluster,
+    clusterKubeconfig,
     vaultAddr,
     { name: 'vault-namespace', type: 'string', arg: 'NS', env: 'VAULT_NAMESPACE', summary: 'the Vault namespace' },
     { name: 'file', type: 'string', arg: 'FILE', summary: 'write the output to FILE instead of standard output' },
@@ -225,7 +228,7 @@ export const notify = {
   summary: 'Send a sample notification to each sink of the routing table',
   description: "Sends a sample notification to each sink of the routing table's notifications (secrets from the environment) and reports per sink: sent, failed, or not usable.",
   args: [{ name: 'action', summary: 'test', required: true, choices: ['test'] }],
-  options: [{ ...routes, default: 'infra/routes/example.yaml' }],
+  options: [routes],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'every sink took the sample'],
@@ -256,6 +259,7 @@ export const reconcile = {
   options: [
     routes,
     dryRun,
+    clusterKubeconfig,
     vaultAddr,
     vaultRedirectHosts,
     { name: 'queue-url', type: 'string', arg: 'URL', env: 'VAULT_ROLLOUT_QUEUE_URL', summary: 'send the restarts to this SQS queue (else worked here)' },

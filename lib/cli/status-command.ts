@@ -48,7 +48,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined) return usageError(io, 'status', 'missing --routes FILE');
+  if (values.routes === undefined) return usageError(io, 'status', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   const output = values.output;
   if (values.file === '') return usageError(io, 'status', '--file takes a file name');
   // --timeout (1s to 24h) and --interval (500ms to 1m): bounded by their specs.
@@ -65,7 +65,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
       throw e;
     }
   }
-  const table = await loadRoutes(io, values.routes);
+  const table = await loadRoutes(io, values.routes, { command: 'status', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   const only = new Set(values.cluster);
   for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);

@@ -1,3 +1,5 @@
+import { isMap, LineCounter, parseDocument } from 'yaml';
+import type { RoutingTable } from '../routing/table-model.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { counted, printData } from './output.ts';
 import { readRoutes } from './shared.ts';
@@ -18,6 +20,7 @@ export async function validateCommand(argv: string[], io: CliIo): Promise<number
   const read = await readRoutes(io, file);
   if ('table' in read) {
     const { table } = read;
+    for (const w of kubeconfigWarnings(table)) io.stderr(`${file}:${await lineOf(io, file, w.field)}: ${w.field}: warning: ${w.message}\n`);
     const summary = {
       file,
       ok: true,
@@ -52,4 +55,51 @@ export async function validateCommand(argv: string[], io: CliIo): Promise<number
     io.stderr(`${problems.map(formatProblem).join('\n')}\nvault-rollout validate: ${file}: ${count}\n`);
   }
   return EXIT.failure;
+}
+
+export interface TableWarning {
+  /** The field's path in the table, e.g. clusters.alpha.kubeconfig.env. */
+  field: string;
+  message: string;
+}
+
+/**
+ * Valid kubeconfig sources that fail when used, the way kubectl habits write them: `env: KUBECONFIG` (kubectl's
+ * variable holds a file's path; `env:` reads the kubeconfig YAML itself from the variable) and `file: ~/…` (no shell
+ * reads the routing table, so `~` is a directory named "~" next to it).
+ */
+export function kubeconfigWarnings(table: Pick<RoutingTable, 'clusters'>): TableWarning[] {
+  const warnings: TableWarning[] = [];
+  for (const [name, config] of table.clusters) {
+    const source = config.kubeconfig;
+    if (source === undefined) continue;
+    if ('env' in source && source.env === 'KUBECONFIG') {
+      warnings.push({
+        field: `clusters.${name}.kubeconfig.env`,
+        message: `KUBECONFIG holds the path of a kubeconfig file (kubectl's convention), but env: reads the variable's value as the kubeconfig YAML itself; write kubeconfig: { file: /path/to/kubeconfig } (absolute, or relative to the routing table), or keep the table and pass --cluster-kubeconfig ${name}=PATH`,
+      });
+    }
+    if ('file' in source && source.file.startsWith('~')) {
+      warnings.push({
+        field: `clusters.${name}.kubeconfig.file`,
+        message: `${source.file}: ~ is not expanded (no shell reads the routing table, so it names a directory "~" beside the table); write the absolute path (file: /home/you/${source.file.replace(/^~[^/]*\/?/, '')}) or one relative to the routing table, or pass --cluster-kubeconfig ${name}=${source.file} on the command line, where ~/ is your home`,
+      });
+    }
+  }
+  return warnings;
+}
+
+/** line:column of a field, for the file:line:column that validate's problems use; 1:1 when it cannot be found. */
+async function lineOf(io: CliIo, file: string, field: string): Promise<string> {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(await io.readText(file), { lineCounter });
+  let node: unknown = doc.contents;
+  for (const key of field.split('.')) {
+    if (!isMap(node)) break;
+    node = node.get(key, true);
+  }
+  const offset = (node as { range?: [number] } | undefined)?.range?.[0];
+  if (offset === undefined) return '1:1';
+  const { line, col } = lineCounter.linePos(offset);
+  return `${line}:${col}`;
 }

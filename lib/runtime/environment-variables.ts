@@ -26,7 +26,7 @@ const VAULT_CLIENTS: readonly EnvironmentReader[] = ['serve', 'relay', 'cli', 'l
 
 export const ENVIRONMENT_VARIABLES: readonly EnvironmentVariable[] = [
   // vault-rollout's own
-  { name: 'VAULT_ROLLOUT_ROUTES', readBy: ['lambda', 'serve'], description: 'The routing table file the deployment bundles (relative to the package root; serverless.yml sets it); the table `serve` (and `npm start`) serves when `--routes` is absent.', secret: false, default: 'serve: `infra/routes/example.yaml`, refused without `--allow-example-routes`' },
+  { name: 'VAULT_ROLLOUT_ROUTES', readBy: ['lambda', 'serve', 'worker', 'relay', 'cli'], description: 'The routing table file the deployment bundles (relative to the package root; serverless.yml sets it); in every command that takes `--routes`, the table used when `--routes` is absent.', secret: false, default: 'none (give `--routes`); serve: `infra/routes/example.yaml`, the demo, refused without `--allow-example-routes`' },
   { name: 'VAULT_ROLLOUT_AUTH', readBy: ['lambda'], description: "Which webhook authentication the HTTP function takes: `hmac`, `bearer` or `hmac,bearer` (serverless.yml's `httpAuth`). Fails closed.", secret: false, default: 'hmac' },
   { name: 'VAULT_ROLLOUT_WEBHOOK_SECRET', readBy: ['serve', 'relay'], description: 'The HMAC-SHA256 key requests to `serve` are signed with (and the relay signs with); at least 32 characters.', secret: true },
   { name: 'VAULT_ROLLOUT_WEBHOOK_TOKEN', readBy: ['serve', 'relay'], description: 'The bearer token `serve` accepts (and the relay sends); at least 32 characters.', secret: true },

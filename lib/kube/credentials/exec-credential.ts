@@ -7,7 +7,9 @@
  * kubeconfig's exec.env and KUBERNETES_EXEC_INFO only, no stdin (never interactive), a bounded time and output.
  * Its token is kept until its expirationTimestamp, so the plugin runs once per token lifetime, not per request; a
  * token without expiry is kept until the API server refuses it (ClusterClients.invalidate builds the access, and so
- * this source, again).
+ * this source, again). A plugin may hand out a client certificate and key instead (status.clientCertificateData and
+ * clientKeyData, as `tsh kube credentials` does): as in kubectl, they are used for the TLS handshake, and the access
+ * is built again before their expirationTimestamp.
  *
  * Neither the plugin's output nor its stderr is ever logged or put in an error: either may hold the token.
  */
@@ -72,23 +74,44 @@ interface CachedToken {
 }
 
 /**
+ * A client certificate and its key from the plugin (PEM), as `tsh kube credentials` hands them out: kubectl uses
+ * them for the TLS handshake instead of a bearer token. The access is built again before renewAt.
+ */
+export interface ExecClientCertificate {
+  certificate: string;
+  key: string;
+  renewAt?: number;
+}
+
+/** What one run of the plugin gave: a token, or a client certificate. */
+export type ExecCredentialResult = ({ kind: 'token' } & CachedToken) | ({ kind: 'certificate' } & ExecClientCertificate);
+
+/**
  * A bearer-token source backed by the plugin. Concurrent callers share one run; a failed run is not kept, so the
  * next request runs the plugin again.
  */
-export function execTokenSource(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): () => Promise<string> {
+export function execTokenSource(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps, first?: CachedToken): () => Promise<string> {
   checkExecConfig(exec);
-  let cached: CachedToken | undefined;
+  let cached: CachedToken | undefined = first;
   let running: Promise<string> | undefined;
   return () => {
     if (cached !== undefined && (cached.renewAt === undefined || deps.clock() < cached.renewAt)) return Promise.resolve(cached.token);
     running ??= runPlugin(exec, cluster, baseDir, deps)
       .then((credential) => {
+        // A plugin that turned from tokens to certificates between runs: the access must be built again.
+        if (credential.kind !== 'token') throw new ExecCredentialError('the exec plugin now hands out a client certificate instead of a token; the cluster\'s access is built again on the next request');
         cached = credential;
         return credential.token;
       })
       .finally(() => (running = undefined));
     return running;
   };
+}
+
+/** Runs the plugin once (at start-up: a plugin that cannot work is an error naming the cluster) and says what it gave. */
+export function runExecCredential(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): Promise<ExecCredentialResult> {
+  checkExecConfig(exec);
+  return runPlugin(exec, cluster, baseDir, deps);
 }
 
 function checkExecConfig(exec: ExecConfig): void {
@@ -101,7 +124,7 @@ function checkExecConfig(exec: ExecConfig): void {
   }
 }
 
-async function runPlugin(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): Promise<CachedToken> {
+async function runPlugin(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): Promise<ExecCredentialResult> {
   const file = await resolveCommand(exec.command, baseDir, deps);
   const info = {
     apiVersion: exec.apiVersion,
@@ -172,8 +195,10 @@ function runFile(file: string, args: readonly string[], options: RunOptions): Pr
   });
 }
 
-function parseExecCredential(stdout: string, apiVersion: string, now: number): CachedToken {
-  let credential: { apiVersion?: unknown; kind?: unknown; status?: { token?: unknown; expirationTimestamp?: unknown; clientCertificateData?: unknown } };
+type ExecStatus = { token?: unknown; expirationTimestamp?: unknown; clientCertificateData?: unknown; clientKeyData?: unknown };
+
+function parseExecCredential(stdout: string, apiVersion: string, now: number): ExecCredentialResult {
+  let credential: { apiVersion?: unknown; kind?: unknown; status?: ExecStatus };
   try {
     credential = JSON.parse(stdout) as typeof credential;
   } catch {
@@ -186,14 +211,28 @@ function parseExecCredential(stdout: string, apiVersion: string, now: number): C
     throw new ExecCredentialError(`the exec plugin answered with apiVersion ${String(credential.apiVersion).slice(0, 60)}, not the ${apiVersion} the kubeconfig asks for`);
   }
   const status = credential.status ?? {};
-  if (typeof status.token !== 'string' || status.token === '') {
-    const why = status.clientCertificateData !== undefined ? 'a client certificate, which vault-rollout does not take from plugins' : 'no status.token';
-    throw new ExecCredentialError(`the exec plugin's ExecCredential carries ${why}; use a plugin that prints a token`);
-  }
-  if (status.expirationTimestamp === undefined || status.expirationTimestamp === null) return { token: status.token };
-  const expires = typeof status.expirationTimestamp === 'string' ? Date.parse(status.expirationTimestamp) : Number.NaN;
+  if (typeof status.token === 'string' && status.token !== '') return { kind: 'token', token: status.token, ...renewTime(status.expirationTimestamp, now, 'a token') };
+  return { kind: 'certificate', ...clientCertificate(status), ...renewTime(status.expirationTimestamp, now, 'a client certificate') };
+}
+
+/** kubectl's rule: without a token, status must carry both clientCertificateData and clientKeyData, PEM-encoded. */
+function clientCertificate(status: ExecStatus): { certificate: string; key: string } {
+  const cert = status.clientCertificateData;
+  const key = status.clientKeyData;
+  const given = (v: unknown): v is string => typeof v === 'string' && v !== '';
+  if (!given(cert) && !given(key)) throw new ExecCredentialError('the exec plugin\'s ExecCredential carries neither status.token nor status.clientCertificateData and clientKeyData; use a plugin that prints one of them');
+  if (!given(cert) || !given(key)) throw new ExecCredentialError(`the exec plugin's ExecCredential carries ${given(cert) ? 'clientCertificateData without clientKeyData' : 'clientKeyData without clientCertificateData'}; a client certificate needs both`);
+  if (!cert.includes('-----BEGIN CERTIFICATE-----')) throw new ExecCredentialError('the exec plugin\'s status.clientCertificateData is not a PEM certificate');
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) throw new ExecCredentialError('the exec plugin\'s status.clientKeyData is not a PEM private key');
+  return { certificate: cert, key };
+}
+
+/** When to run the plugin again: a margin before status.expirationTimestamp; none without one (until invalidated). */
+function renewTime(expirationTimestamp: unknown, now: number, what: string): { renewAt?: number } {
+  if (expirationTimestamp === undefined || expirationTimestamp === null) return {};
+  const expires = typeof expirationTimestamp === 'string' ? Date.parse(expirationTimestamp) : Number.NaN;
   if (Number.isNaN(expires)) throw new ExecCredentialError('the exec plugin\'s status.expirationTimestamp is not an RFC 3339 time');
-  if (expires <= now) throw new ExecCredentialError(`the exec plugin returned a token that expired at ${status.expirationTimestamp as string}`);
-  // A token shorter-lived than the margin is still used once: better than running the plugin for every request.
-  return { token: status.token, renewAt: Math.max(expires - EXPIRY_MARGIN_MS, now + Math.min(EXPIRY_MARGIN_MS, expires - now) / 2) };
+  if (expires <= now) throw new ExecCredentialError(`the exec plugin returned ${what} that expired at ${expirationTimestamp as string}`);
+  // A credential shorter-lived than the margin is still used once: better than running the plugin for every request.
+  return { renewAt: Math.max(expires - EXPIRY_MARGIN_MS, now + Math.min(EXPIRY_MARGIN_MS, expires - now) / 2) };
 }

@@ -2,10 +2,11 @@
  * A cluster's access from a kubeconfig, read from a file, an environment variable, the routing table itself, SSM
  * Parameter Store or Secrets Manager. The kubeconfig is reduced to the one context used, and that context's user must
  * give a credential vault-rollout can use: a token, a client certificate and key, a username and password, a token
- * file, or an exec plugin. The last two act with this machine's files and commands, so the operator opts in per
- * cluster and the kubeconfig's writer cannot (credential-policy.ts); the pod's own ServiceAccount token goes only to
- * the in-cluster API. Anything else is an error, never an anonymous connection: kubectl's `tokenFile` spelling,
- * which client-node does not read, used to leave the user with no credential at all.
+ * file, or an exec plugin printing a token or a client certificate. Token files and exec plugins act with this
+ * machine's files and commands, so the operator opts in per cluster and the kubeconfig's writer cannot
+ * (credential-policy.ts); the pod's own ServiceAccount token goes only to the in-cluster API. Anything else is an
+ * error, never an anonymous connection: kubectl's `tokenFile` spelling, which client-node does not read, used to
+ * leave the user with no credential at all.
  *
  * Token files are taken out of every user before client-node sees the kubeconfig: client-node reads every user's
  * `token-file` while loading, which would send any file of this machine as a bearer token to whatever server the
@@ -26,8 +27,8 @@ import type { ClusterAccess } from '../cluster-access.ts';
 import { awsErrorName } from '../../aws/aws-error-name.ts';
 import { skipTLSVerifyFor } from './tls-policy.ts';
 import type { WarningLogger } from './tls-policy.ts';
-import { ExecCredentialError, execTokenSource } from './exec-credential.ts';
-import type { ExecConfig, ExecDeps } from './exec-credential.ts';
+import { ExecCredentialError, execTokenSource, runExecCredential } from './exec-credential.ts';
+import type { ExecClientCertificate, ExecConfig, ExecDeps } from './exec-credential.ts';
 import { TokenFileError, tokenFileSource } from './token-file.ts';
 import type { TokenFileDeps } from './token-file.ts';
 import { ALLOW_EXEC_VARIABLE, operatorAllows, tokenFileProblem } from './credential-policy.ts';
@@ -180,16 +181,25 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
     const problem = await tokenFileProblem(where, credential, endpoint, deps);
     if (problem !== undefined) throw new KubeconfigSourceError(problem);
   }
-  const bearerToken = await bearerTokenSource(credential, { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true }, loaded.baseDir, deps);
+  const target = { server, caData: cluster.caData, skipTLSVerify: config.insecureSkipTLSVerify === true };
+  const { bearerToken, clientCertificate } = await credentialSource(credential, target, loaded.baseDir, deps);
   // Warn only once everything else is valid: a refused kubeconfig has nothing to warn about.
   const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
   const { exec: _exec, authProvider: _authProvider, ...plainUser } = user;
   return {
-    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, plainUser as User),
+    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, withClientCertificate(plainUser as User, clientCertificate)),
     server,
     insecureSkipTLSVerify: skipTLSVerify,
     ...(bearerToken === undefined ? {} : { bearerToken }),
+    ...(clientCertificate?.renewAt === undefined ? {} : { refreshAfter: clientCertificate.renewAt }),
   };
+}
+
+/** The user with the plugin's client certificate in place of any other (client-node wants base64 of the PEM). */
+function withClientCertificate(user: User, certificate: ExecClientCertificate | undefined): User {
+  if (certificate === undefined) return user;
+  const { certFile: _certFile, keyFile: _keyFile, ...rest } = user;
+  return { ...rest, certData: Buffer.from(certificate.certificate).toString('base64'), keyData: Buffer.from(certificate.key).toString('base64') };
 }
 
 /** How the selected user authenticates: client-node does it (token, certificate, basic), or vault-rollout does. */
@@ -268,23 +278,31 @@ function isLocalSource(config: ClusterConfig): boolean {
   return source !== undefined && ('file' in source || 'env' in source || 'inline' in source);
 }
 
-async function bearerTokenSource(
+/** What vault-rollout adds to the kubeconfig's user: a bearer token source, or an exec plugin's client certificate. */
+interface AddedCredential {
+  bearerToken?: () => Promise<string>;
+  clientCertificate?: ExecClientCertificate;
+}
+
+async function credentialSource(
   credential: UserCredential,
   cluster: { server: string; caData?: string; skipTLSVerify: boolean },
   baseDir: string | undefined,
   deps: KubeconfigSourceDeps,
-): Promise<(() => Promise<string>) | undefined> {
+): Promise<AddedCredential> {
   const clock = deps.clock ?? Date.now;
   if (credential.kind === 'tokenFile') {
-    return tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), { clock, ...deps.tokenFile });
+    return { bearerToken: await tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), { clock, ...deps.tokenFile }) };
   }
   if (credential.kind === 'exec') {
     const info = { server: cluster.server, ...(cluster.caData ? { 'certificate-authority-data': cluster.caData } : {}), ...(cluster.skipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}) };
-    const source = execTokenSource(credential.exec, info, baseDir, { env: deps.env, clock, ...deps.exec });
-    await source(); // run once now: a plugin that cannot work is a start-up error naming the cluster, and its token serves the first request
-    return source;
+    const execDeps = { env: deps.env, clock, ...deps.exec };
+    // Run once now: a plugin that cannot work is a start-up error naming the cluster; its credential serves the first request.
+    const first = await runExecCredential(credential.exec, info, baseDir, execDeps);
+    if (first.kind === 'certificate') return { clientCertificate: first };
+    return { bearerToken: execTokenSource(credential.exec, info, baseDir, execDeps, first) };
   }
-  return undefined;
+  return {};
 }
 
 /**

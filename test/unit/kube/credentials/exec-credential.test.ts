@@ -16,6 +16,9 @@ import type { ClusterConfig } from '../../../../lib/routing/schema.ts';
 import { CA_DATA, recordingLogger, rejectionOf } from './fixtures.ts';
 
 const EXEC_TOKEN = 'exec-plugin-token-4c1d';
+/** PEM-shaped, as JSON string content (the plugin prints them escaped); the handshake itself is tested on the real clusters. */
+const CERT_PEM = '-----BEGIN CERTIFICATE-----\\nQ0VSVA==\\n-----END CERTIFICATE-----\\n';
+const KEY_PEM = '-----BEGIN EC PRIVATE KEY-----\\nS0VZ\\n-----END EC PRIVATE KEY-----\\n';
 let dir: string;
 let now: number;
 
@@ -31,7 +34,9 @@ case "$MODE" in
   slow) sleep 5 ;;
   big) head -c 300000 /dev/zero | tr '\\0' 'x' ;;
   notjson) echo "${EXEC_TOKEN} is not JSON" ;;
-  cert) echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"x","clientKeyData":"y"}}' ;;
+  notpem) echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"x","clientKeyData":"y"}}' ;;
+  certonly) printf '%s\\n' '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"${CERT_PEM}"}}' ;;
+  cert) printf '%s\\n' "{\\"apiVersion\\":\\"client.authentication.k8s.io/v1\\",\\"kind\\":\\"ExecCredential\\",\\"status\\":{\\"clientCertificateData\\":\\"${CERT_PEM}\\",\\"clientKeyData\\":\\"${KEY_PEM}\\"$EXPIRY}}" ;;
   *) echo "{\\"apiVersion\\":\\"$API\\",\\"kind\\":\\"ExecCredential\\",\\"status\\":{\\"token\\":\\"${EXEC_TOKEN}-$(wc -l < "${dir}/runs" | tr -d ' ')\\"$EXPIRY}}" ;;
 esac
 `;
@@ -144,7 +149,9 @@ describe('exec credential plugins', () => {
     ['a plugin that takes too long', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'slow' }))), deps({ exec: { limits: { timeoutMs: 300 } } })), /the exec plugin did not finish within 0.3 s; it was stopped/],
     ['a plugin that prints too much', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'big' }))), deps()), /the exec plugin printed more than 262144 bytes; it was stopped/],
     ['output that is not JSON (not quoted)', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'notjson' }))), deps()), /the exec plugin printed something that is not an ExecCredential \(not JSON\)$/],
-    ['a certificate instead of a token', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'cert' }))), deps()), /carries a client certificate, which vault-rollout does not take from plugins/],
+    ['a client certificate without its key', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'certonly' }))), deps()), /carries clientCertificateData without clientKeyData; a client certificate needs both/],
+    ['a client certificate that is not PEM', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'notpem' }))), deps()), /status.clientCertificateData is not a PEM certificate/],
+    ['an expired client certificate', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'cert', EXPIRY: ',"expirationTimestamp":"2020-01-01T00:00:00Z"' }))), deps()), /returned a client certificate that expired at 2020-01-01T00:00:00Z/],
     ['an expired token', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ EXPIRY: ',"expirationTimestamp":"2020-01-01T00:00:00Z"' }))), deps()), /returned a token that expired at 2020-01-01T00:00:00Z/],
   ];
 
@@ -160,4 +167,16 @@ describe('exec credential plugins', () => {
       deps({ readFile: async () => kubeconfig({ ...exec(), command: './vr-test-plugin' }), env: { PATH: '/usr/bin:/bin', VAULT_ROLLOUT_ALLOW_EXEC: 'lab' } }));
     expect(await access.bearerToken?.()).toBe(`${EXEC_TOKEN}-1`);
   });
+
+  it('takes a client certificate and key from the plugin, as kubectl does (tsh kube credentials): into the TLS options, no bearer token, built again before it expires', async () => {
+    const expires = new Date(now + 3_600_000).toISOString();
+    const access = await resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'cert', EXPIRY: `,"expirationTimestamp":"${expires}"` }))), deps());
+    expect(access.bearerToken).toBeUndefined();
+    const user = access.kubeConfig.getCurrentUser();
+    expect(Buffer.from(user?.certData ?? '', 'base64').toString()).toBe(CERT_PEM.replaceAll('\\n', '\n'));
+    expect(Buffer.from(user?.keyData ?? '', 'base64').toString()).toBe(KEY_PEM.replaceAll('\\n', '\n'));
+    expect(access.refreshAfter).toBe(Date.parse(expires) - 10_000);
+    expect(runs()).toBe(1);
+  });
 });
+
