@@ -4,6 +4,7 @@
 // pod, materialised and run from the container image (test/integration/pod-runner.ts), takes a bearer-authenticated audit entry and restarts
 // a Deployment in alpha (inCluster: true, the chart's ServiceAccount and ClusterRole) and one in beta (the kubeconfig
 // Secret the chart mounts).
+import { randomBytes } from 'node:crypto';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -280,7 +281,8 @@ describe('helm chart on the alpha cluster', () => {
   const ns = uniqueName('vr-chart'); // where the chart is installed (alpha)
   const apps = uniqueName('vr-chart-apps'); // the workloads it restarts (alpha and beta)
   const pvName = `${ns}-data`;
-  const bearer = `t-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  // serve takes webhook secrets of 32 characters or more.
+  const bearer = `t-${randomBytes(16).toString('hex')}`;
   const storageClass = 'vr-chart-test';
   let applied: K8sObject[] = [];
   // The image this checkout builds (test/image/image.ts), named by its digest in the chart's values.
