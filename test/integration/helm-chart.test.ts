@@ -5,6 +5,7 @@
 // a Deployment in alpha (inCluster: true, the chart's ServiceAccount and ClusterRole) and one in beta (the kubeconfig
 // Secret the chart mounts); and `kubectl exec POD -- vault-rollout …` (doctor, status, halts, halts clear) in that pod,
 // from the image's PATH with no shell. What a user meets at install (refusals, schema, notes): helm-chart-install.test.ts.
+import { randomBytes } from 'node:crypto';
 import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -232,7 +233,8 @@ describe('helm chart on the alpha cluster', () => {
   const ns = uniqueName('vr-chart'); // where the chart is installed (alpha)
   const apps = uniqueName('vr-chart-apps'); // the workloads it restarts (alpha and beta)
   const pvName = `${ns}-data`;
-  const bearer = `t-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  // serve takes webhook secrets of 32 characters or more.
+  const bearer = `t-${randomBytes(16).toString('hex')}`;
   const storageClass = 'vr-chart-test';
   let applied: K8sObject[] = [];
   // The image this checkout builds (test/image/image.ts), named by its digest in the chart's values.

@@ -28,13 +28,17 @@ routes:
     targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, selector: "team=payments" }]
 `;
 
-const template = { metadata: { labels: { app: 'tenant' }, annotations: { 'vault-rollout.io/versions': JSON.stringify({ [KEY]: 1 }) } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+/** The pod template of Deployment `app` (its selector is app=<name>), recording the tenant's key. */
+const template = (app: string) => ({
+  metadata: { labels: { app }, annotations: { 'vault-rollout.io/versions': JSON.stringify({ [KEY]: 1 }) } },
+  spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+});
 
 beforeAll(async () => {
   await createNamespace('alpha', NS);
   await Promise.all([
-    ...Array.from({ length: ROUTED }, (_, i) => createWorkload('alpha', NS, 'Deployment', `routed-${i}`, { labels: { team: 'payments' } }, { replicas: 1, template })),
-    ...Array.from({ length: 3 }, (_, i) => createWorkload('alpha', NS, 'Deployment', `unrouted-${i}`, { labels: { team: 'elsewhere' } }, { replicas: 1, template })),
+    ...Array.from({ length: ROUTED }, (_, i) => createWorkload('alpha', NS, 'Deployment', `routed-${i}`, { labels: { team: 'payments' } }, { replicas: 1, template: template(`routed-${i}`) })),
+    ...Array.from({ length: 3 }, (_, i) => createWorkload('alpha', NS, 'Deployment', `unrouted-${i}`, { labels: { team: 'elsewhere' } }, { replicas: 1, template: template(`unrouted-${i}`) })),
   ]);
 }, 180_000);
 afterAll(async () => {
