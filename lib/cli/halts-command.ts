@@ -20,7 +20,7 @@ import type { RoutingTable } from '../routing/routing-table.ts';
 import { classifyKubeError } from '../workloads/kube-errors.ts';
 import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
-import { cliRotationStore, cliRotationStoreName, cliRotationStoreToRead } from './rotation-store.ts';
+import { cliRotationStoreName, cliRotationStoreToRead } from './rotation-store.ts';
 import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { loadRoutes, usageError } from './shared.ts';
@@ -42,11 +42,11 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
   // The table first: a clear whose Event cannot be recorded for want of a readable table is not started.
   const table = action === 'clear' && values.routes !== undefined ? await loadRoutes(io, values.routes) : undefined;
   if (typeof table === 'number') return table;
-  // A read never creates the store (nothing recorded yet lists nothing); a clear opens it.
-  const store = action === 'clear' ? await cliRotationStore(io) : await cliRotationStoreToRead(io);
+  // Neither a read nor a clear creates the store: where nothing was recorded, there is no halt to list or clear.
+  const store = await cliRotationStoreToRead(io);
   try {
     const routes = table && { table, file: values.routes as string };
-    if (action === 'clear') return await clearHalt(io, store as RotationStore, rotation as string, routes);
+    if (action === 'clear') return await clearHalt(io, store, rotation as string, routes);
     const halts = store === undefined ? [] : await store.halts();
     const clearances = (await store?.clearances?.()) ?? [];
     const name = cliRotationStoreName(io);
@@ -61,9 +61,9 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
 type Routes = { table: RoutingTable; file: string } | undefined;
 
 /** Clears the halt, keeping who cleared it in the store, and with a routing table as an Event in the cluster. */
-async function clearHalt(io: CliIo, store: RotationStore, rotation: string, routes: Routes): Promise<number> {
+async function clearHalt(io: CliIo, store: RotationStore | undefined, rotation: string, routes: Routes): Promise<number> {
   const by = clearedBy(io.env);
-  const cleared = await store.clear(rotation, by);
+  const cleared = await store?.clear(rotation, by);
   if (!cleared) {
     io.stderr(`vault-rollout halts: no halt of rotation ${rotation} in ${cliRotationStoreName(io)}\n`);
     return EXIT.failure;
