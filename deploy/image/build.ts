@@ -20,6 +20,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { REPO_ROOT, bundleCli } from './bundle.ts';
 import { APP_BUNDLE, CA_BUNDLE, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
+import { pushLayout } from './push.ts';
 import { writeTar, type TarEntry } from './tar.ts';
 
 export const MEDIA = {
@@ -273,6 +274,16 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
 }
 
 if (import.meta.main) {
-  const image = await buildImage({ log: (line) => process.stderr.write(`[image] ${line}\n`) });
-  process.stdout.write(`${JSON.stringify({ layout: image.layout, archive: image.archive, manifestDigest: image.manifestDigest, built: image.built })}\n`);
+  // `npm run image -- --push HOST[:PORT]/REPOSITORY[:TAG]` also pushes the image to a registry (deploy/image/push.ts).
+  const args = process.argv.slice(2);
+  const pushAt = args.indexOf('--push');
+  const unknown = args.filter((a, i) => !(i === pushAt || i === pushAt + 1));
+  if (unknown.length > 0 || (pushAt >= 0 && args[pushAt + 1] === undefined)) {
+    process.stderr.write(`usage: npm run image [-- --push HOST[:PORT]/REPOSITORY[:TAG]]\n`);
+    process.exit(2);
+  }
+  const log = (line: string) => process.stderr.write(`[image] ${line}\n`);
+  const image = await buildImage({ log });
+  const pushed = pushAt >= 0 ? await pushLayout(image.layout, args[pushAt + 1]!, { log }) : undefined;
+  process.stdout.write(`${JSON.stringify({ layout: image.layout, archive: image.archive, manifestDigest: image.manifestDigest, built: image.built, ...(pushed ? { pushed } : {}) })}\n`);
 }
