@@ -533,6 +533,10 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
     const compat = join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b);
     if (!existsSync(compat)) throw new Error(`${compat} is missing after build-binaries.sh`);
   }
+  // Here, not in each lane's start: test/run-suite.ts builds once before its lanes start side by side, and two
+  // apt-get runs at once would fight over dpkg's lock.
+  const installed = ensureDebianPackages();
+  if (installed.length > 0) log(`installed Debian's ${installed.join(', ')}`);
   log(`binaries ready in ${seconds(t0)}`);
 }
 
@@ -612,8 +616,6 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   rmSync(ETCD_DIR, { recursive: true, force: true });
   mkdirSync(ETCD_DIR, { recursive: true, mode: 0o700 });
 
-  const installed = ensureDebianPackages();
-  if (installed.length > 0) log(`installed Debian's ${installed.join(', ')}`);
   const tRegistry = Date.now();
   const registryReady = startRegistry(p.registry).then(async (registry) => {
     const testImages = await pushTestImages(registry);
