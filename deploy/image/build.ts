@@ -22,6 +22,7 @@ import { bundledPackageDirs } from '../npm/pack.ts';
 import { REPO_ROOT, buildCliBundle } from './bundle.ts';
 import { APP_BUNDLE, CA_BUNDLE, CLI_PATH, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, executableBundle, imageRuntimeConfig, type ImageProvenance } from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
+import { pushLayout } from './push.ts';
 import { imageSbom, SBOM_PATH, type SbomInputs } from './sbom.ts';
 import { writeTar, type TarEntry } from './tar.ts';
 
@@ -300,7 +301,17 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
 }
 
 if (import.meta.main) {
-  const image = await buildImage({ log: (line) => process.stderr.write(`[image] ${line}\n`) });
+  // `npm run image -- --push HOST[:PORT]/REPOSITORY[:TAG]` also pushes the image to a registry (deploy/image/push.ts).
+  const args = process.argv.slice(2);
+  const pushAt = args.indexOf('--push');
+  const unknown = args.filter((a, i) => !(i === pushAt || i === pushAt + 1));
+  if (unknown.length > 0 || (pushAt >= 0 && args[pushAt + 1] === undefined)) {
+    process.stderr.write(`usage: npm run image [-- --push HOST[:PORT]/REPOSITORY[:TAG]]\n`);
+    process.exit(2);
+  }
+  const log = (line: string) => process.stderr.write(`[image] ${line}\n`);
+  const image = await buildImage({ log });
   const { layout, archive, sbom, manifestDigest, built } = image;
-  process.stdout.write(`${JSON.stringify({ layout, archive, sbom, manifestDigest, built })}\n`);
+  const pushed = pushAt >= 0 ? await pushLayout(layout, args[pushAt + 1]!, { log }) : undefined;
+  process.stdout.write(`${JSON.stringify({ layout, archive, sbom, manifestDigest, built, ...(pushed ? { pushed } : {}) })}\n`);
 }

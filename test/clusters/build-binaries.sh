@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control-plane binaries used by the integration
 # clusters (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
-# etcd), the kwok node simulator, and the Argo Rollouts, External Secrets (Vault provider only) and Vault Secrets
+# kubelet and kube-proxy for the real node, etcd), the kwok node simulator, and the Argo Rollouts, External Secrets (Vault provider only) and Vault Secrets
 # Operator controllers from their Go modules, caches them outside the checkout and symlinks them into
 # <repo>/.local/bin/.
 #
@@ -56,10 +56,12 @@ fi
 # stamp: checkouts of an older revision (other worktrees, CI caches) build the
 # old set into `kubernetes-<version>` and would otherwise rebuild it in turn
 # each time one or the other runs.
-K8S_DIR="$CACHE_ROOT/kubernetes-$K8S_VERSION-sched"
+K8S_DIR="$CACHE_ROOT/kubernetes-$K8S_VERSION-node"
 ETCD_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION"
 KWOK_DIR="$CACHE_ROOT/kwok-$KWOK_VERSION"
-K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# kubelet and kube-proxy run the real node of each lane's cluster alpha (test/clusters/real-node.ts); in the same
+# `go build` they add mostly their own packages, the rest is the control plane's.
+K8S_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 # The compatibility lane runs only its control plane on the older version; every lane's kubectl is the main one.
 K8S_COMPAT_BINS=(kube-apiserver kube-controller-manager kube-scheduler)
 # The stamp records what was built; a different stamp means rebuild.

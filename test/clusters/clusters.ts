@@ -12,11 +12,9 @@
 // State lives in <repo>/.local/ (bin/, clusters/, etcd/); binaries are cached
 // by build-binaries.sh under ~/.cache/vault-rollout. Runs on Node >= 24 with
 // type stripping; only node: built-ins.
-import { spawn } from 'node:child_process';
 import {
   closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync,
 } from 'node:fs';
-import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +23,17 @@ import {
   CLUSTERS_DIR, CLUSTERS_FILE, REPO_ROOT, kubeRequest, loadClusters, waitFor,
   type ClusterInfo, type ClustersFile,
 } from './kube-http.ts';
-import { issueCert, writeCa, writeKeyPair, type CertFiles } from './pki.ts';
+import { ensureDebianPackages } from './debian-packages.ts';
+import { issueCert, writeCa, writeKeyPair, writeKubeconfig, type CertFiles } from './pki.ts';
+import {
+  DiedError, httpGet, isAlive, isPid, procCmdline, rethrowWithLog, run, runningPid, sleep, startProcess, stopPids,
+  type Managed, type RunResult,
+} from './processes.ts';
+import {
+  REAL_NODE_NAME, cleanUpRealNode, issueRealNodeCerts, realNodeNetwork, realNodePaths, realNodeProcesses, startRealNode,
+  type RealNodeCerts,
+} from './real-node.ts';
+import { REGISTRY_BINARY, pushTestImages, registryProcess, startRegistry, type TestImages } from './registry.ts';
 import { COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION as MAIN_KUBERNETES_VERSION, LANE_KUBERNETES_BIN_SUBDIR, LANE_KUBERNETES_VERSION, LANE_LOCAL_DIR } from '../lanes.ts';
 
 export const CLUSTER_NAMES = ['alpha', 'beta', 'gamma'] as const;
@@ -63,6 +71,16 @@ const CONTROLLERS = [
 
 /** The simulated nodes of every cluster; kwok manages the nodes carrying KWOK_NODE_ANNOTATION. */
 export const NODE_NAMES = ['kwok-node-0', 'kwok-node-1', 'kwok-node-2'] as const;
+/**
+ * The real node (test/clusters/real-node.ts) joins cluster alpha in the lanes of the main Kubernetes version: its
+ * kubelet is that version's, and a kubelet newer than its API server is not supported (lane c runs an older one).
+ */
+export const REAL_NODE_CLUSTER: ClusterName = 'alpha';
+export const REAL_NODE_ENABLED = LANE_KUBERNETES_VERSION === MAIN_KUBERNETES_VERSION;
+const realNode = () => {
+  const base = ports().etcdClient;
+  return { paths: realNodePaths(join(CLUSTERS_DIR, REAL_NODE_CLUSTER, 'node')), net: realNodeNetwork(base), cgroupRoot: `/vault-rollout-${base}` };
+};
 const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node=fake';
 /** Pod IPs kwok hands out (the Service range is 10.0.0.0/24; nothing is routed to either). */
 const KWOK_POD_CIDR = '10.244.0.0/16';
@@ -90,7 +108,7 @@ export const VSO_NAMESPACE = 'vault-secrets-operator';
 // base+7+10i, kube-scheduler base+8+10i; the Argo Rollouts controller (alpha
 // only) metrics base+5, healthz base+6; on OPERATORS_CLUSTER External Secrets
 // metrics base+14, /healthz base+15, Vault Secrets Operator metrics base+16,
-// /healthz base+19. kwok listens on nothing.
+// /healthz base+19; the OCI registry base+2 (registry.ts). kwok listens on nothing.
 // ---------------------------------------------------------------------------
 interface Ports {
   etcdClient: number;
@@ -104,6 +122,7 @@ interface Ports {
   esoHealthz: number;
   vsoMetrics: number;
   vsoHealthz: number;
+  registry: number;
 }
 
 function ports(): Ports {
@@ -124,6 +143,7 @@ function ports(): Ports {
     esoHealthz: base + 15,
     vsoMetrics: base + 16,
     vsoHealthz: base + 19,
+    registry: base + 2,
   };
 }
 
@@ -138,13 +158,6 @@ function isPortFree(port: number): Promise<boolean> {
 // ---------------------------------------------------------------------------
 // Processes
 // ---------------------------------------------------------------------------
-interface Managed {
-  /** e.g. "etcd", "alpha/kube-apiserver" */
-  label: string;
-  binary: string;
-  pidFile: string;
-  logFile: string;
-}
 
 function etcdProcess(): Managed {
   return { label: 'etcd', binary: bin('etcd'), pidFile: join(ETCD_DIR, 'etcd.pid'), logFile: join(ETCD_DIR, 'etcd.log') };
@@ -171,7 +184,10 @@ function componentProcess(name: string, component: Component): Managed {
 }
 
 function allProcesses(): Managed[] {
+  const node = realNode();
   return [
+    ...(REAL_NODE_ENABLED ? realNodeProcesses(node.paths.dir, node.net, BIN_DIR) : []),
+    registryProcess(),
     componentProcess(ARGO_CLUSTER, 'rollouts-controller'),
     componentProcess(OPERATORS_CLUSTER, 'external-secrets'),
     componentProcess(OPERATORS_CLUSTER, 'vault-secrets-operator'),
@@ -183,41 +199,11 @@ function allProcesses(): Managed[] {
   ];
 }
 
-function procCmdline(pid: number): string[] | undefined {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((s) => s.length > 0);
-  } catch {
-    return undefined;
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // state is the field after "(comm)"
-    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
-
-/** The pid recorded for `p`, if that process is alive and runs p.binary. */
-function runningPid(p: Managed): number | undefined {
-  let pid: number;
-  try {
-    pid = Number(readFileSync(p.pidFile, 'utf8').trim());
-  } catch {
-    return undefined;
-  }
-  if (!Number.isInteger(pid) || pid <= 1 || !isAlive(pid)) return undefined;
-  return procCmdline(pid)?.[0] === p.binary ? pid : undefined;
-}
 
 const SERVER_BINARIES = [
   'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller',
-  'external-secrets', 'vault-secrets-operator',
-].flatMap((b) => [bin(b), ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : [])]);
+  'external-secrets', 'vault-secrets-operator', 'kubelet', 'kube-proxy', REGISTRY_BINARY, '/usr/bin/containerd',
+].flatMap((b) => [b.startsWith('/') ? b : bin(b), ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : [])]);
 
 /**
  * Whether a process's arguments or environment name this lane's state (its clusters' or etcd's directory): another
@@ -255,60 +241,6 @@ function rssKiB(pid: number): number {
   }
 }
 
-function tail(file: string, lines = 25): string {
-  try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-function startProcess(p: Managed, args: string[], env?: Record<string, string>): number {
-  mkdirSync(resolve(p.logFile, '..'), { recursive: true });
-  mkdirSync(resolve(p.pidFile, '..'), { recursive: true });
-  const fd = openSync(p.logFile, 'w', 0o644);
-  try {
-    // detached: own session and process group (pgid = pid), so `down` can
-    // signal the whole group and the processes outlive this Node process.
-    const child = spawn(p.binary, args, {
-      detached: true, stdio: ['ignore', fd, fd], cwd: REPO_ROOT, ...(env ? { env: { ...process.env, ...env } } : {}),
-    });
-    child.on('error', () => { /* reported through the readiness wait */ });
-    if (child.pid === undefined) throw new Error(`could not start ${p.label} (${p.binary})`);
-    child.unref();
-    writeFileSync(p.pidFile, `${child.pid}\n`);
-    return child.pid;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function signal(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, sig); // the process group we created
-  } catch {
-    try { process.kill(pid, sig); } catch { /* gone */ }
-  }
-}
-
-async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
-  const deadline = Date.now() + timeoutMs;
-  let left = pids.filter(isAlive);
-  while (left.length > 0 && Date.now() < deadline) {
-    await sleep(100);
-    left = left.filter(isAlive);
-  }
-  return left;
-}
-
-async function stopPids(pids: number[]): Promise<void> {
-  if (pids.length === 0) return;
-  for (const pid of pids) signal(pid, 'SIGTERM');
-  const left = await waitGone(pids, 20_000);
-  for (const pid of left) signal(pid, 'SIGKILL');
-  const still = await waitGone(left, 5_000);
-  if (still.length > 0) throw new Error(`processes ${still.join(', ')} did not exit`);
-}
 
 /** Stops every process this checkout started: kwok, schedulers, controllers and API servers first, etcd last. */
 async function stopAll(log: Logger): Promise<void> {
@@ -329,10 +261,12 @@ async function stopAll(log: Logger): Promise<void> {
     if (again.length > 0) throw new Error(`processes still running from ${BIN_DIR}: ${again.join(', ')}`);
   }
   for (const p of procs) rmSync(p.pidFile, { force: true });
+  if (REAL_NODE_ENABLED) {
+    const node = realNode();
+    cleanUpRealNode(node.paths, node.net, node.cgroupRoot);
+  }
 }
 
-const isPid = (x: number | undefined): x is number => x !== undefined;
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // ---------------------------------------------------------------------------
 // Small helpers
@@ -340,47 +274,6 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 export type Logger = (msg: string) => void;
 const defaultLog: Logger = (msg) => process.stderr.write(`[clusters] ${msg}\n`);
 
-interface RunResult { stdout: string; stderr: string }
-
-function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
-  return new Promise((res, rej) => {
-    const child = spawn(cmd, args, {
-      cwd: REPO_ROOT,
-      ...(opts.env ? { env: opts.env } : {}),
-      stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.on('data', (d: Buffer) => {
-      stdout += d.toString();
-      if (opts.inheritOutput) process.stderr.write(d);
-    });
-    child.stderr?.on('data', (d: Buffer) => {
-      stderr += d.toString();
-      if (opts.inheritOutput) process.stderr.write(d);
-    });
-    child.on('error', rej);
-    child.on('close', (code, sig) => {
-      if (code === 0) res({ stdout, stderr });
-      else rej(new Error(`${cmd} ${args.join(' ')} exited with ${code ?? sig}\n${stderr.trim().split('\n').slice(-20).join('\n')}`));
-    });
-    if (opts.input !== undefined && child.stdin) child.stdin.end(opts.input);
-  });
-}
-
-function httpGet(url: string, timeoutMs = 2_000): Promise<{ status: number; text: string }> {
-  return new Promise((res, rej) => {
-    const req = httpRequest(url, { timeout: timeoutMs, agent: false }, (r) => {
-      let text = '';
-      r.on('data', (d: Buffer) => { text += d.toString(); });
-      r.on('end', () => res({ status: r.statusCode ?? 0, text }));
-      r.on('error', rej);
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', rej);
-    req.end();
-  });
-}
 
 async function readyz(server: string, caFile: string, timeoutMs = 3_000): Promise<boolean> {
   try {
@@ -473,7 +366,7 @@ interface ClusterPki {
   vaultSecretsOperator?: CertFiles;
 }
 
-function makePki(name: string): ClusterPki {
+function makePki(name: string, extraSans: string[] = []): ClusterPki {
   const dir = join(clusterDir(name), 'pki');
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -481,7 +374,7 @@ function makePki(name: string): ClusterPki {
   const serving = issueCert(dir, ca, {
     name: 'kube-apiserver', commonName: 'kube-apiserver', usage: 'server',
     sans: ['IP:127.0.0.1', 'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default',
-      'DNS:kubernetes.default.svc', 'DNS:kubernetes.default.svc.cluster.local', 'IP:10.0.0.1'],
+      'DNS:kubernetes.default.svc', 'DNS:kubernetes.default.svc.cluster.local', 'IP:10.0.0.1', ...extraSans],
   });
   const frontProxyCa = writeCa(dir, `vault-rollout-${name}-front-proxy-ca`, 'front-proxy-ca');
   const frontProxyClient = issueCert(dir, frontProxyCa, { name: 'front-proxy-client', commonName: 'front-proxy-client', usage: 'client' });
@@ -509,35 +402,6 @@ function makePki(name: string): ClusterPki {
     ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout,
     controllerManager, scheduler, kwok, ...(argoRollouts ? { argoRollouts } : {}), ...operators,
   };
-}
-
-function b64(file: string): string {
-  return readFileSync(file).toString('base64');
-}
-
-function writeKubeconfig(file: string, name: string, server: string, caFile: string, user: string, creds: CertFiles): void {
-  const text = [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    `  - name: ${name}`,
-    '    cluster:',
-    `      server: ${server}`,
-    `      certificate-authority-data: ${b64(caFile)}`,
-    'users:',
-    `  - name: ${user}`,
-    '    user:',
-    `      client-certificate-data: ${b64(creds.certFile)}`,
-    `      client-key-data: ${b64(creds.keyFile)}`,
-    'contexts:',
-    `  - name: ${name}`,
-    '    context:',
-    `      cluster: ${name}`,
-    `      user: ${user}`,
-    `current-context: ${name}`,
-    '',
-  ].join('\n');
-  writeFileSync(file, text, { mode: 0o600 });
 }
 
 // The project's ClusterRole is bound (by infra/rbac/clusterrole.yaml) to the
@@ -660,8 +524,8 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
     throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
   });
   for (const b of [
-    'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kwok', 'rollouts-controller',
-    'external-secrets', 'vault-secrets-operator',
+    'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kubelet', 'kube-proxy', 'kwok',
+    'rollouts-controller', 'external-secrets', 'vault-secrets-operator',
   ]) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
   }
@@ -669,6 +533,10 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
     const compat = join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b);
     if (!existsSync(compat)) throw new Error(`${compat} is missing after build-binaries.sh`);
   }
+  // Here, not in each lane's start: test/run-suite.ts builds once before its lanes start side by side, and two
+  // apt-get runs at once would fight over dpkg's lock.
+  const installed = ensureDebianPackages();
+  if (installed.length > 0) log(`installed Debian's ${installed.join(', ')}`);
   log(`binaries ready in ${seconds(t0)}`);
 }
 
@@ -732,7 +600,7 @@ export async function up(opts: UpOptions = {}): Promise<UpResult> {
 async function startAll(log: Logger): Promise<ClustersFile> {
   const p = ports();
   const needed = [
-    p.etcdClient, p.etcdPeer, p.argoMetrics, p.argoHealthz, p.esoMetrics, p.esoHealthz, p.vsoMetrics, p.vsoHealthz,
+    p.etcdClient, p.etcdPeer, p.registry, p.argoMetrics, p.argoHealthz, p.esoMetrics, p.esoHealthz, p.vsoMetrics, p.vsoHealthz,
     ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i), p.scheduler(i)]),
   ];
   const busy: number[] = [];
@@ -747,6 +615,14 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   rmSync(CLUSTERS_FILE, { force: true });
   rmSync(ETCD_DIR, { recursive: true, force: true });
   mkdirSync(ETCD_DIR, { recursive: true, mode: 0o700 });
+
+  const tRegistry = Date.now();
+  const registryReady = startRegistry(p.registry).then(async (registry) => {
+    const testImages = await pushTestImages(registry);
+    log(`registry ready at ${registry} with ${testImages.pause} and ${testImages.busybox} after ${seconds(tRegistry)}`);
+    return { registry, testImages };
+  });
+  registryReady.catch(() => { /* awaited below */ });
 
   // etcd, shared: each cluster keeps its data under its own prefix.
   const tEtcd = Date.now();
@@ -776,11 +652,14 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   const infos: ClusterInfo[] = [];
   const pkis = new Map<string, ClusterPki>();
   const waits: Promise<void>[] = [];
+  let nodeCerts: RealNodeCerts | undefined;
   CLUSTER_NAMES.forEach((name, i) => {
     const dir = clusterDir(name);
     mkdirSync(join(dir, 'logs'), { recursive: true });
-    const pki = makePki(name);
+    const withNode = REAL_NODE_ENABLED && name === REAL_NODE_CLUSTER;
+    const pki = makePki(name, withNode ? [`IP:${realNode().net.hostIp}`] : []);
     pkis.set(name, pki);
+    if (withNode) nodeCerts = issueRealNodeCerts(join(clusterDir(name), 'pki'), pki.ca, realNode().net);
     const port = p.apiserver(i);
     const server = `https://127.0.0.1:${port}`;
     const apiserver = componentProcess(name, 'kube-apiserver');
@@ -789,8 +668,7 @@ async function startAll(log: Logger): Promise<ClustersFile> {
       `--etcd-prefix=/vault-rollout/${name}`,
       '--bind-address=127.0.0.1',
       `--secure-port=${port}`,
-      '--advertise-address=127.0.0.1',
-      '--endpoint-reconciler-type=none', // the `kubernetes` Endpoints may not hold a loopback address
+      ...advertiseFlags(name, nodeCerts, pki.ca.certFile),
       '--service-cluster-ip-range=10.0.0.0/24', // allocation only: nothing is ever routed there
       `--tls-cert-file=${pki.serving.certFile}`,
       `--tls-private-key-file=${pki.serving.keyFile}`,
@@ -896,12 +774,17 @@ async function startAll(log: Logger): Promise<ClustersFile> {
   log(`controller managers working after ${seconds(tCtl)}`);
 
   await startNodes(log, infos);
-  await Promise.all([startArgoRollouts(log, infos, p), startOperators(log, infos, p)]);
+  const images = await registryReady;
+  await Promise.all([
+    startArgoRollouts(log, infos, p), startOperators(log, infos, p),
+    ...(nodeCerts ? [startTheRealNode(log, infos, p, nodeCerts, images)] : []),
+  ]);
 
   const file: ClustersFile = {
     kubernetesVersion: KUBERNETES_VERSION,
     etcd: { endpoint: etcdEndpoint },
     clusters: infos,
+    ...images,
   };
   writeFileSync(CLUSTERS_FILE, `${JSON.stringify(file, null, 2)}\n`);
   return file;
@@ -916,6 +799,35 @@ async function startAll(log: Logger): Promise<ClustersFile> {
 async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
   const manifest = join(REPO_ROOT, 'test', 'clusters', 'admission-policy.yaml');
   await run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', `--filename=${manifest}`]);
+}
+
+/**
+ * Where the API server says it is. Alpha's, with the real node, advertises the host's end of the node's link, where
+ * socat carries connections to 127.0.0.1 (the `kubernetes` Service's endpoint for pods), and reaches kubelet with a
+ * client certificate, checking kubelet's serving certificate against the cluster CA. Elsewhere 127.0.0.1, with no
+ * `kubernetes` Endpoints (they may not hold a loopback address).
+ */
+function advertiseFlags(name: string, certs: RealNodeCerts | undefined, caFile: string): string[] {
+  if (certs === undefined || name !== REAL_NODE_CLUSTER) return ['--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none'];
+  return [
+    `--advertise-address=${realNode().net.hostIp}`,
+    `--kubelet-client-certificate=${certs.apiserverKubeletClient.certFile}`,
+    `--kubelet-client-key=${certs.apiserverKubeletClient.keyFile}`,
+    `--kubelet-certificate-authority=${caFile}`,
+    '--kubelet-preferred-address-types=InternalIP',
+  ];
+}
+
+async function startTheRealNode(log: Logger, infos: ClusterInfo[], p: Ports, certs: RealNodeCerts,
+  images: { registry: string; testImages: TestImages }): Promise<void> {
+  const t0 = Date.now();
+  const i = CLUSTER_NAMES.indexOf(REAL_NODE_CLUSTER);
+  const cluster = infos[i]!;
+  await startRealNode({
+    ...realNode(), cluster, certs, binDir: BIN_DIR, apiPort: p.apiserver(i), registry: images.registry,
+    pauseImage: images.testImages.pause,
+  });
+  log(`${cluster.name}: real node ${REAL_NODE_NAME} Ready after ${seconds(t0)}`);
 }
 
 /** kwok per cluster (after its RBAC), its three Nodes, and a wait until they are Ready. */
@@ -1133,19 +1045,6 @@ interface NodeStatusView {
 const isNodeReady = (n: NodeStatusView): boolean =>
   (n.status?.conditions ?? []).some((x) => x.type === 'Ready' && x.status === 'True');
 
-class DiedError extends Error {
-  readonly fatal = true; // stops waitFor at once
-  constructor(p: Managed) {
-    super(`${p.label} exited`);
-  }
-}
-
-function rethrowWithLog(p: Managed): (err: unknown) => never {
-  return (err: unknown) => {
-    throw new Error(`${p.label} did not become ready: ${err instanceof Error ? err.message : String(err)}\n` +
-      `--- last lines of ${p.logFile} ---\n${tail(p.logFile)}`, { cause: err });
-  };
-}
 
 function memorySummary(): { kib: number; count: number } {
   let kib = 0;
@@ -1165,6 +1064,7 @@ function printSummary(log: Logger, file: ClustersFile): void {
     log(`  admin:         ${c.adminKubeconfig}`);
     log(`  vault-rollout: ${c.vaultRolloutKubeconfig}`);
   }
+  if (file.registry) log(`registry: ${file.registry}`);
   const mem = memorySummary();
   log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB; machine-readable: ${CLUSTERS_FILE}`);
 }
@@ -1195,6 +1095,9 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
   const etcdPid = runningPid(etcdProcess());
   log(`etcd: ${etcdPid !== undefined ? `pid ${etcdPid}` : 'not running'}${file ? ` ${file.etcd.endpoint}` : ''}`);
   let ok = etcdPid !== undefined && file !== undefined;
+  const registryPid = runningPid(registryProcess());
+  log(`registry: ${file?.registry ?? 'none'} (${registryPid !== undefined ? `pid ${registryPid}` : 'not running'})`);
+  ok &&= registryPid !== undefined;
   for (const name of CLUSTER_NAMES) {
     const api = runningPid(componentProcess(name, 'kube-apiserver'));
     const kcm = runningPid(componentProcess(name, 'kube-controller-manager'));
@@ -1211,9 +1114,16 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
     const pidOf = (pid: number | undefined): string => (pid !== undefined ? `pid ${pid}` : 'not running');
     log(`${name}: kube-apiserver ${pidOf(api)}, /readyz ${ready ? 'ok' : 'not ready'}, ` +
       `kube-controller-manager ${pidOf(kcm)}, kube-scheduler ${pidOf(sched)}, kwok ${pidOf(kwok)}, ` +
-      `nodes Ready ${nodes}/${NODE_NAMES.length}` + (name === ARGO_CLUSTER ? `, rollouts-controller ${pidOf(argo)}` : '') +
+      `nodes Ready ${nodes}/${NODE_NAMES.length + (REAL_NODE_ENABLED && name === REAL_NODE_CLUSTER ? 1 : 0)}` + (name === ARGO_CLUSTER ? `, rollouts-controller ${pidOf(argo)}` : '') +
       (name === OPERATORS_CLUSTER ? `, external-secrets ${pidOf(eso)}, vault-secrets-operator ${pidOf(vso)}` : '') +
       (info ? `, ${info.server}` : ''));
+  }
+  if (REAL_NODE_ENABLED) {
+    const node = realNode();
+    const procs = realNodeProcesses(node.paths.dir, node.net, BIN_DIR).map((x) => ({ x, pid: runningPid(x) }));
+    ok &&= procs.every(({ pid }) => pid !== undefined);
+    log(`${REAL_NODE_CLUSTER}: real node ${REAL_NODE_NAME} (netns ${node.net.netns}, ${node.net.nodeIp}): ` +
+      procs.map(({ x, pid }) => `${x.label.split('/')[1]} ${pid !== undefined ? `pid ${pid}` : 'not running'}`).join(', '));
   }
   const mem = memorySummary();
   log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB`);

@@ -36,6 +36,10 @@ export interface ClustersFile {
   kubernetesVersion: string;
   etcd: { endpoint: string };
   clusters: ClusterInfo[];
+  /** The lane's OCI registry, HOST:PORT on 127.0.0.1 (test/clusters/registry.ts). */
+  registry?: string;
+  /** The pause and busybox images built and pushed there. */
+  testImages?: { pause: string; busybox: string };
 }
 
 /** Reads clusters.json; throws (never returns empty) when the clusters were not set up. */

@@ -5,7 +5,7 @@
 // Nothing here prints key material.
 import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface KeyPairFiles {
@@ -113,4 +113,34 @@ export function issueCert(dir: string, ca: CertFiles, opts: IssueOptions): CertF
   rmSync(csr);
   rmSync(cnf);
   return { certFile, keyFile };
+}
+
+function b64(file: string): string {
+  return readFileSync(file).toString('base64');
+}
+
+/** A kubeconfig of one cluster and one client-certificate user (the files' contents inline). */
+export function writeKubeconfig(file: string, name: string, server: string, caFile: string, user: string, creds: CertFiles): void {
+  const text = [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    `  - name: ${name}`,
+    '    cluster:',
+    `      server: ${server}`,
+    `      certificate-authority-data: ${b64(caFile)}`,
+    'users:',
+    `  - name: ${user}`,
+    '    user:',
+    `      client-certificate-data: ${b64(creds.certFile)}`,
+    `      client-key-data: ${b64(creds.keyFile)}`,
+    'contexts:',
+    `  - name: ${name}`,
+    '    context:',
+    `      cluster: ${name}`,
+    `      user: ${user}`,
+    `current-context: ${name}`,
+    '',
+  ].join('\n');
+  writeFileSync(file, text, { mode: 0o600 });
 }

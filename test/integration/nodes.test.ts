@@ -8,8 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ARGO_CLUSTER, ARGO_NAMESPACE, NODE_NAMES } from '../clusters/clusters.ts';
+import { ARGO_CLUSTER, ARGO_NAMESPACE, NODE_NAMES, REAL_NODE_CLUSTER, REAL_NODE_ENABLED } from '../clusters/clusters.ts';
 import { clusterClient, loadClusters, waitFor, type KubeClient, type KubeResponse } from '../clusters/kube-http.ts';
+import { REAL_NODE_NAME } from '../clusters/real-node.ts';
 
 const { clusters } = loadClusters();
 const NS = `vr-nodes-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -109,11 +110,12 @@ for (const c of clusters) {
   describe(`cluster ${c.name}`, () => {
     const admin = clusterClient(c, 'admin');
 
-    it(`has ${NODE_NAMES.length} Ready nodes managed by kwok`, async () => {
+    it(`has ${NODE_NAMES.length} Ready nodes managed by kwok (and alpha its real node)`, async () => {
       const res = await admin.request<List<Node>>('GET', '/api/v1/nodes');
       expectStatus(res, 200);
-      expect(res.body.items.map((n) => n.metadata.name).sort()).toEqual([...NODE_NAMES]);
-      for (const n of res.body.items) {
+      const real = REAL_NODE_ENABLED && c.name === REAL_NODE_CLUSTER ? [REAL_NODE_NAME] : [];
+      expect(res.body.items.map((n) => n.metadata.name).sort()).toEqual([...NODE_NAMES, ...real]);
+      for (const n of res.body.items.filter((x) => !real.includes(x.metadata.name))) {
         expect(isReady(n), n.metadata.name).toBe(true);
         expect(n.metadata.annotations?.['kwok.x-k8s.io/node']).toBe('fake');
         expect(Number(n.status.allocatable?.pods)).toBeGreaterThan(0);
