@@ -59,7 +59,7 @@ export const apply = {
 export const doctor = {
   name: 'doctor',
   summary: 'Check credentials, reachability and permissions in every cluster',
-  description: 'Per cluster: credentials, reachability and version, who we are, and whether we may get, list and patch each targeted kind in each targeted namespace and create events; whether the admission policy (admission-policy) is installed, enforced and covers the table.',
+  description: 'Per cluster: credentials, reachability and version, who we are, and whether we may get, list, watch and patch each targeted kind in each targeted namespace and create events; whether the admission policy (admission-policy) is installed, enforced and covers the table.',
   options: [routes, clusterKubeconfig],
   outputs: TABLE_JSON_YAML,
   exits: [

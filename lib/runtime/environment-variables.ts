@@ -95,4 +95,6 @@ export const ENVIRONMENT_VARIABLES: readonly EnvironmentVariable[] = [
   { name: 'NO_COLOR', readBy: ['cli'], description: 'Any non-empty value: no colour in the tables the CLI prints (FAILED, HALTED, POISONED, BEHIND), even on a terminal.', secret: false },
   { name: 'TERM', readBy: ['cli'], description: '`dumb`: no colour in the tables the CLI prints.', secret: false },
   { name: 'PATH', readBy: ['serve', 'worker', 'cli'], description: 'Where a kubeconfig\'s exec credential plugin is looked up.', secret: false },
+  { name: 'USER', readBy: ['cli'], description: '`halts clear`: who cleared a halt, when the operating system cannot say (kept in the store\'s trail).', secret: false },
+  { name: 'LOGNAME', readBy: ['cli'], description: '`halts clear`: who cleared a halt, when neither the operating system nor USER can say.', secret: false },
 ];

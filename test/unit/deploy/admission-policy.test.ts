@@ -196,7 +196,7 @@ describe('the policy allows UPDATEs only in the namespaces the routes target', (
     const file = `clusters:\n  a: { kubeconfig: { file: a.yaml } }\nvault: { mounts: { secret: 2 } }\nroutes:\n${routes}`;
     const io = memoryIo({ 'r.yaml': file });
     expect(await main(['admission-policy', '--routes', 'r.yaml'], io)).toBe(0);
-    expect(io.err).toBe('admission-policy: warning: apps/Deployment may be patched in every namespace: route any, target 1: namespaces ["*"] reaches every namespace; the policy bounds its fields, not its namespaces\n');
+    expect(io.err).toBe('vault-rollout admission-policy: warning: apps/Deployment may be patched in every namespace: route any, target 1: namespaces ["*"] reaches every namespace; the policy bounds its fields, not its namespaces\n');
     const bounded = memoryIo({ 'r.yaml': readRepoFile('infra/routes/example.yaml') });
     expect(await main(['admission-policy', '--routes', 'r.yaml'], bounded)).toBe(0);
     expect(bounded.err).toBe('');

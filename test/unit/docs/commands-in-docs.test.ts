@@ -62,7 +62,7 @@ describe('the documentation\'s commands and markers', () => {
 
   it('refuses a renamed flag, an unknown flag, an unknown command and a bad value, in the parser\'s words', () => {
     expect(checkInvocation(['plan', '--routes', 'r.yaml', '--input', 'a.log'])).toBeUndefined();
-    expect(checkInvocation(['plan', '--routes', 'r.yaml', '--inputs', 'a.log'])).toMatch(/unknown option '--inputs'/);
+    expect(checkInvocation(['plan', '--routes', 'r.yaml', '--inputs', 'a.log'])).toMatch(/unknown option "--inputs"/);
     expect(checkInvocation(['plann'])).toBe('unknown command "plann"');
     expect(checkInvocation(['relay', '--audit-file', 'a.log', '--batch-wait-ms', '500'])).toMatch(
       /--batch-wait-ms is no longer accepted: use --batch-wait/,
