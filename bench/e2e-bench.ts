@@ -22,7 +22,7 @@ const GOAL_RATIO = 3;
 
 /**
  * `follow: false`: serve with VAULT_ROLLOUT_FOLLOW=off, patching only (figures named `..._patch_only`). By default
- * serve follows each restart's rollout out of line (issue #23: a continuation in a group of its own), so a write
+ * serve follows each restart's rollout out of line (a continuation in a group of its own), so a write
  * never waits for the previous write's rollout.
  */
 export async function e2eBench(options: { follow?: boolean } = {}): Promise<Figure[]> {

@@ -1,11 +1,11 @@
 /**
- * Never wait in line (issue #23), on the real test clusters:
+ * Never wait in line, on the real test clusters:
  *
  * - `behind`: while one Deployment's rollout takes about a minute (6 replicas replaced one at a time, each Ready 10 s
  *   after it starts: kwok's "slow" readiness), write → patch of another workload in the same cluster and of one in
  *   another cluster, through a real OpenBao's http audit device and `serve`; baseline: a PATCH sent straight to the
- *   API server after a write. Before #23 the same changes waited out the slow rollout (28.6 s and 28.7 s, measured
- *   for the issue).
+ *   API server after a write. Before continuations, the same changes waited out the slow rollout (28.6 s and 28.7 s,
+ *   measured then).
  * - `wake`: from a rollout's last pod Ready (the Deployment's status says complete, seen on a watch) to its
  *   RolloutComplete Event (seen on a watch) in `serve`, with its watch waking the held continuation; baseline: the
  *   same `serve` with VAULT_ROLLOUT_WATCH=off, where the continuation sees it at its next look (as in Lambda).
@@ -170,7 +170,7 @@ routes:
     const rawP50 = round(median(rawMs), 1);
     const rawP99 = round(percentile(rawMs, 99), 1);
     const base = { name: 'a PATCH sent straight to the API server after the write', value: rawP50 };
-    const note = (where: string) => `OpenBao ${server.version} dev server -> http audit device -> serve (defaults: follow on, watch on, 4 loops) -> ${where}; ${WRITES} sequential writes (after ${WARMUP} warm-up), all within ${round(measuredFor / 1000, 1)} s of the slow rollout's patch, which was still rolling at the end (6 replicas one at a time, 10 s each); before #23: 28.6 s (same cluster) and 28.7 s (other cluster)`;
+    const note = (where: string) => `OpenBao ${server.version} dev server -> http audit device -> serve (defaults: follow on, watch on, 4 loops) -> ${where}; ${WRITES} sequential writes (after ${WARMUP} warm-up), all within ${round(measuredFor / 1000, 1)} s of the slow rollout's patch, which was still rolling at the end (6 replicas one at a time, 10 s each); before continuations: 28.6 s (same cluster) and 28.7 s (other cluster)`;
     const figures = (prefix: string, ms: number[], where: string): Figure[] => {
       const p50 = round(median(ms), 1);
       const p99 = round(percentile(ms, 99), 1);
@@ -318,7 +318,7 @@ export async function lambdaCostBench(): Promise<Figure[]> {
     return [
       { name: 'lambda_worker_step_ms', value: round(step, 1), unit: 'ms', spread: [round(Math.min(...stepMs), 1), round(Math.max(...stepMs), 1)], runs: stepMs.length, note: `one cluster message: plan, one LIST, ${Math.ceil(WORKLOADS / clusters)} PATCHes, Events, one look, the continuation sent; processBatch on the real test clusters` },
       { name: 'lambda_continuation_look_ms', value: round(look, 1), unit: 'ms', spread: [round(Math.min(...lookMs), 1), round(Math.max(...lookMs), 1)], runs: lookMs.length, note: 'one continuation look while the rollouts still roll: one LIST, each rollout judged, held again' },
-      { name: 'lambda_gb_s_per_rotation', value: round(afterGbS, 2), unit: 'GB-s', goal: '< baseline', met: afterGbS < beforeGbS, baseline: { name: 'before #23: followed in line, every second of the rollout billed', value: round(beforeGbS, 2) }, runs: ROUNDS, note: `${perCluster}: ${clusters} steps + ${clusters} × ${looks} looks (the waiting decision's delays over ${ROLLOUT_MS / 1000} s) = ${clusters * (1 + looks)} invocations; before: ${clusters} invocations of step + 60 s and ${clusters} follow-ups of 60 s; on paper from the measured durations (billed per ms, cold starts left out)` },
+      { name: 'lambda_gb_s_per_rotation', value: round(afterGbS, 2), unit: 'GB-s', goal: '< baseline', met: afterGbS < beforeGbS, baseline: { name: 'before continuations: followed in line, every second of the rollout billed', value: round(beforeGbS, 2) }, runs: ROUNDS, note: `${perCluster}: ${clusters} steps + ${clusters} × ${looks} looks (the waiting decision's delays over ${ROLLOUT_MS / 1000} s) = ${clusters * (1 + looks)} invocations; before: ${clusters} invocations of step + 60 s and ${clusters} follow-ups of 60 s; on paper from the measured durations (billed per ms, cold starts left out)` },
     ];
   } finally {
     await s.close();

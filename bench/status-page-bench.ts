@@ -1,5 +1,5 @@
 /**
- * The status page (issue #26) for 100 clusters x 50 workloads: 50 paths x 100 consumers, three waves (the last one
+ * The status page for 100 clusters x 50 workloads: 50 paths x 100 consumers, three waves (the last one
  * still behind: a rotation in progress), a few failed rollouts and halts — the status `vault-rollout status` computes
  * from such a fleet (fleetStatus over synthetic listings: the LISTs themselves are `status`'s own figure,
  * status_fleet_100x50_seconds, and `serve` reuses one read for 5 s). Figures:

@@ -1,5 +1,5 @@
 /**
- * Lambda: the notifications' sender (issue #26), out of line. The worker writes each rotation event to the outbox in
+ * Lambda: the notifications' sender, out of line. The worker writes each rotation event to the outbox in
  * the rotation-state table (one conditional put per event id, a delivery item per sink); the table's stream invokes
  * this function with the deliveries just written (serverless.yml filters the stream to INSERTs of `notify#` /
  * `sink#` keys; the stream carries keys only). Each delivery is leased by a conditional update, sent (one POST or SNS

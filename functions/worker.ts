@@ -1,6 +1,6 @@
 /**
  * Lambda: the SQS FIFO consumer that restarts workloads, reporting partial batch failures. No invocation waits on
- * a rollout (issue #23): a cluster message patches, looks once, and hands what is still rolling to a continuation
+ * a rollout: a cluster message patches, looks once, and hands what is still rolling to a continuation
  * message; each later look is a short invocation of its own, held in the queue in between.
  *
  * A batch holds one message per invocation unless a route sets `rollout.settle` (then up to 10, so a cluster's held

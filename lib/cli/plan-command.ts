@@ -17,7 +17,7 @@ export async function planCommand(argv: string[], io: CliIo): Promise<number> {
   if (typeof loaded === 'number') return loaded;
   const { table, parsed } = loaded;
   let plan = planRollouts(table, parsed.changes);
-  // Key-level restarts (issue #24): each write compared with the one before it in this input (a store of this run
+  // Key-level restarts: each write compared with the one before it in this input (a store of this run
   // only, never the state store), so a captured audit log shows which keys each entry changed.
   if (tableUsesKeys(table)) {
     parsed.changes = (await resolveKeyChanges(parsed.changes, plan.routed, new MemoryKeyBaselineStore(), Date.now())).changes;

@@ -95,7 +95,7 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     if (!region) return usageError(io, 'relay', 'cannot tell the SQS region from the queue URL: set AWS_REGION');
     const endpoint = env.AWS_ENDPOINT_URL_SQS ?? env.AWS_ENDPOINT_URL;
     const client = new SQSClient({ region, ...(endpoint ? { endpoint } : {}) });
-    // Key-level restarts (issue #24): this relay plans, so it keeps the key baselines of what it sees: in the state
+    // Key-level restarts: this relay plans, so it keeps the key baselines of what it sees: in the state
     // table or file when one is set (VAULT_ROLLOUT_STATE_TABLE / _DB), else in a SQLite file beside its spool.
     mkdirSync(values.spool, { recursive: true, mode: 0o700 });
     const store = await rotationStoreFromEnv(env, join(values.spool, 'key-baselines.sqlite'));

@@ -142,7 +142,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
-  // Notifications (issue #26): the worker writes rotation events to the outbox in the rotation store; this loop, beside
+  // Notifications: the worker writes rotation events to the outbox in the rotation store; this loop, beside
   // the worker's loops, sends them. A sink that fails or hangs delays no restart.
   const notify = resolveSinks(table.allSinks, { env: io.env });
   for (const [name, problem] of notify.problems) io.stderr(`vault-rollout serve: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
@@ -176,7 +176,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     telemetry,
     executor,
     invalidate: (cluster) => clients.invalidate(cluster),
-    // Gates queue the next wave here (issue #12).
+    // Gates queue the next wave here.
     queue,
     // As in Lambda: follow each restart out of line, by continuations in the (in-process) queue.
     ...(values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } }),
@@ -211,7 +211,7 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     }
     page = opened;
   }
-  // The rotation store keeps the key baselines too (issue #24): serve's intake compares each write's keys with them.
+  // The rotation store keeps the key baselines too: serve's intake compares each write's keys with them.
   const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(page ? { statusPage: page.render, ...(access ? { statusAccess: access } : {}) } : {}), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.

@@ -70,7 +70,7 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
-  // Notifications (issue #26): the worker writes rotation events to the outbox in the rotation store (DynamoDB or
+  // Notifications: the worker writes rotation events to the outbox in the rotation store (DynamoDB or
   // SQLite); this loop, beside the pollers (never in them), sends them, as in serve. A sink that fails or hangs delays
   // no message. Against the Lambda deployment's table its notify function may send them too: each delivery is leased
   // by a conditional update, so one sender at a time has it.

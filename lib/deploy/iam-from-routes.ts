@@ -20,7 +20,7 @@
  * - `kubeconfig: { secretsManager }`: `secretsmanager:GetSecretValue` on the secret: a full ARN as given, a name as
  *   `arn:…:secret:<name>-??????` (Secrets Manager appends six random characters to every secret's ARN).
  * - `kubeconfig: { file | env | inline }`: nothing.
- * The notify function (notifications, issue #26) may publish to exactly the SNS topics the table's sinks name
+ * The notify function (notifications) may publish to exactly the SNS topics the table's sinks name
  * (`sns:Publish`) and read exactly the SSM parameters that hold the variables its sinks name (`<prefix>/<VARIABLE>`);
  * a topic encrypted with a customer managed key also needs kms:GenerateDataKey and kms:Decrypt, not granted here.
  * SecureString parameters and secrets encrypted with the AWS managed keys (aws/ssm, aws/secretsmanager) need no

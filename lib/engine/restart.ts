@@ -47,7 +47,7 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
     const skips = run.options.overrideRecorded === true ? {} : recordedSkips(object);
     const decision = decideRestart(recorded, target, { override: run.options.overrideRecorded === true });
     if (decision.action === 'skip') {
-      // A newer version restarted it since (issue #23: the newest value wins): a slot this older restart held
+      // A newer version restarted it since (the newest value wins): a slot this older restart held
       // belongs to a rollout that no longer runs, so it goes back now rather than at its lease's end.
       if (slot) await run.admission?.release(slot);
       return done('skipped', SUPERSEDED_REASON, attempts, decision.reason);
@@ -55,7 +55,7 @@ export async function restartWorkload(run: ClusterRun, target: RolloutTarget, re
     if (decision.action === 'unchanged') return withSlot({ ...done('unchanged', 'already restarted for this version', attempts), follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) } });
     // A gate's look: a target skipped by keys at this version has nothing to roll out.
     if (run.options.observeOnly) return skippedByKeysAt(target, skips) ? done('skipped', KEYS_UNCHANGED_REASON, attempts) : done('skipped', NOT_RESTARTED_YET, attempts);
-    // Key-level restarts (issue #24): none of the keys it uses changed and it stands at the version before. The skip
+    // Key-level restarts: none of the keys it uses changed and it stands at the version before. The skip
     // is recorded AS a skip (KeySkip, on the metadata beside reconcile's versions), never as a version: a later change
     // of this version that names a used key still restarts it, and status shows it unverified until reconcile
     // confirmed the version with Vault. No slot is taken, nothing is followed.

@@ -47,7 +47,7 @@ export async function executeConsumersTarget(ctx: ConsumersStepContext, target: 
   const read = await ctx.read(descriptor, target.namespace, target.name);
   if (!read.ok) return [result({ kind: target.kind, name: target.name, outcome: 'failed', reason: read.failure.reason, detail: read.failure.reason === 'not found' ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)` : read.failure.detail, attempts: read.attempts })];
 
-  // The operator always syncs (issue #24): only its consumers may be skipped for keys they do not use.
+  // The operator always syncs: only its consumers may be skipped for keys they do not use.
   const nudged = await ctx.restart(everyKey(target), descriptor, read.value);
   const nudge = nudged.result;
   if (nudge.outcome !== 'restarted' && nudge.outcome !== 'unchanged') {
@@ -119,7 +119,7 @@ async function restartConsumers(ctx: ConsumersStepContext, target: ConsumersRoll
   }
   return Promise.all(
     mine.map(async (c) => {
-      // Issue #24: the keys this consumer uses, from its pod template and the synced resource, where the routes say none.
+      // The keys this consumer uses, from its pod template and the synced resource, where the routes say none.
       const own = sync && synced && 'secret' in consumed ? withConsumerKeys(target, c, consumed.secret, { kind: sync.kind, name: target.name, object: synced }) : target;
       const done = await ctx.restart(own, WORKLOAD_KINDS[c.kind], c.object);
       return { ...done, result: { ...done.result, detail: [done.result.detail, `consumes ${describeConsumed(consumed)}: ${c.via.join(', ')}`].filter(Boolean).join('; ') } };

@@ -42,7 +42,7 @@ export interface FollowSettings {
   /** How long the call may spend following (a foreground command: `apply --wait`); not used with `once`. */
   budgetMs: number;
   /**
-   * One look instead of following (the worker, issue #23): where each rollout, sync and slot stands now, read once;
+   * One look instead of following (the worker): where each rollout, sync and slot stands now, read once;
    * nothing waits, and deferred targets are not tried again in this call (the next look tries them).
    */
   once?: boolean;
@@ -92,7 +92,7 @@ export interface ExecutorOptions {
   /** How often a call that has deferred targets asks the store again while following (other workers free slots). */
   slotPollMs?: number;
   /**
-   * Read and follow only, never patch (a wave's gate, issue #12): a workload that would be restarted comes back
+   * Read and follow only, never patch (a wave's gate): a workload that would be restarted comes back
    * `skipped` with reason NOT_RESTARTED_YET — its cluster's message has not been worked yet.
    */
   observeOnly?: boolean;
@@ -102,7 +102,7 @@ export interface ExecutorOptions {
 export const SUPERSEDED_REASON = 'older version';
 
 /**
- * A `skipped` result's reason when none of the keys a target uses changed (issue #24): its record moved to the new
+ * A `skipped` result's reason when none of the keys a target uses changed: its record moved to the new
  * version without a restart; the detail names the keys and the version (`keys password, api_key unchanged in v7`).
  */
 export const KEYS_UNCHANGED_REASON = 'keys unchanged';

@@ -34,7 +34,7 @@ export interface AppDeps {
    * empty when ready. Without it, /readyz answers ready whenever /healthz does.
    */
   notReady?: () => Promise<string[]> | string[];
-  /** Key-level restarts (issue #24): where each path's key baselines are kept; without it every change is every key. */
+  /** Key-level restarts: where each path's key baselines are kept; without it every change is every key. */
   baselines?: KeyBaselineStore;
   /**
    * Prometheus's text exposition (serve: GET /metrics). Unauthenticated like /healthz and /readyz: counts with enum and

@@ -24,7 +24,7 @@ export const METRICS = {
   lag: 'VaultToPatchLag',
   /** Queue messages refused by the worker (forged, foreign or unreadable): never executed. Alarmed. */
   refusedMessages: 'RefusedMessages',
-  /** Rotations a wave's gate halted (issue #12): later waves not restarted. Alarmed. */
+  /** Rotations a wave's gate halted: later waves not restarted. Alarmed. */
   haltedRotations: 'HaltedRotations',
   /**
    * Messages the queue took back before the worker handed them back (a refused heartbeat, delete, release or defer:

@@ -1,5 +1,5 @@
 /**
- * Delivering the outbox (issue #26), out of line: a pass takes the deliveries that are due, sends each to its sink
+ * Delivering the outbox, out of line: a pass takes the deliveries that are due, sends each to its sink
  * (concurrently, each bounded by the sink's timeout), and marks it sent, due again after a backoff, or dropped after
  * MAX_ATTEMPTS. Nothing here runs inside a rotation's step: the worker only writes the outbox, so a sink that fails or
  * hangs delays no restart. Every outcome is counted (`Notifications` by outcome) and a failure is logged with the

@@ -1,5 +1,5 @@
 /**
- * A rotation event as notifications carry it (issue #26): what happened to which rotation, where, and why — paths,
+ * A rotation event as notifications carry it: what happened to which rotation, where, and why — paths,
  * versions, clusters, workloads and reasons only, never a secret value, token, URL or HMAC. Its id is derived from
  * the rotation, the kind and where (wave, cluster, workload), so every worker that sees the same event computes the
  * same id: the outbox keeps one of them (lib/rotations/notification-outbox.ts).

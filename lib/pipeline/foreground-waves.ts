@@ -1,5 +1,5 @@
 /**
- * Waves in the foreground (issue #21): what `apply --wait` and `reset-version` run instead of restarting every target
+ * Waves in the foreground: what `apply --wait` and `reset-version` run instead of restarting every target
  * at once. The same change sets, waves, gate decisions (`decideGate`) and rotation store as the queue's gates, so a
  * person rotating by hand gets the waves and the halt the table asks for, and a halt recorded by either path holds on
  * the other: a change of a halted rotation is refused here too, and a gate passed here releases the wave for the

@@ -1,6 +1,6 @@
 /**
  * A wave's gate message: look at the wave's rollouts, then release the next wave, look again later, or halt the
- * rotation (issue #12; lib/plan/waves.ts decides, this acts).
+ * rotation (lib/plan/waves.ts decides, this acts).
  */
 import { NOT_RESTARTED_YET, type RolloutResult } from '../engine/types.ts';
 import { executeRollouts, recordHalt } from './kube-executor.ts';
@@ -91,7 +91,7 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     return false;
   }
   const since = times.startedAt === undefined ? undefined : Date.parse(times.startedAt);
-  // One look at the wave (issue #23): where each rollout stands now, never a wait in line.
+  // One look at the wave: where each rollout stands now, never a wait in line.
   const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: 0, once: true, since: since ?? now() } });
   const secrets = [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
   const fields = { messageId: record.messageId, route: set.route, secrets, wave: message.wave + 1, waves: set.waves.length, clusters: wave.clusters };

@@ -33,7 +33,7 @@ export interface IntakeResult {
 export async function intake(text: string, deps: { table: RoutingTable; queue: RolloutQueue; now: () => number; format?: InputFormat; baselines?: KeyBaselineStore }): Promise<IntakeResult> {
   const parsed = parseInput(text, { mounts: deps.table.mounts, format: deps.format ?? 'auto' });
   let plan = planRollouts(deps.table, parsed.changes);
-  // Key-level restarts (issue #24): which keys each change changed, where a target says which keys it uses.
+  // Key-level restarts: which keys each change changed, where a target says which keys it uses.
   let keyStoreErrors: number | undefined;
   if (deps.baselines !== undefined && tableUsesKeys(deps.table)) {
     const resolved = await resolveKeyChanges(parsed.changes, plan.routed, deps.baselines, deps.now());
@@ -53,7 +53,7 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
 
 /**
  * What every path that restarts queues (the intake, the relay's SQS sender, reconcile): per cluster, its changes —
- * all clusters at once for changes whose route has no waves; for a route with waves (issue #12), the first wave's
+ * all clusters at once for changes whose route has no waves; for a route with waves, the first wave's
  * clusters and the gate that will queue the next wave once this one is healthy. Later waves are never queued here:
  * a halt then needs nothing taken back, and the worker refuses a later-wave message no passed gate released
  * (lib/pipeline/wave-guard.ts). Each message of a rotation carries the rotation's whole change set, so the worker,

@@ -1,5 +1,5 @@
 /**
- * The intake's half of key-level restarts (issue #24): for each routed change, in the order of the input, look up
+ * The intake's half of key-level restarts: for each routed change, in the order of the input, look up
  * the baseline of its path from the same audit device, decide which keys it changed (lib/plan/changed-keys.ts, pure),
  * store what the next write compares with, and put the changed keys on the change that goes on the queue. A store
  * that cannot be read or written costs nothing but precision: that change counts as every key.

@@ -1,5 +1,5 @@
 /**
- * Wakes a held message early (issue #23): in a long-lived process (`serve`, `worker`), a continuation or gate held
+ * Wakes a held message early: in a long-lived process (`serve`, `worker`), a continuation or gate held
  * in the queue to look again later is woken the moment a watch sees one of the rollouts it waits on end, instead of
  * at its next look — so a rollout's last pod Ready reaches the log and its Event within a watch event and a receive.
  *

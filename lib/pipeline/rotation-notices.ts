@@ -1,5 +1,5 @@
 /**
- * Which rotation events the worker notifies (issue #26), written to the outbox and nowhere else: a step never sends
+ * Which rotation events the worker notifies, written to the outbox and nowhere else: a step never sends
  * a notification and never waits for one (serve's loop delivers them, lib/notify/delivery.ts). Each event's id comes
  * from the rotation, the kind and where (lib/notify/event.ts), and the outbox keeps one per id, so a redelivered
  * message, a gate worked again or a restarted `serve` notifies nothing twice. A failure here is logged and the step

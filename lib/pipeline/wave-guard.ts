@@ -1,5 +1,5 @@
 /**
- * The wave guard (issue #21): what the worker checks, against the rotation store, before it restarts anything. A
+ * The wave guard: what the worker checks, against the rotation store, before it restarts anything. A
  * message is a claim, never a command, so the worker does not take its `wave` on trust:
  *
  * - a message (cluster or gate) carrying a change of a halted rotation is refused, whoever sent it — the intake, a

@@ -35,14 +35,14 @@ export interface WorkerDeps {
   invalidate?: (cluster: string) => void;
   now?: () => number;
   /**
-   * Follow each restart out of line (issue #23): the step patches, takes one look, and hands what is still under
+   * Follow each restart out of line: the step patches, takes one look, and hands what is still under
    * way (a rollout, an operator's sync, a slot to free) to a continuation — the same changes in a group of their
    * own, sent with `requeue` before the cluster's message is acknowledged — which looks again later until the
    * rollouts end (lib/plan/look-again.ts). Nothing waits in line; nothing restarts twice. Without it, a restart's
    * result is the patch alone.
    */
   follow?: { requeue: (message: RolloutMessage) => Promise<void> };
-  /** Where gates queue the next wave and their own fresh copies (issue #12); without it a gate is redelivered. */
+  /** Where gates queue the next wave and their own fresh copies; without it a gate is redelivered. */
   queue?: RolloutQueue;
   /** Gates: how long to wait before the next look at a wave still rolling (default 10 s; a watch may wake it earlier). */
   gate?: { recheckMs?: number };

@@ -62,7 +62,7 @@ export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'mess
   const message = parseRolloutMessage(record.body);
   if ('error' in message) return { refused: message.error };
   if (isGateMessage(message)) return { refused: 'a gate message outside a gate group' };
-  // A continuation has a group of its own (its cluster and changes); one from before issue #23 came in the cluster's.
+  // A continuation has a group of its own (its cluster and changes); one from before continuations came in the cluster's.
   const groups = message.follow ? [message.cluster, followGroupId(message.cluster, message.changes)] : [message.cluster];
   if (!groups.includes(record.groupId)) return { refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"` };
   if (!table.clusters.has(message.cluster)) return { refused: `cluster "${message.cluster.slice(0, 63)}" is not in the routing table` };
@@ -138,7 +138,7 @@ async function workGroup(group: readonly QueueRecord[], deps: WorkerDeps, outcom
 }
 
 /**
- * A group's messages as units of work, refusals acknowledged on the way. Settle (issue #12): when the routes of a
+ * A group's messages as units of work, refusals acknowledged on the way. Settle: when the routes of a
  * cluster's messages set `settle`, the group's messages are held while the newest is younger than the window (at
  * most SETTLE_MAX_WINDOWS windows after the oldest, and at most HOLDS_BEFORE_RESEND holds), then worked as ONE
  * plan: each workload gets one restart recording every version.
@@ -230,7 +230,7 @@ export const SLOT_LOOK_MS = 2_000;
 
 /**
  * One cluster message (or a settled burst), or one look of a continuation: read, decide, admit, patch, record, take
- * ONE look at where the restarts stand, and hand what is still under way to a continuation (issue #23). The
+ * ONE look at where the restarts stand, and hand what is still under way to a continuation. The
  * cluster's next message never waits for a rollout. False: redeliver.
  */
 async function workCluster(records: readonly QueueRecord[], planned: Extract<MessagePlan, { message: RolloutMessage }>, deps: WorkerDeps, outcome: BatchOutcome): Promise<boolean> {
@@ -266,7 +266,7 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     if ((r.outcome === 'restarted' || message.follow) && (r.rollout === 'complete' || r.rollout === 'failed' || r.rollout === 'timeout')) deps.telemetry.metric(METRICS.rolloutDuration, Math.max(0, now() - (since ?? startedAt)), 'Milliseconds', { cluster: r.cluster, outcome: r.rollout });
   }
   const failures = out.filter((r) => r.outcome === 'failed');
-  // Rotation events go to the outbox (issue #26); a loop elsewhere sends them, so this never waits on a sink.
+  // Rotation events go to the outbox; a loop elsewhere sends them, so this never waits on a sink.
   const notice = (finished: boolean, expired?: RolloutResult[]) => noticeLook(deps, { cluster: message.cluster, changes: planned.changes, plan: planned.plan, targets }, out, { sinceMs: since ?? startedAt, finished, ...(expired ? { expired } : {}) });
   const group = record.groupId;
   deps.telemetry.info(message.follow ? 'continuation looked' : 'rollout message done', { messageId, cluster: message.cluster, ...(message.follow ? { round: message.follow.round } : {}), results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts, ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}) })) });

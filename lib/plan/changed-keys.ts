@@ -1,5 +1,5 @@
 /**
- * Key-level restarts (issue #24), pure: which keys a change changed, judged from the audit log's HMACs (never a
+ * Key-level restarts, pure: which keys a change changed, judged from the audit log's HMACs (never a
  * secret value), and whether a target that uses only other keys may be skipped.
  *
  * The comparison is always with the version just before: a create/update of version v is compared with the baseline
@@ -155,7 +155,7 @@ export function keySkipsOf(target: Pick<RolloutTarget, 'secrets' | 'uses'>): Rec
 export const skippedByKeysAt = (target: Pick<RolloutTarget, 'secrets'>, skips: RecordedSkips): boolean => target.secrets.length > 0 && target.secrets.every((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);
 
 /**
- * A consumer's own target: the keys it uses, found where the routes do not say (issue #24) — the Secret keys its pod
+ * A consumer's own target: the keys it uses, found where the routes do not say — the Secret keys its pod
  * template reads, mapped back to Vault keys through the operator's resource that writes the Secret (ESO `property`,
  * VSO one to one). Declared keys win; a path whose keys cannot be followed stays every key.
  */

@@ -1,5 +1,5 @@
 /**
- * The one waiting decision (issue #23). Nothing in vault-rollout waits in line for the world — a rollout, a wave's
+ * The one waiting decision. Nothing in vault-rollout waits in line for the world — a rollout, a wave's
  * gate, an operator's sync, a settle window, a rollout slot: a step acts, takes ONE look at where things stand, and
  * this decides what becomes of it, the way controller-runtime's `Result{RequeueAfter}` and Argo Rollouts'
  * `enqueueRolloutAfter` do:

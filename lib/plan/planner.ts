@@ -22,7 +22,7 @@ export interface SecretRef {
   id: string;
   time: string;
   /**
-   * The keys this change changed, relative to the version before it (issue #24, resolved by the intake from the
+   * The keys this change changed, relative to the version before it (resolved by the intake from the
    * audit log's HMACs); absent: every key (no comparison was possible). A target whose keys are disjoint from them
    * is skipped only while its record is at the version before (lib/plan/changed-keys.ts keyLevelSkip).
    */

@@ -1,5 +1,5 @@
 /**
- * Progressive rotation (issue #12), the pure half: which clusters a set of changes reaches in which wave, and what a
+ * Progressive rotation, the pure half: which clusters a set of changes reaches in which wave, and what a
  * wave's gate does given the states read back from its clusters. No clock, no network: `now` is an argument, so
  * the intake, the worker and `plan` agree, and the rules are table-tested.
  */

@@ -28,7 +28,7 @@ export interface RolloutMessage {
   /** When the change was accepted (ISO), for the lag metric. */
   acceptedAt: string;
   /**
-   * Set on a continuation (issue #23): the same changes, handed to the queue in a group of their own
+   * Set on a continuation: the same changes, handed to the queue in a group of their own
    * (`followGroupId`) because something they restarted is still under way — a rollout, an operator's sync, a slot
    * to free. The cluster step sends it before its own message is acknowledged, so the cluster's next message runs at
    * once; each look decides finish | expire | look again later (lib/plan/look-again.ts). `since` is when the first
@@ -45,7 +45,7 @@ export interface RolloutMessage {
 }
 
 /**
- * A wave's gate (issue #12): the same CHANGES, never targets, and which wave of their plan to check. The worker
+ * A wave's gate: the same CHANGES, never targets, and which wave of their plan to check. The worker
  * plans them with its own table, reads that wave's targets in their clusters, and then queues the next wave (and
  * its gate), halts, or hands the gate back to the queue to look again later. Its message group is
  * `gate-<hash of the changes>`, so a gate that waits never holds a cluster's messages.
@@ -154,7 +154,7 @@ const QueuedChangeSchema = z.strictObject({
   id: z.string().max(CHANGE_LIMITS.id),
   // Some feeds give no time (''); the planner then has none to record, as it does for the feed itself.
   time: z.string().max(CHANGE_LIMITS.time),
-  // Issue #24: the keys the intake found changed (absent: every key). Names only. A sender of the queue can now also
+  // The keys the intake found changed (absent: every key). Names only. A sender of the queue can now also
   // say "none of your keys": a keyed target whose record is at the version before is then skipped and its record
   // moved on (docs/how-to/key-level-restarts.md, what the feed's integrity decides).
   changedKeys: z.array(z.string().min(1).max(KEY_DIGEST_LIMITS.length)).max(KEY_DIGEST_LIMITS.keys).optional(),

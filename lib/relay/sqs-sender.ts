@@ -17,7 +17,7 @@ export interface SqsSenderOptions {
   /** The queue URL, for logs. */
   queueUrl: string;
   now?: () => number;
-  /** Key-level restarts (issue #24): where this relay keeps the key baselines of the paths it sees. */
+  /** Key-level restarts: where this relay keeps the key baselines of the paths it sees. */
   baselines?: KeyBaselineStore;
 }
 

@@ -23,10 +23,10 @@ export function planJson(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
       kvVersionFrom: c.kvVersionFrom,
       record: c.record,
       routes: plan.routed[i] ?? [],
-      // Issue #24: the key names the entry carries (never their digests) and, once the intake compared them, which changed.
+      // The key names the entry carries (never their digests) and, once the intake compared them, which changed.
       ...(c.keyDigests === undefined ? {} : { keys: c.keyDigests.toJSON() }),
       changedKeys: c.changedKeys ?? 'all',
-      // Issue #28: the event's Vault index (not secret), for a tool reading Vault after it: send it as X-Vault-Index.
+      // The event's Vault index (not secret), for a tool reading Vault after it: send it as X-Vault-Index.
       ...(c.vaultIndex === undefined ? {} : { vaultIndex: c.vaultIndex }),
     })),
     ignored: parsed.ignored,
@@ -101,7 +101,7 @@ export function describeTarget(t: RolloutTarget): string {
 }
 
 /**
- * Issue #24: what the engine would say of this target if its record is at the version before each change (the only
+ * What the engine would say of this target if its record is at the version before each change (the only
  * case it skips): `keys password unchanged in v7`; undefined when it restarts whatever its record.
  */
 export function keysWouldSkip(t: RolloutTarget): string | undefined {

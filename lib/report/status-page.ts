@@ -1,5 +1,5 @@
 /**
- * The fleet status page (issue #26): what `vault-rollout status` computes, as one HTML document — served by
+ * The fleet status page: what `vault-rollout status` computes, as one HTML document — served by
  * `serve --status-page` at GET /status, and written by `status --output html` for teams on Lambda. One renderer for
  * both; it reads nothing, it lays out a status already computed (fleetStatus, the store's halts, pathRotations).
  *

@@ -4,8 +4,8 @@
  *   rotation#<key> / halt      record: the halt as JSON, haltedAt
  *   rotation#<key> / times#<wave>   startedAt, completeAt: each set once (if_not_exists), the gate's clock; ttl
  *   halted#<change key> / <rotation key>    one per change of a halted rotation, so a message's changes are looked up
- *   keys#<path key> / <device>   key baselines (issue #24): version, record (key names, digests of HMACs), ttl
- *   notify#<event id> / event    notifications' outbox (issue #26): the event id, put once (a conditional put), ttl
+ *   keys#<path key> / <device>   key baselines: version, record (key names, digests of HMACs), ttl
+ *   notify#<event id> / event    notifications' outbox: the event id, put once (a conditional put), ttl
  *   notify#<event id> / sink#<name>   a delivery: body (the event as JSON), state, attempts, dueAt (ms), ttl; while
  *                                pending also outboxDue = "pending", the key of the sparse index `outbox-due` (with
  *                                dueAt) that `vault-rollout worker`'s loop queries for what is due

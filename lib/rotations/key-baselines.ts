@@ -1,5 +1,5 @@
 /**
- * Key-level restarts' baselines (issue #24): per (audit device, Vault path), the digest of each key's HMAC at the
+ * Key-level restarts' baselines: per (audit device, Vault path), the digest of each key's HMAC at the
  * newest version the intake saw, so the next write's keys can be compared with it (lib/plan/changed-keys.ts). Kept
  * in the store each runtime already has for rotations (SQLite in `serve`, DynamoDB in Lambda, memory in tests), with
  * a TTL: an expired or missing baseline only means the next write restarts every keyed target, as today.

@@ -1,5 +1,5 @@
 /**
- * Notifications' outbox (issue #26), kept in the rotation store: one row per rotation event, written once — the
+ * Notifications' outbox, kept in the rotation store: one row per rotation event, written once — the
  * conditional insert IS the deduplication, so a redelivered message, a gate worked twice or a `serve` restart that
  * emits the same event again finds its id and sends nothing — and one delivery per sink, which a poller (serve's
  * loop, never a step of the worker) takes, sends and marks. Rows live for a TTL, then go.

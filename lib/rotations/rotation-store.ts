@@ -1,5 +1,5 @@
 /**
- * A rotation's durable state (issue #21): how far its waves were released, and whether it halted. A rotation is one
+ * A rotation's durable state: how far its waves were released, and whether it halted. A rotation is one
  * change set (lib/plan/waves.ts `ChangeSet`), named by its key, the hash of its changes. Every path that restarts
  * reads it — the worker before it restarts anything in a later wave or for a halted change, reconcile before it
  * queues, `apply` before it patches — and only a gate that passed (release) or failed (halt) writes it. So a halt

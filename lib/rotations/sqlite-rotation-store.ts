@@ -14,7 +14,7 @@ import { clearanceOf, MAX_LISTED_CLEARANCES, parseStoredClearance, type ClearedB
 /** The column of each wave time (never a name from input). */
 const WAVE_COLUMNS: Readonly<Record<WaveMark, string>> = { startedAt: 'started_at', completeAt: 'complete_at' };
 
-/** Also the key baselines (issue #24) and the notifications' outbox (issue #26): the same file, so `serve` needs no other. */
+/** Also the key baselines and the notifications' outbox: the same file, so `serve` needs no other. */
 export class SqliteRotationStore implements RotationStore, KeyBaselineStore, NotificationOutbox {
   private readonly db: DatabaseSync;
 

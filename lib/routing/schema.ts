@@ -104,7 +104,7 @@ export type MaxUnavailable = z.infer<typeof MaxUnavailableSchema>;
 export const RolloutSettingsSchema = z.strictObject({
   timeout: DurationSchema.optional().describe('how long a restarted workload may take to roll out before it counts as timeout (default 10m)'),
   maxUnavailable: MaxUnavailableSchema.optional().describe('workloads rolling at the same time, per cluster and over the fleet; the others wait (outcome deferred) for a slot'),
-  // --- progressive rotation (waves, gates, halts, settle): issue #12 ---
+  // --- progressive rotation (waves, gates, halts, settle) ---
   waves: z.array(z.strictObject({ clusters: ClusterSelectorSchema.describe('label selector or list of cluster names, as for targets') })).min(1, 'list at least one wave').max(MAX_WAVES, `at most ${MAX_WAVES} waves`).optional()
     .describe('in order; the clusters of one wave restart in parallel; clusters in no wave go last, as one wave'),
   gate: z
@@ -144,7 +144,7 @@ export const ClusterSchema = z
 export type ClusterConfig = z.infer<typeof ClusterSchema>;
 
 /**
- * Notifications (issue #26): where rotation events go. Sink secrets — the Slack and Teams webhook URLs (whoever holds
+ * Notifications: where rotation events go. Sink secrets — the Slack and Teams webhook URLs (whoever holds
  * one can post to the channel), the webhook's HMAC key — are named by environment variable, never written in the
  * table; the table is read by editors, CI and `plan`. The URLs are checked when a process reads them (https only).
  */
@@ -206,7 +206,7 @@ const NameBoundSchema = z
 export const TARGET_KEY_LIMITS = { keys: 64, length: 256 } as const;
 
 /**
- * The keys of the Vault secret a target uses (issue #24): it restarts only when one of them changed, judged from the
+ * The keys of the Vault secret a target uses: it restarts only when one of them changed, judged from the
  * audit log's HMACs (lib/plan/changed-keys.ts). Without it every key counts (a whole-secret restart). Key names are
  * not secrets: they travel in queue messages and plans.
  */

@@ -74,7 +74,7 @@ export interface NotificationPolicy {
 export const DEFAULT_PROGRESSING_AFTER_MS = 15 * 60_000;
 
 /**
- * How one route's changes are rolled out across clusters (issue #12). Without `waves`, all at once as before.
+ * How one route's changes are rolled out across clusters. Without `waves`, all at once as before.
  * A route's `rollout` block overrides the top-level one field by field (`gate` too, field by field); `waves` is
  * replaced whole.
  */

@@ -27,7 +27,7 @@ export function lambdaWorkerDeps(runtime: LambdaRuntime): WorkerDeps {
   return {
     table,
     rotations,
-    // Notifications (issue #26): rotation events go to the outbox in the state table; the notify function sends them.
+    // Notifications: rotation events go to the outbox in the state table; the notify function sends them.
     ...(rotations instanceof DynamoDbRotationStore && table.allSinks.size > 0 ? { notifications: { outbox: rotations } } : {}),
     telemetry,
     executor: { access: (name, config) => clients.get(name, config), logger: telemetry, ...(slots ? { slots } : {}) },

@@ -40,7 +40,7 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
   const region = env.AWS_REGION;
   let queue: SqsRolloutQueue | undefined;
   const getQueue = () => (queue ??= new SqsRolloutQueue({ client: new SQSClient({ region }), queueUrl: required(env, 'VAULT_ROLLOUT_QUEUE_URL', 'the SQS FIFO queue URL') }));
-  // Key-level restarts (issue #24): the intake keeps each path's key baselines in the rotation table (its role may
+  // Key-level restarts: the intake keeps each path's key baselines in the rotation table (its role may
   // touch only the `keys#` items there: serverless.yml). Without the table every change is every key.
   const stateTable = env.VAULT_ROLLOUT_STATE_TABLE;
   let baselines: KeyBaselineStore | undefined;

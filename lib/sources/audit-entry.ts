@@ -130,7 +130,7 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
   const kvVersion = tableVersion ?? inferKvVersion(rest, request.operation, version);
   const meaning = kvMeaning(kvVersion, rest, request.operation);
   if (meaning.kind === 'ignored') return meaning;
-  // A KV v2 data write says which keys it carries (issue #24); a v1 write has no versions to compare between.
+  // A KV v2 data write says which keys it carries; a v1 write has no versions to compare between.
   const keyDigests = kvVersion === 2 && meaning.operation === 'write' ? keyDigestsOf(value, request.operation) : undefined;
   return changed(ctx, {
     namespace,

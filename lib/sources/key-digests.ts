@@ -1,5 +1,5 @@
 /**
- * Which keys a KV v2 write carries, judged without a secret value (issue #24). A KV write's audit entry keeps map
+ * Which keys a KV v2 write carries, judged without a secret value. A KV write's audit entry keeps map
  * keys in clear and HMACs every string value with the audit device's own key: `request.data.data = {"password":
  * "hmac-sha256:…"}`. The HMAC of an unchanged value is the same in every entry of the same device, so comparing
  * them tells which keys changed. Only a digest (SHA-256) of each HMAC is kept, and only inside this object: its

@@ -40,7 +40,7 @@ export interface SecretChange {
   /** Where in the input the record was. */
   record: string;
   /**
-   * What a KV v2 write's audit entry says of its keys (issue #24): their names and a digest of each HMAC, kept
+   * What a KV v2 write's audit entry says of its keys: their names and a digest of each HMAC, kept
    * private to the object (never serialized, never queued). Absent for every other change.
    */
   keyDigests?: KeyDigests;

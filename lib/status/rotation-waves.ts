@@ -1,5 +1,5 @@
 /**
- * Where a path's rotation stands in its waves, for the status page (issue #26): the waves and gate of the route the
+ * Where a path's rotation stands in its waves, for the status page: the waves and gate of the route the
  * path follows (the planner's change set, as the intake and the gate worker plan it: lib/plan/waves.ts), and per wave
  * what `status` already read of its consumers. Pure: it re-reads nothing, it only regroups one `PathStatus` by wave
  * and places the rotation store's halts. The gates' own state (how long a wave waited) lives only in queue messages;

@@ -1,5 +1,5 @@
 /**
- * Which keys a consumer uses (issue #24), from its pod template and the operator's resource alone — never the Secret.
+ * Which keys a consumer uses, from its pod template and the operator's resource alone — never the Secret.
  * A pod reads a Secret's keys by `env[].valueFrom.secretKeyRef.key` and by the `items[].key` of a `secret` volume or a
  * `projected` volume's secret source; `envFrom` and a mount without `items` read every key. The Secret's keys map back
  * to Vault keys through the operator's resource: an ExternalSecret's `data[].remoteRef.property` (ESO), one to one for

@@ -177,7 +177,7 @@ describe('the vault-rollout identity is allowed every restart the product makes'
   });
 });
 
-describe('the vault-rollout identity restarts only in the namespaces the routes target (issue #21)', () => {
+describe('the vault-rollout identity restarts only in the namespaces the routes target', () => {
   const restartPatch = { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': '2026-11-23T00:00:00Z' } } } } };
 
   it('refuses a restart patch in a namespace no route targets, where RBAC allows it; allows the same patch in a targeted one', async () => {

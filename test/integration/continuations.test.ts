@@ -1,5 +1,5 @@
 /**
- * Never wait in line (issue #23), on the real clusters: a Deployment whose rollout takes about 30 s (3 replicas,
+ * Never wait in line, on the real clusters: a Deployment whose rollout takes about 30 s (3 replicas,
  * `vault-rollout.test/readiness: slow`: each new pod Ready 10 s after it starts, one at a time) is patched, and
  * while it rolls:
  *

@@ -1,5 +1,5 @@
 /**
- * Serverless for real (issue #23): a worker restarts a Deployment whose new pods become Ready only after ~10 s
+ * Serverless for real: a worker restarts a Deployment whose new pods become Ready only after ~10 s
  * (`vault-rollout.test/readiness: slow`, see test/clusters/README.md). It never waits in line: it patches, looks
  * once, and hands the rollout to a continuation in the SQS FIFO queue (ElasticMQ), whose looks find the workload
  * `unchanged`, are held by visibility in between (re-sent fresh before the redrive limit), and end with `complete`

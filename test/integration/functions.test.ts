@@ -92,7 +92,7 @@ describe('functions/worker', () => {
 
   it('restarts the good record, retries the failing cluster, refuses the poison and the forged record', async () => {
     const saved = { ...process.env };
-    // The queue the step hands its continuation to (issue #23: the rollout is followed out of line), on ElasticMQ.
+    // The queue the step hands its continuation to (the rollout is followed out of line), on ElasticMQ.
     const emulator = await startSqsEmulator();
     const sqs = emulatorClient(emulator.endpoint);
     const queue = await createFifoQueueWithDlq(sqs, { name: 'functions-worker' });

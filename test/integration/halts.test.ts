@@ -1,5 +1,5 @@
 /**
- * A halt holds on every path (issue #21), on the real clusters and a real OpenBao:
+ * A halt holds on every path, on the real clusters and a real OpenBao:
  *
  * 1. `apply` of a three-wave table (gamma -> alpha -> beta, gate `healthy`, onFailure halt) restarts wave by wave,
  *    each wave after the previous one is complete plus the pause.

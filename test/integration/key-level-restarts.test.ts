@@ -1,5 +1,5 @@
 /**
- * Key-level restarts end to end (issue #24): a real OpenBao 2.7 and a real Vault 1.21, each with a file audit device
+ * Key-level restarts end to end: a real OpenBao 2.7 and a real Vault 1.21, each with a file audit device
  * followed by the relay into `serve` (with its SQLite rotation store keeping the key baselines), and a real test
  * cluster. One secret with three keys; one Deployment per key and one that uses all of them (no `keys:`). Rotating
  * one key restarts exactly the workloads that use it (a write, then a patch); a write that changes no value restarts

@@ -311,7 +311,7 @@ describe('the Lambda worker on a real FIFO queue', () => {
       // The next change: beta's message is receivable while the first invocation still hangs on the other cluster,
       // because beta's first message was deleted when beta was worked, not when the batch ended.
       await post(intake, 'secret/holds/isolated', 3);
-      // (beta's restart is followed by a continuation in a group of its own, issue #23: not what this test is about.)
+      // (beta's restart is followed by a continuation in a group of its own, not what this test is about.)
       const next = await waitFor(async () => {
         const got = (await receive()).filter((m) => !m.Attributes?.MessageGroupId?.startsWith('follow-'));
         return got.length > 0 ? got : undefined;

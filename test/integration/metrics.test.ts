@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics on `serve`, on the real test clusters (issue #26): a rotation of two secrets through two waves
+ * Prometheus metrics on `serve`, on the real test clusters: a rotation of two secrets through two waves
  * (gamma, then alpha; gate `healthy`, onFailure halt) where one secret's new pods never become Ready in gamma, so its
  * gate halts and the other's gate releases alpha. Then GET /metrics says what happened: changes received, restarts
  * by cluster and outcome, one halt, one release, rollout durations, Kubernetes request latency, the queue — and

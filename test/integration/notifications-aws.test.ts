@@ -1,5 +1,5 @@
 /**
- * Notifications outside `serve` (issue #26), on DynamoDB Local and ElasticMQ: the outbox in the rotation-state table
+ * Notifications outside `serve`, on DynamoDB Local and ElasticMQ: the outbox in the rotation-state table
  * (created as serverless.yml declares it: pk/sk, TTL, the `outbox-due` index).
  *
  * 1. The DynamoDB outbox itself, two handles on one table: an event id is recorded once, a delivery is leased to one

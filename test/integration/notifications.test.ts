@@ -1,5 +1,5 @@
 /**
- * Notifications from `serve` on the real test clusters (issue #26). A two-wave table (gamma, then alpha; gate
+ * Notifications from `serve` on the real test clusters. A two-wave table (gamma, then alpha; gate
  * `healthy`, onFailure halt) and three webhook-style sinks on loopback: `ok` answers 200 and checks every request's
  * HMAC signature (notification context: verifyNotification); `err` (Slack-shaped) answers 500; `hang` never answers.
  *

@@ -1,5 +1,5 @@
 /**
- * The rotation store's semantics (issue #21), one table of behaviours run against the DynamoDB store on DynamoDB Local
+ * The rotation store's semantics, one table of behaviours run against the DynamoDB store on DynamoDB Local
  * (what Lambda uses) and the SQLite store (serve, worker, the CLI), two handles on one table or file each: a release
  * by one worker is seen by the other, a release never goes down, a halt is found by any of its changes and cleared,
  * a wave's start and completion are written once (the gate's clock) and cleared with the halt, and a clear keeps who
@@ -119,7 +119,7 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     expect(await a.halts()).toEqual([]);
   });
 
-  it('key baselines (issue #24): per device, forward only while alive, an expired one replaced; forget one device, clear the path', async () => {
+  it('key baselines: per device, forward only while alive, an expired one replaced; forget one device, clear the path', async () => {
     const [a, b] = (await make()) as unknown as [KeyBaselineStore, KeyBaselineStore];
     // The real clock, not a fixed date: DynamoDB Local removes items whose TTL has passed (as DynamoDB does, late),
     // so a baseline stamped to expire in the past may vanish between two reads.

@@ -2,8 +2,8 @@
 // change still restarts its workload (nothing lost: the SQLite queue had it on disk before the 202), and each
 // workload gets exactly one new ReplicaSet (nothing doubled: a redelivered change finds its restart recorded and
 // re-sends the identical patch, which writes nothing). Each Deployment's rollout takes about 10 s (one pod, kwok's
-// "slow" readiness), so a third of the kills land while the restart's continuation is pending in the queue (issue
-// #23), and the continuations left behind finish without a dead letter. Bounded: 100 rounds in 4 lanes (each its
+// "slow" readiness), so a third of the kills land while the restart's continuation is pending in the queue, and the
+// continuations left behind finish without a dead letter. Bounded: 100 rounds in 4 lanes (each its
 // own serve child and queue file, 25 workloads), at most 12 minutes; the children share a compile cache, since
 // starting serve is most of a round. Never skipped.
 import type { ChildProcess } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * The fleet status page (issue #26) in a real headless Chromium (Debian's package), on the real test clusters,
+ * The fleet status page in a real headless Chromium (Debian's package), on the real test clusters,
  * during a rotation with waves and a halt: `serve --status-page` works two secrets through three waves (gamma, then
  * alpha, then beta; gate `healthy`, a 30 s pause, onFailure halt). `held`'s version-2 pods never become Ready in
  * gamma, so its gate halts at wave 1; `good` passes wave 1 and waits out the pause. A third workload records a path

@@ -1,5 +1,5 @@
 // `vault-rollout status` on the real test clusters and a real OpenBao: current, behind, failed, halted and poisoned
-// consumers, the exit codes, and `--wait` returning when the last (slow) consumer completes. Issue #21: a `..` record
+// consumers, the exit codes, and `--wait` returning when the last (slow) consumer completes. A `..` record
 // key makes no request outside `secret/metadata/` (OpenBao's audit log says), a tenant's look-alike halt Event is
 // ignored, and a workload reconcile recorded without a restart is current (exit 0). Never skipped.
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -132,7 +132,7 @@ describe('vault-rollout status', () => {
     const token = deployment.spec.template.metadata.annotations['vault-rollout.io/restart-token'] ?? '';
     expect(token).not.toBe('');
     const message = 'vault-rollout halted the rotation of secret/status/old@1 at wave 1 of 2: alpha rollout failed';
-    // Issue #21: anyone who may create Events writes one with the name and reason status looks for (kubectl create).
+    // Anyone who may create Events writes one with the name and reason status looks for (kubectl create).
     const now = new Date().toISOString();
     const forged = await admin('alpha').request('POST', `/api/v1/namespaces/${NS}/events`, {
       body: { metadata: { name: haltEventName('old', token), namespace: NS }, involvedObject: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'old', namespace: NS }, reason: 'RotationHalted', message: `forged: ${message}`, type: 'Warning', firstTimestamp: now, lastTimestamp: now, count: 1, source: { component: 'vault-rollout' } },

@@ -169,7 +169,7 @@ describe('External Secrets Operator', () => {
   }, SLOW);
 });
 
-describe('key-level restarts of ExternalSecret consumers (issue #24), no keys: line', () => {
+describe('key-level restarts of ExternalSecret consumers, no keys: line', () => {
   it('maps secretKeyRef and volume items back through remoteRef.property: rotating password restarts only its readers', async () => {
     await feedOff();
     await vault.server.client.kv2Write(vault.mount, 'eso/keys-db', { password: 'one', api_key: 'k1' });

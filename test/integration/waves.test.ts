@@ -1,5 +1,5 @@
 /**
- * Progressive rotation on real clusters with nodes (issue #12): waves gamma -> alpha -> beta with a health gate
+ * Progressive rotation on real clusters with nodes: waves gamma -> alpha -> beta with a health gate
  * and a pause between them; a bad secret version whose pods never become Ready halts at wave 1 and a fixed version
  * then goes through every wave; a worker abandoned mid-gate loses nothing and restarts nothing twice; a burst of
  * five changes settles into one restart. The queue is the in-process one `serve` uses, worked by `serve`'s local

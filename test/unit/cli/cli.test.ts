@@ -42,7 +42,7 @@ describe('vault-rollout plan', () => {
     expect(io.err).toContain('stdin: line 8: invalid JSON');
   });
 
-  it('plan --json shows the Vault index an event carries, and none for an audit entry (issue #28)', async () => {
+  it('plan --json shows the Vault index an event carries, and none for an audit entry', async () => {
     const event = memoryIo({ 'routes.yaml': routes, '-': readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8') });
     expect(await main(['plan', '--routes', 'routes.yaml', '--json'], event)).toBe(0);
     expect(JSON.parse(event.out).changes[0].vaultIndex).toBe(JSON.parse(readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8')).data.event.metadata.vault_index);

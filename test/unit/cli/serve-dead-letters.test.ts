@@ -1,5 +1,5 @@
 /**
- * `serve` notifies the dead letters its queue makes itself (issue #26): a message received maxReceiveCount times
+ * `serve` notifies the dead letters its queue makes itself: a message received maxReceiveCount times
  * without being worked, dead-lettered while no serve ran (the queue file of a serve that stopped), is notified once by
  * message id when serve starts on that file again — and not again by the sweeps that follow.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue #27, "CLI conventions": one test per defect the issue lists, each run in process through main() (or the
+ * The CLI's conventions: one test per defect a new user met, each run in process through main() (or the
  * command's function where a test must stop a long-running command), with no cluster.
  */
 import { spawn } from 'node:child_process';

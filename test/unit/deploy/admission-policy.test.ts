@@ -54,7 +54,7 @@ describe('restartable kinds from the routing table', () => {
     expect(fieldPaths(kinds.find((k) => k.kind === 'example.com/Harbor')?.fields ?? {})).toEqual(['metadata.annotations["vault-rollout.io/restart-token"]', 'metadata.annotations["vault-rollout.io/versions"]', 'spec.secretVersion', 'spec.tlsVersion']);
   });
 
-  // Issue #21: the record is read only where vault-rollout writes it (readRecord), and the policy lets it write exactly there.
+  // The record is read only where vault-rollout writes it (readRecord), and the policy lets it write exactly there.
   it('a pod-template kind: exactly the restart record on the template and reconcile\'s versions annotation on the metadata', () => {
     const kinds = restartableKinds(table('  - name: w\n    match: { path: "secret/w" }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: api }, { clusters: [a], namespace: ns, kind: CronJob, name: nightly }]\n'));
     expect(fieldPaths(kinds.find((k) => k.kind === 'apps/Deployment')?.fields ?? {})).toEqual(['metadata.annotations["vault-rollout.io/versions"]', ...RECORD.map((k) => `spec.template.metadata.annotations[${k}]`)]);
@@ -95,7 +95,7 @@ const ALL_WORKLOADS = ['apps/DaemonSet', 'apps/Deployment', 'apps/StatefulSet', 
 const scope = (names: string[], globs: string[] = []): NamespaceScope => ({ names, globs, anywhere: [] });
 const route = (name: string, target: string, path = `secret/${name}`) => `  - name: ${name}\n    match: { path: "${path}" }\n    targets: [${target}]\n`;
 
-describe('where each kind may be patched: the namespaces the routes target (issue #21)', () => {
+describe('where each kind may be patched: the namespaces the routes target', () => {
   it.each<[string, string, Record<string, NamespaceScope>]>([
     ['a literal namespace', route('d', '{ clusters: [a], namespace: payments, kind: Deployment, name: api }'), { 'apps/Deployment': scope(['payments']) }],
     ['two routes, one kind: the union', route('d', '{ clusters: [a], namespace: payments, kind: Deployment, name: api }') + route('e', '{ clusters: [a], namespace: edge, kind: Deployment, selector: "x=y" }'), { 'apps/Deployment': scope(['edge', 'payments']) }],
@@ -327,7 +327,7 @@ describe('doctor: is the admission policy in place?', () => {
     expect(check.fix === undefined).toBe(ok);
   });
 
-  // Where the table needs each kind patched here, against the policy's namespaces annotation (issue #21).
+  // Where the table needs each kind patched here, against the policy's namespaces annotation.
   const withNamespaces = (namespaces: Record<string, string[]>) => installed({ 'vault-rollout.io/restartable-kinds': '["apps/Deployment","example.com/Harbor"]', 'vault-rollout.io/restartable-namespaces': JSON.stringify(namespaces), 'vault-rollout.io/users': '["vault-rollout"]' });
   const need = (kind: string, names: string[], globs: string[] = [], anywhere: string[] = []) => ({ kind, namespaces: { names, globs, anywhere } });
   it.each<[string, AdmissionObjects, Array<ReturnType<typeof need>>, boolean, string]>([

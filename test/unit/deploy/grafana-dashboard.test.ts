@@ -227,7 +227,7 @@ describe('the Grafana dashboard', () => {
     }
   });
 
-  it('covers the metrics issue #26 asks for', () => {
+  it('covers the metrics an operator of rotations watches', () => {
     const exprs = panelQueries(committed()).map((q) => q.expr).join('\n');
     const series = new Set([...exprs.matchAll(/vault_rollout_\w+/g)].map(([s]) => s));
     const wanted: MetricName[] = ['ChangesReceived', 'RecordsIgnored', 'RecordsRejected', 'Targets', 'RolloutDuration', 'GateDecisions', 'HaltedRotations', 'ContinuationsPending', 'ContinuationOldestAge', 'QueueDepth', 'QueueOldestMessageAge', 'DeadLetters', 'KubeRequestDuration', 'KubeRequestErrors', 'VaultRequestDuration', 'VaultRequestErrors', 'RelaySpoolBytes', 'RelayDeliveryLag'];

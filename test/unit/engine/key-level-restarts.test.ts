@@ -1,5 +1,5 @@
 /**
- * Key-level restarts in the engine (issue #24): a target whose keys did not change is skipped, its record moves to
+ * Key-level restarts in the engine: a target whose keys did not change is skipped, its record moves to
  * the new version without a restart, and it is restarted as soon as a key it uses changes or it missed a version.
  */
 import { describe, expect, it } from 'vitest';

@@ -250,7 +250,7 @@ describe('sync targets', () => {
   });
 });
 
-describe('key-level restarts of a sync target\'s consumers (issue #24): keys found without a keys: line', () => {
+describe('key-level restarts of a sync target\'s consumers: keys found without a keys: line', () => {
   it('maps the Secret keys a pod reads (secretKeyRef, volume items) back through the ExternalSecret\'s remoteRef.property', async () => {
     now = Date.parse('2026-11-21T00:00:00Z');
     const es = { kind: 'ExternalSecret', metadata: { name: 'orders-db' }, spec: { target: { name: 'orders-db' }, data: [{ secretKey: 'DB_PASSWORD', remoteRef: { key: 'orders/db', property: 'password' } }, { secretKey: 'API', remoteRef: { key: 'orders/db', property: 'api_key' } }] }, status: synced('2026-11-20T23:00:00Z', 'before') };

@@ -141,7 +141,7 @@ describe('VAULT_ROLLOUT_AUTH fails closed', () => {
   });
 });
 
-describe('key baselines (issue #24): both intakes keep them in the rotation table when VAULT_ROLLOUT_STATE_TABLE is set', () => {
+describe('key baselines: both intakes keep them in the rotation table when VAULT_ROLLOUT_STATE_TABLE is set', () => {
   const dynamodb = mockClient(DynamoDBClient);
   const hex = (c: string) => c.repeat(64);
   /** A KV v2 write of the demo's routed path as an audit device logs it: key names in clear, values HMAC'd. */

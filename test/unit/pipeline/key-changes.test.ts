@@ -1,5 +1,5 @@
 /**
- * The intake's key comparison (issue #24) on the entries real servers wrote (test/vault/captured): the first write
+ * The intake's key comparison on the entries real servers wrote (test/vault/captured): the first write
  * has no baseline (every key), the update is compared with it, the patch carries its keys; what goes on the queue
  * carries key names only; a delete clears the baselines; the baseline store is the rotation store (memory, SQLite).
  */

@@ -1,5 +1,5 @@
 /**
- * The wave guard (issue #21): a halt holds against every message, and a later wave restarts only once a passed gate
+ * The wave guard: a halt holds against every message, and a later wave restarts only once a passed gate
  * released it — whatever the message says about itself. Each case first shows what got through before the guard.
  */
 import { mkdtempSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The property of issue #24: for arbitrary sequences of writes, patches, deletes and undeletes of one path, seen
+ * The property of for arbitrary sequences of writes, patches, deletes and undeletes of one path, seen
  * through two audit devices or the event feed, lost, held back and batched, replayed, with the baseline store
  * expiring at random, no workload that uses a changed key is ever skipped. The whole chain runs: real audit entries
  * (HMACs per device salt) through the source parser, the intake's comparison and store, the planner, and the

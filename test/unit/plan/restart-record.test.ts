@@ -112,7 +112,7 @@ describe('a record without a restart (reconcile)', () => {
     expect(recordOnlyPatch({ 'kv/b': 1, 'kv/a': 2 })).toEqual({ metadata: { annotations: { [ANNOTATIONS.versions]: '{"kv/a":2,"kv/b":1}' } } });
   });
 
-  // Issue #21: one reader for the executor, reconcile and status: what reconcile writes is what they all read.
+  // One reader for the executor, reconcile and status: what reconcile writes is what they all read.
   const deployment = (template: string | undefined, metadata: string | undefined, junk: Record<string, unknown> = {}): KubeObject => ({
     kind: 'Deployment',
     metadata: { name: 'd', ...(metadata ? { annotations: { [ANNOTATIONS.versions]: metadata } } : {}) },

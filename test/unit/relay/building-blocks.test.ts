@@ -224,7 +224,7 @@ describe('SqsBatchSender', () => {
     expect(broken.target).toBe('q');
   });
 
-  it('keeps key baselines when given a store (issue #24): the second write queues the keys it changed', async () => {
+  it('keeps key baselines when given a store: the second write queues the keys it changed', async () => {
     const { MemoryKeyBaselineStore } = await import('../../../lib/rotations/key-baselines.ts');
     const routed = loadRoutingTable('clusters:\n  a:\n    kubeconfig: { inline: "x" }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: r\n    match: { path: "secret/**" }\n    targets:\n      - { clusters: [a], namespace: n, kind: Deployment, name: w, keys: [api_key] }\n', 'inline.yaml');
     const sent: unknown[] = [];

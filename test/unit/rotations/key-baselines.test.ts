@@ -1,4 +1,4 @@
-/** The key baseline store's semantics (issue #24), memory and SQLite (DynamoDB: test/integration/rotation-store.test.ts). */
+/** The key baseline store's semantics, memory and SQLite (DynamoDB: test/integration/rotation-store.test.ts). */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-/** A target's `keys` (issue #24): validated with file:line errors, planned per path, shown by `plan`. */
+/** A target's `keys`: validated with file:line errors, planned per path, shown by `plan`. */
 import { describe, expect, it } from 'vitest';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { readFileSync } from 'node:fs';
@@ -78,7 +78,7 @@ routes:
   });
 });
 
-describe('plan with keys (issue #24): which keys each entry of the input changed, compared within the input', () => {
+describe('plan with keys: which keys each entry of the input changed, compared within the input', () => {
   it.each(['openbao-2.7.2', 'vault-1.15.3', 'vault-1.21.1'])('%s audit log: create = all, update = password, patch = user; a keyed target that would skip', async (server) => {
     const routes = `clusters:
   eu: { kubeconfig: { file: eu.yaml } }

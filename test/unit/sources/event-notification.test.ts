@@ -1,5 +1,5 @@
 /**
- * Event notifications' `vault_index` (issue #28): Vault Enterprise 1.16+ puts its storage index on every KV event
+ * Event notifications' `vault_index`: Vault Enterprise 1.16+ puts its storage index on every KV event
  * (docs: concepts/events, "in the same format as the X-Vault-Index header"); the change keeps it when it is bounded
  * base64, so a metadata read made for the change can send it as `X-Vault-Index`. It is untrusted: anything else is
  * left out, and the change still counts.

@@ -1,4 +1,4 @@
-/** What a KV v2 write's audit entry says of its keys (issue #24), from the entries real servers wrote. */
+/** What a KV v2 write's audit entry says of its keys, from the entries real servers wrote. */
 import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Issue #21: a path built for Vault never leaves `<mount>/metadata/`. Segments are checked before a request is built
+ * A path built for Vault never leaves `<mount>/metadata/`. Segments are checked before a request is built
  * (`.`, `..`, empty, control characters), and every URL sent, redirects included, must resolve under the prefix.
  * Against a real local HTTP server standing in for Vault, which records every request it receives (the real OpenBao
  * and its audit log: test/integration/status.test.ts).

@@ -19,7 +19,7 @@ describe('test vectors', () => {
     const result = parseInput(text, { mounts: new Map(Object.entries(c.mounts ?? {})) });
     const fields = ['namespace', 'mount', 'key', 'path', 'operation', 'version', 'kvVersion', 'source'] as const;
     expect(result.changes.map((ch) => Object.fromEntries(fields.map((f) => [f, ch[f]])))).toEqual(c.expect.changes.map((ch) => Object.fromEntries(fields.map((f) => [f, ch[f]]))));
-    // Issue #28: a case that names `vaultIndex` (null: none) holds the event's index kept on the change, or left out.
+    // A case that names `vaultIndex` (null: none) holds the event's index kept on the change, or left out.
     c.expect.changes.forEach((ch, i) => {
       if ('vaultIndex' in ch) expect(result.changes[i]?.vaultIndex ?? null, `change ${i} vaultIndex`).toEqual(ch.vaultIndex);
     });

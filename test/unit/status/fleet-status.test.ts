@@ -144,7 +144,7 @@ describe('label selectors, matched on listed labels', () => {
   });
 });
 
-/** Issue #21: the paths status asks Vault about come from the record vault-rollout writes, and are Vault paths. */
+/** The paths status asks Vault about come from the record vault-rollout writes, and are Vault paths. */
 describe('record keys: only from the record, only Vault paths', () => {
   const wide = loadRoutingTable(`
 clusters:
@@ -182,7 +182,7 @@ routes:
   });
 });
 
-/** Issue #21: a workload reconcile recorded without a restart (its metadata record) is current, and status is ok. */
+/** A workload reconcile recorded without a restart (its metadata record) is current, and status is ok. */
 describe('the record reconcile writes without a restart counts in status', () => {
   /** The object after reconcile's patch: recordOnlyPatch merged into its metadata, as the API server applies it. */
   const reconciled = (template: Record<string, number> | undefined, recorded: Record<string, number>): KubeObject => {
@@ -205,7 +205,7 @@ describe('the record reconcile writes without a restart counts in status', () =>
   });
 });
 
-/** Issue #21: only vault-rollout's own RotationHalted Event halts a workload in status. */
+/** Only vault-rollout's own RotationHalted Event halts a workload in status. */
 describe('halt Events: only vault-rollout\'s count', () => {
   const halted = (event: KubeObject) => fleetStatus(table, [listing('alpha', { [deployments('apps')]: [haltedDeployment], 'v1/Event/apps': [event] })], new Map(), { now: NOW, clusters: new Set(['alpha']) });
   it.each<[string, string, KubeObject]>([
@@ -232,7 +232,7 @@ describe('halt Events: only vault-rollout\'s count', () => {
   });
 });
 
-/** Issue #21: what status prints from objects tenants write is escaped, in the table, the plain lines and --json. */
+/** What status prints from objects tenants write is escaped, in the table, the plain lines and --json. */
 describe('status output escapes control characters', () => {
   const evil = '\u001b[2J\u001b]0;owned\u0007\u009b31m\u202eevil\nfake row';
   const cron: KubeObject = { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { namespace: 'batch', name: 'nightly', annotations: { 'vault-rollout.io/watch': 'legacy/batch/*' } }, spec: { jobTemplate: { spec: { template: { metadata: { annotations: { 'vault-rollout.io/restart-token': 'tok', 'vault-rollout.io/versions': JSON.stringify({ 'legacy/batch/x': `2026-11-23T10:00:00Z${evil}` }) } } } } } } };

@@ -1,5 +1,5 @@
 /**
- * Issue #28: a metadata read made for a change that came from an event sends the event's `vault_index` as
+ * A metadata read made for a change that came from an event sends the event's `vault_index` as
  * `X-Vault-Index` (Vault Enterprise: a performance standby that has not applied that index answers 412, retried,
  * instead of an older version — docs: enterprise/consistency, "Retry stale requests"); without one, no such header.
  * `X-Vault-Inconsistent` is never sent. A real local HTTP server stands in for Vault and records every request.

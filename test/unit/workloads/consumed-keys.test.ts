@@ -1,4 +1,4 @@
-/** Which keys a consumer uses (issue #24): the Secret keys its pod template reads, and the Vault keys behind them. */
+/** Which keys a consumer uses: the Secret keys its pod template reads, and the Vault keys behind them. */
 import { describe, expect, it } from 'vitest';
 import { agentTemplateKeys, secretKeysRead, vaultKeysOf } from '../../../lib/workloads/consumed-keys.ts';
 
