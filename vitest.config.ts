@@ -8,7 +8,11 @@ import { CLUSTER_FREE_FILES, COMPATIBILITY_FILES, LANE_B_FILES, lanesInRun, test
 /** The commit's seed for the property tests (test/property-seed.ts); undefined outside a git checkout (then random). */
 function commitSeed(): number | undefined {
   try {
-    const head = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: import.meta.dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const head = execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: import.meta.dirname,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
     return createHash('sha256').update(head).digest().readInt32BE(0);
   } catch {
     return undefined;
@@ -25,9 +29,17 @@ if (process.env.CI === 'true' && process.env.FC_SEED === undefined) {
 // The integration files of this process's lane (test/lanes.ts): all of them unless VAULT_ROLLOUT_TEST_LANE is set.
 // Chosen by `exclude` over the one glob: `vitest run` (unlike `vitest list`) found no file when `include` listed paths.
 const lane = testLane();
-const allIntegrationFiles = readdirSync(join(import.meta.dirname, 'test', 'integration')).filter((f) => f.endsWith('.test.ts')).map((f) => `test/integration/${f}`);
-const laneFiles: readonly string[] | undefined = lane === 'b' ? LANE_B_FILES : lane === 'c' ? [...COMPATIBILITY_FILES, ...CLUSTER_FREE_FILES] : undefined;
-const integrationExcluded = lane === 'a' ? [...LANE_B_FILES, ...(lanesInRun().includes('c') ? CLUSTER_FREE_FILES : [])] : laneFiles ? allIntegrationFiles.filter((f) => !laneFiles.includes(f)) : [];
+const allIntegrationFiles = readdirSync(join(import.meta.dirname, 'test', 'integration'))
+  .filter((f) => f.endsWith('.test.ts'))
+  .map((f) => `test/integration/${f}`);
+const laneFiles: readonly string[] | undefined =
+  lane === 'b' ? LANE_B_FILES : lane === 'c' ? [...COMPATIBILITY_FILES, ...CLUSTER_FREE_FILES] : undefined;
+const integrationExcluded =
+  lane === 'a'
+    ? [...LANE_B_FILES, ...(lanesInRun().includes('c') ? CLUSTER_FREE_FILES : [])]
+    : laneFiles
+      ? allIntegrationFiles.filter((f) => !laneFiles.includes(f))
+      : [];
 
 // Two projects: fast pure unit tests, and integration tests that need the real test clusters
 // (brought up once by the global setup and stopped after). `npm test` runs them in two processes (test/run-suite.ts).

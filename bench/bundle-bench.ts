@@ -45,7 +45,14 @@ export interface PackageResult {
 /** The environment without any AWS credentials or profile: packaging must not need them. */
 export function withoutAwsCredentials(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined && !/^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|PROFILE|DEFAULT_PROFILE|CONTAINER_CREDENTIALS_\w+|WEB_IDENTITY_TOKEN_FILE|ROLE_ARN)$/.test(k)) out[k] = v;
+  for (const [k, v] of Object.entries(env))
+    if (
+      v !== undefined &&
+      !/^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN|PROFILE|DEFAULT_PROFILE|CONTAINER_CREDENTIALS_\w+|WEB_IDENTITY_TOKEN_FILE|ROLE_ARN)$/.test(
+        k,
+      )
+    )
+      out[k] = v;
   return out;
 }
 
@@ -55,12 +62,16 @@ export function withoutAwsCredentials(env: NodeJS.ProcessEnv): Record<string, st
  */
 export function packageStage(stage: string, dir: string): PackageResult {
   const started = performance.now();
-  const result = spawnSync(process.execPath, ['infra/serverless/package.js', '--stage', stage, '--package', dir, '--param', 'samples=allow'], {
-    cwd: REPO,
-    encoding: 'utf8',
-    timeout: 300_000,
-    env: { ...withoutAwsCredentials(process.env), FORCE_COLOR: '0', NO_COLOR: '1' },
-  });
+  const result = spawnSync(
+    process.execPath,
+    ['infra/serverless/package.js', '--stage', stage, '--package', dir, '--param', 'samples=allow'],
+    {
+      cwd: REPO,
+      encoding: 'utf8',
+      timeout: 300_000,
+      env: { ...withoutAwsCredentials(process.env), FORCE_COLOR: '0', NO_COLOR: '1' },
+    },
+  );
   const output = `${result.stdout ?? ''}${result.stderr ?? ''}`;
   if (result.error) throw new Error(`packaging ${stage} failed to run: ${result.error.message}\n${output}`);
   if (result.status !== 0) throw new Error(`packaging ${stage} exited with ${result.status}:\n${output}`);
@@ -68,7 +79,10 @@ export function packageStage(stage: string, dir: string): PackageResult {
 }
 
 /** Unpacks each function's zip into DIR/<function>/, as Lambda lays it out under /var/task. */
-export function unpackFunctions(packageDir: string, into: string): Record<FunctionName, { root: string; bundle: string; zipBytes: number }> {
+export function unpackFunctions(
+  packageDir: string,
+  into: string,
+): Record<FunctionName, { root: string; bundle: string; zipBytes: number }> {
   const out = {} as Record<FunctionName, { root: string; bundle: string; zipBytes: number }>;
   for (const fn of FUNCTIONS) {
     const zip = readFileSync(join(packageDir, `${fn}.zip`));
@@ -98,7 +112,13 @@ export function firstEvents(): Record<FunctionName, unknown> {
         apiId: 'abc123',
         domainName: 'abc123.lambda-url.eu-west-1.on.aws',
         domainPrefix: 'abc123',
-        http: { method: 'GET', path: '/healthz', protocol: 'HTTP/1.1', sourceIp: '127.0.0.1', userAgent: 'bundle-bench' },
+        http: {
+          method: 'GET',
+          path: '/healthz',
+          protocol: 'HTTP/1.1',
+          sourceIp: '127.0.0.1',
+          userAgent: 'bundle-bench',
+        },
         requestId: 'bundle-bench',
         routeKey: '$default',
         stage: '$default',
@@ -117,7 +137,13 @@ export function firstEvents(): Record<FunctionName, unknown> {
             logGroup: '',
             logStream: '',
             subscriptionFilters: [],
-            logEvents: [{ id: '', timestamp: timeEpoch, message: 'CWL CONTROL MESSAGE: Checking health of destination Lambda function.' }],
+            logEvents: [
+              {
+                id: '',
+                timestamp: timeEpoch,
+                message: 'CWL CONTROL MESSAGE: Checking health of destination Lambda function.',
+              },
+            ],
           }),
         ).toString('base64'),
       },
@@ -174,17 +200,30 @@ export function timeProcess(args: readonly string[], env: Record<string, string>
     child.on('close', (code) => {
       const wallMs = performance.now() - started;
       const line = stderr.split('\n').find((l) => l.startsWith('@@bundle-bench '));
-      const parsed = line === undefined ? undefined : (JSON.parse(line.slice('@@bundle-bench '.length)) as { ms: number; result: unknown });
+      const parsed =
+        line === undefined
+          ? undefined
+          : (JSON.parse(line.slice('@@bundle-bench '.length)) as { ms: number; result: unknown });
       resolve({ wallMs, inProcessMs: parsed?.ms, result: parsed?.result, stderr, code });
     });
   });
 }
 
 /** Runs the cold start of one unpacked function once; throws unless the handler answered. */
-export async function coldStart(fn: FunctionName, unpacked: { root: string; bundle: string }, routes: string, home: string): Promise<ProcessSample> {
+export async function coldStart(
+  fn: FunctionName,
+  unpacked: { root: string; bundle: string },
+  routes: string,
+  home: string,
+): Promise<ProcessSample> {
   const event = JSON.stringify(firstEvents()[fn]);
-  const sample = await timeProcess(['--input-type=module', '-e', CHILD, unpacked.bundle, event], functionEnv(unpacked.root, routes, home), unpacked.root);
-  if (sample.code !== 0 || sample.inProcessMs === undefined) throw new Error(`cold start of ${fn} failed (exit ${sample.code}):\n${sample.stderr}`);
+  const sample = await timeProcess(
+    ['--input-type=module', '-e', CHILD, unpacked.bundle, event],
+    functionEnv(unpacked.root, routes, home),
+    unpacked.root,
+  );
+  if (sample.code !== 0 || sample.inProcessMs === undefined)
+    throw new Error(`cold start of ${fn} failed (exit ${sample.code}):\n${sample.stderr}`);
   return sample;
 }
 
@@ -201,7 +240,13 @@ export async function bundleBench(): Promise<Figure[]> {
     const routesOf = (fn: FunctionName) => (fn === 'worker' ? routes : `infra/routes/${stage}.intake.compiled.json`);
 
     const figures: Figure[] = [
-      { name: 'package_s', value: round(pkg.seconds, 1), unit: 's', runs: 1, note: `npm run package -- --stage ${stage}: template and ${FUNCTIONS.length} zips, offline` },
+      {
+        name: 'package_s',
+        value: round(pkg.seconds, 1),
+        unit: 's',
+        runs: 1,
+        note: `npm run package -- --stage ${stage}: template and ${FUNCTIONS.length} zips, offline`,
+      },
     ];
     for (const fn of FUNCTIONS) {
       const kb = readFileSync(unpacked[fn].bundle).length / 1024;
@@ -218,13 +263,25 @@ export async function bundleBench(): Promise<Figure[]> {
 
     // The same synthetic tables as the plan benchmark, 10 and 10,000 routes, compiled as `package` compiles them
     // and put beside each unpacked bundle.
-    const tables: Record<'small' | 'big', string> = { small: `routes-${SMALL_ROUTES}.compiled.json`, big: `routes-${BIG_ROUTES}.compiled.json` };
-    const compiledText = { small: compileRoutingTable(syntheticRoutes(SMALL_ROUTES), 'routes.yaml'), big: compileRoutingTable(syntheticRoutes(BIG_ROUTES), 'routes.yaml') };
-    for (const fn of FUNCTIONS) for (const size of ['small', 'big'] as const) writeFileSync(join(unpacked[fn].root, tables[size]), compiledText[size]);
+    const tables: Record<'small' | 'big', string> = {
+      small: `routes-${SMALL_ROUTES}.compiled.json`,
+      big: `routes-${BIG_ROUTES}.compiled.json`,
+    };
+    const compiledText = {
+      small: compileRoutingTable(syntheticRoutes(SMALL_ROUTES), 'routes.yaml'),
+      big: compileRoutingTable(syntheticRoutes(BIG_ROUTES), 'routes.yaml'),
+    };
+    for (const fn of FUNCTIONS)
+      for (const size of ['small', 'big'] as const)
+        writeFileSync(join(unpacked[fn].root, tables[size]), compiledText[size]);
 
     // Interleave: baseline, then each function with each table, … so load changes hit every series alike.
     const baseline: number[] = [];
-    const wall: Record<FunctionName, Record<'small' | 'big' | 'stage', number[]>> = { http: { small: [], big: [], stage: [] }, worker: { small: [], big: [], stage: [] }, logs: { small: [], big: [], stage: [] } };
+    const wall: Record<FunctionName, Record<'small' | 'big' | 'stage', number[]>> = {
+      http: { small: [], big: [], stage: [] },
+      worker: { small: [], big: [], stage: [] },
+      logs: { small: [], big: [], stage: [] },
+    };
     const inside: Record<FunctionName, number[]> = { http: [], worker: [], logs: [] };
     for (let i = 0; i < SAMPLES; i++) {
       const bare = await timeProcess(['-e', ''], functionEnv(work, routes, home), work);
@@ -234,7 +291,8 @@ export async function bundleBench(): Promise<Figure[]> {
         const sample = await coldStart(fn, unpacked[fn], routesOf(fn), home);
         wall[fn].stage.push(sample.wallMs);
         inside[fn].push(sample.inProcessMs ?? Number.NaN);
-        for (const size of ['small', 'big'] as const) wall[fn][size].push((await coldStart(fn, unpacked[fn], tables[size], home)).wallMs);
+        for (const size of ['small', 'big'] as const)
+          wall[fn][size].push((await coldStart(fn, unpacked[fn], tables[size], home)).wallMs);
       }
     }
     const baselineMs = round(median(baseline), 1);
@@ -256,7 +314,15 @@ export async function bundleBench(): Promise<Figure[]> {
           runs: SAMPLES,
           note: `fresh node process: spawn, import the bundle, first handler call, exit; the ${stage} table, compiled; in-process import + call ${round(median(inside[fn]), 1)} ms; ${load}`,
         },
-        { name: `cold_init_ratio_${fn}`, value: ratio, unit: "× node -e ''", goal: `<= ${COLD_INIT_GOAL_RATIO}`, met: ratio <= COLD_INIT_GOAL_RATIO, runs: SAMPLES, note: `cold_init_ms_${fn} / the node -e '' process, same run` },
+        {
+          name: `cold_init_ratio_${fn}`,
+          value: ratio,
+          unit: "× node -e ''",
+          goal: `<= ${COLD_INIT_GOAL_RATIO}`,
+          met: ratio <= COLD_INIT_GOAL_RATIO,
+          runs: SAMPLES,
+          note: `cold_init_ms_${fn} / the node -e '' process, same run`,
+        },
         {
           name: `cold_init_ms_${fn}_${BIG_ROUTES}_routes`,
           value: big,
@@ -287,8 +353,17 @@ function tableLoad(work: string, compiledText: string): Figure[] {
   writeFileSync(compiledFile, compiledText);
   writeFileSync(yamlFile, syntheticRoutes(BIG_ROUTES));
   const child = fileURLToPath(new URL('./table-load-child.ts', import.meta.url));
-  const run = (mode: string, file: string) => JSON.parse(spawnSync(process.execPath, [child, mode, file], { encoding: 'utf8', timeout: 120_000 }).stdout) as { ms: number; addedMb: number; peakMb: number };
-  const series: Record<'json' | 'compiled' | 'yaml', Array<{ ms: number; addedMb: number }>> = { json: [], compiled: [], yaml: [] };
+  const run = (mode: string, file: string) =>
+    JSON.parse(spawnSync(process.execPath, [child, mode, file], { encoding: 'utf8', timeout: 120_000 }).stdout) as {
+      ms: number;
+      addedMb: number;
+      peakMb: number;
+    };
+  const series: Record<'json' | 'compiled' | 'yaml', Array<{ ms: number; addedMb: number }>> = {
+    json: [],
+    compiled: [],
+    yaml: [],
+  };
   for (let i = 0; i < TABLE_SAMPLES; i++) {
     series.json.push(run('json', compiledFile));
     series.compiled.push(run('compiled', compiledFile));
@@ -302,10 +377,44 @@ function tableLoad(work: string, compiledText: string): Figure[] {
   const extraMb = round(mb('compiled') - mb('json'), 1);
   const size = `${BIG_ROUTES} routes, ${round(compiledText.length / 2 ** 20, 1)} MB compiled JSON`;
   return [
-    { name: 'table_load_ms', value: compiledMs, unit: 'ms', baseline: { name: 'bare JSON.parse of the same file', value: jsonMs }, spread: [round(Math.min(...ms('compiled')), 1), round(Math.max(...ms('compiled')), 1)], runs: TABLE_SAMPLES, note: `${size}; JSON.parse + compilation (trie, targets), fresh process each` },
-    { name: 'table_load_ratio_to_json_parse', value: round(compiledMs / jsonMs), unit: '× JSON.parse', goal: `<= ${TABLE_LOAD_GOAL_RATIO}`, met: compiledMs / jsonMs <= TABLE_LOAD_GOAL_RATIO, spread: [round(Math.min(...ratios)), round(Math.max(...ratios))], runs: TABLE_SAMPLES, note: 'medians of interleaved fresh processes; spread of the per-pair ratios' },
-    { name: 'table_load_extra_mb', value: extraMb, unit: 'MB RSS over JSON.parse', goal: `<= ${TABLE_LOAD_GOAL_EXTRA_MB}`, met: extraMb <= TABLE_LOAD_GOAL_EXTRA_MB, baseline: { name: 'RSS JSON.parse adds', value: mb('json') }, runs: TABLE_SAMPLES, note: `RSS added by the load, median; ${size}` },
-    { name: 'table_load_yaml_ms', value: round(median(ms('yaml')), 1), unit: 'ms', baseline: { name: 'bare JSON.parse of the compiled file', value: jsonMs }, spread: [round(Math.min(...ms('yaml')), 1), round(Math.max(...ms('yaml')), 1)], runs: series.yaml.length, note: `before: YAML + schema + checks at every cold start (${size}); RSS added ${mb('yaml')} MB; now only at npm run package` },
+    {
+      name: 'table_load_ms',
+      value: compiledMs,
+      unit: 'ms',
+      baseline: { name: 'bare JSON.parse of the same file', value: jsonMs },
+      spread: [round(Math.min(...ms('compiled')), 1), round(Math.max(...ms('compiled')), 1)],
+      runs: TABLE_SAMPLES,
+      note: `${size}; JSON.parse + compilation (trie, targets), fresh process each`,
+    },
+    {
+      name: 'table_load_ratio_to_json_parse',
+      value: round(compiledMs / jsonMs),
+      unit: '× JSON.parse',
+      goal: `<= ${TABLE_LOAD_GOAL_RATIO}`,
+      met: compiledMs / jsonMs <= TABLE_LOAD_GOAL_RATIO,
+      spread: [round(Math.min(...ratios)), round(Math.max(...ratios))],
+      runs: TABLE_SAMPLES,
+      note: 'medians of interleaved fresh processes; spread of the per-pair ratios',
+    },
+    {
+      name: 'table_load_extra_mb',
+      value: extraMb,
+      unit: 'MB RSS over JSON.parse',
+      goal: `<= ${TABLE_LOAD_GOAL_EXTRA_MB}`,
+      met: extraMb <= TABLE_LOAD_GOAL_EXTRA_MB,
+      baseline: { name: 'RSS JSON.parse adds', value: mb('json') },
+      runs: TABLE_SAMPLES,
+      note: `RSS added by the load, median; ${size}`,
+    },
+    {
+      name: 'table_load_yaml_ms',
+      value: round(median(ms('yaml')), 1),
+      unit: 'ms',
+      baseline: { name: 'bare JSON.parse of the compiled file', value: jsonMs },
+      spread: [round(Math.min(...ms('yaml')), 1), round(Math.max(...ms('yaml')), 1)],
+      runs: series.yaml.length,
+      note: `before: YAML + schema + checks at every cold start (${size}); RSS added ${mb('yaml')} MB; now only at npm run package`,
+    },
   ];
 }
 

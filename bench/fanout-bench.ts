@@ -20,18 +20,44 @@ const ROUNDS = 30;
 const WARMUP = 3;
 
 function auditWrite(version: number): string {
-  return JSON.stringify({ time: new Date(Date.UTC(2026, 10, 20, 10, 0, version)).toISOString(), type: 'response', request: { id: `fanout-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/bench/fanout' }, response: { data: { version } } });
+  return JSON.stringify({
+    time: new Date(Date.UTC(2026, 10, 20, 10, 0, version)).toISOString(),
+    type: 'response',
+    request: {
+      id: `fanout-${version}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: 'secret/data/bench/fanout',
+    },
+    response: { data: { version } },
+  });
 }
 
 async function createFixtures(clusters: ClusterInfo[], ns: string): Promise<void> {
   for (const c of clusters) {
     const admin = clusterClient(c, 'admin');
-    await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+    await admin.request('POST', '/api/v1/namespaces', {
+      body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+    });
     await Promise.all(
       Array.from({ length: PER_CLUSTER }, (_, i) => {
         const name = `app-${String(i).padStart(2, '0')}`;
         return admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
-          body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: ns, labels: { bench: 'fanout' } }, spec: { replicas: 1, revisionHistoryLimit: 2, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } } },
+          body: {
+            apiVersion: 'apps/v1',
+            kind: 'Deployment',
+            metadata: { name, namespace: ns, labels: { bench: 'fanout' } },
+            spec: {
+              replicas: 1,
+              revisionHistoryLimit: 2,
+              selector: { matchLabels: { app: name } },
+              template: {
+                metadata: { labels: { app: name } },
+                spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+              },
+            },
+          },
         });
       }),
     );
@@ -43,8 +69,21 @@ function rawFanout(c: ClusterInfo, ns: string) {
   const patcher = rawPatcher(c, ns);
   return {
     run: (version: number) => {
-      const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), 'vault-rollout.io/restart-token': `raw-${version}` } } } } });
-      return Promise.all(Array.from({ length: PER_CLUSTER }, (_, i) => patcher.patch(`app-${String(i).padStart(2, '0')}`, body)));
+      const body = JSON.stringify({
+        spec: {
+          template: {
+            metadata: {
+              annotations: {
+                'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(),
+                'vault-rollout.io/restart-token': `raw-${version}`,
+              },
+            },
+          },
+        },
+      });
+      return Promise.all(
+        Array.from({ length: PER_CLUSTER }, (_, i) => patcher.patch(`app-${String(i).padStart(2, '0')}`, body)),
+      );
     },
     close: () => patcher.close(),
   };
@@ -58,7 +97,10 @@ export async function fanoutBench(): Promise<Figure[]> {
     await createFixtures(clusters, ns);
     const yaml = [
       'clusters:',
-      ...clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${PER_CLUSTER} }`),
+      ...clusters.map(
+        (c) =>
+          `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${PER_CLUSTER} }`,
+      ),
       'vault: { mounts: { secret: 2 } }',
       'routes:',
       '  - name: fanout',
@@ -66,7 +108,15 @@ export async function fanoutBench(): Promise<Figure[]> {
       `    targets: [{ clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, kind: Deployment, selector: "bench=fanout" }]`,
     ].join('\n');
     const table = loadRoutingTable(yaml, 'bench.yaml');
-    const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
+    const access = new ClusterClients(
+      createClusterAccessResolver(
+        defaultClusterAccessDeps({
+          routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'),
+          env: process.env,
+          logger: { warn: () => {} },
+        }),
+      ),
+    );
     const raw = clusters.map((c) => rawFanout(c, ns));
 
     let conflicts = 0;
@@ -75,12 +125,18 @@ export async function fanoutBench(): Promise<Figure[]> {
       const t0 = performance.now();
       const plan = planRollouts(table, parseInput(auditWrite(version), { mounts: table.mounts }).changes);
       const t1 = performance.now();
-      const results = await executeRollouts(table, plan.targets, { access: (n, c) => access.get(n, c), clock: { now: Date.now, monotonic: () => performance.now() } });
+      const results = await executeRollouts(table, plan.targets, {
+        access: (n, c) => access.get(n, c),
+        clock: { now: Date.now, monotonic: () => performance.now() },
+      });
       const restarted = results.filter((r) => r.outcome === 'restarted').length;
       // A patch refused with 409 (the object changed since it was read: a controller's status write) is read again.
       conflicts += results.filter((r) => r.attempts > 1).length;
       patchedTargets += results.length;
-      if (restarted !== clusters.length * PER_CLUSTER) throw new Error(`fan-out restarted ${restarted}: ${JSON.stringify(results.filter((r) => r.outcome !== 'restarted').slice(0, 2))}`);
+      if (restarted !== clusters.length * PER_CLUSTER)
+        throw new Error(
+          `fan-out restarted ${restarted}: ${JSON.stringify(results.filter((r) => r.outcome !== 'restarted').slice(0, 2))}`,
+        );
       // Until every patch was accepted: parse and plan, then the latest outcome (events are recorded after).
       return t1 - t0 + Math.max(...results.map((r) => r.durationMs));
     };
@@ -97,9 +153,32 @@ export async function fanoutBench(): Promise<Figure[]> {
     const ratio = p50 / rawP50;
     const note = `3 clusters × ${PER_CLUSTER} Deployments found by label selector, per-cluster concurrency ${PER_CLUSTER}; ${ROUNDS} rounds after ${WARMUP} warm-ups, alternating`;
     return [
-      { name: 'fanout_p50_ms', value: round(p50, 1), unit: 'ms', baseline: { name: 'raw parallel PATCHes', value: round(rawP50, 1) }, spread: [round(Math.min(...oursMs), 1), round(Math.max(...oursMs), 1)], runs: oursMs.length, note },
-      { name: 'fanout_p99_ms', value: round(percentile(oursMs, 99), 1), unit: 'ms', baseline: { name: 'raw parallel PATCHes', value: round(percentile(rawMs, 99), 1) }, runs: oursMs.length, note },
-      { name: 'fanout_ratio_to_raw', value: round(ratio), unit: '× (p50)', goal: '<= 1.1', met: ratio <= 1.1, runs: oursMs.length, note: `vault-rollout reads each cluster once (LIST), then patches each guarded by a JSON Patch test of the record it read; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt` },
+      {
+        name: 'fanout_p50_ms',
+        value: round(p50, 1),
+        unit: 'ms',
+        baseline: { name: 'raw parallel PATCHes', value: round(rawP50, 1) },
+        spread: [round(Math.min(...oursMs), 1), round(Math.max(...oursMs), 1)],
+        runs: oursMs.length,
+        note,
+      },
+      {
+        name: 'fanout_p99_ms',
+        value: round(percentile(oursMs, 99), 1),
+        unit: 'ms',
+        baseline: { name: 'raw parallel PATCHes', value: round(percentile(rawMs, 99), 1) },
+        runs: oursMs.length,
+        note,
+      },
+      {
+        name: 'fanout_ratio_to_raw',
+        value: round(ratio),
+        unit: '× (p50)',
+        goal: '<= 1.1',
+        met: ratio <= 1.1,
+        runs: oursMs.length,
+        note: `vault-rollout reads each cluster once (LIST), then patches each guarded by a JSON Patch test of the record it read; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt`,
+      },
     ];
   } finally {
     for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);

@@ -24,7 +24,8 @@ const INTAKE_GOAL = 0.5;
 const DEVICE_GOAL_MS = 1;
 const READS = 300;
 
-const ROUTES = 'clusters:\n  a: { kubeconfig: { env: BENCH_UNUSED_KUBECONFIG } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: app\n    match: { path: "secret/apps/{app}/db" }\n    targets: [{ clusters: [a], namespace: apps, names: ["*"], kind: Deployment, name: "{app}" }]\n';
+const ROUTES =
+  'clusters:\n  a: { kubeconfig: { env: BENCH_UNUSED_KUBECONFIG } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: app\n    match: { path: "secret/apps/{app}/db" }\n    targets: [{ clusters: [a], namespace: apps, names: ["*"], kind: Deployment, name: "{app}" }]\n';
 
 /** One audit entry as Vault's file or http device writes it: a request or a response, a KV v2 read or write. */
 function entry(i: number): string {
@@ -34,18 +35,58 @@ function entry(i: number): string {
   return JSON.stringify({
     time: '2026-11-23T22:00:00.123456789Z',
     type,
-    auth: { client_token: 'hmac-sha256:5f0c', accessor: 'hmac-sha256:1a2b', display_name: 'kubernetes-apps', policies: ['default', 'apps-read'], token_type: 'service', metadata: { role: 'apps', service_account_name: 'web' } },
-    request: { id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, operation: write ? 'update' : 'read', mount_type: 'kv', mount_point: 'secret/', mount_accessor: 'kv_1234', client_token: 'hmac-sha256:5f0c', namespace: { id: 'root' }, path, remote_address: '10.0.12.34', remote_port: 40000 + (i % 1000) },
-    ...(type === 'response' ? { response: { mount_type: 'kv', mount_point: 'secret/', data: write ? { created_time: 'hmac-sha256:02', deletion_time: 'hmac-sha256:03', destroyed: false, version: 3 } : { data: { password: 'hmac-sha256:9d8e' }, metadata: { version: 3 } } } } : {}),
+    auth: {
+      client_token: 'hmac-sha256:5f0c',
+      accessor: 'hmac-sha256:1a2b',
+      display_name: 'kubernetes-apps',
+      policies: ['default', 'apps-read'],
+      token_type: 'service',
+      metadata: { role: 'apps', service_account_name: 'web' },
+    },
+    request: {
+      id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+      operation: write ? 'update' : 'read',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      mount_accessor: 'kv_1234',
+      client_token: 'hmac-sha256:5f0c',
+      namespace: { id: 'root' },
+      path,
+      remote_address: '10.0.12.34',
+      remote_port: 40000 + (i % 1000),
+    },
+    ...(type === 'response'
+      ? {
+          response: {
+            mount_type: 'kv',
+            mount_point: 'secret/',
+            data: write
+              ? { created_time: 'hmac-sha256:02', deletion_time: 'hmac-sha256:03', destroyed: false, version: 3 }
+              : { data: { password: 'hmac-sha256:9d8e' }, metadata: { version: 3 } },
+          },
+        }
+      : {}),
   });
 }
 
 function post(agent: Agent, url: URL, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', agent, headers: { authorization: `Bearer ${BEARER_TOKEN}`, 'content-type': 'application/x-ndjson', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${BEARER_TOKEN}`,
+          'content-type': 'application/x-ndjson',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -95,8 +136,25 @@ export function intakeBench(): Promise<Figure[]> {
       const ratio = round(median(ratios));
       const note = `${ENTRIES}-entry NDJSON bodies (${round(Buffer.byteLength(body) / 1024, 0)} KB; 99% reads, 1% writes to unrouted paths), bearer auth, one keep-alive connection, serve in the benchmark's process; ${ROUNDS} rounds of ${REQUESTS_PER_ROUND} requests, each beside ${REQUESTS_PER_ROUND} JSON.parse loops`;
       return [
-        { name: 'intake_entries_per_s', value: Math.round(median(viaHttp)), unit: 'entries/s', baseline: { name: 'JSON.parse of the same lines, nothing else', value: Math.round(median(parseLoop)) }, spread: [Math.round(Math.min(...viaHttp)), Math.round(Math.max(...viaHttp))], runs: ROUNDS, note },
-        { name: 'intake_ratio_to_json_parse', value: ratio, unit: '× JSON.parse throughput', goal: `>= ${INTAKE_GOAL}`, met: ratio >= INTAKE_GOAL, spread: [round(Math.min(...ratios)), round(Math.max(...ratios))], runs: ROUNDS, note: `median of per-round ratios (parsed ${parsed} lines in the baseline)` },
+        {
+          name: 'intake_entries_per_s',
+          value: Math.round(median(viaHttp)),
+          unit: 'entries/s',
+          baseline: { name: 'JSON.parse of the same lines, nothing else', value: Math.round(median(parseLoop)) },
+          spread: [Math.round(Math.min(...viaHttp)), Math.round(Math.max(...viaHttp))],
+          runs: ROUNDS,
+          note,
+        },
+        {
+          name: 'intake_ratio_to_json_parse',
+          value: ratio,
+          unit: '× JSON.parse throughput',
+          goal: `>= ${INTAKE_GOAL}`,
+          met: ratio >= INTAKE_GOAL,
+          spread: [round(Math.min(...ratios)), round(Math.max(...ratios))],
+          runs: ROUNDS,
+          note: `median of per-round ratios (parsed ${parsed} lines in the baseline)`,
+        },
       ];
     } finally {
       agent.destroy();
@@ -110,7 +168,16 @@ export function deviceBench(): Promise<Figure[]> {
     const on = await startDevServer({
       kind: 'openbao',
       auditFile: join(dir, 'on-audit.log'),
-      audit: [{ type: 'http', path: 'http', options: { uri: `${base}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) } }],
+      audit: [
+        {
+          type: 'http',
+          path: 'http',
+          options: {
+            uri: `${base}/v1/vault/audit`,
+            headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }),
+          },
+        },
+      ],
     });
     try {
       // A dev server mounts secret/ as KV v2 already.
@@ -141,9 +208,32 @@ export function deviceBench(): Promise<Figure[]> {
       const added = round(p50On - p50Off, 2);
       const note = `OpenBao ${on.version} dev server, KV v2 read of one secret over loopback HTTP, ${READS} reads on each server, interleaved; both servers have a file audit device, one also the http device posting each entry (request and response) to serve with a bearer token; the device is synchronous: the read returns after serve answered`;
       return [
-        { name: 'openbao_read_p50_ms_http_device', value: p50On, unit: 'ms', baseline: { name: 'the same read, no http device', value: p50Off }, spread: [round(Math.min(...msOn), 2), round(Math.max(...msOn), 2)], runs: READS, note },
-        { name: 'openbao_read_p99_ms_http_device', value: round(percentile(msOn, 99), 2), unit: 'ms', baseline: { name: 'the same read, no http device', value: round(percentile(msOff, 99), 2) }, runs: READS, note },
-        { name: 'openbao_http_device_added_p50_ms', value: added, unit: 'ms', goal: `<= ${DEVICE_GOAL_MS}`, met: added <= DEVICE_GOAL_MS, runs: READS, note: 'p50 with the device minus p50 without, same run' },
+        {
+          name: 'openbao_read_p50_ms_http_device',
+          value: p50On,
+          unit: 'ms',
+          baseline: { name: 'the same read, no http device', value: p50Off },
+          spread: [round(Math.min(...msOn), 2), round(Math.max(...msOn), 2)],
+          runs: READS,
+          note,
+        },
+        {
+          name: 'openbao_read_p99_ms_http_device',
+          value: round(percentile(msOn, 99), 2),
+          unit: 'ms',
+          baseline: { name: 'the same read, no http device', value: round(percentile(msOff, 99), 2) },
+          runs: READS,
+          note,
+        },
+        {
+          name: 'openbao_http_device_added_p50_ms',
+          value: added,
+          unit: 'ms',
+          goal: `<= ${DEVICE_GOAL_MS}`,
+          met: added <= DEVICE_GOAL_MS,
+          runs: READS,
+          note: 'p50 with the device minus p50 without, same run',
+        },
       ];
     } finally {
       await on.stop();

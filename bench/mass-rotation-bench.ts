@@ -22,18 +22,35 @@ export const names = (i: number) => [`app-${i}-a`, `app-${i}-b`];
 
 export async function createFixtures(c: ClusterInfo, ns: string): Promise<void> {
   const admin = clusterClient(c, 'admin');
-  await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+  await admin.request('POST', '/api/v1/namespaces', {
+    body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+  });
   const limiter = new ConcurrencyLimiter(20);
   await Promise.all(
-    Array.from({ length: PATHS }, (_, i) => names(i)).flat().map((name) =>
-      limiter.run(async () => {
-        const res = await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
-          // replicas 0: the controllers make ReplicaSets but no Pods.
-          body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: ns }, spec: { replicas: 0, revisionHistoryLimit: 1, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } } },
-        });
-        if (res.status !== 201) throw new Error(`creating ${name}: HTTP ${res.status}`);
-      }),
-    ),
+    Array.from({ length: PATHS }, (_, i) => names(i))
+      .flat()
+      .map((name) =>
+        limiter.run(async () => {
+          const res = await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
+            // replicas 0: the controllers make ReplicaSets but no Pods.
+            body: {
+              apiVersion: 'apps/v1',
+              kind: 'Deployment',
+              metadata: { name, namespace: ns },
+              spec: {
+                replicas: 0,
+                revisionHistoryLimit: 1,
+                selector: { matchLabels: { app: name } },
+                template: {
+                  metadata: { labels: { app: name } },
+                  spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+                },
+              },
+            },
+          });
+          if (res.status !== 201) throw new Error(`creating ${name}: HTTP ${res.status}`);
+        }),
+      ),
   );
 }
 
@@ -42,8 +59,22 @@ function rawPatches(c: ClusterInfo, ns: string) {
   const patcher = rawPatcher(c, ns, CONCURRENCY);
   return {
     run: (version: number) => {
-      const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 22, 0, 0, version)).toISOString() } } } } });
-      return Promise.all(Array.from({ length: PATHS }, (_, i) => names(i)).flat().map((n) => patcher.patch(n, body)));
+      const body = JSON.stringify({
+        spec: {
+          template: {
+            metadata: {
+              annotations: {
+                'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 22, 0, 0, version)).toISOString(),
+              },
+            },
+          },
+        },
+      });
+      return Promise.all(
+        Array.from({ length: PATHS }, (_, i) => names(i))
+          .flat()
+          .map((n) => patcher.patch(n, body)),
+      );
     },
     close: () => patcher.close(),
   };
@@ -58,7 +89,10 @@ export async function massRotationBench(): Promise<Figure[]> {
     const table = loadRoutingTable(
       [
         'clusters:',
-        ...clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${CONCURRENCY} }`),
+        ...clusters.map(
+          (c) =>
+            `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${CONCURRENCY} }`,
+        ),
         'vault: { mounts: { secret: 2 } }',
         'routes:',
         '  - name: mass',
@@ -67,12 +101,33 @@ export async function massRotationBench(): Promise<Figure[]> {
       ].join('\n'),
       'bench.yaml',
     );
-    const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
+    const access = new ClusterClients(
+      createClusterAccessResolver(
+        defaultClusterAccessDeps({
+          routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'),
+          env: process.env,
+          logger: { warn: () => {} },
+        }),
+      ),
+    );
     const raw = clusters.map((c) => rawPatches(c, ns));
     let conflicts = 0;
     let patchedTargets = 0;
     const ours = async (version: number) => {
-      const lines = Array.from({ length: PATHS }, (_, i) => JSON.stringify({ time: new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(), type: 'response', request: { id: `mass-${i}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/mass/app-${i}` }, response: { data: { version } } }));
+      const lines = Array.from({ length: PATHS }, (_, i) =>
+        JSON.stringify({
+          time: new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(),
+          type: 'response',
+          request: {
+            id: `mass-${i}-${version}`,
+            operation: 'update',
+            mount_type: 'kv',
+            mount_point: 'secret/',
+            path: `secret/data/mass/app-${i}`,
+          },
+          response: { data: { version } },
+        }),
+      );
       const t0 = performance.now();
       const plan = planRollouts(table, parseInput(lines.join('\n'), { mounts: table.mounts }).changes);
       const t1 = performance.now();
@@ -96,8 +151,24 @@ export async function massRotationBench(): Promise<Figure[]> {
     const rawPerSecond = targets / (median(rawMs) / 1000);
     const note = `${PATHS} paths -> ${targets} Deployments over 3 clusters, ${CONCURRENCY} requests in flight per cluster for both; median of ${ROUNDS} rounds after a warm-up, alternating`;
     return [
-      { name: 'mass_rotation_targets_per_s', value: round(perSecond, 0), unit: 'targets/s', baseline: { name: 'raw PATCHes, same concurrency', value: round(rawPerSecond, 0) }, spread: [round(targets / (Math.max(...oursMs) / 1000), 0), round(targets / (Math.min(...oursMs) / 1000), 0)], runs: ROUNDS, note },
-      { name: 'mass_rotation_ratio_to_raw', value: round(perSecond / rawPerSecond), unit: '× raw throughput', goal: '>= 0.95', met: perSecond / rawPerSecond >= 0.95, runs: ROUNDS, note: `vault-rollout reads each cluster with one LIST, then patches each Deployment guarded by a JSON Patch test of the record it read; events after; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt` },
+      {
+        name: 'mass_rotation_targets_per_s',
+        value: round(perSecond, 0),
+        unit: 'targets/s',
+        baseline: { name: 'raw PATCHes, same concurrency', value: round(rawPerSecond, 0) },
+        spread: [round(targets / (Math.max(...oursMs) / 1000), 0), round(targets / (Math.min(...oursMs) / 1000), 0)],
+        runs: ROUNDS,
+        note,
+      },
+      {
+        name: 'mass_rotation_ratio_to_raw',
+        value: round(perSecond / rawPerSecond),
+        unit: '× raw throughput',
+        goal: '>= 0.95',
+        met: perSecond / rawPerSecond >= 0.95,
+        runs: ROUNDS,
+        note: `vault-rollout reads each cluster with one LIST, then patches each Deployment guarded by a JSON Patch test of the record it read; events after; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt`,
+      },
     ];
   } finally {
     for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);

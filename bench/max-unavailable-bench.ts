@@ -52,7 +52,15 @@ export async function maxUnavailableBench(): Promise<Figure[]> {
   const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-bench-slots-'));
   const namespaces: string[] = [];
   try {
-    const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
+    const access = new ClusterClients(
+      createClusterAccessResolver(
+        defaultClusterAccessDeps({
+          routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'),
+          env: process.env,
+          logger: { warn: () => {} },
+        }),
+      ),
+    );
     const rotate = async (bounded: boolean): Promise<Run> => {
       const ns = `bench-slots-${bounded ? 'b' : 'u'}-${Date.now().toString(36)}`;
       namespaces.push(ns);
@@ -67,7 +75,10 @@ export async function maxUnavailableBench(): Promise<Figure[]> {
       const table = loadRoutingTable(
         [
           'clusters:',
-          ...clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: 10 }`),
+          ...clusters.map(
+            (c) =>
+              `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: 10 }`,
+          ),
           'vault: { mounts: { secret: 2 } }',
           ...(bounded ? [`rollout: { maxUnavailable: { perCluster: ${PER_CLUSTER}, fleet: ${FLEET} } }`] : []),
           'routes:',
@@ -77,15 +88,40 @@ export async function maxUnavailableBench(): Promise<Figure[]> {
         ].join('\n'),
         'bench.yaml',
       );
-      const lines = Array.from({ length: PATHS }, (_, i) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `slots-${i}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/mass/app-${i}` }, response: { data: { version: 2 } } }));
+      const lines = Array.from({ length: PATHS }, (_, i) =>
+        JSON.stringify({
+          time: new Date().toISOString(),
+          type: 'response',
+          request: {
+            id: `slots-${i}`,
+            operation: 'update',
+            mount_type: 'kv',
+            mount_point: 'secret/',
+            path: `secret/data/mass/app-${i}`,
+          },
+          response: { data: { version: 2 } },
+        }),
+      );
       const plan = planRollouts(table, parseInput(lines.join('\n'), { mounts: table.mounts }).changes);
       const slots = new SqliteSlotStore(join(dir, `${ns}.db`));
-      const run: Run = { settleSeconds, seconds: 0, complete: 0, maxResults: 0, maxLeases: { cluster: 0, fleet: 0 }, maxSampled: { cluster: 0, fleet: 0 }, samples: 0 };
+      const run: Run = {
+        settleSeconds,
+        seconds: 0,
+        complete: 0,
+        maxResults: 0,
+        maxLeases: { cluster: 0, fleet: 0 },
+        maxSampled: { cluster: 0, fleet: 0 },
+        samples: 0,
+      };
       // The executor's own view: restarted and not yet ended.
       const rolling = new Set<string>();
       const onProgress = (r: RolloutResult) => {
         const key = `${r.cluster}/${r.name}`;
-        if ((r.outcome === 'restarted' || r.outcome === 'unchanged') && (r.rollout === undefined || r.rollout === 'progressing')) rolling.add(key);
+        if (
+          (r.outcome === 'restarted' || r.outcome === 'unchanged') &&
+          (r.rollout === undefined || r.rollout === 'progressing')
+        )
+          rolling.add(key);
         else rolling.delete(key);
         run.maxResults = Math.max(run.maxResults, rolling.size);
       };
@@ -94,16 +130,25 @@ export async function maxUnavailableBench(): Promise<Figure[]> {
         while (sampling) {
           const counts = await Promise.all(clusters.map((c) => rollingIn(c, ns)));
           run.maxSampled.cluster = Math.max(run.maxSampled.cluster, ...counts);
-          run.maxSampled.fleet = Math.max(run.maxSampled.fleet, counts.reduce((a, b) => a + b, 0));
+          run.maxSampled.fleet = Math.max(
+            run.maxSampled.fleet,
+            counts.reduce((a, b) => a + b, 0),
+          );
           run.maxLeases.fleet = Math.max(run.maxLeases.fleet, (await slots.leases(FLEET_SCOPE)).length);
-          for (const c of clusters) run.maxLeases.cluster = Math.max(run.maxLeases.cluster, (await slots.leases(clusterScope(c.name))).length);
+          for (const c of clusters)
+            run.maxLeases.cluster = Math.max(run.maxLeases.cluster, (await slots.leases(clusterScope(c.name))).length);
           run.samples++;
           await new Promise((r) => setTimeout(r, 200));
         }
       })();
       const t0 = performance.now();
       try {
-        const results = await executeRollouts(table, plan.targets, { access: (n, c) => access.get(n, c), slots, slotPollMs: 500, follow: { budgetMs: BUDGET_MS, onProgress } });
+        const results = await executeRollouts(table, plan.targets, {
+          access: (n, c) => access.get(n, c),
+          slots,
+          slotPollMs: 500,
+          follow: { budgetMs: BUDGET_MS, onProgress },
+        });
         run.seconds = (performance.now() - t0) / 1000;
         run.complete = results.filter((r) => r.rollout === 'complete').length;
       } finally {
@@ -116,14 +161,39 @@ export async function maxUnavailableBench(): Promise<Figure[]> {
     const unbounded = await rotate(false);
     const bounded = await rotate(true);
     const targets = 3 * 2 * PATHS;
-    const note = (r: Run) => `${targets} Deployments (replicas 0) over 3 clusters, restarted and followed to complete in one call; ${r.complete} complete in ${round(r.seconds, 1)} s (timed once the controllers had settled the new Deployments, ${round(r.settleSeconds, 0)} s); most rolling at once: ${r.maxResults} by the results, ${r.maxLeases.fleet} leases (${r.maxLeases.cluster} in one cluster), ${r.maxSampled.fleet} in the clusters (${r.maxSampled.cluster} in one; ${r.samples} samples)`;
-    const within = bounded.maxResults <= FLEET && bounded.maxLeases.fleet <= FLEET && bounded.maxLeases.cluster <= PER_CLUSTER && bounded.maxSampled.fleet <= FLEET && bounded.maxSampled.cluster <= PER_CLUSTER;
+    const note = (r: Run) =>
+      `${targets} Deployments (replicas 0) over 3 clusters, restarted and followed to complete in one call; ${r.complete} complete in ${round(r.seconds, 1)} s (timed once the controllers had settled the new Deployments, ${round(r.settleSeconds, 0)} s); most rolling at once: ${r.maxResults} by the results, ${r.maxLeases.fleet} leases (${r.maxLeases.cluster} in one cluster), ${r.maxSampled.fleet} in the clusters (${r.maxSampled.cluster} in one; ${r.samples} samples)`;
+    const within =
+      bounded.maxResults <= FLEET &&
+      bounded.maxLeases.fleet <= FLEET &&
+      bounded.maxLeases.cluster <= PER_CLUSTER &&
+      bounded.maxSampled.fleet <= FLEET &&
+      bounded.maxSampled.cluster <= PER_CLUSTER;
     return [
-      { name: 'mass_rotation_bounded_complete_per_s', value: round(bounded.complete / bounded.seconds, 1), unit: 'rollouts complete/s', baseline: { name: 'unbounded, same run', value: round(unbounded.complete / unbounded.seconds, 1) }, goal: `all ${targets} complete`, met: bounded.complete === targets && unbounded.complete === targets, runs: 1, note: `bounded { perCluster: ${PER_CLUSTER}, fleet: ${FLEET} }: ${note(bounded)}. Unbounded: ${note(unbounded)}` },
-      { name: 'mass_rotation_bounded_max_rolling', value: Math.max(bounded.maxResults, bounded.maxLeases.fleet, bounded.maxSampled.fleet), unit: 'rolling at once (fleet)', goal: `<= ${FLEET} fleet, <= ${PER_CLUSTER} per cluster`, met: within, baseline: { name: 'unbounded, same run', value: Math.max(unbounded.maxResults, unbounded.maxSampled.fleet) }, runs: 1, note: `per cluster: ${Math.max(bounded.maxLeases.cluster, bounded.maxSampled.cluster)} at most (leases and clusters sampled every 200 ms; the results counted at every change)` },
+      {
+        name: 'mass_rotation_bounded_complete_per_s',
+        value: round(bounded.complete / bounded.seconds, 1),
+        unit: 'rollouts complete/s',
+        baseline: { name: 'unbounded, same run', value: round(unbounded.complete / unbounded.seconds, 1) },
+        goal: `all ${targets} complete`,
+        met: bounded.complete === targets && unbounded.complete === targets,
+        runs: 1,
+        note: `bounded { perCluster: ${PER_CLUSTER}, fleet: ${FLEET} }: ${note(bounded)}. Unbounded: ${note(unbounded)}`,
+      },
+      {
+        name: 'mass_rotation_bounded_max_rolling',
+        value: Math.max(bounded.maxResults, bounded.maxLeases.fleet, bounded.maxSampled.fleet),
+        unit: 'rolling at once (fleet)',
+        goal: `<= ${FLEET} fleet, <= ${PER_CLUSTER} per cluster`,
+        met: within,
+        baseline: { name: 'unbounded, same run', value: Math.max(unbounded.maxResults, unbounded.maxSampled.fleet) },
+        runs: 1,
+        note: `per cluster: ${Math.max(bounded.maxLeases.cluster, bounded.maxSampled.cluster)} at most (leases and clusters sampled every 200 ms; the results counted at every change)`,
+      },
     ];
   } finally {
-    for (const ns of namespaces) for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);
+    for (const ns of namespaces)
+      for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);
     rmSync(dir, { recursive: true, force: true });
     if (started.started) await down({ log: () => {} });
   }
@@ -136,11 +206,17 @@ async function settled(clusters: readonly ClusterInfo[], ns: string): Promise<vo
     const pending = await Promise.all(
       clusters.map(async (c) => {
         const res = await clusterClient(c, 'admin').request('GET', `/apis/apps/v1/namespaces/${ns}/deployments`);
-        return ((res.body as { items?: KubeObject[] }).items ?? []).filter((d) => (d.status as { observedGeneration?: number } | undefined)?.observedGeneration !== d.metadata?.generation).length;
+        return ((res.body as { items?: KubeObject[] }).items ?? []).filter(
+          (d) =>
+            (d.status as { observedGeneration?: number } | undefined)?.observedGeneration !== d.metadata?.generation,
+        ).length;
       }),
     );
     if (pending.every((n) => n === 0)) return;
-    if (performance.now() > until) throw new Error(`the deployment controllers had not observed ${pending.reduce((a, b) => a + b, 0)} new Deployments after ${SETTLE_LIMIT_MS / 1000} s`);
+    if (performance.now() > until)
+      throw new Error(
+        `the deployment controllers had not observed ${pending.reduce((a, b) => a + b, 0)} new Deployments after ${SETTLE_LIMIT_MS / 1000} s`,
+      );
     await new Promise((r) => setTimeout(r, 2_000));
   }
 }
@@ -149,5 +225,10 @@ async function settled(clusters: readonly ClusterInfo[], ns: string): Promise<vo
 async function rollingIn(c: ClusterInfo, ns: string): Promise<number> {
   const res = await clusterClient(c, 'admin').request('GET', `/apis/apps/v1/namespaces/${ns}/deployments`);
   const items = (res.body as { items?: KubeObject[] }).items ?? [];
-  return items.filter((d) => (d.spec as { template?: { metadata?: { annotations?: Record<string, string> } } }).template?.metadata?.annotations?.[ANNOTATIONS.restartToken] !== undefined && WORKLOAD_KINDS.Deployment.health(d).state === 'progressing').length;
+  return items.filter(
+    (d) =>
+      (d.spec as { template?: { metadata?: { annotations?: Record<string, string> } } }).template?.metadata
+        ?.annotations?.[ANNOTATIONS.restartToken] !== undefined &&
+      WORKLOAD_KINDS.Deployment.health(d).state === 'progressing',
+  ).length;
 }

@@ -53,9 +53,16 @@ async function stage(prefix: string, names: string[]): Promise<Stage> {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
   const started = await up({ log: () => {} });
-  const clusters = new Map(loadClusters().clusters.filter((c) => names.includes(c.name)).map((c) => [c.name, c]));
+  const clusters = new Map(
+    loadClusters()
+      .clusters.filter((c) => names.includes(c.name))
+      .map((c) => [c.name, c]),
+  );
   const ns = `bench-${prefix}-${Date.now().toString(36)}`;
-  for (const c of clusters.values()) await clusterClient(c, 'admin').request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+  for (const c of clusters.values())
+    await clusterClient(c, 'admin').request('POST', '/api/v1/namespaces', {
+      body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+    });
   return {
     clusters,
     ns,
@@ -78,27 +85,61 @@ async function deployments(c: ClusterInfo, ns: string, specs: DeploymentSpec[]):
   const admin = clusterClient(c, 'admin');
   for (const s of specs) {
     await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
-      body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: s.name, namespace: ns, labels: s.labels ?? {} }, spec: { replicas: s.replicas, revisionHistoryLimit: 1, strategy: ONE_AT_A_TIME, selector: { matchLabels: { app: s.name } }, template: { metadata: { labels: { app: s.name }, annotations: s.slow ? SLOW : {} }, spec: { containers: [{ name: 'a', image: 'registry.invalid/a:1' }] } } } },
+      body: {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: s.name, namespace: ns, labels: s.labels ?? {} },
+        spec: {
+          replicas: s.replicas,
+          revisionHistoryLimit: 1,
+          strategy: ONE_AT_A_TIME,
+          selector: { matchLabels: { app: s.name } },
+          template: {
+            metadata: { labels: { app: s.name }, annotations: s.slow ? SLOW : {} },
+            spec: { containers: [{ name: 'a', image: 'registry.invalid/a:1' }] },
+          },
+        },
+      },
     });
   }
-  for (const s of specs) await waitFor(async () => (s.replicas === 0 || (await status(c, ns, s.name)).readyReplicas === s.replicas) || undefined, { timeoutMs: 120_000, intervalMs: 500, what: `${s.name} Ready` });
+  for (const s of specs)
+    await waitFor(
+      async () => s.replicas === 0 || (await status(c, ns, s.name)).readyReplicas === s.replicas || undefined,
+      { timeoutMs: 120_000, intervalMs: 500, what: `${s.name} Ready` },
+    );
 }
 
 interface DeploymentView {
   metadata: { name: string; generation?: number; annotations?: Record<string, string> };
   spec?: { replicas?: number; template?: { metadata?: { annotations?: Record<string, string> } } };
-  status?: { observedGeneration?: number; replicas?: number; updatedReplicas?: number; availableReplicas?: number; readyReplicas?: number };
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    updatedReplicas?: number;
+    availableReplicas?: number;
+    readyReplicas?: number;
+  };
 }
 
 async function status(c: ClusterInfo, ns: string, name: string): Promise<NonNullable<DeploymentView['status']>> {
-  return ((await clusterClient(c, 'admin').request('GET', `/apis/apps/v1/namespaces/${ns}/deployments/${name}`)).body as DeploymentView).status ?? {};
+  return (
+    (
+      (await clusterClient(c, 'admin').request('GET', `/apis/apps/v1/namespaces/${ns}/deployments/${name}`))
+        .body as DeploymentView
+    ).status ?? {}
+  );
 }
 
 /** Complete by its status (as the deployment controller and `kubectl rollout status` judge it). */
 const rolledOut = (d: DeploymentView): boolean => {
   const want = d.spec?.replicas ?? 1;
   const s = d.status ?? {};
-  return s.observedGeneration === d.metadata.generation && s.updatedReplicas === want && s.availableReplicas === want && s.replicas === want;
+  return (
+    s.observedGeneration === d.metadata.generation &&
+    s.updatedReplicas === want &&
+    s.availableReplicas === want &&
+    s.replicas === want
+  );
 };
 
 const goal = (baseline: number) => round(GOAL_RATIO * Math.max(1, baseline), 1);
@@ -109,7 +150,11 @@ export async function behindBench(): Promise<Figure[]> {
   const s = await stage('behind', ['alpha', 'beta']);
   const alpha = s.clusters.get('alpha') as ClusterInfo;
   const beta = s.clusters.get('beta') as ClusterInfo;
-  await deployments(alpha, s.ns, [{ name: 'slow', replicas: 6, slow: true }, { name: 'same', replicas: 0 }, { name: 'raw', replicas: 0 }]);
+  await deployments(alpha, s.ns, [
+    { name: 'slow', replicas: 6, slow: true },
+    { name: 'same', replicas: 0 },
+    { name: 'raw', replicas: 0 },
+  ]);
   await deployments(beta, s.ns, [{ name: 'other', replicas: 0 }]);
   const routesFile = join(s.dir, 'routes.yaml');
   writeFileSync(
@@ -135,11 +180,29 @@ routes:
   const watchBeta = watchRestarts(beta, s.ns);
   // serve's defaults: follow on (out of line), a watch to wake continuations, 4 loops.
   const serve = await startServe(routesFile);
-  const server = await startDevServer({ kind: 'openbao', auditFile: join(s.dir, 'side-audit.log'), audit: [{ type: 'http', path: 'http', options: { uri: `${serve.url}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) } }] });
+  const server = await startDevServer({
+    kind: 'openbao',
+    auditFile: join(s.dir, 'side-audit.log'),
+    audit: [
+      {
+        type: 'http',
+        path: 'http',
+        options: {
+          uri: `${serve.url}/v1/vault/audit`,
+          headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }),
+        },
+      },
+    ],
+  });
   const raw = rawPatcher(alpha, s.ns, 1);
   try {
     await server.client.enableKv('kv2', 2);
-    const seen = (watch: typeof watchAlpha, name: string, count: number) => waitFor(async () => watch.restarts.filter((r) => r.name === name)[count - 1]?.at, { timeoutMs: 60_000, intervalMs: 2, what: `restart ${count} of ${name}` });
+    const seen = (watch: typeof watchAlpha, name: string, count: number) =>
+      waitFor(async () => watch.restarts.filter((r) => r.name === name)[count - 1]?.at, {
+        timeoutMs: 60_000,
+        intervalMs: 2,
+        what: `restart ${count} of ${name}`,
+      });
     // The slow rollout: patched, then rolling for about a minute while everything below is measured.
     await server.client.kv2Write('kv2', 'slow/db', { n: 1 });
     const slowPatched = await seen(watchAlpha, 'slow', 1);
@@ -155,7 +218,14 @@ routes:
       const b = (await seen(watchBeta, 'other', n)) - returned;
       await server.client.kv2Write('kv2', 'unrouted/db', { n });
       returned = Date.now();
-      await raw.patch('raw', JSON.stringify({ spec: { template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ raw: n }) } } } } }));
+      await raw.patch(
+        'raw',
+        JSON.stringify({
+          spec: {
+            template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ raw: n }) } } },
+          },
+        }),
+      );
       const c = (await seen(watchAlpha, 'raw', n)) - returned;
       if (n > WARMUP) {
         same.push(a);
@@ -166,20 +236,46 @@ routes:
     const measuredFor = Date.now() - slowPatched;
     const slowStatus = await status(alpha, s.ns, 'slow');
     const stillRolling = (slowStatus.updatedReplicas ?? 0) < 6 || (slowStatus.replicas ?? 0) > 6;
-    if (!stillRolling) throw new Error(`the slow rollout ended before the ${WRITES} writes did (${measuredFor} ms): the figures would not be behind a rollout`);
+    if (!stillRolling)
+      throw new Error(
+        `the slow rollout ended before the ${WRITES} writes did (${measuredFor} ms): the figures would not be behind a rollout`,
+      );
     const rawP50 = round(median(rawMs), 1);
     const rawP99 = round(percentile(rawMs, 99), 1);
     const base = { name: 'a PATCH sent straight to the API server after the write', value: rawP50 };
-    const note = (where: string) => `OpenBao ${server.version} dev server -> http audit device -> serve (defaults: follow on, watch on, 4 loops) -> ${where}; ${WRITES} sequential writes (after ${WARMUP} warm-up), all within ${round(measuredFor / 1000, 1)} s of the slow rollout's patch, which was still rolling at the end (6 replicas one at a time, 10 s each); before continuations: 28.6 s (same cluster) and 28.7 s (other cluster)`;
+    const note = (where: string) =>
+      `OpenBao ${server.version} dev server -> http audit device -> serve (defaults: follow on, watch on, 4 loops) -> ${where}; ${WRITES} sequential writes (after ${WARMUP} warm-up), all within ${round(measuredFor / 1000, 1)} s of the slow rollout's patch, which was still rolling at the end (6 replicas one at a time, 10 s each); before continuations: 28.6 s (same cluster) and 28.7 s (other cluster)`;
     const figures = (prefix: string, ms: number[], where: string): Figure[] => {
       const p50 = round(median(ms), 1);
       const p99 = round(percentile(ms, 99), 1);
       return [
-        { name: `${prefix}_p50_ms`, value: p50, unit: 'ms', goal: `<= ${goal(rawP50)} (${GOAL_RATIO}x baseline)`, met: p50 <= goal(rawP50), baseline: base, spread: [Math.min(...ms), Math.max(...ms)], runs: WRITES, note: note(where) },
-        { name: `${prefix}_p99_ms`, value: p99, unit: 'ms', goal: `<= ${goal(rawP99)} (${GOAL_RATIO}x baseline)`, met: p99 <= goal(rawP99), baseline: { ...base, value: rawP99 }, runs: WRITES, note: note(where) },
+        {
+          name: `${prefix}_p50_ms`,
+          value: p50,
+          unit: 'ms',
+          goal: `<= ${goal(rawP50)} (${GOAL_RATIO}x baseline)`,
+          met: p50 <= goal(rawP50),
+          baseline: base,
+          spread: [Math.min(...ms), Math.max(...ms)],
+          runs: WRITES,
+          note: note(where),
+        },
+        {
+          name: `${prefix}_p99_ms`,
+          value: p99,
+          unit: 'ms',
+          goal: `<= ${goal(rawP99)} (${GOAL_RATIO}x baseline)`,
+          met: p99 <= goal(rawP99),
+          baseline: { ...base, value: rawP99 },
+          runs: WRITES,
+          note: note(where),
+        },
       ];
     };
-    return [...figures('behind_slow_rollout_same_cluster', same, 'another Deployment in the rolling one\'s cluster'), ...figures('behind_slow_rollout_other_cluster', other, 'a Deployment in another cluster')];
+    return [
+      ...figures('behind_slow_rollout_same_cluster', same, "another Deployment in the rolling one's cluster"),
+      ...figures('behind_slow_rollout_other_cluster', other, 'a Deployment in another cluster'),
+    ];
   } finally {
     raw.close();
     watchAlpha.stop();
@@ -197,18 +293,35 @@ export async function wakeBench(): Promise<Figure[]> {
   // 2 replicas one at a time, 10 s each: a 20 s rollout, so the continuation's looks are 1-5 s apart at its end.
   await deployments(alpha, s.ns, [{ name: 'wake', replicas: 2, slow: true }]);
   const routesFile = join(s.dir, 'routes.yaml');
-  writeFileSync(routesFile, `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(alpha.vaultRolloutKubeconfig)} } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: wake\n    match: { path: "secret/wake/db" }\n    targets: [{ clusters: [alpha], namespace: ${s.ns}, kind: Deployment, name: wake }]\n`);
+  writeFileSync(
+    routesFile,
+    `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(alpha.vaultRolloutKubeconfig)} } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: wake\n    match: { path: "secret/wake/db" }\n    targets: [{ clusters: [alpha], namespace: ${s.ns}, kind: Deployment, name: wake }]\n`,
+  );
   // When the Deployment's status first says complete for a version, and when its RolloutComplete Event appears.
   const readyAt = new Map<number, number>();
   const completeAt = new Map<number, number>();
-  const deployWatch = adminWatch<{ object: DeploymentView }>(alpha, `/apis/apps/v1/namespaces/${s.ns}/deployments?watch=1`, (e) => {
-    const version = (JSON.parse(e.object.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}') as Record<string, number>)['secret/wake/db'];
-    if (version !== undefined && rolledOut(e.object) && !readyAt.has(version)) readyAt.set(version, Date.now());
-  });
-  const eventWatch = adminWatch<{ object: { reason?: string; message?: string } }>(alpha, `/api/v1/namespaces/${s.ns}/events?watch=1`, (e) => {
-    const version = e.object.reason === 'RolloutComplete' ? Number(/version (\d+)/.exec(e.object.message ?? '')?.[1]) : NaN;
-    if (Number.isFinite(version) && !completeAt.has(version)) completeAt.set(version, Date.now());
-  });
+  const deployWatch = adminWatch<{ object: DeploymentView }>(
+    alpha,
+    `/apis/apps/v1/namespaces/${s.ns}/deployments?watch=1`,
+    (e) => {
+      const version = (
+        JSON.parse(e.object.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}') as Record<
+          string,
+          number
+        >
+      )['secret/wake/db'];
+      if (version !== undefined && rolledOut(e.object) && !readyAt.has(version)) readyAt.set(version, Date.now());
+    },
+  );
+  const eventWatch = adminWatch<{ object: { reason?: string; message?: string } }>(
+    alpha,
+    `/api/v1/namespaces/${s.ns}/events?watch=1`,
+    (e) => {
+      const version =
+        e.object.reason === 'RolloutComplete' ? Number(/version (\d+)/.exec(e.object.message ?? '')?.[1]) : NaN;
+      if (Number.isFinite(version) && !completeAt.has(version)) completeAt.set(version, Date.now());
+    },
+  );
   let version = 0;
   let request = 0;
   const rounds = async (env: Record<string, string>): Promise<number[]> => {
@@ -217,11 +330,30 @@ export async function wakeBench(): Promise<Figure[]> {
     try {
       for (let r = 0; r < ROUNDS; r++) {
         version++;
-        const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `wake-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/wake/db' }, response: { data: { version } } });
-        const res = await fetch(`${serve.url}/v1/vault/audit`, { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } });
+        const audit = JSON.stringify({
+          time: new Date().toISOString(),
+          type: 'response',
+          request: {
+            id: `wake-${++request}`,
+            operation: 'update',
+            mount_type: 'kv',
+            mount_point: 'secret/',
+            path: 'secret/data/wake/db',
+          },
+          response: { data: { version } },
+        });
+        const res = await fetch(`${serve.url}/v1/vault/audit`, {
+          method: 'POST',
+          body: audit,
+          headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+        });
         if (res.status !== 202) throw new Error(`intake answered ${res.status}`);
         const v = version;
-        const complete = await waitFor(async () => completeAt.get(v), { timeoutMs: 120_000, intervalMs: 20, what: `RolloutComplete for version ${v}` });
+        const complete = await waitFor(async () => completeAt.get(v), {
+          timeoutMs: 120_000,
+          intervalMs: 20,
+          what: `RolloutComplete for version ${v}`,
+        });
         const ready = readyAt.get(v);
         if (ready === undefined) throw new Error(`no complete status seen for version ${v}`);
         ms.push(complete - ready);
@@ -237,8 +369,28 @@ export async function wakeBench(): Promise<Figure[]> {
     const p50 = round(median(watched), 1);
     const note = `serve on alpha; a Deployment of 2 replicas replaced one at a time, each Ready 10 s after it starts (a 20 s rollout); from the watch event whose status says complete to the watch event of its RolloutComplete Event; ${ROUNDS} rollouts each way, one after the other`;
     return [
-      { name: 'last_pod_ready_to_complete_ms', value: p50, unit: 'ms', goal: '<= 1000', met: Math.max(...watched) <= 1000, baseline: { name: 'the same serve with VAULT_ROLLOUT_WATCH=off: seen at the next look', value: round(median(unwatched), 1) }, spread: [Math.min(...watched), Math.max(...watched)], runs: ROUNDS, note },
-      { name: 'last_pod_ready_to_complete_ms_no_watch', value: round(median(unwatched), 1), unit: 'ms', spread: [Math.min(...unwatched), Math.max(...unwatched)], runs: ROUNDS, note: `${note}; VAULT_ROLLOUT_WATCH=off, as in Lambda (no process to keep a watch in)` },
+      {
+        name: 'last_pod_ready_to_complete_ms',
+        value: p50,
+        unit: 'ms',
+        goal: '<= 1000',
+        met: Math.max(...watched) <= 1000,
+        baseline: {
+          name: 'the same serve with VAULT_ROLLOUT_WATCH=off: seen at the next look',
+          value: round(median(unwatched), 1),
+        },
+        spread: [Math.min(...watched), Math.max(...watched)],
+        runs: ROUNDS,
+        note,
+      },
+      {
+        name: 'last_pod_ready_to_complete_ms_no_watch',
+        value: round(median(unwatched), 1),
+        unit: 'ms',
+        spread: [Math.min(...unwatched), Math.max(...unwatched)],
+        runs: ROUNDS,
+        note: `${note}; VAULT_ROLLOUT_WATCH=off, as in Lambda (no process to keep a watch in)`,
+      },
     ];
   } finally {
     deployWatch.destroy();
@@ -267,13 +419,17 @@ export async function lambdaCostBench(): Promise<Figure[]> {
   const LOOKS_PER_ROUND = 3;
   const ROLLOUT_MS = 120_000;
   /** serverless.yml's workerMemory (the default stage): GB-seconds = seconds × this. */
-  const MEMORY_GB = Number(/workerMemory: (\d+)/.exec(readFileSync(new URL('../serverless.yml', import.meta.url), 'utf8'))?.[1] ?? 512) / 1024;
+  const MEMORY_GB =
+    Number(
+      /workerMemory: (\d+)/.exec(readFileSync(new URL('../serverless.yml', import.meta.url), 'utf8'))?.[1] ?? 512,
+    ) / 1024;
   const names = ['alpha', 'beta', 'gamma'];
   const s = await stage('cost', names);
   const infos = names.map((n) => s.clusters.get(n) as ClusterInfo);
   for (const [i, c] of infos.entries()) {
     const specs: DeploymentSpec[] = [];
-    for (let w = i; w < WORKLOADS; w += names.length) specs.push({ name: `app-${w}`, replicas: 1, slow: true, labels: { fleet: 'yes' } });
+    for (let w = i; w < WORKLOADS; w += names.length)
+      specs.push({ name: `app-${w}`, replicas: 1, slow: true, labels: { fleet: 'yes' } });
     await deployments(c, s.ns, specs);
   }
   const table = loadRoutingTable(
@@ -281,9 +437,17 @@ export async function lambdaCostBench(): Promise<Figure[]> {
     join(s.dir, 'routes.yaml'),
   );
   const telemetry = memoryTelemetry();
-  const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: s.dir, env: {}, logger: telemetry })));
+  const clients = new ClusterClients(
+    createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: s.dir, env: {}, logger: telemetry })),
+  );
   const requeued: RolloutMessage[] = [];
-  const deps: WorkerDeps = { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, follow: { requeue: async (m) => void requeued.push(m) } };
+  const deps: WorkerDeps = {
+    table,
+    rotations: new MemoryRotationStore(),
+    telemetry,
+    executor: { access: (n, c) => clients.get(n, c), logger: telemetry },
+    follow: { requeue: async (m) => void requeued.push(m) },
+  };
   const stepMs: number[] = [];
   const lookMs: number[] = [];
   let id = 0;
@@ -291,22 +455,55 @@ export async function lambdaCostBench(): Promise<Figure[]> {
     const t0 = performance.now();
     const out = await processBatch(records, now === undefined ? deps : { ...deps, now: () => now });
     const ms = performance.now() - t0;
-    if (out.failed.length > 0 || out.refused.length > 0) throw new Error(`a worker invocation failed: ${JSON.stringify(out.refused)}`);
+    if (out.failed.length > 0 || out.refused.length > 0)
+      throw new Error(`a worker invocation failed: ${JSON.stringify(out.refused)}`);
     return ms;
   };
   try {
     for (let version = 2; version < 2 + ROUNDS; version++) {
-      const change: SecretChange = { namespace: '', mount: 'secret', key: 'fleet/db', path: 'secret/fleet/db', operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `cost-${version}`, time: new Date().toISOString(), record: 'bench' };
-      const messages = [...changesByCluster([change], planRollouts(table, [change]))].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, new Date().toISOString()));
+      const change: SecretChange = {
+        namespace: '',
+        mount: 'secret',
+        key: 'fleet/db',
+        path: 'secret/fleet/db',
+        operation: 'write',
+        version,
+        kvVersion: 2,
+        kvVersionFrom: 'routes',
+        source: 'audit',
+        via: 'direct',
+        id: `cost-${version}`,
+        time: new Date().toISOString(),
+        record: 'bench',
+      };
+      const messages = [...changesByCluster([change], planRollouts(table, [change]))].flatMap(([cluster, cs]) =>
+        rolloutMessages(cluster, cs, new Date().toISOString()),
+      );
       requeued.length = 0;
       // One cluster message per invocation (workerBatchSize: auto without settle).
-      for (const m of messages) stepMs.push(await timed([{ messageId: `step-${++id}`, body: JSON.stringify(m), groupId: messageGroupId(m) }]));
-      if (requeued.length !== names.length) throw new Error(`expected a continuation per cluster, got ${requeued.length}`);
+      for (const m of messages)
+        stepMs.push(await timed([{ messageId: `step-${++id}`, body: JSON.stringify(m), groupId: messageGroupId(m) }]));
+      if (requeued.length !== names.length)
+        throw new Error(`expected a continuation per cluster, got ${requeued.length}`);
       // Looks while the rollouts still roll (each pod is Ready 10 s after it starts): each holds the message again.
       for (let look = 0; look < LOOKS_PER_ROUND; look++) {
-        for (const c of requeued) lookMs.push(await timed([{ messageId: `look-${++id}`, body: JSON.stringify(c), groupId: messageGroupId(c), receiveCount: 2 }], Date.parse(c.follow?.lookAt ?? '') || undefined));
+        for (const c of requeued)
+          lookMs.push(
+            await timed(
+              [{ messageId: `look-${++id}`, body: JSON.stringify(c), groupId: messageGroupId(c), receiveCount: 2 }],
+              Date.parse(c.follow?.lookAt ?? '') || undefined,
+            ),
+          );
       }
-      for (const c of infos) for (let w = names.indexOf(c.name); w < WORKLOADS; w += names.length) await waitFor(async () => { const st = await status(c, s.ns, `app-${w}`); return (st.updatedReplicas === 1 && st.availableReplicas === 1 && st.replicas === 1) || undefined; }, { timeoutMs: 120_000, intervalMs: 200, what: `app-${w} rolled out` });
+      for (const c of infos)
+        for (let w = names.indexOf(c.name); w < WORKLOADS; w += names.length)
+          await waitFor(
+            async () => {
+              const st = await status(c, s.ns, `app-${w}`);
+              return (st.updatedReplicas === 1 && st.availableReplicas === 1 && st.replicas === 1) || undefined;
+            },
+            { timeoutMs: 120_000, intervalMs: 200, what: `app-${w} rolled out` },
+          );
     }
     const step = median(stepMs);
     const look = median(lookMs);
@@ -316,9 +513,35 @@ export async function lambdaCostBench(): Promise<Figure[]> {
     const afterGbS = (clusters * (step + looks * look) * MEMORY_GB) / 1000;
     const perCluster = `${WORKLOADS} Deployments in ${clusters} clusters (${Math.ceil(WORKLOADS / clusters)} per cluster message), worker at ${MEMORY_GB * 1024} MB, rollouts of ${ROLLOUT_MS / 1000} s`;
     return [
-      { name: 'lambda_worker_step_ms', value: round(step, 1), unit: 'ms', spread: [round(Math.min(...stepMs), 1), round(Math.max(...stepMs), 1)], runs: stepMs.length, note: `one cluster message: plan, one LIST, ${Math.ceil(WORKLOADS / clusters)} PATCHes, Events, one look, the continuation sent; processBatch on the real test clusters` },
-      { name: 'lambda_continuation_look_ms', value: round(look, 1), unit: 'ms', spread: [round(Math.min(...lookMs), 1), round(Math.max(...lookMs), 1)], runs: lookMs.length, note: 'one continuation look while the rollouts still roll: one LIST, each rollout judged, held again' },
-      { name: 'lambda_gb_s_per_rotation', value: round(afterGbS, 2), unit: 'GB-s', goal: '< baseline', met: afterGbS < beforeGbS, baseline: { name: 'before continuations: followed in line, every second of the rollout billed', value: round(beforeGbS, 2) }, runs: ROUNDS, note: `${perCluster}: ${clusters} steps + ${clusters} × ${looks} looks (the waiting decision's delays over ${ROLLOUT_MS / 1000} s) = ${clusters * (1 + looks)} invocations; before: ${clusters} invocations of step + 60 s and ${clusters} follow-ups of 60 s; on paper from the measured durations (billed per ms, cold starts left out)` },
+      {
+        name: 'lambda_worker_step_ms',
+        value: round(step, 1),
+        unit: 'ms',
+        spread: [round(Math.min(...stepMs), 1), round(Math.max(...stepMs), 1)],
+        runs: stepMs.length,
+        note: `one cluster message: plan, one LIST, ${Math.ceil(WORKLOADS / clusters)} PATCHes, Events, one look, the continuation sent; processBatch on the real test clusters`,
+      },
+      {
+        name: 'lambda_continuation_look_ms',
+        value: round(look, 1),
+        unit: 'ms',
+        spread: [round(Math.min(...lookMs), 1), round(Math.max(...lookMs), 1)],
+        runs: lookMs.length,
+        note: 'one continuation look while the rollouts still roll: one LIST, each rollout judged, held again',
+      },
+      {
+        name: 'lambda_gb_s_per_rotation',
+        value: round(afterGbS, 2),
+        unit: 'GB-s',
+        goal: '< baseline',
+        met: afterGbS < beforeGbS,
+        baseline: {
+          name: 'before continuations: followed in line, every second of the rollout billed',
+          value: round(beforeGbS, 2),
+        },
+        runs: ROUNDS,
+        note: `${perCluster}: ${clusters} steps + ${clusters} × ${looks} looks (the waiting decision's delays over ${ROLLOUT_MS / 1000} s) = ${clusters * (1 + looks)} invocations; before: ${clusters} invocations of step + 60 s and ${clusters} follow-ups of 60 s; on paper from the measured durations (billed per ms, cold starts left out)`,
+      },
     ];
   } finally {
     await s.close();

@@ -22,12 +22,31 @@ const FLAT_SIZES = [100, 1_000, 10_000] as const;
 
 /** A routing table of `n` routes of mixed shapes, over 3 clusters. */
 export function syntheticRoutes(n: number): string {
-  const lines = ['clusters:', '  a: { kubeconfig: { env: A }, labels: { env: prod } }', '  b: { kubeconfig: { env: B }, labels: { env: prod } }', '  c: { kubeconfig: { env: C }, labels: { env: dev } }', 'vault:', '  mounts: { secret: 2 }', 'routes:'];
+  const lines = [
+    'clusters:',
+    '  a: { kubeconfig: { env: A }, labels: { env: prod } }',
+    '  b: { kubeconfig: { env: B }, labels: { env: prod } }',
+    '  c: { kubeconfig: { env: C }, labels: { env: dev } }',
+    'vault:',
+    '  mounts: { secret: 2 }',
+    'routes:',
+  ];
   for (let i = 0; i < n; i++) {
     const shape = i % 4;
-    const path = shape === 0 ? `secret/team-${i}/app/db` : shape === 1 ? `secret/team-${i}/{app}/**` : shape === 2 ? `secret/team-${i}/*/tls` : `secret/team-${i}/svc-{app}`;
+    const path =
+      shape === 0
+        ? `secret/team-${i}/app/db`
+        : shape === 1
+          ? `secret/team-${i}/{app}/**`
+          : shape === 2
+            ? `secret/team-${i}/*/tls`
+            : `secret/team-${i}/svc-{app}`;
     const name = shape === 1 || shape === 3 ? 'names: [api, web, "app-*"], name: "{app}"' : `name: app-${i}`;
-    lines.push(`  - name: r${i}`, `    match: { path: "${path}" }`, `    targets: [{ clusters: { env: prod }, namespace: ns-${i % 50}, kind: Deployment, ${name} }]`);
+    lines.push(
+      `  - name: r${i}`,
+      `    match: { path: "${path}" }`,
+      `    targets: [{ clusters: { env: prod }, namespace: ns-${i % 50}, kind: Deployment, ${name} }]`,
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -35,19 +54,45 @@ export function syntheticRoutes(n: number): string {
 /** An audit response line for a KV v2 write that matches route `i`. */
 export function auditLine(i: number, version: number): string {
   const shape = i % 4;
-  const key = shape === 0 ? `team-${i}/app/db` : shape === 1 ? `team-${i}/api/db/password` : shape === 2 ? `team-${i}/edge/tls` : `team-${i}/svc-web`;
+  const key =
+    shape === 0
+      ? `team-${i}/app/db`
+      : shape === 1
+        ? `team-${i}/api/db/password`
+        : shape === 2
+          ? `team-${i}/edge/tls`
+          : `team-${i}/svc-web`;
   return JSON.stringify({
     time: '2026-11-20T10:00:00.123456789Z',
     type: 'response',
-    auth: { client_token: 'hmac-sha256:00', accessor: 'hmac-sha256:01', display_name: 'approle', policies: ['rotator'], token_type: 'service' },
-    request: { id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', namespace: { id: 'root' }, path: `secret/data/${key}`, remote_address: '127.0.0.1' },
-    response: { mount_type: 'kv', data: { created_time: 'hmac-sha256:02', deletion_time: 'hmac-sha256:03', destroyed: false, version } },
+    auth: {
+      client_token: 'hmac-sha256:00',
+      accessor: 'hmac-sha256:01',
+      display_name: 'approle',
+      policies: ['rotator'],
+      token_type: 'service',
+    },
+    request: {
+      id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      namespace: { id: 'root' },
+      path: `secret/data/${key}`,
+      remote_address: '127.0.0.1',
+    },
+    response: {
+      mount_type: 'kv',
+      data: { created_time: 'hmac-sha256:02', deletion_time: 'hmac-sha256:03', destroyed: false, version },
+    },
   });
 }
 
 export async function planBench(): Promise<Figure[]> {
   const table = loadRoutingTable(syntheticRoutes(ROUTES), 'synthetic.yaml');
-  const batches = Array.from({ length: 5 }, (_, b) => Array.from({ length: BATCH }, (_, k) => auditLine((k * 7919 + b * 104729) % ROUTES, b + 1)).join('\n'));
+  const batches = Array.from({ length: 5 }, (_, b) =>
+    Array.from({ length: BATCH }, (_, k) => auditLine((k * 7919 + b * 104729) % ROUTES, b + 1)).join('\n'),
+  );
   const plan = (text: string) => planRollouts(table, parseInput(text, { mounts: table.mounts }).changes).targets.length;
   const floor = (text: string) => text.split('\n').reduce((n, l) => n + (JSON.parse(l) ? 1 : 0), 0);
 
@@ -84,7 +129,16 @@ export async function planBench(): Promise<Figure[]> {
       runs: ours.length,
       note: `${ROUTES} routes, ${BATCH}-entry audit batches, parse + route + plan`,
     },
-    { name: 'plan_ratio_to_json_parse', value: ratio, unit: '× JSON.parse', goal: `<= ${RATIO_GOAL}`, met: ratio <= RATIO_GOAL, spread: [round(Math.min(...ratios)), round(Math.max(...ratios))], runs: ratios.length, note: `median of the per-batch ratios, each batch planned then JSON.parsed back to back; ${ROUTES} routes` },
+    {
+      name: 'plan_ratio_to_json_parse',
+      value: ratio,
+      unit: '× JSON.parse',
+      goal: `<= ${RATIO_GOAL}`,
+      met: ratio <= RATIO_GOAL,
+      spread: [round(Math.min(...ratios)), round(Math.max(...ratios))],
+      runs: ratios.length,
+      note: `median of the per-batch ratios, each batch planned then JSON.parsed back to back; ${ROUTES} routes`,
+    },
   ];
   figures.push(...flatness());
   figures.push(...peakMemory(table.routes.length));
@@ -94,7 +148,9 @@ export async function planBench(): Promise<Figure[]> {
 /** The same 1,000-entry batches (routes 0-99) planned with 100, 1,000 and 10,000 routes in the table, interleaved. */
 function flatness(): Figure[] {
   const tables = FLAT_SIZES.map((n) => loadRoutingTable(syntheticRoutes(n), 'synthetic.yaml'));
-  const batches = Array.from({ length: 5 }, (_, b) => Array.from({ length: BATCH }, (_, k) => auditLine((k * 7 + b * 13) % FLAT_SIZES[0], b + 1)).join('\n'));
+  const batches = Array.from({ length: 5 }, (_, b) =>
+    Array.from({ length: BATCH }, (_, k) => auditLine((k * 7 + b * 13) % FLAT_SIZES[0], b + 1)).join('\n'),
+  );
   const us = FLAT_SIZES.map(() => [] as number[]);
   for (let rep = 0; rep < 18; rep++) {
     for (const b of batches) {
@@ -117,7 +173,15 @@ function flatness(): Figure[] {
     note: `${BATCH}-entry batches for routes 0-${FLAT_SIZES[0] - 1}, the table holding ${n} routes; tables interleaved per batch`,
   }));
   const flat = round((medians.at(-1) ?? Number.NaN) / small);
-  figures.push({ name: 'plan_flatness_10000_vs_100_routes', value: flat, unit: '×', goal: `<= ${FLAT_GOAL}`, met: flat <= FLAT_GOAL, runs: us[0]?.length ?? 0, note: 'µs/entry with 10,000 routes / with 100 routes, same batches' });
+  figures.push({
+    name: 'plan_flatness_10000_vs_100_routes',
+    value: flat,
+    unit: '×',
+    goal: `<= ${FLAT_GOAL}`,
+    met: flat <= FLAT_GOAL,
+    runs: us[0]?.length ?? 0,
+    note: 'µs/entry with 10,000 routes / with 100 routes, same batches',
+  });
   return figures;
 }
 
@@ -137,7 +201,8 @@ function peakMemory(routes: number): Figure[] {
     const script = new URL('./plan-memory-child.ts', import.meta.url).pathname;
     const run = (mode: string) => {
       const peaks: number[] = [];
-      for (let i = 0; i < 3; i++) peaks.push(Number(execFileSync(process.execPath, [script, mode, input], { encoding: 'utf8' }).trim()));
+      for (let i = 0; i < 3; i++)
+        peaks.push(Number(execFileSync(process.execPath, [script, mode, input], { encoding: 'utf8' }).trim()));
       return peaks;
     };
     const ours = run('plan');

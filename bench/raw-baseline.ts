@@ -15,17 +15,39 @@ export interface RawPatcher {
 }
 
 export function rawPatcher(c: ClusterInfo, namespace: string, concurrency = 64): RawPatcher {
-  const agent = new Agent({ keepAlive: true, maxSockets: concurrency, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile) });
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: concurrency,
+    ca: readFileSync(c.caFile),
+    cert: readFileSync(c.vaultRollout.certFile),
+    key: readFileSync(c.vaultRollout.keyFile),
+  });
   const limiter = new ConcurrencyLimiter(concurrency);
   return {
     patch: (name, body) =>
       limiter.run(
         () =>
           new Promise<void>((resolve, reject) => {
-            const req = request(new URL(`/apis/apps/v1/namespaces/${namespace}/deployments/${name}?fieldManager=raw-baseline`, c.server), { method: 'PATCH', agent, headers: { 'Content-Type': 'application/strategic-merge-patch+json', Accept: 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
-              res.resume();
-              res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve() : reject(new Error(`raw PATCH ${name}: HTTP ${res.statusCode}`))));
-            });
+            const req = request(
+              new URL(`/apis/apps/v1/namespaces/${namespace}/deployments/${name}?fieldManager=raw-baseline`, c.server),
+              {
+                method: 'PATCH',
+                agent,
+                headers: {
+                  'Content-Type': 'application/strategic-merge-patch+json',
+                  Accept: 'application/json',
+                  'Content-Length': Buffer.byteLength(body),
+                },
+              },
+              (res) => {
+                res.resume();
+                res.on('end', () =>
+                  (res.statusCode ?? 0) < 300
+                    ? resolve()
+                    : reject(new Error(`raw PATCH ${name}: HTTP ${res.statusCode}`)),
+                );
+              },
+            );
             req.on('error', reject);
             req.end(body);
           }),
@@ -35,7 +57,12 @@ export function rawPatcher(c: ClusterInfo, namespace: string, concurrency = 64):
 }
 
 /** Runs ours then the baseline, round after round (each given the round number), dropping the warm-up rounds. */
-export async function alternate(ours: (round: number) => Promise<number>, baseline: (round: number) => Promise<number>, rounds: number, warmup: number): Promise<{ ours: number[]; baseline: number[] }> {
+export async function alternate(
+  ours: (round: number) => Promise<number>,
+  baseline: (round: number) => Promise<number>,
+  rounds: number,
+  warmup: number,
+): Promise<{ ours: number[]; baseline: number[] }> {
   const out = { ours: [] as number[], baseline: [] as number[] };
   for (let round = 1; round <= warmup + rounds; round++) {
     const a = await ours(round);

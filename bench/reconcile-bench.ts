@@ -34,7 +34,12 @@ function fakeApi(deployments: () => KubeObject[], pods: KubeObject[]): KubeApi {
       return Promise.resolve({ metadata: { name } });
     },
   };
-  return { ...api, get stats() { return { requests, watches: 0, watchEvents: 0 }; } } as unknown as KubeApi;
+  return {
+    ...api,
+    get stats() {
+      return { requests, watches: 0, watchEvents: 0 };
+    },
+  } as unknown as KubeApi;
 }
 
 export async function reconcileBench(): Promise<Figure[]> {
@@ -42,18 +47,58 @@ export async function reconcileBench(): Promise<Figure[]> {
   try {
     const apps = Array.from({ length: PATHS }, (_, i) => `app-${String(i).padStart(4, '0')}`);
     for (const app of apps) await server.client.kv2Write('secret', `bench/${app}/db`, { password: 'x' });
-    const table = loadRoutingTable(`clusters:\n  a: { kubeconfig: { inline: "unused" } }\nroutes:\n  - name: bench\n    match: { path: "secret/bench/{app}/db" }\n    targets: [{ clusters: [a], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]\n`, 'bench.yaml');
-    const current = apps.map((app) => ({ metadata: { name: app, namespace: NS, resourceVersion: '1' }, spec: { selector: { matchLabels: { app } }, template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/${app}/db`]: 1 }) } } } } }) as KubeObject);
-    const unrecorded = apps.map((app) => ({ metadata: { name: app, namespace: NS, resourceVersion: '1' }, spec: { selector: { matchLabels: { app } } } }) as KubeObject);
+    const table = loadRoutingTable(
+      `clusters:\n  a: { kubeconfig: { inline: "unused" } }\nroutes:\n  - name: bench\n    match: { path: "secret/bench/{app}/db" }\n    targets: [{ clusters: [a], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]\n`,
+      'bench.yaml',
+    );
+    const current = apps.map(
+      (app) =>
+        ({
+          metadata: { name: app, namespace: NS, resourceVersion: '1' },
+          spec: {
+            selector: { matchLabels: { app } },
+            template: {
+              metadata: {
+                annotations: { 'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/${app}/db`]: 1 }) },
+              },
+            },
+          },
+        }) as KubeObject,
+    );
+    const unrecorded = apps.map(
+      (app) =>
+        ({
+          metadata: { name: app, namespace: NS, resourceVersion: '1' },
+          spec: { selector: { matchLabels: { app } } },
+        }) as KubeObject,
+    );
     const later = new Date(Date.now() + 60_000).toISOString();
-    const pods = apps.map((app) => ({ metadata: { name: `${app}-pod`, labels: { app } }, status: { phase: 'Running', startTime: later } }) as KubeObject);
+    const pods = apps.map(
+      (app) =>
+        ({
+          metadata: { name: `${app}-pod`, labels: { app } },
+          status: { phase: 'Running', startTime: later },
+        }) as KubeObject,
+    );
 
     const run = async (objects: KubeObject[]) => {
       const vault = new VaultMetadataClient({ vaultAddr: server.addr, auth: staticTokenSource(server.token) });
       const api = fakeApi(() => objects, pods);
       const started = performance.now();
-      const report = await reconcile({ table, vault, access: () => Promise.resolve({} as ClusterAccess), apiFor: () => api, queue: memoryRolloutQueue(), now: Date.now });
-      return { ms: performance.now() - started, vaultRequests: vault.requests, kubeRequests: api.stats.requests, report };
+      const report = await reconcile({
+        table,
+        vault,
+        access: () => Promise.resolve({} as ClusterAccess),
+        apiFor: () => api,
+        queue: memoryRolloutQueue(),
+        now: Date.now,
+      });
+      return {
+        ms: performance.now() - started,
+        vaultRequests: vault.requests,
+        kubeRequests: api.stats.requests,
+        report,
+      };
     };
     const steady = [];
     const first = [];
@@ -64,17 +109,48 @@ export async function reconcileBench(): Promise<Figure[]> {
     const baseline = [];
     for (let i = 0; i < RUNS; i++) {
       const started = performance.now();
-      for (const app of apps) await (await fetch(`${server.addr}/v1/secret/metadata/bench/${app}/db`, { headers: { 'x-vault-token': server.token } })).text();
+      for (const app of apps)
+        await (
+          await fetch(`${server.addr}/v1/secret/metadata/bench/${app}/db`, {
+            headers: { 'x-vault-token': server.token },
+          })
+        ).text();
       baseline.push(performance.now() - started);
     }
     const s = steady[0];
     const f = first[0];
-    if (s?.report.paths.length !== PATHS || s.report.queued.changes !== 0 || f?.report.workloads.filter((w) => w.state === 'recorded').length !== PATHS) throw new Error('reconcile bench: unexpected report');
+    if (
+      s?.report.paths.length !== PATHS ||
+      s.report.queued.changes !== 0 ||
+      f?.report.workloads.filter((w) => w.state === 'recorded').length !== PATHS
+    )
+      throw new Error('reconcile bench: unexpected report');
     const ms = (xs: Array<{ ms: number }>) => xs.map((x) => x.ms);
     return [
-      { name: 'reconcile_vault_requests_1000_paths', value: s.vaultRequests, unit: 'requests', runs: RUNS, note: `1 LIST of secret/metadata/bench/ + ${PATHS} metadata reads; ${s.kubeRequests} cluster LISTs (steady state)` },
-      { name: 'reconcile_ms_1000_paths_steady', value: round(median(ms(steady)), 0), unit: 'ms', spread: [round(Math.min(...ms(steady)), 0), round(Math.max(...ms(steady)), 0)], baseline: { name: `${PATHS} sequential metadata GETs, plain fetch`, value: round(median(baseline), 0) }, runs: RUNS, note: 'every workload current: nothing queued; Vault reads 16 at a time' },
-      { name: 'reconcile_ms_1000_paths_first_run', value: round(median(ms(first)), 0), unit: 'ms', spread: [round(Math.min(...ms(first)), 0), round(Math.max(...ms(first)), 0)], runs: RUNS, note: `nothing recorded, pods newer than the versions: ${PATHS} recorded without a restart (in-memory cluster API: ${f.kubeRequests} requests), nothing queued` },
+      {
+        name: 'reconcile_vault_requests_1000_paths',
+        value: s.vaultRequests,
+        unit: 'requests',
+        runs: RUNS,
+        note: `1 LIST of secret/metadata/bench/ + ${PATHS} metadata reads; ${s.kubeRequests} cluster LISTs (steady state)`,
+      },
+      {
+        name: 'reconcile_ms_1000_paths_steady',
+        value: round(median(ms(steady)), 0),
+        unit: 'ms',
+        spread: [round(Math.min(...ms(steady)), 0), round(Math.max(...ms(steady)), 0)],
+        baseline: { name: `${PATHS} sequential metadata GETs, plain fetch`, value: round(median(baseline), 0) },
+        runs: RUNS,
+        note: 'every workload current: nothing queued; Vault reads 16 at a time',
+      },
+      {
+        name: 'reconcile_ms_1000_paths_first_run',
+        value: round(median(ms(first)), 0),
+        unit: 'ms',
+        spread: [round(Math.min(...ms(first)), 0), round(Math.max(...ms(first)), 0)],
+        runs: RUNS,
+        note: `nothing recorded, pods newer than the versions: ${PATHS} recorded without a restart (in-memory cluster API: ${f.kubeRequests} requests), nothing queued`,
+      },
     ];
   } finally {
     await server.stop();

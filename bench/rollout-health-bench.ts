@@ -31,17 +31,43 @@ const ROUND_LIMIT_MS = 300_000;
 const names = Array.from({ length: PER_CLUSTER }, (_, i) => `app-${String(i).padStart(2, '0')}`);
 
 function auditWrite(version: number): string {
-  return JSON.stringify({ time: new Date(Date.UTC(2026, 10, 20, 10, 0, version)).toISOString(), type: 'response', request: { id: `health-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/bench/health' }, response: { data: { version } } });
+  return JSON.stringify({
+    time: new Date(Date.UTC(2026, 10, 20, 10, 0, version)).toISOString(),
+    type: 'response',
+    request: {
+      id: `health-${version}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: 'secret/data/bench/health',
+    },
+    response: { data: { version } },
+  });
 }
 
 async function createFixtures(clusters: ClusterInfo[], ns: string): Promise<void> {
   for (const c of clusters) {
     const admin = clusterClient(c, 'admin');
-    await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } });
+    await admin.request('POST', '/api/v1/namespaces', {
+      body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+    });
     await Promise.all(
       names.map((name) =>
         admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
-          body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: ns, labels: { bench: 'health' } }, spec: { replicas: REPLICAS, revisionHistoryLimit: 2, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } } },
+          body: {
+            apiVersion: 'apps/v1',
+            kind: 'Deployment',
+            metadata: { name, namespace: ns, labels: { bench: 'health' } },
+            spec: {
+              replicas: REPLICAS,
+              revisionHistoryLimit: 2,
+              selector: { matchLabels: { app: name } },
+              template: {
+                metadata: { labels: { app: name } },
+                spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+              },
+            },
+          },
         }),
       ),
     );
@@ -50,7 +76,13 @@ async function createFixtures(clusters: ClusterInfo[], ns: string): Promise<void
 
 /** GETs over keep-alive HTTPS as the vault-rollout identity, counted. */
 function rawReader(c: ClusterInfo, ns: string) {
-  const agent = new Agent({ keepAlive: true, maxSockets: 20, ca: readFileSync(c.caFile), cert: readFileSync(c.vaultRollout.certFile), key: readFileSync(c.vaultRollout.keyFile) });
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: 20,
+    ca: readFileSync(c.caFile),
+    cert: readFileSync(c.vaultRollout.certFile),
+    key: readFileSync(c.vaultRollout.keyFile),
+  });
   let requests = 0;
   return {
     get requests() {
@@ -59,11 +91,19 @@ function rawReader(c: ClusterInfo, ns: string) {
     get: (name: string) =>
       new Promise<unknown>((resolve, reject) => {
         requests++;
-        const req = request(new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}`, c.server), { agent, headers: { Accept: 'application/json' } }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (b: Buffer) => chunks.push(b));
-          res.on('end', () => ((res.statusCode ?? 0) < 300 ? resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))) : reject(new Error(`GET ${name}: HTTP ${res.statusCode}`))));
-        });
+        const req = request(
+          new URL(`/apis/apps/v1/namespaces/${ns}/deployments/${name}`, c.server),
+          { agent, headers: { Accept: 'application/json' } },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (b: Buffer) => chunks.push(b));
+            res.on('end', () =>
+              (res.statusCode ?? 0) < 300
+                ? resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')))
+                : reject(new Error(`GET ${name}: HTTP ${res.statusCode}`)),
+            );
+          },
+        );
         req.on('error', reject);
         req.end();
       }),
@@ -77,7 +117,8 @@ async function allComplete(clusters: ClusterInfo[], ns: string): Promise<void> {
   for (;;) {
     let busy = 0;
     for (const c of clusters) {
-      const list = (await clusterClient(c, 'admin').request('GET', `/apis/apps/v1/namespaces/${ns}/deployments`)).body as { items: unknown[] };
+      const list = (await clusterClient(c, 'admin').request('GET', `/apis/apps/v1/namespaces/${ns}/deployments`))
+        .body as { items: unknown[] };
       busy += list.items.filter((d) => deploymentHealth(d).state !== 'complete').length;
     }
     if (busy === 0) return;
@@ -95,7 +136,10 @@ export async function rolloutHealthBench(): Promise<Figure[]> {
     await allComplete(clusters, ns);
     const yaml = [
       'clusters:',
-      ...clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${PER_CLUSTER} }`),
+      ...clusters.map(
+        (c) =>
+          `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} }, concurrency: ${PER_CLUSTER} }`,
+      ),
       'vault: { mounts: { secret: 2 } }',
       'rollout: { timeout: 5m }',
       'routes:',
@@ -104,7 +148,15 @@ export async function rolloutHealthBench(): Promise<Figure[]> {
       `    targets: [{ clusters: [${clusters.map((c) => c.name).join(', ')}], namespace: ${ns}, kind: Deployment, selector: "bench=health" }]`,
     ].join('\n');
     const table = loadRoutingTable(yaml, 'bench.yaml');
-    const access = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'), env: process.env, logger: { warn: () => {} } })));
+    const access = new ClusterClients(
+      createClusterAccessResolver(
+        defaultClusterAccessDeps({
+          routingTableDir: dirname(clusters[0]?.vaultRolloutKubeconfig ?? '.'),
+          env: process.env,
+          logger: { warn: () => {} },
+        }),
+      ),
+    );
     const apis = new Set<KubeApi>();
     const oursRequests: number[] = [];
     const baseRequests: number[] = [];
@@ -125,7 +177,10 @@ export async function rolloutHealthBench(): Promise<Figure[]> {
       });
       const ms = performance.now() - t0;
       const complete = results.filter((r) => r.outcome === 'restarted' && r.rollout === 'complete').length;
-      if (complete !== clusters.length * PER_CLUSTER) throw new Error(`complete ${complete}: ${JSON.stringify(results.filter((r) => r.rollout !== 'complete').slice(0, 2))}`);
+      if (complete !== clusters.length * PER_CLUSTER)
+        throw new Error(
+          `complete ${complete}: ${JSON.stringify(results.filter((r) => r.rollout !== 'complete').slice(0, 2))}`,
+        );
       oursRequests.push(([...apis].reduce((n, a) => n + a.stats.requests, 0) - before) / complete);
       return ms;
     };
@@ -134,7 +189,17 @@ export async function rolloutHealthBench(): Promise<Figure[]> {
       const patchers = clusters.map((c) => rawPatcher(c, ns));
       const readers = clusters.map((c) => rawReader(c, ns));
       const t0 = performance.now();
-      const body = JSON.stringify({ spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString() } } } } });
+      const body = JSON.stringify({
+        spec: {
+          template: {
+            metadata: {
+              annotations: {
+                'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(),
+              },
+            },
+          },
+        },
+      });
       await Promise.all(patchers.map((p) => Promise.all(names.map((n) => p.patch(n, body)))));
       // The plain loop: every unfinished Deployment, every POLL_MS, judged by the same rules.
       const pending = clusters.map(() => new Set(names));
@@ -143,13 +208,17 @@ export async function rolloutHealthBench(): Promise<Figure[]> {
         await Promise.all(
           readers.map(async (r, i) => {
             const set = pending[i] as Set<string>;
-            await Promise.all([...set].map(async (n) => deploymentHealth(await r.get(n)).state === 'complete' && set.delete(n)));
+            await Promise.all(
+              [...set].map(async (n) => deploymentHealth(await r.get(n)).state === 'complete' && set.delete(n)),
+            );
           }),
         );
         if (pending.some((s) => s.size > 0)) await new Promise((r) => setTimeout(r, POLL_MS));
       }
       const ms = performance.now() - t0;
-      baseRequests.push((readers.reduce((n, r) => n + r.requests, 0) + clusters.length * PER_CLUSTER) / (clusters.length * PER_CLUSTER));
+      baseRequests.push(
+        (readers.reduce((n, r) => n + r.requests, 0) + clusters.length * PER_CLUSTER) / (clusters.length * PER_CLUSTER),
+      );
       patchers.forEach((p) => p.close());
       readers.forEach((r) => r.close());
       return ms;
@@ -163,9 +232,32 @@ export async function rolloutHealthBench(): Promise<Figure[]> {
     const reqOurs = median(oursRequests.slice(-ROUNDS));
     const reqBase = median(baseRequests.slice(-ROUNDS));
     return [
-      { name: 'rollout_complete_p50_ms', value: round(p50, 0), unit: 'ms', baseline: { name: 'raw PATCHes + polled GETs', value: round(baseP50, 0) }, spread: [round(Math.min(...oursMs), 0), round(Math.max(...oursMs), 0)], runs: oursMs.length, note },
-      { name: 'rollout_complete_ratio_to_baseline', value: round(ratio), unit: '× (p50)', goal: '<= 1.1', met: ratio <= 1.1, runs: oursMs.length, note: 'first patch to every new pod Ready (Available), as the Deployment controller reports it' },
-      { name: 'rollout_requests_per_workload', value: round(reqOurs, 2), unit: 'requests', baseline: { name: 'raw PATCH + polled GETs', value: round(reqBase, 2) }, runs: oursMs.length, note: 'every HTTP request (read/list, patch, SecretRotated + RolloutComplete events, list + watch) divided by restarted Deployments' },
+      {
+        name: 'rollout_complete_p50_ms',
+        value: round(p50, 0),
+        unit: 'ms',
+        baseline: { name: 'raw PATCHes + polled GETs', value: round(baseP50, 0) },
+        spread: [round(Math.min(...oursMs), 0), round(Math.max(...oursMs), 0)],
+        runs: oursMs.length,
+        note,
+      },
+      {
+        name: 'rollout_complete_ratio_to_baseline',
+        value: round(ratio),
+        unit: '× (p50)',
+        goal: '<= 1.1',
+        met: ratio <= 1.1,
+        runs: oursMs.length,
+        note: 'first patch to every new pod Ready (Available), as the Deployment controller reports it',
+      },
+      {
+        name: 'rollout_requests_per_workload',
+        value: round(reqOurs, 2),
+        unit: 'requests',
+        baseline: { name: 'raw PATCH + polled GETs', value: round(reqBase, 2) },
+        runs: oursMs.length,
+        note: 'every HTTP request (read/list, patch, SecretRotated + RolloutComplete events, list + watch) divided by restarted Deployments',
+      },
     ];
   } finally {
     for (const c of clusters) await clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${ns}`);

@@ -22,7 +22,26 @@ import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
 import { statusPageBench } from './status-page-bench.ts';
 
-const BENCHMARKS: Record<string, () => Promise<Figure[]>> = { plan: planBench, fanout: fanoutBench, mass: massRotationBench, slots: maxUnavailableBench, bundle: bundleBench, e2e: () => e2eBench(), 'e2e-patch-only': () => e2eBench({ follow: false }), behind: behindBench, wake: wakeBench, 'lambda-cost': lambdaCostBench, health: rolloutHealthBench, intake: intakeBench, device: deviceBench, status: statusBench, 'status-page': statusPageBench, reconcile: reconcileBench, eso: esoBench, 'go-regexp': goRegexpBench };
+const BENCHMARKS: Record<string, () => Promise<Figure[]>> = {
+  plan: planBench,
+  fanout: fanoutBench,
+  mass: massRotationBench,
+  slots: maxUnavailableBench,
+  bundle: bundleBench,
+  e2e: () => e2eBench(),
+  'e2e-patch-only': () => e2eBench({ follow: false }),
+  behind: behindBench,
+  wake: wakeBench,
+  'lambda-cost': lambdaCostBench,
+  health: rolloutHealthBench,
+  intake: intakeBench,
+  device: deviceBench,
+  status: statusBench,
+  'status-page': statusPageBench,
+  reconcile: reconcileBench,
+  eso: esoBench,
+  'go-regexp': goRegexpBench,
+};
 
 type Measured = Figure & { benchmark: string; measuredAt: string };
 
@@ -30,10 +49,15 @@ type Measured = Figure & { benchmark: string; measuredAt: string };
 const reportOnly = process.argv.includes('--report');
 const only = process.argv.slice(2).filter((a) => a !== '--report');
 const unknown = only.filter((n) => !(n in BENCHMARKS));
-if (unknown.length > 0) throw new Error(`unknown benchmark(s) ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}`);
+if (unknown.length > 0)
+  throw new Error(`unknown benchmark(s) ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}`);
 
 const resultsFile = new URL('./results.json', import.meta.url);
-const previous: Measured[] = existsSync(resultsFile) ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Measured[] }).figures ?? []).filter((f) => f.benchmark !== undefined) : [];
+const previous: Measured[] = existsSync(resultsFile)
+  ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Measured[] }).figures ?? []).filter(
+      (f) => f.benchmark !== undefined,
+    )
+  : [];
 const fresh: Measured[] = [];
 // Written after each benchmark, so a later one that fails keeps the figures measured before it.
 write();
@@ -49,9 +73,17 @@ process.stdout.write(readFileSync(new URL('./RESULTS.md', import.meta.url), 'utf
 function write(): void {
   const ran = new Set(fresh.map((f) => f.benchmark));
   const order = Object.keys(BENCHMARKS);
-  const figures = [...previous.filter((f) => !ran.has(f.benchmark)), ...fresh].sort((a, b) => order.indexOf(a.benchmark) - order.indexOf(b.benchmark));
+  const figures = [...previous.filter((f) => !ran.has(f.benchmark)), ...fresh].sort(
+    (a, b) => order.indexOf(a.benchmark) - order.indexOf(b.benchmark),
+  );
 
-  const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(totalmem() / 2 ** 30), node: process.version, platform: `${process.platform}-${process.arch}` };
+  const machine = {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    platform: `${process.platform}-${process.arch}`,
+  };
   const date = new Date().toISOString();
   writeFileSync(resultsFile, `${JSON.stringify({ date, machine, figures }, null, 2)}\n`);
 
@@ -65,7 +97,10 @@ function write(): void {
     '',
     '| Figure | Value | Goal | Met | Baseline (same run) | Spread | Runs | Measured | Notes |',
     '|---|---|---|---|---|---|---|---|---|',
-    ...figures.map((f) => `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.measuredAt.slice(0, 16)} | ${f.note ?? ''} |`),
+    ...figures.map(
+      (f) =>
+        `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.measuredAt.slice(0, 16)} | ${f.note ?? ''} |`,
+    ),
     '',
   ].join('\n');
   writeFileSync(new URL('./RESULTS.md', import.meta.url), md);

@@ -31,11 +31,31 @@ export async function statusBench(): Promise<Figure[]> {
       const admin = clusterClient(c, 'admin');
       const exists = await admin.request('GET', `/api/v1/namespaces/${ns(i)}`);
       if (exists.status === 200) continue;
-      await admin.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns(i) } } });
+      await admin.request('POST', '/api/v1/namespaces', {
+        body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns(i) } },
+      });
       await Promise.all(
         Array.from({ length: WORKLOADS }, (_, j) =>
           admin.request('POST', `/apis/apps/v1/namespaces/${ns(i)}/deployments`, {
-            body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: app(j), namespace: ns(i) }, spec: { replicas: 0, revisionHistoryLimit: 1, selector: { matchLabels: { app: app(j) } }, template: { metadata: { labels: { app: app(j) }, annotations: { 'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/status/${app(j)}`]: 1 }) } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } } } },
+            body: {
+              apiVersion: 'apps/v1',
+              kind: 'Deployment',
+              metadata: { name: app(j), namespace: ns(i) },
+              spec: {
+                replicas: 0,
+                revisionHistoryLimit: 1,
+                selector: { matchLabels: { app: app(j) } },
+                template: {
+                  metadata: {
+                    labels: { app: app(j) },
+                    annotations: {
+                      'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/status/${app(j)}`]: 1 }),
+                    },
+                  },
+                  spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+                },
+              },
+            },
           }),
         ),
       );
@@ -45,9 +65,12 @@ export async function statusBench(): Promise<Figure[]> {
 ${Array.from({ length: CLUSTERS }, (_, i) => `  c${String(i).padStart(3, '0')}: { kubeconfig: { file: ${JSON.stringify(real[i % real.length]?.vaultRolloutKubeconfig)} } }`).join('\n')}
 vault: { mounts: { secret: 2 } }
 routes:
-${Array.from({ length: CLUSTERS }, (_, i) => `  - name: c${String(i).padStart(3, '0')}
+${Array.from(
+  { length: CLUSTERS },
+  (_, i) => `  - name: c${String(i).padStart(3, '0')}
     match: { path: "secret/bench/status/{app}" }
-    targets: [{ clusters: [c${String(i).padStart(3, '0')}], namespace: ${ns(i)}, names: ["*"], kind: Deployment, name: "{app}" }]`).join('\n')}
+    targets: [{ clusters: [c${String(i).padStart(3, '0')}], namespace: ${ns(i)}, names: ["*"], kind: Deployment, name: "{app}" }]`,
+).join('\n')}
 `;
     writeFileSync(join(dir, 'routes.yaml'), routes);
     const times: number[] = [];
@@ -65,10 +88,20 @@ ${Array.from({ length: CLUSTERS }, (_, i) => `  - name: c${String(i).padStart(3,
       objects = stats.objects;
       consumers = (JSON.parse(io.out) as { summary: { consumers: number } }).summary.consumers;
     }
-    if (code !== 0 || consumers !== CLUSTERS * WORKLOADS) throw new Error(`status answered ${code} with ${consumers} consumers; expected 0 and ${CLUSTERS * WORKLOADS}`);
+    if (code !== 0 || consumers !== CLUSTERS * WORKLOADS)
+      throw new Error(`status answered ${code} with ${consumers} consumers; expected 0 and ${CLUSTERS * WORKLOADS}`);
     const ms = median(times);
     return [
-      { name: 'status_fleet_100x50_seconds', value: round(ms / 1000, 2), unit: 's', goal: '<= 10', met: ms <= 10_000, spread: [round(Math.min(...times) / 1000, 2), round(Math.max(...times) / 1000, 2)], runs: RUNS, note: `${CLUSTERS} clusters x ${WORKLOADS} Deployments (simulated on 3 API servers, a namespace each); ${lists} LISTs, ${objects} objects, ${consumers} consumers of 50 paths; one process, cold connections each run` },
+      {
+        name: 'status_fleet_100x50_seconds',
+        value: round(ms / 1000, 2),
+        unit: 's',
+        goal: '<= 10',
+        met: ms <= 10_000,
+        spread: [round(Math.min(...times) / 1000, 2), round(Math.max(...times) / 1000, 2)],
+        runs: RUNS,
+        note: `${CLUSTERS} clusters x ${WORKLOADS} Deployments (simulated on 3 API servers, a namespace each); ${lists} LISTs, ${objects} objects, ${consumers} consumers of 50 paths; one process, cold connections each run`,
+      },
     ];
   } finally {
     if (started.started) await down({ log: () => {} });

@@ -47,14 +47,64 @@ routes:
     const deployments: KubeObject[] = Array.from({ length: WORKLOADS }, (_, j) => {
       const version = i < 50 ? 2 : 1;
       const failed = i === 3 && j % 10 === 0;
-      const status = failed ? { observedGeneration: 2, replicas: 3, updatedReplicas: 1, availableReplicas: 2, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: `ReplicaSet "${app(j)}-7d9f" has timed out progressing.` }] } : { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 };
-      return { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { namespace: 'apps', name: app(j), generation: 2 }, spec: { replicas: 2, template: { metadata: { annotations: { 'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/status/${app(j)}`]: version }), 'kubectl.kubernetes.io/restartedAt': '2026-11-27T12:00:00Z' } } } }, status };
+      const status = failed
+        ? {
+            observedGeneration: 2,
+            replicas: 3,
+            updatedReplicas: 1,
+            availableReplicas: 2,
+            conditions: [
+              {
+                type: 'Progressing',
+                status: 'False',
+                reason: 'ProgressDeadlineExceeded',
+                message: `ReplicaSet "${app(j)}-7d9f" has timed out progressing.`,
+              },
+            ],
+          }
+        : { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 };
+      return {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { namespace: 'apps', name: app(j), generation: 2 },
+        spec: {
+          replicas: 2,
+          template: {
+            metadata: {
+              annotations: {
+                'vault-rollout.io/versions': JSON.stringify({ [`secret/bench/status/${app(j)}`]: version }),
+                'kubectl.kubernetes.io/restartedAt': '2026-11-27T12:00:00Z',
+              },
+            },
+          },
+        },
+        status,
+      };
     });
-    return { cluster: c(i), lists: new Map([[listKey({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'apps' }), deployments]]) };
+    return {
+      cluster: c(i),
+      lists: new Map([[listKey({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'apps' }), deployments]]),
+    };
   });
-  const vault = new Map<string, VaultAnswer>(Array.from({ length: WORKLOADS }, (_, j) => [`secret/bench/status/${app(j)}`, { currentVersion: 2, createdTime: '2026-11-27T11:59:00Z' }]));
+  const vault = new Map<string, VaultAnswer>(
+    Array.from({ length: WORKLOADS }, (_, j) => [
+      `secret/bench/status/${app(j)}`,
+      { currentVersion: 2, createdTime: '2026-11-27T11:59:00Z' },
+    ]),
+  );
   const status = fleetStatus(table, listings, vault, { now: Date.parse('2026-11-27T12:05:00Z') });
-  const halts: RotationHalt[] = Array.from({ length: 5 }, (_, k) => ({ rotation: `${k}`.repeat(16), route: 'fleet', changes: [`secret/bench/status/${app(k)}|2|write`], secrets: [`secret/bench/status/${app(k)} version 2`], wave: 2, waves: 3, failing: { cluster: c(12), namespace: 'apps', kind: 'Deployment', name: app(k), state: 'failed' }, why: 'rollout failed: ProgressDeadlineExceeded', notRestarted: Array.from({ length: 50 }, (_, i) => c(i + 50)), haltedAt: '2026-11-27T12:03:00Z' }));
+  const halts: RotationHalt[] = Array.from({ length: 5 }, (_, k) => ({
+    rotation: `${k}`.repeat(16),
+    route: 'fleet',
+    changes: [`secret/bench/status/${app(k)}|2|write`],
+    secrets: [`secret/bench/status/${app(k)} version 2`],
+    wave: 2,
+    waves: 3,
+    failing: { cluster: c(12), namespace: 'apps', kind: 'Deployment', name: app(k), state: 'failed' },
+    why: 'rollout failed: ProgressDeadlineExceeded',
+    notRestarted: Array.from({ length: 50 }, (_, i) => c(i + 50)),
+    haltedAt: '2026-11-27T12:03:00Z',
+  }));
   return { table, snapshot: { ...status, halts, ok: false } };
 }
 
@@ -79,8 +129,17 @@ async function timedAsync(runs: number, f: () => Promise<unknown>): Promise<numb
 }
 
 /** GET /status on serve's app, answering `body()`; the median over RUNS, after a warm-up. */
-async function served(table: ReturnType<typeof loadRoutingTable>, body: () => string): Promise<{ times: number[]; bytes: number }> {
-  const appServer = buildApp({ table, queue: { send: async () => undefined }, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: TOKEN }), statusPage: async () => body() });
+async function served(
+  table: ReturnType<typeof loadRoutingTable>,
+  body: () => string,
+): Promise<{ times: number[]; bytes: number }> {
+  const appServer = buildApp({
+    table,
+    queue: { send: async () => undefined },
+    telemetry: memoryTelemetry(),
+    secrets: async () => ({ bearerToken: TOKEN }),
+    statusPage: async () => body(),
+  });
   const server = serve({ fetch: appServer.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((r) => server.once('listening', () => r()));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/status`;
@@ -99,16 +158,23 @@ async function served(table: ReturnType<typeof loadRoutingTable>, body: () => st
 }
 
 const ms = (times: readonly number[]) => round(median(times), 1);
-const spread = (times: readonly number[]): [number, number] => [round(Math.min(...times), 1), round(Math.max(...times), 1)];
+const spread = (times: readonly number[]): [number, number] => [
+  round(Math.min(...times), 1),
+  round(Math.max(...times), 1),
+];
 
 export async function statusPageBench(): Promise<Figure[]> {
   const { table, snapshot } = fleet();
   const consumers = snapshot.paths.reduce((n, p) => n + p.consumers.length, 0);
-  if (snapshot.paths.length !== WORKLOADS || consumers !== CLUSTERS * WORKLOADS) throw new Error(`the fleet has ${snapshot.paths.length} paths and ${consumers} consumers; expected ${WORKLOADS} and ${CLUSTERS * WORKLOADS}`);
+  if (snapshot.paths.length !== WORKLOADS || consumers !== CLUSTERS * WORKLOADS)
+    throw new Error(
+      `the fleet has ${snapshot.paths.length} paths and ${consumers} consumers; expected ${WORKLOADS} and ${CLUSTERS * WORKLOADS}`,
+    );
   const page = () => statusPage(table, snapshot, { store: { name: 'SQLite file bench' }, generatedAt: Date.now() });
   const json = () => `${printableJson({ ...statusJson(snapshot), halts: snapshot.halts }, 2)}\n`;
   const html = page();
-  if (!html.includes('Rotations in progress') || !html.includes('Halted rotations (5)')) throw new Error('the page does not show the rotation and the halts');
+  if (!html.includes('Rotations in progress') || !html.includes('Halted rotations (5)'))
+    throw new Error('the page does not show the rotation and the halts');
   timed(3, page);
   timed(3, json);
   const render = timed(RUNS, page);
@@ -117,7 +183,27 @@ export async function statusPageBench(): Promise<Figure[]> {
   const getJson = await served(table, json);
   const note = `${CLUSTERS} clusters x ${WORKLOADS} workloads: ${WORKLOADS} paths x ${CLUSTERS} consumers, 3 waves (the last behind), 5 failed rollouts, 5 halts; page ${Math.round(Buffer.byteLength(html) / 1024)} KiB, ${Math.round(gzipSync(html).byteLength / 1024)} KiB gzipped (bounded: ${(html.match(/<tr><td data-label="Cluster">/g) ?? []).length} consumer rows shown), JSON ${Math.round(Buffer.byteLength(json()) / 1024)} KiB`;
   return [
-    { name: 'status_page_render_100x50_ms', value: ms(render), unit: 'ms', goal: '< 200', met: median(render) < 200, baseline: { name: 'status --json text of the same status, ms', value: ms(renderJson) }, spread: spread(render), runs: RUNS, note },
-    { name: 'status_page_get_100x50_ms', value: ms(get.times), unit: 'ms', goal: '< 200', met: median(get.times) < 200, baseline: { name: 'the same GET answering the JSON text, ms', value: ms(getJson.times) }, spread: spread(get.times), runs: RUNS, note: `GET /status on serve's app (@hono/node-server, loopback, bearer token), rendered per request from one read of the fleet and gzipped (fetch asks for it); ${Math.round(get.bytes / 1024)} KiB vs ${Math.round(getJson.bytes / 1024)} KiB of JSON once decompressed` },
+    {
+      name: 'status_page_render_100x50_ms',
+      value: ms(render),
+      unit: 'ms',
+      goal: '< 200',
+      met: median(render) < 200,
+      baseline: { name: 'status --json text of the same status, ms', value: ms(renderJson) },
+      spread: spread(render),
+      runs: RUNS,
+      note,
+    },
+    {
+      name: 'status_page_get_100x50_ms',
+      value: ms(get.times),
+      unit: 'ms',
+      goal: '< 200',
+      met: median(get.times) < 200,
+      baseline: { name: 'the same GET answering the JSON text, ms', value: ms(getJson.times) },
+      spread: spread(get.times),
+      runs: RUNS,
+      note: `GET /status on serve's app (@hono/node-server, loopback, bearer token), rendered per request from one read of the fleet and gzipped (fetch asks for it); ${Math.round(get.bytes / 1024)} KiB vs ${Math.round(getJson.bytes / 1024)} KiB of JSON once decompressed`,
+    },
   ];
 }

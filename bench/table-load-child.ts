@@ -11,7 +11,14 @@ const [mode, file = ''] = process.argv.slice(2);
 const text = readFileSync(file, 'utf8');
 const rssBefore = process.memoryUsage.rss();
 const started = performance.now();
-const loaded: unknown = mode === 'json' ? JSON.parse(text) : mode === 'compiled' ? loadCompiledRoutingTable(text, file) : loadRoutingTable(text, file);
+const loaded: unknown =
+  mode === 'json'
+    ? JSON.parse(text)
+    : mode === 'compiled'
+      ? loadCompiledRoutingTable(text, file)
+      : loadRoutingTable(text, file);
 const ms = performance.now() - started;
 const peakMb = process.resourceUsage().maxRSS / 1024;
-process.stdout.write(`${JSON.stringify({ ms, addedMb: (process.memoryUsage.rss() - rssBefore) / 2 ** 20, peakMb, kept: loaded !== undefined })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ ms, addedMb: (process.memoryUsage.rss() - rssBefore) / 2 ** 20, peakMb, kept: loaded !== undefined })}\n`,
+);

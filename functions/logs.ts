@@ -10,7 +10,9 @@ import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 
 const runtime = lambdaRuntime(process.env);
 
-export async function handler(event: CloudWatchLogsEvent): Promise<{ accepted: number; ignored: number; rejected: number; queued: number }> {
+export async function handler(
+  event: CloudWatchLogsEvent,
+): Promise<{ accepted: number; ignored: number; rejected: number; queued: number }> {
   const { summary, parsed } = await intake(JSON.stringify(event), { ...runtime.intakeDeps(), format: 'cloudwatch' });
   runtime.telemetry.metric(METRICS.changesReceived, summary.accepted, 'Count');
   for (const r of parsed.rejected) runtime.telemetry.warn('rejected log event', { record: r.record, error: r.error });

@@ -20,7 +20,10 @@ import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 
 const runtime = lambdaRuntime(process.env);
 const region = process.env.AWS_REGION;
-const outbox = new DynamoDbRotationStore({ client: new DynamoDBClient({ region }), table: required(process.env, 'VAULT_ROLLOUT_STATE_TABLE', 'the DynamoDB rotation state table') });
+const outbox = new DynamoDbRotationStore({
+  client: new DynamoDBClient({ region }),
+  table: required(process.env, 'VAULT_ROLLOUT_STATE_TABLE', 'the DynamoDB rotation state table'),
+});
 let sinks: Promise<Map<string, Sink>> | undefined;
 
 async function loadSinks(): Promise<Map<string, Sink>> {
@@ -36,8 +39,11 @@ async function loadSinks(): Promise<Map<string, Sink>> {
       throw e;
     }
   };
-  const resolved = resolveSinks(table.allSinks, { env: prefix ? await sinkEnvironment(table.allSinks, env, prefix, read) : env });
-  for (const [name, problem] of resolved.problems) telemetry.error('notification sink not usable: its notifications are dropped', { sink: name, problem });
+  const resolved = resolveSinks(table.allSinks, {
+    env: prefix ? await sinkEnvironment(table.allSinks, env, prefix, read) : env,
+  });
+  for (const [name, problem] of resolved.problems)
+    telemetry.error('notification sink not usable: its notifications are dropped', { sink: name, problem });
   return resolved.sinks;
 }
 
@@ -49,7 +55,10 @@ function named(record: DynamoDBStreamEvent['Records'][number]): { eventId: strin
   return { eventId: pk.slice('notify#'.length), sink: sk.slice('sink#'.length) };
 }
 
-export async function handler(event: DynamoDBStreamEvent, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<DynamoDBBatchResponse> {
+export async function handler(
+  event: DynamoDBStreamEvent,
+  context?: Pick<Context, 'getRemainingTimeInMillis'>,
+): Promise<DynamoDBBatchResponse> {
   const records = event.Records.flatMap((record) => {
     const delivery = named(record);
     return delivery ? [{ ...delivery, sequence: record.dynamodb?.SequenceNumber ?? '' }] : [];

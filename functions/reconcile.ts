@@ -23,11 +23,28 @@ const region = process.env.AWS_REGION;
 // The login is kept across invocations of a warm container and renewed by its token source.
 let auth: ReturnType<typeof vaultTokenSourceFromEnv> | undefined;
 
-export async function handler(): Promise<{ paths: number; behind: number; recorded: number; queued: number; vaultRequests: number }> {
+export async function handler(): Promise<{
+  paths: number;
+  behind: number;
+  recorded: number;
+  queued: number;
+  vaultRequests: number;
+}> {
   const { env, telemetry, table } = runtime;
   const vaultAddr = required(env, 'VAULT_ADDR', 'the Vault address (https://HOST:8200)');
-  const log = { info: telemetry.info.bind(telemetry), warn: telemetry.warn.bind(telemetry), error: telemetry.error.bind(telemetry) };
-  auth ??= vaultTokenSourceFromEnv(env, { vaultAddr, log, readFile: (f) => readFile(f, 'utf8'), ssm: () => new SSMClient({ region }), secretsManager: () => new SecretsManagerClient({ region }), awsCredentials: () => fromNodeProviderChain() });
+  const log = {
+    info: telemetry.info.bind(telemetry),
+    warn: telemetry.warn.bind(telemetry),
+    error: telemetry.error.bind(telemetry),
+  };
+  auth ??= vaultTokenSourceFromEnv(env, {
+    vaultAddr,
+    log,
+    readFile: (f) => readFile(f, 'utf8'),
+    ssm: () => new SSMClient({ region }),
+    secretsManager: () => new SecretsManagerClient({ region }),
+    awsCredentials: () => fromNodeProviderChain(),
+  });
   let source;
   try {
     source = (await auth).source;
@@ -35,16 +52,50 @@ export async function handler(): Promise<{ paths: number; behind: number; record
     auth = undefined;
     throw e;
   }
-  const vault = new VaultMetadataClient({ vaultAddr, auth: source, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}) });
+  const vault = new VaultMetadataClient({
+    vaultAddr,
+    auth: source,
+    ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}),
+  });
   const report = await reconcile({ table, vault, access, rotations, queue: runtime.intakeDeps().queue, now: Date.now });
   const count = (state: string) => report.workloads.filter((w) => w.state === state).length;
-  const summary = { paths: report.paths.length, behind: count('behind'), recorded: count('recorded'), queued: report.queued.changes, vaultRequests: vault.requests };
-  for (const r of report.routes) if (r.status !== 'kv2' || r.truncated) telemetry.warn('route not fully reconciled', { route: r.route, status: r.status, ...(r.truncated ? { truncated: r.truncated } : {}), ...(r.reason ? { reason: r.reason } : {}) });
+  const summary = {
+    paths: report.paths.length,
+    behind: count('behind'),
+    recorded: count('recorded'),
+    queued: report.queued.changes,
+    vaultRequests: vault.requests,
+  };
+  for (const r of report.routes)
+    if (r.status !== 'kv2' || r.truncated)
+      telemetry.warn('route not fully reconciled', {
+        route: r.route,
+        status: r.status,
+        ...(r.truncated ? { truncated: r.truncated } : {}),
+        ...(r.reason ? { reason: r.reason } : {}),
+      });
   for (const e of report.pathErrors) telemetry.error('cannot read Vault metadata', { path: e.path, error: e.error });
-  for (const w of report.workloads.filter((x) => x.state === 'failed')) telemetry.error('cannot reconcile a workload', { cluster: w.cluster, namespace: w.namespace, kind: w.kind, name: w.name, detail: w.detail });
-  for (const h of report.halted) telemetry.warn('halted rotation not queued', { rotation: h.rotation, secrets: h.secrets, wave: h.wave, waves: h.waves, why: h.why });
+  for (const w of report.workloads.filter((x) => x.state === 'failed'))
+    telemetry.error('cannot reconcile a workload', {
+      cluster: w.cluster,
+      namespace: w.namespace,
+      kind: w.kind,
+      name: w.name,
+      detail: w.detail,
+    });
+  for (const h of report.halted)
+    telemetry.warn('halted rotation not queued', {
+      rotation: h.rotation,
+      secrets: h.secrets,
+      wave: h.wave,
+      waves: h.waves,
+      why: h.why,
+    });
   telemetry.info('reconcile done', { ...summary, failed: count('failed'), halted: report.halted.length });
   telemetry.flush();
-  if (report.pathErrors.length > 0 || count('failed') > 0 || report.routes.some((r) => r.status === 'error')) throw new Error(`reconcile incomplete: ${report.pathErrors.length} path(s) unreadable, ${count('failed')} workload(s) failed (see the log lines above)`);
+  if (report.pathErrors.length > 0 || count('failed') > 0 || report.routes.some((r) => r.status === 'error'))
+    throw new Error(
+      `reconcile incomplete: ${report.pathErrors.length} path(s) unreadable, ${count('failed')} workload(s) failed (see the log lines above)`,
+    );
   return summary;
 }

@@ -18,8 +18,16 @@ const runtime = lambdaRuntime(process.env);
 const deps = lambdaWorkerDeps(runtime);
 const follows = followFromEnv(process.env);
 
-export async function handler(event: SQSEvent, _context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<SQSBatchResponse> {
-  const records = event.Records.map((r) => ({ messageId: r.messageId, body: r.body, groupId: r.attributes.MessageGroupId ?? r.messageId, receiveCount: Number(r.attributes.ApproximateReceiveCount) || 1 }));
+export async function handler(
+  event: SQSEvent,
+  _context?: Pick<Context, 'getRemainingTimeInMillis'>,
+): Promise<SQSBatchResponse> {
+  const records = event.Records.map((r) => ({
+    messageId: r.messageId,
+    body: r.body,
+    groupId: r.attributes.MessageGroupId ?? r.messageId,
+    receiveCount: Number(r.attributes.ApproximateReceiveCount) || 1,
+  }));
   const queue = runtime.intakeDeps().queue;
   const received = event.Records.map((r) => ({ MessageId: r.messageId, ReceiptHandle: r.receiptHandle }));
   const follow = follows ? { requeue: (m: Parameters<typeof queue.send>[0][number]) => queue.send([m]) } : undefined;
@@ -28,12 +36,21 @@ export async function handler(event: SQSEvent, _context?: Pick<Context, 'getRema
   // entry ReceiptHandleIsInvalid): nothing comes back either way. A delete that fails here is left to the mapping
   // (the message is not reported failed).
   const several = new Set(records.map((r) => r.groupId)).size > 1;
-  const onGroupDone = (group: GroupOutcome) => handBackGroup(queue.client, queue.queueUrl, received, group, runtime.telemetry);
+  const onGroupDone = (group: GroupOutcome) =>
+    handBackGroup(queue.client, queue.queueUrl, received, group, runtime.telemetry);
   // A refused message goes to the DLQ with its reason (serverless.yml sets VAULT_ROLLOUT_DLQ_URL), then is deleted.
   const deadLetter = sqsDeadLetter(queue.client, process.env.VAULT_ROLLOUT_DLQ_URL);
-  const { failed, deferred } = await processBatch(records, { ...deps, deadLetter, queue, ...(follow ? { follow } : {}), ...(several ? { onGroupDone } : {}) });
+  const { failed, deferred } = await processBatch(records, {
+    ...deps,
+    deadLetter,
+    queue,
+    ...(follow ? { follow } : {}),
+    ...(several ? { onGroupDone } : {}),
+  });
   // A deferred message (every wait: a continuation, a gate, a settle window) waits in the queue: invisible for its delay, reported failed so
   // the event source mapping does not delete it.
   if (!several) await deferMessages(queue.client, queue.queueUrl, received, deferred, runtime.telemetry);
-  return { batchItemFailures: [...failed, ...deferred.map((d) => d.messageId)].map((itemIdentifier) => ({ itemIdentifier })) };
+  return {
+    batchItemFailures: [...failed, ...deferred.map((d) => d.messageId)].map((itemIdentifier) => ({ itemIdentifier })),
+  };
 }

@@ -11,7 +11,9 @@ import { ensureServerBinary } from './vault/server.ts';
 
 const since = (t0: number) => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
 
-export async function prepareComponents(log: (line: string) => void = (line) => process.stderr.write(`${line}\n`)): Promise<void> {
+export async function prepareComponents(
+  log: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+): Promise<void> {
   for (const kind of ['openbao', 'vault'] as const) {
     const started = Date.now();
     await ensureServerBinary(kind);

@@ -23,7 +23,9 @@ function keyMaterial(root: string): Needle[] {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
       else if (entry.name.endsWith('.key')) {
-        const body = readFileSync(path, 'utf8').split('\n').find((l) => /^[A-Za-z0-9+/]{40,}/.test(l));
+        const body = readFileSync(path, 'utf8')
+          .split('\n')
+          .find((l) => /^[A-Za-z0-9+/]{40,}/.test(l));
         if (body) needles.push({ what: `private key ${path}`, test: (line) => line.includes(body.slice(0, 40)) });
       } else if (entry.name.endsWith('.kubeconfig')) {
         const data = /client-key-data:\s*(\S{40})/.exec(readFileSync(path, 'utf8'))?.[1];
@@ -45,7 +47,14 @@ export default function setup(): () => void {
   rmSync(OUTPUT_DIR, { recursive: true, force: true });
   mkdirSync(OUTPUT_DIR, { recursive: true });
   return () => {
-    const needles = [...TEST_SECRETS.map((s) => ({ what: 'a test secret from test/secrets.ts', test: (line: string) => line.includes(s) })), ...PATTERNS, ...keyMaterial(CLUSTERS_DIR)];
+    const needles = [
+      ...TEST_SECRETS.map((s) => ({
+        what: 'a test secret from test/secrets.ts',
+        test: (line: string) => line.includes(s),
+      })),
+      ...PATTERNS,
+      ...keyMaterial(CLUSTERS_DIR),
+    ];
     const files = readdirSync(OUTPUT_DIR).filter((f) => f.endsWith('.log'));
     const found: string[] = [];
     let lines = 0;
@@ -53,15 +62,21 @@ export default function setup(): () => void {
     for (const f of files) {
       const text = readFileSync(join(OUTPUT_DIR, f), 'utf8');
       if (text.startsWith(CAPTURE_MARKER)) captured++;
-      text
-        .split('\n')
-        .forEach((line, i) => {
-          lines++;
-          for (const n of needles) if (n.test(line)) found.push(`${f}:${i + 1}: ${n.what}`);
-        });
+      text.split('\n').forEach((line, i) => {
+        lines++;
+        for (const n of needles) if (n.test(line)) found.push(`${f}:${i + 1}: ${n.what}`);
+      });
     }
-    if (captured === 0) throw new Error(`secrets hygiene: no test worker captured its output into ${OUTPUT_DIR}; the capture in test/hygiene/capture.ts is not working`);
-    if (found.length > 0) throw new Error(`secrets hygiene: secret material in the test output (${OUTPUT_DIR}):\n${found.slice(0, 50).join('\n')}`);
-    process.stdout.write(`secrets hygiene: ${lines} lines of test output from ${files.length} workers checked against ${needles.length} secrets and patterns: none found\n`);
+    if (captured === 0)
+      throw new Error(
+        `secrets hygiene: no test worker captured its output into ${OUTPUT_DIR}; the capture in test/hygiene/capture.ts is not working`,
+      );
+    if (found.length > 0)
+      throw new Error(
+        `secrets hygiene: secret material in the test output (${OUTPUT_DIR}):\n${found.slice(0, 50).join('\n')}`,
+      );
+    process.stdout.write(
+      `secrets hygiene: ${lines} lines of test output from ${files.length} workers checked against ${needles.length} secrets and patterns: none found\n`,
+    );
   };
 }

@@ -8,7 +8,8 @@ export const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 /** Public Vault payload samples copied into the repository with their sources (test/events/vault-samples/README.md). */
 export const vaultSamples = fileURLToPath(new URL('events/vault-samples/', import.meta.url));
 
-export const readRepoFile = (relative: string): string => readFileSync(new URL(`../${relative}`, import.meta.url), 'utf8');
+export const readRepoFile = (relative: string): string =>
+  readFileSync(new URL(`../${relative}`, import.meta.url), 'utf8');
 
 export interface CapturedIo extends CliIo {
   out: string;

@@ -53,7 +53,8 @@ export const CLUSTER_FREE_FILES = [
 ] as const;
 
 /** The lanes of this run (VAULT_ROLLOUT_TEST_LANES, set for every lane's process by test/run-suite.ts). */
-export const lanesInRun = (env: NodeJS.ProcessEnv = process.env): string[] => (env.VAULT_ROLLOUT_TEST_LANES ?? 'a,b,c').split(',');
+export const lanesInRun = (env: NodeJS.ProcessEnv = process.env): string[] =>
+  (env.VAULT_ROLLOUT_TEST_LANES ?? 'a,b,c').split(',');
 
 /**
  * What the second, older Kubernetes minor must pass: rollouts of every kind, rollout health, the admission policy
@@ -71,13 +72,17 @@ export const COMPATIBILITY_FILES = [
 const kubernetesVersion = (name: string, fallback: string): string => {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
-  if (!/^v1\.\d{2}\.\d{1,2}$/.test(raw)) throw new Error(`${name}=${raw}: expected a Kubernetes version such as ${fallback}`);
+  if (!/^v1\.\d{2}\.\d{1,2}$/.test(raw))
+    throw new Error(`${name}=${raw}: expected a Kubernetes version such as ${fallback}`);
   return raw;
 };
 /** The newest Kubernetes on the module proxy: the main clusters (lanes a and b). VAULT_ROLLOUT_KUBERNETES_VERSION tries another. */
 export const KUBERNETES_VERSION = kubernetesVersion('VAULT_ROLLOUT_KUBERNETES_VERSION', 'v1.37.2');
 /** The oldest minor EKS still supports (extended support): the compatibility lane c. VAULT_ROLLOUT_COMPATIBILITY_KUBERNETES_VERSION tries another. */
-export const COMPATIBILITY_KUBERNETES_VERSION = kubernetesVersion('VAULT_ROLLOUT_COMPATIBILITY_KUBERNETES_VERSION', 'v1.32.13');
+export const COMPATIBILITY_KUBERNETES_VERSION = kubernetesVersion(
+  'VAULT_ROLLOUT_COMPATIBILITY_KUBERNETES_VERSION',
+  'v1.32.13',
+);
 
 export type TestLane = 'a' | 'b' | 'c' | undefined;
 
@@ -90,7 +95,8 @@ export function testLane(env: NodeJS.ProcessEnv = process.env): TestLane {
 
 const lane = testLane();
 /** Where a lane keeps its clusters' state, the clusters lock, the captured test output and its servers ledger. */
-export const laneLocalDir = (of: TestLane): string => (of === 'b' || of === 'c' ? join(ROOT, '.local', `lane-${of}`) : join(ROOT, '.local'));
+export const laneLocalDir = (of: TestLane): string =>
+  of === 'b' || of === 'c' ? join(ROOT, '.local', `lane-${of}`) : join(ROOT, '.local');
 export const LANE_LOCAL_DIR = laneLocalDir(lane);
 /** The Vault and OpenBao servers each test file of a lane started (test/vault/server.ts), for the compatibility matrix. */
 export const serversLedger = (of: TestLane = lane): string => join(laneLocalDir(of), 'servers-used.jsonl');

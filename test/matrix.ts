@@ -8,13 +8,22 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CLUSTER_FREE_FILES, COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION, serversLedger, type TestLane } from './lanes.ts';
+import {
+  CLUSTER_FREE_FILES,
+  COMPATIBILITY_KUBERNETES_VERSION,
+  KUBERNETES_VERSION,
+  serversLedger,
+  type TestLane,
+} from './lanes.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 export const MATRIX_FILE = join(ROOT, 'docs', 'compatibility.md');
 
 interface JsonReport {
-  testResults: Array<{ name: string; assertionResults: Array<{ ancestorTitles: string[]; title: string; status: string }> }>;
+  testResults: Array<{
+    name: string;
+    assertionResults: Array<{ ancestorTitles: string[]; title: string; status: string }>;
+  }>;
 }
 
 export interface LaneRun {
@@ -29,8 +38,10 @@ type Outcome = 'passed' | 'failed' | 'skipped';
 
 /** The column of a file that needs no cluster (test/lanes.ts CLUSTER_FREE_FILES). */
 const NO_CLUSTER = 'no cluster';
-const kubernetesOf = (lane: LaneRun['lane']): string => (lane === 'c' ? COMPATIBILITY_KUBERNETES_VERSION : KUBERNETES_VERSION);
-const outcomeOf = (status: string): Outcome => (status === 'passed' ? 'passed' : status === 'failed' ? 'failed' : 'skipped');
+const kubernetesOf = (lane: LaneRun['lane']): string =>
+  lane === 'c' ? COMPATIBILITY_KUBERNETES_VERSION : KUBERNETES_VERSION;
+const outcomeOf = (status: string): Outcome =>
+  status === 'passed' ? 'passed' : status === 'failed' ? 'failed' : 'skipped';
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
 
 /** The servers each file started, per lane: "Vault 1.21.3", "OpenBao 2.7.2". */
@@ -49,7 +60,11 @@ function serversByFile(ledger: string): Map<string, Set<string>> {
 
 function commit(): string {
   try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
   } catch {
     return 'unknown';
   }
@@ -109,14 +124,23 @@ export function writeCompatibilityMatrix(runs: LaneRun[], to = MATRIX_FILE, at =
   ];
   for (const [key, t] of [...totals].sort(([a], [b]) => a.localeCompare(b))) {
     const [server, ...version] = key.split(' ');
-    lines.push(`| ${server} | ${version.join(' ')} | ${t.passed + t.failed + t.skipped} | ${t.passed} | ${t.failed} | ${t.skipped} |`);
+    lines.push(
+      `| ${server} | ${version.join(' ')} | ${t.passed + t.failed + t.skipped} | ${t.passed} | ${t.failed} | ${t.skipped} |`,
+    );
   }
   for (const [file, tests] of [...results].sort(([a], [b]) => a.localeCompare(b))) {
     const ran = [...versions, NO_CLUSTER].filter((v) => [...tests.values()].some((m) => m.has(v)));
     const heading = (v: string) => (v === NO_CLUSTER ? NO_CLUSTER : `Kubernetes ${v}`);
-    lines.push('', `## ${file}`, '', `${ran.map(heading).join(', ')}; servers: ${[...(servers.get(file) ?? [])].sort().join(', ') || 'none'}.`, '');
+    lines.push(
+      '',
+      `## ${file}`,
+      '',
+      `${ran.map(heading).join(', ')}; servers: ${[...(servers.get(file) ?? [])].sort().join(', ') || 'none'}.`,
+      '',
+    );
     lines.push(`| Test | ${ran.map(heading).join(' | ')} |`, `|---|${ran.map(() => '---').join('|')}|`);
-    for (const [title, perVersion] of tests) lines.push(`| ${cell(title)} | ${ran.map((v) => perVersion.get(v) ?? '—').join(' | ')} |`);
+    for (const [title, perVersion] of tests)
+      lines.push(`| ${cell(title)} | ${ran.map((v) => perVersion.get(v) ?? '—').join(' | ')} |`);
   }
   writeFileSync(to, `${lines.join('\n')}\n`);
   return to;

@@ -46,7 +46,10 @@ function run(label: string, args: string[], env: NodeJS.ProcessEnv): Promise<num
   return new Promise((resolveExit, reject) => {
     const child = spawn(process.execPath, [VITEST, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const prefix = label === '' ? '' : `${label}│ `;
-    for (const [from, to] of [[child.stdout, process.stdout], [child.stderr, process.stderr]] as const) {
+    for (const [from, to] of [
+      [child.stdout, process.stdout],
+      [child.stderr, process.stderr],
+    ] as const) {
       let pending = '';
       from.setEncoding('utf8');
       from.on('data', (chunk: string) => {
@@ -67,11 +70,17 @@ async function main(): Promise<number> {
   const passThrough = process.argv.slice(2).filter((a) => a !== '--');
   const only = process.env.VAULT_ROLLOUT_TEST_LANES ?? 'a,b,c';
   const names = only.split(',');
-  if (!names.includes('a') || names.some((n) => n !== 'a' && n !== 'b' && n !== 'c')) throw new Error(`VAULT_ROLLOUT_TEST_LANES=${only}: expected lane a and any of b and c, such as a,b,c (the default), a,b or a (every integration file in one process)`);
-  if (names.includes('c') && !names.includes('b')) throw new Error('lane c needs lane b beside it (lane a then leaves out lane b\'s files)');
+  if (!names.includes('a') || names.some((n) => n !== 'a' && n !== 'b' && n !== 'c'))
+    throw new Error(
+      `VAULT_ROLLOUT_TEST_LANES=${only}: expected lane a and any of b and c, such as a,b,c (the default), a,b or a (every integration file in one process)`,
+    );
+  if (names.includes('c') && !names.includes('b'))
+    throw new Error("lane c needs lane b beside it (lane a then leaves out lane b's files)");
   const base = Number(process.env.VAULT_ROLLOUT_CLUSTERS_PORT_BASE ?? '16440');
   if (!Number.isInteger(base) || base < 1024 || base + 2 * LANE_PORT_STEP > 65000) {
-    throw new Error(`VAULT_ROLLOUT_CLUSTERS_PORT_BASE=${process.env.VAULT_ROLLOUT_CLUSTERS_PORT_BASE}: expected a port between 1024 and ${65000 - 2 * LANE_PORT_STEP}`);
+    throw new Error(
+      `VAULT_ROLLOUT_CLUSTERS_PORT_BASE=${process.env.VAULT_ROLLOUT_CLUSTERS_PORT_BASE}: expected a port between 1024 and ${65000 - 2 * LANE_PORT_STEP}`,
+    );
   }
 
   const t0 = Date.now();
@@ -79,7 +88,10 @@ async function main(): Promise<number> {
   // one after the other, a cold run waited for both in full. Separate caches, locks and links, so neither disturbs
   // the other.
   // Both end before a failure is reported, so no build is left running behind the exit.
-  const built = await Promise.allSettled([buildBinaries((line) => process.stderr.write(`[clusters] ${line}\n`)), prepareComponents()]);
+  const built = await Promise.allSettled([
+    buildBinaries((line) => process.stderr.write(`[clusters] ${line}\n`)),
+    prepareComponents(),
+  ]);
   for (const result of built) if (result.status === 'rejected') throw result.reason;
   process.stderr.write(`[run-suite] components ready in ${((Date.now() - t0) / 1000).toFixed(1)}s\n`);
 
@@ -88,9 +100,16 @@ async function main(): Promise<number> {
   const laneReport = (name: string) => join(ROOT, '.local', `lane-${name}-report.json`);
   // Each lane's coverage goes into its blob; its own thresholds are off (a lane covers only part), the merge checks them.
   const laneArgs = (name: string) => [
-    'run', ...(passThrough.length > 0 ? ['--passWithNoTests'] : []),
-    '--coverage', `--coverage.reportsDirectory=${join(ROOT, '.local', `coverage-lane-${name}`)}`, '--coverage.thresholds.lines=0',
-    '--reporter=default', '--reporter=blob', `--outputFile.blob=${join(BLOB_DIR, `lane-${name}.blob`)}`, '--reporter=json', `--outputFile.json=${laneReport(name)}`,
+    'run',
+    ...(passThrough.length > 0 ? ['--passWithNoTests'] : []),
+    '--coverage',
+    `--coverage.reportsDirectory=${join(ROOT, '.local', `coverage-lane-${name}`)}`,
+    '--coverage.thresholds.lines=0',
+    '--reporter=default',
+    '--reporter=blob',
+    `--outputFile.blob=${join(BLOB_DIR, `lane-${name}.blob`)}`,
+    '--reporter=json',
+    `--outputFile.json=${laneReport(name)}`,
   ];
   for (const name of ['a', 'b', 'c'] as const) {
     rmSync(laneReport(name), { force: true });
@@ -101,25 +120,45 @@ async function main(): Promise<number> {
   // The unit project goes to the lane that finishes first: vitest runs it after the integration files of its process,
   // and lane c's few files end long before the others.
   const unitLane = names.includes('c') ? 'c' : names.includes('b') ? 'b' : 'a';
-  const projects = (name: Lane['name']) => ['--project', 'integration', ...(unitLane === name ? ['--project', 'unit'] : [])];
+  const projects = (name: Lane['name']) => [
+    '--project',
+    'integration',
+    ...(unitLane === name ? ['--project', 'unit'] : []),
+  ];
   // Lane b's and c's clusters sit one and two LANE_PORT_STEPs above lane a's.
   const lanes: Lane[] = (['a', 'b', 'c'] as const)
     .filter((name) => names.includes(name))
     .map((name, step) => ({
       name,
       args: [...laneArgs(name), ...projects(name), ...passThrough],
-      env: { ...process.env, VAULT_ROLLOUT_TEST_LANE: alone ? '' : name, VAULT_ROLLOUT_TEST_LANES: names.join(','), ...(step > 0 ? { VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + step * LANE_PORT_STEP) } : {}) },
+      env: {
+        ...process.env,
+        VAULT_ROLLOUT_TEST_LANE: alone ? '' : name,
+        VAULT_ROLLOUT_TEST_LANES: names.join(','),
+        ...(step > 0 ? { VAULT_ROLLOUT_CLUSTERS_PORT_BASE: String(base + step * LANE_PORT_STEP) } : {}),
+      },
     }));
-  process.stderr.write(`[run-suite] lanes ${lanes.map((l) => l.name).join(', ')}: Kubernetes ${KUBERNETES_VERSION}${names.includes('c') ? ` (lane c: ${COMPATIBILITY_KUBERNETES_VERSION})` : ''}\n`);
+  process.stderr.write(
+    `[run-suite] lanes ${lanes.map((l) => l.name).join(', ')}: Kubernetes ${KUBERNETES_VERSION}${names.includes('c') ? ` (lane c: ${COMPATIBILITY_KUBERNETES_VERSION})` : ''}\n`,
+  );
   const codes = await Promise.all(lanes.map((lane) => run(alone ? '' : lane.name, lane.args, lane.env)));
   lanes.forEach((lane, i) => process.stderr.write(`[run-suite] lane ${lane.name}: exit ${codes[i]}\n`));
   // A filtered run's matrix is partial: it goes to .local/, never over the page in docs/.
-  const matrix = writeCompatibilityMatrix(lanes.map((l) => ({ lane: l.name, report: laneReport(l.name) })), passThrough.length === 0 ? MATRIX_FILE : join(ROOT, '.local', 'compatibility.md'));
+  const matrix = writeCompatibilityMatrix(
+    lanes.map((l) => ({ lane: l.name, report: laneReport(l.name) })),
+    passThrough.length === 0 ? MATRIX_FILE : join(ROOT, '.local', 'compatibility.md'),
+  );
   process.stderr.write(`[run-suite] compatibility matrix ${matrix}\n`);
 
   // One report and one coverage check over both lanes; its summary is the run's last word.
-  const merged = await run('', ['--merge-reports', BLOB_DIR, '--coverage', '--reporter=default', '--reporter=json', `--outputFile.json=${REPORT}`], process.env);
-  process.stderr.write(`[run-suite] merged report ${REPORT}: exit ${merged}; ${((Date.now() - t0) / 1000).toFixed(0)}s in all\n`);
+  const merged = await run(
+    '',
+    ['--merge-reports', BLOB_DIR, '--coverage', '--reporter=default', '--reporter=json', `--outputFile.json=${REPORT}`],
+    process.env,
+  );
+  process.stderr.write(
+    `[run-suite] merged report ${REPORT}: exit ${merged}; ${((Date.now() - t0) / 1000).toFixed(0)}s in all\n`,
+  );
   return codes.every((c) => c === 0) && merged === 0 ? 0 : 1;
 }
 

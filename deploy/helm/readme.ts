@@ -15,7 +15,11 @@ export const BEGIN = '<!-- values: generated from values.yaml by `node deploy/he
 export const END = '<!-- end of values -->';
 
 /** One key of values.yaml: its path, what its comments say, and whether it is one value (not a map of keys). */
-export interface ValueKey { path: string[]; description: string; leaf: boolean }
+export interface ValueKey {
+  path: string[];
+  description: string;
+  leaf: boolean;
+}
 
 const KEY = /^( *)([A-Za-z][A-Za-z0-9_]*):(?: +(.*))?$/;
 const COMMENT = /^ *#(?: (.*))?$/;
@@ -23,7 +27,12 @@ const COMMENT = /^ *#(?: (.*))?$/;
 /** A comment after a value (` # …`), outside quotes; the values here quote no `#`. */
 function trailingComment(rest: string | undefined): string {
   const at = rest?.search(/\s#\s/) ?? -1;
-  return rest !== undefined && at >= 0 ? rest.slice(at).replace(/^\s#\s/, '').trim() : '';
+  return rest !== undefined && at >= 0
+    ? rest
+        .slice(at)
+        .replace(/^\s#\s/, '')
+        .trim()
+    : '';
 }
 
 /** Every key of values.yaml, in order, with its description (missing descriptions are reported by `documented`). */
@@ -49,23 +58,31 @@ export function valueKeys(text: string): ValueKey[] {
     comments = [];
   }
   // A key with keys below it is a map; one whose keys carry no description is a single value (Kubernetes' fields).
-  const under = (parent: ValueKey) => keys.filter((k) => k.path.length === parent.path.length + 1 && k.path.slice(0, -1).join('.') === parent.path.join('.'));
+  const under = (parent: ValueKey) =>
+    keys.filter(
+      (k) => k.path.length === parent.path.length + 1 && k.path.slice(0, -1).join('.') === parent.path.join('.'),
+    );
   const dropped = new Set<string>();
   for (const k of keys) {
     const children = under(k);
     if (children.length === 0 || dropped.has(k.path.join('.'))) continue;
     if (children.every((c) => c.description === '')) {
-      for (const d of keys) if (d.path.length > k.path.length && d.path.slice(0, k.path.length).join('.') === k.path.join('.')) dropped.add(d.path.join('.'));
+      for (const d of keys)
+        if (d.path.length > k.path.length && d.path.slice(0, k.path.length).join('.') === k.path.join('.'))
+          dropped.add(d.path.join('.'));
     } else k.leaf = false;
   }
-  return keys.filter((k) => !dropped.has(k.path.join('.'))).map(({ path, description, leaf }) => ({ path, description, leaf }));
+  return keys
+    .filter((k) => !dropped.has(k.path.join('.')))
+    .map(({ path, description, leaf }) => ({ path, description, leaf }));
 }
 
 /** The keys, or an error naming every key of values.yaml that has no description. */
 export function documented(text: string): ValueKey[] {
   const keys = valueKeys(text);
   const missing = keys.filter((k) => k.description === '').map((k) => k.path.join('.'));
-  if (missing.length > 0) throw new Error(`values.yaml: no comment above ${missing.join(', ')}: describe each key (deploy/helm/readme.ts)`);
+  if (missing.length > 0)
+    throw new Error(`values.yaml: no comment above ${missing.join(', ')}: describe each key (deploy/helm/readme.ts)`);
   return keys;
 }
 
@@ -80,7 +97,9 @@ function defaultOf(values: unknown, path: string[]): string {
 /** The table of values, between the markers. */
 export function valuesTable(valuesText: string): string {
   const values = parse(valuesText) as unknown;
-  const rows = documented(valuesText).map((k) => `| \`${k.path.join('.')}\` | ${k.leaf ? defaultOf(values, k.path) : ''} | ${cell(k.description)} |`);
+  const rows = documented(valuesText).map(
+    (k) => `| \`${k.path.join('.')}\` | ${k.leaf ? defaultOf(values, k.path) : ''} | ${cell(k.description)} |`,
+  );
   return [BEGIN, '', '| Key | Default | Description |', '|---|---|---|', ...rows, '', END].join('\n');
 }
 

@@ -20,7 +20,21 @@ import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { bundledPackageDirs } from '../npm/pack.ts';
 import { REPO_ROOT, buildCliBundle } from './bundle.ts';
-import { APP_BUNDLE, CA_BUNDLE, CLI_PATH, NODE_PATH, RUNTIME_GID, RUNTIME_UID, RUNTIME_USER, STATE_DIR, ROUTES_FILE, createdAt, executableBundle, imageRuntimeConfig, type ImageProvenance } from './config.ts';
+import {
+  APP_BUNDLE,
+  CA_BUNDLE,
+  CLI_PATH,
+  NODE_PATH,
+  RUNTIME_GID,
+  RUNTIME_UID,
+  RUNTIME_USER,
+  STATE_DIR,
+  ROUTES_FILE,
+  createdAt,
+  executableBundle,
+  imageRuntimeConfig,
+  type ImageProvenance,
+} from './config.ts';
 import { fetchPackage, packageFiles, sha256, type PinnedPackage } from './deb.ts';
 import { pushLayout } from './push.ts';
 import { imageSbom, SBOM_PATH, type SbomInputs } from './sbom.ts';
@@ -55,18 +69,34 @@ export interface BuiltImage {
 export const imageCacheRoot = (env: NodeJS.ProcessEnv = process.env): string =>
   join(env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'vault-rollout', 'image');
 
-const git = (...args: string[]): string => execFileSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+const git = (...args: string[]): string =>
+  execFileSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
 
 /** Version, revision and time of the checkout; SOURCE_DATE_EPOCH, when set, wins over the commit's time. */
 export async function checkoutProvenance(env: NodeJS.ProcessEnv = process.env): Promise<ImageProvenance> {
-  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as { version: string; license: string; description: string; repository?: string | { url?: string } };
+  const pkg = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+    version: string;
+    license: string;
+    description: string;
+    repository?: string | { url?: string };
+  };
   const head = git('rev-parse', 'HEAD');
   const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
-  const epoch = env.SOURCE_DATE_EPOCH ? Number(env.SOURCE_DATE_EPOCH) : Number(git('log', '-1', '--format=%ct', 'HEAD'));
-  if (!Number.isInteger(epoch) || epoch < 0) throw new Error(`SOURCE_DATE_EPOCH must be seconds since 1970, not ${env.SOURCE_DATE_EPOCH}`);
+  const epoch = env.SOURCE_DATE_EPOCH
+    ? Number(env.SOURCE_DATE_EPOCH)
+    : Number(git('log', '-1', '--format=%ct', 'HEAD'));
+  if (!Number.isInteger(epoch) || epoch < 0)
+    throw new Error(`SOURCE_DATE_EPOCH must be seconds since 1970, not ${env.SOURCE_DATE_EPOCH}`);
   const repository = typeof pkg.repository === 'string' ? pkg.repository : pkg.repository?.url;
   const source = env.VAULT_ROLLOUT_IMAGE_SOURCE || repository?.replace(/^git\+/, '').replace(/\.git$/, '');
-  return { version: pkg.version, revision: dirty ? `${head}-dirty` : head, sourceDateEpoch: epoch, license: pkg.license, description: pkg.description, ...(source ? { source } : {}) };
+  return {
+    version: pkg.version,
+    revision: dirty ? `${head}-dirty` : head,
+    sourceDateEpoch: epoch,
+    license: pkg.license,
+    description: pkg.description,
+    ...(source ? { source } : {}),
+  };
 }
 
 /** The pinned Node binary, checked against bin/node.sha256 (as bin/verify-node does) before it goes in. */
@@ -74,15 +104,30 @@ async function pinnedNode(): Promise<{ binary: Buffer; license: Buffer; version:
   const dir = join(REPO_ROOT, 'node_modules', NODE_PACKAGE);
   const { version } = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as { version: string };
   const pins = await readFile(join(REPO_ROOT, 'bin', 'node.sha256'), 'utf8');
-  const pinned = pins.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.trim().split(/\s+/)).find(([, name]) => name === `${NODE_PACKAGE}@${version}`)?.[0];
+  const pinned = pins
+    .split('\n')
+    .filter((l) => !l.startsWith('#'))
+    .map((l) => l.trim().split(/\s+/))
+    .find(([, name]) => name === `${NODE_PACKAGE}@${version}`)?.[0];
   if (!pinned) throw new Error(`bin/node.sha256 pins no SHA-256 for ${NODE_PACKAGE}@${version} (run sh bin/setup)`);
   const binary = await readFile(join(dir, 'bin', 'node'));
   const actual = sha256(binary);
-  if (actual !== pinned) throw new Error(`node_modules/${NODE_PACKAGE}/bin/node does not match bin/node.sha256 (SHA-256 ${actual}, pinned ${pinned}): run sh bin/setup`);
+  if (actual !== pinned)
+    throw new Error(
+      `node_modules/${NODE_PACKAGE}/bin/node does not match bin/node.sha256 (SHA-256 ${actual}, pinned ${pinned}): run sh bin/setup`,
+    );
   return { binary, license: await readFile(join(dir, 'LICENSE')), version, sha256: actual };
 }
 
-interface LayerFile { path: string; mode: number; data?: Buffer; target?: string; uid?: number; gid?: number; dir?: boolean }
+interface LayerFile {
+  path: string;
+  mode: number;
+  data?: Buffer;
+  target?: string;
+  uid?: number;
+  gid?: number;
+  dir?: boolean;
+}
 
 /** A layer's tar: the files, every parent directory (root, 0755 unless listed), sorted, owned by root unless said. */
 export function layerTar(files: readonly LayerFile[], mtime: number): Buffer {
@@ -96,7 +141,8 @@ export function layerTar(files: readonly LayerFile[], mtime: number): Buffer {
       if (!byPath.has(dir)) byPath.set(dir, { type: 'dir', path: dir, mode: 0o755, uid: 0, gid: 0, mtime });
     }
     if (f.dir) byPath.set(path, { type: 'dir', path, mode: f.mode, ...owner(f) });
-    else if (f.target !== undefined) byPath.set(path, { type: 'symlink', path, target: f.target, mode: 0o777, ...owner(f) });
+    else if (f.target !== undefined)
+      byPath.set(path, { type: 'symlink', path, target: f.target, mode: 0o777, ...owner(f) });
     else byPath.set(path, { type: 'file', path, mode: f.mode, data: f.data!, ...owner(f) });
   }
   const entries = [...byPath.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
@@ -115,7 +161,11 @@ async function baseLayerFiles(packages: readonly PinnedPackage[], debs: readonly
   const certificates: { path: string; data: Buffer }[] = [];
   packages.forEach((pkg, i) => {
     for (const entry of packageFiles(debs[i]!)) {
-      if (pkg.name === 'ca-certificates' && entry.type === 'file' && /^usr\/share\/ca-certificates\/mozilla\/[^/]+\.crt$/.test(entry.path)) {
+      if (
+        pkg.name === 'ca-certificates' &&
+        entry.type === 'file' &&
+        /^usr\/share\/ca-certificates\/mozilla\/[^/]+\.crt$/.test(entry.path)
+      ) {
         certificates.push({ path: entry.path, data: entry.data });
       }
       if (!keepFromPackage(entry.path)) continue;
@@ -124,24 +174,47 @@ async function baseLayerFiles(packages: readonly PinnedPackage[], debs: readonly
       else if (entry.type === 'hardlink') throw new Error(`${pkg.name}: hard link ${entry.path} is not supported`);
     }
   });
-  if (certificates.length < 100) throw new Error(`ca-certificates: only ${certificates.length} Mozilla certificates found`);
+  if (certificates.length < 100)
+    throw new Error(`ca-certificates: only ${certificates.length} Mozilla certificates found`);
   // What update-ca-certificates would write, in its order (sorted by name), each ending in a newline.
   certificates.sort((a, b) => (a.path < b.path ? -1 : 1));
-  const bundle = Buffer.concat(certificates.map((c) => (c.data.at(-1) === 0x0a ? c.data : Buffer.concat([c.data, Buffer.from('\n')]))));
+  const bundle = Buffer.concat(
+    certificates.map((c) => (c.data.at(-1) === 0x0a ? c.data : Buffer.concat([c.data, Buffer.from('\n')]))),
+  );
   const text = (s: string) => Buffer.from(s);
   files.push(
     { path: CA_BUNDLE, mode: 0o644, data: bundle },
-    { path: '/etc/passwd', mode: 0o644, data: text(`root:x:0:0:root:/root:/sbin/nologin\n${RUNTIME_USER}:x:${RUNTIME_UID}:${RUNTIME_GID}:${RUNTIME_USER}:${STATE_DIR}:/sbin/nologin\n`) },
+    {
+      path: '/etc/passwd',
+      mode: 0o644,
+      data: text(
+        `root:x:0:0:root:/root:/sbin/nologin\n${RUNTIME_USER}:x:${RUNTIME_UID}:${RUNTIME_GID}:${RUNTIME_USER}:${STATE_DIR}:/sbin/nologin\n`,
+      ),
+    },
     { path: '/etc/group', mode: 0o644, data: text(`root:x:0:\n${RUNTIME_USER}:x:${RUNTIME_GID}:\n`) },
     { path: '/etc/nsswitch.conf', mode: 0o644, data: text('passwd: files\ngroup: files\nhosts: files dns\n') },
     { path: ROUTES_FILE.slice(0, ROUTES_FILE.lastIndexOf('/')), mode: 0o755, dir: true },
     { path: STATE_DIR, mode: 0o700, uid: RUNTIME_UID, gid: RUNTIME_GID, dir: true },
-    { path: '/usr/share/doc/vault-rollout/debian-packages.json', mode: 0o644, data: text(`${JSON.stringify(packages.map(({ name, version, sha256: digest }) => ({ name, version, sha256: digest })), null, 2)}\n`) },
+    {
+      path: '/usr/share/doc/vault-rollout/debian-packages.json',
+      mode: 0o644,
+      data: text(
+        `${JSON.stringify(
+          packages.map(({ name, version, sha256: digest }) => ({ name, version, sha256: digest })),
+          null,
+          2,
+        )}\n`,
+      ),
+    },
   );
   return files;
 }
 
-interface Blob { digest: string; size: number; data: Buffer }
+interface Blob {
+  digest: string;
+  size: number;
+  data: Buffer;
+}
 const blob = (data: Buffer): Blob => ({ digest: `sha256:${sha256(data)}`, size: data.length, data });
 const json = (value: unknown): Buffer => Buffer.from(JSON.stringify(value));
 /** gzip without name or time: the same bytes from the same tar with the same zlib (the pinned Node's). */
@@ -159,7 +232,11 @@ async function pruneCache(cacheRoot: string, log: (line: string) => void): Promi
   const old = async (file: string) => Date.now() - (await stat(file)).mtimeMs > UNUSED_FOR_MS;
   for (const name of await readdir(cacheRoot)) {
     const path = join(cacheRoot, name);
-    const stamp = /^[0-9a-f]{24}$/.test(name) ? join(path, '.complete') : /^[0-9a-f]{24}\.partial-\d+$/.test(name) ? path : undefined;
+    const stamp = /^[0-9a-f]{24}$/.test(name)
+      ? join(path, '.complete')
+      : /^[0-9a-f]{24}\.partial-\d+$/.test(name)
+        ? path
+        : undefined;
     if (stamp && (await old(stamp).catch(() => true))) {
       await rm(path, { recursive: true, force: true });
       log(`removed ${path} (unused for ${UNUSED_FOR_MS / 86_400_000} days)`);
@@ -176,7 +253,11 @@ async function pruneCache(cacheRoot: string, log: (line: string) => void): Promi
  * 127 MB take 15–60 s to compress on 2 cores, and change only with Node): the image of every commit would otherwise
  * pay it again. A reused blob is checked (it must gunzip to the layer) before it goes in.
  */
-async function compressedLayer(tar: Buffer, dir: string, log: (line: string) => void): Promise<{ compressed: Blob; diffId: string }> {
+async function compressedLayer(
+  tar: Buffer,
+  dir: string,
+  log: (line: string) => void,
+): Promise<{ compressed: Blob; diffId: string }> {
   const diffId = `sha256:${sha256(tar)}`;
   const file = join(dir, `${diffId.slice(7)}-zlib${process.versions.zlib}-9.tar.gz`);
   if (existsSync(file)) {
@@ -192,17 +273,23 @@ async function compressedLayer(tar: Buffer, dir: string, log: (line: string) => 
   }
   const t = Date.now();
   const compressed = blob(gzip(tar));
-  log(`layer ${diffId.slice(7, 19)}: ${(tar.length / 1e6).toFixed(1)} MB, gzip ${(compressed.size / 1e6).toFixed(1)} MB in ${Date.now() - t} ms`);
+  log(
+    `layer ${diffId.slice(7, 19)}: ${(tar.length / 1e6).toFixed(1)} MB, gzip ${(compressed.size / 1e6).toFixed(1)} MB in ${Date.now() - t} ms`,
+  );
   await mkdir(dir, { recursive: true });
   await writeFile(`${file}.${process.pid}`, compressed.data);
   await rename(`${file}.${process.pid}`, file);
   return { compressed, diffId };
 }
 
-export async function buildImage(options: { cacheRoot?: string; log?: (line: string) => void } = {}): Promise<BuiltImage> {
+export async function buildImage(
+  options: { cacheRoot?: string; log?: (line: string) => void } = {},
+): Promise<BuiltImage> {
   const log = options.log ?? (() => {});
   const cacheRoot = options.cacheRoot ?? imageCacheRoot();
-  const { packages } = JSON.parse(await readFile(join(import.meta.dirname, 'debian-packages.json'), 'utf8')) as { packages: PinnedPackage[] };
+  const { packages } = JSON.parse(await readFile(join(import.meta.dirname, 'debian-packages.json'), 'utf8')) as {
+    packages: PinnedPackage[];
+  };
   const provenance = await checkoutProvenance();
   const started = Date.now();
   const bundle = await buildCliBundle();
@@ -217,7 +304,9 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
     debian: packages,
     lockfile,
   });
-  const builderSources = await Promise.all(BUILDER_SOURCES.map(async (f) => sha256(await readFile(join(import.meta.dirname, f)))));
+  const builderSources = await Promise.all(
+    BUILDER_SOURCES.map(async (f) => sha256(await readFile(join(import.meta.dirname, f)))),
+  );
   const inputs = { app: sha256(app), sbom: sha256(sbom), node: node.sha256, packages: packages.map((p) => p.sha256) };
   const key = sha256(json({ BUILDER_FORMAT, builderSources, ...inputs, provenance })).slice(0, 24);
   const dir = join(cacheRoot, key);
@@ -235,8 +324,20 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
 
   const created = createdAt(provenance.sourceDateEpoch);
   const layerTars = [
-    { tar: layerTar(await baseLayerFiles(packages, debs), 0), createdBy: `deploy/image/build.ts: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}; passwd, group, ${STATE_DIR}` },
-    { tar: layerTar([{ path: NODE_PATH, mode: 0o755, data: node.binary }, { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license }], 0), createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)` },
+    {
+      tar: layerTar(await baseLayerFiles(packages, debs), 0),
+      createdBy: `deploy/image/build.ts: ${packages.map((p) => `${p.name}=${p.version}`).join(' ')}; passwd, group, ${STATE_DIR}`,
+    },
+    {
+      tar: layerTar(
+        [
+          { path: NODE_PATH, mode: 0o755, data: node.binary },
+          { path: '/usr/share/doc/node/LICENSE', mode: 0o644, data: node.license },
+        ],
+        0,
+      ),
+      createdBy: `deploy/image/build.ts: ${NODE_PACKAGE}@${node.version} bin/node (bin/node.sha256)`,
+    },
     {
       tar: layerTar(
         [
@@ -251,29 +352,41 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
   ];
   const layers = [];
   for (const { tar } of layerTars) layers.push(await compressedLayer(tar, join(cacheRoot, 'layers'), log));
-  const config = blob(json({
-    created,
-    architecture: 'amd64',
-    os: 'linux',
-    config: imageRuntimeConfig(provenance),
-    rootfs: { type: 'layers', diff_ids: layers.map((l) => l.diffId) },
-    history: layerTars.map(({ createdBy }) => ({ created, created_by: createdBy })),
-  }));
-  const manifest = blob(json({
-    schemaVersion: 2,
-    mediaType: MEDIA.manifest,
-    config: { mediaType: MEDIA.config, digest: config.digest, size: config.size },
-    layers: layers.map(({ compressed }) => ({ mediaType: MEDIA.layer, digest: compressed.digest, size: compressed.size })),
-    annotations: { 'org.opencontainers.image.created': created },
-  }));
+  const config = blob(
+    json({
+      created,
+      architecture: 'amd64',
+      os: 'linux',
+      config: imageRuntimeConfig(provenance),
+      rootfs: { type: 'layers', diff_ids: layers.map((l) => l.diffId) },
+      history: layerTars.map(({ createdBy }) => ({ created, created_by: createdBy })),
+    }),
+  );
+  const manifest = blob(
+    json({
+      schemaVersion: 2,
+      mediaType: MEDIA.manifest,
+      config: { mediaType: MEDIA.config, digest: config.digest, size: config.size },
+      layers: layers.map(({ compressed }) => ({
+        mediaType: MEDIA.layer,
+        digest: compressed.digest,
+        size: compressed.size,
+      })),
+      annotations: { 'org.opencontainers.image.created': created },
+    }),
+  );
   const index = json({
     schemaVersion: 2,
     mediaType: MEDIA.index,
-    manifests: [{
-      mediaType: MEDIA.manifest, digest: manifest.digest, size: manifest.size,
-      platform: { architecture: 'amd64', os: 'linux' },
-      annotations: { 'org.opencontainers.image.ref.name': provenance.version },
-    }],
+    manifests: [
+      {
+        mediaType: MEDIA.manifest,
+        digest: manifest.digest,
+        size: manifest.size,
+        platform: { architecture: 'amd64', os: 'linux' },
+        annotations: { 'org.opencontainers.image.ref.name': provenance.version },
+      },
+    ],
   });
   const ociLayout = json({ imageLayoutVersion: '1.0.0' });
   const blobs = [...layers.map((l) => l.compressed), config, manifest];
@@ -290,13 +403,18 @@ export async function buildImage(options: { cacheRoot?: string; log?: (line: str
     ...blobs.map((b) => ({ path: `blobs/sha256/${b.digest.slice(7)}`, mode: 0o644, data: b.data })),
   ];
   await writeFile(join(partial, 'vault-rollout.oci.tar'), layerTar(archiveFiles, provenance.sourceDateEpoch));
-  await writeFile(join(partial, 'provenance.json'), `${JSON.stringify({ ...provenance, created, node: { package: `${NODE_PACKAGE}@${node.version}`, sha256: node.sha256 }, debian: packages.map(({ name, version, archive: a, pool, sha256: s }) => ({ name, version, url: `${a}/${pool}`, sha256: s })), manifestDigest: manifest.digest }, null, 2)}\n`);
+  await writeFile(
+    join(partial, 'provenance.json'),
+    `${JSON.stringify({ ...provenance, created, node: { package: `${NODE_PACKAGE}@${node.version}`, sha256: node.sha256 }, debian: packages.map(({ name, version, archive: a, pool, sha256: s }) => ({ name, version, url: `${a}/${pool}`, sha256: s })), manifestDigest: manifest.digest }, null, 2)}\n`,
+  );
   await writeFile(join(partial, 'sbom.spdx.json'), sbom);
   await writeFile(join(partial, '.complete'), `${manifest.digest}\n`);
   await rm(dir, { recursive: true, force: true });
   await rename(partial, dir);
   await pruneCache(cacheRoot, log);
-  log(`image ${provenance.version} (${provenance.revision.slice(0, 12)}) in ${dir}: manifest ${manifest.digest}, ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(
+    `image ${provenance.version} (${provenance.revision.slice(0, 12)}) in ${dir}: manifest ${manifest.digest}, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
   return { dir, layout, archive, manifestDigest: manifest.digest, sbom: sbomFile, built: true };
 }
 
@@ -313,5 +431,7 @@ if (import.meta.main) {
   const image = await buildImage({ log });
   const { layout, archive, sbom, manifestDigest, built } = image;
   const pushed = pushAt >= 0 ? await pushLayout(layout, args[pushAt + 1]!, { log }) : undefined;
-  process.stdout.write(`${JSON.stringify({ layout, archive, sbom, manifestDigest, built, ...(pushed ? { pushed } : {}) })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ layout, archive, sbom, manifestDigest, built, ...(pushed ? { pushed } : {}) })}\n`,
+  );
 }

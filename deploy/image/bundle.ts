@@ -33,7 +33,9 @@ export async function buildCliBundle(): Promise<CliBundle> {
     // property came in 24.2; before it was undefined and the CLI would exit 0 doing nothing).
     define: { 'import.meta.main': 'true' },
     // Bundled CommonJS packages require() Node's builtins: give the module a require.
-    banner: { js: "import { createRequire as __vaultRolloutCreateRequire } from 'node:module';\nconst require = __vaultRolloutCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __vaultRolloutCreateRequire } from 'node:module';\nconst require = __vaultRolloutCreateRequire(import.meta.url);",
+    },
   });
   if (result.errors.length > 0) throw new Error(`esbuild: ${result.errors.map((e) => e.text).join('; ')}`);
   const [file] = result.outputFiles;

@@ -64,7 +64,8 @@ export interface ImageProvenance {
 
 export const IMAGE_TITLE = 'vault-rollout';
 
-export const createdAt = (sourceDateEpoch: number): string => new Date(sourceDateEpoch * 1000).toISOString().replace('.000Z', 'Z');
+export const createdAt = (sourceDateEpoch: number): string =>
+  new Date(sourceDateEpoch * 1000).toISOString().replace('.000Z', 'Z');
 
 /** The labels; only those that name the build (version, revision, created) vary from one build to the next. */
 export function imageLabels(p: ImageProvenance): Record<string, string> {

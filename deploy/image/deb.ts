@@ -31,11 +31,16 @@ export async function fetchPackage(pkg: PinnedPackage, cacheDir: string): Promis
   const url = `${pkg.archive}/${pkg.pool}`;
   const response = await fetch(url);
   if (!response.ok) {
-    throw new Error(`cannot download ${pkg.name} ${pkg.version} from ${url}: HTTP ${response.status} (a version the mirror no longer carries is on https://snapshot.debian.org; update deploy/image/debian-packages.json)`);
+    throw new Error(
+      `cannot download ${pkg.name} ${pkg.version} from ${url}: HTTP ${response.status} (a version the mirror no longer carries is on https://snapshot.debian.org; update deploy/image/debian-packages.json)`,
+    );
   }
   const data = Buffer.from(await response.arrayBuffer());
   const actual = sha256(data);
-  if (actual !== pkg.sha256) throw new Error(`${pkg.name} ${pkg.version} from ${url} has SHA-256 ${actual}, deploy/image/debian-packages.json pins ${pkg.sha256}: not using it`);
+  if (actual !== pkg.sha256)
+    throw new Error(
+      `${pkg.name} ${pkg.version} from ${url} has SHA-256 ${actual}, deploy/image/debian-packages.json pins ${pkg.sha256}: not using it`,
+    );
   await mkdir(cacheDir, { recursive: true });
   await writeFile(`${file}.${process.pid}`, data);
   await rename(`${file}.${process.pid}`, file);
@@ -48,8 +53,18 @@ function arMembers(deb: Buffer): Map<string, Buffer> {
   const members = new Map<string, Buffer>();
   let at = 8;
   while (at + 60 <= deb.length) {
-    const name = deb.subarray(at, at + 16).toString('latin1').trim().replace(/\/$/, '');
-    const size = parseInt(deb.subarray(at + 48, at + 58).toString('latin1').trim(), 10);
+    const name = deb
+      .subarray(at, at + 16)
+      .toString('latin1')
+      .trim()
+      .replace(/\/$/, '');
+    const size = parseInt(
+      deb
+        .subarray(at + 48, at + 58)
+        .toString('latin1')
+        .trim(),
+      10,
+    );
     members.set(name, deb.subarray(at + 60, at + 60 + size));
     at += 60 + size + (size % 2);
   }
@@ -62,11 +77,16 @@ export function packageFiles(deb: Buffer): TarEntry[] {
   const name = [...members.keys()].find((n) => n.startsWith('data.tar'));
   if (!name) throw new Error('Debian package without data.tar');
   const data = members.get(name)!;
-  const tar = name === 'data.tar' ? data
-    : name === 'data.tar.gz' ? gunzipSync(data)
-    : name === 'data.tar.xz' ? execFileSync('xz', ['-dc'], { input: data, maxBuffer: 1 << 30 })
-    : name === 'data.tar.zst' ? execFileSync('zstd', ['-dc'], { input: data, maxBuffer: 1 << 30 })
-    : undefined;
+  const tar =
+    name === 'data.tar'
+      ? data
+      : name === 'data.tar.gz'
+        ? gunzipSync(data)
+        : name === 'data.tar.xz'
+          ? execFileSync('xz', ['-dc'], { input: data, maxBuffer: 1 << 30 })
+          : name === 'data.tar.zst'
+            ? execFileSync('zstd', ['-dc'], { input: data, maxBuffer: 1 << 30 })
+            : undefined;
   if (!tar) throw new Error(`Debian package with ${name}: not supported`);
   return readTar(tar);
 }

@@ -11,7 +11,15 @@
 export type TarEntry =
   | { type: 'file'; path: string; mode: number; uid: number; gid: number; mtime: number; data: Buffer }
   | { type: 'dir'; path: string; mode: number; uid: number; gid: number; mtime: number }
-  | { type: 'symlink' | 'hardlink'; path: string; target: string; mode: number; uid: number; gid: number; mtime: number };
+  | {
+      type: 'symlink' | 'hardlink';
+      path: string;
+      target: string;
+      mode: number;
+      uid: number;
+      gid: number;
+      mtime: number;
+    };
 
 const BLOCK = 512;
 const TYPEFLAG = { file: '0', hardlink: '1', symlink: '2', dir: '5' } as const;
@@ -123,9 +131,18 @@ export function readTar(archive: Buffer): TarEntry[] {
     const size = number(block, 124, 12);
     const data = archive.subarray(at + BLOCK, at + BLOCK + size);
     at += BLOCK + Math.ceil(size / BLOCK) * BLOCK;
-    if (typeflag === 'L') { longName = text(data, 0, data.length); continue; }
-    if (typeflag === 'K') { longLink = text(data, 0, data.length); continue; }
-    if (typeflag === 'x') { pax = paxRecords(data); continue; }
+    if (typeflag === 'L') {
+      longName = text(data, 0, data.length);
+      continue;
+    }
+    if (typeflag === 'K') {
+      longLink = text(data, 0, data.length);
+      continue;
+    }
+    if (typeflag === 'x') {
+      pax = paxRecords(data);
+      continue;
+    }
     if (typeflag === 'g') continue;
     const prefix = text(block, 345, 155);
     const rawPath = pax.path ?? longName ?? (prefix ? `${prefix}/${text(block, 0, 100)}` : text(block, 0, 100));
@@ -133,10 +150,18 @@ export function readTar(archive: Buffer): TarEntry[] {
     pax = {};
     longName = longLink = undefined;
     const path = rawPath.replace(/^(\.\/|\/)+/, '').replace(/\/+$/, '');
-    const common = { path, mode: number(block, 100, 8), uid: number(block, 108, 8), gid: number(block, 116, 8), mtime: number(block, 136, 12) };
-    if (typeflag === '0' || typeflag === '\0' || typeflag === '7') entries.push({ type: 'file', ...common, data: Buffer.from(data) });
-    else if (typeflag === '5') { if (path !== '') entries.push({ type: 'dir', ...common }); }
-    else if (typeflag === '2') entries.push({ type: 'symlink', ...common, target });
+    const common = {
+      path,
+      mode: number(block, 100, 8),
+      uid: number(block, 108, 8),
+      gid: number(block, 116, 8),
+      mtime: number(block, 136, 12),
+    };
+    if (typeflag === '0' || typeflag === '\0' || typeflag === '7')
+      entries.push({ type: 'file', ...common, data: Buffer.from(data) });
+    else if (typeflag === '5') {
+      if (path !== '') entries.push({ type: 'dir', ...common });
+    } else if (typeflag === '2') entries.push({ type: 'symlink', ...common, target });
     else if (typeflag === '1') entries.push({ type: 'hardlink', ...common, target: target.replace(/^(\.\/|\/)+/, '') });
     else throw new Error(`tar: entry type ${JSON.stringify(typeflag)} of ${path} is not supported`);
   }

@@ -21,7 +21,20 @@ import { parseArgs } from 'node:util';
 import { buildCliBundle, REPO_ROOT } from '../image/bundle.ts';
 
 /** What the package's package.json keeps of the checkout's: what it is and how it runs, never what it depends on. */
-const PUBLISHED_FIELDS = ['name', 'version', 'description', 'license', 'type', 'bin', 'engines', 'files', 'repository', 'homepage', 'bugs', 'keywords'] as const;
+const PUBLISHED_FIELDS = [
+  'name',
+  'version',
+  'description',
+  'license',
+  'type',
+  'bin',
+  'engines',
+  'files',
+  'repository',
+  'homepage',
+  'bugs',
+  'keywords',
+] as const;
 
 export const BUNDLE = 'dist/vault-rollout.mjs';
 export const THIRD_PARTY_LICENSES = 'dist/THIRD-PARTY-LICENSES.md';
@@ -61,10 +74,19 @@ export function bundledPackageDirs(inputs: readonly string[]): string[] {
 export function thirdPartyLicenses(packageDirs: readonly string[]): string {
   const byText = new Map<string, string[]>();
   for (const dir of packageDirs) {
-    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; license?: string | { type?: string } };
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+      name: string;
+      version: string;
+      license?: string | { type?: string };
+    };
     const license = typeof pkg.license === 'string' ? pkg.license : (pkg.license?.type ?? 'no license field');
-    const files = readdirSync(dir).filter((f) => /^(licen[cs]e|notice|copying)([.-]|$)/i.test(f)).sort();
-    const text = files.length > 0 ? files.map((f) => readFileSync(join(dir, f), 'utf8').trim()).join('\n\n') : `(the package ships no licence file; its package.json says ${license})`;
+    const files = readdirSync(dir)
+      .filter((f) => /^(licen[cs]e|notice|copying)([.-]|$)/i.test(f))
+      .sort();
+    const text =
+      files.length > 0
+        ? files.map((f) => readFileSync(join(dir, f), 'utf8').trim()).join('\n\n')
+        : `(the package ships no licence file; its package.json says ${license})`;
     byText.set(text, [...(byText.get(text) ?? []), `${pkg.name}@${pkg.version} (${license})`]);
   }
   const sections = [...byText].map(([text, names]) => `## ${names.join(', ')}\n\n\`\`\`\`text\n${text}\n\`\`\`\`\n`);
@@ -80,7 +102,9 @@ export const REPOSITORY_FILES = 'https://github.com/vault-rollout/vault-rollout/
  * URLs, in-page anchors and mail links stay as they are.
  */
 export function packageReadme(text: string): string {
-  return text.replace(/\]\(([^)\s]+)\)/g, (whole, target: string) => (/^([a-z][a-z0-9+.-]*:|#)/i.test(target) ? whole : `](${REPOSITORY_FILES}${target.replace(/^\.\//, '')})`));
+  return text.replace(/\]\(([^)\s]+)\)/g, (whole, target: string) =>
+    /^([a-z][a-z0-9+.-]*:|#)/i.test(target) ? whole : `](${REPOSITORY_FILES}${target.replace(/^\.\//, '')})`,
+  );
 }
 
 /** Builds the bundle and its licences into dist/, lays the package out in STAGING, packs it; the tarball's path. */
@@ -96,15 +120,20 @@ export async function packCli(destination: string): Promise<string> {
   mkdirSync(staging, { recursive: true });
   // npm adds README and LICENSE whatever `files` says; they are copied so that it finds them (README: PACKAGE_README).
   for (const entry of [...(checkout.files ?? []), 'LICENSE']) {
-    if (!existsSync(join(REPO_ROOT, entry))) throw new Error(`package.json "files" names ${entry}, which does not exist`);
+    if (!existsSync(join(REPO_ROOT, entry)))
+      throw new Error(`package.json "files" names ${entry}, which does not exist`);
     cpSync(join(REPO_ROOT, entry), join(staging, entry), { recursive: true });
   }
   writeFileSync(join(staging, 'README.md'), packageReadme(readFileSync(join(REPO_ROOT, PACKAGE_README), 'utf8')));
   writeFileSync(join(staging, 'package.json'), `${JSON.stringify(packageManifest(checkout), null, 2)}\n`);
 
   mkdirSync(destination, { recursive: true });
-  const npm = spawnSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', destination], { cwd: staging, encoding: 'utf8' });
-  if (npm.status !== 0) throw new Error(`npm pack in ${STAGING} failed (${npm.error?.message ?? `exit ${npm.status}`}):\n${npm.stderr}`);
+  const npm = spawnSync('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', destination], {
+    cwd: staging,
+    encoding: 'utf8',
+  });
+  if (npm.status !== 0)
+    throw new Error(`npm pack in ${STAGING} failed (${npm.error?.message ?? `exit ${npm.status}`}):\n${npm.stderr}`);
   const [packed] = JSON.parse(npm.stdout) as { filename: string }[];
   if (!packed) throw new Error(`npm pack printed no tarball: ${npm.stdout}`);
   return join(destination, packed.filename);

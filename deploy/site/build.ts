@@ -38,13 +38,24 @@ export function mkdocsVenvDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** Runs a command to its end (asynchronously: the tests' global setup must not block its event loop for minutes). */
-function run(command: string, args: string[], what: string, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<string> {
+function run(
+  command: string,
+  args: string[],
+  what: string,
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     execFile(command, args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024, ...options }, (error, stdout, stderr) => {
       const text = `${stdout}${stderr}`;
       if (error === null) return resolvePromise(text);
       const code = (error as NodeJS.ErrnoException).code;
-      reject(new Error(typeof code === 'string' ? `${what}: cannot run ${command} (${code})` : `${what} failed (exit ${String(error.code)}):\n${text}`));
+      reject(
+        new Error(
+          typeof code === 'string'
+            ? `${what}: cannot run ${command} (${code})`
+            : `${what} failed (exit ${String(error.code)}):\n${text}`,
+        ),
+      );
     });
   });
 }
@@ -53,7 +64,9 @@ function run(command: string, args: string[], what: string, options: { cwd?: str
  * The venv with mkdocs-material, made when missing; returns its python. Throws (never skips) when python3 or its
  * venv module is missing, or PyPI cannot be reached.
  */
-export async function ensureMkdocsVenv(options: { python?: string; log?: (line: string) => void } = {}): Promise<{ python: string; built: boolean }> {
+export async function ensureMkdocsVenv(
+  options: { python?: string; log?: (line: string) => void } = {},
+): Promise<{ python: string; built: boolean }> {
   const dir = mkdocsVenvDir();
   const python = join(dir, 'bin', 'python');
   if (existsSync(join(dir, '.complete'))) return { python, built: false };
@@ -64,7 +77,21 @@ export async function ensureMkdocsVenv(options: { python?: string; log?: (line: 
   options.log?.(`[docs] making ${dir} (mkdocs-material from PyPI, pinned with hashes)`);
   try {
     await run(base, ['-m', 'venv', temporary], `${base} -m venv (install Python 3 with its venv module)`);
-    await run(join(temporary, 'bin', 'python'), ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--require-hashes', '--only-binary=:all:', '-r', REQUIREMENTS], 'pip install -r deploy/site/requirements.txt');
+    await run(
+      join(temporary, 'bin', 'python'),
+      [
+        '-m',
+        'pip',
+        'install',
+        '--quiet',
+        '--disable-pip-version-check',
+        '--require-hashes',
+        '--only-binary=:all:',
+        '-r',
+        REQUIREMENTS,
+      ],
+      'pip install -r deploy/site/requirements.txt',
+    );
     await run(join(temporary, 'bin', 'python'), ['-m', 'mkdocs', '--version'], 'mkdocs --version');
     writeFileSync(join(temporary, '.complete'), 'ok\n');
     try {
@@ -80,18 +107,28 @@ export async function ensureMkdocsVenv(options: { python?: string; log?: (line: 
 }
 
 /** Builds the site; returns mkdocs's combined output. Throws with that output when the build fails. */
-export async function buildSite(options: { siteDir?: string; configFile?: string; log?: (line: string) => void } = {}): Promise<string> {
+export async function buildSite(
+  options: { siteDir?: string; configFile?: string; log?: (line: string) => void } = {},
+): Promise<string> {
   const { python } = await ensureMkdocsVenv(options.log ? { log: options.log } : {});
   const configFile = resolve(REPO, options.configFile ?? 'mkdocs.yml');
   const siteDir = resolve(REPO, options.siteDir ?? '.local/site');
-  return run(python, ['-m', 'mkdocs', 'build', '--strict', '--clean', '--config-file', configFile, '--site-dir', siteDir], 'mkdocs build', { cwd: dirname(configFile), env: { ...process.env, NO_MKDOCS_2_WARNING: '1' } });
+  return run(
+    python,
+    ['-m', 'mkdocs', 'build', '--strict', '--clean', '--config-file', configFile, '--site-dir', siteDir],
+    'mkdocs build',
+    { cwd: dirname(configFile), env: { ...process.env, NO_MKDOCS_2_WARNING: '1' } },
+  );
 }
 
 if (import.meta.main) {
   const args = process.argv.slice(2);
   const at = args.indexOf('--site-dir');
   try {
-    const text = await buildSite({ ...(at >= 0 && args[at + 1] ? { siteDir: args[at + 1] } : {}), log: (l) => process.stderr.write(`${l}\n`) });
+    const text = await buildSite({
+      ...(at >= 0 && args[at + 1] ? { siteDir: args[at + 1] } : {}),
+      log: (l) => process.stderr.write(`${l}\n`),
+    });
     process.stderr.write(text);
     process.stdout.write(`site written to ${resolve(REPO, at >= 0 && args[at + 1] ? args[at + 1]! : '.local/site')}\n`);
   } catch (e) {

@@ -4,7 +4,11 @@
 // functions, queues and alarms. Nothing here touches the network or AWS.
 
 export async function dashboardBody({ resolveVariable }) {
-  const [namespace, service, stage] = await Promise.all([resolveVariable('param:metricsNamespace'), resolveVariable('self:provider.environment.POWERTOOLS_SERVICE_NAME'), resolveVariable('sls:stage')]);
+  const [namespace, service, stage] = await Promise.all([
+    resolveVariable('param:metricsNamespace'),
+    resolveVariable('self:provider.environment.POWERTOOLS_SERVICE_NAME'),
+    resolveVariable('sls:stage'),
+  ]);
   const { dashboardBodySub } = await import('../../lib/deploy/cloudwatch-dashboard.ts');
   return dashboardBodySub({ namespace: String(namespace), service: String(service), stage: String(stage) });
 }

@@ -26,7 +26,12 @@ export const clientNodeTreeShaking = {
     // The package entry, resolved by esbuild itself (package.json "exports"), then marked.
     build.onResolve({ filter: /^@kubernetes\/client-node$/ }, async (args) => {
       if (args.pluginData?.clientNode) return undefined;
-      const result = await build.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: { clientNode: true } });
+      const result = await build.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: { clientNode: true },
+      });
       return result.errors.length > 0 ? { errors: result.errors } : { ...result, sideEffects: false };
     });
     // Its modules import each other by relative file paths ("./config.js"); anything else is left to esbuild.

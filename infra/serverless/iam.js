@@ -23,8 +23,12 @@ export function webhookParameters(auth, secretParameter, tokenParameter) {
     .map((s) => s.trim())
     .filter(Boolean);
   const unknown = schemes.filter((s) => !['hmac', 'bearer', 'iam'].includes(s));
-  if (schemes.length === 0 || unknown.length > 0) throw new Error(`param httpAuth "${auth}": give hmac, bearer, both ("hmac,bearer") or iam`);
-  return [...(schemes.includes('hmac') ? [secretParameter] : []), ...(schemes.includes('bearer') ? [tokenParameter] : [])];
+  if (schemes.length === 0 || unknown.length > 0)
+    throw new Error(`param httpAuth "${auth}": give hmac, bearer, both ("hmac,bearer") or iam`);
+  return [
+    ...(schemes.includes('hmac') ? [secretParameter] : []),
+    ...(schemes.includes('bearer') ? [tokenParameter] : []),
+  ];
 }
 
 /** The stage's routing table, loaded and checked once (a bad table fails packaging with its file:line problems). */
@@ -43,13 +47,26 @@ async function routingTable({ resolveVariable }) {
 export function vaultCredentials(method, { tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret }) {
   if (method === 'aws') return { ssmParameters: [], secrets: [] };
   if (method === 'token') return { ssmParameters: [tokenParameter], secrets: [] };
-  if (method === 'approle') return secretIdSecret ? { ssmParameters: [roleIdParameter], secrets: [secretIdSecret] } : { ssmParameters: [roleIdParameter, secretIdParameter], secrets: [] };
+  if (method === 'approle')
+    return secretIdSecret
+      ? { ssmParameters: [roleIdParameter], secrets: [secretIdSecret] }
+      : { ssmParameters: [roleIdParameter, secretIdParameter], secrets: [] };
   throw new Error(`param vaultAuth "${method}": give aws, approle or token`);
 }
 
 async function vaultParams(resolveVariable) {
-  const [method, tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret] = await Promise.all(['vaultAuth', 'vaultTokenParameter', 'vaultRoleIdParameter', 'vaultSecretIdParameter', 'vaultSecretIdSecret'].map((p) => resolveVariable(`param:${p}`)));
-  return { method: String(method), tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret: secretIdSecret ? String(secretIdSecret) : '' };
+  const [method, tokenParameter, roleIdParameter, secretIdParameter, secretIdSecret] = await Promise.all(
+    ['vaultAuth', 'vaultTokenParameter', 'vaultRoleIdParameter', 'vaultSecretIdParameter', 'vaultSecretIdSecret'].map(
+      (p) => resolveVariable(`param:${p}`),
+    ),
+  );
+  return {
+    method: String(method),
+    tokenParameter,
+    roleIdParameter,
+    secretIdParameter,
+    secretIdSecret: secretIdSecret ? String(secretIdSecret) : '',
+  };
 }
 
 /** Where the compiled table of `routes` goes: beside it, so kubeconfig files it names stay relative to the same directory. */
@@ -66,7 +83,10 @@ export async function compiledRoutes({ resolveVariable }) {
   return once(`compiled:${routes}`, async () => {
     const { compileRoutingTable } = await import('../../lib/routing/compiled-table.ts');
     const compiled = compiledRoutesFile(routes);
-    await writeFile(resolve(SERVICE_DIR, compiled), compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes));
+    await writeFile(
+      resolve(SERVICE_DIR, compiled),
+      compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes),
+    );
     return compiled;
   });
 }
@@ -81,34 +101,41 @@ export async function intakeRoutes({ resolveVariable }) {
   return once(`intake:${routes}`, async () => {
     const { compileRoutingTable } = await import('../../lib/routing/compiled-table.ts');
     const compiled = intakeRoutesFile(routes);
-    await writeFile(resolve(SERVICE_DIR, compiled), compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes, { withoutKubeconfigs: true }));
+    await writeFile(
+      resolve(SERVICE_DIR, compiled),
+      compileRoutingTable(await readFile(resolve(SERVICE_DIR, routes), 'utf8'), routes, { withoutKubeconfigs: true }),
+    );
     return compiled;
   });
 }
 
 async function policies(context) {
   const { resolveVariable } = context;
-  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter, vault, notifyPrefix] = await Promise.all([
-    routingTable(context),
-    resolveVariable('self:service'),
-    resolveVariable('sls:stage'),
-    resolveVariable('param:httpAuth'),
-    resolveVariable('param:webhookSecretParameter'),
-    resolveVariable('param:webhookTokenParameter'),
-    vaultParams(resolveVariable),
-    resolveVariable('param:notifySecretParameterPrefix'),
-  ]);
-  return once(JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter, vault, notifyPrefix]), async () => {
-    const { iamFromRoutes, FUNCTION_NAMES } = await import('../../lib/deploy/iam-from-routes.ts');
-    return iamFromRoutes(table, {
-      queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
-      logsFailureQueueArn: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] },
-      logGroups: Object.fromEntries(FUNCTION_NAMES.map((fn) => [fn, `/aws/lambda/${service}-${stage}-${fn}`])),
-      webhookParameters: webhookParameters(auth, secretParameter, tokenParameter),
-      vaultCredentials: vaultCredentials(vault.method, vault),
-      notifySecretPrefix: String(notifyPrefix),
-    });
-  });
+  const [{ routes, table }, service, stage, auth, secretParameter, tokenParameter, vault, notifyPrefix] =
+    await Promise.all([
+      routingTable(context),
+      resolveVariable('self:service'),
+      resolveVariable('sls:stage'),
+      resolveVariable('param:httpAuth'),
+      resolveVariable('param:webhookSecretParameter'),
+      resolveVariable('param:webhookTokenParameter'),
+      vaultParams(resolveVariable),
+      resolveVariable('param:notifySecretParameterPrefix'),
+    ]);
+  return once(
+    JSON.stringify(['policies', routes, service, stage, auth, secretParameter, tokenParameter, vault, notifyPrefix]),
+    async () => {
+      const { iamFromRoutes, FUNCTION_NAMES } = await import('../../lib/deploy/iam-from-routes.ts');
+      return iamFromRoutes(table, {
+        queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
+        logsFailureQueueArn: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] },
+        logGroups: Object.fromEntries(FUNCTION_NAMES.map((fn) => [fn, `/aws/lambda/${service}-${stage}-${fn}`])),
+        webhookParameters: webhookParameters(auth, secretParameter, tokenParameter),
+        vaultCredentials: vaultCredentials(vault.method, vault),
+        notifySecretPrefix: String(notifyPrefix),
+      });
+    },
+  );
 }
 
 export const http = async (context) => (await policies(context)).http;
@@ -120,18 +147,40 @@ export const notify = async (context) => (await policies(context)).notify;
 /** The reconcile function's Vault login settings, as its environment (lib/vault/auth.ts reads them). */
 export async function reconcileEnvironment({ resolveVariable }) {
   const vault = await vaultParams(resolveVariable);
-  const [addr, namespace, awsRole, headerValue] = await Promise.all(['vaultAddr', 'vaultNamespace', 'vaultAwsRole', 'vaultAwsHeaderValue'].map((p) => resolveVariable(`param:${p}`)));
+  const [addr, namespace, awsRole, headerValue] = await Promise.all(
+    ['vaultAddr', 'vaultNamespace', 'vaultAwsRole', 'vaultAwsHeaderValue'].map((p) => resolveVariable(`param:${p}`)),
+  );
   vaultCredentials(vault.method, vault);
   // The sample values are refused here, once for the whole stack: every packaging resolves this, and one message
   // listing each param beats the same refusal repeated for every alarm and role that uses the value.
-  await refuseSamples(resolveVariable, await sampleValueProblems(resolveVariable, { vaultAddr: addr, vaultAuth: vault.method, vaultAwsHeaderValue: headerValue }));
+  await refuseSamples(
+    resolveVariable,
+    await sampleValueProblems(resolveVariable, {
+      vaultAddr: addr,
+      vaultAuth: vault.method,
+      vaultAwsHeaderValue: headerValue,
+    }),
+  );
   // Reconcile reads the clusters (and records on them): the full table, with its kubeconfigs.
   // Halts (lib/rotations): a halted rotation's changes are never queued by reconcile.
-  const env = { VAULT_ROLLOUT_ROUTES: await compiledRoutes({ resolveVariable }), VAULT_ADDR: addr, VAULT_AUTH_METHOD: vault.method, VAULT_ROLLOUT_STATE_TABLE: { Ref: 'RotationStateTable' } };
+  const env = {
+    VAULT_ROLLOUT_ROUTES: await compiledRoutes({ resolveVariable }),
+    VAULT_ADDR: addr,
+    VAULT_AUTH_METHOD: vault.method,
+    VAULT_ROLLOUT_STATE_TABLE: { Ref: 'RotationStateTable' },
+  };
   if (namespace) env.VAULT_NAMESPACE = namespace;
-  if (vault.method === 'aws') Object.assign(env, { VAULT_AWS_ROLE: awsRole }, headerValue ? { VAULT_AWS_HEADER_VALUE: headerValue } : {});
+  if (vault.method === 'aws')
+    Object.assign(env, { VAULT_AWS_ROLE: awsRole }, headerValue ? { VAULT_AWS_HEADER_VALUE: headerValue } : {});
   if (vault.method === 'token') env.VAULT_TOKEN_SSM = vault.tokenParameter;
-  if (vault.method === 'approle') Object.assign(env, { VAULT_ROLE_ID_SSM: vault.roleIdParameter }, vault.secretIdSecret ? { VAULT_SECRET_ID_SECRETS_MANAGER: vault.secretIdSecret } : { VAULT_SECRET_ID_SSM: vault.secretIdParameter });
+  if (vault.method === 'approle')
+    Object.assign(
+      env,
+      { VAULT_ROLE_ID_SSM: vault.roleIdParameter },
+      vault.secretIdSecret
+        ? { VAULT_SECRET_ID_SECRETS_MANAGER: vault.secretIdSecret }
+        : { VAULT_SECRET_ID_SSM: vault.secretIdParameter },
+    );
   return env;
 }
 
@@ -141,14 +190,19 @@ export async function reconcileEnvironment({ resolveVariable }) {
  * as given; 1 with settling routes fails packaging. Rule and AWS references: lib/deploy/worker-batch-size.ts.
  */
 export async function workerBatchSize(context) {
-  const [{ table }, param] = await Promise.all([routingTable(context), context.resolveVariable('param:workerBatchSize')]);
+  const [{ table }, param] = await Promise.all([
+    routingTable(context),
+    context.resolveVariable('param:workerBatchSize'),
+  ]);
   const { workerBatchSize: derive } = await import('../../lib/deploy/worker-batch-size.ts');
   return derive(table, param);
 }
 
 /** One line per role the worker assumes, with what that role must allow itself: for the stack's Outputs. */
 export const assumedRoles = async (context) =>
-  (await policies(context)).assumedRoles.map((r) => `${r.roleArn} needs eks:DescribeCluster on ${r.statement.Resource.join(', ')}`).join('; ') || 'none';
+  (await policies(context)).assumedRoles
+    .map((r) => `${r.roleArn} needs eks:DescribeCluster on ${r.statement.Resource.join(', ')}`)
+    .join('; ') || 'none';
 
 /** package.patterns, for every function: the intake's table only (no kubeconfig file, no inline kubeconfig). */
 export async function packagePatterns(context) {
@@ -168,7 +222,9 @@ export async function clusterPackagePatterns(context) {
     if (file === undefined) continue;
     const inService = relative(SERVICE_DIR, resolve(SERVICE_DIR, dirname(routes), file));
     if (isAbsolute(file) || inService.startsWith(`..${sep}`) || inService === '..') {
-      throw new Error(`cluster ${name}: kubeconfig file ${file} is outside the service directory and cannot be packaged; use ssm, secretsManager or eks`);
+      throw new Error(
+        `cluster ${name}: kubeconfig file ${file} is outside the service directory and cannot be packaged; use ssm, secretsManager or eks`,
+      );
     }
     files.push(inService.split(sep).join('/'));
   }

@@ -21,7 +21,9 @@ const hostOf = (value) => {
   try {
     return new URL(value).hostname;
   } catch {
-    return String(value).replace(/^[^@]*@/, '').replace(/[:/].*$/, '');
+    return String(value)
+      .replace(/^[^@]*@/, '')
+      .replace(/[:/].*$/, '');
   }
 };
 
@@ -30,7 +32,8 @@ export const isExampleHost = (value) => EXAMPLE_HOST.test(hostOf(value));
 /** Whether `--param samples=allow` was given (default: refuse). */
 export async function samplesAllowed(resolveVariable) {
   const value = String((await resolveVariable('param:samples')) || 'refuse');
-  if (value !== 'allow' && value !== 'refuse') throw new Error(`param samples "${value}": give refuse (the default) or allow`);
+  if (value !== 'allow' && value !== 'refuse')
+    throw new Error(`param samples "${value}": give refuse (the default) or allow`);
   return value === 'allow';
 }
 
@@ -42,9 +45,24 @@ export function sampleRefusal(param, value, why, example) {
 /** vaultAddr (and the aws login's header value): reconcile logs in there every 15 minutes. */
 export function vaultSampleProblems({ vaultAddr, vaultAuth, vaultAwsHeaderValue }) {
   const problems = [];
-  if (isExampleHost(vaultAddr)) problems.push(sampleRefusal('vaultAddr', vaultAddr, 'the sample address (example.com), where reconcile would log in every 15 minutes', 'https://vault.your-domain:8200'));
+  if (isExampleHost(vaultAddr))
+    problems.push(
+      sampleRefusal(
+        'vaultAddr',
+        vaultAddr,
+        'the sample address (example.com), where reconcile would log in every 15 minutes',
+        'https://vault.your-domain:8200',
+      ),
+    );
   if (vaultAuth === 'aws' && vaultAwsHeaderValue && isExampleHost(vaultAwsHeaderValue)) {
-    problems.push(sampleRefusal('vaultAwsHeaderValue', vaultAwsHeaderValue, "the sample name (example.com), not your aws auth mount's iam_server_id_header_value", 'vault.your-domain'));
+    problems.push(
+      sampleRefusal(
+        'vaultAwsHeaderValue',
+        vaultAwsHeaderValue,
+        "the sample name (example.com), not your aws auth mount's iam_server_id_header_value",
+        'vault.your-domain',
+      ),
+    );
   }
   return problems;
 }
@@ -52,8 +70,17 @@ export function vaultSampleProblems({ vaultAddr, vaultAuth, vaultAwsHeaderValue 
 /** alarmTarget: an SNS topic of the sample account, or an address at example.com. */
 export function alarmSampleProblems(alarmTarget) {
   const target = String(alarmTarget);
-  if (target.split(':')[4] === SAMPLE_ACCOUNT) return [sampleRefusal('alarmTarget', target, `an SNS topic of the sample account ${SAMPLE_ACCOUNT}`, 'arn:aws:sns:REGION:ACCOUNT:TOPIC')];
-  if (target.includes('@') && isExampleHost(target)) return [sampleRefusal('alarmTarget', target, 'the sample address (example.com)', 'oncall@your-domain')];
+  if (target.split(':')[4] === SAMPLE_ACCOUNT)
+    return [
+      sampleRefusal(
+        'alarmTarget',
+        target,
+        `an SNS topic of the sample account ${SAMPLE_ACCOUNT}`,
+        'arn:aws:sns:REGION:ACCOUNT:TOPIC',
+      ),
+    ];
+  if (target.includes('@') && isExampleHost(target))
+    return [sampleRefusal('alarmTarget', target, 'the sample address (example.com)', 'oncall@your-domain')];
   return [];
 }
 
@@ -62,18 +89,40 @@ export function routesSampleProblems(routes, text) {
   const lines = String(text).split('\n');
   const marked = lines.findIndex((line) => line.startsWith(SAMPLE_TABLE_MARKER));
   if (marked >= 0) {
-    return [sampleRefusal('routes', routes, `the sample routing table (its line ${marked + 1} says "${SAMPLE_TABLE_MARKER}": once the clusters and routes there are yours, delete that line)`, 'path/to/your-routes.yaml')];
+    return [
+      sampleRefusal(
+        'routes',
+        routes,
+        `the sample routing table (its line ${marked + 1} says "${SAMPLE_TABLE_MARKER}": once the clusters and routes there are yours, delete that line)`,
+        'path/to/your-routes.yaml',
+      ),
+    ];
   }
   const account = lines.findIndex((line) => !line.trimStart().startsWith('#') && line.includes(`:${SAMPLE_ACCOUNT}:`));
-  if (account >= 0) return [sampleRefusal('routes', routes, `a routing table whose line ${account + 1} names the sample account ${SAMPLE_ACCOUNT}`, 'path/to/your-routes.yaml')];
+  if (account >= 0)
+    return [
+      sampleRefusal(
+        'routes',
+        routes,
+        `a routing table whose line ${account + 1} names the sample account ${SAMPLE_ACCOUNT}`,
+        'path/to/your-routes.yaml',
+      ),
+    ];
   return [];
 }
 
 /** Every sample value of the stage: the Vault params given, alarmTarget, and the routing table (read here). */
 export async function sampleValueProblems(resolveVariable, vault) {
-  const [alarmTarget, routes] = await Promise.all([resolveVariable('param:alarmTarget'), resolveVariable('param:routes')]);
+  const [alarmTarget, routes] = await Promise.all([
+    resolveVariable('param:alarmTarget'),
+    resolveVariable('param:routes'),
+  ]);
   const text = await readFile(resolve(SERVICE_DIR, String(routes)), 'utf8');
-  return [...vaultSampleProblems(vault), ...alarmSampleProblems(alarmTarget), ...routesSampleProblems(String(routes), text)];
+  return [
+    ...vaultSampleProblems(vault),
+    ...alarmSampleProblems(alarmTarget),
+    ...routesSampleProblems(String(routes), text),
+  ];
 }
 
 /** Throws every problem at once, one per line, unless the samples are allowed. */

@@ -11,9 +11,15 @@ const HTTP_ROUTES = [
 
 async function frontend({ resolveVariable }) {
   const [kind, auth] = await Promise.all([resolveVariable('param:httpFrontend'), resolveVariable('param:httpAuth')]);
-  if (kind !== 'function-url' && kind !== 'http-api') throw new Error(`param httpFrontend "${kind}": give function-url or http-api`);
+  if (kind !== 'function-url' && kind !== 'http-api')
+    throw new Error(`param httpFrontend "${kind}": give function-url or http-api`);
   const iam = auth === 'iam';
-  if (!iam && String(auth).split(',').some((s) => !['hmac', 'bearer'].includes(s.trim()))) {
+  if (
+    !iam &&
+    String(auth)
+      .split(',')
+      .some((s) => !['hmac', 'bearer'].includes(s.trim()))
+  ) {
     throw new Error(`param httpAuth "${auth}": give hmac, bearer, "hmac,bearer" or iam`);
   }
   return { kind, iam };
@@ -78,9 +84,15 @@ const ROLE_ARN = /^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]+$/;
  */
 export async function rolloutQueuePolicy({ resolveVariable }) {
   const raw = String((await resolveVariable('param:queueSenders')) ?? '');
-  const extra = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const extra = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const bad = extra.filter((arn) => !ROLE_ARN.test(arn));
-  if (bad.length > 0) throw new Error(`param queueSenders: ${bad.map((b) => JSON.stringify(b)).join(', ')} is not an IAM role ARN (no wildcards)`);
+  if (bad.length > 0)
+    throw new Error(
+      `param queueSenders: ${bad.map((b) => JSON.stringify(b)).join(', ')} is not an IAM role ARN (no wildcards)`,
+    );
   const account = { 'Fn::Sub': 'arn:${AWS::Partition}:iam::${AWS::AccountId}:root' };
   const queue = { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] };
   const role = (id) => ({ 'Fn::GetAtt': [id, 'Arn'] });
@@ -95,7 +107,17 @@ export async function rolloutQueuePolicy({ resolveVariable }) {
         Resource: queue,
         // The worker sends follow-ups: the same changes, when rollouts outlast its time budget; reconcile sends what
         // Vault's metadata shows is behind.
-        Condition: { ArnNotEquals: { 'aws:PrincipalArn': [role('HttpRole'), role('LogsRole'), role('WorkerRole'), role('ReconcileRole'), ...extra] } },
+        Condition: {
+          ArnNotEquals: {
+            'aws:PrincipalArn': [
+              role('HttpRole'),
+              role('LogsRole'),
+              role('WorkerRole'),
+              role('ReconcileRole'),
+              ...extra,
+            ],
+          },
+        },
       },
       {
         Sid: 'OnlyTheWorkerConsumes',
@@ -131,4 +153,3 @@ export function deadLetterQueuePolicy() {
     ],
   };
 }
-

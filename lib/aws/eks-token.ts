@@ -120,7 +120,12 @@ export class EksTokenCache {
   get(key: EksTokenKey, credentials: AwsCredentialsProvider): Promise<EksToken> {
     const cacheKey = JSON.stringify([key.region, key.clusterName, key.roleArn ?? null]);
     return this.#cache.get(cacheKey, '', async () =>
-      createEksToken({ clusterName: key.clusterName, region: key.region, credentials: await credentials(), now: this.#clock() }),
+      createEksToken({
+        clusterName: key.clusterName,
+        region: key.region,
+        credentials: await credentials(),
+        now: this.#clock(),
+      }),
     );
   }
 }

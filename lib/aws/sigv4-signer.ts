@@ -26,7 +26,12 @@ export interface OutgoingRequest {
 /** Adds authentication headers to a request about to be sent (returns the headers to send). */
 export type RequestSigner = (request: OutgoingRequest) => Promise<Record<string, string>>;
 
-export function sigV4Signer(options: { region: string; credentials: AwsCredentialsProvider; service?: string; now?: () => number }): RequestSigner {
+export function sigV4Signer(options: {
+  region: string;
+  credentials: AwsCredentialsProvider;
+  service?: string;
+  now?: () => number;
+}): RequestSigner {
   const signer = sigV4(options.credentials, options.region, options.service ?? 'lambda');
   return async ({ url, method, headers, body }) => {
     const target = new URL(url);

@@ -35,15 +35,22 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   if (refusedForOtherStore(io, 'apply', table, values['dry-run'])) return EXIT.failure;
   const plan = planRollouts(table, parsed.changes);
   const waved = wavedRotations(table, parsed.changes, plan);
-  const wait = (values.wait ?? (io.stdoutIsTTY === true || timeoutMs !== undefined || waved.length > 0)) && !values['dry-run'];
+  const wait =
+    (values.wait ?? (io.stdoutIsTTY === true || timeoutMs !== undefined || waved.length > 0)) && !values['dry-run'];
   if (!wait && !values['dry-run'] && waved.length > 0) {
-    io.stderr(`vault-rollout apply: ${waved.map((s) => `route ${s.route} rolls out in ${s.waves.length} waves (${s.waves.map((w) => w.clusters.join(',')).join(' -> ')})`).join('; ')}: --no-wait would restart every wave at once. Run apply --wait (each wave and its gate run here), or send the change to serve or the queue.\n`);
+    io.stderr(
+      `vault-rollout apply: ${waved.map((s) => `route ${s.route} rolls out in ${s.waves.length} waves (${s.waves.map((w) => w.clusters.join(',')).join(' -> ')})`).join('; ')}: --no-wait would restart every wave at once. Run apply --wait (each wave and its gate run here), or send the change to serve or the queue.\n`,
+    );
     return EXIT.usage;
   }
   const clients = cliClusterClients(io, values.routes ?? '');
   // The live view goes to stderr, so stdout stays the result (the table, or --json) alone.
   // --quiet: followed all the same, without the live view.
-  const view = !wait ? undefined : values.quiet ? { update: () => undefined, close: () => undefined } : progressView(io.stderr, io.stderrIsTTY === true && values.output === 'table');
+  const view = !wait
+    ? undefined
+    : values.quiet
+      ? { update: () => undefined, close: () => undefined }
+      : progressView(io.stderr, io.stderrIsTTY === true && values.output === 'table');
   const slots = await slotStoreFromEnv(io.env);
   // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
   const rotations = await cliRotationStore(io);
@@ -57,7 +64,15 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
       ...(slots ? { slots } : {}),
       dryRun: values['dry-run'],
       logger,
-      ...(view ? { follow: { budgetMs: timeoutMs === undefined ? UNBOUNDED_BUDGET_MS : timeoutMs + 5_000, ...(timeoutMs === undefined ? {} : { timeoutMs }), onProgress: (r) => view.update(r) } } : {}),
+      ...(view
+        ? {
+            follow: {
+              budgetMs: timeoutMs === undefined ? UNBOUNDED_BUDGET_MS : timeoutMs + 5_000,
+              ...(timeoutMs === undefined ? {} : { timeoutMs }),
+              onProgress: (r) => view.update(r),
+            },
+          }
+        : {}),
     },
   });
   view?.close();

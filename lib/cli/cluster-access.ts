@@ -5,6 +5,18 @@ import { createClusterAccessResolver, defaultClusterAccessDeps } from '../kube/c
 import type { CliIo } from './io.ts';
 
 export function cliClusterClients(io: CliIo, routesFile: string): ClusterClients {
-  const logger = { warn: (message: string, fields?: Record<string, unknown>) => io.stderr(`warning: ${message}${fields ? ` ${JSON.stringify(fields)}` : ''}\n`) };
-  return new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dirname(resolve(routesFile)), env: io.env, logger, runtime: 'local' })));
+  const logger = {
+    warn: (message: string, fields?: Record<string, unknown>) =>
+      io.stderr(`warning: ${message}${fields ? ` ${JSON.stringify(fields)}` : ''}\n`),
+  };
+  return new ClusterClients(
+    createClusterAccessResolver(
+      defaultClusterAccessDeps({
+        routingTableDir: dirname(resolve(routesFile)),
+        env: io.env,
+        logger,
+        runtime: 'local',
+      }),
+    ),
+  );
 }

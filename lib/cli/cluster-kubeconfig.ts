@@ -28,25 +28,39 @@ export class ClusterKubeconfigError extends Error {
 const NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
 /** One flag value, NAME=PATH or NAME=PATH#CONTEXT; `~/` is the home directory (shells do not expand it after `=`). */
-export function parseClusterKubeconfig(value: string, env: Readonly<Record<string, string | undefined>>, cwd = process.cwd()): ClusterKubeconfig {
+export function parseClusterKubeconfig(
+  value: string,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd = process.cwd(),
+): ClusterKubeconfig {
   const eq = value.indexOf('=');
   const usage = 'give NAME=PATH or NAME=PATH#CONTEXT (NAME: a cluster of the routing table)';
   if (eq <= 0) throw new ClusterKubeconfigError(`--cluster-kubeconfig ${JSON.stringify(value)}: ${usage}`);
   const cluster = value.slice(0, eq);
-  if (!NAME.test(cluster)) throw new ClusterKubeconfigError(`--cluster-kubeconfig ${JSON.stringify(value)}: ${JSON.stringify(cluster)} is not a cluster name; ${usage}`);
+  if (!NAME.test(cluster))
+    throw new ClusterKubeconfigError(
+      `--cluster-kubeconfig ${JSON.stringify(value)}: ${JSON.stringify(cluster)} is not a cluster name; ${usage}`,
+    );
   const rest = value.slice(eq + 1);
   const hash = rest.lastIndexOf('#');
   const path = hash < 0 ? rest : rest.slice(0, hash);
   const context = hash < 0 ? undefined : rest.slice(hash + 1);
-  if (path === '') throw new ClusterKubeconfigError(`--cluster-kubeconfig ${cluster}=: the kubeconfig path is empty; ${usage}`);
-  if (context === '') throw new ClusterKubeconfigError(`--cluster-kubeconfig ${value}: the context after # is empty; give NAME=PATH#CONTEXT or leave out #`);
+  if (path === '')
+    throw new ClusterKubeconfigError(`--cluster-kubeconfig ${cluster}=: the kubeconfig path is empty; ${usage}`);
+  if (context === '')
+    throw new ClusterKubeconfigError(
+      `--cluster-kubeconfig ${value}: the context after # is empty; give NAME=PATH#CONTEXT or leave out #`,
+    );
   const file = expandHome(path, env, cwd);
   return { cluster, file, ...(context === undefined ? {} : { context }) };
 }
 
 function expandHome(path: string, env: Readonly<Record<string, string | undefined>>, cwd: string): string {
   if (path === '~' || path.startsWith('~/')) return join(env.HOME ?? homedir(), path.slice(1));
-  if (path.startsWith('~')) throw new ClusterKubeconfigError(`--cluster-kubeconfig: ${path}: only ~/ (your own home) is expanded; write the path in full`);
+  if (path.startsWith('~'))
+    throw new ClusterKubeconfigError(
+      `--cluster-kubeconfig: ${path}: only ~/ (your own home) is expanded; write the path in full`,
+    );
   return isAbsolute(path) ? path : resolve(cwd, path);
 }
 
@@ -59,9 +73,12 @@ export function withClusterKubeconfigs(table: RoutingTable, overrides: readonly 
     const config = table.clusters.get(o.cluster);
     if (config === undefined) {
       const known = [...table.clusters.keys()].join(', ') || 'none';
-      throw new ClusterKubeconfigError(`--cluster-kubeconfig ${o.cluster}: no cluster of that name in ${table.file} (its clusters: ${known})`);
+      throw new ClusterKubeconfigError(
+        `--cluster-kubeconfig ${o.cluster}: no cluster of that name in ${table.file} (its clusters: ${known})`,
+      );
     }
-    if (seen.has(o.cluster)) throw new ClusterKubeconfigError(`--cluster-kubeconfig ${o.cluster} is given twice; give each cluster once`);
+    if (seen.has(o.cluster))
+      throw new ClusterKubeconfigError(`--cluster-kubeconfig ${o.cluster} is given twice; give each cluster once`);
     seen.add(o.cluster);
     clusters.set(o.cluster, overridden(config, o));
   }
@@ -74,8 +91,15 @@ function overridden(config: ClusterConfig, o: ClusterKubeconfig): ClusterConfig 
 }
 
 /** The flag's values applied to a loaded table (values as the spec parsed them: repeatable, or comma-separated). */
-export function applyClusterKubeconfigs(table: RoutingTable, values: readonly string[] | undefined, env: Readonly<Record<string, string | undefined>>): RoutingTable {
-  return withClusterKubeconfigs(table, (values ?? []).map((v) => parseClusterKubeconfig(v, env)));
+export function applyClusterKubeconfigs(
+  table: RoutingTable,
+  values: readonly string[] | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+): RoutingTable {
+  return withClusterKubeconfigs(
+    table,
+    (values ?? []).map((v) => parseClusterKubeconfig(v, env)),
+  );
 }
 
 /**
@@ -83,10 +107,16 @@ export function applyClusterKubeconfigs(table: RoutingTable, values: readonly st
  * a kubeconfig named on the operator's own command line is the operator's choice, as kubectl trusts its --kubeconfig,
  * so it counts as if the operator had named the cluster in VAULT_ROLLOUT_ALLOW_EXEC and VAULT_ROLLOUT_ALLOW_TOKEN_FILE.
  */
-export function allowOverriddenCredentials(env: Readonly<Record<string, string | undefined>>, values: readonly string[] | undefined): Readonly<Record<string, string | undefined>> {
+export function allowOverriddenCredentials(
+  env: Readonly<Record<string, string | undefined>>,
+  values: readonly string[] | undefined,
+): Readonly<Record<string, string | undefined>> {
   const names = (values ?? []).map((v) => parseClusterKubeconfig(v, env).cluster);
   if (names.length === 0) return env;
   const widened = (variable: string) => [env[variable], ...names].filter((v) => v !== undefined && v !== '').join(',');
-  return { ...env, [ALLOW_EXEC_VARIABLE]: widened(ALLOW_EXEC_VARIABLE), [ALLOW_TOKEN_FILE_VARIABLE]: widened(ALLOW_TOKEN_FILE_VARIABLE) };
+  return {
+    ...env,
+    [ALLOW_EXEC_VARIABLE]: widened(ALLOW_EXEC_VARIABLE),
+    [ALLOW_TOKEN_FILE_VARIABLE]: widened(ALLOW_TOKEN_FILE_VARIABLE),
+  };
 }
-

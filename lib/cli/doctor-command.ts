@@ -16,15 +16,22 @@ export async function doctorCommand(argv: string[], io: CliIo): Promise<number> 
   const table = await loadRoutes(io, values.routes, { command: 'doctor', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   const clients = cliClusterClients(io, values.routes);
-  const checks = await withWaitIndicator(io, values.quiet, `checking ${table.clusters.size} clusters`, () => runDoctor(table, { access: (name, config) => clients.get(name, config) }));
+  const checks = await withWaitIndicator(io, values.quiet, `checking ${table.clusters.size} clusters`, () =>
+    runDoctor(table, { access: (name, config) => clients.get(name, config) }),
+  );
   const problems = checks.filter((c) => !c.ok);
   printData(
     io,
     values.output,
     () => ({ ok: problems.length === 0, checks }),
     () =>
-      `${textTable(['CLUSTER', 'CHECK', 'RESULT', 'DETAIL'], checks.map((c) => [c.cluster, c.check, c.ok ? 'ok' : 'PROBLEM', c.detail]))}\n` +
-      (problems.length > 0 ? `\n${counted(problems.length, 'problem')}. To fix:\n${problems.map((p) => `  ${p.cluster}: ${p.check}: ${p.detail}${p.fix ? `\n    fix: ${p.fix}` : ''}`).join('\n')}\n` : '\nNo problems.\n'),
+      `${textTable(
+        ['CLUSTER', 'CHECK', 'RESULT', 'DETAIL'],
+        checks.map((c) => [c.cluster, c.check, c.ok ? 'ok' : 'PROBLEM', c.detail]),
+      )}\n` +
+      (problems.length > 0
+        ? `\n${counted(problems.length, 'problem')}. To fix:\n${problems.map((p) => `  ${p.cluster}: ${p.check}: ${p.detail}${p.fix ? `\n    fix: ${p.fix}` : ''}`).join('\n')}\n`
+        : '\nNo problems.\n'),
   );
   return problems.length === 0 ? EXIT.ok : EXIT.failure;
 }

@@ -71,7 +71,7 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
   ],
   'reset-version': [
     [
-      'Record Vault\'s current version 7 on every workload the path\'s routes target',
+      "Record Vault's current version 7 on every workload the path's routes target",
       'reset-version --routes routes.yaml --path secret/payments/db --version 7',
     ],
     [
@@ -85,7 +85,7 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
       'status --routes routes.yaml',
     ],
     [
-      'One path, against Vault\'s current version, waiting up to 10 minutes until all is current',
+      "One path, against Vault's current version, waiting up to 10 minutes until all is current",
       'status --routes routes.yaml --vault-addr "$VAULT_ADDR" --path secret/payments/db --wait --timeout 10m',
     ],
     ['The status page, written whole to a file', 'status --routes routes.yaml -o html --file status.html'],
@@ -93,17 +93,17 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
   notify: [
     ['Send a test notification to every sink of the table', 'notify test --routes routes.yaml'],
     [
-      'The same with the sinks\' secrets from a file of environment variables',
+      "The same with the sinks' secrets from a file of environment variables",
       'env $(cat sinks.env) vault-rollout notify test --routes routes.yaml',
     ],
   ],
   halts: [
-    ['The rotations a wave\'s gate halted', 'halts'],
+    ["The rotations a wave's gate halted", 'halts'],
     ['Clear a halt once its cause is fixed', 'halts clear 3f9a1c2b7d4e5f60'],
   ],
   reconcile: [
     [
-      'Restart whatever is behind Vault\'s current versions',
+      "Restart whatever is behind Vault's current versions",
       'reconcile --routes routes.yaml --vault-addr https://vault.example.com:8200',
     ],
     [
@@ -141,4 +141,3 @@ export function examplesText(command: string): string {
   if (examples.length === 0) return '';
   return `\nExamples:\n${examples.map(([what, l]) => `  # ${what}\n  ${exampleLine(l)}`).join('\n\n')}\n`;
 }
-

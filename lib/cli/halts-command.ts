@@ -38,7 +38,12 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
   const [action = 'list', rotation] = args.args;
   const use = 'use: halts [list] [-o json|yaml] | halts clear ROTATION [--routes FILE]';
   if (action === 'list' && rotation !== undefined) return usageError(io, 'halts', use);
-  if (action === 'clear' && (rotation === undefined || !ROTATION.test(rotation))) return usageError(io, 'halts', 'halts clear takes the ROTATION key that `halts` (or status, or the halt\'s log line) shows');
+  if (action === 'clear' && (rotation === undefined || !ROTATION.test(rotation)))
+    return usageError(
+      io,
+      'halts',
+      "halts clear takes the ROTATION key that `halts` (or status, or the halt's log line) shows",
+    );
   // The table first: a clear whose Event cannot be recorded for want of a readable table is not started.
   const table = action === 'clear' && values.routes !== undefined ? await loadRoutes(io, values.routes) : undefined;
   if (typeof table === 'number') return table;
@@ -61,7 +66,12 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
 type Routes = { table: RoutingTable; file: string } | undefined;
 
 /** Clears the halt, keeping who cleared it in the store, and with a routing table as an Event in the cluster. */
-async function clearHalt(io: CliIo, store: RotationStore | undefined, rotation: string, routes: Routes): Promise<number> {
+async function clearHalt(
+  io: CliIo,
+  store: RotationStore | undefined,
+  rotation: string,
+  routes: Routes,
+): Promise<number> {
   const by = clearedBy(io.env);
   const cleared = await store?.clear(rotation, by);
   if (!cleared) {
@@ -126,12 +136,31 @@ export function clearancesText(clearances: readonly HaltClearance[]): string {
 
 export function haltsText(halts: readonly RotationHalt[], store: string): string {
   if (halts.length === 0) return `No halted rotation (${store}).\n`;
-  const rows = halts.map((h) => [h.rotation, h.haltedAt, h.secrets.join(', '), `${h.wave} of ${h.waves}`, `${h.failing.kind} ${h.failing.namespace}/${h.failing.name} in ${h.failing.cluster}`, h.notRestarted.join(', '), h.why].map(printable));
+  const rows = halts.map((h) =>
+    [
+      h.rotation,
+      h.haltedAt,
+      h.secrets.join(', '),
+      `${h.wave} of ${h.waves}`,
+      `${h.failing.kind} ${h.failing.namespace}/${h.failing.name} in ${h.failing.cluster}`,
+      h.notRestarted.join(', '),
+      h.why,
+    ].map(printable),
+  );
   return `${renderTable(['ROTATION', 'HALTED AT', 'SECRETS', 'WAVE', 'FAILING', 'NOT RESTARTED', 'WHY'], rows)}\nFix the cause, then either write a fixed version of the secret (it starts again from wave 1) or run: vault-rollout halts clear ROTATION (${store}).\n`;
 }
 
 /** What `apply` and `reset-version` say about halts met in the foreground. */
-export function printForegroundHalts(io: CliIo, command: string, halts: readonly RotationHalt[], refused: ReadonlyArray<{ rotation: string; reason: string }>, store: string): void {
+export function printForegroundHalts(
+  io: CliIo,
+  command: string,
+  halts: readonly RotationHalt[],
+  refused: ReadonlyArray<{ rotation: string; reason: string }>,
+  store: string,
+): void {
   for (const r of refused) io.stderr(`vault-rollout ${command}: not started: ${printable(r.reason)}\n`);
-  for (const h of halts) io.stderr(`vault-rollout ${command}: HALTED rotation ${h.rotation} (${printable(h.secrets.join(', '))}) at wave ${h.wave} of ${h.waves}: ${printable(h.why)}. Not restarted: ${h.notRestarted.join(', ') || 'none'}. Recorded in ${store}; clear with: vault-rollout halts clear ${h.rotation}\n`);
+  for (const h of halts)
+    io.stderr(
+      `vault-rollout ${command}: HALTED rotation ${h.rotation} (${printable(h.secrets.join(', '))}) at wave ${h.wave} of ${h.waves}: ${printable(h.why)}. Not restarted: ${h.notRestarted.join(', ') || 'none'}. Recorded in ${store}; clear with: vault-rollout halts clear ${h.rotation}\n`,
+    );
 }

@@ -4,7 +4,16 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { dirname, relative, resolve } from 'node:path';
-import { describeUnmapped, IMPORT_SOURCES, importRoutes, KvVersionConflictError, renderImport, type ImportCluster, type ImportResult, type ImportSource } from '../importer/import-routes.ts';
+import {
+  describeUnmapped,
+  IMPORT_SOURCES,
+  importRoutes,
+  KvVersionConflictError,
+  renderImport,
+  type ImportCluster,
+  type ImportResult,
+  type ImportSource,
+} from '../importer/import-routes.ts';
 import type { ClusterInventory } from '../importer/import-sources.ts';
 import { readInventory } from '../importer/import-inventory.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
@@ -41,7 +50,8 @@ function parseImportArgs(values: Parsed<typeof spec>['values'], cwd: string): Im
     const at = c.indexOf('=');
     const name = c.slice(0, at);
     const file = c.slice(at + 1);
-    if (at < 1 || file === '' || !CLUSTER_NAME.test(name)) throw new Error(`--cluster ${c}: must be NAME=KUBECONFIG with a lowercase name`);
+    if (at < 1 || file === '' || !CLUSTER_NAME.test(name))
+      throw new Error(`--cluster ${c}: must be NAME=KUBECONFIG with a lowercase name`);
     const kubeconfigPath = resolve(cwd, file);
     return { name, kubeconfigPath, kubeconfig: relative(outDir, kubeconfigPath), labels: {} as Record<string, string> };
   });
@@ -54,12 +64,21 @@ function parseImportArgs(values: Parsed<typeof spec>['values'], cwd: string): Im
   }
   const from = values.from;
   const unknown = from.filter((f) => !(IMPORT_SOURCES as readonly string[]).includes(f));
-  if (unknown.length > 0 || from.length === 0) throw new Error(`--from takes ${IMPORT_SOURCES.join(', ')} (comma-separated), not ${unknown.join(', ')}`);
+  if (unknown.length > 0 || from.length === 0)
+    throw new Error(`--from takes ${IMPORT_SOURCES.join(', ')} (comma-separated), not ${unknown.join(', ')}`);
   const bad = values.namespace.find((n) => !NAMESPACE.test(n));
   if (bad !== undefined) throw new Error(`--namespace ${bad}: not a namespace name`);
   const vsoOperatorNamespace = values['vso-operator-namespace'];
-  if (!NAMESPACE.test(vsoOperatorNamespace)) throw new Error(`--vso-operator-namespace ${vsoOperatorNamespace}: not a namespace name`);
-  return { clusters, from: new Set(from as ImportSource[]), file: values.file, vaultAddr: values['vault-addr'], namespaces: values.namespace, vsoOperatorNamespace };
+  if (!NAMESPACE.test(vsoOperatorNamespace))
+    throw new Error(`--vso-operator-namespace ${vsoOperatorNamespace}: not a namespace name`);
+  return {
+    clusters,
+    from: new Set(from as ImportSource[]),
+    file: values.file,
+    vaultAddr: values['vault-addr'],
+    namespaces: values.namespace,
+    vsoOperatorNamespace,
+  };
 }
 
 export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd()): Promise<number> {
@@ -73,16 +92,22 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
   }
   // Kubeconfig paths are absolute here, so the routing-table directory the resolver wants does not matter.
   const clients = cliClusterClients(io, resolve(cwd, 'import'));
-  const read = await withWaitIndicator(io, parsed.values.quiet, `reading ${args.clusters.length} clusters`, () => Promise.all(
-    args.clusters.map(async (c): Promise<ClusterInventory | string> => {
-      try {
-        const access = await clients.get(c.name, { kubeconfig: { file: c.kubeconfigPath }, labels: {} });
-        return await readInventory(c.name, kubeApiFor(access), { from: args.from, namespaces: args.namespaces, vsoOperatorNamespace: args.vsoOperatorNamespace });
-      } catch (e) {
-        return `${c.name}: ${e instanceof Error ? (e as NodeJS.ErrnoException).code !== undefined && (e as NodeJS.ErrnoException).path !== undefined ? fileErrorText((e as NodeJS.ErrnoException).path as string, e) : e.message : String(e)}`;
-      }
-    }),
-  ));
+  const read = await withWaitIndicator(io, parsed.values.quiet, `reading ${args.clusters.length} clusters`, () =>
+    Promise.all(
+      args.clusters.map(async (c): Promise<ClusterInventory | string> => {
+        try {
+          const access = await clients.get(c.name, { kubeconfig: { file: c.kubeconfigPath }, labels: {} });
+          return await readInventory(c.name, kubeApiFor(access), {
+            from: args.from,
+            namespaces: args.namespaces,
+            vsoOperatorNamespace: args.vsoOperatorNamespace,
+          });
+        } catch (e) {
+          return `${c.name}: ${e instanceof Error ? ((e as NodeJS.ErrnoException).code !== undefined && (e as NodeJS.ErrnoException).path !== undefined ? fileErrorText((e as NodeJS.ErrnoException).path as string, e) : e.message) : String(e)}`;
+        }
+      }),
+    ),
+  );
   const failures = read.filter((r): r is string => typeof r === 'string');
   // A table missing one cluster's routes would look complete: nothing is written.
   if (failures.length > 0) {
@@ -90,11 +115,17 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
     return EXIT.failure;
   }
   const inventories = read as ClusterInventory[];
-  for (const inv of inventories) if (inv.missing.length > 0) io.stderr(`vault-rollout import: ${inv.cluster}: skipped ${inv.missing.join('; ')}\n`);
+  for (const inv of inventories)
+    if (inv.missing.length > 0) io.stderr(`vault-rollout import: ${inv.cluster}: skipped ${inv.missing.join('; ')}\n`);
 
   let result: ImportResult;
   try {
-    result = importRoutes(inventories, { clusters: args.clusters, from: args.from, vsoOperatorNamespace: args.vsoOperatorNamespace, ...(args.vaultAddr ? { vaultAddr: args.vaultAddr } : {}) });
+    result = importRoutes(inventories, {
+      clusters: args.clusters,
+      from: args.from,
+      vsoOperatorNamespace: args.vsoOperatorNamespace,
+      ...(args.vaultAddr ? { vaultAddr: args.vaultAddr } : {}),
+    });
   } catch (e) {
     if (!(e instanceof KvVersionConflictError)) throw e;
     // Whichever version the table chose, the other objects' routes would read the mount wrongly: nothing is written.
@@ -102,7 +133,9 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
     return EXIT.failure;
   }
   if (args.vaultAddr === undefined && result.servers.length > 1) {
-    io.stderr(`vault-rollout import: the clusters read ${result.servers.length} Vault servers (${result.servers.join(', ')}); a routing table serves one: choose it with --vault-addr\n`);
+    io.stderr(
+      `vault-rollout import: the clusters read ${result.servers.length} Vault servers (${result.servers.join(', ')}); a routing table serves one: choose it with --vault-addr\n`,
+    );
     return EXIT.failure;
   }
   const header = [
@@ -112,7 +145,9 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
   const text = renderImport(result, header);
   for (const u of result.unmapped) io.stderr(`vault-rollout import: not imported: ${describeUnmapped(u)}\n`);
   const targets = result.routes.reduce((n, r) => n + r.targets.length, 0);
-  parsed.info(`vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`);
+  parsed.info(
+    `vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`,
+  );
 
   let problems: string | undefined;
   try {
@@ -122,8 +157,15 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
     problems = e.message;
   }
   // The routing table is the data: YAML (with its comments) as it is written, or the same document as JSON.
-  const render = (): string => (parsed.values.output === 'json' ? `${JSON.stringify(parseYaml(text), null, 2)}\n` : text);
-  if (args.file === undefined) printData(io, parsed.values.output === 'json' ? 'json' : 'table', () => parseYaml(text) as unknown, () => text);
+  const render = (): string =>
+    parsed.values.output === 'json' ? `${JSON.stringify(parseYaml(text), null, 2)}\n` : text;
+  if (args.file === undefined)
+    printData(
+      io,
+      parsed.values.output === 'json' ? 'json' : 'table',
+      () => parseYaml(text) as unknown,
+      () => text,
+    );
   else {
     try {
       await writeFile(resolve(cwd, args.file), render(), { mode: 0o644 });

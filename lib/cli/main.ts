@@ -94,7 +94,10 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
 
 /** What, the nearest command when one is near, and where to look: three lines, not the whole usage. */
 function unknownCommand(io: CliIo, name: string): number {
-  const guess = nearest(name, COMMAND_SPECS.map((s) => s.name));
+  const guess = nearest(
+    name,
+    COMMAND_SPECS.map((s) => s.name),
+  );
   const lines = [
     `vault-rollout: unknown command "${printable(name.slice(0, 40))}"`,
     ...(guess ? [`Did you mean "${guess}"?`] : []),

@@ -26,7 +26,10 @@ const ageMs = (now: number, iso: string | undefined): number => {
 };
 
 /** serve's queue as gauges: depth by state, the oldest change waiting, continuations, dead letters. */
-export function queueSampler(queue: Pick<SqliteRolloutQueue, 'counts' | 'backlog'>, now: () => number = Date.now): Sampler {
+export function queueSampler(
+  queue: Pick<SqliteRolloutQueue, 'counts' | 'backlog'>,
+  now: () => number = Date.now,
+): Sampler {
   return () => {
     const { available, inFlight, deadLetters } = queue.counts();
     const backlog = queue.backlog();
@@ -50,14 +53,21 @@ export function relaySampler(relay: Pick<RunningRelay, 'counters' | 'spool'>, no
       { name: METRICS.relayRecords, value: snapshot.received, labels: { stage: 'received' } },
       { name: METRICS.relayRecords, value: snapshot.spooled, labels: { stage: 'spooled' } },
       { name: METRICS.relayRecords, value: snapshot.delivered, labels: { stage: 'delivered' } },
-      ...Object.entries(snapshot.dropped).map(([reason, value]) => ({ name: METRICS.relayRecordsDropped, value: value ?? 0, labels: { reason } })),
+      ...Object.entries(snapshot.dropped).map(([reason, value]) => ({
+        name: METRICS.relayRecordsDropped,
+        value: value ?? 0,
+        labels: { reason },
+      })),
       { name: METRICS.relaySpoolBytes, value: relay.spool.usedBytes },
     ];
     const oldest = relay.spool.entries()[0];
     let lag = 0;
     if (oldest !== undefined) {
       // Delivered (and removed) since entries() was read: nothing waits from that batch.
-      lag = await stat(oldest.file).then((s) => Math.max(0, now() - s.mtimeMs), () => 0);
+      lag = await stat(oldest.file).then(
+        (s) => Math.max(0, now() - s.mtimeMs),
+        () => 0,
+      );
     }
     samples.push({ name: METRICS.relayDeliveryLag, value: lag });
     return samples;
@@ -65,13 +75,21 @@ export function relaySampler(relay: Pick<RunningRelay, 'counters' | 'spool'>, no
 }
 
 /** Starts the scrape listener when --metrics-port is given; a usage error text when the flags are wrong. */
-export async function startMetricsListener(io: CliIo, command: string, metrics: PrometheusMetrics, values: { 'metrics-port'?: number | undefined; 'metrics-host': string; quiet?: boolean }): Promise<MetricsServer | undefined | { error: string }> {
+export async function startMetricsListener(
+  io: CliIo,
+  command: string,
+  metrics: PrometheusMetrics,
+  values: { 'metrics-port'?: number | undefined; 'metrics-host': string; quiet?: boolean },
+): Promise<MetricsServer | undefined | { error: string }> {
   // A port number from 0 to 65535: bounded by the spec.
   const port = values['metrics-port'];
   if (port === undefined) return undefined;
   try {
     const server = await startMetricsServer(metrics, values['metrics-host'], port);
-    if (values.quiet !== true) io.stderr(`vault-rollout ${command}: metrics on http://${values['metrics-host']}:${server.port}/metrics (no authentication: bind it where only the scraper reaches)\n`);
+    if (values.quiet !== true)
+      io.stderr(
+        `vault-rollout ${command}: metrics on http://${values['metrics-host']}:${server.port}/metrics (no authentication: bind it where only the scraper reaches)\n`,
+      );
     return server;
   } catch (e) {
     return { error: `cannot listen for metrics on ${values['metrics-host']}:${port}: ${listenErrorText(e)}` };

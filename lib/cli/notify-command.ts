@@ -27,9 +27,24 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
   }
   const { sinks, problems } = resolveSinks(table.allSinks, { env: io.env });
   const now = new Date().toISOString();
-  const sample = rotationEvent({ kind: 'complete', rotation: `test-${Date.now().toString(16)}`, route: 'notify-test', at: now, secrets: ['secret/vault-rollout/notify-test version 1'], reason: 'a test notification from vault-rollout notify test: nothing was restarted', clusters: [] });
-  const results: Array<{ sink: string; type: string; outcome: 'sent' | 'failed' | 'not usable'; detail: string; ms?: number }> = [];
-  for (const [name, problem] of problems) results.push({ sink: name, type: table.allSinks.get(name)?.type ?? '?', outcome: 'not usable', detail: problem });
+  const sample = rotationEvent({
+    kind: 'complete',
+    rotation: `test-${Date.now().toString(16)}`,
+    route: 'notify-test',
+    at: now,
+    secrets: ['secret/vault-rollout/notify-test version 1'],
+    reason: 'a test notification from vault-rollout notify test: nothing was restarted',
+    clusters: [],
+  });
+  const results: Array<{
+    sink: string;
+    type: string;
+    outcome: 'sent' | 'failed' | 'not usable';
+    detail: string;
+    ms?: number;
+  }> = [];
+  for (const [name, problem] of problems)
+    results.push({ sink: name, type: table.allSinks.get(name)?.type ?? '?', outcome: 'not usable', detail: problem });
   await Promise.all(
     [...sinks.values()].map(async (sink) => {
       const started = Date.now();
@@ -37,11 +52,28 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
         await sink.send(sample);
         results.push({ sink: sink.name, type: sink.type, outcome: 'sent', detail: '', ms: Date.now() - started });
       } catch (e) {
-        results.push({ sink: sink.name, type: sink.type, outcome: 'failed', detail: e instanceof Error && e.name === 'SinkError' ? e.message : e instanceof Error ? e.name : 'error', ms: Date.now() - started });
+        results.push({
+          sink: sink.name,
+          type: sink.type,
+          outcome: 'failed',
+          detail: e instanceof Error && e.name === 'SinkError' ? e.message : e instanceof Error ? e.name : 'error',
+          ms: Date.now() - started,
+        });
       }
     }),
   );
   results.sort((a, b) => a.sink.localeCompare(b.sink));
-  printData(io, values.output, () => ({ event: sample.id, sinks: results }), () => `${renderTable(['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'], results.map((r) => [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable)))}\n`);
+  printData(
+    io,
+    values.output,
+    () => ({ event: sample.id, sinks: results }),
+    () =>
+      `${renderTable(
+        ['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'],
+        results.map((r) =>
+          [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable),
+        ),
+      )}\n`,
+  );
   return results.every((r) => r.outcome === 'sent') ? EXIT.ok : EXIT.failure;
 }

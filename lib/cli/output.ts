@@ -58,7 +58,12 @@ export function waitIndicator(io: CliIo, quiet: boolean, label: string): { stop(
 }
 
 /** Runs `work` with the wait indicator shown. */
-export async function withWaitIndicator<T>(io: CliIo, quiet: boolean, label: string, work: () => Promise<T>): Promise<T> {
+export async function withWaitIndicator<T>(
+  io: CliIo,
+  quiet: boolean,
+  label: string,
+  work: () => Promise<T>,
+): Promise<T> {
   const indicator = waitIndicator(io, quiet, label);
   try {
     return await work();

@@ -20,11 +20,18 @@ export async function planCommand(argv: string[], io: CliIo): Promise<number> {
   // Key-level restarts: each write compared with the one before it in this input (a store of this run
   // only, never the state store), so a captured audit log shows which keys each entry changed.
   if (tableUsesKeys(table)) {
-    parsed.changes = (await resolveKeyChanges(parsed.changes, plan.routed, new MemoryKeyBaselineStore(), Date.now())).changes;
+    parsed.changes = (
+      await resolveKeyChanges(parsed.changes, plan.routed, new MemoryKeyBaselineStore(), Date.now())
+    ).changes;
     plan = planRollouts(table, parsed.changes);
   }
   const sets = changeSets(table, parsed.changes, plan);
-  printData(io, values.output, () => planJson(parsed, plan, sets), () => planText(parsed, plan, sets));
+  printData(
+    io,
+    values.output,
+    () => planJson(parsed, plan, sets),
+    () => planText(parsed, plan, sets),
+  );
   reportRejected(io, 'plan', values.input, parsed);
   return parsed.rejected.length > 0 ? EXIT.rejectedRecords : EXIT.ok;
 }

@@ -31,10 +31,12 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined) return usageError(io, 'reconcile', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
+  if (values.routes === undefined)
+    return usageError(io, 'reconcile', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
   // --vault-addr, else VAULT_ADDR (its spec reads the variable).
   const vaultAddr = values['vault-addr'];
-  if (!vaultAddr || !/^https?:\/\//.test(vaultAddr) || !URL.canParse(vaultAddr)) return usageError(io, 'reconcile', 'give --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
+  if (!vaultAddr || !/^https?:\/\//.test(vaultAddr) || !URL.canParse(vaultAddr))
+    return usageError(io, 'reconcile', 'give --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
   const maxPaths = values['max-paths'];
   const table = await loadRoutes(io, values.routes, { command: 'reconcile', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
@@ -52,7 +54,13 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
     return EXIT.failure;
   }
   const auth = { source: connection.auth };
-  const vault = new VaultMetadataClient({ vaultAddr, auth: connection.auth, redirects, ...(connection.fetch ? { fetch: connection.fetch } : {}), ...(io.env.VAULT_NAMESPACE ? { namespace: io.env.VAULT_NAMESPACE } : {}) });
+  const vault = new VaultMetadataClient({
+    vaultAddr,
+    auth: connection.auth,
+    redirects,
+    ...(connection.fetch ? { fetch: connection.fetch } : {}),
+    ...(io.env.VAULT_NAMESPACE ? { namespace: io.env.VAULT_NAMESPACE } : {}),
+  });
   const clients = cliClusterClients(io, values.routes);
   const access = (name: string, config: Parameters<typeof clients.get>[1]) => clients.get(name, config);
 
@@ -61,11 +69,28 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const rotations = await cliRotationStore(io);
   const local = queueUrl === undefined ? memoryRolloutQueue() : undefined;
   const region = io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION;
-  const queue: RolloutQueue = local ?? new SqsRolloutQueue({ client: new SQSClient({ region: region ?? 'us-east-1' }), queueUrl: queueUrl as string });
+  const queue: RolloutQueue =
+    local ??
+    new SqsRolloutQueue({ client: new SQSClient({ region: region ?? 'us-east-1' }), queueUrl: queueUrl as string });
   const started = performance.now();
   let report: ReconcileReport;
   try {
-    report = await withWaitIndicator(io, values.quiet, `reading ${table.routes.length} routes from Vault and the clusters`, () => reconcile({ table, vault, access, queue, rotations, now: Date.now, dryRun: values['dry-run'], ...(maxPaths ? { limits: { maxPaths } } : {}) }));
+    report = await withWaitIndicator(
+      io,
+      values.quiet,
+      `reading ${table.routes.length} routes from Vault and the clusters`,
+      () =>
+        reconcile({
+          table,
+          vault,
+          access,
+          queue,
+          rotations,
+          now: Date.now,
+          dryRun: values['dry-run'],
+          ...(maxPaths ? { limits: { maxPaths } } : {}),
+        }),
+    );
   } finally {
     auth.source.stop();
   }
@@ -76,40 +101,140 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   if (local && report.queued.messages > 0) {
     const telemetry = memoryTelemetry();
     // The same worker, waves and gates as serve's: a gate queues the next wave on this in-memory queue.
-    const worker = startLocalWorker(local, { table, rotations, queue: local, telemetry, executor: { access } }, { pollMs: 50, retryDelayMs: 1000 });
-    await withWaitIndicator(io, values.quiet, `restarting what is behind (${report.queued.messages} messages)`, () => worker.idle());
+    const worker = startLocalWorker(
+      local,
+      { table, rotations, queue: local, telemetry, executor: { access } },
+      { pollMs: 50, retryDelayMs: 1000 },
+    );
+    await withWaitIndicator(io, values.quiet, `restarting what is behind (${report.queued.messages} messages)`, () =>
+      worker.idle(),
+    );
     await worker.stop();
     for (const line of telemetry.lines) {
-      if (line.message === 'rollout message done') results.push(...((line.fields?.results ?? []) as WorkedResult[]).map((r) => ({ ...r, cluster: String(line.fields?.cluster) })));
+      if (line.message === 'rollout message done')
+        results.push(
+          ...((line.fields?.results ?? []) as WorkedResult[]).map((r) => ({
+            ...r,
+            cluster: String(line.fields?.cluster),
+          })),
+        );
     }
   }
 
-  printData(io, values.output, () => JSON.parse(JSON.stringify({ ...report, plan: { targets: report.plan.targets.length, problems: report.plan.problems }, results, vaultRequests: vault.requests, seconds: Number(seconds.toFixed(3)) })) as unknown, () => reconcileText(report, results, vault.requests, seconds, queueUrl));
-  const failed = report.pathErrors.length > 0 || report.routes.some((r) => r.status === 'error' || r.status === 'unexpandable') || report.workloads.some((w) => w.state === 'failed');
+  printData(
+    io,
+    values.output,
+    () =>
+      JSON.parse(
+        JSON.stringify({
+          ...report,
+          plan: { targets: report.plan.targets.length, problems: report.plan.problems },
+          results,
+          vaultRequests: vault.requests,
+          seconds: Number(seconds.toFixed(3)),
+        }),
+      ) as unknown,
+    () => reconcileText(report, results, vault.requests, seconds, queueUrl),
+  );
+  const failed =
+    report.pathErrors.length > 0 ||
+    report.routes.some((r) => r.status === 'error' || r.status === 'unexpandable') ||
+    report.workloads.some((w) => w.state === 'failed');
   if (results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
   return failed ? EXIT.failure : EXIT.ok;
 }
 
-export function reconcileText(report: ReconcileReport, results: readonly WorkedResult[], vaultRequests: number, seconds: number, queueUrl?: string): string {
+export function reconcileText(
+  report: ReconcileReport,
+  results: readonly WorkedResult[],
+  vaultRequests: number,
+  seconds: number,
+  queueUrl?: string,
+): string {
   const out: string[] = [];
   out.push(`Routes (${report.routes.length}), expanded against Vault's KV v2 metadata:`);
-  out.push(renderTable(['ROUTE', 'PATTERN', 'MOUNT', 'PATHS', 'LISTS', 'NOTE'], report.routes.map((r) => [r.route, r.namespace ? `${r.namespace}/${r.pattern}` : r.pattern, r.mount ?? '-', String(r.paths), String(r.lists), r.truncated ? `TRUNCATED: ${r.truncated}` : (r.reason ?? '')])));
+  out.push(
+    renderTable(
+      ['ROUTE', 'PATTERN', 'MOUNT', 'PATHS', 'LISTS', 'NOTE'],
+      report.routes.map((r) => [
+        r.route,
+        r.namespace ? `${r.namespace}/${r.pattern}` : r.pattern,
+        r.mount ?? '-',
+        String(r.paths),
+        String(r.lists),
+        r.truncated ? `TRUNCATED: ${r.truncated}` : (r.reason ?? ''),
+      ]),
+    ),
+  );
   const kv1 = report.routes.filter((r) => r.status === 'kv1');
-  if (kv1.length > 0) out.push(`KV v1 (no versions): reconcile cannot see changes of ${kv1.map((r) => r.route).join(', ')}; only the change feed restarts for them.`);
+  if (kv1.length > 0)
+    out.push(
+      `KV v1 (no versions): reconcile cannot see changes of ${kv1.map((r) => r.route).join(', ')}; only the change feed restarts for them.`,
+    );
   for (const e of report.pathErrors) out.push(`ERROR ${e.path}: ${e.error}`);
   out.push('', `Paths (${report.paths.length}): current versions`);
-  if (report.paths.length > 0) out.push(renderTable(['PATH', 'VERSION', 'STATE', 'SINCE'], report.paths.map((p) => [p.path, String(p.version), p.operation === 'write' ? 'current' : `${p.operation}d`, p.time])));
-  const counts = Object.fromEntries(['current', 'recorded', 'behind', 'failed'].map((s) => [s, report.workloads.filter((w) => w.state === s).length]));
-  out.push('', `Workloads (${report.workloads.length}): ${counts.current} current, ${counts.recorded} running the current version (recorded without a restart), ${counts.behind} behind, ${counts.failed} failed`);
+  if (report.paths.length > 0)
+    out.push(
+      renderTable(
+        ['PATH', 'VERSION', 'STATE', 'SINCE'],
+        report.paths.map((p) => [
+          p.path,
+          String(p.version),
+          p.operation === 'write' ? 'current' : `${p.operation}d`,
+          p.time,
+        ]),
+      ),
+    );
+  const counts = Object.fromEntries(
+    ['current', 'recorded', 'behind', 'failed'].map((s) => [s, report.workloads.filter((w) => w.state === s).length]),
+  );
+  out.push(
+    '',
+    `Workloads (${report.workloads.length}): ${counts.current} current, ${counts.recorded} running the current version (recorded without a restart), ${counts.behind} behind, ${counts.failed} failed`,
+  );
   const shown = report.workloads.filter((w) => w.state !== 'current');
-  if (shown.length > 0) out.push(renderTable(['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'STATE', 'PATHS', 'DETAIL'], shown.map((w) => [w.cluster, w.namespace, w.kind, w.name, w.state.toUpperCase(), w.paths.join(', '), w.detail ?? ''])));
+  if (shown.length > 0)
+    out.push(
+      renderTable(
+        ['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'STATE', 'PATHS', 'DETAIL'],
+        shown.map((w) => [
+          w.cluster,
+          w.namespace,
+          w.kind,
+          w.name,
+          w.state.toUpperCase(),
+          w.paths.join(', '),
+          w.detail ?? '',
+        ]),
+      ),
+    );
   for (const p of report.plan.problems) out.push(`plan problem: route ${p.route}, ${p.path}: ${p.error}`);
-  for (const h of report.halted) out.push('', `HALTED, not queued: rotation ${h.rotation} (${h.secrets.join(', ')}) halted at wave ${h.wave} of ${h.waves}: ${h.why}. Clear it with: vault-rollout halts clear ${h.rotation}`);
-  if (report.dryRun) out.push('', `DRY RUN: nothing recorded, nothing queued; ${counted(counts.behind ?? 0, 'workload')} would restart.`);
-  else if (queueUrl) out.push('', `Queued ${counted(report.queued.changes, 'change')} in ${counted(report.queued.messages, 'message')} on ${queueUrl}.`);
+  for (const h of report.halted)
+    out.push(
+      '',
+      `HALTED, not queued: rotation ${h.rotation} (${h.secrets.join(', ')}) halted at wave ${h.wave} of ${h.waves}: ${h.why}. Clear it with: vault-rollout halts clear ${h.rotation}`,
+    );
+  if (report.dryRun)
+    out.push(
+      '',
+      `DRY RUN: nothing recorded, nothing queued; ${counted(counts.behind ?? 0, 'workload')} would restart.`,
+    );
+  else if (queueUrl)
+    out.push(
+      '',
+      `Queued ${counted(report.queued.changes, 'change')} in ${counted(report.queued.messages, 'message')} on ${queueUrl}.`,
+    );
   else if (results.length > 0) {
-    out.push('', `Worked here (no --queue-url): ${counted(report.queued.changes, 'change')} in ${counted(report.queued.messages, 'message')}:`);
-    out.push(renderTable(['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'OUTCOME', 'REASON'], results.map((r) => [r.cluster, r.namespace, r.kind, r.name, r.outcome, r.reason])));
+    out.push(
+      '',
+      `Worked here (no --queue-url): ${counted(report.queued.changes, 'change')} in ${counted(report.queued.messages, 'message')}:`,
+    );
+    out.push(
+      renderTable(
+        ['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'OUTCOME', 'REASON'],
+        results.map((r) => [r.cluster, r.namespace, r.kind, r.name, r.outcome, r.reason]),
+      ),
+    );
   } else out.push('', 'Nothing is behind: nothing queued.');
   out.push(`Vault: ${vaultRequests} requests; ${seconds.toFixed(2)} s.`);
   return `${out.join('\n')}\n`;

@@ -21,17 +21,33 @@ export function cliReferenceMarkdown(): string {
   ];
   for (const spec of CLI_SPECS) {
     out.push(`## ${spec.name}`, '', spec.summary + '.', '', '```', usageLine(spec), '```', '', spec.description, '');
-    for (const a of spec.args ?? []) out.push(`- \`${a.required ? `<${a.name}>` : `[${a.name}]`}\`: ${a.summary}${a.choices ? ` (one of ${a.choices.join(', ')})` : ''}`);
+    for (const a of spec.args ?? [])
+      out.push(
+        `- \`${a.required ? `<${a.name}>` : `[${a.name}]`}\`: ${a.summary}${a.choices ? ` (one of ${a.choices.join(', ')})` : ''}`,
+      );
     if ((spec.args ?? []).length > 0) out.push('');
     out.push('| Option | Type | Description | Default | Environment |', '| --- | --- | --- | --- | --- |');
     for (const o of allOptions(spec)) {
       const details = optionDetails(o).filter((d) => !d.startsWith('default:') && !d.startsWith('env:'));
       const type = o.type === 'enum' ? `enum: ${(o.choices ?? []).join(', ')}` : o.type;
-      const def = o.default === undefined || o.default === false || (Array.isArray(o.default) && o.default.length === 0) ? '' : `\`${Array.isArray(o.default) ? o.default.join(',') : String(o.default)}\``;
-      out.push(`| \`${cell(flagsText(o))}\`${o.negatable ? `, \`--no-${o.name}\`` : ''} | ${cell(type)} | ${cell(o.summary)}${details.length > 0 ? ` (${cell(details.join('; '))})` : ''} | ${cell(def)} | ${o.env ? `\`${o.env}\`` : ''} |`);
+      const def =
+        o.default === undefined || o.default === false || (Array.isArray(o.default) && o.default.length === 0)
+          ? ''
+          : `\`${Array.isArray(o.default) ? o.default.join(',') : String(o.default)}\``;
+      out.push(
+        `| \`${cell(flagsText(o))}\`${o.negatable ? `, \`--no-${o.name}\`` : ''} | ${cell(type)} | ${cell(o.summary)}${details.length > 0 ? ` (${cell(details.join('; '))})` : ''} | ${cell(def)} | ${o.env ? `\`${o.env}\`` : ''} |`,
+      );
     }
     const examples = EXAMPLES[spec.name] ?? [];
-    if (examples.length > 0) out.push('', 'Examples:', '', '```sh', examples.map(([what, line]) => `# ${what}\n${exampleLine(line)}`).join('\n\n'), '```');
+    if (examples.length > 0)
+      out.push(
+        '',
+        'Examples:',
+        '',
+        '```sh',
+        examples.map(([what, line]) => `# ${what}\n${exampleLine(line)}`).join('\n\n'),
+        '```',
+      );
     out.push('', 'Exit codes:', '');
     for (const [code, meaning] of spec.exits) out.push(`- ${code}: ${meaning}`);
     out.push('- 64: usage error (an unknown or invalid flag or argument)', '');

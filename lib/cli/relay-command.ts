@@ -41,7 +41,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   const eventTypes = values.events;
   // --vault-addr, else VAULT_ADDR (its spec reads the variable).
   const vaultAddr = values['vault-addr'];
-  if (!values['audit-file'] && !values['audit-listen'] && eventTypes.length === 0) return usageError(io, 'relay', 'give at least one source: --audit-file, --audit-listen or --events');
+  if (!values['audit-file'] && !values['audit-listen'] && eventTypes.length === 0)
+    return usageError(io, 'relay', 'give at least one source: --audit-file, --audit-listen or --events');
   if (values['audit-listen']) {
     let address;
     try {
@@ -51,21 +52,40 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     }
     // Whatever connects is believed and signed: on an address other hosts reach, anyone could inject changes.
     if (address.type === 'tcp' && !isLoopbackHost(address.host) && !values[UNAUTHENTICATED_ACCESS_FLAG]) {
-      io.stderr(`vault-rollout relay: --audit-listen ${values['audit-listen'].slice(0, 100)} would let anyone who reaches it inject audit entries that the relay signs and delivers: use unix:///PATH or a loopback address (127.0.0.1, ::1), or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`);
+      io.stderr(
+        `vault-rollout relay: --audit-listen ${values['audit-listen'].slice(0, 100)} would let anyone who reaches it inject audit entries that the relay signs and delivers: use unix:///PATH or a loopback address (127.0.0.1, ::1), or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`,
+      );
       return EXIT.failure;
     }
   }
-  const auditListenMode = ({ '0600': 0o600, '600': 0o600, '0660': 0o660, '660': 0o660 } as const)[values['audit-listen-mode'] as '0600'];
-  if (auditListenMode === undefined) return usageError(io, 'relay', '--audit-listen-mode: 0600 (the relay\'s user only) or 0660 (its group too, e.g. Vault\'s)');
-  for (const eventType of eventTypes) if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType)) return usageError(io, 'relay', `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`);
+  const auditListenMode = ({ '0600': 0o600, '600': 0o600, '0660': 0o660, '660': 0o660 } as const)[
+    values['audit-listen-mode'] as '0600'
+  ];
+  if (auditListenMode === undefined)
+    return usageError(
+      io,
+      'relay',
+      "--audit-listen-mode: 0600 (the relay's user only) or 0660 (its group too, e.g. Vault's)",
+    );
+  for (const eventType of eventTypes)
+    if (!/^kv(-v[12])?(\/[\w*-]+|\*)$/.test(eventType))
+      return usageError(
+        io,
+        'relay',
+        `--events ${eventType}: use KV event types such as kv-v1/*, kv-v2/*, kv-v2/data-write or kv*`,
+      );
   let auth: VaultTokenSource | undefined;
   let vaultTls: VaultTls | undefined;
   // Vault's other nodes, which a standby's redirect may name; otherwise the token goes only to the --vault-addr host.
   const redirects = { allowedHosts: values['vault-redirect-hosts'] };
   if (eventTypes.length > 0) {
-    if (!vaultAddr || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
+    if (!vaultAddr || !/^https?:\/\//.test(vaultAddr))
+      return usageError(io, 'relay', '--events needs --vault-addr (or VAULT_ADDR): http(s)://HOST:PORT');
     if (!URL.canParse(vaultAddr)) return usageError(io, 'relay', `--vault-addr ${vaultAddr} is not a URL`);
-    if (vaultAddr.startsWith('http://') && !isLoopbackHost(new URL(vaultAddr).hostname)) log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', { vault: new URL(vaultAddr).host });
+    if (vaultAddr.startsWith('http://') && !isLoopbackHost(new URL(vaultAddr).hostname))
+      log.warn('--vault-addr is plain http: the Vault token and the events travel unencrypted; use https', {
+        vault: new URL(vaultAddr).host,
+      });
     try {
       const connection = await cliVaultConnection(io, { vaultAddr, log, redirects });
       auth = connection.auth;
@@ -88,7 +108,8 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
   let sender: BatchSender;
   const sqs = values['to-sqs'] || SQS_QUEUE_URL.test(to);
   if (sqs) {
-    if (!values.routes) return usageError(io, 'relay', 'sending to SQS plans here: give the routing table with --routes FILE');
+    if (!values.routes)
+      return usageError(io, 'relay', 'sending to SQS plans here: give the routing table with --routes FILE');
     const table = await loadRoutes(io, values.routes);
     if (typeof table === 'number') return table;
     const region = SQS_QUEUE_URL.exec(to)?.[1] ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
@@ -100,29 +121,58 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     mkdirSync(values.spool, { recursive: true, mode: 0o700 });
     const store = await rotationStoreFromEnv(env, join(values.spool, 'key-baselines.sqlite'));
     const baselines = store !== undefined && isKeyBaselineStore(store) ? store : undefined;
-    sender = new SqsBatchSender({ table, queue: new SqsRolloutQueue({ client, queueUrl: to }), queueUrl: to, ...(baselines ? { baselines } : {}) });
+    sender = new SqsBatchSender({
+      table,
+      queue: new SqsRolloutQueue({ client, queueUrl: to }),
+      queueUrl: to,
+      ...(baselines ? { baselines } : {}),
+    });
   } else {
-    if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:') return usageError(io, 'relay', '--to must be an http(s) URL');
+    if (toUrl.protocol !== 'https:' && toUrl.protocol !== 'http:')
+      return usageError(io, 'relay', '--to must be an http(s) URL');
     const hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET || undefined;
     const bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN || undefined;
     // auto, app (HMAC / bearer) or iam (SigV4, for a Function URL with AWS_IAM): one of its spec's choices.
     const toAuth = values['to-auth'];
     const urlRegion = functionUrlRegion(toUrl.hostname);
     // auto: a Function URL with no app-level secret is an AWS_IAM one (staging's `httpAuth: iam`); anything else is app.
-    const iam = toAuth === 'iam' || (toAuth === 'auto' && urlRegion !== undefined && hmacSecret === undefined && bearerToken === undefined);
+    const iam =
+      toAuth === 'iam' ||
+      (toAuth === 'auto' && urlRegion !== undefined && hmacSecret === undefined && bearerToken === undefined);
     let signer: RequestSigner | undefined;
     if (iam) {
-      if (bearerToken !== undefined) return usageError(io, 'relay', '--to-auth iam signs the Authorization header with SigV4: unset VAULT_ROLLOUT_WEBHOOK_TOKEN (a bearer token would take the same header)');
+      if (bearerToken !== undefined)
+        return usageError(
+          io,
+          'relay',
+          '--to-auth iam signs the Authorization header with SigV4: unset VAULT_ROLLOUT_WEBHOOK_TOKEN (a bearer token would take the same header)',
+        );
       const region = urlRegion ?? env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
-      if (!region) return usageError(io, 'relay', '--to-auth iam: cannot tell the region from --to (not a *.lambda-url.<region>.on.aws URL): set AWS_REGION');
+      if (!region)
+        return usageError(
+          io,
+          'relay',
+          '--to-auth iam: cannot tell the region from --to (not a *.lambda-url.<region>.on.aws URL): set AWS_REGION',
+        );
       signer = sigV4Signer({ region, credentials: fromNodeProviderChain() });
-      log.info("signing with SigV4 (service lambda) using the relay host's AWS credentials", { region, to: toUrl.origin });
+      log.info("signing with SigV4 (service lambda) using the relay host's AWS credentials", {
+        region,
+        to: toUrl.origin,
+      });
     } else if (hmacSecret === undefined && bearerToken === undefined) {
-      io.stderr('vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches (or --to-auth iam for a Function URL with AWS_IAM)\n');
+      io.stderr(
+        'vault-rollout relay: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC signing; and/or VAULT_ROLLOUT_WEBHOOK_TOKEN, a bearer token): the function refuses unsigned batches (or --to-auth iam for a Function URL with AWS_IAM)\n',
+      );
       return EXIT.failure;
     }
-    if (toUrl.protocol === 'http:' && !isLoopbackHost(toUrl.hostname)) log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
-    sender = new HttpBatchSender({ baseUrl: to, ...(hmacSecret !== undefined ? { hmacSecret } : {}), ...(bearerToken !== undefined ? { bearerToken } : {}), ...(signer ? { signer } : {}) });
+    if (toUrl.protocol === 'http:' && !isLoopbackHost(toUrl.hostname))
+      log.warn('--to is plain http: audit entries travel unencrypted; use https', { to: toUrl.origin });
+    sender = new HttpBatchSender({
+      baseUrl: to,
+      ...(hmacSecret !== undefined ? { hmacSecret } : {}),
+      ...(bearerToken !== undefined ? { bearerToken } : {}),
+      ...(signer ? { signer } : {}),
+    });
   }
 
   // Durations and sizes: bounded by their specs.
@@ -137,9 +187,24 @@ export async function relayCommand(argv: string[], io: CliIo, signal?: AbortSign
     log,
     // How long a record may wait for others to share its batch: latency against fewer, larger requests.
     batch: { maxDelayMs: batchWaitMs },
-    ...(values['audit-file'] ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } } : {}),
+    ...(values['audit-file']
+      ? { auditFile: { path: values['audit-file'], startAt: values['from-start'] ? 'start' : 'end' } }
+      : {}),
     ...(values['audit-listen'] ? { auditListen: values['audit-listen'], auditListenMode } : {}),
-    ...(auth && vaultAddr ? { events: { vaultAddr, eventTypes, namespaces: values['vault-namespace'], auth, redirects, ...(vaultTls ? { tls: vaultTls } : {}), ...(values.filter ? { filter: values.filter } : {}), ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}) } } : {}),
+    ...(auth && vaultAddr
+      ? {
+          events: {
+            vaultAddr,
+            eventTypes,
+            namespaces: values['vault-namespace'],
+            auth,
+            redirects,
+            ...(vaultTls ? { tls: vaultTls } : {}),
+            ...(values.filter ? { filter: values.filter } : {}),
+            ...(env.VAULT_NAMESPACE ? { vaultNamespace: env.VAULT_NAMESPACE } : {}),
+          },
+        }
+      : {}),
   };
 
   let relay;

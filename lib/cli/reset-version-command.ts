@@ -22,7 +22,12 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined || values.path === undefined || values.version === undefined) return usageError(io, 'reset-version', 'give --routes FILE, --path MOUNT/KEY and --version N (Vault\'s current_version of the path)');
+  if (values.routes === undefined || values.path === undefined || values.version === undefined)
+    return usageError(
+      io,
+      'reset-version',
+      "give --routes FILE, --path MOUNT/KEY and --version N (Vault's current_version of the path)",
+    );
   // A KV v2 version: a whole number from 1 (its spec bounds it).
   const version = values.version;
   const table = await loadRoutes(io, values.routes, { command: 'reset-version', values: values['cluster-kubeconfig'] });
@@ -35,15 +40,34 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
   const mount = guessMount(table.mounts, namespace, path);
   const key = underMount(path, mount) ?? '';
-  if (key === '') return usageError(io, 'reset-version', `--path "${path.slice(0, 200)}" names a mount, not a secret under it`);
+  if (key === '')
+    return usageError(io, 'reset-version', `--path "${path.slice(0, 200)}" names a mount, not a secret under it`);
   const time = new Date(now()).toISOString();
-  const change: SecretChange = { namespace, mount, key, path, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `reset-version-${version}`, time, record: '--path' };
+  const change: SecretChange = {
+    namespace,
+    mount,
+    key,
+    path,
+    operation: 'write',
+    version,
+    kvVersion: 2,
+    kvVersionFrom: 'routes',
+    source: 'audit',
+    via: 'direct',
+    id: `reset-version-${version}`,
+    time,
+    record: '--path',
+  };
   const plan = planRollouts(table, [change]);
   const only = new Set(values.cluster);
-  for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'reset-version', `--cluster ${name} is not in the routing table`);
+  for (const name of only)
+    if (!table.clusters.has(name))
+      return usageError(io, 'reset-version', `--cluster ${name} is not in the routing table`);
   const targets = plan.targets.filter((t) => only.size === 0 || only.has(t.cluster));
   if (targets.length === 0) {
-    io.stderr(`vault-rollout reset-version: no route of ${values.routes} targets ${path}${only.size > 0 ? ` in ${[...only].join(', ')}` : ''}\n`);
+    io.stderr(
+      `vault-rollout reset-version: no route of ${values.routes} targets ${path}${only.size > 0 ? ` in ${[...only].join(', ')}` : ''}\n`,
+    );
     return EXIT.failure;
   }
   const clients = cliClusterClients(io, values.routes);

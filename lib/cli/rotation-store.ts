@@ -13,7 +13,8 @@ export async function cliRotationStore(io: Pick<CliIo, 'env'>): Promise<Rotation
   return store;
 }
 
-export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string => rotationStoreName(io.env, defaultStateFile(io.env, homedir()));
+export const cliRotationStoreName = (io: Pick<CliIo, 'env'>): string =>
+  rotationStoreName(io.env, defaultStateFile(io.env, homedir()));
 
 /**
  * `apply` and `reset-version` for a table whose `rotationStore` is not the store they would use: refused (true),
@@ -28,7 +29,7 @@ export function refusedForOtherStore(
   const why = storeDivergence(table.rotationStore, io.env, defaultStateFile(io.env, homedir()), existsSync);
   if (why === undefined) return false;
   if (dryRun) {
-    const goesOn = 'A dry run goes on: the halts it shows are this store\'s.';
+    const goesOn = "A dry run goes on: the halts it shows are this store's.";
     io.stderr(`vault-rollout ${command}: warning: ${table.file}: ${why}. ${goesOn}\n`);
     return false;
   }
@@ -42,7 +43,9 @@ export function refusedForOtherStore(
  */
 export async function cliRotationStoreToRead(io: Pick<CliIo, 'env'>): Promise<RotationStore | undefined> {
   const { env } = io;
-  const file = env.VAULT_ROLLOUT_STATE_TABLE ? undefined : env.VAULT_ROLLOUT_STATE_DB || defaultStateFile(env, homedir());
+  const file = env.VAULT_ROLLOUT_STATE_TABLE
+    ? undefined
+    : env.VAULT_ROLLOUT_STATE_DB || defaultStateFile(env, homedir());
   if (file !== undefined && !existsSync(file)) return undefined;
   return cliRotationStore(io);
 }

@@ -8,6 +8,11 @@ import { schema as spec } from './specs.ts';
 export async function schemaCommand(argv: string[], io: CliIo): Promise<number> {
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
-  printData(io, args.values.output, () => routingTableJsonSchema(), () => `${JSON.stringify(routingTableJsonSchema(), null, 2)}\n`);
+  printData(
+    io,
+    args.values.output,
+    () => routingTableJsonSchema(),
+    () => `${JSON.stringify(routingTableJsonSchema(), null, 2)}\n`,
+  );
   return EXIT.ok;
 }

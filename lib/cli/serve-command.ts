@@ -29,7 +29,11 @@ import { cliRotationStore } from './rotation-store.ts';
 import { openStatusSource, statusPage, statusVault, type StatusSnapshot } from './status-command.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterClients } from '../kube/cluster-clients.ts';
-import { isNotificationOutbox, MemoryNotificationOutbox, NOTIFICATION_TTL_MS } from '../rotations/notification-outbox.ts';
+import {
+  isNotificationOutbox,
+  MemoryNotificationOutbox,
+  NOTIFICATION_TTL_MS,
+} from '../rotations/notification-outbox.ts';
 import { noticeDeadLetters } from '../pipeline/rotation-notices.ts';
 import { resolveSinks } from '../notify/sinks.ts';
 import { startNotificationLoop } from '../notify/delivery.ts';
@@ -43,7 +47,10 @@ export function localSecrets(env: CliIo['env'], insecureNoAuth: boolean): Webhoo
   if (env.VAULT_ROLLOUT_WEBHOOK_SECRET) secrets.hmacSecret = env.VAULT_ROLLOUT_WEBHOOK_SECRET;
   if (env.VAULT_ROLLOUT_WEBHOOK_TOKEN) secrets.bearerToken = env.VAULT_ROLLOUT_WEBHOOK_TOKEN;
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined && !insecureNoAuth) {
-    return { error: 'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests' };
+    return {
+      error:
+        'no authentication configured: set VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer), or pass --insecure-no-auth to accept unauthenticated requests',
+    };
   }
   const statusToken = env.VAULT_ROLLOUT_STATUS_TOKEN || undefined;
   const problem = secretsProblem({ ...secrets, ...(statusToken !== undefined ? { statusToken } : {}) });
@@ -62,8 +69,9 @@ export function statusAccess(
   const open = secrets.insecureNoAuth === true;
   if (token === undefined && !open) {
     return {
-      error: 'set VAULT_ROLLOUT_STATUS_TOKEN, the page\'s own read-only credential (at least 32 characters; the ' +
-        'intake\'s token is not taken for the page, whose readers must not be able to send changes)',
+      error:
+        "set VAULT_ROLLOUT_STATUS_TOKEN, the page's own read-only credential (at least 32 characters; the " +
+        "intake's token is not taken for the page, whose readers must not be able to send changes)",
     };
   }
   return { ...(token !== undefined ? { token } : {}), ...(open ? { insecureNoAuth: true } : {}), behindTlsProxy };
@@ -88,15 +96,20 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const { port, loops } = values;
   const requestTimeoutMs = values['request-timeout'];
   const maxConnections = values['max-connections'];
-  if (values['status-refresh'] % 1000 !== 0) return usageError(io, 'serve', '--status-refresh is whole seconds, such as 30s or 1m');
+  if (values['status-refresh'] % 1000 !== 0)
+    return usageError(io, 'serve', '--status-refresh is whole seconds, such as 30s or 1m');
   const refreshSeconds = values['status-refresh'] / 1000;
   // --routes, else VAULT_ROLLOUT_ROUTES, else the example table: a demo, which restarts the example's workloads in
   // whatever clusters this machine reaches. Served only when asked for by name.
   if (isExampleTable(values.routes) && !values['allow-example-routes']) {
-    io.stderr(`vault-rollout serve: ${values.routes} is the example routing table (the demo): give your own with --routes FILE or VAULT_ROLLOUT_ROUTES, or pass --allow-example-routes to serve it\n`);
+    io.stderr(
+      `vault-rollout serve: ${values.routes} is the example routing table (the demo): give your own with --routes FILE or VAULT_ROLLOUT_ROUTES, or pass --allow-example-routes to serve it\n`,
+    );
     return EXIT.usage;
   }
-  args.debug(`routes ${values.routes}${io.env.VAULT_ROLLOUT_ROUTES && !argv.some((a) => a === '--routes' || a.startsWith('--routes=')) ? ' (VAULT_ROLLOUT_ROUTES)' : ''}`);
+  args.debug(
+    `routes ${values.routes}${io.env.VAULT_ROLLOUT_ROUTES && !argv.some((a) => a === '--routes' || a.startsWith('--routes=')) ? ' (VAULT_ROLLOUT_ROUTES)' : ''}`,
+  );
   const secrets = localSecrets(io.env, values['insecure-no-auth']);
   if ('error' in secrets) {
     io.stderr(`vault-rollout serve: ${secrets.error}\n`);
@@ -104,7 +117,9 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   }
   // Unauthenticated and reachable from other hosts: anyone on the network could restart workloads. Only when said twice.
   if (secrets.insecureNoAuth === true && !isLoopbackHost(values.host) && !values[UNAUTHENTICATED_ACCESS_FLAG]) {
-    io.stderr(`vault-rollout serve: --insecure-no-auth on --host ${values.host.slice(0, 100)} would let anyone who reaches it restart workloads: listen on 127.0.0.1 (the default), set VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN, or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`);
+    io.stderr(
+      `vault-rollout serve: --insecure-no-auth on --host ${values.host.slice(0, 100)} would let anyone who reaches it restart workloads: listen on 127.0.0.1 (the default), set VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN, or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`,
+    );
     return EXIT.failure;
   }
   const table = await loadRoutes(io, values.routes);
@@ -125,7 +140,9 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   // Every metric also counted for GET /metrics (Prometheus), beside the EMF lines.
   const prometheus = new PrometheusMetrics();
   const telemetry = prometheus.telemetry(powertoolsTelemetry());
-  const queueFile = values['dry-run'] ? ':memory:' : resolvePath(values['queue-file'] ?? defaultQueueFile(io.env, homedir()));
+  const queueFile = values['dry-run']
+    ? ':memory:'
+    : resolvePath(values['queue-file'] ?? defaultQueueFile(io.env, homedir()));
   let queue: SqliteRolloutQueue;
   try {
     queue = new SqliteRolloutQueue({ file: queueFile, visibilityTimeoutMs: visibilitySeconds * 1000 });
@@ -139,15 +156,22 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   const slots = await slotStoreFromEnv(io.env);
   // Released waves and halts (lib/rotations): a SQLite file `apply`, `status` and `halts` read too; memory in a dry run.
   const rotations: RotationStore = values['dry-run'] ? new MemoryRotationStore() : await cliRotationStore(io);
-  const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
+  const executor = {
+    access: (name: string, config: ClusterConfig) => clients.get(name, config),
+    dryRun: values['dry-run'],
+    logger: telemetry,
+    ...(slots ? { slots } : {}),
+  };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
   // Notifications: the worker writes rotation events to the outbox in the rotation store; this loop, beside
   // the worker's loops, sends them. A sink that fails or hangs delays no restart.
   const notify = resolveSinks(table.allSinks, { env: io.env });
-  for (const [name, problem] of notify.problems) io.stderr(`vault-rollout serve: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
+  for (const [name, problem] of notify.problems)
+    io.stderr(`vault-rollout serve: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
   const outbox = isNotificationOutbox(rotations) ? rotations : new MemoryNotificationOutbox();
-  const notifier = table.allSinks.size > 0 ? startNotificationLoop({ outbox, sinks: notify.sinks, telemetry }) : undefined;
+  const notifier =
+    table.allSinks.size > 0 ? startNotificationLoop({ outbox, sinks: notify.sinks, telemetry }) : undefined;
   // Dead letters the queue makes itself (a message received maxReceiveCount times without being worked): one
   // `dead-letter` per message id, swept every 5 s. The first sweep reads back as far as the outbox remembers ids, so a
   // restart catches up on what it missed and the outbox keeps each to one.
@@ -158,7 +182,11 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     const started = Date.now();
     sweeping = noticeDeadLetters({ table, telemetry, notifications: { outbox } }, queue, sweepSince)
       .then(() => void (sweepSince = started - 1000))
-      .catch((e: unknown) => telemetry.warn('could not read the dead letters for notifications; the next sweep tries again', { error: e instanceof Error ? e.name : String(e) }))
+      .catch((e: unknown) =>
+        telemetry.warn('could not read the dead letters for notifications; the next sweep tries again', {
+          error: e instanceof Error ? e.name : String(e),
+        }),
+      )
       .finally(() => (sweeping = undefined));
   };
   const sweeper = notifier ? setInterval(sweep, 5000) : undefined;
@@ -170,18 +198,22 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
   };
   prometheus.addSampler(queueSampler(queue));
   const uninstallMetrics = prometheus.install();
-  const worker = startLocalWorker(queue, {
-    table,
-    rotations,
-    telemetry,
-    executor,
-    invalidate: (cluster) => clients.invalidate(cluster),
-    // Gates queue the next wave here.
+  const worker = startLocalWorker(
     queue,
-    // As in Lambda: follow each restart out of line, by continuations in the (in-process) queue.
-    ...(values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } }),
-    notifications: { outbox },
-  }, { loops, ...(waker ? { waker } : {}) });
+    {
+      table,
+      rotations,
+      telemetry,
+      executor,
+      invalidate: (cluster) => clients.invalidate(cluster),
+      // Gates queue the next wave here.
+      queue,
+      // As in Lambda: follow each restart out of line, by continuations in the (in-process) queue.
+      ...(values['dry-run'] || !follows ? {} : { follow: { requeue: (m: RolloutMessage) => queue.send([m]) } }),
+      notifications: { outbox },
+    },
+    { loops, ...(waker ? { waker } : {}) },
+  );
   // Accepted signatures are remembered in the queue file: a restart of serve does not reopen the replay window.
   let stopping = false;
   const notReady = () => serveNotReady({ queue, worker, stuckAfterMs, stopping: () => stopping });
@@ -203,7 +235,13 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     return EXIT.failure;
   }
   if (values['status-page']) {
-    const opened = await statusPageServer(io, table, values.routes, { rotations, clients, queue, refreshSeconds, source: `vault-rollout serve on ${values.host}` });
+    const opened = await statusPageServer(io, table, values.routes, {
+      rotations,
+      clients,
+      queue,
+      refreshSeconds,
+      source: `vault-rollout serve on ${values.host}`,
+    });
     if ('error' in opened) {
       io.stderr(`vault-rollout serve: --status-page: ${opened.error}\n`);
       await release();
@@ -212,10 +250,29 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     page = opened;
   }
   // The rotation store keeps the key baselines too: serve's intake compares each write's keys with them.
-  const app = buildApp({ table, queue, telemetry, secrets: async () => secrets, replayGuard: storedReplayWindow(queue), notReady, metrics: () => prometheus.scrape(), ...(page ? { statusPage: page.render, ...(access ? { statusAccess: access } : {}) } : {}), ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}) });
+  const app = buildApp({
+    table,
+    queue,
+    telemetry,
+    secrets: async () => secrets,
+    replayGuard: storedReplayWindow(queue),
+    notReady,
+    metrics: () => prometheus.scrape(),
+    ...(page ? { statusPage: page.render, ...(access ? { statusAccess: access } : {}) } : {}),
+    ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}),
+  });
   // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
-  const server = serve({ fetch: app.fetch, port, hostname: values.host, serverOptions: { requestTimeout: requestTimeoutMs, headersTimeout: Math.min(requestTimeoutMs, 10_000), connectionsCheckingInterval: 1000 } });
+  const server = serve({
+    fetch: app.fetch,
+    port,
+    hostname: values.host,
+    serverOptions: {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(requestTimeoutMs, 10_000),
+      connectionsCheckingInterval: 1000,
+    },
+  });
   // Bounded connections: past the cap Node closes a new socket at once, so idle or slow peers cannot exhaust the process.
   server.maxConnections = maxConnections;
   const listenError = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
@@ -223,15 +280,29 @@ export async function serveCommand(argv: string[], io: CliIo, signal?: AbortSign
     server.once('error', (error: NodeJS.ErrnoException) => resolve(error));
   });
   if (listenError !== undefined) {
-    const why = listenError.code === 'EADDRINUSE' ? 'the address is already in use (stop what holds it, or pass another --port)' : listenError.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges; pass another --port)' : listenError.code === 'EADDRNOTAVAIL' ? 'no interface has this address (check --host)' : listenErrorText(listenError);
+    const why =
+      listenError.code === 'EADDRINUSE'
+        ? 'the address is already in use (stop what holds it, or pass another --port)'
+        : listenError.code === 'EACCES'
+          ? 'permission denied (ports below 1024 need privileges; pass another --port)'
+          : listenError.code === 'EADDRNOTAVAIL'
+            ? 'no interface has this address (check --host)'
+            : listenErrorText(listenError);
     io.stderr(`vault-rollout serve: cannot listen on ${values.host}:${port}: ${why}\n`);
     await release();
     return EXIT.failure;
   }
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
-  const auth = secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : ''].filter(Boolean).join(' + ') : 'NONE (--insecure-no-auth)';
-  args.info(`vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${page ? ', GET /status' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`);
+  const auth =
+    secrets.hmacSecret !== undefined || secrets.bearerToken !== undefined
+      ? [secrets.hmacSecret !== undefined ? 'HMAC' : '', secrets.bearerToken !== undefined ? 'bearer' : '']
+          .filter(Boolean)
+          .join(' + ')
+      : 'NONE (--insecure-no-auth)';
+  args.info(
+    `vault-rollout serve: listening on http://${values.host}:${bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${page ? ', GET /status' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`,
+  );
 
   await untilStopped(signal);
   stopping = true;
@@ -261,15 +332,35 @@ const PAGE_READ_REUSE_MS = 5_000;
  * current versions when VAULT_ADDR is set (as for `status`), and the queue's newest dead letters. One read at a time,
  * reused for PAGE_READ_REUSE_MS; each request renders the page (cheap) from it.
  */
-async function statusPageServer(io: CliIo, table: RoutingTable, routesFile: string, o: { rotations: RotationStore; clients: ClusterClients; queue: SqliteRolloutQueue; refreshSeconds: number; source: string }): Promise<StatusPageServer | { error: string }> {
+async function statusPageServer(
+  io: CliIo,
+  table: RoutingTable,
+  routesFile: string,
+  o: {
+    rotations: RotationStore;
+    clients: ClusterClients;
+    queue: SqliteRolloutQueue;
+    refreshSeconds: number;
+    source: string;
+  },
+): Promise<StatusPageServer | { error: string }> {
   const vaultAddr = io.env.VAULT_ADDR;
   let vault: Awaited<ReturnType<typeof statusVault>> | undefined;
   if (vaultAddr) {
-    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return { error: 'VAULT_ADDR must be http(s)://HOST:PORT' };
+    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr))
+      return { error: 'VAULT_ADDR must be http(s)://HOST:PORT' };
     vault = await statusVault(io, vaultAddr, io.env.VAULT_NAMESPACE);
-    if ('error' in vault) return { error: `${vault.error} (VAULT_ADDR is set: the page reads Vault's current versions; unset it to compare what the clusters record)` };
+    if ('error' in vault)
+      return {
+        error: `${vault.error} (VAULT_ADDR is set: the page reads Vault's current versions; unset it to compare what the clusters record)`,
+      };
   }
-  const source = openStatusSource(io, table, routesFile, { clusters: new Set(), rotations: o.rotations, clients: o.clients, ...(vault && 'vault' in vault ? { vault: vault.vault } : {}) });
+  const source = openStatusSource(io, table, routesFile, {
+    clusters: new Set(),
+    rotations: o.rotations,
+    clients: o.clients,
+    ...(vault && 'vault' in vault ? { vault: vault.vault } : {}),
+  });
   let last: { at: number; snapshot: Promise<StatusSnapshot> } | undefined;
   const snapshot = (): Promise<StatusSnapshot> => {
     if (last === undefined || Date.now() - last.at > PAGE_READ_REUSE_MS) {
@@ -286,7 +377,13 @@ async function statusPageServer(io: CliIo, table: RoutingTable, routesFile: stri
     render: async () => {
       const status = await snapshot();
       const { deadLetters } = o.queue.counts();
-      return statusPage(table, status, { store: source.store, generatedAt: Date.now(), refreshSeconds: o.refreshSeconds, source: o.source, deadLetters: { recent: o.queue.recentDeadLetters(20), total: deadLetters } });
+      return statusPage(table, status, {
+        store: source.store,
+        generatedAt: Date.now(),
+        refreshSeconds: o.refreshSeconds,
+        source: o.source,
+        deadLetters: { recent: o.queue.recentDeadLetters(20), total: deadLetters },
+      });
     },
     close: () => {
       if (vault && 'auth' in vault) vault.auth.stop();

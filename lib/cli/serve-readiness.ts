@@ -26,7 +26,10 @@ export function serveNotReady(state: ServeReadinessState): string[] {
     reasons.push(`the queue cannot be written: ${e instanceof Error ? e.message : String(e)}`);
   }
   const silentMs = (state.now ?? Date.now)() - state.worker.lastIterationAt();
-  if (silentMs > state.stuckAfterMs) reasons.push(`the worker loops are stuck: no iteration for ${Math.round(silentMs / 1000)} s (bound ${Math.round(state.stuckAfterMs / 1000)} s)`);
+  if (silentMs > state.stuckAfterMs)
+    reasons.push(
+      `the worker loops are stuck: no iteration for ${Math.round(silentMs / 1000)} s (bound ${Math.round(state.stuckAfterMs / 1000)} s)`,
+    );
   return reasons;
 }
 
@@ -35,6 +38,7 @@ export function stuckAfterMsFromEnv(env: Readonly<Record<string, string | undefi
   const text = env.VAULT_ROLLOUT_READY_STUCK_SECONDS;
   if (text === undefined || text === '') return DEFAULT_STUCK_AFTER_MS;
   const seconds = Number(text);
-  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 86_400) throw new Error('VAULT_ROLLOUT_READY_STUCK_SECONDS must be a whole number of seconds from 1 to 86400');
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 86_400)
+    throw new Error('VAULT_ROLLOUT_READY_STUCK_SECONDS must be a whole number of seconds from 1 to 86400');
   return seconds * 1000;
 }

@@ -43,7 +43,11 @@ export interface ClusterKubeconfigFlag {
  * Loads the routing table (with the command's --cluster-kubeconfig overrides), or prints why not and returns the
  * exit code.
  */
-export async function loadRoutes(io: CliIo, file: string, overrides?: ClusterKubeconfigFlag): Promise<RoutingTable | number> {
+export async function loadRoutes(
+  io: CliIo,
+  file: string,
+  overrides?: ClusterKubeconfigFlag,
+): Promise<RoutingTable | number> {
   const read = await readRoutes(io, file);
   if (!('table' in read)) {
     const who = io.command === undefined ? 'vault-rollout' : `vault-rollout ${io.command}`;
@@ -69,23 +73,44 @@ export async function loadRoutes(io: CliIo, file: string, overrides?: ClusterKub
 export const STDIN_HINT = 'reading change records from standard input; pipe a file or use --input FILE; Ctrl-D to end';
 
 /** Loads the routing table and reads the change records, or prints why not and returns the exit code. */
-export async function loadChanges(io: CliIo, command: string, values: { routes?: string | undefined; input: string; format: string; quiet: boolean; 'cluster-kubeconfig'?: readonly string[] }): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
+export async function loadChanges(
+  io: CliIo,
+  command: string,
+  values: {
+    routes?: string | undefined;
+    input: string;
+    format: string;
+    quiet: boolean;
+    'cluster-kubeconfig'?: readonly string[];
+  },
+): Promise<{ table: RoutingTable; parsed: ParseResult } | number> {
   if (values.routes === undefined) return usageError(io, command, 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
-  if (!(InputFormats as readonly string[]).includes(values.format)) return usageError(io, command, `--format must be one of ${InputFormats.join(', ')}`);
+  if (!(InputFormats as readonly string[]).includes(values.format))
+    return usageError(io, command, `--format must be one of ${InputFormats.join(', ')}`);
   const table = await loadRoutes(io, values.routes, { command, values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
-  if (values.input === '-' && io.stdinIsTTY === true && !values.quiet) io.stderr(`vault-rollout ${command}: ${STDIN_HINT}\n`);
+  if (values.input === '-' && io.stdinIsTTY === true && !values.quiet)
+    io.stderr(`vault-rollout ${command}: ${STDIN_HINT}\n`);
   try {
-    return { table, parsed: await parseStream(io.openInput(values.input), { format: values.format as InputFormat, mounts: table.mounts }) };
+    return {
+      table,
+      parsed: await parseStream(io.openInput(values.input), {
+        format: values.format as InputFormat,
+        mounts: table.mounts,
+      }),
+    };
   } catch (e) {
-    io.stderr(`vault-rollout ${command}: cannot read the change records: ${fileErrorText(values.input === '-' ? 'standard input' : values.input, e)}\n`);
+    io.stderr(
+      `vault-rollout ${command}: cannot read the change records: ${fileErrorText(values.input === '-' ? 'standard input' : values.input, e)}\n`,
+    );
     return EXIT.failure;
   }
 }
 
 /** Names every record that could not be parsed, on stderr. */
 export function reportRejected(io: CliIo, command: string, input: string, parsed: ParseResult): void {
-  for (const r of parsed.rejected) io.stderr(`vault-rollout ${command}: ${input === '-' ? 'stdin' : input}: ${r.record}: ${r.error}\n`);
+  for (const r of parsed.rejected)
+    io.stderr(`vault-rollout ${command}: ${input === '-' ? 'stdin' : input}: ${r.record}: ${r.error}\n`);
 }
 
 /** Resolves on SIGINT, SIGTERM or the abort signal (tests run long-lived commands in process), whichever first. */
@@ -110,8 +135,19 @@ export function stderrLogger(io: CliIo): { warn(message: string, fields?: Record
 }
 
 /** The results of `apply` and `reset-version`: the table, or the document as JSON or YAML (-o). */
-export function printResults(io: CliIo, output: string, parsed: ParseResult, plan: Plan, results: RolloutResult[]): void {
-  printData(io, output, () => resultsJson(parsed, plan, results), () => resultsText(parsed, plan, results));
+export function printResults(
+  io: CliIo,
+  output: string,
+  parsed: ParseResult,
+  plan: Plan,
+  results: RolloutResult[],
+): void {
+  printData(
+    io,
+    output,
+    () => resultsJson(parsed, plan, results),
+    () => resultsText(parsed, plan, results),
+  );
 }
 
 /**

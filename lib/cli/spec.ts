@@ -60,7 +60,13 @@ export interface CommandSpec {
 
 /** What every command accepts. */
 export const GLOBAL_OPTIONS: readonly OptionSpec[] = [
-  { name: 'quiet', short: 'q', type: 'boolean', default: false, summary: 'no progress or information on stderr (errors and warnings only)' },
+  {
+    name: 'quiet',
+    short: 'q',
+    type: 'boolean',
+    default: false,
+    summary: 'no progress or information on stderr (errors and warnings only)',
+  },
   { name: 'verbose', short: 'v', type: 'boolean', default: false, summary: 'debug logs on stderr too' },
 ];
 
@@ -77,7 +83,9 @@ export function outputOptions(spec: CommandSpec): OptionSpec[] {
       default: spec.outputs[0] as string,
       summary: `the output format: ${spec.outputs.join(', ')}`,
       // `import -o FILE` once named the file to write: now --file.
-      ...(spec.options.some((o) => o.name === 'file') ? { choicesHint: '-o/--output chooses the format; to write to a file use --file FILE' } : {}),
+      ...(spec.options.some((o) => o.name === 'file')
+        ? { choicesHint: '-o/--output chooses the format; to write to a file use --file FILE' }
+        : {}),
     },
     { name: 'json', type: 'boolean', default: false, summary: 'the same as -o json' },
   ];
@@ -88,13 +96,23 @@ export function allOptions(spec: CommandSpec): OptionSpec[] {
   return [...spec.options, ...outputOptions(spec), ...GLOBAL_OPTIONS];
 }
 
-type OptionValue<O extends OptionSpec> = O['type'] extends 'boolean' ? boolean : O['type'] extends 'integer' | 'duration' ? number : O['type'] extends 'list' ? string[] : string;
+type OptionValue<O extends OptionSpec> = O['type'] extends 'boolean'
+  ? boolean
+  : O['type'] extends 'integer' | 'duration'
+    ? number
+    : O['type'] extends 'list'
+      ? string[]
+      : string;
 type Always<O extends OptionSpec> = O extends { default: unknown } ? true : O['type'] extends 'list' ? true : false;
 
 /** The parsed values of a spec, keyed by long flag name; a duration in milliseconds. */
 export type Values<S extends CommandSpec> = {
-  -readonly [O in S['options'][number] as O['name']]: Always<O> extends true ? OptionValue<O> : OptionValue<O> | undefined;
-} & { quiet: boolean; verbose: boolean } & (S extends { outputs: readonly string[] } ? { output: S['outputs'][number] } : unknown);
+  -readonly [O in S['options'][number] as O['name']]: Always<O> extends true
+    ? OptionValue<O>
+    : OptionValue<O> | undefined;
+} & { quiet: boolean; verbose: boolean } & (S extends { outputs: readonly string[] }
+    ? { output: S['outputs'][number] }
+    : unknown);
 
 export interface Parsed<S extends CommandSpec> {
   values: Values<S>;
@@ -126,18 +144,22 @@ function bounds(o: OptionSpec): string {
 export function parseValue(o: OptionSpec, text: string): string | number | boolean | string[] {
   switch (o.type) {
     case 'integer': {
-      if (!/^-?\d+$/.test(text.trim())) throw new Error(`not a whole number: ${text.slice(0, 20)}${bounds(o) ? ` (${bounds(o)})` : ''}`);
+      if (!/^-?\d+$/.test(text.trim()))
+        throw new Error(`not a whole number: ${text.slice(0, 20)}${bounds(o) ? ` (${bounds(o)})` : ''}`);
       const n = Number(text);
-      if ((o.min !== undefined && n < o.min) || (o.max !== undefined && n > o.max)) throw new Error(`${n} is out of range: ${bounds(o)}`);
+      if ((o.min !== undefined && n < o.min) || (o.max !== undefined && n > o.max))
+        throw new Error(`${n} is out of range: ${bounds(o)}`);
       return n;
     }
     case 'duration': {
       const ms = parseCliDuration(text.trim());
-      if ((o.min !== undefined && ms < o.min) || (o.max !== undefined && ms > o.max)) throw new Error(`${text} is out of range: ${bounds(o)}`);
+      if ((o.min !== undefined && ms < o.min) || (o.max !== undefined && ms > o.max))
+        throw new Error(`${text} is out of range: ${bounds(o)}`);
       return ms;
     }
     case 'enum':
-      if (!(o.choices ?? []).includes(text)) throw new Error(`one of ${(o.choices ?? []).join(', ')}${o.choicesHint ? ` (${o.choicesHint})` : ''}`);
+      if (!(o.choices ?? []).includes(text))
+        throw new Error(`one of ${(o.choices ?? []).join(', ')}${o.choicesHint ? ` (${o.choicesHint})` : ''}`);
       return text;
     case 'list': {
       const items = text.split(',').map((s) => s.trim());
@@ -153,7 +175,10 @@ export function parseValue(o: OptionSpec, text: string): string | number | boole
 
 /** The text of an option's flags in usage: `-o, --output FORMAT`. */
 export function flagsText(o: OptionSpec): string {
-  const arg = o.type === 'boolean' ? '' : ` ${o.arg ?? (o.type === 'duration' ? 'DURATION' : o.type === 'integer' ? 'N' : o.type === 'list' ? 'A,B' : o.type === 'enum' ? (o.choices ?? []).join('|') : 'VALUE')}`;
+  const arg =
+    o.type === 'boolean'
+      ? ''
+      : ` ${o.arg ?? (o.type === 'duration' ? 'DURATION' : o.type === 'integer' ? 'N' : o.type === 'list' ? 'A,B' : o.type === 'enum' ? (o.choices ?? []).join('|') : 'VALUE')}`;
   return `${o.short ? `-${o.short}, ` : ''}--${o.name}${arg}`;
 }
 
@@ -165,7 +190,8 @@ export function optionDetails(o: OptionSpec): string[] {
     if (b) details.push(b);
   }
   if (o.type === 'list') details.push('repeatable or comma-separated');
-  if (o.default !== undefined && o.default !== false && !(Array.isArray(o.default) && o.default.length === 0)) details.push(`default: ${Array.isArray(o.default) ? o.default.join(',') : String(o.default)}`);
+  if (o.default !== undefined && o.default !== false && !(Array.isArray(o.default) && o.default.length === 0))
+    details.push(`default: ${Array.isArray(o.default) ? o.default.join(',') : String(o.default)}`);
   if (o.env) details.push(`env: ${o.env}`);
   return details;
 }
@@ -221,7 +247,9 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
         } catch (e) {
           throw new InvalidArgumentError(e instanceof Error ? e.message : String(e));
         }
-        return o.type === 'list' ? [...(Array.isArray(previous) ? (previous as string[]) : []), ...(parsed as string[])] : parsed;
+        return o.type === 'list'
+          ? [...(Array.isArray(previous) ? (previous as string[]) : []), ...(parsed as string[])]
+          : parsed;
       });
     }
     program.addOption(option);
@@ -235,7 +263,8 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
     program.parse([...argv], { from: 'user' });
   } catch (e) {
     if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version') return EXIT.ok;
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version')
+        return EXIT.ok;
       const message = e.message.replace(/^error: /, '');
       // "option '--grace <DURATION>' argument '10' is invalid. use a unit: 10s" -> "--grace 10: use a unit: 10s"
       const invalid = /^option '(?:-\w, )?(--[\w-]+)[^']*' argument '(.*)' is invalid\. ([\s\S]*)$/.exec(message);
@@ -258,13 +287,18 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
           throw new UsageError(`${o.env}=${fromEnv.slice(0, 40)}: ${e instanceof Error ? e.message : String(e)}`);
         }
       }
-      if (value === undefined && o.default !== undefined) value = typeof o.default === 'string' && o.type !== 'string' && o.type !== 'enum' ? parseValue(o, o.default) : o.default;
+      if (value === undefined && o.default !== undefined)
+        value =
+          typeof o.default === 'string' && o.type !== 'string' && o.type !== 'enum'
+            ? parseValue(o, o.default)
+            : o.default;
       if (value === undefined && o.type === 'list') value = [];
       values[o.name] = Array.isArray(value) ? [...(value as string[])] : value;
     }
     for (const [i, a] of (spec.args ?? []).entries()) {
       const given = args[i];
-      if (given !== undefined && a.choices && !a.choices.includes(given)) throw new UsageError(`${a.name} is one of ${a.choices.join(', ')}, not ${given.slice(0, 40)}`);
+      if (given !== undefined && a.choices && !a.choices.includes(given))
+        throw new UsageError(`${a.name} is one of ${a.choices.join(', ')}, not ${given.slice(0, 40)}`);
     }
   } catch (e) {
     if (e instanceof UsageError) return usage(e.message);
@@ -272,14 +306,18 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
   }
   if (spec.outputs) {
     if (values.json === true) {
-      if (program.getOptionValueSource('output') === 'cli' && values.output !== 'json') return usage(`--json is -o json: give one of them`);
+      if (program.getOptionValueSource('output') === 'cli' && values.output !== 'json')
+        return usage(`--json is -o json: give one of them`);
       values.output = 'json';
     }
   }
   const quiet = values.quiet === true;
   const verbose = values.verbose === true && !quiet;
   // Flags carry no secrets (those come from the environment and files), so all of them can be shown.
-  if (verbose) io.stderr(`vault-rollout ${spec.name}: debug: flags ${JSON.stringify(values)}${args.length > 0 ? ` arguments ${JSON.stringify(args)}` : ''}\n`);
+  if (verbose)
+    io.stderr(
+      `vault-rollout ${spec.name}: debug: flags ${JSON.stringify(values)}${args.length > 0 ? ` arguments ${JSON.stringify(args)}` : ''}\n`,
+    );
   return {
     values: values as Values<S>,
     args,
@@ -294,6 +332,8 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
 
 /** A usage error found after parsing (a flag that needs another, a value the command checks itself). */
 export function usageError(io: CliIo, command: string, e: unknown): number {
-  io.stderr(`vault-rollout ${command}: ${e instanceof Error ? e.message : String(e)}\nRun "vault-rollout ${command} --help" for usage.\n`);
+  io.stderr(
+    `vault-rollout ${command}: ${e instanceof Error ? e.message : String(e)}\nRun "vault-rollout ${command} --help" for usage.\n`,
+  );
   return EXIT.usage;
 }

@@ -12,17 +12,79 @@ const MAX_LOOPS = 32;
 const DAY_MS = 86_400_000;
 const PORT = { type: 'integer', min: 0, max: 65_535 } as const;
 
-const routes = { name: 'routes', type: 'string', arg: 'FILE', env: 'VAULT_ROLLOUT_ROUTES', summary: 'the routing table' } as const;
-const input = { name: 'input', type: 'string', arg: 'FILE', default: '-', summary: 'the change records (audit log lines, events, CloudWatch, Fluent Bit or Vector records); - is standard input' } as const;
-const format = { name: 'format', type: 'enum', choices: INPUT_FORMATS, default: 'auto', summary: 'the input format' } as const;
-const dryRun = { name: 'dry-run', type: 'boolean', default: false, summary: 'change nothing (server-side dry-run of each patch)' } as const;
-const vaultAddr = { name: 'vault-addr', type: 'string', arg: 'URL', env: 'VAULT_ADDR', summary: "Vault's address, http(s)://HOST:PORT" } as const;
-const vaultRedirectHosts = { name: 'vault-redirect-hosts', type: 'list', arg: 'HOST,…', summary: "Vault's other nodes a standby's redirect may name (else the token goes to the --vault-addr host only)" } as const;
-const clusterKubeconfig = { name: 'cluster-kubeconfig', type: 'list', arg: 'NAME=PATH[#CONTEXT]', summary: "reach cluster NAME with this kubeconfig file (and context) instead of the routing table's credentials, as kubectl --kubeconfig/--context; repeat per cluster" } as const;
-const cluster = { name: 'cluster', type: 'list', arg: 'NAME', summary: 'only these clusters of the routing table' } as const;
-const metricsPort = { name: 'metrics-port', ...PORT, arg: 'PORT', summary: 'serve GET /metrics (Prometheus, no authentication) on this port' } as const;
-const metricsHost = { name: 'metrics-host', type: 'string', arg: 'HOST', default: '127.0.0.1', summary: 'the address of the metrics listener' } as const;
-const unauthenticated = { name: 'i-understand-unauthenticated-access', type: 'boolean', default: false, summary: 'allow an unauthenticated listener on an address other hosts reach' } as const;
+const routes = {
+  name: 'routes',
+  type: 'string',
+  arg: 'FILE',
+  env: 'VAULT_ROLLOUT_ROUTES',
+  summary: 'the routing table',
+} as const;
+const input = {
+  name: 'input',
+  type: 'string',
+  arg: 'FILE',
+  default: '-',
+  summary:
+    'the change records (audit log lines, events, CloudWatch, Fluent Bit or Vector records); - is standard input',
+} as const;
+const format = {
+  name: 'format',
+  type: 'enum',
+  choices: INPUT_FORMATS,
+  default: 'auto',
+  summary: 'the input format',
+} as const;
+const dryRun = {
+  name: 'dry-run',
+  type: 'boolean',
+  default: false,
+  summary: 'change nothing (server-side dry-run of each patch)',
+} as const;
+const vaultAddr = {
+  name: 'vault-addr',
+  type: 'string',
+  arg: 'URL',
+  env: 'VAULT_ADDR',
+  summary: "Vault's address, http(s)://HOST:PORT",
+} as const;
+const vaultRedirectHosts = {
+  name: 'vault-redirect-hosts',
+  type: 'list',
+  arg: 'HOST,…',
+  summary: "Vault's other nodes a standby's redirect may name (else the token goes to the --vault-addr host only)",
+} as const;
+const clusterKubeconfig = {
+  name: 'cluster-kubeconfig',
+  type: 'list',
+  arg: 'NAME=PATH[#CONTEXT]',
+  summary:
+    "reach cluster NAME with this kubeconfig file (and context) instead of the routing table's credentials, as kubectl --kubeconfig/--context; repeat per cluster",
+} as const;
+const cluster = {
+  name: 'cluster',
+  type: 'list',
+  arg: 'NAME',
+  summary: 'only these clusters of the routing table',
+} as const;
+const metricsPort = {
+  name: 'metrics-port',
+  ...PORT,
+  arg: 'PORT',
+  summary: 'serve GET /metrics (Prometheus, no authentication) on this port',
+} as const;
+const metricsHost = {
+  name: 'metrics-host',
+  type: 'string',
+  arg: 'HOST',
+  default: '127.0.0.1',
+  summary: 'the address of the metrics listener',
+} as const;
+const unauthenticated = {
+  name: 'i-understand-unauthenticated-access',
+  type: 'boolean',
+  default: false,
+  summary: 'allow an unauthenticated listener on an address other hosts reach',
+} as const;
 const TABLE_JSON_YAML = ['table', 'json', 'yaml'] as const;
 
 const planExits = [
@@ -34,7 +96,8 @@ const planExits = [
 export const plan = {
   name: 'plan',
   summary: 'Show which workloads a set of Vault change records would restart',
-  description: 'Reads Vault change records (standard input by default: pipe a file or use --input FILE) and prints, per record, the workloads the routing table restarts for it. Nothing is changed.',
+  description:
+    'Reads Vault change records (standard input by default: pipe a file or use --input FILE) and prints, per record, the workloads the routing table restarts for it. Nothing is changed.',
   options: [routes, input, format, clusterKubeconfig],
   outputs: TABLE_JSON_YAML,
   exits: planExits,
@@ -44,12 +107,25 @@ export const apply = {
   name: 'apply',
   summary: 'Plan, then restart the targets in every cluster',
   description:
-    'Plans as plan does, then restarts each target (server-side dry-run with --dry-run) and prints a result per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default on a terminal, with --timeout, and when the table has rollout.waves) follows each rollout to complete, failed or timeout (deadline: --timeout, else the routing table\'s, else 10m), live on stderr. Waves run one after another here; a failed gate halts the rotation (see halts). --no-wait refuses a rotation with waves.',
-  options: [routes, input, format, dryRun, clusterKubeconfig, { name: 'wait', type: 'boolean', negatable: true, summary: 'follow each rollout to its end (--no-wait: only restart)' }, { name: 'timeout', type: 'duration', min: 1000, max: DAY_MS, summary: 'how long to follow the rollouts' }],
+    "Plans as plan does, then restarts each target (server-side dry-run with --dry-run) and prints a result per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default on a terminal, with --timeout, and when the table has rollout.waves) follows each rollout to complete, failed or timeout (deadline: --timeout, else the routing table's, else 10m), live on stderr. Waves run one after another here; a failed gate halts the rotation (see halts). --no-wait refuses a rotation with waves.",
+  options: [
+    routes,
+    input,
+    format,
+    dryRun,
+    clusterKubeconfig,
+    {
+      name: 'wait',
+      type: 'boolean',
+      negatable: true,
+      summary: 'follow each rollout to its end (--no-wait: only restart)',
+    },
+    { name: 'timeout', type: 'duration', min: 1000, max: DAY_MS, summary: 'how long to follow the rollouts' },
+  ],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is well'],
-    [1, 'the routing table or the input cannot be read or is invalid, or the table\'s rotationStore is not this store'],
+    [1, "the routing table or the input cannot be read or is invalid, or the table's rotationStore is not this store"],
     [2, 'some records could not be parsed'],
     [3, 'a restart failed, or a halt refused the rotation'],
     [4, 'a rollout failed or timed out, or a gate halted'],
@@ -59,7 +135,8 @@ export const apply = {
 export const doctor = {
   name: 'doctor',
   summary: 'Check credentials, reachability and permissions in every cluster',
-  description: 'Per cluster: credentials, reachability and version, who we are, and whether we may get, list, watch and patch each targeted kind in each targeted namespace and create events; whether the admission policy (admission-policy) is installed, enforced and covers the table.',
+  description:
+    'Per cluster: credentials, reachability and version, who we are, and whether we may get, list, watch and patch each targeted kind in each targeted namespace and create events; whether the admission policy (admission-policy) is installed, enforced and covers the table.',
   options: [routes, clusterKubeconfig],
   outputs: TABLE_JSON_YAML,
   exits: [
@@ -71,20 +148,46 @@ export const doctor = {
 export const importSpec = {
   name: 'import',
   summary: 'Write a routing table from the VSO, ESO and Reloader objects of the clusters',
-  description: 'Reads, with list permission only, the VaultStaticSecrets, ExternalSecrets (Vault stores) and Reloader annotations of the clusters and prints (or writes to --file) a routing table doing the same job in all of them; what cannot be mapped is listed on stderr and as comments.',
+  description:
+    'Reads, with list permission only, the VaultStaticSecrets, ExternalSecrets (Vault stores) and Reloader annotations of the clusters and prints (or writes to --file) a routing table doing the same job in all of them; what cannot be mapped is listed on stderr and as comments.',
   options: [
-    { name: 'cluster', type: 'list', arg: 'NAME=KUBECONFIG', summary: 'a cluster to read, with its kubeconfig (at least one)' },
+    {
+      name: 'cluster',
+      type: 'list',
+      arg: 'NAME=KUBECONFIG',
+      summary: 'a cluster to read, with its kubeconfig (at least one)',
+    },
     { name: 'label', type: 'list', arg: 'NAME:KEY=VALUE', summary: 'a label of a cluster in the table written' },
-    { name: 'from', type: 'list', arg: 'vso,eso,reloader', default: ['vso', 'eso', 'reloader'], summary: 'what to read' },
+    {
+      name: 'from',
+      type: 'list',
+      arg: 'vso,eso,reloader',
+      default: ['vso', 'eso', 'reloader'],
+      summary: 'what to read',
+    },
     { name: 'file', type: 'string', arg: 'FILE', summary: 'write the table to FILE instead of standard output' },
-    { name: 'vault-addr', type: 'string', arg: 'URL', summary: 'the Vault server of the table, when the clusters read several' },
+    {
+      name: 'vault-addr',
+      type: 'string',
+      arg: 'URL',
+      summary: 'the Vault server of the table, when the clusters read several',
+    },
     { name: 'namespace', short: 'n', type: 'list', arg: 'NS', summary: 'only these Kubernetes namespaces' },
-    { name: 'vso-operator-namespace', type: 'string', arg: 'NS', default: 'vault-secrets-operator-system', summary: "the Kubernetes namespace of the Vault Secrets Operator's defaults" },
+    {
+      name: 'vso-operator-namespace',
+      type: 'string',
+      arg: 'NS',
+      default: 'vault-secrets-operator-system',
+      summary: "the Kubernetes namespace of the Vault Secrets Operator's defaults",
+    },
   ],
   outputs: ['yaml', 'json', 'table'],
   exits: [
     [0, 'the table was written and validates'],
-    [1, 'a cluster cannot be read, two objects read one mount with different KV versions, or the table written does not validate'],
+    [
+      1,
+      'a cluster cannot be read, two objects read one mount with different KV versions, or the table written does not validate',
+    ],
   ],
 } as const satisfies CommandSpec;
 
@@ -92,21 +195,52 @@ export const serve = {
   name: 'serve',
   summary: 'The HTTP intake with a durable local queue and worker, on this machine',
   description:
-    'The HTTP intake of the Lambda function on this machine: 202 once the change is on disk (a SQLite queue). Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer); without either it refuses to start unless told --insecure-no-auth, and on a --host other than loopback it refuses that too unless also told --i-understand-unauthenticated-access. It refuses the example routing table (infra/routes/example.yaml) unless told --allow-example-routes. Each secret is at least 32 characters. A peer refused 20 times within a minute is answered 429 with Retry-After until the minute ends. GET /metrics: Prometheus, no authentication. --status-page: GET /status, the fleet status page, behind its own read-only credential VAULT_ROLLOUT_STATUS_TOKEN (Bearer, or the password of HTTP Basic over TLS or from loopback only), never the intake\'s.',
+    "The HTTP intake of the Lambda function on this machine: 202 once the change is on disk (a SQLite queue). Authentication from VAULT_ROLLOUT_WEBHOOK_SECRET (HMAC) and/or VAULT_ROLLOUT_WEBHOOK_TOKEN (bearer); without either it refuses to start unless told --insecure-no-auth, and on a --host other than loopback it refuses that too unless also told --i-understand-unauthenticated-access. It refuses the example routing table (infra/routes/example.yaml) unless told --allow-example-routes. Each secret is at least 32 characters. A peer refused 20 times within a minute is answered 429 with Retry-After until the minute ends. GET /metrics: Prometheus, no authentication. --status-page: GET /status, the fleet status page, behind its own read-only credential VAULT_ROLLOUT_STATUS_TOKEN (Bearer, or the password of HTTP Basic over TLS or from loopback only), never the intake's.",
   options: [
     { ...routes, env: 'VAULT_ROLLOUT_ROUTES', default: 'infra/routes/example.yaml' },
-    { name: 'allow-example-routes', type: 'boolean', default: false, summary: 'serve infra/routes/example.yaml (the demo), which otherwise is refused' },
+    {
+      name: 'allow-example-routes',
+      type: 'boolean',
+      default: false,
+      summary: 'serve infra/routes/example.yaml (the demo), which otherwise is refused',
+    },
     { name: 'port', ...PORT, arg: 'PORT', default: 8787, summary: 'the port to listen on (0: any free port)' },
     { name: 'host', type: 'string', arg: 'HOST', default: '127.0.0.1', summary: 'the address to listen on' },
     { name: 'insecure-no-auth', type: 'boolean', default: false, summary: 'accept unauthenticated requests' },
     dryRun,
-    { name: 'request-timeout', type: 'duration', default: '30s', min: 1000, max: 3_600_000, summary: 'the longest a request may take to arrive' },
-    { name: 'queue-file', type: 'string', arg: 'PATH', env: 'VAULT_ROLLOUT_QUEUE_FILE', summary: 'the queue (default: $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite)' },
+    {
+      name: 'request-timeout',
+      type: 'duration',
+      default: '30s',
+      min: 1000,
+      max: 3_600_000,
+      summary: 'the longest a request may take to arrive',
+    },
+    {
+      name: 'queue-file',
+      type: 'string',
+      arg: 'PATH',
+      env: 'VAULT_ROLLOUT_QUEUE_FILE',
+      summary: 'the queue (default: $XDG_STATE_HOME or ~/.local/state, /vault-rollout/serve-queue.sqlite)',
+    },
     { name: 'max-connections', type: 'integer', default: 256, min: 1, max: 65_535, summary: 'concurrent connections' },
     { name: 'loops', type: 'integer', default: 4, min: 1, max: MAX_LOOPS, summary: 'workers side by side' },
     { name: 'status-page', type: 'boolean', default: false, summary: 'serve GET /status, the fleet status page' },
-    { name: 'status-refresh', type: 'duration', default: '30s', min: 5000, max: 3_600_000, summary: "how often the status page refreshes itself (whole seconds)" },
-    { name: 'status-behind-tls-proxy', type: 'boolean', default: false, summary: 'the listener is reached only through a TLS-terminating proxy: take HTTP Basic on the status page when it says X-Forwarded-Proto: https' },
+    {
+      name: 'status-refresh',
+      type: 'duration',
+      default: '30s',
+      min: 5000,
+      max: 3_600_000,
+      summary: 'how often the status page refreshes itself (whole seconds)',
+    },
+    {
+      name: 'status-behind-tls-proxy',
+      type: 'boolean',
+      default: false,
+      summary:
+        'the listener is reached only through a TLS-terminating proxy: take HTTP Basic on the status page when it says X-Forwarded-Proto: https',
+    },
     unauthenticated,
   ],
   exits: [
@@ -119,13 +253,26 @@ export const serve = {
 export const worker = {
   name: 'worker',
   summary: 'The SQS queue consumer outside Lambda',
-  description: 'Receives rollout messages, restarts, deletes what succeeded; failures come back after the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint. Runs until SIGTERM/SIGINT.',
+  description:
+    'Receives rollout messages, restarts, deletes what succeeded; failures come back after the visibility timeout and end in the dead-letter queue. AWS_ENDPOINT_URL_SQS overrides the endpoint. Runs until SIGTERM/SIGINT.',
   options: [
     routes,
     { name: 'queue-url', type: 'string', arg: 'URL', summary: 'the SQS queue' },
-    { name: 'dlq-url', type: 'string', arg: 'URL', env: 'VAULT_ROLLOUT_DLQ_URL', summary: 'send refused messages there at once, with their reason' },
+    {
+      name: 'dlq-url',
+      type: 'string',
+      arg: 'URL',
+      env: 'VAULT_ROLLOUT_DLQ_URL',
+      summary: 'send refused messages there at once, with their reason',
+    },
     { name: 'concurrency', type: 'integer', default: 4, min: 1, max: 64, summary: 'pollers side by side' },
-    { name: 'batch-size', type: 'string', arg: 'auto|1-10', default: 'auto', summary: 'messages per receive (auto: 10 when a route sets rollout.settle, else 1)' },
+    {
+      name: 'batch-size',
+      type: 'string',
+      arg: 'auto|1-10',
+      default: 'auto',
+      summary: 'messages per receive (auto: 10 when a route sets rollout.settle, else 1)',
+    },
     dryRun,
     metricsPort,
     metricsHost,
@@ -139,25 +286,73 @@ export const worker = {
 export const relay = {
   name: 'relay',
   summary: "Ship Vault's change feed to the function or the queue",
-  description: "Ships Vault's change feed (file or socket audit device, event notifications) to the function, signed with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plans here with --routes and queues on SQS. Every batch is spooled on disk first and delivered in order; runs until SIGTERM/SIGINT. Vault token: VAULT_TOKEN, or VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole).",
+  description:
+    "Ships Vault's change feed (file or socket audit device, event notifications) to the function, signed with VAULT_ROLLOUT_WEBHOOK_SECRET (and/or bearer VAULT_ROLLOUT_WEBHOOK_TOKEN), or plans here with --routes and queues on SQS. Every batch is spooled on disk first and delivered in order; runs until SIGTERM/SIGINT. Vault token: VAULT_TOKEN, or VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole).",
   options: [
     { name: 'audit-file', type: 'string', arg: 'PATH', summary: "a file audit device's log to follow" },
-    { name: 'from-start', type: 'boolean', default: false, summary: 'read --audit-file from its start (else from its end)' },
-    { name: 'audit-listen', type: 'string', arg: 'unix:///PATH|tcp://HOST:PORT', summary: 'listen for a socket audit device' },
-    { name: 'audit-listen-mode', type: 'enum', choices: ['0600', '600', '0660', '660'], default: '0600', summary: "the unix socket's mode: the relay's user only, or its group too" },
+    {
+      name: 'from-start',
+      type: 'boolean',
+      default: false,
+      summary: 'read --audit-file from its start (else from its end)',
+    },
+    {
+      name: 'audit-listen',
+      type: 'string',
+      arg: 'unix:///PATH|tcp://HOST:PORT',
+      summary: 'listen for a socket audit device',
+    },
+    {
+      name: 'audit-listen-mode',
+      type: 'enum',
+      choices: ['0600', '600', '0660', '660'],
+      default: '0600',
+      summary: "the unix socket's mode: the relay's user only, or its group too",
+    },
     vaultAddr,
-    { name: 'events', type: 'list', arg: 'kv-v2/*,…', summary: 'subscribe to these event types (Vault Enterprise, OpenBao)' },
+    {
+      name: 'events',
+      type: 'list',
+      arg: 'kv-v2/*,…',
+      summary: 'subscribe to these event types (Vault Enterprise, OpenBao)',
+    },
     { name: 'vault-namespace', type: 'list', arg: 'NS', summary: 'the Vault namespaces to subscribe in' },
     { name: 'filter', type: 'string', arg: 'EXPR', summary: "the subscription's filter expression" },
     vaultRedirectHosts,
     { name: 'to', type: 'string', arg: 'URL', summary: 'the function URL or an SQS queue URL' },
     { name: 'to-sqs', type: 'boolean', default: false, summary: '--to is an SQS queue (plans here: needs --routes)' },
-    { name: 'to-auth', type: 'enum', choices: ['auto', 'app', 'iam'], default: 'auto', summary: 'app: HMAC / bearer; iam: SigV4 for a Function URL with AWS_IAM' },
+    {
+      name: 'to-auth',
+      type: 'enum',
+      choices: ['auto', 'app', 'iam'],
+      default: 'auto',
+      summary: 'app: HMAC / bearer; iam: SigV4 for a Function URL with AWS_IAM',
+    },
     routes,
-    { name: 'spool', type: 'string', arg: 'DIR', default: './.vault-rollout-spool', summary: 'where batches wait for delivery' },
+    {
+      name: 'spool',
+      type: 'string',
+      arg: 'DIR',
+      default: './.vault-rollout-spool',
+      summary: 'where batches wait for delivery',
+    },
     { name: 'spool-max-mb', type: 'integer', min: 1, max: 1_000_000, summary: 'the most the spool may hold' },
-    { name: 'grace', type: 'duration', default: '10s', min: 0, max: 600_000, summary: 'how long to deliver after SIGTERM' },
-    { name: 'batch-wait', type: 'duration', default: '1s', min: 0, max: 60_000, summary: 'how long a record may wait for others to share its batch' },
+    {
+      name: 'grace',
+      type: 'duration',
+      default: '10s',
+      min: 0,
+      max: 600_000,
+      summary: 'how long to deliver after SIGTERM',
+    },
+    {
+      name: 'batch-wait',
+      type: 'duration',
+      default: '1s',
+      min: 0,
+      max: 60_000,
+      summary: 'how long a record may wait for others to share its batch',
+    },
     unauthenticated,
     metricsPort,
     metricsHost,
@@ -175,8 +370,9 @@ export const relay = {
 
 export const resetVersion = {
   name: 'reset-version',
-  summary: 'Repair a poisoned record: record Vault\'s current version on every target',
-  description: "Records version N (Vault's current_version of the path) on every workload the path's routes target, replacing a higher recorded version. Each workload whose record changes restarts once.",
+  summary: "Repair a poisoned record: record Vault's current version on every target",
+  description:
+    "Records version N (Vault's current_version of the path) on every workload the path's routes target, replacing a higher recorded version. Each workload whose record changes restarts once.",
   options: [
     routes,
     { name: 'path', type: 'string', arg: 'MOUNT/KEY', summary: 'the secret' },
@@ -226,7 +422,8 @@ export const status = {
 export const notify = {
   name: 'notify',
   summary: 'Send a sample notification to each sink of the routing table',
-  description: "Sends a sample notification to each sink of the routing table's notifications (secrets from the environment) and reports per sink: sent, failed, or not usable.",
+  description:
+    "Sends a sample notification to each sink of the routing table's notifications (secrets from the environment) and reports per sink: sent, failed, or not usable.",
   args: [{ name: 'action', summary: 'test', required: true, choices: ['test'] }],
   options: [routes],
   outputs: TABLE_JSON_YAML,
@@ -239,12 +436,13 @@ export const notify = {
 export const halts = {
   name: 'halts',
   summary: "The rotations a wave's gate halted; clear one",
-  description: "halts [list]: every halt (rotation, secrets, wave, the failing workload, why, what was not restarted), and the latest clears (who, from which host, when). halts clear ROTATION: resumes it; the next change or reconcile starts again from wave 1. The store keeps who cleared it (user, host, time); with --routes a RotationHaltCleared Event on the failing workload says so too. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.",
+  description:
+    'halts [list]: every halt (rotation, secrets, wave, the failing workload, why, what was not restarted), and the latest clears (who, from which host, when). halts clear ROTATION: resumes it; the next change or reconcile starts again from wave 1. The store keeps who cleared it (user, host, time); with --routes a RotationHaltCleared Event on the failing workload says so too. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.',
   args: [
     { name: 'action', summary: 'list (the default) or clear', choices: ['list', 'clear'] },
     { name: 'rotation', summary: 'the rotation key to clear' },
   ],
-  options: [{ ...routes, summary: 'the routing table: clear records its Event in the failing workload\'s cluster' }],
+  options: [{ ...routes, summary: "the routing table: clear records its Event in the failing workload's cluster" }],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'listed, or cleared'],
@@ -255,20 +453,27 @@ export const halts = {
 export const reconcile = {
   name: 'reconcile',
   summary: "Restart what is behind Vault's current versions",
-  description: "Expands every route against Vault's KV v2 metadata (never data/), compares each path's current version with what each workload records, and restarts what is behind through the queue (SQS with --queue-url, else worked here). Workloads whose pods started after the version was created are recorded, never restarted. Vault auth: VAULT_TOKEN[_FILE|_SSM], VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole), or VAULT_AWS_ROLE.",
+  description:
+    "Expands every route against Vault's KV v2 metadata (never data/), compares each path's current version with what each workload records, and restarts what is behind through the queue (SQS with --queue-url, else worked here). Workloads whose pods started after the version was created are recorded, never restarted. Vault auth: VAULT_TOKEN[_FILE|_SSM], VAULT_ROLE_ID + VAULT_SECRET_ID (AppRole), or VAULT_AWS_ROLE.",
   options: [
     routes,
     dryRun,
     clusterKubeconfig,
     vaultAddr,
     vaultRedirectHosts,
-    { name: 'queue-url', type: 'string', arg: 'URL', env: 'VAULT_ROLLOUT_QUEUE_URL', summary: 'send the restarts to this SQS queue (else worked here)' },
+    {
+      name: 'queue-url',
+      type: 'string',
+      arg: 'URL',
+      env: 'VAULT_ROLLOUT_QUEUE_URL',
+      summary: 'send the restarts to this SQS queue (else worked here)',
+    },
     { name: 'max-paths', type: 'integer', min: 1, max: 1_000_000, summary: 'the most paths to expand' },
   ],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'all is current, or was restarted'],
-    [1, 'a path, route or workload could not be read, or (worked here) the table\'s rotationStore is not this store'],
+    [1, "a path, route or workload could not be read, or (worked here) the table's rotationStore is not this store"],
     [3, 'a restart failed'],
   ],
 } as const satisfies CommandSpec;
@@ -276,7 +481,8 @@ export const reconcile = {
 export const validate = {
   name: 'validate',
   summary: 'Check a routing table',
-  description: 'Checks a routing table and prints every problem as file:line:column: field: message, in the order of the file (unknown fields with the field meant, missing fields, supported values). With -o json or yaml the verdict is a document on stdout either way: {file, ok, problems: [{line, column, field, message}]}.',
+  description:
+    'Checks a routing table and prints every problem as file:line:column: field: message, in the order of the file (unknown fields with the field meant, missing fields, supported values). With -o json or yaml the verdict is a document on stdout either way: {file, ok, problems: [{line, column, field, message}]}.',
   args: [{ name: 'file', summary: 'the routing table', required: true }],
   options: [],
   outputs: TABLE_JSON_YAML,
@@ -289,7 +495,8 @@ export const validate = {
 export const schema = {
   name: 'schema',
   summary: "Print the routing table's JSON Schema",
-  description: "Prints the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output), for editors.",
+  description:
+    "Prints the routing table's JSON Schema (infra/routes/routing-table.schema.json is this output), for editors.",
   options: [],
   outputs: ['json', 'yaml'],
   exits: [[0, 'printed']],
@@ -298,8 +505,13 @@ export const schema = {
 export const admissionPolicy = {
   name: 'admission-policy',
   summary: 'Print the ValidatingAdmissionPolicy that bounds what vault-rollout may write',
-  description: 'Prints the ValidatingAdmissionPolicy (and binding) that lets the identity change only what a restart writes, only in the namespaces the routes target each kind in (a warning on stderr for a kind some target reaches in every namespace). infra/rbac/admission-policy.yaml is this output for infra/routes/example.yaml.',
-  options: [routes, { name: 'user', type: 'list', arg: 'NAME', summary: 'the user to bound (default: the shipped identities)' }, { name: 'group', type: 'list', arg: 'NAME', summary: 'the group to bound' }],
+  description:
+    'Prints the ValidatingAdmissionPolicy (and binding) that lets the identity change only what a restart writes, only in the namespaces the routes target each kind in (a warning on stderr for a kind some target reaches in every namespace). infra/rbac/admission-policy.yaml is this output for infra/routes/example.yaml.',
+  options: [
+    routes,
+    { name: 'user', type: 'list', arg: 'NAME', summary: 'the user to bound (default: the shipped identities)' },
+    { name: 'group', type: 'list', arg: 'NAME', summary: 'the group to bound' },
+  ],
   exits: [
     [0, 'printed'],
     [1, 'the routing table cannot be read'],
@@ -309,14 +521,32 @@ export const admissionPolicy = {
 export const completion = {
   name: 'completion',
   summary: 'Print a shell completion script',
-  description: 'Prints the completion script of bash, zsh or fish, e.g. `source <(vault-rollout completion bash)`, or save it where the shell loads completions.',
+  description:
+    'Prints the completion script of bash, zsh or fish, e.g. `source <(vault-rollout completion bash)`, or save it where the shell loads completions.',
   args: [{ name: 'shell', summary: 'bash, zsh or fish', required: true, choices: ['bash', 'zsh', 'fish'] }],
   options: [],
   exits: [[0, 'printed']],
 } as const satisfies CommandSpec;
 
 /** Every command, in the order help lists them. */
-export const COMMAND_SPECS: readonly CommandSpec[] = [plan, apply, doctor, importSpec, serve, worker, relay, resetVersion, status, notify, halts, reconcile, validate, schema, admissionPolicy, completion];
+export const COMMAND_SPECS: readonly CommandSpec[] = [
+  plan,
+  apply,
+  doctor,
+  importSpec,
+  serve,
+  worker,
+  relay,
+  resetVersion,
+  status,
+  notify,
+  halts,
+  reconcile,
+  validate,
+  schema,
+  admissionPolicy,
+  completion,
+];
 
 export function commandSpec(name: string): CommandSpec | undefined {
   return COMMAND_SPECS.find((s) => s.name === name);

@@ -14,7 +14,13 @@ import { cliVaultConnection } from './vault-connection.ts';
 import { printableJson, printableYaml } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
-import { fleetStatus, listRequests, selectedPaths, type FleetStatus, type VaultAnswer } from '../status/fleet-status.ts';
+import {
+  fleetStatus,
+  listRequests,
+  selectedPaths,
+  type FleetStatus,
+  type VaultAnswer,
+} from '../status/fleet-status.ts';
 import { VaultMetadataClient } from '../vault/metadata-client.ts';
 import { vaultPathProblem } from '../sources/vault-path.ts';
 import { ConcurrencyLimiter } from '../kernel/limiter.ts';
@@ -68,27 +74,43 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   const table = await loadRoutes(io, values.routes, { command: 'status', values: values['cluster-kubeconfig'] });
   if (typeof table === 'number') return table;
   const only = new Set(values.cluster);
-  for (const name of only) if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);
+  for (const name of only)
+    if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);
 
   // --vault-addr, else VAULT_ADDR (its spec reads the variable).
   const vaultAddr = values['vault-addr'];
   let vault: VaultMetadataClient | undefined;
   let auth: VaultTokenSource | undefined;
   if (vaultAddr) {
-    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr)) return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
+    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr))
+      return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
     const opened = await statusVault(io, vaultAddr, values['vault-namespace'], values.quiet);
     if ('error' in opened) {
-      io.stderr(`vault-rollout status: ${opened.error}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`);
+      io.stderr(
+        `vault-rollout status: ${opened.error}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`,
+      );
       return EXIT.failure;
     }
     ({ vault, auth } = opened);
   }
 
-  const source = openStatusSource(io, table, values.routes, { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) }, deps, now);
+  const source = openStatusSource(
+    io,
+    table,
+    values.routes,
+    { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) },
+    deps,
+    now,
+  );
   const render = (status: StatusSnapshot): string => {
     if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
     if (output === 'yaml') return printableYaml({ ...statusJson(status), halts: status.halts });
-    if (output === 'html') return statusPage(table, status, { store: source.store, generatedAt: now(), source: 'vault-rollout status --output html' });
+    if (output === 'html')
+      return statusPage(table, status, {
+        store: source.store,
+        generatedAt: now(),
+        source: 'vault-rollout status --output html',
+      });
     const text = `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
     // Colour on a terminal's stdout only: never in a --file.
     return values.file === undefined && colourOn(io) ? colourize(text) : text;
@@ -124,7 +146,10 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
       const waited = now() - started;
       if (status.ok || waited >= timeoutMs) {
         if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
-        if (!status.ok) io.stderr(`vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${formatDuration(timeoutMs)})\n`);
+        if (!status.ok)
+          io.stderr(
+            `vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${formatDuration(timeoutMs)})\n`,
+          );
         await emit(status);
         return status.ok ? EXIT.ok : EXIT.failure;
       }
@@ -150,14 +175,32 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
 class StatusFileError extends Error {}
 
 /** Vault's metadata client for status (and serve's status page): VAULT_TOKEN, or AppRole, as cliVaultConnection reads them. */
-export async function statusVault(io: CliIo, vaultAddr: string, namespace: string | undefined, quiet = false): Promise<{ vault: VaultMetadataClient; auth: VaultTokenSource } | { error: string }> {
+export async function statusVault(
+  io: CliIo,
+  vaultAddr: string,
+  namespace: string | undefined,
+  quiet = false,
+): Promise<{ vault: VaultMetadataClient; auth: VaultTokenSource } | { error: string }> {
   let connection;
   try {
-    connection = await cliVaultConnection(io, { vaultAddr, log: jsonLinesLog((t) => io.stderr(t), Date.now, 'status', quiet), ...(namespace ? { namespace } : {}) });
+    connection = await cliVaultConnection(io, {
+      vaultAddr,
+      log: jsonLinesLog((t) => io.stderr(t), Date.now, 'status', quiet),
+      ...(namespace ? { namespace } : {}),
+    });
   } catch (e) {
     return { error: e instanceof Error ? e.message : String(e) };
   }
-  return { auth: connection.auth, vault: new VaultMetadataClient({ vaultAddr, auth: connection.auth, timeoutMs: 5_000, maxAttempts: 2, ...(connection.fetch ? { fetch: connection.fetch } : {}) }) };
+  return {
+    auth: connection.auth,
+    vault: new VaultMetadataClient({
+      vaultAddr,
+      auth: connection.auth,
+      timeoutMs: 5_000,
+      maxAttempts: 2,
+      ...(connection.fetch ? { fetch: connection.fetch } : {}),
+    }),
+  };
 }
 
 /** What `status` reads once: the fleet's status and the store's halts (a halt is never "safe to revoke"). */
@@ -176,22 +219,43 @@ export interface StatusSource {
  * clients (one of each per process); the CLI opens them. With --path, the halts whose secrets start with its
  * literal prefix.
  */
-export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: string, options: { path?: string; clusters: ReadonlySet<string>; vault?: VaultMetadataClient; rotations?: RotationStore; clients?: ClusterClients }, deps: StatusDeps = {}, now: () => number = Date.now): StatusSource {
+export function openStatusSource(
+  io: CliIo,
+  table: RoutingTable,
+  routesFile: string,
+  options: {
+    path?: string;
+    clusters: ReadonlySet<string>;
+    vault?: VaultMetadataClient;
+    rotations?: RotationStore;
+    clients?: ClusterClients;
+  },
+  deps: StatusDeps = {},
+  now: () => number = Date.now,
+): StatusSource {
   const clients = options.clients ?? cliClusterClients(io, routesFile);
   const requests = listRequests(table, options.clusters);
   const statusOptions = { ...(options.path !== undefined ? { path: options.path } : {}), clusters: options.clusters };
   const prefix = options.path?.split(/[*{]/)[0] ?? '';
   const own = options.rotations === undefined;
-  let rotations: Promise<RotationStore | undefined> | undefined =
-    options.rotations ? Promise.resolve(options.rotations) : undefined;
+  let rotations: Promise<RotationStore | undefined> | undefined = options.rotations
+    ? Promise.resolve(options.rotations)
+    : undefined;
   // Quoted: the page offers the commands it is in for copying, and a file path may hold anything.
   const storeVariable = (['VAULT_ROLLOUT_STATE_TABLE', 'VAULT_ROLLOUT_STATE_DB'] as const).find((name) => io.env[name]);
   const env = storeVariable ? shellAssignment(storeVariable, io.env[storeVariable] ?? '') : undefined;
   return {
     store: { name: cliRotationStoreName(io), ...(env ? { env } : {}) },
     async read() {
-      const listings = await readFleet(table, requests, { access: (name, config) => clients.get(name, config) }, deps.stats);
-      const answers = options.vault ? await readVault(options.vault, selectedPaths(table, listings, statusOptions).paths) : new Map<string, VaultAnswer>();
+      const listings = await readFleet(
+        table,
+        requests,
+        { access: (name, config) => clients.get(name, config) },
+        deps.stats,
+      );
+      const answers = options.vault
+        ? await readVault(options.vault, selectedPaths(table, listings, statusOptions).paths)
+        : new Map<string, VaultAnswer>();
       const status = fleetStatus(table, listings, answers, { ...statusOptions, now: now() });
       // Read only: a store file not there yet holds no halt, and is looked for again at the next read (--wait).
       rotations ??= cliRotationStoreToRead(io);
@@ -208,12 +272,23 @@ export function openStatusSource(io: CliIo, table: RoutingTable, routesFile: str
 }
 
 /** The status page of a snapshot (lib/report/status-page.ts): one renderer for `serve --status-page` and `status --output html`. */
-export function statusPage(table: RoutingTable, snapshot: StatusSnapshot, page: Omit<StatusPageInput, 'status' | 'rotations'>): string {
-  return renderStatusPage({ ...page, status: snapshot, rotations: pathRotations(table, snapshot.paths, snapshot.halts) });
+export function statusPage(
+  table: RoutingTable,
+  snapshot: StatusSnapshot,
+  page: Omit<StatusPageInput, 'status' | 'rotations'>,
+): string {
+  return renderStatusPage({
+    ...page,
+    status: snapshot,
+    rotations: pathRotations(table, snapshot.paths, snapshot.halts),
+  });
 }
 
 /** Vault's current version of each KV v2 path, a bounded number of reads at once; KV v1 paths are not asked. */
-async function readVault(vault: VaultMetadataClient, paths: ReadonlyArray<{ path: string; vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }>): Promise<Map<string, VaultAnswer>> {
+async function readVault(
+  vault: VaultMetadataClient,
+  paths: ReadonlyArray<{ path: string; vaultNamespace: string; mount: string; key: string; kvVersion: 1 | 2 }>,
+): Promise<Map<string, VaultAnswer>> {
   const answers = new Map<string, VaultAnswer>();
   const limiter = new ConcurrencyLimiter(VAULT_CONCURRENCY);
   await Promise.all(
@@ -225,7 +300,15 @@ async function readVault(vault: VaultMetadataClient, paths: ReadonlyArray<{ path
             const m = await vault.readMetadata(p.mount, p.key, { namespace: p.vaultNamespace });
             if (!m) return void answers.set(p.path, { absent: true });
             const v = m.versions[m.currentVersion];
-            answers.set(p.path, { currentVersion: m.currentVersion, ...(v ? { createdTime: v.createdTime } : {}), ...(v?.destroyed ? { gone: 'destroyed' as const } : v?.deletionTime && Date.parse(v.deletionTime) <= Date.now() ? { gone: 'deleted' as const } : {}) });
+            answers.set(p.path, {
+              currentVersion: m.currentVersion,
+              ...(v ? { createdTime: v.createdTime } : {}),
+              ...(v?.destroyed
+                ? { gone: 'destroyed' as const }
+                : v?.deletionTime && Date.parse(v.deletionTime) <= Date.now()
+                  ? { gone: 'deleted' as const }
+                  : {}),
+            });
           } catch (e) {
             answers.set(p.path, { error: e instanceof Error ? e.message.slice(0, 300) : String(e) });
           }

@@ -20,7 +20,8 @@ export async function validateCommand(argv: string[], io: CliIo): Promise<number
   const read = await readRoutes(io, file);
   if ('table' in read) {
     const { table } = read;
-    for (const w of kubeconfigWarnings(table)) io.stderr(`${file}:${await lineOf(io, file, w.field)}: ${w.field}: warning: ${w.message}\n`);
+    for (const w of kubeconfigWarnings(table))
+      io.stderr(`${file}:${await lineOf(io, file, w.field)}: ${w.field}: warning: ${w.message}\n`);
     const summary = {
       file,
       ok: true,
@@ -35,7 +36,12 @@ export async function validateCommand(argv: string[], io: CliIo): Promise<number
       counted(summary.targets, 'target'),
       counted(summary.mounts, 'KV mount'),
     ];
-    printData(io, output, () => summary, () => `${file}: ok (${counts.join(', ')})\n`);
+    printData(
+      io,
+      output,
+      () => summary,
+      () => `${file}: ok (${counts.join(', ')})\n`,
+    );
     return EXIT.ok;
   }
   // A file that cannot be read is one problem of the whole file: no line, no field.
@@ -46,7 +52,12 @@ export async function validateCommand(argv: string[], io: CliIo): Promise<number
   if (output === 'json' || output === 'yaml') {
     const listed = problems.map(({ line, column, field, message }) => ({ line, column, field, message }));
     const document = { file, ok: false, problems: listed };
-    printData(io, output, () => document, () => '');
+    printData(
+      io,
+      output,
+      () => document,
+      () => '',
+    );
     return EXIT.failure;
   }
   if ('unreadable' in read) io.stderr(`vault-rollout validate: cannot read the routing table: ${read.unreadable}\n`);

@@ -23,8 +23,15 @@ export interface VaultConnection {
   tls?: VaultTls;
 }
 
-export async function cliVaultConnection(io: CliIo, options: { vaultAddr: string; log: RelayLog; redirects?: VaultRedirectPolicy; namespace?: string }): Promise<VaultConnection> {
-  const tls = await vaultTlsFromEnv(io.env, { readFile: (f) => readFile(f, 'utf8'), readDir: (d) => readdir(d), log: options.log });
+export async function cliVaultConnection(
+  io: CliIo,
+  options: { vaultAddr: string; log: RelayLog; redirects?: VaultRedirectPolicy; namespace?: string },
+): Promise<VaultConnection> {
+  const tls = await vaultTlsFromEnv(io.env, {
+    readFile: (f) => readFile(f, 'utf8'),
+    readDir: (d) => readdir(d),
+    log: options.log,
+  });
   const fetchImpl = tls === undefined ? undefined : tlsFetch(tls);
   const region = io.env.AWS_REGION ?? io.env.AWS_DEFAULT_REGION;
   const env = options.namespace === undefined ? io.env : { ...io.env, VAULT_NAMESPACE: options.namespace };

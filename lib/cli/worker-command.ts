@@ -29,7 +29,8 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined || values['queue-url'] === undefined) return usageError(io, 'worker', 'give --routes FILE and --queue-url URL');
+  if (values.routes === undefined || values['queue-url'] === undefined)
+    return usageError(io, 'worker', 'give --routes FILE and --queue-url URL');
   const table = await loadRoutes(io, values.routes);
   if (typeof table === 'number') return table;
   let follows: boolean;
@@ -67,7 +68,12 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   // redrive policy moves them there after maxReceiveCount receives.
   // --dlq-url, else VAULT_ROLLOUT_DLQ_URL (its spec reads the variable).
   const dlqUrl = values['dlq-url'];
-  const executor = { access: (name: string, config: ClusterConfig) => clients.get(name, config), dryRun: values['dry-run'], logger: telemetry, ...(slots ? { slots } : {}) };
+  const executor = {
+    access: (name: string, config: ClusterConfig) => clients.get(name, config),
+    dryRun: values['dry-run'],
+    logger: telemetry,
+    ...(slots ? { slots } : {}),
+  };
   // One shared watch per (cluster, namespace, kind) wakes a held continuation or gate when its rollout ends.
   const waker = values['dry-run'] || !follows || !watches ? undefined : new RolloutWaker(table, executor, telemetry);
   // Notifications: the worker writes rotation events to the outbox in the rotation store (DynamoDB or
@@ -76,14 +82,33 @@ export async function workerCommand(argv: string[], io: CliIo, signal?: AbortSig
   // by a conditional update, so one sender at a time has it.
   const outbox = table.allSinks.size > 0 && isNotificationOutbox(rotations) ? rotations : undefined;
   const notify = outbox ? resolveSinks(table.allSinks, { env: io.env }) : undefined;
-  for (const [name, problem] of notify?.problems ?? []) io.stderr(`vault-rollout worker: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
+  for (const [name, problem] of notify?.problems ?? [])
+    io.stderr(`vault-rollout worker: notification sink ${name} is not usable and will be skipped: ${problem}\n`);
   const notifier = outbox && notify ? startNotificationLoop({ outbox, sinks: notify.sinks, telemetry }) : undefined;
   const worker = startSqsWorker(
     client,
-    { table, rotations, deadLetter: sqsDeadLetter(client, dlqUrl), telemetry, executor, invalidate: (c) => clients.invalidate(c), queue, ...follow, ...(outbox ? { notifications: { outbox } } : {}) },
-    { queueUrl: values['queue-url'], concurrency: values.concurrency, batchSize, visibilityTimeoutSeconds, ...(waker ? { waker } : {}) },
+    {
+      table,
+      rotations,
+      deadLetter: sqsDeadLetter(client, dlqUrl),
+      telemetry,
+      executor,
+      invalidate: (c) => clients.invalidate(c),
+      queue,
+      ...follow,
+      ...(outbox ? { notifications: { outbox } } : {}),
+    },
+    {
+      queueUrl: values['queue-url'],
+      concurrency: values.concurrency,
+      batchSize,
+      visibilityTimeoutSeconds,
+      ...(waker ? { waker } : {}),
+    },
   );
-  args.info(`vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`);
+  args.info(
+    `vault-rollout worker: polling ${values['queue-url']} with ${values.concurrency} pollers, batches of up to ${batchSize}; refused messages ${dlqUrl ? `to ${dlqUrl} with their reason` : 'redelivered until the redrive policy moves them to the DLQ (give --dlq-url to send them there at once, with their reason)'}\n`,
+  );
   await untilStopped(signal);
   await worker.stop();
   await notifier?.stop();

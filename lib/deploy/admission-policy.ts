@@ -84,7 +84,12 @@ const SERVER_WRITTEN_ON_RESTART: Readonly<Record<string, FieldTree>> = {
 };
 
 /** The kinds the identity creates: the SecretRotated Event, and the self reviews `doctor` sends. */
-const CREATABLE_KINDS = ['/Event', 'authentication.k8s.io/SelfSubjectReview', 'authorization.k8s.io/SelfSubjectAccessReview', 'authorization.k8s.io/SelfSubjectRulesReview'];
+const CREATABLE_KINDS = [
+  '/Event',
+  'authentication.k8s.io/SelfSubjectReview',
+  'authorization.k8s.io/SelfSubjectAccessReview',
+  'authorization.k8s.io/SelfSubjectRulesReview',
+];
 
 const groupOf = (apiVersion: string): string => (apiVersion.includes('/') ? (apiVersion.split('/')[0] ?? '') : '');
 
@@ -98,7 +103,8 @@ function treeOf(patch: Record<string, unknown>): FieldTree {
   const tree: FieldTree = {};
   for (const [key, value] of Object.entries(patch)) {
     // A merge patch replaces anything that is not a non-empty object (scalars, arrays, null) as a whole.
-    const isObject = typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length > 0;
+    const isObject =
+      typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length > 0;
     tree[key] = isObject ? treeOf(value as Record<string, unknown>) : true;
   }
   return tree;
@@ -108,7 +114,8 @@ export function mergeTrees(a: FieldTree, b: FieldTree): FieldTree {
   const merged: FieldTree = { ...a };
   for (const [key, value] of Object.entries(b)) {
     const existing = merged[key];
-    merged[key] = existing === undefined ? value : existing === true || value === true ? true : mergeTrees(existing, value);
+    merged[key] =
+      existing === undefined ? value : existing === true || value === true ? true : mergeTrees(existing, value);
   }
   return merged;
 }
@@ -133,7 +140,8 @@ export interface RestartableKind {
 /** The restart descriptors a target patches: its own kind, or for sync and consumers targets every workload kind (the consumers) too. */
 function descriptorsOf(target: Target): WorkloadDescriptor[] {
   const consumers = WorkloadKinds.map((k) => WORKLOAD_KINDS[k]);
-  if (isResourceTarget(target)) return [resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch)];
+  if (isResourceTarget(target))
+    return [resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch)];
   if (isSyncTarget(target)) return [SYNC_KINDS[target.sync.kind], ...(target.restart === 'none' ? [] : consumers)];
   if (isConsumersTarget(target)) return consumers;
   return [WORKLOAD_KINDS[target.kind]];
@@ -145,10 +153,24 @@ function targetNamespaces({ target, namespaces: compiledBound }: CompiledTarget,
   if (template === undefined) return { names: [''], globs: [], anywhere: [] };
   if (placeholders(template).length === 0) return { names: [template], globs: [], anywhere: [] };
   const bound = compiledBound?.sources ?? target.namespaces;
-  if (bound === undefined) return { names: [], globs: [], anywhere: [`${where}: the namespace "${template}" is rendered from the path with no namespaces bound`] };
+  if (bound === undefined)
+    return {
+      names: [],
+      globs: [],
+      anywhere: [`${where}: the namespace "${template}" is rendered from the path with no namespaces bound`],
+    };
   const everywhere = bound.filter((source) => /^\*+$/.test(source));
-  if (everywhere.length > 0) return { names: [], globs: [], anywhere: [`${where}: namespaces ${JSON.stringify(everywhere)} reaches every namespace`] };
-  return { names: bound.filter((source) => !source.includes('*')), globs: bound.filter((source) => source.includes('*')), anywhere: [] };
+  if (everywhere.length > 0)
+    return {
+      names: [],
+      globs: [],
+      anywhere: [`${where}: namespaces ${JSON.stringify(everywhere)} reaches every namespace`],
+    };
+  return {
+    names: bound.filter((source) => !source.includes('*')),
+    globs: bound.filter((source) => source.includes('*')),
+    anywhere: [],
+  };
 }
 
 const mergeScopes = (a: NamespaceScope, b: NamespaceScope): NamespaceScope => ({
@@ -171,25 +193,40 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
         // Besides the restart: reconcile records versions a workload already runs on its metadata (recordOnlyPatch).
         const fields = mergeTrees(restartFields(descriptor), treeOf(recordOnlyPatch({})));
         const known = byKind.get(kind);
-        byKind.set(kind, known ? { fields: mergeTrees(known.fields, fields), namespaces: mergeScopes(known.namespaces, namespaces) } : { fields, namespaces: mergeScopes({ names: [], globs: [], anywhere: [] }, namespaces) });
+        byKind.set(
+          kind,
+          known
+            ? { fields: mergeTrees(known.fields, fields), namespaces: mergeScopes(known.namespaces, namespaces) }
+            : { fields, namespaces: mergeScopes({ names: [], globs: [], anywhere: [] }, namespaces) },
+        );
       }
     });
   }
-  return [...byKind].sort(([a], [b]) => a.localeCompare(b)).map(([kind, { fields, namespaces }]) => ({ kind, fields, namespaces }));
+  return [...byKind]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([kind, { fields, namespaces }]) => ({ kind, fields, namespaces }));
 }
 
 /** An anchored RE2 (CEL `matches`) regex for a namespace glob: `*` is any run of characters, everything else literal. */
 export const globRegex = (glob: string): string => `^${glob.split('*').map(escapeRegex).join('.*')}$`;
 
 /** CEL that holds when the request's namespace is one of a scope's names or matches one of its globs. */
-export function namespaceCondition(scope: Pick<NamespaceScope, 'names' | 'globs'>, namespace = 'variables.requestNamespace'): string {
-  const terms = [...(scope.names.length > 0 ? [`${namespace} in ${celList(scope.names)}`] : []), ...scope.globs.map((g) => `${namespace}.matches(${celString(globRegex(g))})`)];
+export function namespaceCondition(
+  scope: Pick<NamespaceScope, 'names' | 'globs'>,
+  namespace = 'variables.requestNamespace',
+): string {
+  const terms = [
+    ...(scope.names.length > 0 ? [`${namespace} in ${celList(scope.names)}`] : []),
+    ...scope.globs.map((g) => `${namespace}.matches(${celString(globRegex(g))})`),
+  ];
   return terms.length > 0 ? terms.join(' || ') : 'false';
 }
 
 /** A scope for people: `edge, payments, team-*`, `(cluster-scoped)`, or `every namespace`. */
 export const describeScope = (scope: NamespaceScope): string =>
-  scope.anywhere.length > 0 ? 'every namespace' : [...scope.names.map((n) => (n === '' ? '(cluster-scoped)' : n)), ...scope.globs].join(', ');
+  scope.anywhere.length > 0
+    ? 'every namespace'
+    : [...scope.names.map((n) => (n === '' ? '(cluster-scoped)' : n)), ...scope.globs].join(', ');
 
 // ---------------------------------------------------------------------------------------------------------------
 // CEL
@@ -203,7 +240,8 @@ const PLACEHOLDER = /\{[A-Za-z_][A-Za-z0-9_]*\}/;
 const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** A patch-template key with `{captures}` is a pattern: its rendered value may be any text. */
-const keyPattern = (key: string): string => `^${key.split(new RegExp(PLACEHOLDER.source, 'g')).map(escapeRegex).join('.*')}$`;
+const keyPattern = (key: string): string =>
+  `^${key.split(new RegExp(PLACEHOLDER.source, 'g')).map(escapeRegex).join('.*')}$`;
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
@@ -218,10 +256,22 @@ const below = (m: string, key: string): string => {
  * map below a key into a policy variable, so that it is computed once instead of once per key compared. Keys that are absent
  * on one side compare as absent; a missing map below a tree key compares as an empty map.
  */
-export function sameExcept(a: string, b: string, tree: FieldTree, bind: (expression: string) => string = (e) => e): string {
-  const literal = Object.keys(tree).filter((k) => !PLACEHOLDER.test(k)).sort();
-  const patterns = Object.keys(tree).filter((k) => PLACEHOLDER.test(k)).sort();
-  const exempt = [...(literal.length > 0 ? [`k in ${celList(literal)}`] : []), ...patterns.map((p) => `k.matches(${celString(keyPattern(p))})`)];
+export function sameExcept(
+  a: string,
+  b: string,
+  tree: FieldTree,
+  bind: (expression: string) => string = (e) => e,
+): string {
+  const literal = Object.keys(tree)
+    .filter((k) => !PLACEHOLDER.test(k))
+    .sort();
+  const patterns = Object.keys(tree)
+    .filter((k) => PLACEHOLDER.test(k))
+    .sort();
+  const exempt = [
+    ...(literal.length > 0 ? [`k in ${celList(literal)}`] : []),
+    ...patterns.map((p) => `k.matches(${celString(keyPattern(p))})`),
+  ];
   const skip = exempt.length > 0 ? `${exempt.join(' || ')} || ` : '';
   const clauses = [`${a}.all(k, ${skip}(k in ${b} && ${a}[k] == ${b}[k]))`, `${b}.all(k, ${skip}k in ${a})`];
   for (const key of literal) {
@@ -254,24 +304,34 @@ export interface AdmissionPolicyManifests {
 }
 
 function identityCondition({ users, groups }: { users: string[]; groups: string[] }): string {
-  if (users.length + groups.length === 0) throw new AdmissionPolicyError('name at least one user or group: the policy applies to nobody else');
-  for (const name of [...users, ...groups]) if (name.trim() === '' || name.length > 253) throw new AdmissionPolicyError(`"${name}" is not a user or group name`);
+  if (users.length + groups.length === 0)
+    throw new AdmissionPolicyError('name at least one user or group: the policy applies to nobody else');
+  for (const name of [...users, ...groups])
+    if (name.trim() === '' || name.length > 253)
+      throw new AdmissionPolicyError(`"${name}" is not a user or group name`);
   // Written so it cannot fail: an error here would make failurePolicy Fail reject everybody's requests.
   return [
     ...(users.length > 0 ? [`(has(request.userInfo.username) && request.userInfo.username in ${celList(users)})`] : []),
-    ...(groups.length > 0 ? [`(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ${celList(groups)}))`] : []),
+    ...(groups.length > 0
+      ? [`(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ${celList(groups)}))`]
+      : []),
   ].join(' ||\n');
 }
 
 const labels = { 'app.kubernetes.io/name': 'vault-rollout' };
 
 /** The policy and its binding for a routing table and the identity vault-rollout runs as. */
-export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: AdmissionIdentity = DEFAULT_IDENTITY): AdmissionPolicyManifests {
+export function admissionPolicy(
+  table: Pick<RoutingTable, 'routes'>,
+  identity: AdmissionIdentity = DEFAULT_IDENTITY,
+): AdmissionPolicyManifests {
   const users = [...new Set(identity.users)].sort();
   const groups = [...new Set(identity.groups)].sort();
   const kinds = restartableKinds(table);
   const restartable = kinds.map((k) => k.kind);
-  const warnings = kinds.filter((k) => k.namespaces.anywhere.length > 0).map((k) => `${k.kind} may be patched in every namespace: ${k.namespaces.anywhere.join('; ')}`);
+  const warnings = kinds
+    .filter((k) => k.namespaces.anywhere.length > 0)
+    .map((k) => `${k.kind} may be patched in every namespace: ${k.namespaces.anywhere.join('; ')}`);
   // One validation per kind that some route bounds: UPDATEs of it only in the namespaces its routes target.
   const namespaceRules = kinds
     .filter((k) => k.namespaces.anywhere.length === 0)
@@ -303,7 +363,14 @@ export function admissionPolicy(table: Pick<RoutingTable, 'routes'>, identity: A
       labels,
       annotations: {
         [POLICY_ANNOTATIONS.kinds]: JSON.stringify(restartable),
-        [POLICY_ANNOTATIONS.namespaces]: JSON.stringify(Object.fromEntries(kinds.map((k) => [k.kind, k.namespaces.anywhere.length > 0 ? ['*'] : [...k.namespaces.names, ...k.namespaces.globs]]))),
+        [POLICY_ANNOTATIONS.namespaces]: JSON.stringify(
+          Object.fromEntries(
+            kinds.map((k) => [
+              k.kind,
+              k.namespaces.anywhere.length > 0 ? ['*'] : [...k.namespaces.names, ...k.namespaces.globs],
+            ]),
+          ),
+        ),
         [POLICY_ANNOTATIONS.users]: JSON.stringify(users),
         [POLICY_ANNOTATIONS.groups]: JSON.stringify(groups),
       },
@@ -348,7 +415,13 @@ export function admissionPolicyYaml(manifests: AdmissionPolicyManifests, source:
     `# Generated by \`vault-rollout admission-policy --routes ${source}\`: do not edit, regenerate.`,
     '# Bounds what the vault-rollout identity may change to what a restart writes (docs/how-to/admission-policy.md).',
     '# Requires Kubernetes >= 1.30 (admissionregistration.k8s.io/v1).',
-    ...(manifests.warnings.length > 0 ? ['#', '# WARNING: no namespace bound for these kinds (a target reaches every namespace):', ...manifests.warnings.map((w) => `#   ${w}`)] : []),
+    ...(manifests.warnings.length > 0
+      ? [
+          '#',
+          '# WARNING: no namespace bound for these kinds (a target reaches every namespace):',
+          ...manifests.warnings.map((w) => `#   ${w}`),
+        ]
+      : []),
   ].join('\n');
   const doc = (o: unknown) => stringify(o, { lineWidth: 0, blockQuote: 'literal' });
   return `${header}\n${doc(manifests.policy)}---\n${doc(manifests.binding)}`;

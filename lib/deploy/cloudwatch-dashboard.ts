@@ -39,7 +39,19 @@ export interface DashboardBody {
 export const emfDimensions = (name: MetricName): string[] => ['service', ...METRIC_SPECS[name].labels];
 
 /** The alarms serverless.yml defines (their Ref is the alarm name), shown in the dashboard's alarm widget. */
-export const STACK_ALARMS = ['HaltedRotationsAlarm', 'RefusedMessagesAlarm', 'DeadLetterQueueDepthAlarm', 'LogsFailureQueueDepthAlarm', 'RolloutQueueAgeAlarm', 'WorkerErrorsAlarm', 'HttpErrorsAlarm', 'LogsErrorsAlarm', 'ReconcileErrorsAlarm', 'NotifyErrorsAlarm', 'NotificationsDroppedAlarm'] as const;
+export const STACK_ALARMS = [
+  'HaltedRotationsAlarm',
+  'RefusedMessagesAlarm',
+  'DeadLetterQueueDepthAlarm',
+  'LogsFailureQueueDepthAlarm',
+  'RolloutQueueAgeAlarm',
+  'WorkerErrorsAlarm',
+  'HttpErrorsAlarm',
+  'LogsErrorsAlarm',
+  'ReconcileErrorsAlarm',
+  'NotifyErrorsAlarm',
+  'NotificationsDroppedAlarm',
+] as const;
 /** The functions (osls names their logical ids `<Name>LambdaFunction`; the Ref is the function name). */
 const FUNCTIONS = ['http', 'logs', 'worker', 'reconcile', 'notify'] as const;
 const functionRef = (fn: string) => `\${${fn[0]?.toUpperCase()}${fn.slice(1)}LambdaFunction}`;
@@ -60,7 +72,8 @@ interface MetricWidget {
 }
 
 export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDashboardOptions): DashboardBody {
-  if (!/^[\w.\-/#:]{1,255}$/.test(namespace) || namespace.startsWith('AWS/')) throw new Error(`metrics namespace "${namespace}": CloudWatch takes letters, digits and . - _ / # : (not AWS/)`);
+  if (!/^[\w.\-/#:]{1,255}$/.test(namespace) || namespace.startsWith('AWS/'))
+    throw new Error(`metrics namespace "${namespace}": CloudWatch takes letters, digits and . - _ / # : (not AWS/)`);
   let ids = 0;
   const id = () => `m${++ids}`;
   /** A metric without labels: its one series, `service` its only dimension. */
@@ -71,21 +84,72 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
   /** A metric with labels: every series of its dimension set, one line per label set. */
   const search = (name: MetricName, stat: string, label = ''): MetricRow => {
     const schema = [namespace, ...emfDimensions(name)].map((d) => (/^[\w/]+$/.test(d) ? d : `"${d}"`)).join(',');
-    return [{ expression: `SEARCH('{${schema}} MetricName="${name}" service="${service}"', '${stat}', ${PERIOD})`, id: id(), label }];
+    return [
+      {
+        expression: `SEARCH('{${schema}} MetricName="${name}" service="${service}"', '${stat}', ${PERIOD})`,
+        id: id(),
+        label,
+      },
+    ];
   };
-  const lambda = (metric: string, stat: string, what = ''): MetricRow[] => FUNCTIONS.map((fn) => ['AWS/Lambda', metric, 'FunctionName', functionRef(fn), { stat, label: `${fn}${what}`, id: id() }]);
-  const queue = (metric: string, ref: string, label: string): MetricRow => ['AWS/SQS', metric, 'QueueName', `\${${ref}.QueueName}`, { stat: 'Maximum', label, id: id() }];
+  const lambda = (metric: string, stat: string, what = ''): MetricRow[] =>
+    FUNCTIONS.map((fn) => [
+      'AWS/Lambda',
+      metric,
+      'FunctionName',
+      functionRef(fn),
+      { stat, label: `${fn}${what}`, id: id() },
+    ]);
+  const queue = (metric: string, ref: string, label: string): MetricRow => [
+    'AWS/SQS',
+    metric,
+    'QueueName',
+    `\${${ref}.QueueName}`,
+    { stat: 'Maximum', label, id: id() },
+  ];
 
   const rows: MetricWidget[][] = [
     [
-      { title: 'Changes received, records ignored and rejected', width: 8, stat: 'Sum', metrics: [single(METRICS.changesReceived, 'Sum', 'received'), single(METRICS.recordsRejected, 'Sum', 'rejected'), search(METRICS.recordsIgnored, 'Sum')] },
+      {
+        title: 'Changes received, records ignored and rejected',
+        width: 8,
+        stat: 'Sum',
+        metrics: [
+          single(METRICS.changesReceived, 'Sum', 'received'),
+          single(METRICS.recordsRejected, 'Sum', 'rejected'),
+          search(METRICS.recordsIgnored, 'Sum'),
+        ],
+      },
       { title: 'Restarts by cluster and outcome', width: 8, stat: 'Sum', metrics: [search(METRICS.targets, 'Sum')] },
-      { title: 'Refused messages, lost visibility', width: 8, stat: 'Sum', metrics: [single(METRICS.refusedMessages, 'Sum', 'refused'), single(METRICS.visibilityLost, 'Sum', 'visibility lost')] },
+      {
+        title: 'Refused messages, lost visibility',
+        width: 8,
+        stat: 'Sum',
+        metrics: [
+          single(METRICS.refusedMessages, 'Sum', 'refused'),
+          single(METRICS.visibilityLost, 'Sum', 'visibility lost'),
+        ],
+      },
     ],
     [
-      { title: 'Rollout duration p90 by cluster and outcome (ms)', width: 8, stat: 'p90', metrics: [search(METRICS.rolloutDuration, 'p90')] },
-      { title: 'Rollouts by cluster and outcome', width: 8, stat: 'SampleCount', metrics: [search(METRICS.rolloutDuration, 'SampleCount')] },
-      { title: 'Vault change to patch p90 by cluster (ms)', width: 8, stat: 'p90', metrics: [search(METRICS.lag, 'p90')] },
+      {
+        title: 'Rollout duration p90 by cluster and outcome (ms)',
+        width: 8,
+        stat: 'p90',
+        metrics: [search(METRICS.rolloutDuration, 'p90')],
+      },
+      {
+        title: 'Rollouts by cluster and outcome',
+        width: 8,
+        stat: 'SampleCount',
+        metrics: [search(METRICS.rolloutDuration, 'SampleCount')],
+      },
+      {
+        title: 'Vault change to patch p90 by cluster (ms)',
+        width: 8,
+        stat: 'p90',
+        metrics: [search(METRICS.lag, 'p90')],
+      },
     ],
     [
       { title: 'Gate decisions', width: 8, stat: 'Sum', metrics: [search(METRICS.gateDecisions, 'Sum')] },
@@ -93,15 +157,36 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
       {
         title: 'Rollout queue and dead letters',
         width: 8,
-        metrics: [queue('ApproximateNumberOfMessagesVisible', 'RolloutQueue', 'waiting'), queue('ApproximateNumberOfMessagesNotVisible', 'RolloutQueue', 'in flight or held'), queue('ApproximateNumberOfMessagesVisible', 'RolloutDeadLetterQueue', 'dead letters'), queue('ApproximateNumberOfMessagesVisible', 'LogsFailureQueue', 'failed log batches')],
+        metrics: [
+          queue('ApproximateNumberOfMessagesVisible', 'RolloutQueue', 'waiting'),
+          queue('ApproximateNumberOfMessagesNotVisible', 'RolloutQueue', 'in flight or held'),
+          queue('ApproximateNumberOfMessagesVisible', 'RolloutDeadLetterQueue', 'dead letters'),
+          queue('ApproximateNumberOfMessagesVisible', 'LogsFailureQueue', 'failed log batches'),
+        ],
       },
     ],
     [
-      { title: 'Oldest rollout message age (s)', width: 8, metrics: [queue('ApproximateAgeOfOldestMessage', 'RolloutQueue', 'oldest message')] },
-      { title: 'Function errors and throttles', width: 8, stat: 'Sum', metrics: [...lambda('Errors', 'Sum', ' errors'), ...lambda('Throttles', 'Sum', ' throttled')] },
+      {
+        title: 'Oldest rollout message age (s)',
+        width: 8,
+        metrics: [queue('ApproximateAgeOfOldestMessage', 'RolloutQueue', 'oldest message')],
+      },
+      {
+        title: 'Function errors and throttles',
+        width: 8,
+        stat: 'Sum',
+        metrics: [...lambda('Errors', 'Sum', ' errors'), ...lambda('Throttles', 'Sum', ' throttled')],
+      },
       { title: 'Function duration p99 (ms)', width: 8, stat: 'p99', metrics: lambda('Duration', 'p99') },
     ],
-    [{ title: 'Notification deliveries by outcome', width: 8, stat: 'Sum', metrics: [search(METRICS.notifications, 'Sum')] }],
+    [
+      {
+        title: 'Notification deliveries by outcome',
+        width: 8,
+        stat: 'Sum',
+        metrics: [search(METRICS.notifications, 'Sum')],
+      },
+    ],
   ];
 
   const widgets: DashboardWidget[] = [
@@ -121,7 +206,13 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
       y: 0,
       width: 8,
       height: 3,
-      properties: { title: 'Alarms', alarms: STACK_ALARMS.map((a) => `arn:\${AWS::Partition}:cloudwatch:${REGION}:\${AWS::AccountId}:alarm:\${${a}}`), sortBy: 'stateUpdatedTimestamp' },
+      properties: {
+        title: 'Alarms',
+        alarms: STACK_ALARMS.map(
+          (a) => `arn:\${AWS::Partition}:cloudwatch:${REGION}:\${AWS::AccountId}:alarm:\${${a}}`,
+        ),
+        sortBy: 'stateUpdatedTimestamp',
+      },
     },
   ];
   let y = 3;
@@ -129,7 +220,23 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
     let x = 0;
     for (const w of row) {
       if (x + w.width > GRID_WIDTH) throw new Error(`widget "${w.title}" does not fit its row`);
-      widgets.push({ type: 'metric', x, y, width: w.width, height: HEIGHT, properties: { title: w.title, region: REGION, view: 'timeSeries', stacked: false, period: PERIOD, ...(w.stat ? { stat: w.stat } : {}), metrics: w.metrics, yAxis: { left: { min: 0 } } } });
+      widgets.push({
+        type: 'metric',
+        x,
+        y,
+        width: w.width,
+        height: HEIGHT,
+        properties: {
+          title: w.title,
+          region: REGION,
+          view: 'timeSeries',
+          stacked: false,
+          period: PERIOD,
+          ...(w.stat ? { stat: w.stat } : {}),
+          metrics: w.metrics,
+          yAxis: { left: { min: 0 } },
+        },
+      });
       x += w.width;
     }
     y += HEIGHT;
@@ -138,4 +245,6 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
 }
 
 /** The body as `Fn::Sub` takes it: JSON whose `${...}` are the stack's references. */
-export const dashboardBodySub = (options: CloudWatchDashboardOptions): { 'Fn::Sub': string } => ({ 'Fn::Sub': JSON.stringify(cloudWatchDashboard(options)) });
+export const dashboardBodySub = (options: CloudWatchDashboardOptions): { 'Fn::Sub': string } => ({
+  'Fn::Sub': JSON.stringify(cloudWatchDashboard(options)),
+});

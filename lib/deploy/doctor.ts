@@ -32,11 +32,31 @@ export type RequiredKind = ApiKind & { namespace: string; consumer?: true };
 
 /** The kinds a target reads and patches: its own, or for sync and consumers targets the operator's kind and every workload kind (consumer discovery). */
 function kindsOf(target: Target): RequiredKind[] {
-  if (isResourceTarget(target)) return [{ apiVersion: target.resource.apiVersion, kind: target.resource.kind, namespace: target.resource.namespace ?? '' }];
+  if (isResourceTarget(target))
+    return [
+      {
+        apiVersion: target.resource.apiVersion,
+        kind: target.resource.kind,
+        namespace: target.resource.namespace ?? '',
+      },
+    ];
   if (isSyncTarget(target) || isConsumersTarget(target)) {
-    const consumers = WorkloadKinds.map((k): RequiredKind => ({ apiVersion: WORKLOAD_KINDS[k].apiVersion, kind: k, namespace: target.namespace, consumer: true }));
-    if (isSyncTarget(target) && target.restart === 'none') return [{ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind, namespace: target.namespace }];
-    return isSyncTarget(target) ? [{ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind, namespace: target.namespace }, ...consumers] : consumers;
+    const consumers = WorkloadKinds.map((k): RequiredKind => ({
+      apiVersion: WORKLOAD_KINDS[k].apiVersion,
+      kind: k,
+      namespace: target.namespace,
+      consumer: true,
+    }));
+    if (isSyncTarget(target) && target.restart === 'none')
+      return [
+        { apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind, namespace: target.namespace },
+      ];
+    return isSyncTarget(target)
+      ? [
+          { apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind, namespace: target.namespace },
+          ...consumers,
+        ]
+      : consumers;
   }
   return [{ apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind, namespace: target.namespace }];
 }
@@ -55,7 +75,14 @@ export function requiredAccess(table: RoutingTable): Map<string, RequiredKind[]>
           const known = wanted.get(key);
           // Named by a target is stronger than listed for discovery: its absence is then a problem.
           const { consumer: _consumer, ...named } = kind;
-          wanted.set(key, known && (!known.consumer || kind.consumer) ? known : kind.consumer ? { ...kind, namespace } : { ...named, namespace });
+          wanted.set(
+            key,
+            known && (!known.consumer || kind.consumer)
+              ? known
+              : kind.consumer
+                ? { ...kind, namespace }
+                : { ...named, namespace },
+          );
           byCluster.set(cluster, wanted);
         }
       }
@@ -67,32 +94,58 @@ export function requiredAccess(table: RoutingTable): Map<string, RequiredKind[]>
 /** What to do when the cluster does not serve a kind. */
 function missingKindFix(kind: string): string {
   if (kind === 'Rollout') return 'install Argo Rollouts (its CRD) in this cluster, or drop the Rollout targets';
-  if (isSyncKind(kind)) return `install the ${SYNC_KINDS[kind].operator} (CRD ${SYNC_KINDS[kind].apiVersion} ${kind}) in this cluster, or drop the sync targets of this kind`;
+  if (isSyncKind(kind))
+    return `install the ${SYNC_KINDS[kind].operator} (CRD ${SYNC_KINDS[kind].apiVersion} ${kind}) in this cluster, or drop the sync targets of this kind`;
   return 'install the CRD of this kind, or fix apiVersion/kind in the route';
 }
 
-const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0] ?? '' : '');
+const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? (apiVersion.split('/')[0] ?? '') : '');
 
 export async function runDoctor(table: RoutingTable, options: DoctorOptions): Promise<DoctorCheck[]> {
   const wanted = requiredAccess(table);
-  const perCluster = await Promise.all([...table.clusters].map(async ([name, config]) => doctorCluster(name, config, wanted.get(name) ?? [], policyNeeds(table, name), options)));
+  const perCluster = await Promise.all(
+    [...table.clusters].map(async ([name, config]) =>
+      doctorCluster(name, config, wanted.get(name) ?? [], policyNeeds(table, name), options),
+    ),
+  );
   return perCluster.flat();
 }
 
 /** Where the admission policy must let the identity patch each kind for this cluster's targets. */
 function policyNeeds(table: RoutingTable, cluster: string): Array<{ kind: string; namespaces: NamespaceScope }> {
-  return restartableKinds({ routes: table.routes.map((route) => ({ ...route, targets: route.targets.filter((t) => t.clusters.includes(cluster)) })) });
+  return restartableKinds({
+    routes: table.routes.map((route) => ({
+      ...route,
+      targets: route.targets.filter((t) => t.clusters.includes(cluster)),
+    })),
+  });
 }
 
-async function doctorCluster(cluster: string, config: ClusterConfig, wanted: RequiredKind[], needs: Array<{ kind: string; namespaces: NamespaceScope }>, options: DoctorOptions): Promise<DoctorCheck[]> {
+async function doctorCluster(
+  cluster: string,
+  config: ClusterConfig,
+  wanted: RequiredKind[],
+  needs: Array<{ kind: string; namespaces: NamespaceScope }>,
+  options: DoctorOptions,
+): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = [];
-  const add = (check: string, ok: boolean, detail: string, fix?: string) => checks.push({ cluster, check, ok, detail, ...(fix && !ok ? { fix } : {}) });
+  const add = (check: string, ok: boolean, detail: string, fix?: string) =>
+    checks.push({ cluster, check, ok, detail, ...(fix && !ok ? { fix } : {}) });
   let access: ClusterAccess;
   try {
     access = await options.access(cluster, config);
-    add('credentials', true, access.insecureSkipTLSVerify ? `${access.server} (TLS NOT verified: insecureSkipTLSVerify)` : access.server);
+    add(
+      'credentials',
+      true,
+      access.insecureSkipTLSVerify ? `${access.server} (TLS NOT verified: insecureSkipTLSVerify)` : access.server,
+    );
   } catch (e) {
-    add('credentials', false, e instanceof Error ? e.message : String(e), 'fix the cluster entry of the routing table (kubeconfig source, context, or eks name/region/roleArn)');
+    add(
+      'credentials',
+      false,
+      e instanceof Error ? e.message : String(e),
+      'fix the cluster entry of the routing table (kubeconfig source, context, or eks name/region/roleArn)',
+    );
     return checks;
   }
   const api = (options.apiFor ?? kubeApiFor)(access);
@@ -101,17 +154,30 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Req
     add('reachable', true, `Kubernetes ${version.gitVersion ?? 'unknown version'}`);
   } catch (e) {
     const f = classifyKubeError(e);
-    const fix = f.reason === 'tls' ? 'the API server certificate does not verify against the CA of the kubeconfig: use the cluster CA' : f.reason === 'unauthorized' ? 'the credentials are not accepted: renew the token or certificate' : 'check the server address and that the API server is up and reachable from here';
+    const fix =
+      f.reason === 'tls'
+        ? 'the API server certificate does not verify against the CA of the kubeconfig: use the cluster CA'
+        : f.reason === 'unauthorized'
+          ? 'the credentials are not accepted: renew the token or certificate'
+          : 'check the server address and that the API server is up and reachable from here';
     add('reachable', false, `${f.reason}: ${f.detail}`, fix);
     return checks;
   }
   let user: { username?: string; groups?: string[] } | undefined;
   try {
-    const review = (await api.request('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' })) as { status?: { userInfo?: { username?: string; groups?: string[] } } };
+    const review = (await api.request('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'SelfSubjectReview',
+    })) as { status?: { userInfo?: { username?: string; groups?: string[] } } };
     user = review.status?.userInfo;
     add('identity', true, `${user?.username ?? '?'} (groups: ${(user?.groups ?? []).join(', ') || 'none'})`);
   } catch (e) {
-    add('identity', false, classifyKubeError(e).detail, 'SelfSubjectReview needs Kubernetes >= 1.28; the other checks still apply');
+    add(
+      'identity',
+      false,
+      classifyKubeError(e).detail,
+      'SelfSubjectReview needs Kubernetes >= 1.28; the other checks still apply',
+    );
   }
   const namespaces = new Set<string>();
   for (const w of wanted) {
@@ -125,18 +191,33 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Req
       else add(`${w.kind} (${w.apiVersion})`, false, classifyKubeError(e).detail, missingKindFix(w.kind));
       continue;
     }
-    if (isSyncKind(w.kind)) add(`${w.kind} CRD`, true, `installed (${w.apiVersion} ${plural}): the ${SYNC_KINDS[w.kind].operator} can be nudged`);
+    if (isSyncKind(w.kind))
+      add(
+        `${w.kind} CRD`,
+        true,
+        `installed (${w.apiVersion} ${plural}): the ${SYNC_KINDS[w.kind].operator} can be nudged`,
+      );
     for (const verb of ['get', 'list', 'watch', 'patch']) {
       const allowed = await canI(api, { group: groupOf(w.apiVersion), resource: plural, verb, namespace: w.namespace });
       const where = w.namespace === '' ? 'all namespaces' : `namespace ${w.namespace}`;
       // Without watch, restarts still work and rollouts are followed by a LIST every few seconds instead.
       const denied = verb === 'watch' ? 'denied (rollouts are followed by polling LIST instead of a watch)' : 'denied';
-      add(`${verb} ${plural} in ${where}`, allowed, allowed ? 'allowed' : denied, `grant ${verb} on ${groupOf(w.apiVersion) || 'core'}/${plural} (infra/rbac/clusterrole.yaml, or role-namespaced.yaml in ${where})`);
+      add(
+        `${verb} ${plural} in ${where}`,
+        allowed,
+        allowed ? 'allowed' : denied,
+        `grant ${verb} on ${groupOf(w.apiVersion) || 'core'}/${plural} (infra/rbac/clusterrole.yaml, or role-namespaced.yaml in ${where})`,
+      );
     }
   }
   for (const namespace of namespaces) {
     const allowed = await canI(api, { group: '', resource: 'events', verb: 'create', namespace });
-    add(`create events in ${namespace === '' ? 'all namespaces' : `namespace ${namespace}`}`, allowed, allowed ? 'allowed' : 'denied (restarts still work, without SecretRotated events)', 'grant create on core/events');
+    add(
+      `create events in ${namespace === '' ? 'all namespaces' : `namespace ${namespace}`}`,
+      allowed,
+      allowed ? 'allowed' : 'denied (restarts still work, without SecretRotated events)',
+      'grant create on core/events',
+    );
   }
   const kinds = [...new Set(wanted.map((w) => `${groupOf(w.apiVersion)}/${w.kind}`))].sort();
   const policy = admissionPolicyCheck(await readAdmissionObjects(api), user, kinds, needs);
@@ -144,9 +225,16 @@ async function doctorCluster(cluster: string, config: ClusterConfig, wanted: Req
   return checks;
 }
 
-async function canI(api: KubeApi, attributes: { group: string; resource: string; verb: string; namespace: string }): Promise<boolean> {
+async function canI(
+  api: KubeApi,
+  attributes: { group: string; resource: string; verb: string; namespace: string },
+): Promise<boolean> {
   try {
-    const review = (await api.request('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: attributes } })) as { status?: { allowed?: boolean } };
+    const review = (await api.request('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SelfSubjectAccessReview',
+      spec: { resourceAttributes: attributes },
+    })) as { status?: { allowed?: boolean } };
     return review.status?.allowed === true;
   } catch {
     return false;
@@ -166,21 +254,48 @@ export interface AdmissionObjects {
  * binds who we are, and lets us restart every kind the routing table targets here, in every namespace (name or glob)
  * it targets the kind in. Pure, for tables of cases.
  */
-export function admissionPolicyCheck(found: AdmissionObjects, me: { username?: string; groups?: string[] } | undefined, kinds: readonly string[], needs: ReadonlyArray<{ kind: string; namespaces: NamespaceScope }> = []): Omit<DoctorCheck, 'cluster' | 'check'> {
+export function admissionPolicyCheck(
+  found: AdmissionObjects,
+  me: { username?: string; groups?: string[] } | undefined,
+  kinds: readonly string[],
+  needs: ReadonlyArray<{ kind: string; namespaces: NamespaceScope }> = [],
+): Omit<DoctorCheck, 'cluster' | 'check'> {
   const fix = 'vault-rollout admission-policy --routes FILE | kubectl apply --server-side -f -   (Kubernetes >= 1.30)';
-  const failure = 'failure' in found.policy ? found.policy.failure : 'failure' in found.binding ? found.binding.failure : undefined;
+  const failure =
+    'failure' in found.policy ? found.policy.failure : 'failure' in found.binding ? found.binding.failure : undefined;
   if (failure === 'forbidden') {
-    return { ok: false, detail: `cannot check: may not read validatingadmissionpolicies/${POLICY_NAME}`, fix: `grant get on admissionregistration.k8s.io validatingadmissionpolicies and validatingadmissionpolicybindings, resourceNames [${POLICY_NAME}] (infra/rbac/clusterrole.yaml)` };
+    return {
+      ok: false,
+      detail: `cannot check: may not read validatingadmissionpolicies/${POLICY_NAME}`,
+      fix: `grant get on admissionregistration.k8s.io validatingadmissionpolicies and validatingadmissionpolicybindings, resourceNames [${POLICY_NAME}] (infra/rbac/clusterrole.yaml)`,
+    };
   }
   if ('failure' in found.policy) {
-    return { ok: false, detail: found.policy.failure === 'not found' ? 'not installed: only RBAC bounds what this identity may patch' : `cannot check: ${found.policy.failure}`, fix };
+    return {
+      ok: false,
+      detail:
+        found.policy.failure === 'not found'
+          ? 'not installed: only RBAC bounds what this identity may patch'
+          : `cannot check: ${found.policy.failure}`,
+      fix,
+    };
   }
-  if ('failure' in found.binding || found.binding.policyName !== POLICY_NAME || !(found.binding.validationActions ?? []).includes('Deny')) {
-    return { ok: false, detail: `the policy is installed but not enforced: no ValidatingAdmissionPolicyBinding ${POLICY_NAME} with validationActions [Deny]`, fix };
+  if (
+    'failure' in found.binding ||
+    found.binding.policyName !== POLICY_NAME ||
+    !(found.binding.validationActions ?? []).includes('Deny')
+  ) {
+    return {
+      ok: false,
+      detail: `the policy is installed but not enforced: no ValidatingAdmissionPolicyBinding ${POLICY_NAME} with validationActions [Deny]`,
+      fix,
+    };
   }
   const list = (key: string): string[] => {
     try {
-      const parsed: unknown = JSON.parse((found.policy as { annotations?: Record<string, string> }).annotations?.[key] ?? '[]');
+      const parsed: unknown = JSON.parse(
+        (found.policy as { annotations?: Record<string, string> }).annotations?.[key] ?? '[]',
+      );
       return Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === 'string') : [];
     } catch {
       return [];
@@ -188,26 +303,52 @@ export function admissionPolicyCheck(found: AdmissionObjects, me: { username?: s
   };
   const users = list(POLICY_ANNOTATIONS.users);
   const groups = list(POLICY_ANNOTATIONS.groups);
-  if (me?.username !== undefined && !users.includes(me.username) && !(me.groups ?? []).some((g) => groups.includes(g))) {
-    return { ok: false, detail: `installed, but it binds ${[...users, ...groups.map((g) => `group ${g}`)].join(', ') || 'nobody'}, not ${me.username}`, fix: fix.replace('FILE', `FILE --user ${me.username}`) };
+  if (
+    me?.username !== undefined &&
+    !users.includes(me.username) &&
+    !(me.groups ?? []).some((g) => groups.includes(g))
+  ) {
+    return {
+      ok: false,
+      detail: `installed, but it binds ${[...users, ...groups.map((g) => `group ${g}`)].join(', ') || 'nobody'}, not ${me.username}`,
+      fix: fix.replace('FILE', `FILE --user ${me.username}`),
+    };
   }
   const covered = new Set(list(POLICY_ANNOTATIONS.kinds));
   const missing = kinds.filter((k) => !covered.has(k));
   if (missing.length > 0) {
-    return { ok: false, detail: `installed, but it does not let this identity restart ${missing.join(', ')} (generated for another routing table)`, fix };
+    return {
+      ok: false,
+      detail: `installed, but it does not let this identity restart ${missing.join(', ')} (generated for another routing table)`,
+      fix,
+    };
   }
   // Where each kind may be patched; a policy without the annotation predates namespace bounds and allows every namespace.
-  const allowedIn = namespacesAnnotation((found.policy as { annotations?: Record<string, string> }).annotations?.[POLICY_ANNOTATIONS.namespaces]);
+  const allowedIn = namespacesAnnotation(
+    (found.policy as { annotations?: Record<string, string> }).annotations?.[POLICY_ANNOTATIONS.namespaces],
+  );
   const outside = needs.flatMap(({ kind, namespaces }) => {
     const allowed = allowedIn === undefined ? ['*'] : (allowedIn[kind] ?? []);
     if (allowed.includes('*')) return [];
-    const wantedHere = namespaces.anywhere.length > 0 ? ['every namespace'] : [...namespaces.names, ...namespaces.globs].filter((n) => !allowed.includes(n)).map((n) => (n === '' ? '(cluster-scoped)' : n));
+    const wantedHere =
+      namespaces.anywhere.length > 0
+        ? ['every namespace']
+        : [...namespaces.names, ...namespaces.globs]
+            .filter((n) => !allowed.includes(n))
+            .map((n) => (n === '' ? '(cluster-scoped)' : n));
     return wantedHere.length > 0 ? [`${kind} in ${wantedHere.join(', ')}`] : [];
   });
   if (outside.length > 0) {
-    return { ok: false, detail: `installed, but it does not let this identity patch ${outside.join('; ')} (generated for another routing table)`, fix };
+    return {
+      ok: false,
+      detail: `installed, but it does not let this identity patch ${outside.join('; ')} (generated for another routing table)`,
+      fix,
+    };
   }
-  return { ok: true, detail: `installed and enforced: this identity may change only what a restart writes (${covered.size} kinds)` };
+  return {
+    ok: true,
+    detail: `installed and enforced: this identity may change only what a restart writes (${covered.size} kinds)`,
+  };
 }
 
 /** The policy's namespaces annotation, or undefined when it has none (or none that reads as a map of lists). */
@@ -216,7 +357,12 @@ function namespacesAnnotation(text: string | undefined): Record<string, string[]
   try {
     const parsed: unknown = JSON.parse(text);
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return {};
-    return Object.fromEntries(Object.entries(parsed).map(([k, v]) => [k, Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []]));
+    return Object.fromEntries(
+      Object.entries(parsed).map(([k, v]) => [
+        k,
+        Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [],
+      ]),
+    );
   } catch {
     return {};
   }
@@ -232,8 +378,13 @@ async function readAdmissionObjects(api: KubeApi): Promise<AdmissionObjects> {
     }
   };
   const [policy, binding] = await Promise.all([
-    read('validatingadmissionpolicies', (o) => ({ annotations: (o.metadata as { annotations?: Record<string, string> } | undefined)?.annotations ?? {} })),
-    read('validatingadmissionpolicybindings', (o) => (o.spec ?? {}) as { policyName?: string; validationActions?: string[] }),
+    read('validatingadmissionpolicies', (o) => ({
+      annotations: (o.metadata as { annotations?: Record<string, string> } | undefined)?.annotations ?? {},
+    })),
+    read(
+      'validatingadmissionpolicybindings',
+      (o) => (o.spec ?? {}) as { policyName?: string; validationActions?: string[] },
+    ),
   ]);
   return { policy, binding };
 }

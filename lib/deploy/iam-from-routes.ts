@@ -30,7 +30,8 @@ import { sinkParameterName, sinkTopics, sinkVariables } from '../notify/sinks.ts
 import type { RoutingTable } from '../routing/routing-table.ts';
 
 /** A CloudFormation string: a literal or an intrinsic function. */
-export type CfnString = string | { 'Fn::Sub': string } | { 'Fn::GetAtt': [string, string] } | { Ref: string } | { 'Fn::ImportValue': string };
+export type CfnString =
+  string | { 'Fn::Sub': string } | { 'Fn::GetAtt': [string, string] } | { Ref: string } | { 'Fn::ImportValue': string };
 
 export interface IamStatement {
   Sid: string;
@@ -97,7 +98,12 @@ export interface FunctionPolicies {
 }
 
 /** The queue actions each side needs: the SQS event source mapping polls with the worker's role. */
-export const QUEUE_CONSUMER_ACTIONS = ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage'];
+export const QUEUE_CONSUMER_ACTIONS = [
+  'sqs:ChangeMessageVisibility',
+  'sqs:DeleteMessage',
+  'sqs:GetQueueAttributes',
+  'sqs:ReceiveMessage',
+];
 export const QUEUE_PRODUCER_ACTIONS = ['sqs:SendMessage'];
 export const LOG_ACTIONS = ['logs:CreateLogStream', 'logs:PutLogEvents'];
 
@@ -145,11 +151,16 @@ function unique(values: readonly CfnString[]): CfnString[] {
 
 function statement(Sid: string, Action: readonly string[], Resource: readonly CfnString[]): IamStatement[] {
   // An IAM statement must name at least one resource: no resources, no statement (never a wildcard).
-  return Resource.length === 0 ? [] : [{ Sid, Effect: 'Allow', Action: [...Action].sort(), Resource: unique(Resource) }];
+  return Resource.length === 0
+    ? []
+    : [{ Sid, Effect: 'Allow', Action: [...Action].sort(), Resource: unique(Resource) }];
 }
 
 /** The cluster-access statements the routing table implies, for the function that restarts workloads. */
-export function clusterAccessStatements(table: Pick<RoutingTable, 'clusters'>, p: ArnPlaceholders = CLOUDFORMATION_PLACEHOLDERS): { statements: IamStatement[]; assumedRoles: AssumedRoleNeeds[] } {
+export function clusterAccessStatements(
+  table: Pick<RoutingTable, 'clusters'>,
+  p: ArnPlaceholders = CLOUDFORMATION_PLACEHOLDERS,
+): { statements: IamStatement[]; assumedRoles: AssumedRoleNeeds[] } {
   const eksArns: CfnString[] = [];
   const roleArns: string[] = [];
   const parameterArns: CfnString[] = [];
@@ -189,7 +200,12 @@ export function clusterAccessStatements(table: Pick<RoutingTable, 'clusters'>, p
       .map(([roleArn, { clusters, arns }]) => ({
         roleArn,
         clusters,
-        statement: { Sid: 'DescribeEksClusters', Effect: 'Allow', Action: ['eks:DescribeCluster'], Resource: unique(arns) },
+        statement: {
+          Sid: 'DescribeEksClusters',
+          Effect: 'Allow',
+          Action: ['eks:DescribeCluster'],
+          Resource: unique(arns),
+        },
       })),
   };
 }
@@ -197,28 +213,66 @@ export function clusterAccessStatements(table: Pick<RoutingTable, 'clusters'>, p
 /** The IAM statements of each function's own role. */
 export function iamFromRoutes(table: Pick<RoutingTable, 'clusters' | 'allSinks'>, inputs: IamInputs): FunctionPolicies {
   const p = inputs.placeholders ?? CLOUDFORMATION_PLACEHOLDERS;
-  const logs = (fn: FunctionName): IamStatement[] => statement('WriteOwnLogs', LOG_ACTIONS, [logGroupArn(inputs.logGroups[fn], p)]);
+  const logs = (fn: FunctionName): IamStatement[] =>
+    statement('WriteOwnLogs', LOG_ACTIONS, [logGroupArn(inputs.logGroups[fn], p)]);
   const send = statement('SendToRolloutQueue', QUEUE_PRODUCER_ACTIONS, [inputs.queueArn]);
   const access = clusterAccessStatements(table, p);
   return {
-    http: [...logs('http'), ...send, ...statement('ReadWebhookSecrets', ['ssm:GetParameter'], inputs.webhookParameters.map((n) => ssmParameterArn(n, p)))],
+    http: [
+      ...logs('http'),
+      ...send,
+      ...statement(
+        'ReadWebhookSecrets',
+        ['ssm:GetParameter'],
+        inputs.webhookParameters.map((n) => ssmParameterArn(n, p)),
+      ),
+    ],
     // The worker also sends: a follow-up of rollouts still progressing when its time budget ends (the same changes).
-    worker: [...logs('worker'), ...statement('ConsumeRolloutQueue', QUEUE_CONSUMER_ACTIONS, [inputs.queueArn]), ...statement('SendFollowUps', QUEUE_PRODUCER_ACTIONS, [inputs.queueArn]), ...access.statements],
-    logs: [...logs('logs'), ...send, ...statement('SendToFailureQueue', QUEUE_PRODUCER_ACTIONS, inputs.logsFailureQueueArn === undefined ? [] : [inputs.logsFailureQueueArn])],
+    worker: [
+      ...logs('worker'),
+      ...statement('ConsumeRolloutQueue', QUEUE_CONSUMER_ACTIONS, [inputs.queueArn]),
+      ...statement('SendFollowUps', QUEUE_PRODUCER_ACTIONS, [inputs.queueArn]),
+      ...access.statements,
+    ],
+    logs: [
+      ...logs('logs'),
+      ...send,
+      ...statement(
+        'SendToFailureQueue',
+        QUEUE_PRODUCER_ACTIONS,
+        inputs.logsFailureQueueArn === undefined ? [] : [inputs.logsFailureQueueArn],
+      ),
+    ],
     // Reconcile reads the clusters like the worker (and records versions their pods already run), queues what is
     // behind, and reads only its own Vault login credentials.
     reconcile: [
       ...logs('reconcile'),
       ...send,
       ...access.statements,
-      ...statement('ReadVaultLogin', ['ssm:GetParameter'], (inputs.vaultCredentials?.ssmParameters ?? []).map((n) => ssmParameterArn(n, p))),
-      ...statement('ReadVaultSecretId', ['secretsmanager:GetSecretValue'], (inputs.vaultCredentials?.secrets ?? []).map((n) => secretArn(n, p))),
+      ...statement(
+        'ReadVaultLogin',
+        ['ssm:GetParameter'],
+        (inputs.vaultCredentials?.ssmParameters ?? []).map((n) => ssmParameterArn(n, p)),
+      ),
+      ...statement(
+        'ReadVaultSecretId',
+        ['secretsmanager:GetSecretValue'],
+        (inputs.vaultCredentials?.secrets ?? []).map((n) => secretArn(n, p)),
+      ),
     ],
     // The notify function sends what the worker put in the outbox: to the table's SNS topics, with its sinks' secrets.
     notify: [
       ...logs('notify'),
       ...statement('PublishNotifications', ['sns:Publish'], sinkTopics(table.allSinks)),
-      ...statement('ReadNotificationSecrets', ['ssm:GetParameter'], inputs.notifySecretPrefix === undefined ? [] : sinkVariables(table.allSinks).map((v) => ssmParameterArn(sinkParameterName(inputs.notifySecretPrefix as string, v), p))),
+      ...statement(
+        'ReadNotificationSecrets',
+        ['ssm:GetParameter'],
+        inputs.notifySecretPrefix === undefined
+          ? []
+          : sinkVariables(table.allSinks).map((v) =>
+              ssmParameterArn(sinkParameterName(inputs.notifySecretPrefix as string, v), p),
+            ),
+      ),
     ],
     assumedRoles: access.assumedRoles,
   };

@@ -45,11 +45,15 @@ export function workerBatchSize(table: Pick<RoutingTable, 'routes'>, param: stri
   if (raw === '' || raw === 'auto') return settling.length > 0 ? MAX_FIFO_BATCH_SIZE : 1;
   const size = Number(raw);
   if (!Number.isInteger(size) || size < 1 || size > MAX_FIFO_BATCH_SIZE) {
-    throw new WorkerBatchSizeError(`workerBatchSize "${raw.slice(0, 20)}": give auto or a whole number from 1 to ${MAX_FIFO_BATCH_SIZE} (the FIFO event source maximum)`);
+    throw new WorkerBatchSizeError(
+      `workerBatchSize "${raw.slice(0, 20)}": give auto or a whole number from 1 to ${MAX_FIFO_BATCH_SIZE} (the FIFO event source maximum)`,
+    );
   }
   if (size === 1 && settling.length > 0) {
     const names = settling.slice(0, 5).join(', ') + (settling.length > 5 ? `, … (${settling.length} routes)` : '');
-    throw new WorkerBatchSizeError(`workerBatchSize 1 with rollout.settle on route(s) ${names}: a batch of 1 coalesces nothing; use auto (10) or 2-${MAX_FIFO_BATCH_SIZE}, or remove settle`);
+    throw new WorkerBatchSizeError(
+      `workerBatchSize 1 with rollout.settle on route(s) ${names}: a batch of 1 coalesces nothing; use auto (10) or 2-${MAX_FIFO_BATCH_SIZE}, or remove settle`,
+    );
   }
   return size;
 }

@@ -36,7 +36,8 @@ export function readZipEntries(zip: Buffer): ZipEntry[] {
   let at = zip.readUInt32LE(end + 16);
   const entries: ZipEntry[] = [];
   for (let i = 0; i < count; i++) {
-    if (at + 46 > zip.length || zip.readUInt32LE(at) !== CENTRAL_FILE_HEADER) throw new ZipFormatError(`bad central directory entry ${i}`);
+    if (at + 46 > zip.length || zip.readUInt32LE(at) !== CENTRAL_FILE_HEADER)
+      throw new ZipFormatError(`bad central directory entry ${i}`);
     const flags = zip.readUInt16LE(at + 8);
     const method = zip.readUInt16LE(at + 10);
     const compressedSize = zip.readUInt32LE(at + 20);
@@ -52,7 +53,8 @@ export function readZipEntries(zip: Buffer): ZipEntry[] {
 
     if (name.endsWith('/')) continue;
     if (flags & 0x1) throw new ZipFormatError(`${name}: encrypted entries are not supported`);
-    if (compressedSize === 0xffffffff || localOffset === 0xffffffff) throw new ZipFormatError(`${name}: zip64 entries are not supported`);
+    if (compressedSize === 0xffffffff || localOffset === 0xffffffff)
+      throw new ZipFormatError(`${name}: zip64 entries are not supported`);
     if (zip.readUInt32LE(localOffset) !== LOCAL_FILE_HEADER) throw new ZipFormatError(`${name}: bad local file header`);
     const dataStart = localOffset + 30 + zip.readUInt16LE(localOffset + 26) + zip.readUInt16LE(localOffset + 28);
     const raw = zip.subarray(dataStart, dataStart + compressedSize);

@@ -15,13 +15,35 @@ export function limiterFor(cluster: string, limit: number): ConcurrencyLimiter {
   return limiter;
 }
 
-export const targetName = (t: RolloutTarget): string => (t.type !== 'workload' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)')));
+export const targetName = (t: RolloutTarget): string =>
+  t.type !== 'workload' ? t.name : (t.name ?? (t.selector !== undefined ? `(selector ${t.selector})` : '(annotated)'));
 
-export function failedResult(t: RolloutTarget, cluster: string, name: string, failure: KubeFailure, attempts: number, durationMs: number): RolloutResult {
-  return { ...identity(t, cluster, name), outcome: 'failed', reason: failure.reason, detail: failure.detail, attempts, durationMs };
+export function failedResult(
+  t: RolloutTarget,
+  cluster: string,
+  name: string,
+  failure: KubeFailure,
+  attempts: number,
+  durationMs: number,
+): RolloutResult {
+  return {
+    ...identity(t, cluster, name),
+    outcome: 'failed',
+    reason: failure.reason,
+    detail: failure.detail,
+    attempts,
+    durationMs,
+  };
 }
 
 export function identity(t: RolloutTarget, cluster: string, name: string, kind: string = t.kind) {
-  return { cluster, namespace: t.namespace, kind, name, routes: t.routes, paths: t.paths, restartToken: t.restartToken };
+  return {
+    cluster,
+    namespace: t.namespace,
+    kind,
+    name,
+    routes: t.routes,
+    paths: t.paths,
+    restartToken: t.restartToken,
+  };
 }
-

@@ -17,14 +17,27 @@ import { DEFAULT_RETRY, realRetryEnv } from './retry.ts';
 import type { ClusterRun, ExecutorOptions, RolloutResult } from './types.ts';
 
 /** An Event on the restarted object; its name is derived from the restart, so a repeat does not duplicate it. */
-export async function recordEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, object: KubeObject, now: number): Promise<void> {
+export async function recordEvent(
+  run: ClusterRun,
+  target: RolloutTarget,
+  descriptor: WorkloadDescriptor,
+  object: KubeObject,
+  now: number,
+): Promise<void> {
   const name = object.metadata?.name ?? '';
   const secrets = describeSecrets(target);
   const time = new Date(now).toISOString();
   await createEvent(run, {
     name: `${name}.vr-${target.restartToken.slice(0, 16)}`,
     namespace: target.namespace,
-    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name, namespace: target.namespace, uid: object.metadata?.uid, resourceVersion: object.metadata?.resourceVersion },
+    involvedObject: {
+      apiVersion: descriptor.apiVersion,
+      kind: descriptor.kind,
+      name,
+      namespace: target.namespace,
+      uid: object.metadata?.uid,
+      resourceVersion: object.metadata?.resourceVersion,
+    },
     reason: EVENT_REASONS.secretRotated,
     message: `${isSyncKind(descriptor.kind) ? 'Sync requested' : 'Restarted'} by vault-rollout for Vault secret ${secrets} (routes: ${target.routes.join(', ')})`,
     type: 'Normal',
@@ -36,7 +49,12 @@ export async function recordEvent(run: ClusterRun, target: RolloutTarget, descri
  * One Event when a followed rollout ends complete or failed. Named from the restart token like SecretRotated's, with
  * one name for both outcomes: a re-delivered message records nothing twice. Paths and versions, never values.
  */
-export async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget, descriptor: WorkloadDescriptor, result: RolloutResult): Promise<void> {
+export async function recordRolloutEvent(
+  run: ClusterRun,
+  target: RolloutTarget,
+  descriptor: WorkloadDescriptor,
+  result: RolloutResult,
+): Promise<void> {
   const complete = result.rollout === 'complete';
   const secrets = describeSecrets(target);
   const pods = result.pods ? ` (${result.pods.ready}/${result.pods.desired} new pods Ready)` : '';
@@ -47,7 +65,12 @@ export async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget,
   await createEvent(run, {
     name: `${result.name}.vr-${target.restartToken.slice(0, 16)}.rollout`,
     namespace: target.namespace,
-    involvedObject: { apiVersion: descriptor.apiVersion, kind: descriptor.kind, name: result.name, namespace: target.namespace },
+    involvedObject: {
+      apiVersion: descriptor.apiVersion,
+      kind: descriptor.kind,
+      name: result.name,
+      namespace: target.namespace,
+    },
     reason: complete ? EVENT_REASONS.rolloutComplete : EVENT_REASONS.rolloutFailed,
     message,
     type: complete ? 'Normal' : 'Warning',
@@ -56,7 +79,10 @@ export async function recordRolloutEvent(run: ClusterRun, target: RolloutTarget,
 }
 
 /** The secrets of a restart as Events name them: paths and versions, never values. */
-const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)).join(', ');
+const describeSecrets = (target: RolloutTarget): string =>
+  target.secrets
+    .map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))
+    .join(', ');
 
 /**
  * A halted rotation, made visible where it happened: a Warning `RotationHalted` Event on the workload that failed
@@ -64,7 +90,13 @@ const describeSecrets = (target: RolloutTarget): string => target.secrets.map((s
  * workload's restart token finds it by name. Not an annotation: the admission policy lets the vault-rollout identity
  * write only what a restart writes. Best effort: the halt itself is already decided and logged.
  */
-export async function recordHalt(table: RoutingTable, target: RolloutTarget, name: string, options: ExecutorOptions, message: string): Promise<void> {
+export async function recordHalt(
+  table: RoutingTable,
+  target: RolloutTarget,
+  name: string,
+  options: ExecutorOptions,
+  message: string,
+): Promise<void> {
   const config = table.clusters.get(target.cluster);
   if (!config) return;
   const clock = options.clock ?? realClock;
@@ -72,10 +104,24 @@ export async function recordHalt(table: RoutingTable, target: RolloutTarget, nam
   try {
     access = await options.access(target.cluster, config);
   } catch (e) {
-    options.logger?.warn('could not record the halt in the cluster', { cluster: target.cluster, error: e instanceof Error ? e.name : String(e) });
+    options.logger?.warn('could not record the halt in the cluster', {
+      cluster: target.cluster,
+      error: e instanceof Error ? e.name : String(e),
+    });
     return;
   }
-  const run: ClusterRun = { cluster: target.cluster, api: options.apiFor(access), limiter: limiterFor(target.cluster, config.concurrency ?? options.defaultConcurrency ?? 10), options, retry: options.retry ?? DEFAULT_RETRY, env: options.retryEnv ?? realRetryEnv, clock, started: clock.monotonic(), table, admission: undefined };
+  const run: ClusterRun = {
+    cluster: target.cluster,
+    api: options.apiFor(access),
+    limiter: limiterFor(target.cluster, config.concurrency ?? options.defaultConcurrency ?? 10),
+    options,
+    retry: options.retry ?? DEFAULT_RETRY,
+    env: options.retryEnv ?? realRetryEnv,
+    clock,
+    started: clock.monotonic(),
+    table,
+    admission: undefined,
+  };
   // A consumers target of a Secret has no object of its own to carry the Event: its halt is in the log and the result.
   if (target.type === 'consumers' && !isSyncKind(target.kind)) return;
   const descriptor = descriptorOf(target);
@@ -148,6 +194,12 @@ async function createEvent(run: ClusterRun, e: EventInput): Promise<void> {
     await run.limiter.run(() => run.api.create(event));
   } catch (err) {
     const failure = classifyKubeError(err);
-    if (failure.reason !== 'conflict') run.options.logger?.warn(`could not record the ${e.reason} event`, { cluster: run.cluster, namespace: e.namespace, name: e.involvedObject.name, reason: failure.reason });
+    if (failure.reason !== 'conflict')
+      run.options.logger?.warn(`could not record the ${e.reason} event`, {
+        cluster: run.cluster,
+        namespace: e.namespace,
+        name: e.involvedObject.name,
+        reason: failure.reason,
+      });
   }
 }

@@ -18,13 +18,20 @@ import type { ExecutorOptions, FollowSettings, WorkloadDone } from './types.ts';
  * kind) that is already open, so the cost of a slot cycle is the patch and the controller, not a LIST and a WATCH
  * per restart (a 1,000-Deployment namespace is ~1,000 objects per LIST).
  */
-export async function followDone(table: RoutingTable, done: WorkloadDone[], options: ExecutorOptions, follow: FollowSettings, admission: Admission | undefined): Promise<void> {
+export async function followDone(
+  table: RoutingTable,
+  done: WorkloadDone[],
+  options: ExecutorOptions,
+  follow: FollowSettings,
+  admission: Admission | undefined,
+): Promise<void> {
   const clock = options.clock ?? realClock;
   for (const d of done) follow.onProgress?.(d.result);
   // An unchanged target restarted by an earlier attempt: its deadline counts from its lease (taken just before its
   // patch) when it holds one, else from the message's first attempt.
   const claims = done.flatMap((d) => (d.slot && d.result.outcome === 'unchanged' ? d.slot.scopeKeys.slice(0, 1) : []));
-  const leaseStarts = admission && claims.length > 0 ? await admission.leaseStarts([...new Set(claims)]) : new Map<string, number>();
+  const leaseStarts =
+    admission && claims.length > 0 ? await admission.leaseStarts([...new Set(claims)]) : new Map<string, number>();
   const released = new Set<WorkloadDone>();
   // Set by every release and every retry that ends: the loop below looks again before it waits (no wake is lost).
   let signalled = false;
@@ -39,7 +46,13 @@ export async function followDone(table: RoutingTable, done: WorkloadDone[], opti
     void admission.release(d.slot).then(signal);
   };
   const apply = (d: WorkloadDone, f: FollowedRollout) => {
-    d.result = { ...d.result, rollout: f.rollout, ...(f.rolloutMs === undefined ? {} : { rolloutMs: f.rolloutMs }), ...(f.pods ? { pods: f.pods } : {}), rolloutReason: f.message };
+    d.result = {
+      ...d.result,
+      rollout: f.rollout,
+      ...(f.rolloutMs === undefined ? {} : { rolloutMs: f.rolloutMs }),
+      ...(f.pods ? { pods: f.pods } : {}),
+      rolloutReason: f.message,
+    };
   };
   const follower = startFollower({
     budgetMs: Math.max(0, follow.budgetMs),
@@ -67,33 +80,46 @@ export async function followDone(table: RoutingTable, done: WorkloadDone[], opti
     const f = d.follow;
     const leased = d.slot ? leaseStarts.get(d.slot.holder) : undefined;
     const startedAt = r.outcome === 'restarted' ? f.patchedAt : (leased ?? follow.since ?? clock.now());
-    const target: FollowTarget = { id: String(i), cluster: r.cluster, api: f.run.api, descriptor: f.descriptor, namespace: r.namespace, name: r.name, restartToken: r.restartToken, startedAt, timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes), ...f.restarted };
+    const target: FollowTarget = {
+      id: String(i),
+      cluster: r.cluster,
+      api: f.run.api,
+      descriptor: f.descriptor,
+      namespace: r.namespace,
+      name: r.name,
+      restartToken: r.restartToken,
+      startedAt,
+      timeoutMs: follow.timeoutMs ?? rolloutTimeoutMs(table, r.cluster, r.routes),
+      ...f.restarted,
+    };
     following.push(
       follower.follow(target).then(async (answer) => {
         apply(d, answer);
-        if (answer.rollout === 'complete' || answer.rollout === 'failed') await recordRolloutEvent(f.run, f.target, f.descriptor, d.result);
+        if (answer.rollout === 'complete' || answer.rollout === 'failed')
+          await recordRolloutEvent(f.run, f.target, f.descriptor, d.result);
       }),
     );
   };
   done.forEach((_, i) => startFollowing(i));
   // One look never waits for a slot: the next look (a continuation) tries the deferred targets again.
-  if (admission && !follow.once) await startDeferred(done, admission, follow, options.slotPollMs ?? 2_000, startFollowing, {
-    signal,
-    takeSignal: () => {
-      const was = signalled;
-      signalled = false;
-      return was;
-    },
-    waitFor: (ms) =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(() => ((wake = undefined), resolve()), ms);
-        wake = () => {
-          clearTimeout(timer);
-          wake = undefined;
-          resolve();
-        };
-      }),
-  });
+  if (admission && !follow.once)
+    await startDeferred(done, admission, follow, options.slotPollMs ?? 2_000, startFollowing, {
+      signal,
+      takeSignal: () => {
+        const was = signalled;
+        signalled = false;
+        return was;
+      },
+      waitFor: (ms) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => ((wake = undefined), resolve()), ms);
+          wake = () => {
+            clearTimeout(timer);
+            wake = undefined;
+            resolve();
+          };
+        }),
+    });
   // Nothing more joins: every watch ends with its last answer.
   follower.seal();
   await Promise.all(following);
@@ -132,7 +158,8 @@ async function startDeferred(
     const start = queues.length > 0 ? turn++ % queues.length : 0;
     const ordered = [...queues.slice(start), ...queues.slice(0, start)];
     const out: number[] = [];
-    for (let k = 0; out.length < done.length && ordered.some((q) => k < q.length); k++) for (const q of ordered) if (k < q.length) out.push(q[k] as number);
+    for (let k = 0; out.length < done.length && ordered.some((q) => k < q.length); k++)
+      for (const q of ordered) if (k < q.length) out.push(q[k] as number);
     return out;
   };
   // The budget's end is a timer, like the follower's deadlines: decided once, not by comparing clock readings.
@@ -149,21 +176,31 @@ async function startDeferred(
       const d = done[i] as WorkloadDone;
       // Thousands may wait: those whose scope is known full are passed over without a call.
       if (d.blocked?.()) continue;
-      const retried = (d.retry as () => Promise<WorkloadDone>)().then((next) => {
-        done[i] = next;
-        inFlight.delete(i);
-        // Deferred again (another worker took the slot first): it waits for a release like the rest. Anything else
-        // (restarted and followed, or failed and its slot given back) is worth another look now.
-        if (next.result.outcome === 'deferred') return;
-        follow.onProgress?.(next.result);
-        if (next.event) void next.event();
-        startFollowing(i);
-        wakeup.signal();
-      }, (e: unknown) => {
-        // Only a bug gets here (restartWorkload answers with results): a result for it rather than a lost target.
-        done[i] = { result: { ...d.result, outcome: 'failed', reason: 'error', detail: e instanceof Error ? e.message : String(e) } };
-        inFlight.delete(i);
-      });
+      const retried = (d.retry as () => Promise<WorkloadDone>)().then(
+        (next) => {
+          done[i] = next;
+          inFlight.delete(i);
+          // Deferred again (another worker took the slot first): it waits for a release like the rest. Anything else
+          // (restarted and followed, or failed and its slot given back) is worth another look now.
+          if (next.result.outcome === 'deferred') return;
+          follow.onProgress?.(next.result);
+          if (next.event) void next.event();
+          startFollowing(i);
+          wakeup.signal();
+        },
+        (e: unknown) => {
+          // Only a bug gets here (restartWorkload answers with results): a result for it rather than a lost target.
+          done[i] = {
+            result: {
+              ...d.result,
+              outcome: 'failed',
+              reason: 'error',
+              detail: e instanceof Error ? e.message : String(e),
+            },
+          };
+          inFlight.delete(i);
+        },
+      );
       inFlight.set(i, retried);
       // Its admission is decided once the queue of admissions is idle: then `blocked` is current for the next one.
       await admission.idle();
@@ -179,4 +216,3 @@ async function startDeferred(
   // Retries already admitted finish their patch (and join the follower): a slot taken is never left unfollowed.
   await Promise.all(inFlight.values());
 }
-

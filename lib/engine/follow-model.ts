@@ -59,15 +59,26 @@ export interface FollowOptions {
 const seconds = (ms: number) => Math.round(ms / 1000);
 
 /** `2 of 3 new pods not Ready after 600 s: ProgressDeadlineExceeded (...)`: counts first, then the cause. */
-export function describeRollout(state: RolloutState, health: Health | undefined, elapsedMs: number, lastError?: string): string {
+export function describeRollout(
+  state: RolloutState,
+  health: Health | undefined,
+  elapsedMs: number,
+  lastError?: string,
+): string {
   const pods = health?.pods;
   const behind = pods ? pods.desired - pods.ready : 0;
-  const counts = pods && behind > 0 ? `${behind} of ${pods.desired} new pods not Ready after ${seconds(elapsedMs)} s` : undefined;
+  const counts =
+    pods && behind > 0 ? `${behind} of ${pods.desired} new pods not Ready after ${seconds(elapsedMs)} s` : undefined;
   if (state === 'failed') return [counts, health?.message].filter(Boolean).join(': ');
   if (state === 'timeout') {
-    const cause = [health?.message, lastError ? `last error: ${lastError}` : undefined].filter(Boolean).join('; ') || 'no status read';
+    const cause =
+      [health?.message, lastError ? `last error: ${lastError}` : undefined].filter(Boolean).join('; ') ||
+      'no status read';
     return `${counts ?? `not complete after ${seconds(elapsedMs)} s`} (deadline): ${cause}`;
   }
-  if (state === 'progressing') return [health?.message ?? 'waiting for the first status', lastError ? `last error: ${lastError}` : undefined].filter(Boolean).join('; ');
+  if (state === 'progressing')
+    return [health?.message ?? 'waiting for the first status', lastError ? `last error: ${lastError}` : undefined]
+      .filter(Boolean)
+      .join('; ');
   return health?.message ?? '';
 }

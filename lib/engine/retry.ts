@@ -13,7 +13,12 @@ export interface RetryPolicy {
   maxRetryAfterMs: number;
 }
 
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 5, baseDelayMs: 200, maxDelayMs: 5_000, maxRetryAfterMs: 30_000 };
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 5,
+  baseDelayMs: 200,
+  maxDelayMs: 5_000,
+  maxRetryAfterMs: 30_000,
+};
 
 export interface RetryEnv {
   sleep(ms: number): Promise<void>;
@@ -32,10 +37,16 @@ export function backoffDelay(attempt: number, failure: KubeFailure, policy: Retr
   return backoffDelayMs(attempt, policy.baseDelayMs, policy.maxDelayMs, random, 0);
 }
 
-export type Attempt<T> = { ok: true; value: T; attempts: number } | { ok: false; failure: KubeFailure; attempts: number };
+export type Attempt<T> =
+  { ok: true; value: T; attempts: number } | { ok: false; failure: KubeFailure; attempts: number };
 
 /** Runs `fn` until it succeeds, fails for good, or attempt `policy.maxAttempts` has failed. */
-export async function withRetries<T>(fn: (attempt: number) => Promise<T>, policy: RetryPolicy, env: RetryEnv, startAttempt = 1): Promise<Attempt<T>> {
+export async function withRetries<T>(
+  fn: (attempt: number) => Promise<T>,
+  policy: RetryPolicy,
+  env: RetryEnv,
+  startAttempt = 1,
+): Promise<Attempt<T>> {
   let attempt = startAttempt;
   for (;;) {
     try {

@@ -25,17 +25,31 @@ export { recordHalt } from './events.ts';
 export { NOT_RESTARTED_YET, Outcomes } from './types.ts';
 export type { ExecutorOptions, FollowSettings, Logger, Outcome, RolloutResult, WorkloadDone } from './types.ts';
 
-export async function executeRollouts(table: RoutingTable, targets: readonly RolloutTarget[], options: ExecutorOptions): Promise<RolloutResult[]> {
+export async function executeRollouts(
+  table: RoutingTable,
+  targets: readonly RolloutTarget[],
+  options: ExecutorOptions,
+): Promise<RolloutResult[]> {
   const byCluster = targetsByCluster(targets);
-  const bounded = !options.dryRun && !options.observeOnly && targets.some((t) => maxUnavailableFor(table, t.routes) !== undefined);
-  if (bounded && !options.slots) throw new Error('rollout.maxUnavailable bounds these targets and no slot store was given (ExecutorOptions.slots)');
+  const bounded =
+    !options.dryRun && !options.observeOnly && targets.some((t) => maxUnavailableFor(table, t.routes) !== undefined);
+  if (bounded && !options.slots)
+    throw new Error('rollout.maxUnavailable bounds these targets and no slot store was given (ExecutorOptions.slots)');
   const slots = bounded ? (typeof options.slots === 'function' ? await options.slots() : options.slots) : undefined;
-  const admission = slots ? new Admission(slots, (what, e) => options.logger?.warn(what, { error: e instanceof Error ? `${e.name}: ${e.message}`.slice(0, 300) : String(e) })) : undefined;
+  const admission = slots
+    ? new Admission(slots, (what, e) =>
+        options.logger?.warn(what, { error: e instanceof Error ? `${e.name}: ${e.message}`.slice(0, 300) : String(e) }),
+      )
+    : undefined;
   // Durations count from here: how long after the call each target had its outcome.
   const started = (options.clock ?? realClock).monotonic();
   // One follow budget for the whole call: sync waits spend from it, the rollouts that follow get what is left.
-  const followUntil = options.follow ? (options.clock ?? realClock).now() + Math.max(0, options.follow.budgetMs) : undefined;
-  const settled = await Promise.allSettled([...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started, followUntil, admission)));
+  const followUntil = options.follow
+    ? (options.clock ?? realClock).now() + Math.max(0, options.follow.budgetMs)
+    : undefined;
+  const settled = await Promise.allSettled(
+    [...byCluster].map(([cluster, ts]) => executeCluster(table, cluster, ts, options, started, followUntil, admission)),
+  );
   // Events wait until every cluster's patches are in: restarts first, their record second (and on a machine that
   // serves several clusters, one cluster's events never slow another's restarts).
   await Promise.all(settled.flatMap((s) => (s.status === 'fulfilled' ? s.value.map((d) => d.event?.()) : [])));
@@ -43,13 +57,37 @@ export async function executeRollouts(table: RoutingTable, targets: readonly Rol
     if (s.status === 'fulfilled') return s.value;
     // executeCluster returns results for every failure it knows; this is the net under it.
     const [cluster, ts] = [...byCluster][i] ?? ['', []];
-    return ts.map((t) => ({ result: failedResult(t, cluster, targetName(t), { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) }, 0, 0) }));
+    return ts.map((t) => ({
+      result: failedResult(
+        t,
+        cluster,
+        targetName(t),
+        { reason: 'error', retryable: false, detail: s.reason instanceof Error ? s.reason.message : String(s.reason) },
+        0,
+        0,
+      ),
+    }));
   });
-  if (options.follow) await followDone(table, done, options, { ...options.follow, budgetMs: Math.max(0, (followUntil ?? 0) - (options.clock ?? realClock).now()) }, admission);
+  if (options.follow)
+    await followDone(
+      table,
+      done,
+      options,
+      { ...options.follow, budgetMs: Math.max(0, (followUntil ?? 0) - (options.clock ?? realClock).now()) },
+      admission,
+    );
   return done.map((d) => d.result);
 }
 
-async function executeCluster(table: RoutingTable, cluster: string, targets: RolloutTarget[], options: ExecutorOptions, started: number, followUntil: number | undefined, admission: Admission | undefined): Promise<WorkloadDone[]> {
+async function executeCluster(
+  table: RoutingTable,
+  cluster: string,
+  targets: RolloutTarget[],
+  options: ExecutorOptions,
+  started: number,
+  followUntil: number | undefined,
+  admission: Admission | undefined,
+): Promise<WorkloadDone[]> {
   const clock = options.clock ?? realClock;
   const config = table.clusters.get(cluster);
   let access: ClusterAccess;
@@ -57,8 +95,14 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
     if (!config) throw new Error(`cluster ${cluster} is not in the routing table`);
     access = await options.access(cluster, config);
   } catch (e) {
-    const failure: KubeFailure = { reason: 'credentials', retryable: false, detail: e instanceof Error ? e.message : String(e) };
-    return targets.map((t) => ({ result: failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started) }));
+    const failure: KubeFailure = {
+      reason: 'credentials',
+      retryable: false,
+      detail: e instanceof Error ? e.message : String(e),
+    };
+    return targets.map((t) => ({
+      result: failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started),
+    }));
   }
   const run: ClusterRun = {
     table,
@@ -81,8 +125,10 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
         dryRun: options.dryRun === true,
         clock,
         started,
-        read: (descriptor, namespace, name) => withRetries(() => run.limiter.run(() => run.api.read(descriptor, namespace, name)), run.retry, run.env),
-        list: (kind, namespace) => withRetries(() => run.limiter.run(() => run.api.list(kind, namespace)), run.retry, run.env),
+        read: (descriptor, namespace, name) =>
+          withRetries(() => run.limiter.run(() => run.api.read(descriptor, namespace, name)), run.retry, run.env),
+        list: (kind, namespace) =>
+          withRetries(() => run.limiter.run(() => run.api.list(kind, namespace)), run.retry, run.env),
         restart: (target, descriptor, object) => restartWorkload(run, target, object, started, descriptor),
         ...(followUntil === undefined ? {} : { followUntil }),
         ...(options.follow?.since === undefined ? {} : { since: options.follow.since }),
@@ -90,8 +136,14 @@ async function executeCluster(table: RoutingTable, cluster: string, targets: Rol
       t,
     ),
   );
-  const groups = await Promise.all(readGroups(targets.filter((t) => t.type !== 'consumers')).map((group) => expandGroup(run, group)));
-  const restarted = await Promise.all(groups.flat().map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))));
+  const groups = await Promise.all(
+    readGroups(targets.filter((t) => t.type !== 'consumers')).map((group) => expandGroup(run, group)),
+  );
+  const restarted = await Promise.all(
+    groups
+      .flat()
+      .map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))),
+  );
   return [...restarted, ...(await Promise.all(consumers)).flat()];
 }
 
@@ -108,8 +160,10 @@ function readGroups(targets: readonly RolloutTarget[]): ReadGroup[] {
   const groups: ReadGroup[] = [];
   for (const t of targets) {
     const descriptor = descriptorOf(t);
-    if (t.type === 'workload' && t.selector !== undefined) groups.push({ namespace: t.namespace, descriptor, targets: [t], mode: 'selector' });
-    else if (t.type === 'workload' && t.annotated) groups.push({ namespace: t.namespace, descriptor, targets: [t], mode: 'annotated' });
+    if (t.type === 'workload' && t.selector !== undefined)
+      groups.push({ namespace: t.namespace, descriptor, targets: [t], mode: 'selector' });
+    else if (t.type === 'workload' && t.annotated)
+      groups.push({ namespace: t.namespace, descriptor, targets: [t], mode: 'annotated' });
     else {
       const key = `${t.namespace}\u0000${descriptor.apiVersion}\u0000${descriptor.kind}`;
       const group = byName.get(key);
@@ -121,7 +175,9 @@ function readGroups(targets: readonly RolloutTarget[]): ReadGroup[] {
   return groups;
 }
 
-type Expanded = { kind: 'result'; result: RolloutResult } | { kind: 'workload'; target: RolloutTarget; object: KubeObject; started: number };
+type Expanded =
+  | { kind: 'result'; result: RolloutResult }
+  | { kind: 'workload'; target: RolloutTarget; object: KubeObject; started: number };
 
 /** Reads the objects a group of targets names; a target that names nothing becomes a result right away. */
 async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[]> {
@@ -133,31 +189,56 @@ async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[
     () =>
       limiter.run(async (): Promise<KubeObject[]> => {
         if (group.mode === 'get') return [await api.read(kind, group.namespace, targetName(first))];
-        if (group.mode === 'selector') return api.list(kind, group.namespace, first.type === 'workload' ? first.selector : undefined);
+        if (group.mode === 'selector')
+          return api.list(kind, group.namespace, first.type === 'workload' ? first.selector : undefined);
         return api.list(kind, group.namespace);
       }),
     run.retry,
     run.env,
   );
-  if (!read.ok) return group.targets.map((t) => ({ kind: 'result', result: failedResult(t, run.cluster, targetName(t), read.failure, read.attempts, run.clock.monotonic() - started) }));
+  if (!read.ok)
+    return group.targets.map((t) => ({
+      kind: 'result',
+      result: failedResult(t, run.cluster, targetName(t), read.failure, read.attempts, run.clock.monotonic() - started),
+    }));
 
   if (group.mode === 'get' || group.mode === 'list-names') {
     const byName = new Map(read.value.map((o) => [o.metadata?.name ?? '', o]));
     return group.targets.map((t): Expanded => {
       const object = byName.get(targetName(t));
       if (object) return { kind: 'workload', target: t, object, started };
-      const failure: KubeFailure = { reason: 'not found', retryable: false, detail: `${kind.kind} ${group.namespace}/${targetName(t)} does not exist` };
-      return { kind: 'result', result: failedResult(t, run.cluster, targetName(t), failure, read.attempts, run.clock.monotonic() - started) };
+      const failure: KubeFailure = {
+        reason: 'not found',
+        retryable: false,
+        detail: `${kind.kind} ${group.namespace}/${targetName(t)} does not exist`,
+      };
+      return {
+        kind: 'result',
+        result: failedResult(t, run.cluster, targetName(t), failure, read.attempts, run.clock.monotonic() - started),
+      };
     });
   }
   const ignored: string[] = [];
-  const objects = group.mode === 'annotated' ? read.value.filter((o) => watches(run, group, o, first.paths, ignored)) : read.value;
+  const objects =
+    group.mode === 'annotated' ? read.value.filter((o) => watches(run, group, o, first.paths, ignored)) : read.value;
   if (objects.length === 0) {
     const why =
       group.mode === 'annotated'
         ? `no ${kind.kind} in ${group.namespace} watches ${first.paths.join(', ')} (annotation ${ANNOTATIONS.watch})${ignored.length > 0 ? `; ignored: ${ignored.join('; ')}` : ''}`
         : `no ${kind.kind} in ${group.namespace} matches ${targetName(first)}`;
-    return [{ kind: 'result', result: { ...identity(first, run.cluster, targetName(first)), outcome: 'skipped', reason: 'no workload matched', detail: why, attempts: read.attempts, durationMs: run.clock.monotonic() - started } }];
+    return [
+      {
+        kind: 'result',
+        result: {
+          ...identity(first, run.cluster, targetName(first)),
+          outcome: 'skipped',
+          reason: 'no workload matched',
+          detail: why,
+          attempts: read.attempts,
+          durationMs: run.clock.monotonic() - started,
+        },
+      },
+    ];
   }
   return objects.map((object) => ({ kind: 'workload', target: first, object, started }));
 }
@@ -167,15 +248,26 @@ async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[
  * that does not parse or is over its bounds watches nothing, and is logged naming the workload (and collected in
  * `ignored` for the result), never ignored silently.
  */
-function watches(run: ClusterRun, group: ReadGroup, object: KubeObject, paths: readonly string[], ignored: string[]): boolean {
+function watches(
+  run: ClusterRun,
+  group: ReadGroup,
+  object: KubeObject,
+  paths: readonly string[],
+  ignored: string[],
+): boolean {
   const name = object.metadata?.name ?? '';
   const { patterns, problems } = parseWatchAnnotation(object.metadata?.annotations?.[ANNOTATIONS.watch]);
   if (problems.length > 0) {
     ignored.push(`${group.descriptor.kind} ${group.namespace}/${name}: ${problems.join(', ')}`);
-    run.options.logger?.warn(`ignoring ${ANNOTATIONS.watch} patterns of a workload`, { cluster: run.cluster, namespace: group.namespace, kind: group.descriptor.kind, name, problems });
+    run.options.logger?.warn(`ignoring ${ANNOTATIONS.watch} patterns of a workload`, {
+      cluster: run.cluster,
+      namespace: group.namespace,
+      kind: group.descriptor.kind,
+      name,
+      problems,
+    });
   }
   const index = new PatternIndex();
   patterns.forEach((p, i) => index.add(i, p));
   return paths.some((p) => index.match(p).size > 0);
 }
-

@@ -13,7 +13,13 @@ import type { KubeApi } from '../workloads/kube-port.ts';
 import type { FollowedRollout, FollowOptions, FollowTarget } from './follow-model.ts';
 import { SharedWatch } from './shared-watch.ts';
 
-export { DEFAULT_ROLLOUT_TIMEOUT_MS, describeRollout, type FollowedRollout, type FollowOptions, type FollowTarget } from './follow-model.ts';
+export {
+  DEFAULT_ROLLOUT_TIMEOUT_MS,
+  describeRollout,
+  type FollowedRollout,
+  type FollowOptions,
+  type FollowTarget,
+} from './follow-model.ts';
 
 const realClock = { now: Date.now };
 
@@ -21,7 +27,10 @@ const realClock = { now: Date.now };
  * Follows a fixed set of targets: every watch ends as soon as each of its targets has an answer. With a single
  * workload in a (cluster, namespace, kind), its watch is by name: the stream carries nothing else.
  */
-export async function followRollouts(targets: readonly FollowTarget[], options: FollowOptions): Promise<Map<string, FollowedRollout>> {
+export async function followRollouts(
+  targets: readonly FollowTarget[],
+  options: FollowOptions,
+): Promise<Map<string, FollowedRollout>> {
   const follower = startFollower(options);
   const answers = targets.map(async (t) => [t.id, await follower.follow(t)] as const);
   follower.seal();
@@ -63,7 +72,8 @@ export function startFollower(options: FollowOptions): RolloutFollower {
       groups.set(target.api, byKey);
       const key = `${target.namespace}\u0000${target.descriptor.apiVersion}\u0000${target.descriptor.kind}`;
       let group = byKey.get(key);
-      if (!group || group.ended()) byKey.set(key, (group = new SharedWatch(target, options, clock, budgetEnd, () => sealed)));
+      if (!group || group.ended())
+        byKey.set(key, (group = new SharedWatch(target, options, clock, budgetEnd, () => sealed)));
       return group.join(target);
     },
     seal,

@@ -31,7 +31,9 @@ interface Member {
 }
 
 /** What the group's LIST and WATCH last said about one object of its kind (the health, not the object). */
-type Seen = { deleted: false; uid?: string; generation: number; token?: string; health: Health } | { deleted: true; uid?: string };
+type Seen =
+  | { deleted: false; uid?: string; generation: number; token?: string; health: Health }
+  | { deleted: true; uid?: string };
 
 /** A member's answer when nothing more will be read: its last health and error, in the state given. */
 function lastWord(m: Member, state: RolloutState, now: number): FollowedRollout {
@@ -60,7 +62,13 @@ export class SharedWatch {
   #poll = false;
   #wake: (() => void) | undefined;
 
-  constructor(first: FollowTarget, options: FollowOptions, clock: { now(): number }, budgetEnd: number, isSealed: () => boolean) {
+  constructor(
+    first: FollowTarget,
+    options: FollowOptions,
+    clock: { now(): number },
+    budgetEnd: number,
+    isSealed: () => boolean,
+  ) {
     this.#first = first;
     this.#options = options;
     this.#clock = clock;
@@ -88,7 +96,11 @@ export class SharedWatch {
 
   /** End now, answering every member still waiting `progressing`. */
   stopped(): void {
-    for (const m of this.#waiting()) this.#settle(m, { ...lastWord(m, 'progressing', this.#clock.now()), message: 'no longer followed: the process is stopping' });
+    for (const m of this.#waiting())
+      this.#settle(m, {
+        ...lastWord(m, 'progressing', this.#clock.now()),
+        message: 'no longer followed: the process is stopping',
+      });
     this.#end();
   }
 
@@ -152,7 +164,13 @@ export class SharedWatch {
     if (deleted) return { deleted: true, ...(uid === undefined ? {} : { uid }) };
     const { descriptor } = this.#first;
     const token = descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartToken];
-    return { deleted: false, ...(uid === undefined ? {} : { uid }), generation: obj.metadata?.generation ?? 0, ...(token === undefined ? {} : { token }), health: descriptor.health(obj) };
+    return {
+      deleted: false,
+      ...(uid === undefined ? {} : { uid }),
+      generation: obj.metadata?.generation ?? 0,
+      ...(token === undefined ? {} : { token }),
+      health: descriptor.health(obj),
+    };
   }
 
   #evaluate(m: Member, s: Seen | undefined): void {
@@ -166,10 +184,15 @@ export class SharedWatch {
     if (s && !s.deleted && sameObject && s.generation < (target.generation ?? 0)) return;
     const now = this.#clock.now();
     const elapsed = now - target.startedAt;
-    if (s === undefined || s.deleted) return this.#settle(m, { rollout: 'failed', message: `${kind} ${target.namespace}/${target.name} no longer exists` });
+    if (s === undefined || s.deleted)
+      return this.#settle(m, {
+        rollout: 'failed',
+        message: `${kind} ${target.namespace}/${target.name} no longer exists`,
+      });
     let health = s.health;
     // Versions only move forward: a later restart includes ours, and its rollout is the one to follow.
-    if (s.token !== undefined && s.token !== target.restartToken) health = { ...health, message: `${health.message} (restarted again since, restart ${s.token.slice(0, 12)})` };
+    if (s.token !== undefined && s.token !== target.restartToken)
+      health = { ...health, message: `${health.message} (restarted again since, restart ${s.token.slice(0, 12)})` };
     m.last = health;
     m.lastError = undefined;
     const pods = health.pods ? { pods: health.pods } : {};
@@ -178,11 +201,20 @@ export class SharedWatch {
       return this.#settle(m, { rollout: 'timeout', ...pods, message: describeRollout('timeout', health, elapsed) });
     }
     if (health.state === 'progressing') {
-      this.#options.onProgress?.(target.id, { rollout: 'progressing', ...pods, message: describeRollout('progressing', health, elapsed) });
+      this.#options.onProgress?.(target.id, {
+        rollout: 'progressing',
+        ...pods,
+        message: describeRollout('progressing', health, elapsed),
+      });
       return;
     }
     const rolloutMs = health.state === 'complete' ? { rolloutMs: Math.max(0, elapsed) } : {};
-    this.#settle(m, { rollout: health.state, ...pods, ...rolloutMs, message: describeRollout(health.state, health, elapsed) });
+    this.#settle(m, {
+      rollout: health.state,
+      ...pods,
+      ...rolloutMs,
+      message: describeRollout(health.state, health, elapsed),
+    });
   }
 
   #onObject(obj: KubeObject, deleted: boolean): void {
@@ -226,7 +258,11 @@ export class SharedWatch {
   async #lookOnce(): Promise<void> {
     const { api, descriptor, namespace, name } = this.#first;
     try {
-      const answer = await api.listForWatch(descriptor, namespace, this.#several ? undefined : { fieldSelector: `metadata.name=${name}` });
+      const answer = await api.listForWatch(
+        descriptor,
+        namespace,
+        this.#several ? undefined : { fieldSelector: `metadata.name=${name}` },
+      );
       this.#known = new Map(answer.items.map((o) => [o.metadata?.name ?? '', this.#seen(o, false)]));
       this.#listed = true;
       for (const m of this.#waiting()) this.#evaluate(m, this.#known.get(m.target.name));
@@ -234,7 +270,8 @@ export class SharedWatch {
       this.#noteError(e);
     }
     const now = this.#clock.now();
-    for (const m of this.#waiting()) this.#settle(m, lastWord(m, now >= m.target.startedAt + m.target.timeoutMs ? 'timeout' : 'progressing', now));
+    for (const m of this.#waiting())
+      this.#settle(m, lastWord(m, now >= m.target.startedAt + m.target.timeoutMs ? 'timeout' : 'progressing', now));
     this.#end();
   }
 
@@ -249,7 +286,8 @@ export class SharedWatch {
       if (this.#selector !== undefined && this.#several) return undefined;
       this.#known = new Map(answer.items.map((o) => [o.metadata?.name ?? '', this.#seen(o, false)]));
       this.#listed = true;
-      for (const m of this.#waiting()) if (this.#known.has(m.target.name) || m.seq < listedFrom) this.#evaluate(m, this.#known.get(m.target.name));
+      for (const m of this.#waiting())
+        if (this.#known.has(m.target.name) || m.seq < listedFrom) this.#evaluate(m, this.#known.get(m.target.name));
       return answer.resourceVersion;
     } catch (e) {
       this.#noteError(e);

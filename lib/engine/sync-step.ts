@@ -15,7 +15,13 @@ import type { KubeFailure } from '../workloads/kube-errors.ts';
 import { describeConsumed, discoverConsumers, type ConsumedObject, type ListKind } from '../workloads/consumers.ts';
 import { followRollouts, type FollowedRollout } from './rollout-follower.ts';
 import type { RolloutResult, WorkloadDone } from './types.ts';
-import { DEFAULT_SYNC_TIMEOUT_MS, isSyncKind, SYNC_ANNOTATIONS, SYNC_KINDS, type SyncDescriptor } from '../workloads/sync-kinds.ts';
+import {
+  DEFAULT_SYNC_TIMEOUT_MS,
+  isSyncKind,
+  SYNC_ANNOTATIONS,
+  SYNC_KINDS,
+  type SyncDescriptor,
+} from '../workloads/sync-kinds.ts';
 import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 
 export interface ConsumersStepContext {
@@ -25,7 +31,11 @@ export interface ConsumersStepContext {
   clock: { now(): number; monotonic(): number };
   started: number;
   /** Reads with the cluster's limiter and retries. */
-  read(descriptor: WorkloadDescriptor, namespace: string, name: string): Promise<{ ok: true; value: KubeObject; attempts: number } | { ok: false; failure: KubeFailure; attempts: number }>;
+  read(
+    descriptor: WorkloadDescriptor,
+    namespace: string,
+    name: string,
+  ): Promise<{ ok: true; value: KubeObject; attempts: number } | { ok: false; failure: KubeFailure; attempts: number }>;
   list: ListKind;
   /** The executor's per-object step: decide from the record, patch, record an Event. */
   restart(target: ConsumersRolloutTarget, descriptor: WorkloadDescriptor, object: KubeObject): Promise<WorkloadDone>;
@@ -35,17 +45,42 @@ export interface ConsumersStepContext {
   since?: number;
 }
 
-export async function executeConsumersTarget(ctx: ConsumersStepContext, target: ConsumersRolloutTarget): Promise<WorkloadDone[]> {
-  const base = { cluster: ctx.cluster, namespace: target.namespace, routes: target.routes, paths: target.paths, restartToken: target.restartToken };
-  const result = (r: Pick<RolloutResult, 'kind' | 'name' | 'outcome' | 'reason' | 'attempts'> & Partial<RolloutResult>): WorkloadDone => ({ result: { ...base, durationMs: ctx.clock.monotonic() - ctx.started, ...r } });
+export async function executeConsumersTarget(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+): Promise<WorkloadDone[]> {
+  const base = {
+    cluster: ctx.cluster,
+    namespace: target.namespace,
+    routes: target.routes,
+    paths: target.paths,
+    restartToken: target.restartToken,
+  };
+  const result = (
+    r: Pick<RolloutResult, 'kind' | 'name' | 'outcome' | 'reason' | 'attempts'> & Partial<RolloutResult>,
+  ): WorkloadDone => ({ result: { ...base, durationMs: ctx.clock.monotonic() - ctx.started, ...r } });
 
   if (!isSyncKind(target.kind)) {
-    const consumed: ConsumedObject = target.kind === 'Secret' ? { secret: target.name } : { secretProviderClass: target.name };
+    const consumed: ConsumedObject =
+      target.kind === 'Secret' ? { secret: target.name } : { secretProviderClass: target.name };
     return restartConsumers(ctx, target, consumed, [], undefined);
   }
   const descriptor = SYNC_KINDS[target.kind];
   const read = await ctx.read(descriptor, target.namespace, target.name);
-  if (!read.ok) return [result({ kind: target.kind, name: target.name, outcome: 'failed', reason: read.failure.reason, detail: read.failure.reason === 'not found' ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)` : read.failure.detail, attempts: read.attempts })];
+  if (!read.ok)
+    return [
+      result({
+        kind: target.kind,
+        name: target.name,
+        outcome: 'failed',
+        reason: read.failure.reason,
+        detail:
+          read.failure.reason === 'not found'
+            ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)`
+            : read.failure.detail,
+        attempts: read.attempts,
+      }),
+    ];
 
   // The operator always syncs: only its consumers may be skipped for keys they do not use.
   const nudged = await ctx.restart(everyKey(target), descriptor, read.value);
@@ -53,33 +88,93 @@ export async function executeConsumersTarget(ctx: ConsumersStepContext, target: 
   if (nudge.outcome !== 'restarted' && nudge.outcome !== 'unchanged') {
     if (nudge.outcome !== 'dry-run') return [{ result: nudge }];
     // A dry run: say which consumers would restart once the operator has synced.
-    const consumers = await restartConsumers(ctx, target, { secret: descriptor.secretName(read.value) }, descriptor.restartedByOperator(read.value), descriptor);
-    return [{ result: { ...nudge, detail: `would nudge ${target.kind} ${target.name}, wait for ${descriptor.operator}, then restart its consumers` } }, ...consumers];
+    const consumers = await restartConsumers(
+      ctx,
+      target,
+      { secret: descriptor.secretName(read.value) },
+      descriptor.restartedByOperator(read.value),
+      descriptor,
+    );
+    return [
+      {
+        result: {
+          ...nudge,
+          detail: `would nudge ${target.kind} ${target.name}, wait for ${descriptor.operator}, then restart its consumers`,
+        },
+      },
+      ...consumers,
+    ];
   }
 
   const synced = await waitForSync(ctx, target, descriptor, nudged);
   const state = synced.rollout;
-  const syncResult: RolloutResult = { ...nudge, reason: nudge.outcome === 'restarted' ? 'sync requested' : 'already requested for this version', rollout: state, rolloutReason: synced.message, ...(synced.rolloutMs === undefined ? {} : { rolloutMs: synced.rolloutMs }) };
+  const syncResult: RolloutResult = {
+    ...nudge,
+    reason: nudge.outcome === 'restarted' ? 'sync requested' : 'already requested for this version',
+    rollout: state,
+    rolloutReason: synced.message,
+    ...(synced.rolloutMs === undefined ? {} : { rolloutMs: synced.rolloutMs }),
+  };
   if (state === 'failed' || state === 'timeout') {
     // The consumers keep running on the value they have: restarting them now would bring nothing new.
-    return [{ ...nudged, follow: undefined, result: { ...syncResult, outcome: 'failed', reason: state === 'failed' ? 'sync failed' : 'sync timeout', detail: `${synced.message}; its consumers were not restarted` } }];
+    return [
+      {
+        ...nudged,
+        follow: undefined,
+        result: {
+          ...syncResult,
+          outcome: 'failed',
+          reason: state === 'failed' ? 'sync failed' : 'sync timeout',
+          detail: `${synced.message}; its consumers were not restarted`,
+        },
+      },
+    ];
   }
-  if (state !== 'complete') return [{ ...nudged, follow: undefined, result: { ...syncResult, detail: `${descriptor.operator} has not written the Secret yet; its consumers restart once it has (a follow-up checks again)` } }];
+  if (state !== 'complete')
+    return [
+      {
+        ...nudged,
+        follow: undefined,
+        result: {
+          ...syncResult,
+          detail: `${descriptor.operator} has not written the Secret yet; its consumers restart once it has (a follow-up checks again)`,
+        },
+      },
+    ];
   if (target.restart === 'none') return [{ ...nudged, follow: undefined, result: syncResult }];
 
   const latest = synced.object ?? read.value;
   const byOperator = descriptor.restartedByOperator(latest);
-  const consumers = await restartConsumers(ctx, target, { secret: descriptor.secretName(latest) }, byOperator, descriptor, latest);
+  const consumers = await restartConsumers(
+    ctx,
+    target,
+    { secret: descriptor.secretName(latest) },
+    byOperator,
+    descriptor,
+    latest,
+  );
   const names = consumers.filter((c) => c.result.kind !== target.kind).map((c) => `${c.result.kind}/${c.result.name}`);
   const notes = [
     `restarting the consumers of Secret ${descriptor.secretName(latest)}: ${names.join(', ') || 'none found'}`,
-    ...(byOperator.length > 0 ? [`${descriptor.operator} restarts ${byOperator.map((b) => `${b.kind}/${b.name}`).join(', ')} itself (rolloutRestartTargets): not restarted again`] : []),
+    ...(byOperator.length > 0
+      ? [
+          `${descriptor.operator} restarts ${byOperator.map((b) => `${b.kind}/${b.name}`).join(', ')} itself (rolloutRestartTargets): not restarted again`,
+        ]
+      : []),
   ];
-  return [{ ...nudged, follow: undefined, result: { ...syncResult, detail: notes.join('; ') } }, ...consumers.filter((c) => c.result.kind !== target.kind || c.result.outcome !== 'skipped')];
+  return [
+    { ...nudged, follow: undefined, result: { ...syncResult, detail: notes.join('; ') } },
+    ...consumers.filter((c) => c.result.kind !== target.kind || c.result.outcome !== 'skipped'),
+  ];
 }
 
 /** Where the sync stands: once from the object in hand, then (within the budget) by following it. */
-async function waitForSync(ctx: ConsumersStepContext, target: ConsumersRolloutTarget, descriptor: SyncDescriptor, nudged: WorkloadDone): Promise<FollowedRollout & { object?: KubeObject }> {
+async function waitForSync(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  descriptor: SyncDescriptor,
+  nudged: WorkloadDone,
+): Promise<FollowedRollout & { object?: KubeObject }> {
   const patchedAt = nudged.follow?.patchedAt ?? ctx.clock.now();
   const timeoutMs = target.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS;
   // The deadline counts from the nudge recorded on the resource, so a follow-up or a replay never extends it.
@@ -89,17 +184,55 @@ async function waitForSync(ctx: ConsumersStepContext, target: ConsumersRolloutTa
   const startedAt = Number.isNaN(recorded) ? patchedAt : recorded;
   if (object) {
     const health = descriptor.health(object);
-    if (health.state === 'complete') return { rollout: 'complete', message: health.message, rolloutMs: Math.max(0, ctx.clock.now() - startedAt), object };
+    if (health.state === 'complete')
+      return {
+        rollout: 'complete',
+        message: health.message,
+        rolloutMs: Math.max(0, ctx.clock.now() - startedAt),
+        object,
+      };
     if (health.state === 'failed') return { rollout: 'failed', message: health.message, object };
-    if (ctx.clock.now() >= startedAt + timeoutMs) return { rollout: 'timeout', message: `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${health.message}`, object };
+    if (ctx.clock.now() >= startedAt + timeoutMs)
+      return {
+        rollout: 'timeout',
+        message: `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${health.message}`,
+        object,
+      };
   }
   const budgetMs = ctx.followUntil === undefined ? 0 : ctx.followUntil - ctx.clock.now();
-  if (budgetMs <= 0) return { rollout: 'progressing', message: object ? descriptor.health(object).message : `could not read the ${target.kind}: ${current.ok ? '' : current.failure.detail}` };
+  if (budgetMs <= 0)
+    return {
+      rollout: 'progressing',
+      message: object
+        ? descriptor.health(object).message
+        : `could not read the ${target.kind}: ${current.ok ? '' : current.failure.detail}`,
+    };
   let last: KubeObject | undefined = object;
-  const watched: WorkloadDescriptor = { ...descriptor, health: (o) => ((last = o as KubeObject), descriptor.health(o)) };
-  const followed = await followRollouts([{ id: 'sync', cluster: ctx.cluster, api: ctx.api, descriptor: watched, namespace: target.namespace, name: target.name, restartToken: target.restartToken, startedAt, timeoutMs }], { budgetMs, clock: ctx.clock });
+  const watched: WorkloadDescriptor = {
+    ...descriptor,
+    health: (o) => ((last = o as KubeObject), descriptor.health(o)),
+  };
+  const followed = await followRollouts(
+    [
+      {
+        id: 'sync',
+        cluster: ctx.cluster,
+        api: ctx.api,
+        descriptor: watched,
+        namespace: target.namespace,
+        name: target.name,
+        restartToken: target.restartToken,
+        startedAt,
+        timeoutMs,
+      },
+    ],
+    { budgetMs, clock: ctx.clock },
+  );
   const f = followed.get('sync') ?? { rollout: 'progressing', message: 'no answer' };
-  const message = f.rollout === 'timeout' ? `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${f.message}` : f.message;
+  const message =
+    f.rollout === 'timeout'
+      ? `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${f.message}`
+      : f.message;
   return { ...f, message, ...(last ? { object: last } : {}) };
 }
 
@@ -107,22 +240,76 @@ async function waitForSync(ctx: ConsumersStepContext, target: ConsumersRolloutTa
  * Restarts the workloads that consume the object, except those the operator restarts itself. No consumer at all is a
  * `skipped` result naming what was looked for, never silence.
  */
-async function restartConsumers(ctx: ConsumersStepContext, target: ConsumersRolloutTarget, consumed: ConsumedObject, byOperator: ReadonlyArray<{ kind: string; name: string }>, sync: SyncDescriptor | undefined, synced?: KubeObject): Promise<WorkloadDone[]> {
-  const base = { cluster: ctx.cluster, namespace: target.namespace, routes: target.routes, paths: target.paths, restartToken: target.restartToken };
+async function restartConsumers(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  consumed: ConsumedObject,
+  byOperator: ReadonlyArray<{ kind: string; name: string }>,
+  sync: SyncDescriptor | undefined,
+  synced?: KubeObject,
+): Promise<WorkloadDone[]> {
+  const base = {
+    cluster: ctx.cluster,
+    namespace: target.namespace,
+    routes: target.routes,
+    paths: target.paths,
+    restartToken: target.restartToken,
+  };
   const found = await discoverConsumers(ctx.list, target.namespace, consumed);
   const durationMs = () => ctx.clock.monotonic() - ctx.started;
-  if (!found.ok) return [{ result: { ...base, kind: target.kind, name: target.name, outcome: 'failed', reason: found.reason, detail: found.detail, attempts: 1, durationMs: durationMs() } }];
+  if (!found.ok)
+    return [
+      {
+        result: {
+          ...base,
+          kind: target.kind,
+          name: target.name,
+          outcome: 'failed',
+          reason: found.reason,
+          detail: found.detail,
+          attempts: 1,
+          durationMs: durationMs(),
+        },
+      },
+    ];
   const mine = found.consumers.filter((c) => !byOperator.some((b) => b.kind === c.kind && b.name === c.name));
   if (mine.length === 0) {
-    const why = found.consumers.length > 0 ? `every consumer of ${describeConsumed(consumed)} is restarted by ${sync?.operator ?? 'its operator'} itself (rolloutRestartTargets)` : `no workload in ${target.namespace} references ${describeConsumed(consumed)}`;
-    return [{ result: { ...base, kind: target.kind, name: target.name, outcome: 'skipped', reason: 'no workload matched', detail: why, attempts: 1, durationMs: durationMs() } }];
+    const why =
+      found.consumers.length > 0
+        ? `every consumer of ${describeConsumed(consumed)} is restarted by ${sync?.operator ?? 'its operator'} itself (rolloutRestartTargets)`
+        : `no workload in ${target.namespace} references ${describeConsumed(consumed)}`;
+    return [
+      {
+        result: {
+          ...base,
+          kind: target.kind,
+          name: target.name,
+          outcome: 'skipped',
+          reason: 'no workload matched',
+          detail: why,
+          attempts: 1,
+          durationMs: durationMs(),
+        },
+      },
+    ];
   }
   return Promise.all(
     mine.map(async (c) => {
       // The keys this consumer uses, from its pod template and the synced resource, where the routes say none.
-      const own = sync && synced && 'secret' in consumed ? withConsumerKeys(target, c, consumed.secret, { kind: sync.kind, name: target.name, object: synced }) : target;
+      const own =
+        sync && synced && 'secret' in consumed
+          ? withConsumerKeys(target, c, consumed.secret, { kind: sync.kind, name: target.name, object: synced })
+          : target;
       const done = await ctx.restart(own, WORKLOAD_KINDS[c.kind], c.object);
-      return { ...done, result: { ...done.result, detail: [done.result.detail, `consumes ${describeConsumed(consumed)}: ${c.via.join(', ')}`].filter(Boolean).join('; ') } };
+      return {
+        ...done,
+        result: {
+          ...done.result,
+          detail: [done.result.detail, `consumes ${describeConsumed(consumed)}: ${c.via.join(', ')}`]
+            .filter(Boolean)
+            .join('; '),
+        },
+      };
     }),
   );
 }

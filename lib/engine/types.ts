@@ -115,7 +115,13 @@ export interface WorkloadDone {
   /** Records the SecretRotated event, after every cluster's patches. */
   event?: () => Promise<void>;
   /** What following its rollout needs (restarted and unchanged workloads). */
-  follow?: { run: ClusterRun; target: RolloutTarget; descriptor: WorkloadDescriptor; patchedAt: number; restarted?: Restarted };
+  follow?: {
+    run: ClusterRun;
+    target: RolloutTarget;
+    descriptor: WorkloadDescriptor;
+    patchedAt: number;
+    restarted?: Restarted;
+  };
   /** The slot it holds (or held) under `rollout.maxUnavailable`: given back when its rollout ends. */
   slot?: SlotClaim;
   /** A deferred target: tries again (reads, decides, takes a slot, patches). */

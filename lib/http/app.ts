@@ -16,7 +16,13 @@ import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-messa
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { FailedAuthLimiter } from './failed-auth-limiter.ts';
 import { authenticateStatus, basicAllowed, type StatusAccess } from './status-auth.ts';
-import { authenticate, authenticateHeaders, ReplayGuard, type ReplayWindow, type WebhookSecrets } from './webhook-auth.ts';
+import {
+  authenticate,
+  authenticateHeaders,
+  ReplayGuard,
+  type ReplayWindow,
+  type WebhookSecrets,
+} from './webhook-auth.ts';
 
 export interface AppDeps {
   table: RoutingTable;
@@ -72,7 +78,8 @@ const BASIC_CHALLENGE = 'Basic realm="vault-rollout status", charset="UTF-8"';
 const PAGE_HEADERS = {
   'content-type': 'text/html; charset=utf-8',
   'cache-control': 'no-store',
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
 };
@@ -140,7 +147,8 @@ function readIncomingBody(incoming: IncomingMessage, maxBytes: number): Promise<
         finish(() => reject(problem(413, `the body is larger than ${maxBytes} bytes`)));
       } else chunks.push(chunk);
     };
-    const onEnd = () => finish(() => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total)));
+    const onEnd = () =>
+      finish(() => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total)));
     const onError = (error: Error) => finish(() => reject(error));
     const onClose = () => finish(() => reject(new Error('the connection closed before the body ended')));
     incoming.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
@@ -165,7 +173,8 @@ function decodeBody(request: Request, raw: Uint8Array, maxBytes: number): string
       // maxOutputLength stops inflating at the cap: a gzip bomb costs at most maxBytes of memory.
       bytes = gunzipSync(raw, { maxOutputLength: maxBytes });
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw problem(413, `the decompressed body is larger than ${maxBytes} bytes`);
+      if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE')
+        throw problem(413, `the decompressed body is larger than ${maxBytes} bytes`);
       throw problem(400, 'Content-Encoding says gzip, but the body is not gzip');
     }
   }
@@ -183,7 +192,9 @@ export function buildApp(deps: AppDeps): Hono {
   const app = new Hono();
 
   // Liveness: cheap, touches nothing. Readiness: whether accepted work would be queued and worked.
-  app.get('/healthz', (c) => c.json({ ok: true, routes: deps.table.routes.length, clusters: deps.table.clusters.size }));
+  app.get('/healthz', (c) =>
+    c.json({ ok: true, routes: deps.table.routes.length, clusters: deps.table.clusters.size }),
+  );
   app.get('/readyz', async (c) => {
     let reasons: string[];
     try {
@@ -230,7 +241,10 @@ export function buildApp(deps: AppDeps): Hono {
         // The browser's prompt only where Basic is taken: elsewhere it would send the password readable.
         const asks = access.token !== undefined && basicAllowed(channel, access);
         const challenge: Record<string, string> = asks ? { 'www-authenticate': BASIC_CHALLENGE } : {};
-        return new Response(`401 ${auth.reason}\n`, { status: 401, headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge } });
+        return new Response(`401 ${auth.reason}\n`, {
+          status: 401,
+          headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge },
+        });
       }
       limiter.succeeded(peer);
       return new Response(await statusPage(), { headers: PAGE_HEADERS });
@@ -249,14 +263,20 @@ export function buildApp(deps: AppDeps): Hono {
     if (!early.ok) refuse(peer, early.reason);
     const incoming = nodeIncoming(c.env);
     const raw = incoming ? await readIncomingBody(incoming, maxBodyBytes) : await readRawBody(c.req.raw, maxBodyBytes);
-    if (raw.byteLength === 0) throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
+    if (raw.byteLength === 0)
+      throw problem(400, 'the body is empty: send audit entries, event notifications or a log-shipper batch');
     const auth = authenticate(header, raw, secrets, Math.floor(now() / 1000), replay);
     if (!auth.ok) return refuse(peer, auth.reason);
     limiter.succeeded(peer);
     const text = decodeBody(c.req.raw, raw, maxBodyBytes);
     let result;
     try {
-      result = await intake(text, { table: deps.table, queue: deps.queue, now, ...(deps.baselines ? { baselines: deps.baselines } : {}) });
+      result = await intake(text, {
+        table: deps.table,
+        queue: deps.queue,
+        now,
+        ...(deps.baselines ? { baselines: deps.baselines } : {}),
+      });
     } catch (e) {
       if (e instanceof QueueUnavailableError) {
         deps.telemetry.error('queue unavailable', { error: e.message });
@@ -273,16 +293,35 @@ export function buildApp(deps: AppDeps): Hono {
     for (const i of parsed.ignored) ignored.set(i.reason, (ignored.get(i.reason) ?? 0) + 1);
     for (const [reason, count] of ignored) deps.telemetry.metric(METRICS.recordsIgnored, count, 'Count', { reason });
     if (summary.rejected > 0) deps.telemetry.metric(METRICS.recordsRejected, summary.rejected, 'Count');
-    deps.telemetry.info('accepted', { ...summary, auth: auth.method, changes: parsed.changes.map((ch) => ({ id: ch.id, path: ch.path, version: ch.version })), targets: plan.targets.length });
+    deps.telemetry.info('accepted', {
+      ...summary,
+      auth: auth.method,
+      changes: parsed.changes.map((ch) => ({ id: ch.id, path: ch.path, version: ch.version })),
+      targets: plan.targets.length,
+    });
     // Publish this request's metrics now: a Lambda container may be frozen right after the answer.
     deps.telemetry.flush();
-    return Response.json({ ...summary, errors: parsed.rejected.slice(0, MAX_ERRORS_SHOWN), problems: plan.problems.slice(0, MAX_ERRORS_SHOWN) }, { status: 202 });
+    return Response.json(
+      {
+        ...summary,
+        errors: parsed.rejected.slice(0, MAX_ERRORS_SHOWN),
+        problems: plan.problems.slice(0, MAX_ERRORS_SHOWN),
+      },
+      { status: 202 },
+    );
   };
   // Both routes take every input format, whatever the Content-Type: senders rarely set it right.
   app.post('/v1/vault/audit', receive);
   app.post('/v1/vault/events', receive);
 
-  app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz${statusPage ? ', GET /status' : ''}` }, 404));
+  app.notFound((c) =>
+    c.json(
+      {
+        error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz${statusPage ? ', GET /status' : ''}`,
+      },
+      404,
+    ),
+  );
   app.onError((error, c) => {
     if (error instanceof HTTPException) return error.getResponse();
     deps.telemetry.error('unexpected error', { error: error instanceof Error ? error.message : String(error) });

@@ -20,7 +20,8 @@ export interface HttpEndpoint {
   description: string;
 }
 
-const WEBHOOK_AUTH = 'the webhook authentication: `X-Vault-Rollout-Signature: sha256=<HMAC>` with `X-Vault-Rollout-Timestamp` (HMAC secret), and/or `Authorization: Bearer <token>`';
+const WEBHOOK_AUTH =
+  'the webhook authentication: `X-Vault-Rollout-Signature: sha256=<HMAC>` with `X-Vault-Rollout-Timestamp` (HMAC secret), and/or `Authorization: Bearer <token>`';
 
 const INTAKE_STATUSES = {
   202: 'accepted: the changes are queued (durably); the body counts accepted, ignored and rejected records, with the first errors and problems',
@@ -31,11 +32,73 @@ const INTAKE_STATUSES = {
 } as const;
 
 export const HTTP_ENDPOINTS: readonly HttpEndpoint[] = [
-  { method: 'POST', path: '/v1/vault/audit', servers: ['serve', 'lambda'], auth: WEBHOOK_AUTH, statuses: INTAKE_STATUSES, description: 'Vault audit entries, event notifications or a log shipper\'s batch (Fluent Bit, Vector, CloudWatch Logs subscription); every format is taken whatever the Content-Type; `Content-Encoding: gzip` is inflated after authentication.' },
-  { method: 'POST', path: '/v1/vault/events', servers: ['serve', 'lambda'], auth: WEBHOOK_AUTH, statuses: INTAKE_STATUSES, description: 'The same intake under a second name, for event-notification forwarders.' },
-  { method: 'GET', path: '/healthz', servers: ['serve', 'lambda'], auth: 'none', statuses: { 200: '`{ ok: true, routes, clusters }`' }, description: 'Liveness: touches nothing.' },
-  { method: 'GET', path: '/readyz', servers: ['serve', 'lambda'], auth: 'none', statuses: { 200: '`{ ok: true }`', 503: '`{ ok: false, reasons }`: the queue cannot be written, or the worker loops are stuck (`VAULT_ROLLOUT_READY_STUCK_SECONDS`)' }, description: 'Readiness: whether accepted work would be queued and worked.' },
-  { method: 'GET', path: '/metrics', servers: ['serve'], auth: 'none (bind it where only the scraper reaches)', statuses: { 200: "Prometheus's text exposition format" }, description: 'Prometheus metrics (see the metrics reference).' },
-  { method: 'GET', path: '/status', servers: ['serve'], when: '`serve --status-page`', auth: 'the bearer token (also as a browser\'s Basic password), or a signed empty body', statuses: { 200: 'the status page (HTML, compressed when accepted)', 401: 'not authenticated (with a Basic challenge when a bearer token is set)' }, description: 'The fleet status page: `status`\'s data as HTML.' },
-  { method: 'GET', path: '/metrics', servers: ['metrics-listener'], when: '`worker` or `relay` with `--metrics-port`', auth: 'none (loopback unless `--metrics-host`)', statuses: { 200: "Prometheus's text exposition format", 404: 'any other method or path', 500: 'the metrics could not be collected' }, description: 'Prometheus metrics of the worker or the relay.' },
+  {
+    method: 'POST',
+    path: '/v1/vault/audit',
+    servers: ['serve', 'lambda'],
+    auth: WEBHOOK_AUTH,
+    statuses: INTAKE_STATUSES,
+    description:
+      "Vault audit entries, event notifications or a log shipper's batch (Fluent Bit, Vector, CloudWatch Logs subscription); every format is taken whatever the Content-Type; `Content-Encoding: gzip` is inflated after authentication.",
+  },
+  {
+    method: 'POST',
+    path: '/v1/vault/events',
+    servers: ['serve', 'lambda'],
+    auth: WEBHOOK_AUTH,
+    statuses: INTAKE_STATUSES,
+    description: 'The same intake under a second name, for event-notification forwarders.',
+  },
+  {
+    method: 'GET',
+    path: '/healthz',
+    servers: ['serve', 'lambda'],
+    auth: 'none',
+    statuses: { 200: '`{ ok: true, routes, clusters }`' },
+    description: 'Liveness: touches nothing.',
+  },
+  {
+    method: 'GET',
+    path: '/readyz',
+    servers: ['serve', 'lambda'],
+    auth: 'none',
+    statuses: {
+      200: '`{ ok: true }`',
+      503: '`{ ok: false, reasons }`: the queue cannot be written, or the worker loops are stuck (`VAULT_ROLLOUT_READY_STUCK_SECONDS`)',
+    },
+    description: 'Readiness: whether accepted work would be queued and worked.',
+  },
+  {
+    method: 'GET',
+    path: '/metrics',
+    servers: ['serve'],
+    auth: 'none (bind it where only the scraper reaches)',
+    statuses: { 200: "Prometheus's text exposition format" },
+    description: 'Prometheus metrics (see the metrics reference).',
+  },
+  {
+    method: 'GET',
+    path: '/status',
+    servers: ['serve'],
+    when: '`serve --status-page`',
+    auth: "the bearer token (also as a browser's Basic password), or a signed empty body",
+    statuses: {
+      200: 'the status page (HTML, compressed when accepted)',
+      401: 'not authenticated (with a Basic challenge when a bearer token is set)',
+    },
+    description: "The fleet status page: `status`'s data as HTML.",
+  },
+  {
+    method: 'GET',
+    path: '/metrics',
+    servers: ['metrics-listener'],
+    when: '`worker` or `relay` with `--metrics-port`',
+    auth: 'none (loopback unless `--metrics-host`)',
+    statuses: {
+      200: "Prometheus's text exposition format",
+      404: 'any other method or path',
+      500: 'the metrics could not be collected',
+    },
+    description: 'Prometheus metrics of the worker or the relay.',
+  },
 ];

@@ -66,7 +66,8 @@ export function authenticateStatus(channel: RequestChannel, access: StatusAccess
   const basic = BASIC.exec(authorization);
   if (!basic) return { ok: false, reason: 'send Authorization: Bearer with the status token' };
   if (!basicAllowed(channel, access)) {
-    const reason = 'HTTP Basic is taken only over TLS or from loopback (elsewhere it crosses the network readable): ' +
+    const reason =
+      'HTTP Basic is taken only over TLS or from loopback (elsewhere it crosses the network readable): ' +
       'use https, kubectl port-forward, or Authorization: Bearer';
     return { ok: false, reason };
   }
@@ -91,14 +92,18 @@ export function secretsProblem(secrets: {
   ];
   for (const [name, value] of named) {
     if (value !== undefined && value.length < MIN_SECRET_LENGTH) {
-      return `${name} is ${value.length} characters, fewer than ${MIN_SECRET_LENGTH}: a short secret can be guessed; ` +
-        'make one with openssl rand -hex 32';
+      return (
+        `${name} is ${value.length} characters, fewer than ${MIN_SECRET_LENGTH}: a short secret can be guessed; ` +
+        'make one with openssl rand -hex 32'
+      );
     }
   }
   const status = secrets.statusToken;
   if (status !== undefined && (status === secrets.bearerToken || status === secrets.hmacSecret)) {
-    return 'VAULT_ROLLOUT_STATUS_TOKEN is the intake\'s secret: the page\'s readers would be able to send changes; ' +
-      'give the status page a token of its own';
+    return (
+      "VAULT_ROLLOUT_STATUS_TOKEN is the intake's secret: the page's readers would be able to send changes; " +
+      'give the status page a token of its own'
+    );
   }
   return undefined;
 }

@@ -55,7 +55,8 @@ export class ReplayGuard implements ReplayWindow {
   }
 
   firstTime(signature: string, nowSeconds: number): boolean {
-    if (this.#seen.size >= this.#limit) for (const [s, until] of this.#seen) if (until < nowSeconds) this.#seen.delete(s);
+    if (this.#seen.size >= this.#limit)
+      for (const [s, until] of this.#seen) if (until < nowSeconds) this.#seen.delete(s);
     const until = this.#seen.get(signature);
     if (until !== undefined && until >= nowSeconds) return false;
     if (this.#seen.size >= this.#limit) this.#seen.delete(this.#seen.keys().next().value ?? '');
@@ -72,7 +73,9 @@ export interface SeenKeys {
 
 /** The replay window kept in a durable store shared by whatever authenticates against it. */
 export function storedReplayWindow(store: SeenKeys): ReplayWindow {
-  return { firstTime: (signature, nowSeconds) => store.firstSeen(signature, nowSeconds, nowSeconds + REPLAY_WINDOW_SECONDS) };
+  return {
+    firstTime: (signature, nowSeconds) => store.firstSeen(signature, nowSeconds, nowSeconds + REPLAY_WINDOW_SECONDS),
+  };
 }
 
 /** The form of every signature `sign` makes: anything else cannot match, whatever the body. */
@@ -83,7 +86,11 @@ const SIGNATURE_FORMAT = /^sha256=[0-9a-f]{64}$/;
  * timestamp (format and window) and the signature's form are checked, the signature itself needs the body; no
  * credentials at all is refused. `ok: true` means only "worth reading the body": `authenticate` decides.
  */
-export function authenticateHeaders(headers: (name: string) => string | undefined, secrets: WebhookSecrets, nowSeconds: number): { ok: true } | { ok: false; reason: string } {
+export function authenticateHeaders(
+  headers: (name: string) => string | undefined,
+  secrets: WebhookSecrets,
+  nowSeconds: number,
+): { ok: true } | { ok: false; reason: string } {
   if (secrets.iam) return { ok: true };
   const signature = headers(SIGNATURE_HEADER);
   if (secrets.hmacSecret !== undefined && signature !== undefined) {
@@ -95,21 +102,36 @@ export function authenticateHeaders(headers: (name: string) => string | undefine
 }
 
 /** The HMAC headers' own checks: a refusal, or the timestamp the signature is to be checked with. */
-function hmacHeaders(signature: string, timestamp: string | undefined, nowSeconds: number): { ok: false; reason: string } | { timestamp: string } {
-  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp)) return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
-  if (Math.abs(nowSeconds - Number(timestamp)) > MAX_SKEW_SECONDS) return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${MAX_SKEW_SECONDS} s from the server's clock` };
-  if (!SIGNATURE_FORMAT.test(signature)) return { ok: false, reason: `${SIGNATURE_HEADER} must be sha256=<64 hex digits>` };
+function hmacHeaders(
+  signature: string,
+  timestamp: string | undefined,
+  nowSeconds: number,
+): { ok: false; reason: string } | { timestamp: string } {
+  if (timestamp === undefined || !/^\d{1,12}$/.test(timestamp))
+    return { ok: false, reason: `${TIMESTAMP_HEADER} must be unix seconds` };
+  if (Math.abs(nowSeconds - Number(timestamp)) > MAX_SKEW_SECONDS)
+    return { ok: false, reason: `${TIMESTAMP_HEADER} is more than ${MAX_SKEW_SECONDS} s from the server's clock` };
+  if (!SIGNATURE_FORMAT.test(signature))
+    return { ok: false, reason: `${SIGNATURE_HEADER} must be sha256=<64 hex digits>` };
   return { timestamp };
 }
 
-export function authenticate(headers: (name: string) => string | undefined, body: Uint8Array, secrets: WebhookSecrets, nowSeconds: number, replay: ReplayWindow): AuthOutcome {
+export function authenticate(
+  headers: (name: string) => string | undefined,
+  body: Uint8Array,
+  secrets: WebhookSecrets,
+  nowSeconds: number,
+  replay: ReplayWindow,
+): AuthOutcome {
   if (secrets.iam) return { ok: true, method: 'iam' };
   const signature = headers(SIGNATURE_HEADER);
   if (secrets.hmacSecret !== undefined && signature !== undefined) {
     const checked = hmacHeaders(signature, headers(TIMESTAMP_HEADER), nowSeconds);
     if ('reason' in checked) return checked;
-    if (!equalConstantTime(signature, sign(secrets.hmacSecret, checked.timestamp, body))) return { ok: false, reason: 'the signature does not match the body' };
-    if (!replay.firstTime(signature, nowSeconds)) return { ok: false, reason: 'this signature was already used (replay)' };
+    if (!equalConstantTime(signature, sign(secrets.hmacSecret, checked.timestamp, body)))
+      return { ok: false, reason: 'the signature does not match the body' };
+    if (!replay.firstTime(signature, nowSeconds))
+      return { ok: false, reason: 'this signature was already used (replay)' };
     return { ok: true, method: 'hmac' };
   }
   return credentialsOtherThanHmac(headers, secrets);
@@ -125,8 +147,15 @@ function credentialsOtherThanHmac(headers: (name: string) => string | undefined,
   }
   if (secrets.hmacSecret === undefined && secrets.bearerToken === undefined) {
     // No scheme configured is a misconfiguration, not an invitation: refuse unless unauthenticated use was asked for.
-    return secrets.insecureNoAuth === true ? { ok: true, method: 'none' } : { ok: false, reason: 'no authentication is configured on this endpoint: every request is refused' };
+    return secrets.insecureNoAuth === true
+      ? { ok: true, method: 'none' }
+      : { ok: false, reason: 'no authentication is configured on this endpoint: every request is refused' };
   }
-  const accepted = [secrets.hmacSecret !== undefined ? `${SIGNATURE_HEADER} with ${TIMESTAMP_HEADER}` : '', secrets.bearerToken !== undefined ? 'Authorization: Bearer' : ''].filter(Boolean).join(' or ');
+  const accepted = [
+    secrets.hmacSecret !== undefined ? `${SIGNATURE_HEADER} with ${TIMESTAMP_HEADER}` : '',
+    secrets.bearerToken !== undefined ? 'Authorization: Bearer' : '',
+  ]
+    .filter(Boolean)
+    .join(' or ');
   return { ok: false, reason: `missing credentials: send ${accepted}` };
 }

@@ -4,7 +4,21 @@ import type { KubeObject } from '../workloads/workload-kinds.ts';
 import { compileGoRegexp } from './go-regexp.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
-import { arr, keyProblem, nameOf, namespaceOf, rec, str, stringMap, trimSlashes, vaultNamespace, type ClusterInventory, type Extracted, type Unmapped, type VaultSource } from './import-sources.ts';
+import {
+  arr,
+  keyProblem,
+  nameOf,
+  namespaceOf,
+  rec,
+  str,
+  stringMap,
+  trimSlashes,
+  vaultNamespace,
+  type ClusterInventory,
+  type Extracted,
+  type Unmapped,
+  type VaultSource,
+} from './import-sources.ts';
 
 interface VaultStore {
   server: string | undefined;
@@ -19,7 +33,10 @@ function storeOf(inv: ClusterInventory, namespace: string, ref: Record<string, u
   const kind = str(ref.kind) ?? 'SecretStore';
   const name = str(ref.name);
   if (name === undefined) return 'the store reference has no name';
-  const store = kind === 'ClusterSecretStore' ? inv.clusterSecretStores.find((s) => nameOf(s) === name) : inv.secretStores.find((s) => nameOf(s) === name && namespaceOf(s) === namespace);
+  const store =
+    kind === 'ClusterSecretStore'
+      ? inv.clusterSecretStores.find((s) => nameOf(s) === name)
+      : inv.secretStores.find((s) => nameOf(s) === name && namespaceOf(s) === namespace);
   if (!store) {
     // A kind that could not be listed (not installed, or forbidden to a namespaced importer) is not a missing store.
     const unread = inv.missing.find((m) => m.startsWith(`${kind} `));
@@ -31,17 +48,27 @@ function storeOf(inv: ClusterInventory, namespace: string, ref: Record<string, u
   }
   const provider = rec(rec(store.spec).provider);
   const vault = provider.vault;
-  if (vault === undefined) return `${kind} ${name} is not a Vault store (provider: ${Object.keys(provider).join(', ') || 'none'})`;
+  if (vault === undefined)
+    return `${kind} ${name} is not a Vault store (provider: ${Object.keys(provider).join(', ') || 'none'})`;
   const v = rec(vault);
   const version = str(v.version) ?? 'v2';
   if (version !== 'v1' && version !== 'v2') return `${kind} ${name} has KV version ${version}`;
   const mount = trimSlashes(str(v.path) ?? '');
-  return { server: str(v.server), mount: mount === '' ? undefined : mount, kvVersion: version === 'v1' ? 1 : 2, vaultNamespace: vaultNamespace(v.namespace) };
+  return {
+    server: str(v.server),
+    mount: mount === '' ? undefined : mount,
+    kvVersion: version === 'v1' ? 1 : 2,
+    vaultNamespace: vaultNamespace(v.namespace),
+  };
 }
 
 /** Does any ClusterSecretStore of the cluster admit namespaces by label (so the Namespaces' labels must be read)? */
 export const needsNamespaceLabels = (inv: Pick<ClusterInventory, 'clusterSecretStores'>): boolean =>
-  inv.clusterSecretStores.some((s) => arr(rec(s.spec).conditions).some((c) => rec(c).namespaceSelector !== undefined && rec(c).namespaceSelector !== null));
+  inv.clusterSecretStores.some((s) =>
+    arr(rec(s.spec).conditions).some(
+      (c) => rec(c).namespaceSelector !== undefined && rec(c).namespaceSelector !== null,
+    ),
+  );
 
 /** A metav1.LabelSelector object (matchLabels, matchExpressions) as the selector lib/workloads/label-selector.ts reads. */
 function labelSelectorOf(v: unknown): LabelSelector {
@@ -51,11 +78,16 @@ function labelSelectorOf(v: unknown): LabelSelector {
     const key = str(rec(e).key) ?? '';
     const values = arr(rec(e).values).filter((x): x is string => typeof x === 'string');
     const operator = str(rec(e).operator);
-    if ((operator === 'In' || operator === 'NotIn') && values.length === 0) return { error: `matchExpressions ${key} ${operator} has no values` };
-    if (operator === 'In' || operator === 'NotIn') clauses.push(`${key} ${operator.toLowerCase()} (${values.join(',')})`);
+    if ((operator === 'In' || operator === 'NotIn') && values.length === 0)
+      return { error: `matchExpressions ${key} ${operator} has no values` };
+    if (operator === 'In' || operator === 'NotIn')
+      clauses.push(`${key} ${operator.toLowerCase()} (${values.join(',')})`);
     else if (operator === 'Exists') clauses.push(key);
     else if (operator === 'DoesNotExist') clauses.push(`!${key}`);
-    else return { error: `matchExpressions ${key}: operator ${operator ?? '(none)'} is not In, NotIn, Exists or DoesNotExist` };
+    else
+      return {
+        error: `matchExpressions ${key}: operator ${operator ?? '(none)'} is not In, NotIn, Exists or DoesNotExist`,
+      };
   }
   return parseLabelSelector(clauses.join(','));
 }
@@ -77,15 +109,18 @@ function storeRefuses(inv: ClusterInventory, store: KubeObject, namespace: strin
     const condition = rec(c);
     if (condition.namespaceSelector !== undefined && condition.namespaceSelector !== null) {
       const selector = labelSelectorOf(condition.namespaceSelector);
-      if ('error' in selector) return undecided ?? `${what}: conditions[${i}].namespaceSelector: ${selector.error}; ESO refuses the store`;
+      if ('error' in selector)
+        return undecided ?? `${what}: conditions[${i}].namespaceSelector: ${selector.error}; ESO refuses the store`;
       if (selector.requirements.length === 0) return undefined; // {} selects every namespace
-      if (ns === undefined) undecided ??= `${what} admits namespaces by label (conditions[${i}].namespaceSelector) and the labels of namespace ${namespace} could not be read (list Namespaces)`;
+      if (ns === undefined)
+        undecided ??= `${what} admits namespaces by label (conditions[${i}].namespaceSelector) and the labels of namespace ${namespace} could not be read (list Namespaces)`;
       else if (selectorMatches(selector, ns.metadata?.labels)) return undefined;
     }
     if (arr(condition.namespaces).includes(namespace)) return undefined;
     for (const [j, pattern] of arr(condition.namespaceRegexes).entries()) {
       const re = compileGoRegexp(typeof pattern === 'string' ? pattern : '');
-      if ('error' in re) undecided ??= `${what}: conditions[${i}].namespaceRegexes[${j}] ${JSON.stringify(String(pattern).slice(0, 80))} is not a regexp Go compiles, so import cannot tell what ESO serves: ${re.error}`;
+      if ('error' in re)
+        undecided ??= `${what}: conditions[${i}].namespaceRegexes[${j}] ${JSON.stringify(String(pattern).slice(0, 80))} is not a regexp Go compiles, so import cannot tell what ESO serves: ${re.error}`;
       else if (re.test(namespace)) return undefined;
     }
   }
@@ -119,13 +154,17 @@ export function esoSources(inv: ClusterInventory): Extracted {
     const spec = rec(es.spec);
     const ns = namespaceOf(es);
     const name = nameOf(es);
-    const skip = (reason: string) => unmapped.push({ cluster: inv.cluster, kind: 'ExternalSecret', namespace: ns, name, reason });
+    const skip = (reason: string) =>
+      unmapped.push({ cluster: inv.cluster, kind: 'ExternalSecret', namespace: ns, name, reason });
     const policy = str(spec.refreshPolicy);
     if (policy === 'CreatedOnce') {
       skip('refreshPolicy: CreatedOnce: ESO never updates the Secret after creating it');
       continue;
     }
-    if ((policy === undefined || policy === 'Periodic') && (spec.refreshInterval === '0' || spec.refreshInterval === '0s' || spec.refreshInterval === 0)) {
+    if (
+      (policy === undefined || policy === 'Periodic') &&
+      (spec.refreshInterval === '0' || spec.refreshInterval === '0s' || spec.refreshInterval === 0)
+    ) {
       skip('refreshInterval: 0 with a periodic refresh: ESO never refreshes it (use refreshPolicy: OnChange)');
       continue;
     }
@@ -134,16 +173,37 @@ export function esoSources(inv: ClusterInventory): Extracted {
     const secretAnnotations = stringMap(rec(rec(rec(target.template).metadata).annotations));
     const defaultStore = rec(spec.secretStoreRef);
     const entries: Array<{ what: string; key: unknown; version?: unknown; sourceRef?: unknown }> = [];
-    arr(spec.data).forEach((d, i) => entries.push({ what: `data[${i}]`, key: rec(rec(d).remoteRef).key, version: rec(rec(d).remoteRef).version, sourceRef: rec(d).sourceRef }));
+    arr(spec.data).forEach((d, i) =>
+      entries.push({
+        what: `data[${i}]`,
+        key: rec(rec(d).remoteRef).key,
+        version: rec(rec(d).remoteRef).version,
+        sourceRef: rec(d).sourceRef,
+      }),
+    );
     arr(spec.dataFrom).forEach((d, i) => {
       const from = rec(d);
-      if (from.find !== undefined) return skip(`dataFrom[${i}].find searches Vault by path or name regexp: no one KV path to route (list the keys under data or dataFrom.extract)`);
-      if (rec(from.sourceRef).generatorRef !== undefined) return skip(`dataFrom[${i}] uses a generator: generated values have no KV path`);
-      if (from.extract !== undefined) entries.push({ what: `dataFrom[${i}].extract`, key: rec(from.extract).key, version: rec(from.extract).version, sourceRef: from.sourceRef });
+      if (from.find !== undefined)
+        return skip(
+          `dataFrom[${i}].find searches Vault by path or name regexp: no one KV path to route (list the keys under data or dataFrom.extract)`,
+        );
+      if (rec(from.sourceRef).generatorRef !== undefined)
+        return skip(`dataFrom[${i}] uses a generator: generated values have no KV path`);
+      if (from.extract !== undefined)
+        entries.push({
+          what: `dataFrom[${i}].extract`,
+          key: rec(from.extract).key,
+          version: rec(from.extract).version,
+          sourceRef: from.sourceRef,
+        });
     });
     const seen = new Set<string>();
     for (const entry of entries) {
-      const store = storeOf(inv, ns, rec(rec(entry.sourceRef).storeRef).name !== undefined ? rec(rec(entry.sourceRef).storeRef) : defaultStore);
+      const store = storeOf(
+        inv,
+        ns,
+        rec(rec(entry.sourceRef).storeRef).name !== undefined ? rec(rec(entry.sourceRef).storeRef) : defaultStore,
+      );
       if (typeof store === 'string') {
         skip(`${entry.what}: ${store}`);
         continue;
@@ -186,4 +246,3 @@ export function esoSources(inv: ClusterInventory): Extracted {
   }
   return { sources, unmapped };
 }
-

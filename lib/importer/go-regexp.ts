@@ -21,7 +21,8 @@ export interface GoRegexp {
 
 /** The pattern compiled, or why it cannot be (Go's error text, or the length bound). */
 export function compileGoRegexp(source: string): GoRegexp | { error: string } {
-  if (source.length > GO_REGEXP_LIMITS.length) return { error: `the pattern is longer than ${GO_REGEXP_LIMITS.length} characters` };
+  if (source.length > GO_REGEXP_LIMITS.length)
+    return { error: `the pattern is longer than ${GO_REGEXP_LIMITS.length} characters` };
   let re: RE2JS;
   try {
     re = RE2JS.compile(source);

@@ -29,9 +29,31 @@ const CRD_KINDS: ReadonlyArray<{ field: Listable; kinds: ApiKind[]; from: 'vso' 
   { field: 'vaultDynamicSecrets', kinds: [{ apiVersion: VSO, kind: 'VaultDynamicSecret' }], from: 'vso' },
   { field: 'vaultPkiSecrets', kinds: [{ apiVersion: VSO, kind: 'VaultPKISecret' }], from: 'vso' },
   // external-secrets.io/v1 since ESO 0.16; v1beta1 before.
-  { field: 'externalSecrets', kinds: [{ apiVersion: 'external-secrets.io/v1', kind: 'ExternalSecret' }, { apiVersion: 'external-secrets.io/v1beta1', kind: 'ExternalSecret' }], from: 'eso' },
-  { field: 'secretStores', kinds: [{ apiVersion: 'external-secrets.io/v1', kind: 'SecretStore' }, { apiVersion: 'external-secrets.io/v1beta1', kind: 'SecretStore' }], from: 'eso' },
-  { field: 'clusterSecretStores', kinds: [{ apiVersion: 'external-secrets.io/v1', kind: 'ClusterSecretStore' }, { apiVersion: 'external-secrets.io/v1beta1', kind: 'ClusterSecretStore' }], from: 'eso', clusterScoped: true },
+  {
+    field: 'externalSecrets',
+    kinds: [
+      { apiVersion: 'external-secrets.io/v1', kind: 'ExternalSecret' },
+      { apiVersion: 'external-secrets.io/v1beta1', kind: 'ExternalSecret' },
+    ],
+    from: 'eso',
+  },
+  {
+    field: 'secretStores',
+    kinds: [
+      { apiVersion: 'external-secrets.io/v1', kind: 'SecretStore' },
+      { apiVersion: 'external-secrets.io/v1beta1', kind: 'SecretStore' },
+    ],
+    from: 'eso',
+  },
+  {
+    field: 'clusterSecretStores',
+    kinds: [
+      { apiVersion: 'external-secrets.io/v1', kind: 'ClusterSecretStore' },
+      { apiVersion: 'external-secrets.io/v1beta1', kind: 'ClusterSecretStore' },
+    ],
+    from: 'eso',
+    clusterScoped: true,
+  },
 ];
 
 export const WORKLOAD_API_KINDS: readonly ApiKind[] = [
@@ -60,13 +82,18 @@ async function listAll(api: KubeApi, kind: ApiKind, namespace: string, deadline:
   const items: KubeObject[] = [];
   let continueToken: string | undefined;
   do {
-    if (deadline.now() > deadline.at) throw new ImportReadError(`reading took longer than ${IMPORT_LIMITS.deadlineMs / 1000} s`);
+    if (deadline.now() > deadline.at)
+      throw new ImportReadError(`reading took longer than ${IMPORT_LIMITS.deadlineMs / 1000} s`);
     const query = new URLSearchParams({ limit: String(IMPORT_LIMITS.pageSize) });
     if (continueToken) query.set('continue', continueToken);
-    const page = (await api.request('GET', `${base}?${query}`)) as { items?: KubeObject[]; metadata?: { continue?: string } } | undefined;
+    const page = (await api.request('GET', `${base}?${query}`)) as
+      { items?: KubeObject[]; metadata?: { continue?: string } } | undefined;
     if (!Array.isArray(page?.items)) throw new ImportReadError(`the list of ${kind.kind} has no items`);
     for (const item of page.items) items.push({ ...item, apiVersion: kind.apiVersion, kind: kind.kind });
-    if (items.length > IMPORT_LIMITS.itemsPerKind) throw new ImportReadError(`more than ${IMPORT_LIMITS.itemsPerKind} ${kind.kind} objects; import fewer namespaces at a time (--namespace)`);
+    if (items.length > IMPORT_LIMITS.itemsPerKind)
+      throw new ImportReadError(
+        `more than ${IMPORT_LIMITS.itemsPerKind} ${kind.kind} objects; import fewer namespaces at a time (--namespace)`,
+      );
     continueToken = page.metadata?.continue || undefined;
   } while (continueToken);
   return items;
@@ -76,7 +103,12 @@ async function listAll(api: KubeApi, kind: ApiKind, namespace: string, deadline:
  * The first served version of a kind, listed in each namespace (or cluster-wide with none): its objects, or
  * undefined with the reason (not installed: 404; not allowed: 403). Any other error is the cluster's failure.
  */
-async function listKind(api: KubeApi, kinds: ApiKind[], namespaces: readonly string[], deadline: Deadline): Promise<{ items: KubeObject[] } | { missing: string }> {
+async function listKind(
+  api: KubeApi,
+  kinds: ApiKind[],
+  namespaces: readonly string[],
+  deadline: Deadline,
+): Promise<{ items: KubeObject[] } | { missing: string }> {
   for (const kind of kinds) {
     try {
       const lists = [];
@@ -100,7 +132,12 @@ export interface InventoryOptions {
 }
 
 /** Everything import needs from one cluster. */
-export async function readInventory(cluster: string, api: KubeApi, options: InventoryOptions, now = Date.now): Promise<ClusterInventory> {
+export async function readInventory(
+  cluster: string,
+  api: KubeApi,
+  options: InventoryOptions,
+  now = Date.now,
+): Promise<ClusterInventory> {
   const deadline: Deadline = { at: now() + IMPORT_LIMITS.deadlineMs, now };
   const inv = emptyInventory(cluster);
   const operatorNamespace = options.vsoOperatorNamespace ?? VSO_OPERATOR_NAMESPACE;
@@ -112,9 +149,17 @@ export async function readInventory(cluster: string, api: KubeApi, options: Inve
     else inv[field] = listed.items;
     // VSO's defaults live in its own namespace, which a --namespace list may leave out; a Role that does not reach
     // it loses only the defaults, and says so.
-    if ((field === 'vaultAuths' || field === 'vaultConnections') && options.namespaces.length > 0 && !options.namespaces.includes(operatorNamespace) && !('missing' in listed)) {
+    if (
+      (field === 'vaultAuths' || field === 'vaultConnections') &&
+      options.namespaces.length > 0 &&
+      !options.namespaces.includes(operatorNamespace) &&
+      !('missing' in listed)
+    ) {
       const defaults = await listKind(api, kinds, [operatorNamespace], deadline);
-      if ('missing' in defaults) inv.missing.push(`${defaults.missing} in the VSO operator namespace ${operatorNamespace} (its default is not known)`);
+      if ('missing' in defaults)
+        inv.missing.push(
+          `${defaults.missing} in the VSO operator namespace ${operatorNamespace} (its default is not known)`,
+        );
       else inv[field].push(...defaults.items);
     }
   }
@@ -125,7 +170,11 @@ export async function readInventory(cluster: string, api: KubeApi, options: Inve
     else inv.namespaces = listed.items;
   }
   // Workloads only where an operator writes a Secret: that is where consumers and Reloader annotations matter.
-  const namespaces = [...new Set([...vsoSources(inv, operatorNamespace).sources, ...esoSources(inv).sources].map((s) => s.operator.namespace))].sort();
+  const namespaces = [
+    ...new Set(
+      [...vsoSources(inv, operatorNamespace).sources, ...esoSources(inv).sources].map((s) => s.operator.namespace),
+    ),
+  ].sort();
   if (namespaces.length === 0) return inv;
   const apart = namespaces.length <= IMPORT_LIMITS.namespacesListedApart ? namespaces : options.namespaces;
   for (const kind of WORKLOAD_API_KINDS) {

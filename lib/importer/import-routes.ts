@@ -9,7 +9,13 @@ import type { KubeObject } from '../workloads/workload-kinds.ts';
 import type { WorkloadKind } from '../routing/schema.ts';
 import { esoSources } from './eso-sources.ts';
 import { reloaderRestarts, referencesSecret } from './reloader.ts';
-import { vsoSources, type ClusterInventory, type NamedWorkload, type Unmapped, type VaultSource } from './import-sources.ts';
+import {
+  vsoSources,
+  type ClusterInventory,
+  type NamedWorkload,
+  type Unmapped,
+  type VaultSource,
+} from './import-sources.ts';
 
 export const IMPORT_SOURCES = ['vso', 'eso', 'reloader'] as const;
 export type ImportSource = (typeof IMPORT_SOURCES)[number];
@@ -46,7 +52,11 @@ export class KvVersionConflictError extends Error {
 
 /** A target without its clusters: what to do in one namespace of one cluster. */
 export type ImportedTarget =
-  | { namespace: string; sync: { kind: 'ExternalSecret' | 'VaultStaticSecret'; name: string }; restart: 'consumers' | 'none' }
+  | {
+      namespace: string;
+      sync: { kind: 'ExternalSecret' | 'VaultStaticSecret'; name: string };
+      restart: 'consumers' | 'none';
+    }
   | { namespace: string; consumers: { secret: string } }
   | { namespace: string; kind: WorkloadKind; name: string };
 
@@ -73,11 +83,17 @@ const sameServer = (a: string, b: string) => a.replace(/\/+$/, '') === b.replace
 const operatorSource = (s: VaultSource): ImportSource => (s.operator.kind === 'VaultStaticSecret' ? 'vso' : 'eso');
 
 /** The targets one source asks for in its cluster, with notes where the table cannot say exactly the same. */
-function targetsOf(source: VaultSource, workloads: KubeObject[], from: ReadonlySet<ImportSource>): { targets: ImportedTarget[]; notes: string[] } {
+function targetsOf(
+  source: VaultSource,
+  workloads: KubeObject[],
+  from: ReadonlySet<ImportSource>,
+): { targets: ImportedTarget[]; notes: string[] } {
   const namespace = source.operator.namespace;
   const inNamespace = workloads.filter((w) => w.metadata?.namespace === namespace);
   const consumers = inNamespace.filter((w) => referencesSecret(w, source.secret)).map(workloadRef);
-  const reloader = from.has('reloader') ? inNamespace.filter((w) => reloaderRestarts(w, source.secret, source.secretAnnotations)).map(workloadRef) : [];
+  const reloader = from.has('reloader')
+    ? inNamespace.filter((w) => reloaderRestarts(w, source.secret, source.secretAnnotations)).map(workloadRef)
+    : [];
   const operatorRestarts = new Set(source.operatorRestarts.map(key));
   const reloaderKeys = new Set(reloader.map(key));
   const consumerKeys = new Set(consumers.map(key));
@@ -90,18 +106,34 @@ function targetsOf(source: VaultSource, workloads: KubeObject[], from: ReadonlyS
 
   if (from.has(operatorSource(source))) {
     const restarts = reloader.length > 0 || operatorRestarts.size > 0;
-    targets.push({ namespace, sync: { kind: source.operator.kind, name: source.operator.name }, restart: restarts ? 'consumers' : 'none' });
+    targets.push({
+      namespace,
+      sync: { kind: source.operator.kind, name: source.operator.name },
+      restart: restarts ? 'consumers' : 'none',
+    });
     const extra = consumers.filter((c) => !reloaderKeys.has(key(c)) && !operatorRestarts.has(key(c)));
-    if (restarts && extra.length > 0) notes.push(`${where}: restart: consumers also restarts ${extra.map(key).join(', ')}, which read Secret ${source.secret} without a Reloader annotation`);
-    if (!restarts) notes.push(`${where}: ${source.operator.kind} ${source.operator.name}: nothing restarted on a sync today (no Reloader annotation, no rolloutRestartTargets), so the target only syncs`);
+    if (restarts && extra.length > 0)
+      notes.push(
+        `${where}: restart: consumers also restarts ${extra.map(key).join(', ')}, which read Secret ${source.secret} without a Reloader annotation`,
+      );
+    if (!restarts)
+      notes.push(
+        `${where}: ${source.operator.kind} ${source.operator.name}: nothing restarted on a sync today (no Reloader annotation, no rolloutRestartTargets), so the target only syncs`,
+      );
   } else if (reloader.length > 0) {
     // The operator's sync is not imported: restart at once (the operator copies the new value on its own schedule).
-    if (reloader.length === consumers.length && reloader.every((r) => consumerKeys.has(key(r)))) targets.push({ namespace, consumers: { secret: source.secret } });
+    if (reloader.length === consumers.length && reloader.every((r) => consumerKeys.has(key(r))))
+      targets.push({ namespace, consumers: { secret: source.secret } });
     else named.push(...reloader.filter((r) => consumerKeys.has(key(r))));
-    notes.push(`${where}: ${source.operator.kind} ${source.operator.name} not imported (--from): these targets restart before the operator has copied the new value`);
+    notes.push(
+      `${where}: ${source.operator.kind} ${source.operator.name} not imported (--from): these targets restart before the operator has copied the new value`,
+    );
   }
   for (const r of named) targets.push({ namespace, kind: r.kind, name: r.name });
-  if (named.length > 0 && from.has(operatorSource(source))) notes.push(`${where}: ${named.map(key).join(', ')} named by secret.reloader.stakater.com/reload without reading Secret ${source.secret}: restarted by name, not after the sync`);
+  if (named.length > 0 && from.has(operatorSource(source)))
+    notes.push(
+      `${where}: ${named.map(key).join(', ')} named by secret.reloader.stakater.com/reload without reading Secret ${source.secret}: restarted by name, not after the sync`,
+    );
   return { targets, notes };
 }
 
@@ -130,7 +162,10 @@ function clusterSelector(names: string[], clusters: ImportCluster[]): string[] |
   const labels = [...new Set(clusters.flatMap((c) => Object.entries(c.labels).map(([k, v]) => `${k}=${v}`)))].sort();
   for (const label of labels) {
     const [k, v] = label.split('=', 2) as [string, string];
-    const having = clusters.filter((c) => c.labels[k] === v).map((c) => c.name).sort();
+    const having = clusters
+      .filter((c) => c.labels[k] === v)
+      .map((c) => c.name)
+      .sort();
     if (having.length === sorted.length && having.every((n, i) => n === sorted[i])) return { [k]: v };
   }
   return sorted;
@@ -158,10 +193,24 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
   const mounts: Record<string, 1 | 2> = {};
   /** Per mount, the first source seen reading it as KV v1 and as KV v2: two entries are a conflict. */
   const mountFirstSeen = new Map<string, Map<1 | 2, VaultSource>>();
-  const byPath = new Map<string, { source: VaultSource; targets: Map<string, { target: ImportedTarget; clusters: Set<string> }>; notes: string[] }>();
+  const byPath = new Map<
+    string,
+    { source: VaultSource; targets: Map<string, { target: ImportedTarget; clusters: Set<string> }>; notes: string[] }
+  >();
   for (const source of sources) {
-    const skip = (reason: string) => unmapped.push({ cluster: source.cluster, kind: source.operator.kind, namespace: source.operator.namespace, name: source.operator.name, reason });
-    if (options.vaultAddr !== undefined && source.server !== undefined && !sameServer(source.server, options.vaultAddr)) {
+    const skip = (reason: string) =>
+      unmapped.push({
+        cluster: source.cluster,
+        kind: source.operator.kind,
+        namespace: source.operator.namespace,
+        name: source.operator.name,
+        reason,
+      });
+    if (
+      options.vaultAddr !== undefined &&
+      source.server !== undefined &&
+      !sameServer(source.server, options.vaultAddr)
+    ) {
       skip(`reads Vault at ${source.server}, not --vault-addr ${options.vaultAddr}`);
       continue;
     }
@@ -204,7 +253,10 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, { source, targets, notes }]) => ({
       name: routeName(source, taken),
-      match: { ...(source.vaultNamespace ? { namespace: source.vaultNamespace } : {}), path: `${source.mount}/${source.key}` },
+      match: {
+        ...(source.vaultNamespace ? { namespace: source.vaultNamespace } : {}),
+        path: `${source.mount}/${source.key}`,
+      },
       targets: [...targets.values()]
         .map(({ target, clusters }) => ({ clusters: clusterSelector([...clusters], options.clusters), ...target }))
         .sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1)),
@@ -212,17 +264,30 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
     }));
 
   const clusters = Object.fromEntries(
-    [...options.clusters].sort((a, b) => (a.name < b.name ? -1 : 1)).map((c) => [c.name, { kubeconfig: { file: c.kubeconfig }, ...(Object.keys(c.labels).length > 0 ? { labels: c.labels } : {}) }]),
+    [...options.clusters]
+      .sort((a, b) => (a.name < b.name ? -1 : 1))
+      .map((c) => [
+        c.name,
+        { kubeconfig: { file: c.kubeconfig }, ...(Object.keys(c.labels).length > 0 ? { labels: c.labels } : {}) },
+      ]),
   );
   const sortedMounts = Object.fromEntries(Object.entries(mounts).sort(([a], [b]) => (a < b ? -1 : 1)));
   return { clusters, mounts: sortedMounts, routes, unmapped: sortUnmapped(unmapped), servers };
 }
 
-const describeSource = (s: VaultSource): string => `${s.cluster}: ${s.operator.kind} ${s.operator.namespace}/${s.operator.name}`;
+const describeSource = (s: VaultSource): string =>
+  `${s.cluster}: ${s.operator.kind} ${s.operator.namespace}/${s.operator.name}`;
 
-const sortUnmapped = (u: Unmapped[]) => [...u].sort((a, b) => (`${a.cluster}/${a.namespace}/${a.kind}/${a.name}/${a.reason}` < `${b.cluster}/${b.namespace}/${b.kind}/${b.name}/${b.reason}` ? -1 : 1));
+const sortUnmapped = (u: Unmapped[]) =>
+  [...u].sort((a, b) =>
+    `${a.cluster}/${a.namespace}/${a.kind}/${a.name}/${a.reason}` <
+    `${b.cluster}/${b.namespace}/${b.kind}/${b.name}/${b.reason}`
+      ? -1
+      : 1,
+  );
 
-export const describeUnmapped = (u: Unmapped): string => `${u.cluster}: ${u.kind} ${u.namespace ? `${u.namespace}/` : ''}${u.name}: ${u.reason}`;
+export const describeUnmapped = (u: Unmapped): string =>
+  `${u.cluster}: ${u.kind} ${u.namespace ? `${u.namespace}/` : ''}${u.name}: ${u.reason}`;
 
 /** The routing table as YAML, with what was not imported (and why) as comments at its end. */
 export function renderImport(result: ImportResult, header: string[]): string {
@@ -236,9 +301,11 @@ export function renderImport(result: ImportResult, header: string[]): string {
   if (isSeq(routes)) {
     result.routes.forEach((route, i) => {
       const node = routes.items[i];
-      if (route.notes.length > 0 && isMap(node)) (node as YAMLMap).commentBefore = route.notes.map((n) => ` note: ${n}`).join('\n');
+      if (route.notes.length > 0 && isMap(node))
+        (node as YAMLMap).commentBefore = route.notes.map((n) => ` note: ${n}`).join('\n');
     });
   }
-  if (result.unmapped.length > 0) doc.comment = [' Not imported:', ...result.unmapped.map((u) => `   ${describeUnmapped(u)}`)].join('\n');
+  if (result.unmapped.length > 0)
+    doc.comment = [' Not imported:', ...result.unmapped.map((u) => `   ${describeUnmapped(u)}`)].join('\n');
   return doc.toString({ lineWidth: 0 });
 }

@@ -85,9 +85,11 @@ export interface Extracted {
 export const MAX_KEY_LENGTH = 256;
 
 export const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-export const rec = (v: unknown): Record<string, unknown> => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+export const rec = (v: unknown): Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
 export const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
-export const stringMap = (v: unknown): Record<string, string> => Object.fromEntries(Object.entries(rec(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
+export const stringMap = (v: unknown): Record<string, string> =>
+  Object.fromEntries(Object.entries(rec(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 export const nameOf = (o: KubeObject) => o.metadata?.name ?? '';
 export const namespaceOf = (o: KubeObject) => o.metadata?.namespace ?? '';
 export const trimSlashes = (s: string) => s.replace(/^\/+|\/+$/g, '');
@@ -98,7 +100,8 @@ export const vaultNamespace = (v: unknown): string | undefined => {
 
 /** Why a key cannot be a literal route path, or undefined when it can. */
 export function keyProblem(key: string): string | undefined {
-  if (key.includes('{{') || key.includes('${')) return `the key "${key}" is a template; only a literal KV path can be routed`;
+  if (key.includes('{{') || key.includes('${'))
+    return `the key "${key}" is a template; only a literal KV path can be routed`;
   if (/[*{}]/.test(key)) return `the key "${key}" holds *, { or }, which a route path reads as a pattern`;
   if (key === '' || key.split('/').some((s) => s === '')) return `the key "${key}" has an empty segment`;
   if (key.length > MAX_KEY_LENGTH) return `the key is longer than ${MAX_KEY_LENGTH} characters`;
@@ -116,7 +119,12 @@ export const VSO_OPERATOR_NAMESPACE = 'vault-secrets-operator-system';
  * object's namespace, and none at all the object named `default` in the operator's namespace, never a `default`
  * elsewhere (anyone who may create a VaultAuth in their own namespace could name it so).
  */
-export function findRef(objects: KubeObject[], ref: string | undefined, referrerNamespace: string, operatorNamespace: string): KubeObject | undefined {
+export function findRef(
+  objects: KubeObject[],
+  ref: string | undefined,
+  referrerNamespace: string,
+  operatorNamespace: string,
+): KubeObject | undefined {
   const parts = ref === undefined ? [operatorNamespace, 'default'] : ref.split('/');
   if (parts.length > 2) return undefined; // VSO: invalid name
   const [ns, name] = parts.length === 2 ? parts : [referrerNamespace, ref];
@@ -128,12 +136,18 @@ export function findRef(objects: KubeObject[], ref: string | undefined, referrer
  * every namespace; any other only the namespaces of its `spec.allowedNamespaces` (`["*"]`: all).
  */
 export function authServes(auth: KubeObject, namespace: string, operatorNamespace: string): boolean {
-  if (namespaceOf(auth) === namespace || (nameOf(auth) === 'default' && namespaceOf(auth) === operatorNamespace)) return true;
+  if (namespaceOf(auth) === namespace || (nameOf(auth) === 'default' && namespaceOf(auth) === operatorNamespace))
+    return true;
   const allowed = arr(rec(auth.spec).allowedNamespaces);
   return (allowed.length === 1 && allowed[0] === '*') || allowed.includes(namespace);
 }
 
-export const VSO_RESTART_KINDS: Readonly<Record<string, WorkloadKind>> = { Deployment: 'Deployment', StatefulSet: 'StatefulSet', DaemonSet: 'DaemonSet', 'argo.Rollout': 'Rollout' };
+export const VSO_RESTART_KINDS: Readonly<Record<string, WorkloadKind>> = {
+  Deployment: 'Deployment',
+  StatefulSet: 'StatefulSet',
+  DaemonSet: 'DaemonSet',
+  'argo.Rollout': 'Rollout',
+};
 
 /**
  * VaultStaticSecrets (secrets.hashicorp.com/v1beta1) → sources; dynamic and PKI secrets → why not. Defaults (no
@@ -142,7 +156,8 @@ export const VSO_RESTART_KINDS: Readonly<Record<string, WorkloadKind>> = { Deplo
 export function vsoSources(inv: ClusterInventory, operatorNamespace: string = VSO_OPERATOR_NAMESPACE): Extracted {
   const sources: VaultSource[] = [];
   const unmapped: Unmapped[] = [];
-  const skip = (o: KubeObject, kind: string, reason: string) => unmapped.push({ cluster: inv.cluster, kind, namespace: namespaceOf(o), name: nameOf(o), reason });
+  const skip = (o: KubeObject, kind: string, reason: string) =>
+    unmapped.push({ cluster: inv.cluster, kind, namespace: namespaceOf(o), name: nameOf(o), reason });
   for (const vss of inv.vaultStaticSecrets) {
     const spec = rec(vss.spec);
     const ns = namespaceOf(vss);
@@ -163,7 +178,11 @@ export function vsoSources(inv: ClusterInventory, operatorNamespace: string = VS
       continue;
     }
     if (spec.version !== undefined && spec.version !== 0) {
-      skip(vss, 'VaultStaticSecret', `spec.version pins version ${String(spec.version)}: a new version in Vault changes nothing in the cluster`);
+      skip(
+        vss,
+        'VaultStaticSecret',
+        `spec.version pins version ${String(spec.version)}: a new version in Vault changes nothing in the cluster`,
+      );
       continue;
     }
     const destination = rec(spec.destination);
@@ -174,11 +193,20 @@ export function vsoSources(inv: ClusterInventory, operatorNamespace: string = VS
     }
     const auth = findRef(inv.vaultAuths, str(spec.vaultAuthRef), ns, operatorNamespace);
     if (auth && !authServes(auth, ns, operatorNamespace)) {
-      skip(vss, 'VaultStaticSecret', `VaultAuth ${namespaceOf(auth)}/${nameOf(auth)} does not allow namespace ${ns} (spec.allowedNamespaces): VSO refuses to sync it`);
+      skip(
+        vss,
+        'VaultStaticSecret',
+        `VaultAuth ${namespaceOf(auth)}/${nameOf(auth)} does not allow namespace ${ns} (spec.allowedNamespaces): VSO refuses to sync it`,
+      );
       continue;
     }
     const authSpec = rec(auth?.spec);
-    const connection = findRef(inv.vaultConnections, str(authSpec.vaultConnectionRef), namespaceOf(auth ?? {}) || ns, operatorNamespace);
+    const connection = findRef(
+      inv.vaultConnections,
+      str(authSpec.vaultConnectionRef),
+      namespaceOf(auth ?? {}) || ns,
+      operatorNamespace,
+    );
     const operatorRestarts: NamedWorkload[] = [];
     // VSO ignores rolloutRestartTargets when hmacSecretData is false (it cannot tell the data changed).
     for (const t of spec.hmacSecretData === false ? [] : arr(spec.rolloutRestartTargets)) {
@@ -199,8 +227,9 @@ export function vsoSources(inv: ClusterInventory, operatorNamespace: string = VS
       operatorRestarts,
     });
   }
-  for (const o of inv.vaultDynamicSecrets) skip(o, 'VaultDynamicSecret', 'a dynamic secret: VSO renews its lease, no KV write announces a new value');
-  for (const o of inv.vaultPkiSecrets) skip(o, 'VaultPKISecret', 'a PKI certificate: VSO renews it before expiry, no KV write announces a new one');
+  for (const o of inv.vaultDynamicSecrets)
+    skip(o, 'VaultDynamicSecret', 'a dynamic secret: VSO renews its lease, no KV write announces a new value');
+  for (const o of inv.vaultPkiSecrets)
+    skip(o, 'VaultPKISecret', 'a PKI certificate: VSO renews it before expiry, no KV write announces a new one');
   return { sources, unmapped };
 }
-

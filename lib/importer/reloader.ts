@@ -12,7 +12,8 @@ import { compileGoRegexp } from './go-regexp.ts';
  * Secret is the product's.
  */
 export const referencesSecret = (workload: KubeObject, secret: string): boolean =>
-  (WorkloadKinds as readonly string[]).includes(workload.kind ?? '') && referencesIn(podSpecOf(workload.kind as WorkloadKind, workload), { secret }).length > 0;
+  (WorkloadKinds as readonly string[]).includes(workload.kind ?? '') &&
+  referencesIn(podSpecOf(workload.kind as WorkloadKind, workload), { secret }).length > 0;
 
 export const RELOADER = {
   auto: 'reloader.stakater.com/auto',
@@ -52,7 +53,11 @@ function namedReloadMatches(value: string, secret: string): boolean {
  * `reloader.stakater.com/match` "true", and referenced. A Secret annotated `reloader.stakater.com/ignore` "true"
  * restarts nothing.
  */
-export function reloaderRestarts(workload: KubeObject, secret: string, secretAnnotations: Record<string, string>): boolean {
+export function reloaderRestarts(
+  workload: KubeObject,
+  secret: string,
+  secretAnnotations: Record<string, string>,
+): boolean {
   if (secretAnnotations[RELOADER.ignore] === 'true') return false;
   const a = workload.metadata?.annotations ?? {};
   const named = a[RELOADER.secretReload];

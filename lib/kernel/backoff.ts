@@ -9,7 +9,13 @@ export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;
  * retry in lockstep. The Kubernetes retries draw all of it at random (`fixedShare` 0: "full jitter", many workers on
  * one API server); the queues' redeliveries draw none of it (1: a plain doubling).
  */
-export function backoffDelayMs(attempt: number, baseMs: number, capMs: number, random: () => number = Math.random, fixedShare = 0.5): number {
+export function backoffDelayMs(
+  attempt: number,
+  baseMs: number,
+  capMs: number,
+  random: () => number = Math.random,
+  fixedShare = 0.5,
+): number {
   const ceiling = Math.min(capMs, baseMs * 2 ** Math.max(0, Math.min(60, attempt - 1)));
   return Math.round(ceiling * (fixedShare + random() * (1 - fixedShare)));
 }

@@ -50,7 +50,9 @@ export class LineSplitter {
       }
       if (newline === -1) break;
       if (!this.#skipping && this.#pendingBytes > 0) {
-        let line = (this.#pending.length === 1 ? (this.#pending[0] as Buffer) : Buffer.concat(this.#pending)).toString('utf8');
+        let line = (this.#pending.length === 1 ? (this.#pending[0] as Buffer) : Buffer.concat(this.#pending)).toString(
+          'utf8',
+        );
         if (line.endsWith('\r')) line = line.slice(0, -1);
         if (line.trim() !== '') this.#options.onLine(line, this.#position + newline + 1);
       }

@@ -75,29 +75,134 @@ export type MetricLabel = (typeof METRIC_LABELS)[number];
 
 export const METRIC_SPECS: Readonly<Record<MetricName, MetricSpec>> = {
   ChangesReceived: { type: 'counter', help: 'Vault KV changes accepted by the intake', labels: [], emf: true },
-  RecordsIgnored: { type: 'counter', help: 'Records understood and ignored (reads, non-KV, sys ...), by reason', labels: ['reason'], emf: true },
-  RecordsRejected: { type: 'counter', help: 'Records the intake could not read (the reason is free text, so it is logged, not a label)', labels: [], emf: true },
-  Targets: { type: 'counter', help: 'Restart targets worked, by cluster and outcome (restarted, unchanged, failed, deferred ...)', labels: ['cluster', 'outcome'], emf: true },
-  VaultToPatchLag: { type: 'histogram', help: 'From the Vault change to its accepted patch', labels: ['cluster'], emf: true },
-  RefusedMessages: { type: 'counter', help: 'Queue messages the worker refused (never executed) and dead-lettered', labels: [], emf: true },
+  RecordsIgnored: {
+    type: 'counter',
+    help: 'Records understood and ignored (reads, non-KV, sys ...), by reason',
+    labels: ['reason'],
+    emf: true,
+  },
+  RecordsRejected: {
+    type: 'counter',
+    help: 'Records the intake could not read (the reason is free text, so it is logged, not a label)',
+    labels: [],
+    emf: true,
+  },
+  Targets: {
+    type: 'counter',
+    help: 'Restart targets worked, by cluster and outcome (restarted, unchanged, failed, deferred ...)',
+    labels: ['cluster', 'outcome'],
+    emf: true,
+  },
+  VaultToPatchLag: {
+    type: 'histogram',
+    help: 'From the Vault change to its accepted patch',
+    labels: ['cluster'],
+    emf: true,
+  },
+  RefusedMessages: {
+    type: 'counter',
+    help: 'Queue messages the worker refused (never executed) and dead-lettered',
+    labels: [],
+    emf: true,
+  },
   HaltedRotations: { type: 'counter', help: 'Rotations a wave gate halted', labels: [], emf: true },
-  VisibilityLost: { type: 'counter', help: 'Messages the queue took back before the worker handed them back', labels: [], emf: true },
-  RolloutDuration: { type: 'histogram', help: 'From the restart patch to the rollout end, by cluster and outcome (complete, failed, timeout)', labels: ['cluster', 'outcome'], emf: true },
-  GateDecisions: { type: 'counter', help: 'Wave gate decisions: released (the next wave) or halted', labels: ['decision'], emf: true },
-  KubeRequestDuration: { type: 'histogram', help: 'Kubernetes API request latency (watches excluded), by cluster, method and outcome', labels: ['cluster', 'method', 'outcome'], emf: false },
-  KubeRequestErrors: { type: 'counter', help: 'Kubernetes API requests that failed (HTTP 4xx/5xx or no answer), by cluster and outcome', labels: ['cluster', 'outcome'], emf: false },
-  VaultRequestDuration: { type: 'histogram', help: 'Vault API request latency, by outcome', labels: ['outcome'], emf: false },
-  VaultRequestErrors: { type: 'counter', help: 'Vault API requests that failed (HTTP 4xx/5xx or no answer), by outcome', labels: ['outcome'], emf: false },
-  QueueDepth: { type: 'gauge', help: "serve's queue: messages by state (available, in_flight)", labels: ['state'], emf: false },
-  QueueOldestMessageAge: { type: 'gauge', help: "serve's queue: age of the oldest change waiting to be worked (continuations and gates excluded), 0 when none", labels: [], emf: false },
-  ContinuationsPending: { type: 'gauge', help: 'Continuations in the queue: restarts whose rollouts are still followed', labels: [], emf: false },
-  ContinuationOldestAge: { type: 'gauge', help: 'Age of the oldest continuation (since its restart), 0 when none', labels: [], emf: false },
-  DeadLetters: { type: 'gauge', help: "serve's dead letters (refused or failed 5 times), kept for an operator", labels: [], emf: false },
-  RelayRecords: { type: 'counter', help: 'Relay records by stage (received, spooled, delivered)', labels: ['stage'], emf: false },
+  VisibilityLost: {
+    type: 'counter',
+    help: 'Messages the queue took back before the worker handed them back',
+    labels: [],
+    emf: true,
+  },
+  RolloutDuration: {
+    type: 'histogram',
+    help: 'From the restart patch to the rollout end, by cluster and outcome (complete, failed, timeout)',
+    labels: ['cluster', 'outcome'],
+    emf: true,
+  },
+  GateDecisions: {
+    type: 'counter',
+    help: 'Wave gate decisions: released (the next wave) or halted',
+    labels: ['decision'],
+    emf: true,
+  },
+  KubeRequestDuration: {
+    type: 'histogram',
+    help: 'Kubernetes API request latency (watches excluded), by cluster, method and outcome',
+    labels: ['cluster', 'method', 'outcome'],
+    emf: false,
+  },
+  KubeRequestErrors: {
+    type: 'counter',
+    help: 'Kubernetes API requests that failed (HTTP 4xx/5xx or no answer), by cluster and outcome',
+    labels: ['cluster', 'outcome'],
+    emf: false,
+  },
+  VaultRequestDuration: {
+    type: 'histogram',
+    help: 'Vault API request latency, by outcome',
+    labels: ['outcome'],
+    emf: false,
+  },
+  VaultRequestErrors: {
+    type: 'counter',
+    help: 'Vault API requests that failed (HTTP 4xx/5xx or no answer), by outcome',
+    labels: ['outcome'],
+    emf: false,
+  },
+  QueueDepth: {
+    type: 'gauge',
+    help: "serve's queue: messages by state (available, in_flight)",
+    labels: ['state'],
+    emf: false,
+  },
+  QueueOldestMessageAge: {
+    type: 'gauge',
+    help: "serve's queue: age of the oldest change waiting to be worked (continuations and gates excluded), 0 when none",
+    labels: [],
+    emf: false,
+  },
+  ContinuationsPending: {
+    type: 'gauge',
+    help: 'Continuations in the queue: restarts whose rollouts are still followed',
+    labels: [],
+    emf: false,
+  },
+  ContinuationOldestAge: {
+    type: 'gauge',
+    help: 'Age of the oldest continuation (since its restart), 0 when none',
+    labels: [],
+    emf: false,
+  },
+  DeadLetters: {
+    type: 'gauge',
+    help: "serve's dead letters (refused or failed 5 times), kept for an operator",
+    labels: [],
+    emf: false,
+  },
+  RelayRecords: {
+    type: 'counter',
+    help: 'Relay records by stage (received, spooled, delivered)',
+    labels: ['stage'],
+    emf: false,
+  },
   RelayRecordsDropped: { type: 'counter', help: 'Relay records dropped, by reason', labels: ['reason'], emf: false },
-  RelaySpoolBytes: { type: 'gauge', help: "Bytes in the relay's spool (on disk and on their way to it)", labels: [], emf: false },
-  RelayDeliveryLag: { type: 'gauge', help: 'Age of the oldest batch in the relay spool not yet delivered, 0 when none', labels: [], emf: false },
-  Notifications: { type: 'counter', help: 'Notification deliveries by outcome: sent, retry (failed, tried again later), dropped (out of attempts or no such sink)', labels: ['outcome'], emf: true },
+  RelaySpoolBytes: {
+    type: 'gauge',
+    help: "Bytes in the relay's spool (on disk and on their way to it)",
+    labels: [],
+    emf: false,
+  },
+  RelayDeliveryLag: {
+    type: 'gauge',
+    help: 'Age of the oldest batch in the relay spool not yet delivered, 0 when none',
+    labels: [],
+    emf: false,
+  },
+  Notifications: {
+    type: 'counter',
+    help: 'Notification deliveries by outcome: sent, retry (failed, tried again later), dropped (out of attempts or no such sink)',
+    labels: ['outcome'],
+    emf: true,
+  },
 };
 
 /** `ChangesReceived` -> `vault_rollout_changes_received_total`; milliseconds become seconds, as Prometheus expects. */
@@ -132,17 +237,22 @@ export function observeMetric(name: MetricName, value: number, labels?: Partial<
 }
 
 /** For tests: everything recorded in memory. */
-export function memoryTelemetry(): Telemetry & { lines: Array<{ level: string; message: string; fields?: Fields }>; metrics: Array<{ name: string; value: number; dimensions?: Record<string, string> }> } {
+export function memoryTelemetry(): Telemetry & {
+  lines: Array<{ level: string; message: string; fields?: Fields }>;
+  metrics: Array<{ name: string; value: number; dimensions?: Record<string, string> }>;
+} {
   const lines: Array<{ level: string; message: string; fields?: Fields }> = [];
   const metrics: Array<{ name: string; value: number; dimensions?: Record<string, string> }> = [];
-  const log = (level: string) => (message: string, fields?: Fields) => void lines.push({ level, message, ...(fields ? { fields } : {}) });
+  const log = (level: string) => (message: string, fields?: Fields) =>
+    void lines.push({ level, message, ...(fields ? { fields } : {}) });
   return {
     lines,
     metrics,
     info: log('info'),
     warn: log('warn'),
     error: log('error'),
-    metric: (name, value, _unit, dimensions) => void metrics.push({ name, value, ...(dimensions ? { dimensions } : {}) }),
+    metric: (name, value, _unit, dimensions) =>
+      void metrics.push({ name, value, ...(dimensions ? { dimensions } : {}) }),
     setCorrelationId: () => {},
     flush: () => {},
   };

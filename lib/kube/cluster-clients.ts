@@ -20,7 +20,10 @@ export class ClusterClients {
 
   /** The cluster's access; resolved again when its routing-table entry changes. */
   get(name: string, config: ClusterConfig): Promise<ClusterAccess> {
-    return this.#cache.get(name, accessConfigFingerprint(config), async () => ({ ...(await this.#resolver(name, config)), cluster: name }));
+    return this.#cache.get(name, accessConfigFingerprint(config), async () => ({
+      ...(await this.#resolver(name, config)),
+      cluster: name,
+    }));
   }
 
   /** Forget a cluster's access, e.g. after the API server answered 401: the next get resolves it again. */
@@ -37,7 +40,9 @@ export class ClusterClients {
 export function accessConfigFingerprint(config: ClusterConfig): string {
   const { kubeconfig, context, eks, inCluster, insecureSkipTLSVerify } = config;
   return createHash('sha256')
-    .update(canonicalJson({ kubeconfig, context, eks, inCluster, insecureSkipTLSVerify: insecureSkipTLSVerify === true }))
+    .update(
+      canonicalJson({ kubeconfig, context, eks, inCluster, insecureSkipTLSVerify: insecureSkipTLSVerify === true }),
+    )
     .digest('hex');
 }
 

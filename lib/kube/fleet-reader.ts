@@ -27,7 +27,12 @@ export interface FleetReadStats {
   objects: number;
 }
 
-export async function readFleet(table: RoutingTable, requests: ReadonlyMap<string, readonly ListRequest[]>, options: FleetReadOptions, stats: FleetReadStats = { lists: 0, objects: 0 }): Promise<ClusterListing[]> {
+export async function readFleet(
+  table: RoutingTable,
+  requests: ReadonlyMap<string, readonly ListRequest[]>,
+  options: FleetReadOptions,
+  stats: FleetReadStats = { lists: 0, objects: 0 },
+): Promise<ClusterListing[]> {
   const clusters = [...requests.keys()];
   const out: ClusterListing[] = [];
   const limiter = new ConcurrencyLimiter(options.clusterConcurrency ?? 32);
@@ -60,7 +65,9 @@ export async function readFleet(table: RoutingTable, requests: ReadonlyMap<strin
                 stats.objects += answer.length;
               } catch (e) {
                 const failure = classifyKubeError(e);
-                answer = { error: `LIST ${request.kind}${request.namespace ? ` in ${request.namespace}` : ' in every namespace'}: ${failure.reason}${failure.detail ? ` (${failure.detail.slice(0, 200)})` : ''}` };
+                answer = {
+                  error: `LIST ${request.kind}${request.namespace ? ` in ${request.namespace}` : ' in every namespace'}: ${failure.reason}${failure.detail ? ` (${failure.detail.slice(0, 200)})` : ''}`,
+                };
               }
               listing.lists.set(listKey(request), answer);
             }),

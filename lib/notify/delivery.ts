@@ -42,7 +42,11 @@ export async function deliverOne(deps: DeliveryDeps, d: OutboxDelivery): Promise
   };
   if (!event || !sink) {
     await deps.outbox.failed(d.eventId, d.sink, d.attempts, undefined);
-    deps.telemetry.error('notification dropped: ' + (event ? 'its sink is not configured (or its variables are missing)' : 'unreadable outbox row'), { eventId: d.eventId, sink: d.sink });
+    deps.telemetry.error(
+      'notification dropped: ' +
+        (event ? 'its sink is not configured (or its variables are missing)' : 'unreadable outbox row'),
+      { eventId: d.eventId, sink: d.sink },
+    );
     return count('dropped');
   }
   const attempts = d.attempts + 1;
@@ -52,12 +56,25 @@ export async function deliverOne(deps: DeliveryDeps, d: OutboxDelivery): Promise
     const why = e instanceof SinkError ? e.message : e instanceof Error ? e.name : 'error';
     if (attempts >= max) {
       await deps.outbox.failed(d.eventId, d.sink, attempts, undefined);
-      deps.telemetry.error('notification dropped after its last attempt', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts, why });
+      deps.telemetry.error('notification dropped after its last attempt', {
+        eventId: d.eventId,
+        kind: event.kind,
+        sink: d.sink,
+        attempts,
+        why,
+      });
       return count('dropped');
     }
     const delayMs = backoffDelayMs(attempts, RETRY_BASE_MS, RETRY_CAP_MS, deps.random);
     await deps.outbox.failed(d.eventId, d.sink, attempts, now() + delayMs);
-    deps.telemetry.warn('notification not delivered; trying again later', { eventId: d.eventId, kind: event.kind, sink: d.sink, attempts, delayMs, why });
+    deps.telemetry.warn('notification not delivered; trying again later', {
+      eventId: d.eventId,
+      kind: event.kind,
+      sink: d.sink,
+      attempts,
+      delayMs,
+      why,
+    });
     return count('retry');
   }
   await deps.outbox.sent(d.eventId, d.sink);
@@ -79,7 +96,11 @@ export async function deliverDue(deps: DeliveryDeps): Promise<{ sent: number; re
  * (its backoff is waited out at the next invocation, when it ends within `waitBudgetMs`) or one not due yet. One
  * sent, given up or unknown (another sender had it) is done. Concurrent, each bounded by its sink's timeout.
  */
-export async function deliverNamed(deps: DeliveryDeps & { sleep?: (ms: number) => Promise<void> }, named: ReadonlyArray<{ eventId: string; sink: string }>, waitBudgetMs: number): Promise<{ again: number[]; outcomes: Outcome[] }> {
+export async function deliverNamed(
+  deps: DeliveryDeps & { sleep?: (ms: number) => Promise<void> },
+  named: ReadonlyArray<{ eventId: string; sink: string }>,
+  waitBudgetMs: number,
+): Promise<{ again: number[]; outcomes: Outcome[] }> {
   const now = deps.now ?? Date.now;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const outcomes: Outcome[] = [];
@@ -113,13 +134,20 @@ export async function deliverNamed(deps: DeliveryDeps & { sleep?: (ms: number) =
  * serve's notification loop: a pass every `everyMs`, never two at once, beside the worker's loops (never in them).
  * `stop` waits for the pass under way (each send is bounded by its timeout).
  */
-export function startNotificationLoop(deps: DeliveryDeps, everyMs = 1000): { stop: () => Promise<void>; kick: () => void } {
+export function startNotificationLoop(
+  deps: DeliveryDeps,
+  everyMs = 1000,
+): { stop: () => Promise<void>; kick: () => void } {
   let running: Promise<unknown> | undefined;
   let stopped = false;
   const pass = () => {
     if (running || stopped) return;
     running = deliverDue(deps)
-      .catch((e: unknown) => deps.telemetry.warn('notification pass failed; the next pass tries again', { error: e instanceof Error ? e.name : String(e) }))
+      .catch((e: unknown) =>
+        deps.telemetry.warn('notification pass failed; the next pass tries again', {
+          error: e instanceof Error ? e.name : String(e),
+        }),
+      )
       .finally(() => {
         running = undefined;
       });

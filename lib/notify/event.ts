@@ -45,7 +45,11 @@ export function eventId(kind: NotificationEventKind, rotation: string, where = '
 
 /** A bounded event with its id. */
 export function rotationEvent(fields: Omit<NotificationEvent, 'id'>, where = ''): NotificationEvent {
-  const e: NotificationEvent = { ...fields, id: eventId(fields.kind, fields.rotation, where), secrets: cutList(fields.secrets) };
+  const e: NotificationEvent = {
+    ...fields,
+    id: eventId(fields.kind, fields.rotation, where),
+    secrets: cutList(fields.secrets),
+  };
   if (e.reason !== undefined) e.reason = cut(e.reason, EVENT_BOUNDS.text);
   if (e.notRestarted) e.notRestarted = cutList(e.notRestarted);
   if (e.clusters) e.clusters = cutList(e.clusters);
@@ -83,7 +87,15 @@ export function eventLines(e: NotificationEvent): string[] {
 export function parseEvent(body: string): NotificationEvent | undefined {
   try {
     const v = JSON.parse(body) as Partial<NotificationEvent>;
-    if (typeof v.id !== 'string' || typeof v.kind !== 'string' || !(v.kind in TITLES) || typeof v.rotation !== 'string' || typeof v.at !== 'string' || !Array.isArray(v.secrets)) return undefined;
+    if (
+      typeof v.id !== 'string' ||
+      typeof v.kind !== 'string' ||
+      !(v.kind in TITLES) ||
+      typeof v.rotation !== 'string' ||
+      typeof v.at !== 'string' ||
+      !Array.isArray(v.secrets)
+    )
+      return undefined;
     return v as NotificationEvent;
   } catch {
     return undefined;

@@ -24,13 +24,19 @@ const oneLine = (s: string): string => s.replace(/[\r\n\u2028\u2029]+/g, ' ');
  * breaks become spaces (one fact, one line).
  */
 export const slackEscape = (s: string): string =>
-  oneLine(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/[*_~`]/g, '$&\u200b');
+  oneLine(s)
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/[*_~`]/g, '$&\u200b');
 /**
  * Teams (Adaptive Card TextBlock and FactSet markdown): the characters its markdown reads — emphasis, links, code —
  * backslash-escaped, and a list marker at the start escaped too; line breaks become spaces.
  */
 export const teamsEscape = (s: string): string =>
-  oneLine(s).replace(/[\\`*_[\]()<>#~|]/g, '\\$&').replace(/^(\s*)([-+]|\d+[.)])(?=\s)/, '$1\\$2');
+  oneLine(s)
+    .replace(/[\\`*_[\]()<>#~|]/g, '\\$&')
+    .replace(/^(\s*)([-+]|\d+[.)])(?=\s)/, '$1\\$2');
 const cut = (s: string, n: number): string => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
 export function slackPayload(e: NotificationEvent): { text: string; blocks: unknown[] } {
@@ -44,7 +50,10 @@ export function slackPayload(e: NotificationEvent): { text: string; blocks: unkn
     blocks: [
       { type: 'header', text: { type: 'plain_text', text: cut(title, 150), emoji: false } },
       { type: 'section', text: { type: 'mrkdwn', text: cut(lines.join('\n'), 3000) } },
-      { type: 'context', elements: [{ type: 'mrkdwn', text: cut(slackEscape(`vault-rollout · ${e.kind} · ${e.at}`), 3000) }] },
+      {
+        type: 'context',
+        elements: [{ type: 'mrkdwn', text: cut(slackEscape(`vault-rollout · ${e.kind} · ${e.at}`), 3000) }],
+      },
     ],
   };
 }
@@ -84,7 +93,10 @@ export function webhookPayload(e: NotificationEvent): Record<string, unknown> {
 
 export function snsPayload(e: NotificationEvent): { subject: string; message: string } {
   // SNS subjects: ASCII, no line breaks, at most 100 characters.
-  const ascii = `vault-rollout: ${eventTitle(e)}${e.secrets[0] ? ` ${e.secrets[0]}` : ''}`.replace(/[^\x20-\x7e]/g, '?');
+  const ascii = `vault-rollout: ${eventTitle(e)}${e.secrets[0] ? ` ${e.secrets[0]}` : ''}`.replace(
+    /[^\x20-\x7e]/g,
+    '?',
+  );
   const subject = ascii.length > 100 ? `${ascii.slice(0, 97)}...` : ascii;
   return { subject, message: JSON.stringify(webhookPayload(e)) };
 }
@@ -92,6 +104,7 @@ export function snsPayload(e: NotificationEvent): { subject: string; message: st
 /** The body to send, within MAX_PAYLOAD_BYTES: a payload over it (cannot happen with bounded events) is refused. */
 export function boundedJson(payload: unknown): string {
   const text = JSON.stringify(payload);
-  if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES) throw new Error(`the payload is ${Buffer.byteLength(text)} bytes, over ${MAX_PAYLOAD_BYTES}`);
+  if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES)
+    throw new Error(`the payload is ${Buffer.byteLength(text)} bytes, over ${MAX_PAYLOAD_BYTES}`);
   return text;
 }

@@ -65,18 +65,26 @@ export function sinkVariables(sinks: ReadonlyMap<string, NotificationSink>): str
 }
 
 /** The SNS topics the sinks publish to, sorted: all the notify function may publish to (lib/deploy/iam-from-routes.ts). */
-export const sinkTopics = (sinks: ReadonlyMap<string, NotificationSink>): string[] => [...new Set([...sinks.values()].flatMap((s) => (s.type === 'sns' ? [s.topicArn] : [])))].sort();
+export const sinkTopics = (sinks: ReadonlyMap<string, NotificationSink>): string[] =>
+  [...new Set([...sinks.values()].flatMap((s) => (s.type === 'sns' ? [s.topicArn] : [])))].sort();
 
 /** Lambda keeps sink secrets in SSM Parameter Store: the variable `NAME` is the SecureString `<prefix>/NAME`. */
-export const sinkParameterName = (prefix: string, variable: string): string => `${prefix.replace(/\/+$/, '')}/${variable}`;
+export const sinkParameterName = (prefix: string, variable: string): string =>
+  `${prefix.replace(/\/+$/, '')}/${variable}`;
 
 /**
  * Lambda: the environment the sinks resolve from — the process's, with each variable the sinks name and the process
  * lacks read from its SSM parameter (`read` returns undefined for a missing one: that sink is then not usable).
  */
-export async function sinkEnvironment(sinks: ReadonlyMap<string, NotificationSink>, env: SinkOptions['env'], prefix: string, read: (name: string) => Promise<string | undefined>): Promise<Record<string, string | undefined>> {
+export async function sinkEnvironment(
+  sinks: ReadonlyMap<string, NotificationSink>,
+  env: SinkOptions['env'],
+  prefix: string,
+  read: (name: string) => Promise<string | undefined>,
+): Promise<Record<string, string | undefined>> {
   const out: Record<string, string | undefined> = { ...env };
-  for (const variable of sinkVariables(sinks)) if (!out[variable]) out[variable] = await read(sinkParameterName(prefix, variable));
+  for (const variable of sinkVariables(sinks))
+    if (!out[variable]) out[variable] = await read(sinkParameterName(prefix, variable));
   return out;
 }
 
@@ -94,7 +102,10 @@ const METADATA_HOSTS = new Set([
  * 169.254.0.0/16 (AWS, GCP, Azure, OpenStack), fe80::/10, fd00:ec2::254 (AWS over IPv6), 100.100.100.200 (Alibaba).
  */
 export function isLinkLocalOrMetadata(host: string): boolean {
-  const address = host.replace(/^\[|\]$/g, '').toLowerCase().replace(/^::ffff:/, '');
+  const address = host
+    .replace(/^\[|\]$/g, '')
+    .toLowerCase()
+    .replace(/^::ffff:/, '');
   if (isIP(address) === 4) return address.startsWith('169.254.') || address === '100.100.100.200';
   if (isIP(address) === 6) return /^fe[89ab][0-9a-f]:/.test(address) || address === 'fd00:ec2::254';
   return false;
@@ -121,7 +132,10 @@ export function urlProblem(text: string | undefined, variable: string, env: Sink
 }
 
 /** Every sink the table names, resolved: a Sink, or the problem that keeps it from working. */
-export function resolveSinks(sinks: ReadonlyMap<string, NotificationSink>, options: SinkOptions): { sinks: Map<string, Sink>; problems: Map<string, string> } {
+export function resolveSinks(
+  sinks: ReadonlyMap<string, NotificationSink>,
+  options: SinkOptions,
+): { sinks: Map<string, Sink>; problems: Map<string, string> } {
   const resolved = new Map<string, Sink>();
   const problems = new Map<string, string>();
   for (const [name, config] of sinks) {
@@ -141,9 +155,14 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
       type: 'sns',
       send: async (event) => {
         const { subject, message } = snsPayload(event);
-        const fifo = config.topicArn.endsWith('.fifo') ? { MessageGroupId: event.rotation.slice(0, 128), MessageDeduplicationId: event.id } : {};
+        const fifo = config.topicArn.endsWith('.fifo')
+          ? { MessageGroupId: event.rotation.slice(0, 128), MessageDeduplicationId: event.id }
+          : {};
         try {
-          await client.send(new PublishCommand({ TopicArn: config.topicArn, Subject: subject, Message: message, ...fifo }), { abortSignal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS) });
+          await client.send(
+            new PublishCommand({ TopicArn: config.topicArn, Subject: subject, Message: message, ...fifo }),
+            { abortSignal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS) },
+          );
         } catch (e) {
           throw new SinkError(`sink ${name}: SNS Publish failed: ${e instanceof Error ? e.name : 'error'}`);
         }
@@ -161,8 +180,10 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
     if (secret.length < 16) return `${config.secretFromEnv} is shorter than 16 characters`;
     const reused = INTAKE_SECRET_VARIABLES.find((name) => env[name] === secret);
     if (reused !== undefined) {
-      return `${config.secretFromEnv} is the same key as ${reused}: ` +
-        'give notifications a key of their own (a receiver holding it could sign changes)';
+      return (
+        `${config.secretFromEnv} is the same key as ${reused}: ` +
+        'give notifications a key of their own (a receiver holding it could sign changes)'
+      );
     }
   }
   const render = config.type === 'slack' ? slackPayload : config.type === 'teams' ? teamsPayload : webhookPayload;
@@ -182,9 +203,20 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
       }
       let response: Response;
       try {
-        response = await doFetch(url as string, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS) });
+        response = await doFetch(url as string, {
+          method: 'POST',
+          headers,
+          body,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS),
+        });
       } catch (e) {
-        const why = e instanceof Error ? (e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer within ${options.timeoutMs ?? SINK_TIMEOUT_MS} ms` : e.name) : 'error';
+        const why =
+          e instanceof Error
+            ? e.name === 'TimeoutError' || e.name === 'AbortError'
+              ? `no answer within ${options.timeoutMs ?? SINK_TIMEOUT_MS} ms`
+              : e.name
+            : 'error';
         throw new SinkError(`sink ${name}: ${why}`);
       }
       // The body is read (and dropped) so the connection is released; its text is never logged (it may echo the URL).
@@ -208,7 +240,9 @@ async function checkResolvedHost(name: string, url: string, options: SinkOptions
   }
   if (addresses.some(isLinkLocalOrMetadata)) {
     const allow = `${ALLOW_LINK_LOCAL_ENV}=1 allows it`;
-    throw new SinkError(`sink ${name}: the host resolves to a link-local or cloud metadata address; refused (${allow})`);
+    throw new SinkError(
+      `sink ${name}: the host resolves to a link-local or cloud metadata address; refused (${allow})`,
+    );
   }
 }
 

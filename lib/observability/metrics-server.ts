@@ -11,7 +11,11 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-export async function startMetricsServer(metrics: PrometheusMetrics, host: string, port: number): Promise<MetricsServer> {
+export async function startMetricsServer(
+  metrics: PrometheusMetrics,
+  host: string,
+  port: number,
+): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
@@ -20,7 +24,10 @@ export async function startMetricsServer(metrics: PrometheusMetrics, host: strin
     }
     metrics.scrape().then(
       ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
-      (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`cannot collect the metrics: ${e instanceof Error ? e.message : String(e)}\n`),
+      (e: unknown) =>
+        res
+          .writeHead(500, { 'content-type': 'text/plain' })
+          .end(`cannot collect the metrics: ${e instanceof Error ? e.message : String(e)}\n`),
     );
   });
   server.requestTimeout = 10_000;
@@ -36,9 +43,10 @@ export async function startMetricsServer(metrics: PrometheusMetrics, host: strin
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : port,
-    close: () => new Promise((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

@@ -6,7 +6,14 @@
  * names are kept, and each metric keeps at most MAX_SERIES_PER_METRIC label sets (the rest count under `other`).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { METRIC_SPECS, prometheusName, setMetricObserver, type MetricLabel, type MetricName, type Telemetry } from '../kernel/telemetry.ts';
+import {
+  METRIC_SPECS,
+  prometheusName,
+  setMetricObserver,
+  type MetricLabel,
+  type MetricName,
+  type Telemetry,
+} from '../kernel/telemetry.ts';
 
 export type MetricLabels = Partial<Record<MetricLabel, string>>;
 export interface Sample {
@@ -41,8 +48,18 @@ export class PrometheusMetrics {
   constructor(options: { processMetrics?: boolean } = {}) {
     for (const name of Object.keys(METRIC_SPECS) as MetricName[]) {
       const spec = METRIC_SPECS[name];
-      const config = { name: prometheusName(name), help: spec.help, labelNames: [...spec.labels], registers: [this.registry] };
-      const metric = spec.type === 'counter' ? new Counter(config) : spec.type === 'gauge' ? new Gauge(config) : new Histogram({ ...config, buckets: SECONDS_BUCKETS[name] ?? [0.1, 1, 10, 60, 600] });
+      const config = {
+        name: prometheusName(name),
+        help: spec.help,
+        labelNames: [...spec.labels],
+        registers: [this.registry],
+      };
+      const metric =
+        spec.type === 'counter'
+          ? new Counter(config)
+          : spec.type === 'gauge'
+            ? new Gauge(config)
+            : new Histogram({ ...config, buckets: SECONDS_BUCKETS[name] ?? [0.1, 1, 10, 60, 600] });
       this.#metrics.set(name, metric);
       this.#series.set(name, new Set());
     }

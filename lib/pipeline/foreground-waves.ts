@@ -25,7 +25,10 @@ export interface ForegroundDeps {
   executor: ExecutorSettings;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
-  log?: { info(message: string, fields?: Record<string, unknown>): void; warn(message: string, fields?: Record<string, unknown>): void };
+  log?: {
+    info(message: string, fields?: Record<string, unknown>): void;
+    warn(message: string, fields?: Record<string, unknown>): void;
+  };
   /** How a rotation with waves follows its rollouts when `executor.follow` is not set (reset-version). */
   followWaves?: NonNullable<ExecutorSettings['follow']>;
   /** Only these targets (reset-version --cluster); the waves still run in order. */
@@ -48,14 +51,23 @@ export function wavedRotations(table: RoutingTable, changes: readonly SecretChan
 /** How often a wave still rolling is looked at again (the foreground has no queue to hand it to). */
 const RECHECK_MS = 2000;
 
-export async function applyInForeground(changes: readonly SecretChange[], plan: Plan, deps: ForegroundDeps): Promise<ForegroundOutcome> {
+export async function applyInForeground(
+  changes: readonly SecretChange[],
+  plan: Plan,
+  deps: ForegroundDeps,
+): Promise<ForegroundOutcome> {
   const outcome: ForegroundOutcome = { results: [], halts: [], refused: [] };
   const sets = changeSets(deps.table, changes, plan);
   await Promise.all(sets.map((set) => runRotation(set, plan, deps, outcome)));
   return outcome;
 }
 
-async function runRotation(set: ChangeSet, plan: Plan, deps: ForegroundDeps, outcome: ForegroundOutcome): Promise<void> {
+async function runRotation(
+  set: ChangeSet,
+  plan: Plan,
+  deps: ForegroundDeps,
+  outcome: ForegroundOutcome,
+): Promise<void> {
   const now = deps.now ?? Date.now;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const queued = set.changes.map(queuedChange);
@@ -65,24 +77,43 @@ async function runRotation(set: ChangeSet, plan: Plan, deps: ForegroundDeps, out
     return;
   }
   const inSet = new Set(set.changes.map((c) => secretIdentity({ ...c, path: qualify(c.namespace, c.path) })));
-  const targets = plan.targets.filter((t) => t.secrets.some((s) => inSet.has(secretIdentity(s))) && (deps.only?.(t) ?? true));
+  const targets = plan.targets.filter(
+    (t) => t.secrets.some((s) => inSet.has(secretIdentity(s))) && (deps.only?.(t) ?? true),
+  );
   if (set.waves.length <= 1) {
     outcome.results.push(...(await executeRollouts(deps.table, targets, deps.executor)));
     return;
   }
   const baseFollow = deps.executor.follow ?? deps.followWaves;
-  if (!baseFollow && !deps.executor.dryRun) throw new Error('a rotation with waves runs in the foreground only while following its rollouts (--wait)');
+  if (!baseFollow && !deps.executor.dryRun)
+    throw new Error('a rotation with waves runs in the foreground only while following its rollouts (--wait)');
   for (const [index, wave] of set.waves.entries()) {
     const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
     const since = now();
-    const follow = baseFollow ? { ...baseFollow, since, budgetMs: Math.min(baseFollow.budgetMs, set.policy.gate.timeoutMs + 5000) } : undefined;
+    const follow = baseFollow
+      ? { ...baseFollow, since, budgetMs: Math.min(baseFollow.budgetMs, set.policy.gate.timeoutMs + 5000) }
+      : undefined;
     let results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, ...(follow ? { follow } : {}) });
     outcome.results.push(...results);
     if (deps.executor.dryRun || index === set.waves.length - 1) continue;
     let completeAt: number | undefined;
     for (;;) {
-      const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
-      const decision = decideGate({ states, now: now(), since, ...(completeAt === undefined ? {} : { completeAt }), policy: set.policy, recheckMs: RECHECK_MS });
+      const states: WaveTargetState[] = results.map((r) => ({
+        cluster: r.cluster,
+        namespace: r.namespace,
+        kind: r.kind,
+        name: r.name,
+        state: waveTargetState(r),
+        reason: r.rolloutReason ?? r.detail ?? r.reason,
+      }));
+      const decision = decideGate({
+        states,
+        now: now(),
+        since,
+        ...(completeAt === undefined ? {} : { completeAt }),
+        policy: set.policy,
+        recheckMs: RECHECK_MS,
+      });
       if (decision.action === 'advance') break;
       if (decision.action === 'wait') {
         if (decision.completeAt !== undefined) {
@@ -90,33 +121,61 @@ async function runRotation(set: ChangeSet, plan: Plan, deps: ForegroundDeps, out
           await sleep(decision.delayMs);
         } else {
           // Still rolling when the follow ended (an apply --timeout shorter than the gate): look again, patching nothing.
-          results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: decision.delayMs, since } });
+          results = await executeRollouts(deps.table, waveTargets, {
+            ...deps.executor,
+            observeOnly: true,
+            follow: { budgetMs: decision.delayMs, since },
+          });
         }
         continue;
       }
       if (decision.onFailure === 'continue') {
-        deps.log?.warn('wave gate failed; continuing (onFailure: continue)', { rotation: set.key, wave: index + 1, why: decision.why });
+        deps.log?.warn('wave gate failed; continuing (onFailure: continue)', {
+          rotation: set.key,
+          wave: index + 1,
+          why: decision.why,
+        });
         break;
       }
       const halted: RotationHalt = {
         rotation: set.key,
         route: set.route,
         changes: queued.map(changeIdentity),
-        secrets: [...new Set(set.changes.map((c) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`)))].sort(),
+        secrets: [
+          ...new Set(
+            set.changes.map((c) =>
+              c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`,
+            ),
+          ),
+        ].sort(),
         wave: index + 1,
         waves: set.waves.length,
-        failing: { cluster: decision.failing.cluster, namespace: decision.failing.namespace, kind: decision.failing.kind, name: decision.failing.name, state: decision.failing.state },
+        failing: {
+          cluster: decision.failing.cluster,
+          namespace: decision.failing.namespace,
+          kind: decision.failing.kind,
+          name: decision.failing.name,
+          state: decision.failing.state,
+        },
         why: decision.why,
         notRestarted: set.waves.slice(index + 1).flatMap((w) => w.clusters),
         haltedAt: new Date(now()).toISOString(),
       };
       await deps.rotations.halt(halted);
       outcome.halts.push(halted);
-      const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace);
-      if (target) await recordHalt(deps.table, target, decision.failing.name, deps.executor, `vault-rollout halted the rotation of ${halted.secrets.join(', ')} at wave ${halted.wave} of ${halted.waves}: ${decision.why}. Not restarted: ${halted.notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`);
+      const target = waveTargets.find(
+        (t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace,
+      );
+      if (target)
+        await recordHalt(
+          deps.table,
+          target,
+          decision.failing.name,
+          deps.executor,
+          `vault-rollout halted the rotation of ${halted.secrets.join(', ')} at wave ${halted.wave} of ${halted.waves}: ${decision.why}. Not restarted: ${halted.notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`,
+        );
       return;
     }
     await deps.rotations.releaseWave(set.key, index + 1);
   }
 }
-

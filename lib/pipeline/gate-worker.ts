@@ -41,8 +41,15 @@ export function planGate(table: RoutingTable, message: GateMessage, messageId: s
   const sets = changeSets(table, changes, plan);
   const key = changeSetHash(message.changes);
   const set = sets.find((s) => s.key === key);
-  if (!set) return { refused: sets.length === 0 ? `its ${changes.length} change(s) plan nothing under this routing table` : 'its changes no longer form one rotation under this routing table' };
-  if (message.wave + 1 >= set.waves.length) return { refused: `wave ${message.wave + 1} is not followed by another wave (${set.waves.length} waves)` };
+  if (!set)
+    return {
+      refused:
+        sets.length === 0
+          ? `its ${changes.length} change(s) plan nothing under this routing table`
+          : 'its changes no longer form one rotation under this routing table',
+    };
+  if (message.wave + 1 >= set.waves.length)
+    return { refused: `wave ${message.wave + 1} is not followed by another wave (${set.waves.length} waves)` };
   return { set, targets: plan.targets };
 }
 
@@ -55,7 +62,12 @@ export const waveTargetState = (r: RolloutResult): WaveTargetState['state'] => {
 };
 
 /** A gate: look at its wave, then queue the next wave, halt, or hand itself back for later. False: redeliver. */
-export async function workGate(record: QueueRecord, message: GateMessage, deps: WorkerDeps, outcome: BatchOutcome): Promise<boolean> {
+export async function workGate(
+  record: QueueRecord,
+  message: GateMessage,
+  deps: WorkerDeps,
+  outcome: BatchOutcome,
+): Promise<boolean> {
   const planned = planGate(deps.table, message, record.messageId);
   if ('refused' in planned) {
     refuse(deps, outcome, record, planned.refused);
@@ -69,11 +81,18 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     return true;
   }
   if (message.wave > 0 && (await deps.rotations.releasedWave(set.key)) < message.wave) {
-    refuse(deps, outcome, record, `a gate for wave ${message.wave + 1} of rotation ${set.key}, which no passed gate released`);
+    refuse(
+      deps,
+      outcome,
+      record,
+      `a gate for wave ${message.wave + 1} of rotation ${set.key}, which no passed gate released`,
+    );
     return true;
   }
   if (!deps.queue) {
-    deps.telemetry.warn('a gate message needs a queue to send the next wave to; it will be redelivered', { messageId: record.messageId });
+    deps.telemetry.warn('a gate message needs a queue to send the next wave to; it will be redelivered', {
+      messageId: record.messageId,
+    });
     return false;
   }
   const now = deps.now ?? Date.now;
@@ -87,25 +106,60 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
   try {
     times = await deps.rotations.waveTimes(set.key, message.wave);
   } catch (e) {
-    deps.telemetry.warn('could not read the wave\'s times; the gate will be redelivered', { messageId: record.messageId, error: e instanceof Error ? e.name : String(e) });
+    deps.telemetry.warn("could not read the wave's times; the gate will be redelivered", {
+      messageId: record.messageId,
+      error: e instanceof Error ? e.name : String(e),
+    });
     return false;
   }
   const since = times.startedAt === undefined ? undefined : Date.parse(times.startedAt);
   // One look at the wave: where each rollout stands now, never a wait in line.
-  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, observeOnly: true, follow: { budgetMs: 0, once: true, since: since ?? now() } });
-  const secrets = [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
-  const fields = { messageId: record.messageId, route: set.route, secrets, wave: message.wave + 1, waves: set.waves.length, clusters: wave.clusters };
+  const results = await executeRollouts(deps.table, waveTargets, {
+    ...deps.executor,
+    observeOnly: true,
+    follow: { budgetMs: 0, once: true, since: since ?? now() },
+  });
+  const secrets = [
+    ...new Set(
+      targets.flatMap((t) =>
+        t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)),
+      ),
+    ),
+  ].sort();
+  const fields = {
+    messageId: record.messageId,
+    route: set.route,
+    secrets,
+    wave: message.wave + 1,
+    waves: set.waves.length,
+    clusters: wave.clusters,
+  };
   // A newer version of the secret already restarted this wave's workloads: this rotation is superseded. The newest
   // value wins; this rotation's later waves never run (the newer rotation's own gates release them).
   const superseded = results.filter((r) => r.outcome === 'skipped' && r.reason === SUPERSEDED_REASON);
   if (superseded.length > 0) {
-    deps.telemetry.info('rotation superseded by a newer version; its later waves will not run', { ...fields, rotation: set.key, newer: superseded.slice(0, 5).map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, detail: r.detail })) });
+    deps.telemetry.info('rotation superseded by a newer version; its later waves will not run', {
+      ...fields,
+      rotation: set.key,
+      newer: superseded
+        .slice(0, 5)
+        .map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, detail: r.detail })),
+    });
     return true;
   }
-  const states: WaveTargetState[] = results.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, state: waveTargetState(r), reason: r.rolloutReason ?? r.detail ?? r.reason }));
+  const states: WaveTargetState[] = results.map((r) => ({
+    cluster: r.cluster,
+    namespace: r.namespace,
+    kind: r.kind,
+    name: r.name,
+    state: waveTargetState(r),
+    reason: r.rolloutReason ?? r.detail ?? r.reason,
+  }));
   const decision = await gateDecision(deps, set, message.wave, { states, since, completeAt: times.completeAt });
   if (decision === undefined) {
-    deps.telemetry.warn('could not record the wave\'s completion; the gate will be redelivered', { messageId: record.messageId });
+    deps.telemetry.warn("could not record the wave's completion; the gate will be redelivered", {
+      messageId: record.messageId,
+    });
     return false;
   }
 
@@ -118,7 +172,13 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     return lookAgainAfter(deps, outcome, {
       records: [record],
       ms,
-      watch: rolling.map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, restartToken: r.restartToken })),
+      watch: rolling.map((r) => ({
+        cluster: r.cluster,
+        namespace: r.namespace,
+        kind: r.kind,
+        name: r.name,
+        restartToken: r.restartToken,
+      })),
       fields: { ...fields, why: decision.why, round: message.round },
       fresh: (lookAt) => (message.round + 1 > MAX_GATE_ROUNDS ? undefined : freshGate(message, lookAt)),
     });
@@ -127,36 +187,81 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
   if (decision.action === 'fail' && decision.onFailure === 'halt') {
     // decideGate fails only a wave with a recorded start, so only a rotation the store shows started halts.
     const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
-    const halt: HaltRecord = { secrets, wave: message.wave + 1, waves: set.waves.length, failing: { cluster: decision.failing.cluster, namespace: decision.failing.namespace, kind: decision.failing.kind, name: decision.failing.name, state: decision.failing.state }, why: decision.why, notRestarted };
+    const halt: HaltRecord = {
+      secrets,
+      wave: message.wave + 1,
+      waves: set.waves.length,
+      failing: {
+        cluster: decision.failing.cluster,
+        namespace: decision.failing.namespace,
+        kind: decision.failing.kind,
+        name: decision.failing.name,
+        state: decision.failing.state,
+      },
+      why: decision.why,
+      notRestarted,
+    };
     // Durable before anything else: from here every path that restarts refuses these changes (wave-guard.ts).
     try {
-      await deps.rotations.halt({ rotation: set.key, route: set.route, changes: set.changes.map((c) => changeIdentity(queuedChange(c))), ...halt, haltedAt: new Date(now()).toISOString() });
+      await deps.rotations.halt({
+        rotation: set.key,
+        route: set.route,
+        changes: set.changes.map((c) => changeIdentity(queuedChange(c))),
+        ...halt,
+        haltedAt: new Date(now()).toISOString(),
+      });
     } catch (e) {
-      deps.telemetry.warn('could not record the halt; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+      deps.telemetry.warn('could not record the halt; the gate will be redelivered', {
+        ...fields,
+        error: e instanceof Error ? e.name : String(e),
+      });
       return false;
     }
     outcome.halts.push(halt);
     await noticeHalt(deps, set, halt);
-    deps.telemetry.error('rotation halted', { ...fields, rotation: set.key, failing: halt.failing, why: decision.why, notRestarted });
+    deps.telemetry.error('rotation halted', {
+      ...fields,
+      rotation: set.key,
+      failing: halt.failing,
+      why: decision.why,
+      notRestarted,
+    });
     // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
     deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
     deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'halted' });
-    const target = waveTargets.find((t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace && results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name));
+    const target = waveTargets.find(
+      (t) =>
+        t.cluster === decision.failing.cluster &&
+        t.namespace === decision.failing.namespace &&
+        results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name),
+    );
     if (target) {
       const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`;
       await recordHalt(deps.table, target, decision.failing.name, deps.executor, eventMessage);
     }
     return true;
   }
-  if (decision.action === 'fail') deps.telemetry.warn('wave gate failed; continuing (onFailure: continue)', { ...fields, why: decision.why });
+  if (decision.action === 'fail')
+    deps.telemetry.warn('wave gate failed; continuing (onFailure: continue)', { ...fields, why: decision.why });
 
   // Advance: the next wave's clusters, and its gate unless it is the last wave.
   const startedAt = new Date(now()).toISOString();
   const inSet = new Set(set.changes);
   const byCluster = changesByCluster(set.changes, { targets });
   // Each message carries the whole set, so the worker that receives it finds this rotation (wave-guard.ts).
-  const messages: QueueMessage[] = next.clusters.filter((cluster) => (byCluster.get(cluster) ?? []).some((c) => inSet.has(c))).flatMap((cluster) => rolloutMessages(cluster, set.changes, message.acceptedAt, message.wave + 1, deps.table.hash));
-  if (set.waves[message.wave + 2]) messages.push({ v: message.v, kind: 'gate', changes: set.changes.map(queuedChange), wave: message.wave + 1, acceptedAt: message.acceptedAt, round: 0, table: deps.table.hash });
+  const messages: QueueMessage[] = next.clusters
+    .filter((cluster) => (byCluster.get(cluster) ?? []).some((c) => inSet.has(c)))
+    .flatMap((cluster) => rolloutMessages(cluster, set.changes, message.acceptedAt, message.wave + 1, deps.table.hash));
+  if (set.waves[message.wave + 2])
+    messages.push({
+      v: message.v,
+      kind: 'gate',
+      changes: set.changes.map(queuedChange),
+      wave: message.wave + 1,
+      acceptedAt: message.acceptedAt,
+      round: 0,
+      table: deps.table.hash,
+    });
   try {
     // The next wave's start, then its release, before the messages go out: a worker killed in between leaves a
     // release with nothing queued, which the gate, redelivered, queues again; the reverse order would leave queued
@@ -165,13 +270,25 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
     await deps.rotations.releaseWave(set.key, message.wave + 1);
     await deps.queue.send(messages);
   } catch (e) {
-    deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+    deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', {
+      ...fields,
+      error: e instanceof Error ? e.name : String(e),
+    });
     return false;
   }
   // This wave passed: a later run of the same rotation (reconcile queues a wave's stragglers again) times it afresh.
-  await deps.rotations.forgetWave(set.key, message.wave).catch((e: unknown) => deps.telemetry.warn('could not forget a passed wave\'s times', { ...fields, error: e instanceof Error ? e.name : String(e) }));
+  await deps.rotations.forgetWave(set.key, message.wave).catch((e: unknown) =>
+    deps.telemetry.warn("could not forget a passed wave's times", {
+      ...fields,
+      error: e instanceof Error ? e.name : String(e),
+    }),
+  );
   deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'released' });
-  deps.telemetry.info('wave gate passed; next wave queued', { ...fields, next: next.clusters, messages: messages.length });
+  deps.telemetry.info('wave gate passed; next wave queued', {
+    ...fields,
+    next: next.clusters,
+    messages: messages.length,
+  });
   return true;
 }
 
@@ -179,15 +296,33 @@ export async function workGate(record: QueueRecord, message: GateMessage, deps: 
  * The gate's decision from the store's times. A wave seen complete for the first time has its completion recorded
  * (the first worker's time stays), and the pause counts from what the store holds. Undefined: the store failed.
  */
-async function gateDecision(deps: WorkerDeps, set: ChangeSet, wave: number, seen: { states: WaveTargetState[]; since: number | undefined; completeAt: string | undefined }): Promise<ReturnType<typeof decideGate> | undefined> {
+async function gateDecision(
+  deps: WorkerDeps,
+  set: ChangeSet,
+  wave: number,
+  seen: { states: WaveTargetState[]; since: number | undefined; completeAt: string | undefined },
+): Promise<ReturnType<typeof decideGate> | undefined> {
   const now = (deps.now ?? Date.now)();
-  const input = { states: seen.states, now, since: seen.since, policy: set.policy, recheckMs: deps.gate?.recheckMs ?? 10_000 };
+  const input = {
+    states: seen.states,
+    now,
+    since: seen.since,
+    policy: set.policy,
+    recheckMs: deps.gate?.recheckMs ?? 10_000,
+  };
   const stored = seen.completeAt === undefined ? undefined : Date.parse(seen.completeAt);
   const decision = decideGate({ ...input, ...(stored === undefined ? {} : { completeAt: stored }) });
   if (decision.action !== 'wait' || decision.completeAt === undefined || stored !== undefined) return decision;
   try {
-    const times = await deps.rotations.markWave(set.key, wave, 'completeAt', new Date(decision.completeAt).toISOString());
-    return times.completeAt === undefined ? decision : decideGate({ ...input, completeAt: Date.parse(times.completeAt) });
+    const times = await deps.rotations.markWave(
+      set.key,
+      wave,
+      'completeAt',
+      new Date(decision.completeAt).toISOString(),
+    );
+    return times.completeAt === undefined
+      ? decision
+      : decideGate({ ...input, completeAt: Date.parse(times.completeAt) });
   } catch {
     return undefined;
   }

@@ -5,7 +5,13 @@
  */
 import { planRollouts, type Plan } from '../plan/planner.ts';
 import { changeSets, changesByCluster } from '../plan/cluster-changes.ts';
-import { queuedChange, ROLLOUT_MESSAGE_VERSION, rolloutMessages, type QueueMessage, type RolloutQueue } from '../queue/rollout-message.ts';
+import {
+  queuedChange,
+  ROLLOUT_MESSAGE_VERSION,
+  rolloutMessages,
+  type QueueMessage,
+  type RolloutQueue,
+} from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { parseInput, type InputFormat } from '../sources/parse.ts';
 import type { ParseResult, SecretChange } from '../sources/secret-change.ts';
@@ -30,7 +36,16 @@ export interface IntakeResult {
 }
 
 /** Parses, plans and queues. Throws QueueUnavailableError when the queue cannot take the messages. */
-export async function intake(text: string, deps: { table: RoutingTable; queue: RolloutQueue; now: () => number; format?: InputFormat; baselines?: KeyBaselineStore }): Promise<IntakeResult> {
+export async function intake(
+  text: string,
+  deps: {
+    table: RoutingTable;
+    queue: RolloutQueue;
+    now: () => number;
+    format?: InputFormat;
+    baselines?: KeyBaselineStore;
+  },
+): Promise<IntakeResult> {
   const parsed = parseInput(text, { mounts: deps.table.mounts, format: deps.format ?? 'auto' });
   let plan = planRollouts(deps.table, parsed.changes);
   // Key-level restarts: which keys each change changed, where a target says which keys it uses.
@@ -45,7 +60,13 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
   const messages = firstWaveMessages(deps.table, parsed.changes, plan, acceptedAt);
   if (messages.length > 0) await deps.queue.send(messages);
   return {
-    summary: { accepted: parsed.changes.length, ignored: parsed.ignored.length, rejected: parsed.rejected.length, queued: messages.length, ...(keyStoreErrors ? { keyStoreErrors } : {}) },
+    summary: {
+      accepted: parsed.changes.length,
+      ignored: parsed.ignored.length,
+      rejected: parsed.rejected.length,
+      queued: messages.length,
+      ...(keyStoreErrors ? { keyStoreErrors } : {}),
+    },
     parsed,
     plan,
   };
@@ -59,9 +80,18 @@ export async function intake(text: string, deps: { table: RoutingTable; queue: R
  * (lib/pipeline/wave-guard.ts). Each message of a rotation carries the rotation's whole change set, so the worker,
  * planning it again, finds the same set (the same key, the same waves) as the gate does.
  */
-export function firstWaveMessages(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, acceptedAt: string, needs: (cluster: string, changes: readonly SecretChange[]) => boolean = () => true): QueueMessage[] {
+export function firstWaveMessages(
+  table: RoutingTable,
+  changes: readonly SecretChange[],
+  plan: Plan,
+  acceptedAt: string,
+  needs: (cluster: string, changes: readonly SecretChange[]) => boolean = () => true,
+): QueueMessage[] {
   const byCluster = changesByCluster(changes, plan);
-  if (!table.routes.some((r) => r.policy.waves !== undefined)) return [...byCluster].filter(([cluster, cs]) => needs(cluster, cs)).flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt, undefined, table.hash));
+  if (!table.routes.some((r) => r.policy.waves !== undefined))
+    return [...byCluster]
+      .filter(([cluster, cs]) => needs(cluster, cs))
+      .flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, acceptedAt, undefined, table.hash));
   const messages: QueueMessage[] = [];
   for (const set of changeSets(table, changes, plan, byCluster)) {
     const [first, second] = set.waves;
@@ -69,9 +99,19 @@ export function firstWaveMessages(table: RoutingTable, changes: readonly SecretC
     const inSet = new Set(set.changes);
     for (const cluster of first.clusters) {
       const here = (byCluster.get(cluster) ?? []).filter((c) => inSet.has(c));
-      if (here.length > 0 && needs(cluster, here)) messages.push(...rolloutMessages(cluster, set.changes, acceptedAt, second ? 0 : undefined, table.hash));
+      if (here.length > 0 && needs(cluster, here))
+        messages.push(...rolloutMessages(cluster, set.changes, acceptedAt, second ? 0 : undefined, table.hash));
     }
-    if (second) messages.push({ v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: set.changes.map(queuedChange), wave: 0, acceptedAt, round: 0, table: table.hash });
+    if (second)
+      messages.push({
+        v: ROLLOUT_MESSAGE_VERSION,
+        kind: 'gate',
+        changes: set.changes.map(queuedChange),
+        wave: 0,
+        acceptedAt,
+        round: 0,
+        table: table.hash,
+      });
   }
   return messages;
 }

@@ -15,7 +15,10 @@ import type { SecretChange } from '../sources/secret-change.ts';
  * through the operator's resource) or a workload target (Vault Agent templates). Without one, nothing is compared or
  * stored.
  */
-export const tableUsesKeys = (table: Pick<RoutingTable, 'routes'>): boolean => table.routes.some((r) => r.targets.some((t) => t.target.keys !== undefined || isSyncTarget(t.target) || isWorkloadTarget(t.target)));
+export const tableUsesKeys = (table: Pick<RoutingTable, 'routes'>): boolean =>
+  table.routes.some((r) =>
+    r.targets.some((t) => t.target.keys !== undefined || isSyncTarget(t.target) || isWorkloadTarget(t.target)),
+  );
 
 export interface KeyChangesResult {
   changes: SecretChange[];
@@ -27,7 +30,13 @@ export interface KeyChangesResult {
  * The changes with `changedKeys` set where a comparison was possible. `routed[i]` says whether change i matched a
  * route (an unrouted path keeps no baseline). Never logs or returns a digest.
  */
-export async function resolveKeyChanges(changes: readonly SecretChange[], routed: ReadonlyArray<readonly string[]>, store: KeyBaselineStore, nowMs: number, ttlMs = KEY_BASELINE_TTL_MS): Promise<KeyChangesResult> {
+export async function resolveKeyChanges(
+  changes: readonly SecretChange[],
+  routed: ReadonlyArray<readonly string[]>,
+  store: KeyBaselineStore,
+  nowMs: number,
+  ttlMs = KEY_BASELINE_TTL_MS,
+): Promise<KeyChangesResult> {
   const out: SecretChange[] = [];
   let storeErrors = 0;
   for (const [i, change] of changes.entries()) {
@@ -39,7 +48,8 @@ export async function resolveKeyChanges(changes: readonly SecretChange[], routed
     const device = change.keyDigests?.device();
     let resolution: KeyResolution;
     try {
-      const previous: KeyBaseline | undefined = device === undefined ? undefined : await store.baseline(device, path, nowMs);
+      const previous: KeyBaseline | undefined =
+        device === undefined ? undefined : await store.baseline(device, path, nowMs);
       resolution = resolveChangedKeys(previous, change);
       const { next } = resolution;
       if (next === 'clear') await store.clearBaselines(path);
@@ -50,7 +60,9 @@ export async function resolveKeyChanges(changes: readonly SecretChange[], routed
       storeErrors++;
       resolution = { changed: 'all', next: 'keep', why: 'the baseline store failed: every key' };
     }
-    out.push(resolution.changed === 'all' ? withoutChangedKeys(change) : { ...change, changedKeys: resolution.changed });
+    out.push(
+      resolution.changed === 'all' ? withoutChangedKeys(change) : { ...change, changedKeys: resolution.changed },
+    );
   }
   return { changes: out, storeErrors };
 }

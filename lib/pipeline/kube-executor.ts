@@ -10,11 +10,15 @@ import type { RoutingTable } from '../routing/routing-table.ts';
 import type { SlotStore } from '../slots/slot-store.ts';
 
 /** The engine's options with the API optional: the HTTPS client, each request bounded by `requestTimeoutMs`. */
-export type ExecutorSettings = Omit<ExecutorOptions, 'apiFor'> & Partial<Pick<ExecutorOptions, 'apiFor'>> & { requestTimeoutMs?: number };
+export type ExecutorSettings = Omit<ExecutorOptions, 'apiFor'> &
+  Partial<Pick<ExecutorOptions, 'apiFor'>> & { requestTimeoutMs?: number };
 
 let processSlots: Promise<SlotStore> | undefined;
 /** Loaded only when a target is bounded: a Lambda worker passes its DynamoDB store and never runs node:sqlite. */
-const processSlotStore = (): Promise<SlotStore> => (processSlots ??= import('../slots/sqlite-slot-store.ts').then(({ SqliteSlotStore }) => new SqliteSlotStore(':memory:')));
+const processSlotStore = (): Promise<SlotStore> =>
+  (processSlots ??= import('../slots/sqlite-slot-store.ts').then(
+    ({ SqliteSlotStore }) => new SqliteSlotStore(':memory:'),
+  ));
 
 /**
  * The engine's options with what the caller left out filled in: the HTTPS client (each request bounded by
@@ -22,12 +26,26 @@ const processSlotStore = (): Promise<SlotStore> => (processSlots ??= import('../
  */
 export function withKubeApi(settings: ExecutorSettings): ExecutorOptions {
   const { requestTimeoutMs, apiFor, ...rest } = settings;
-  return { ...rest, apiFor: apiFor ?? ((access) => kubeApiFor(access, requestTimeoutMs)), slots: settings.slots ?? processSlotStore };
+  return {
+    ...rest,
+    apiFor: apiFor ?? ((access) => kubeApiFor(access, requestTimeoutMs)),
+    slots: settings.slots ?? processSlotStore,
+  };
 }
 
-export const executeRollouts = (table: RoutingTable, targets: readonly RolloutTarget[], settings: ExecutorSettings): Promise<RolloutResult[]> => executeWithPort(table, targets, withKubeApi(settings));
+export const executeRollouts = (
+  table: RoutingTable,
+  targets: readonly RolloutTarget[],
+  settings: ExecutorSettings,
+): Promise<RolloutResult[]> => executeWithPort(table, targets, withKubeApi(settings));
 
-export const recordHalt = (table: RoutingTable, target: RolloutTarget, name: string, settings: ExecutorSettings, message: string): Promise<void> => recordHaltWithPort(table, target, name, withKubeApi(settings), message);
+export const recordHalt = (
+  table: RoutingTable,
+  target: RolloutTarget,
+  name: string,
+  settings: ExecutorSettings,
+  message: string,
+): Promise<void> => recordHaltWithPort(table, target, name, withKubeApi(settings), message);
 
 export type { RolloutResult } from '../engine/types.ts';
 /** The options callers of this module pass: the engine's, the API optional. */

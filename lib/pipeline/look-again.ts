@@ -11,7 +11,13 @@
  *   out (a new deduplication id) and this one is acknowledged.
  */
 import type { QueueMessage } from '../queue/rollout-message.ts';
-import { HOLDS_BEFORE_RESEND, type BatchOutcome, type QueueRecord, type WatchedWorkload, type WorkerDeps } from './worker-deps.ts';
+import {
+  HOLDS_BEFORE_RESEND,
+  type BatchOutcome,
+  type QueueRecord,
+  type WatchedWorkload,
+  type WorkerDeps,
+} from './worker-deps.ts';
 
 export interface LookAgain {
   /** The message(s) being worked: one, or a settled burst (held together). */
@@ -35,7 +41,13 @@ export interface LookAgain {
 export async function lookAgainAfter(deps: WorkerDeps, outcome: BatchOutcome, look: LookAgain): Promise<boolean> {
   const holds = Math.max(...look.records.map((r) => (r.receiveCount ?? 1) - 1));
   if (!look.resend && holds < HOLDS_BEFORE_RESEND) {
-    outcome.deferred.push(...look.records.map((r) => ({ messageId: r.messageId, delayMs: look.ms, ...(look.watch && look.watch.length > 0 ? { watch: look.watch } : {}) })));
+    outcome.deferred.push(
+      ...look.records.map((r) => ({
+        messageId: r.messageId,
+        delayMs: look.ms,
+        ...(look.watch && look.watch.length > 0 ? { watch: look.watch } : {}),
+      })),
+    );
     deps.telemetry.info('looking again later', { ...look.fields, delayMs: look.ms });
     return true;
   }
@@ -51,7 +63,10 @@ export async function lookAgainAfter(deps: WorkerDeps, outcome: BatchOutcome, lo
   try {
     await deps.queue.send([fresh]);
   } catch (e) {
-    deps.telemetry.warn('could not re-send the message to look again later; it will be redelivered', { ...look.fields, error: e instanceof Error ? e.name : String(e) });
+    deps.telemetry.warn('could not re-send the message to look again later; it will be redelivered', {
+      ...look.fields,
+      error: e instanceof Error ? e.name : String(e),
+    });
     return false;
   }
   deps.telemetry.info('looking again later (re-sent)', { ...look.fields, delayMs: look.ms });

@@ -7,7 +7,18 @@ import { kubeApiFor } from '../kube/kube-api.ts';
 import type { KubeApi } from '../workloads/kube-port.ts';
 import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
 import { ConcurrencyLimiter } from '../kernel/limiter.ts';
-import { ANNOTATIONS, decideRestart, metadataRecord, parseWatchAnnotation, readRecord, recordedSkips, recordKey, recordOnlyPatch, recordValue, type MetadataRecord } from '../plan/restart-record.ts';
+import {
+  ANNOTATIONS,
+  decideRestart,
+  metadataRecord,
+  parseWatchAnnotation,
+  readRecord,
+  recordedSkips,
+  recordKey,
+  recordOnlyPatch,
+  recordValue,
+  type MetadataRecord,
+} from '../plan/restart-record.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries } from '../engine/retry.ts';
 import { isSyncKind } from '../workloads/sync-kinds.ts';
 import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
@@ -29,7 +40,10 @@ type DecidedTarget = RolloutTarget;
  * SecretProviderClass (its pods tell whether it runs the version). The worker, planning the queued change, nudges
  * and restarts the consumers in the right order.
  */
-async function consumerTargets(t: ConsumersRolloutTarget, list: (d: WorkloadDescriptor, namespace: string) => Promise<KubeObject[]>): Promise<DecidedTarget[]> {
+async function consumerTargets(
+  t: ConsumersRolloutTarget,
+  list: (d: WorkloadDescriptor, namespace: string) => Promise<KubeObject[]>,
+): Promise<DecidedTarget[]> {
   if (isSyncKind(t.kind)) {
     return [t];
   }
@@ -44,7 +58,12 @@ async function consumerTargets(t: ConsumersRolloutTarget, list: (d: WorkloadDesc
         if (e instanceof Error && /not found/.test(e.message)) return [];
         throw e;
       }
-      return consumersAmong(kind, objects, consumed).map((c): DecidedTarget => ({ ...t, type: 'workload', kind, name: c.name }));
+      return consumersAmong(kind, objects, consumed).map((c): DecidedTarget => ({
+        ...t,
+        type: 'workload',
+        kind,
+        name: c.name,
+      }));
     }),
   );
   return perKind.flat();
@@ -62,7 +81,16 @@ export function selects(selector: LabelSelector | undefined, labels: Readonly<Re
   for (const e of selector.matchExpressions ?? []) {
     const has = Object.hasOwn(labels, e.key);
     const value = labels[e.key];
-    const ok = e.operator === 'In' ? has && (e.values ?? []).includes(value as string) : e.operator === 'NotIn' ? !has || !(e.values ?? []).includes(value as string) : e.operator === 'Exists' ? has : e.operator === 'DoesNotExist' ? !has : false;
+    const ok =
+      e.operator === 'In'
+        ? has && (e.values ?? []).includes(value as string)
+        : e.operator === 'NotIn'
+          ? !has || !(e.values ?? []).includes(value as string)
+          : e.operator === 'Exists'
+            ? has
+            : e.operator === 'DoesNotExist'
+              ? !has
+              : false;
     if (!ok) return false;
   }
   return true;
@@ -80,11 +108,20 @@ interface PodView {
  * resource has no pods of ours to look at: current when it records nothing for the path (an operator syncs on its
  * own; reconcile never patches what it never managed), behind when it records an older version.
  */
-function podsRunVersion(target: DecidedTarget, object: KubeObject, pods: readonly PodView[] | undefined, since: number, neverRecorded: boolean): boolean {
+function podsRunVersion(
+  target: DecidedTarget,
+  object: KubeObject,
+  pods: readonly PodView[] | undefined,
+  since: number,
+  neverRecorded: boolean,
+): boolean {
   if (target.type !== 'workload') return neverRecorded;
-  if (target.kind === 'CronJob') return (((object as { status?: { active?: unknown[] } }).status?.active) ?? []).length === 0;
+  if (target.kind === 'CronJob')
+    return ((object as { status?: { active?: unknown[] } }).status?.active ?? []).length === 0;
   const selector = (object as { spec?: { selector?: LabelSelector } }).spec?.selector;
-  return (pods ?? []).filter((p) => selects(selector, p.labels)).every((p) => p.startedAt === undefined || p.startedAt >= since);
+  return (pods ?? [])
+    .filter((p) => selects(selector, p.labels))
+    .every((p) => p.startedAt === undefined || p.startedAt >= since);
 }
 
 export interface Verdict {
@@ -94,9 +131,17 @@ export interface Verdict {
 }
 
 /** Step 3: one cluster's workloads, decided. */
-export async function reconcileCluster(deps: ReconcileDeps, limits: ReconcileLimits, cluster: string, targets: readonly RolloutTarget[]): Promise<Verdict[]> {
+export async function reconcileCluster(
+  deps: ReconcileDeps,
+  limits: ReconcileLimits,
+  cluster: string,
+  targets: readonly RolloutTarget[],
+): Promise<Verdict[]> {
   const config = deps.table.clusters.get(cluster);
-  const fail = (t: RolloutTarget, name: string, detail: string): Verdict => ({ report: { cluster, namespace: t.namespace, kind: t.kind, name, state: 'failed', paths: t.paths, detail }, behind: [] });
+  const fail = (t: RolloutTarget, name: string, detail: string): Verdict => ({
+    report: { cluster, namespace: t.namespace, kind: t.kind, name, state: 'failed', paths: t.paths, detail },
+    behind: [],
+  });
   let api: KubeApi;
   try {
     if (!config) throw new Error(`cluster ${cluster} is not in the routing table`);
@@ -122,7 +167,11 @@ export async function reconcileCluster(deps: ReconcileDeps, limits: ReconcileLim
   const podsOf = (namespace: string): Promise<PodView[]> =>
     listOnce(`pods\u0000${namespace}`, () => api.list({ apiVersion: 'v1', kind: 'Pod' }, namespace)).then((pods) =>
       pods
-        .filter((p) => !(p.metadata as { deletionTimestamp?: string } | undefined)?.deletionTimestamp && !['Succeeded', 'Failed'].includes((p as { status?: { phase?: string } }).status?.phase ?? ''))
+        .filter(
+          (p) =>
+            !(p.metadata as { deletionTimestamp?: string } | undefined)?.deletionTimestamp &&
+            !['Succeeded', 'Failed'].includes((p as { status?: { phase?: string } }).status?.phase ?? ''),
+        )
         .map((p) => {
           const start = (p as { status?: { startTime?: string } }).status?.startTime;
           return { labels: p.metadata?.labels ?? {}, startedAt: start === undefined ? undefined : Date.parse(start) };
@@ -134,9 +183,17 @@ export async function reconcileCluster(deps: ReconcileDeps, limits: ReconcileLim
       if (planned.type === 'consumers') {
         let decided: DecidedTarget[];
         try {
-          decided = await consumerTargets(planned, (d, namespace) => listOnce(`${d.apiVersion}/${d.kind}\u0000${namespace}`, () => api.list(d, namespace)));
+          decided = await consumerTargets(planned, (d, namespace) =>
+            listOnce(`${d.apiVersion}/${d.kind}\u0000${namespace}`, () => api.list(d, namespace)),
+          );
         } catch (e) {
-          return [fail(planned, planned.name, `cannot find the consumers of ${planned.kind} ${planned.name} in ${planned.namespace}: ${e instanceof Error ? e.message : String(e)}`)];
+          return [
+            fail(
+              planned,
+              planned.name,
+              `cannot find the consumers of ${planned.kind} ${planned.name} in ${planned.namespace}: ${e instanceof Error ? e.message : String(e)}`,
+            ),
+          ];
         }
         return (await Promise.all(decided.map((t) => decideTarget(t)))).flat();
       }
@@ -146,17 +203,36 @@ export async function reconcileCluster(deps: ReconcileDeps, limits: ReconcileLim
   return verdicts.flat();
 
   async function decideTarget(t: DecidedTarget): Promise<Verdict[]> {
-      const descriptor = descriptorOf(t);
-      let objects: KubeObject[];
-      try {
-        const all = await (t.type === 'workload' && t.selector !== undefined ? listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}\u0000${t.selector}`, () => api.list(descriptor, t.namespace, t.selector)) : listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}`, () => api.list(descriptor, t.namespace)));
-        const name = t.name;
-        objects = name !== undefined ? all.filter((o) => o.metadata?.name === name) : t.type === 'workload' && t.annotated ? all.filter((o) => watchesAny(o, t.paths)) : all;
-      } catch (e) {
-        return [fail(t, t.name ?? '', `cannot list ${descriptor.kind} in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`)];
-      }
-      // A target naming nothing that exists: nothing runs an old version there; the worker reports it when a change comes.
-      return Promise.all(objects.map((object) => decideWorkload(deps, api, cluster, t, descriptor, object, podsOf, call)));
+    const descriptor = descriptorOf(t);
+    let objects: KubeObject[];
+    try {
+      const all = await (t.type === 'workload' && t.selector !== undefined
+        ? listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}\u0000${t.selector}`, () =>
+            api.list(descriptor, t.namespace, t.selector),
+          )
+        : listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}`, () =>
+            api.list(descriptor, t.namespace),
+          ));
+      const name = t.name;
+      objects =
+        name !== undefined
+          ? all.filter((o) => o.metadata?.name === name)
+          : t.type === 'workload' && t.annotated
+            ? all.filter((o) => watchesAny(o, t.paths))
+            : all;
+    } catch (e) {
+      return [
+        fail(
+          t,
+          t.name ?? '',
+          `cannot list ${descriptor.kind} in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`,
+        ),
+      ];
+    }
+    // A target naming nothing that exists: nothing runs an old version there; the worker reports it when a change comes.
+    return Promise.all(
+      objects.map((object) => decideWorkload(deps, api, cluster, t, descriptor, object, podsOf, call)),
+    );
   }
 }
 
@@ -167,18 +243,48 @@ function watchesAny(object: KubeObject, paths: readonly string[]): boolean {
   return paths.some((p) => index.match(p).size > 0);
 }
 
-async function decideWorkload(deps: ReconcileDeps, api: KubeApi, cluster: string, t: DecidedTarget, descriptor: WorkloadDescriptor, object: KubeObject, podsOf: (ns: string) => Promise<PodView[]>, call: <T>(fn: () => Promise<T>) => Promise<T>): Promise<Verdict> {
+async function decideWorkload(
+  deps: ReconcileDeps,
+  api: KubeApi,
+  cluster: string,
+  t: DecidedTarget,
+  descriptor: WorkloadDescriptor,
+  object: KubeObject,
+  podsOf: (ns: string) => Promise<PodView[]>,
+  call: <T>(fn: () => Promise<T>) => Promise<T>,
+): Promise<Verdict> {
   const name = object.metadata?.name ?? '';
-  const report = (state: WorkloadState, paths: string[], detail?: string): WorkloadReport => ({ cluster, namespace: t.namespace, kind: t.kind, name, state, paths, ...(detail ? { detail } : {}) });
+  const report = (state: WorkloadState, paths: string[], detail?: string): WorkloadReport => ({
+    cluster,
+    namespace: t.namespace,
+    kind: t.kind,
+    name,
+    state,
+    paths,
+    ...(detail ? { detail } : {}),
+  });
   const recorded = readRecord(descriptor, object);
   const skips = recordedSkips(object);
   const stale: SecretRef[] = t.secrets.filter((s) => decideRestart(recorded, { secrets: [s] }).action === 'restart');
   // A key-level skip of exactly the version Vault says is current: reconcile confirms it with Vault and records the
   // version (status then counts it safe). A skip of any other version proves nothing and stays unverified.
-  const confirmed = stale.filter((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);
+  const confirmed = stale.filter(
+    (s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version,
+  );
   const behind = stale.filter((s) => !confirmed.includes(s));
   if (stale.length === 0) return { report: report('current', []), behind: [] };
-  if (behind.length === 0) return recordWithoutRestart(deps, api, t, descriptor, object, confirmed, call, report, 'a key-level skip confirmed with Vault');
+  if (behind.length === 0)
+    return recordWithoutRestart(
+      deps,
+      api,
+      t,
+      descriptor,
+      object,
+      confirmed,
+      call,
+      report,
+      'a key-level skip confirmed with Vault',
+    );
 
   const since = Math.max(...behind.map((s) => parseTime(s.time)).filter((n) => !Number.isNaN(n)));
   const neverRecorded = behind.every((s) => recorded[recordKey(s)] === undefined);
@@ -187,11 +293,19 @@ async function decideWorkload(deps: ReconcileDeps, api: KubeApi, cluster: string
     try {
       pods = await podsOf(t.namespace);
     } catch (e) {
-      return { report: report('failed', behind.map((s) => s.path), `cannot list pods in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`), behind: [] };
+      return {
+        report: report(
+          'failed',
+          behind.map((s) => s.path),
+          `cannot list pods in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`,
+        ),
+        behind: [],
+      };
     }
   }
   const paths = behind.map((s) => s.path);
-  if (!Number.isFinite(since) || !podsRunVersion(t, object, pods, since, neverRecorded)) return { report: report('behind', paths), behind: paths };
+  if (!Number.isFinite(since) || !podsRunVersion(t, object, pods, since, neverRecorded))
+    return { report: report('behind', paths), behind: paths };
 
   // Its pods already run these versions: record them where the worker will see them, and restart nothing.
   return recordWithoutRestart(deps, api, t, descriptor, object, [...behind, ...confirmed], call, report);
@@ -201,20 +315,42 @@ async function decideWorkload(deps: ReconcileDeps, api: KubeApi, cluster: string
  * Records versions on the object's metadata without a restart (recordOnlyPatch), keeping what else is recorded
  * there (other versions, key-level skips of other paths).
  */
-async function recordWithoutRestart(deps: ReconcileDeps, api: KubeApi, t: DecidedTarget, descriptor: WorkloadDescriptor, object: KubeObject, secrets: readonly SecretRef[], call: <T>(fn: () => Promise<T>) => Promise<T>, report: (state: WorkloadState, paths: string[], detail?: string) => WorkloadReport, why?: string): Promise<Verdict> {
+async function recordWithoutRestart(
+  deps: ReconcileDeps,
+  api: KubeApi,
+  t: DecidedTarget,
+  descriptor: WorkloadDescriptor,
+  object: KubeObject,
+  secrets: readonly SecretRef[],
+  call: <T>(fn: () => Promise<T>) => Promise<T>,
+  report: (state: WorkloadState, paths: string[], detail?: string) => WorkloadReport,
+  why?: string,
+): Promise<Verdict> {
   const paths = secrets.map((s) => s.path);
-  if (deps.dryRun) return { report: report('recorded', paths, `dry run: would record without a restart${why ? ` (${why})` : ''}`), behind: [] };
+  if (deps.dryRun)
+    return {
+      report: report('recorded', paths, `dry run: would record without a restart${why ? ` (${why})` : ''}`),
+      behind: [],
+    };
   const versions: MetadataRecord = { ...metadataRecord(object) };
   for (const s of secrets) versions[recordKey(s)] = recordValue(s);
   const body = { ...recordOnlyPatch(versions) } as { metadata: Record<string, unknown> };
   body.metadata.resourceVersion = object.metadata?.resourceVersion;
   try {
     // A merge patch on the metadata alone, conditional on the version read: a concurrent restart is not overwritten.
-    await call(() => api.patch(descriptor, t.namespace, object.metadata?.name ?? '', body, PatchStrategy.MergePatch, false));
+    await call(() =>
+      api.patch(descriptor, t.namespace, object.metadata?.name ?? '', body, PatchStrategy.MergePatch, false),
+    );
   } catch (e) {
     // Not recorded: queueing its change would restart a workload that runs the version already, so nothing is queued.
-    return { report: report('failed', paths, `cannot record without a restart: ${e instanceof Error ? e.message : String(e)} (the next reconcile tries again)`), behind: [] };
+    return {
+      report: report(
+        'failed',
+        paths,
+        `cannot record without a restart: ${e instanceof Error ? e.message : String(e)} (the next reconcile tries again)`,
+      ),
+      behind: [],
+    };
   }
   return { report: report('recorded', paths, why), behind: [] };
 }
-

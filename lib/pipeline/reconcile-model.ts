@@ -21,7 +21,12 @@ export interface ReconcileLimits extends ExpansionLimits {
   kubeConcurrency: number;
 }
 
-export const DEFAULT_RECONCILE_LIMITS: ReconcileLimits = { ...DEFAULT_EXPANSION_LIMITS, maxPaths: 20_000, vaultConcurrency: 16, kubeConcurrency: 10 };
+export const DEFAULT_RECONCILE_LIMITS: ReconcileLimits = {
+  ...DEFAULT_EXPANSION_LIMITS,
+  maxPaths: 20_000,
+  vaultConcurrency: 16,
+  kubeConcurrency: 10,
+};
 
 export interface ReconcileDeps {
   table: RoutingTable;
@@ -92,4 +97,3 @@ export interface ReconcileReport {
   halted: RotationHalt[];
   dryRun: boolean;
 }
-

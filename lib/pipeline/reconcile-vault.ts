@@ -14,7 +14,11 @@ export const parseTime = (time: string): number => Date.parse(time.replace(/(\.\
  * The change that stands for a path's current state: a write of the current version, or its delete or destroy when
  * that version is deleted (deletion time passed) or destroyed. Undefined when the key holds no version.
  */
-export function currentChange(meta: KvMetadata, kvVersionFrom: SecretChange['kvVersionFrom'], now: number): SecretChange | undefined {
+export function currentChange(
+  meta: KvMetadata,
+  kvVersionFrom: SecretChange['kvVersionFrom'],
+  now: number,
+): SecretChange | undefined {
   const version = meta.versions[meta.currentVersion];
   if (meta.currentVersion === 0 || version === undefined) return undefined;
   let operation: Operation = 'write';
@@ -51,14 +55,18 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item:
 }
 
 /** Step 1 and 2: every routed path Vault holds, and its current state. */
-export async function readVault(deps: ReconcileDeps, limits: ReconcileLimits): Promise<Pick<ReconcileReport, 'routes' | 'paths' | 'pathErrors'> & { changes: SecretChange[] }> {
+export async function readVault(
+  deps: ReconcileDeps,
+  limits: ReconcileLimits,
+): Promise<Pick<ReconcileReport, 'routes' | 'paths' | 'pathErrors'> & { changes: SecretChange[] }> {
   const { table, vault } = deps;
   // One LIST per folder, however many routes share it.
   const listings = new Map<string, Promise<MetadataListing>>();
   const list = (namespace: string, mount: string, folder: string): Promise<MetadataListing> => {
     const key = `${namespace}\u0000${mount}\u0000${folder}`;
     let listing = listings.get(key);
-    if (!listing) listings.set(key, (listing = vault.listMetadata(mount, folder, { namespace, limit: limits.maxKeys })));
+    if (!listing)
+      listings.set(key, (listing = vault.listMetadata(mount, folder, { namespace, limit: limits.maxKeys })));
     return listing;
   };
   const routes: RouteExpansionReport[] = [];
@@ -73,7 +81,12 @@ export async function readVault(deps: ReconcileDeps, limits: ReconcileLimits): P
       continue;
     }
     if (expansion.kind === 'kv1') {
-      routes.push({ ...base, status: 'kv1', mount: expansion.mount, reason: `${expansion.mount} is KV v1: it keeps no versions, so reconcile cannot see its changes (only the change feed can)` });
+      routes.push({
+        ...base,
+        status: 'kv1',
+        mount: expansion.mount,
+        reason: `${expansion.mount} is KV v1: it keeps no versions, so reconcile cannot see its changes (only the change feed can)`,
+      });
       continue;
     }
     if (expansion.kind === 'unexpandable') {
@@ -91,7 +104,15 @@ export async function readVault(deps: ReconcileDeps, limits: ReconcileLimits): P
       wanted.set(id, { namespace: route.namespace, mount: expansion.mount, key });
       paths++;
     }
-    routes.push({ ...base, status: 'kv2', mount: expansion.mount, paths, lists: expansion.lists, ...(truncated ? { truncated } : {}), ...(expansion.ignored ? { reason: expansion.ignored } : {}) });
+    routes.push({
+      ...base,
+      status: 'kv2',
+      mount: expansion.mount,
+      paths,
+      lists: expansion.lists,
+      ...(truncated ? { truncated } : {}),
+      ...(expansion.ignored ? { reason: expansion.ignored } : {}),
+    });
   }
 
   const now = deps.now();
@@ -100,17 +121,28 @@ export async function readVault(deps: ReconcileDeps, limits: ReconcileLimits): P
     try {
       return await vault.readMetadata(p.mount, p.key, { namespace: p.namespace });
     } catch (e) {
-      pathErrors.push({ path: qualify(p.namespace, `${p.mount}/${p.key}`), error: e instanceof Error ? e.message : String(e) });
+      pathErrors.push({
+        path: qualify(p.namespace, `${p.mount}/${p.key}`),
+        error: e instanceof Error ? e.message : String(e),
+      });
       return undefined;
     }
   });
   const changes: SecretChange[] = [];
   for (const meta of read) {
     if (!meta) continue;
-    const change = currentChange(meta, table.mounts.has(qualify(meta.namespace, meta.mount)) ? 'routes' : 'inferred', now);
+    const change = currentChange(
+      meta,
+      table.mounts.has(qualify(meta.namespace, meta.mount)) ? 'routes' : 'inferred',
+      now,
+    );
     if (change) changes.push(change);
   }
-  const paths = changes.map((c) => ({ path: qualify(c.namespace, c.path), version: c.version as number, operation: c.operation, time: c.time }));
+  const paths = changes.map((c) => ({
+    path: qualify(c.namespace, c.path),
+    version: c.version as number,
+    operation: c.operation,
+    time: c.time,
+  }));
   return { routes, paths, pathErrors, changes };
 }
-

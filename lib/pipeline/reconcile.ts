@@ -35,7 +35,13 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileReport> {
   const plan = planRollouts(deps.table, vault.changes);
   const byCluster = new Map<string, RolloutTarget[]>();
   for (const t of plan.targets) byCluster.set(t.cluster, [...(byCluster.get(t.cluster) ?? []), t]);
-  const verdicts = (await Promise.all([...byCluster].map(([cluster, targets]) => reconcileCluster(deps, limits, cluster, targets).then((v) => v.map((x) => ({ cluster, ...x })))))).flat();
+  const verdicts = (
+    await Promise.all(
+      [...byCluster].map(([cluster, targets]) =>
+        reconcileCluster(deps, limits, cluster, targets).then((v) => v.map((x) => ({ cluster, ...x }))),
+      ),
+    )
+  ).flat();
 
   // The changes some workload is behind on, less those of a halted rotation, go through the same wave logic as the
   // intake (firstWaveMessages): per rotation, its first wave's clusters where something is behind, and the gate that
@@ -43,12 +49,22 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileReport> {
   // and restarts what is behind; what reconcile recorded it finds unchanged.
   const acceptedAt = new Date(deps.now()).toISOString();
   const behindIn = new Map<string, Set<string>>();
-  for (const v of verdicts) for (const path of v.behind) behindIn.set(path, (behindIn.get(path) ?? new Set()).add(v.cluster));
+  for (const v of verdicts)
+    for (const path of v.behind) behindIn.set(path, (behindIn.get(path) ?? new Set()).add(v.cluster));
   const behindChanges = vault.changes.filter((c) => behindIn.has(qualify(c.namespace, c.path)));
-  const halts = deps.rotations && behindChanges.length > 0 ? await deps.rotations.haltsOf(behindChanges.map((c) => changeIdentity(queuedChange(c)))) : [];
+  const halts =
+    deps.rotations && behindChanges.length > 0
+      ? await deps.rotations.haltsOf(behindChanges.map((c) => changeIdentity(queuedChange(c))))
+      : [];
   const haltedIds = new Set(halts.flatMap((h) => h.changes));
   const queued = behindChanges.filter((c) => !haltedIds.has(changeIdentity(queuedChange(c))));
-  const messages = firstWaveMessages(deps.table, queued, planRollouts(deps.table, queued), acceptedAt, (cluster, changes) => changes.some((c) => behindIn.get(qualify(c.namespace, c.path))?.has(cluster) === true));
+  const messages = firstWaveMessages(
+    deps.table,
+    queued,
+    planRollouts(deps.table, queued),
+    acceptedAt,
+    (cluster, changes) => changes.some((c) => behindIn.get(qualify(c.namespace, c.path))?.has(cluster) === true),
+  );
   const changes = queued.length;
   if (!deps.dryRun && messages.length > 0) await deps.queue.send(messages);
   return {
@@ -56,7 +72,13 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileReport> {
     paths: vault.paths,
     pathErrors: vault.pathErrors,
     plan,
-    workloads: verdicts.map((v) => v.report).sort((a, b) => `${a.cluster}/${a.namespace}/${a.kind}/${a.name}`.localeCompare(`${b.cluster}/${b.namespace}/${b.kind}/${b.name}`)),
+    workloads: verdicts
+      .map((v) => v.report)
+      .sort((a, b) =>
+        `${a.cluster}/${a.namespace}/${a.kind}/${a.name}`.localeCompare(
+          `${b.cluster}/${b.namespace}/${b.kind}/${b.name}`,
+        ),
+      ),
     queued: { messages: deps.dryRun ? 0 : messages.length, changes: deps.dryRun ? 0 : changes },
     halted: halts,
     dryRun: deps.dryRun === true,

@@ -24,7 +24,9 @@ export const WATCH_LIFETIME_MS = 10 * 60_000;
 /** Held messages watched at once; past it a message waits for its delay (a bound on what a flood of waits costs). */
 export const MAX_WATCHED = 10_000;
 
-const descriptorFor = (kind: string): WorkloadDescriptor | undefined => (WORKLOAD_KINDS as Record<string, WorkloadDescriptor>)[kind] ?? (SYNC_KINDS as Record<string, WorkloadDescriptor>)[kind];
+const descriptorFor = (kind: string): WorkloadDescriptor | undefined =>
+  (WORKLOAD_KINDS as Record<string, WorkloadDescriptor>)[kind] ??
+  (SYNC_KINDS as Record<string, WorkloadDescriptor>)[kind];
 
 export class RolloutWaker {
   readonly #table: RoutingTable;
@@ -56,7 +58,11 @@ export class RolloutWaker {
     for (const w of workloads) {
       void this.#follow(w).then(
         (followed) => (followed ? once() : undefined),
-        (e: unknown) => this.#log.warn('could not watch a rollout; the held message comes back at its delay', { cluster: w.cluster, error: e instanceof Error ? e.message.slice(0, 200) : String(e) }),
+        (e: unknown) =>
+          this.#log.warn('could not watch a rollout; the held message comes back at its delay', {
+            cluster: w.cluster,
+            error: e instanceof Error ? e.message.slice(0, 200) : String(e),
+          }),
       );
     }
   }
@@ -87,7 +93,17 @@ export class RolloutWaker {
       for (const [key, f] of this.#followers) if (f.until <= now) this.#followers.delete(key);
     }
     // No deadline of its own here: the look decides timeouts. Any answer (complete, failed, or the follower's end) wakes.
-    await current.follower.follow({ id: `${w.namespace}/${w.kind}/${w.name}`, cluster: w.cluster, api, descriptor, namespace: w.namespace, name: w.name, restartToken: w.restartToken, startedAt: now, timeoutMs: 2 * WATCH_LIFETIME_MS });
+    await current.follower.follow({
+      id: `${w.namespace}/${w.kind}/${w.name}`,
+      cluster: w.cluster,
+      api,
+      descriptor,
+      namespace: w.namespace,
+      name: w.name,
+      restartToken: w.restartToken,
+      startedAt: now,
+      timeoutMs: 2 * WATCH_LIFETIME_MS,
+    });
     return true;
   }
 }

@@ -28,15 +28,35 @@ type Deps = Pick<WorkerDeps, 'table' | 'telemetry' | 'notifications' | 'now'>;
 
 /** The sinks an event of `kind` goes to: those of the routes it concerns (the top level's when none) that send that kind. */
 export function sinksFor(table: WorkerDeps['table'], kind: NotificationEventKind, routes: readonly string[]): string[] {
-  const policies = routes.length === 0 ? [table.notifications] : table.routes.filter((r) => routes.includes(r.name)).map((r) => r.notifications);
+  const policies =
+    routes.length === 0
+      ? [table.notifications]
+      : table.routes.filter((r) => routes.includes(r.name)).map((r) => r.notifications);
   return [...new Set(policies.filter((p) => p.events.has(kind)).flatMap((p) => [...p.sinks.keys()]))].sort();
 }
 
-async function emit(deps: Deps, outbox: NotificationOutbox, event: NotificationEvent, routes: readonly string[]): Promise<void> {
+async function emit(
+  deps: Deps,
+  outbox: NotificationOutbox,
+  event: NotificationEvent,
+  routes: readonly string[],
+): Promise<void> {
   const sinks = sinksFor(deps.table, event.kind, routes);
   if (sinks.length === 0) return;
-  const fresh = await outbox.enqueueOnce(event.id, sinks, JSON.stringify(event), (deps.now ?? Date.now)(), NOTIFICATION_TTL_MS);
-  if (fresh) deps.telemetry.info('notification queued', { eventId: event.id, kind: event.kind, rotation: event.rotation, sinks });
+  const fresh = await outbox.enqueueOnce(
+    event.id,
+    sinks,
+    JSON.stringify(event),
+    (deps.now ?? Date.now)(),
+    NOTIFICATION_TTL_MS,
+  );
+  if (fresh)
+    deps.telemetry.info('notification queued', {
+      eventId: event.id,
+      kind: event.kind,
+      rotation: event.rotation,
+      sinks,
+    });
 }
 
 /** Runs `work` only when notifications are configured; never throws. */
@@ -46,17 +66,47 @@ async function guarded(deps: Deps, what: string, work: (outbox: NotificationOutb
   try {
     await work(outbox);
   } catch (e) {
-    deps.telemetry.warn('could not queue a notification; the rotation goes on', { what, error: e instanceof Error ? e.name : String(e) });
+    deps.telemetry.warn('could not queue a notification; the rotation goes on', {
+      what,
+      error: e instanceof Error ? e.name : String(e),
+    });
   }
 }
 
 const at = (deps: Deps) => new Date((deps.now ?? Date.now)()).toISOString();
-const secretsOf = (targets: readonly Pick<RolloutTarget, 'secrets'>[]): string[] => [...new Set(targets.flatMap((t) => t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`))))].sort();
+const secretsOf = (targets: readonly Pick<RolloutTarget, 'secrets'>[]): string[] =>
+  [
+    ...new Set(
+      targets.flatMap((t) =>
+        t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)),
+      ),
+    ),
+  ].sort();
 const workloadOf = (r: RolloutResult) => ({ namespace: r.namespace, kind: r.kind, name: r.name });
 
 export function noticeHalt(deps: Deps, set: Pick<ChangeSet, 'key' | 'route'>, halt: HaltRecord): Promise<void> {
   return guarded(deps, 'halted', (outbox) =>
-    emit(deps, outbox, rotationEvent({ kind: 'halted', rotation: set.key, route: set.route, at: at(deps), secrets: halt.secrets, wave: halt.wave, waves: halt.waves, cluster: halt.failing.cluster, workload: { namespace: halt.failing.namespace, kind: halt.failing.kind, name: halt.failing.name }, reason: halt.why, notRestarted: halt.notRestarted }, `wave ${halt.wave}`), [set.route]),
+    emit(
+      deps,
+      outbox,
+      rotationEvent(
+        {
+          kind: 'halted',
+          rotation: set.key,
+          route: set.route,
+          at: at(deps),
+          secrets: halt.secrets,
+          wave: halt.wave,
+          waves: halt.waves,
+          cluster: halt.failing.cluster,
+          workload: { namespace: halt.failing.namespace, kind: halt.failing.kind, name: halt.failing.name },
+          reason: halt.why,
+          notRestarted: halt.notRestarted,
+        },
+        `wave ${halt.wave}`,
+      ),
+      [set.route],
+    ),
   );
 }
 
@@ -68,7 +118,8 @@ export interface LookedAt {
 }
 
 /** The rotation a result belongs to: the change set of its route (the first set when none matches). */
-const setOf = (sets: readonly ChangeSet[], r: Pick<RolloutResult, 'routes'>): ChangeSet | undefined => sets.find((s) => r.routes.includes(s.route)) ?? sets[0];
+const setOf = (sets: readonly ChangeSet[], r: Pick<RolloutResult, 'routes'>): ChangeSet | undefined =>
+  sets.find((s) => r.routes.includes(s.route)) ?? sets[0];
 
 /**
  * After a cluster step's or a continuation's look: failed targets, failed or timed-out rollouts, rollouts progressing
@@ -76,31 +127,90 @@ const setOf = (sets: readonly ChangeSet[], r: Pick<RolloutResult, 'routes'>): Ch
  * a rotation whose every cluster is done (none failed, not halted) is complete. `expired`: a continuation gave up
  * with these still under way.
  */
-export function noticeLook(deps: Deps, looked: LookedAt, out: readonly RolloutResult[], phase: { sinceMs: number; finished: boolean; expired?: readonly RolloutResult[] }): Promise<void> {
+export function noticeLook(
+  deps: Deps,
+  looked: LookedAt,
+  out: readonly RolloutResult[],
+  phase: { sinceMs: number; finished: boolean; expired?: readonly RolloutResult[] },
+): Promise<void> {
   return guarded(deps, 'look', async (outbox) => {
     const nowMs = (deps.now ?? Date.now)();
     const sets = changeSets(deps.table, looked.changes, looked.plan);
     const secrets = secretsOf(looked.targets);
-    const base = (r: RolloutResult, set: ChangeSet | undefined) => ({ rotation: set?.key ?? 'unknown', ...(set ? { route: set.route } : {}), at: at(deps), secrets, cluster: r.cluster, workload: workloadOf(r) });
+    const base = (r: RolloutResult, set: ChangeSet | undefined) => ({
+      rotation: set?.key ?? 'unknown',
+      ...(set ? { route: set.route } : {}),
+      at: at(deps),
+      secrets,
+      cluster: r.cluster,
+      workload: workloadOf(r),
+    });
     const where = (r: RolloutResult) => `${r.cluster}/${pendingName(r)}`;
     for (const r of out) {
       const set = setOf(sets, r);
       const routes = set ? [set.route] : r.routes;
       if (r.outcome === 'failed') {
-        await emit(deps, outbox, rotationEvent({ kind: 'target-failed', ...base(r, set), reason: [r.reason, r.detail].filter(Boolean).join(': ') }, where(r)), routes);
+        await emit(
+          deps,
+          outbox,
+          rotationEvent(
+            { kind: 'target-failed', ...base(r, set), reason: [r.reason, r.detail].filter(Boolean).join(': ') },
+            where(r),
+          ),
+          routes,
+        );
       } else if (r.rollout === 'failed' || r.rollout === 'timeout') {
         if (set) await outbox.note(set.key, `failed ${r.cluster}`, nowMs, NOTIFICATION_TTL_MS);
-        await emit(deps, outbox, rotationEvent({ kind: 'rollout-failed', ...base(r, set), reason: `rollout ${r.rollout}${r.rolloutReason ? `: ${r.rolloutReason}` : ''}` }, where(r)), routes);
+        await emit(
+          deps,
+          outbox,
+          rotationEvent(
+            {
+              kind: 'rollout-failed',
+              ...base(r, set),
+              reason: `rollout ${r.rollout}${r.rolloutReason ? `: ${r.rolloutReason}` : ''}`,
+            },
+            where(r),
+          ),
+          routes,
+        );
       } else if (r.rollout === 'progressing') {
-        const limit = Math.min(...deps.table.routes.filter((x) => routes.includes(x.name)).map((x) => x.notifications.progressingAfterMs));
-        if (Number.isFinite(limit) && nowMs - phase.sinceMs >= limit) await emit(deps, outbox, rotationEvent({ kind: 'progressing', ...base(r, set), reason: `still progressing ${Math.round((nowMs - phase.sinceMs) / 1000)} s after its restart${r.rolloutReason ? `: ${r.rolloutReason}` : ''}` }, where(r)), routes);
+        const limit = Math.min(
+          ...deps.table.routes.filter((x) => routes.includes(x.name)).map((x) => x.notifications.progressingAfterMs),
+        );
+        if (Number.isFinite(limit) && nowMs - phase.sinceMs >= limit)
+          await emit(
+            deps,
+            outbox,
+            rotationEvent(
+              {
+                kind: 'progressing',
+                ...base(r, set),
+                reason: `still progressing ${Math.round((nowMs - phase.sinceMs) / 1000)} s after its restart${r.rolloutReason ? `: ${r.rolloutReason}` : ''}`,
+              },
+              where(r),
+            ),
+            routes,
+          );
       }
     }
     for (const r of phase.expired ?? []) {
       const set = setOf(sets, r);
       if (set) await outbox.note(set.key, `failed ${r.cluster}`, nowMs, NOTIFICATION_TTL_MS);
       // The same id as a rollout that ended `timeout`: one notification whichever look saw it first.
-      await emit(deps, outbox, rotationEvent({ kind: 'rollout-failed', ...base(r, set), reason: 'rollout still under way when vault-rollout stopped following it' }, where(r)), set ? [set.route] : r.routes);
+      await emit(
+        deps,
+        outbox,
+        rotationEvent(
+          {
+            kind: 'rollout-failed',
+            ...base(r, set),
+            reason: 'rollout still under way when vault-rollout stopped following it',
+          },
+          where(r),
+        ),
+        set ? [set.route] : r.routes,
+      );
     }
     if (!phase.finished || out.some((r) => r.outcome === 'failed')) return;
     for (const set of sets) {
@@ -110,16 +220,50 @@ export function noticeLook(deps: Deps, looked: LookedAt, out: readonly RolloutRe
       const notes = new Set(await outbox.notes(set.key, nowMs));
       if ([...notes].some((n) => n.startsWith('failed '))) continue;
       if (!clusters.every((c) => notes.has(`done ${c}`))) continue;
-      const setSecrets = [...new Set(set.changes.map((c) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`)))].sort();
-      await emit(deps, outbox, rotationEvent({ kind: 'complete', rotation: set.key, route: set.route, at: at(deps), secrets: setSecrets, waves: set.waves.length, clusters }), [set.route]);
+      const setSecrets = [
+        ...new Set(
+          set.changes.map((c) =>
+            c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`,
+          ),
+        ),
+      ].sort();
+      await emit(
+        deps,
+        outbox,
+        rotationEvent({
+          kind: 'complete',
+          rotation: set.key,
+          route: set.route,
+          at: at(deps),
+          secrets: setSecrets,
+          waves: set.waves.length,
+          clusters,
+        }),
+        [set.route],
+      );
     }
   });
 }
 
 /** A refused message went to the dead letters: one notification per message id (the top-level sinks). */
-export function noticeDeadLetter(deps: Deps, record: Pick<QueueRecord, 'messageId' | 'groupId'>, reason: string): Promise<void> {
+export function noticeDeadLetter(
+  deps: Deps,
+  record: Pick<QueueRecord, 'messageId' | 'groupId'>,
+  reason: string,
+): Promise<void> {
   return guarded(deps, 'dead-letter', (outbox) =>
-    emit(deps, outbox, rotationEvent({ kind: 'dead-letter', rotation: record.messageId.slice(0, 128), at: at(deps), secrets: [], reason: `group ${record.groupId.slice(0, 63)}: ${reason}` }), []),
+    emit(
+      deps,
+      outbox,
+      rotationEvent({
+        kind: 'dead-letter',
+        rotation: record.messageId.slice(0, 128),
+        at: at(deps),
+        secrets: [],
+        reason: `group ${record.groupId.slice(0, 63)}: ${reason}`,
+      }),
+      [],
+    ),
   );
 }
 
@@ -128,9 +272,18 @@ export function noticeDeadLetter(deps: Deps, record: Pick<QueueRecord, 'messageI
  * worked), read from its dead letters since `sinceMs`: one notification per message id — a refused message, already
  * notified when it was refused, adds nothing. Returns how many were read.
  */
-export async function noticeDeadLetters(deps: Deps, queue: Pick<LocalRolloutQueue, 'deadLetters'>, sinceMs: number): Promise<number> {
+export async function noticeDeadLetters(
+  deps: Deps,
+  queue: Pick<LocalRolloutQueue, 'deadLetters'>,
+  sinceMs: number,
+): Promise<number> {
   const letters = queue.deadLetters(sinceMs);
-  for (const letter of letters) await noticeDeadLetter(deps, letter, letter.reason ?? `received ${letter.receiveCount} times without being worked (the queue's redrive limit)`);
+  for (const letter of letters)
+    await noticeDeadLetter(
+      deps,
+      letter,
+      letter.reason ?? `received ${letter.receiveCount} times without being worked (the queue's redrive limit)`,
+    );
   return letters.length;
 }
 

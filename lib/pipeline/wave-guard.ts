@@ -24,7 +24,10 @@ export function haltedReason(halt: RotationHalt): string {
 }
 
 /** The first halt naming any of these changes, or undefined. */
-export async function haltOf(store: RotationStore, changes: readonly QueuedChange[]): Promise<RotationHalt | undefined> {
+export async function haltOf(
+  store: RotationStore,
+  changes: readonly QueuedChange[],
+): Promise<RotationHalt | undefined> {
   const halts = await store.haltsOf(changes.map(changeIdentity));
   return halts.sort((a, b) => a.haltedAt.localeCompare(b.haltedAt))[0];
 }
@@ -34,7 +37,16 @@ export async function haltOf(store: RotationStore, changes: readonly QueuedChang
  * wave of one of its rotations that no passed gate released. `planned` is the worker's own plan of the message (its
  * changes over every cluster); the message's table hash only explains a refusal.
  */
-export async function clusterMessageRefusal(table: RoutingTable, store: RotationStore, cluster: string, planned: { message: { changes: readonly QueuedChange[]; table?: string }; changes: readonly SecretChange[]; plan: Plan }): Promise<string | undefined> {
+export async function clusterMessageRefusal(
+  table: RoutingTable,
+  store: RotationStore,
+  cluster: string,
+  planned: {
+    message: { changes: readonly QueuedChange[]; table?: string };
+    changes: readonly SecretChange[];
+    plan: Plan;
+  },
+): Promise<string | undefined> {
   const halt = await haltOf(store, planned.message.changes);
   if (halt) return haltedReason(halt);
   if (!table.routes.some((r) => r.policy.waves !== undefined)) return undefined;
@@ -44,7 +56,10 @@ export async function clusterMessageRefusal(table: RoutingTable, store: Rotation
     if (wave <= 0) continue;
     const released = await store.releasedWave(set.key);
     if (released >= wave) continue;
-    const sender = senderTable !== undefined && senderTable !== table.hash ? ` (the sender planned with routing table ${senderTable}, this worker's is ${table.hash})` : '';
+    const sender =
+      senderTable !== undefined && senderTable !== table.hash
+        ? ` (the sender planned with routing table ${senderTable}, this worker's is ${table.hash})`
+        : '';
     return `cluster "${cluster}" is in wave ${wave + 1} of ${set.waves.length} of rotation ${set.key} (route ${set.route}), and no passed gate released that wave (released: up to wave ${released + 1})${sender}`;
   }
   return undefined;
@@ -55,7 +70,13 @@ export async function clusterMessageRefusal(table: RoutingTable, store: Rotation
  * first start written stays): the store's clock of that wave's gate. Only a wave that restarts starts it, so a gate
  * for a rotation nothing restarted (a forged one, for a version not written yet) finds no start and cannot halt it.
  */
-export async function markWavesStarted(table: RoutingTable, store: RotationStore, cluster: string, planned: { changes: readonly SecretChange[]; plan: Plan }, at: string): Promise<void> {
+export async function markWavesStarted(
+  table: RoutingTable,
+  store: RotationStore,
+  cluster: string,
+  planned: { changes: readonly SecretChange[]; plan: Plan },
+  at: string,
+): Promise<void> {
   if (!table.routes.some((r) => r.policy.waves !== undefined)) return;
   for (const set of changeSets(table, planned.changes, planned.plan)) {
     const wave = set.waves.findIndex((w) => w.clusters.includes(cluster));

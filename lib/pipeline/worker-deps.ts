@@ -3,10 +3,7 @@ import type { RolloutResult } from '../engine/types.ts';
 import type { ExecutorSettings } from './kube-executor.ts';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import type { WaveTargetState } from '../plan/waves.ts';
-import {
-  type RolloutMessage,
-  type RolloutQueue,
-} from '../queue/rollout-message.ts';
+import { type RolloutMessage, type RolloutQueue } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { RotationStore } from '../rotations/rotation-store.ts';
 import type { NotificationOutbox } from '../rotations/notification-outbox.ts';
@@ -94,7 +91,10 @@ export function followFromEnv(env: Readonly<Record<string, string | undefined>>)
   const legacy = env.VAULT_ROLLOUT_FOLLOW_SECONDS;
   if (legacy === undefined || legacy === '') return true;
   const seconds = Number(legacy);
-  if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900) throw new Error(`VAULT_ROLLOUT_FOLLOW_SECONDS=${legacy.slice(0, 20)} must be a number of seconds from 0 to 900 (0: do not follow; prefer VAULT_ROLLOUT_FOLLOW=on|off)`);
+  if (!Number.isFinite(seconds) || seconds < 0 || seconds > 900)
+    throw new Error(
+      `VAULT_ROLLOUT_FOLLOW_SECONDS=${legacy.slice(0, 20)} must be a number of seconds from 0 to 900 (0: do not follow; prefer VAULT_ROLLOUT_FOLLOW=on|off)`,
+    );
   return seconds > 0;
 }
 
@@ -143,8 +143,11 @@ export interface HaltRecord {
 export function refuse(deps: WorkerDeps, outcome: BatchOutcome, record: QueueRecord, reason: string): void {
   // Never executed, never redelivered: redelivery cannot make it acceptable, and a forged message must not
   // hold the real messages of its group behind it.
-  deps.telemetry.error('refused rollout message', { messageId: record.messageId, group: record.groupId.slice(0, 63), reason });
+  deps.telemetry.error('refused rollout message', {
+    messageId: record.messageId,
+    group: record.groupId.slice(0, 63),
+    reason,
+  });
   deps.telemetry.metric(METRICS.refusedMessages, 1, 'Count');
   outcome.refused.push({ messageId: record.messageId, reason });
 }
-

@@ -35,7 +35,14 @@ import {
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { workGate } from './gate-worker.ts';
-import { HOLDS_BEFORE_RESEND, refuse, type BatchOutcome, type QueueRecord, type WatchedWorkload, type WorkerDeps } from './worker-deps.ts';
+import {
+  HOLDS_BEFORE_RESEND,
+  refuse,
+  type BatchOutcome,
+  type QueueRecord,
+  type WatchedWorkload,
+  type WorkerDeps,
+} from './worker-deps.ts';
 import { clusterMessageRefusal, markWavesStarted } from './wave-guard.ts';
 import { noticeDeadLetter, noticeLook } from './rotation-notices.ts';
 
@@ -58,19 +65,38 @@ export type MessagePlan =
  * What a message may restart: the plan of its changes under this worker's routing table, in the message group's
  * cluster only. Pure, so the refusal rules are table-tested.
  */
-export function planMessage(table: RoutingTable, record: Pick<QueueRecord, 'messageId' | 'body' | 'groupId'>): MessagePlan {
+export function planMessage(
+  table: RoutingTable,
+  record: Pick<QueueRecord, 'messageId' | 'body' | 'groupId'>,
+): MessagePlan {
   const message = parseRolloutMessage(record.body);
   if ('error' in message) return { refused: message.error };
   if (isGateMessage(message)) return { refused: 'a gate message outside a gate group' };
   // A continuation has a group of its own (its cluster and changes); one from before continuations came in the cluster's.
-  const groups = message.follow ? [message.cluster, followGroupId(message.cluster, message.changes)] : [message.cluster];
-  if (!groups.includes(record.groupId)) return { refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"` };
-  if (!table.clusters.has(message.cluster)) return { refused: `cluster "${message.cluster.slice(0, 63)}" is not in the routing table` };
+  const groups = message.follow
+    ? [message.cluster, followGroupId(message.cluster, message.changes)]
+    : [message.cluster];
+  if (!groups.includes(record.groupId))
+    return {
+      refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"`,
+    };
+  if (!table.clusters.has(message.cluster))
+    return { refused: `cluster "${message.cluster.slice(0, 63)}" is not in the routing table` };
   const changes = message.changes.map((c, i) => changeFromQueue(c, `message ${record.messageId} changes[${i}]`));
   const plan = planRollouts(table, changes);
   const targets = plan.targets.filter((t) => t.cluster === message.cluster);
-  if (targets.length === 0) return { refused: `its ${message.changes.length} change(s) plan nothing in cluster "${message.cluster}" under this routing table` };
-  return { message, changes, plan, targets, changeIds: [...new Set(message.changes.map((c) => c.id))], ignoredElsewhere: plan.targets.length - targets.length };
+  if (targets.length === 0)
+    return {
+      refused: `its ${message.changes.length} change(s) plan nothing in cluster "${message.cluster}" under this routing table`,
+    };
+  return {
+    message,
+    changes,
+    plan,
+    targets,
+    changeIds: [...new Set(message.changes.map((c) => c.id))],
+    ignoredElsewhere: plan.targets.length - targets.length,
+  };
 }
 
 /** A fresh copy received this close to its time is looked at now. */
@@ -79,7 +105,9 @@ const EARLY_SLACK_MS = 50;
 const MAX_HOLD_MS = 15 * 60_000;
 
 /** What one step of a group works: a cluster message (or, with settle, several taken together) or a gate. */
-type Unit = { kind: 'cluster'; records: QueueRecord[]; planned: Extract<MessagePlan, { message: RolloutMessage }> } | { kind: 'gate'; record: QueueRecord; message: GateMessage };
+type Unit =
+  | { kind: 'cluster'; records: QueueRecord[]; planned: Extract<MessagePlan, { message: RolloutMessage }> }
+  | { kind: 'gate'; record: QueueRecord; message: GateMessage };
 
 const emptyOutcome = (): BatchOutcome => ({ failed: [], refused: [], results: [], deferred: [], halts: [] });
 
@@ -98,7 +126,11 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
       outcome.results.push(...own.results);
       outcome.deferred.push(...own.deferred);
       outcome.halts.push(...own.halts);
-      await deps.onGroupDone?.({ messageIds: group.map((r) => r.messageId), failed: own.failed, deferred: own.deferred });
+      await deps.onGroupDone?.({
+        messageIds: group.map((r) => r.messageId),
+        failed: own.failed,
+        deferred: own.deferred,
+      });
     }),
   );
   deps.telemetry.flush();
@@ -106,7 +138,11 @@ export async function processBatch(records: readonly QueueRecord[], deps: Worker
 }
 
 /** Hands each refused message of a group to the dead letters; one that cannot be is redelivered instead. */
-async function deadLetterRefused(group: readonly QueueRecord[], deps: WorkerDeps, outcome: BatchOutcome): Promise<void> {
+async function deadLetterRefused(
+  group: readonly QueueRecord[],
+  deps: WorkerDeps,
+  outcome: BatchOutcome,
+): Promise<void> {
   if (!deps.deadLetter) return;
   for (const { messageId, reason } of outcome.refused) {
     const record = group.find((r) => r.messageId === messageId);
@@ -115,7 +151,10 @@ async function deadLetterRefused(group: readonly QueueRecord[], deps: WorkerDeps
       await deps.deadLetter(record, reason);
       await noticeDeadLetter(deps, record, reason);
     } catch (e) {
-      deps.telemetry.warn('could not dead-letter a refused message; it will be redelivered', { messageId, error: e instanceof Error ? e.name : String(e) });
+      deps.telemetry.warn('could not dead-letter a refused message; it will be redelivered', {
+        messageId,
+        error: e instanceof Error ? e.name : String(e),
+      });
       outcome.failed.push(messageId);
     }
   }
@@ -129,7 +168,10 @@ async function workGroup(group: readonly QueueRecord[], deps: WorkerDeps, outcom
       outcome.failed.push(...ids);
       continue;
     }
-    const ok = unit.kind === 'gate' ? await workGate(unit.record, unit.message, deps, outcome) : await workCluster(unit.records, unit.planned, deps, outcome);
+    const ok =
+      unit.kind === 'gate'
+        ? await workGate(unit.record, unit.message, deps, outcome)
+        : await workCluster(unit.records, unit.planned, deps, outcome);
     if (!ok) {
       outcome.failed.push(...ids);
       blocked = true;
@@ -154,15 +196,29 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
     const lookAt = 'error' in parsed ? undefined : isGateMessage(parsed) ? parsed.lookAt : parsed.follow?.lookAt;
     const early = lookAt === undefined ? 0 : Date.parse(lookAt) - now;
     // Held until its time, a continuation's copy comes back early only when a watch woke it: then it looks now.
-    const woken = !('error' in parsed) && !isGateMessage(parsed) && parsed.follow !== undefined && (record.receiveCount ?? 1) > 1;
+    const woken =
+      !('error' in parsed) && !isGateMessage(parsed) && parsed.follow !== undefined && (record.receiveCount ?? 1) > 1;
     if (early > EARLY_SLACK_MS && !woken) {
       // A continuation's fresh copy is watched like a held one: a rollout that ends before its time wakes it.
-      const watch = 'error' in parsed || isGateMessage(parsed) || !parsed.follow?.pending ? [] : watchedOf(deps.table, record, parsed.follow.pending);
-      outcome.deferred.push({ messageId: record.messageId, delayMs: Math.min(MAX_HOLD_MS, early), ...(watch.length > 0 ? { watch } : {}) });
+      const watch =
+        'error' in parsed || isGateMessage(parsed) || !parsed.follow?.pending
+          ? []
+          : watchedOf(deps.table, record, parsed.follow.pending);
+      outcome.deferred.push({
+        messageId: record.messageId,
+        delayMs: Math.min(MAX_HOLD_MS, early),
+        ...(watch.length > 0 ? { watch } : {}),
+      });
       continue;
     }
     if (!('error' in parsed) && isGateMessage(parsed)) {
-      if (record.groupId !== gateGroupId(parsed.changes)) refuse(deps, outcome, record, `a gate message sent to group "${record.groupId.slice(0, 63)}", not to the group of its changes`);
+      if (record.groupId !== gateGroupId(parsed.changes))
+        refuse(
+          deps,
+          outcome,
+          record,
+          `a gate message sent to group "${record.groupId.slice(0, 63)}", not to the group of its changes`,
+        );
       else units.push({ kind: 'gate', record, message: parsed });
       continue;
     }
@@ -181,7 +237,14 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
     // Settle gathers the cluster step's messages; a continuation (its own group) only looks.
     if (!planned.message.follow) clusterUnits.push(unit);
   }
-  const settleMs = Math.max(0, ...clusterUnits.flatMap((u) => u.planned.targets.flatMap((t) => t.routes.map((name) => deps.table.routes.find((r) => r.name === name)?.policy.settleMs ?? 0))));
+  const settleMs = Math.max(
+    0,
+    ...clusterUnits.flatMap((u) =>
+      u.planned.targets.flatMap((t) =>
+        t.routes.map((name) => deps.table.routes.find((r) => r.name === name)?.policy.settleMs ?? 0),
+      ),
+    ),
+  );
   if (settleMs === 0 || clusterUnits.length === 0) return units;
   const accepted = clusterUnits.map((u) => Date.parse(u.planned.message.acceptedAt)).filter((t) => !Number.isNaN(t));
   const holds = Math.max(...clusterUnits.flatMap((u) => u.records.map((r) => (r.receiveCount ?? 1) - 1)));
@@ -189,10 +252,20 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
   const cluster = clusterUnits[0]?.planned.message.cluster ?? '';
   // The one waiting decision; a settle hold is never re-sent (the burst must come back together, in order), so past
   // HOLDS_BEFORE_RESEND holds it is worked now.
-  const wait = decideWait({ pending: delayMs > 0 && holds < HOLDS_BEFORE_RESEND, now, since: Math.min(...accepted, now), hintMs: delayMs });
+  const wait = decideWait({
+    pending: delayMs > 0 && holds < HOLDS_BEFORE_RESEND,
+    now,
+    since: Math.min(...accepted, now),
+    hintMs: delayMs,
+  });
   if (wait.action === 'lookAgainAfter') {
     // Below HOLDS_BEFORE_RESEND holds (the decision above): always a hold, never a fresh copy.
-    await lookAgainAfter(deps, outcome, { records: clusterUnits.flatMap((u) => u.records), ms: wait.ms, fresh: () => undefined, fields: { settling: cluster, messages: clusterUnits.length } });
+    await lookAgainAfter(deps, outcome, {
+      records: clusterUnits.flatMap((u) => u.records),
+      ms: wait.ms,
+      fresh: () => undefined,
+      fields: { settling: cluster, messages: clusterUnits.length },
+    });
     return units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>));
   }
   if (clusterUnits.length === 1) return units;
@@ -205,10 +278,24 @@ async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, outcome:
     acceptedAt: [...messages.map((m) => m.acceptedAt)].sort()[0] ?? '',
   };
   const records = clusterUnits.flatMap((u) => u.records);
-  const planned = planMessage(deps.table, { messageId: records.map((r) => r.messageId).join('+').slice(0, 200), groupId: cluster, body: JSON.stringify(union) });
+  const planned = planMessage(deps.table, {
+    messageId: records
+      .map((r) => r.messageId)
+      .join('+')
+      .slice(0, 200),
+    groupId: cluster,
+    body: JSON.stringify(union),
+  });
   if ('refused' in planned) return units; // cannot happen (each part planned); work them one by one then
-  deps.telemetry.info('settled: one plan for the cluster\'s burst', { cluster, messages: records.length, changes: union.changes.length });
-  return [...units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>)), { kind: 'cluster', records, planned }];
+  deps.telemetry.info("settled: one plan for the cluster's burst", {
+    cluster,
+    messages: records.length,
+    changes: union.changes.length,
+  });
+  return [
+    ...units.filter((u) => !clusterUnits.includes(u as Extract<Unit, { kind: 'cluster' }>)),
+    { kind: 'cluster', records, planned },
+  ];
 }
 
 /** The named workloads among `pending` that a continuation waits on, as a watch needs them (others come back at their delay). */
@@ -216,7 +303,19 @@ function watchedOf(table: RoutingTable, record: QueueRecord, pending: readonly s
   const planned = planMessage(table, record);
   if ('refused' in planned) return [];
   const names = new Set(pending);
-  return planned.targets.flatMap((t) => (t.name !== undefined && names.has(pendingName({ namespace: t.namespace, kind: t.kind, name: t.name })) ? [{ cluster: planned.message.cluster, namespace: t.namespace, kind: t.kind, name: t.name, restartToken: t.restartToken }] : []));
+  return planned.targets.flatMap((t) =>
+    t.name !== undefined && names.has(pendingName({ namespace: t.namespace, kind: t.kind, name: t.name }))
+      ? [
+          {
+            cluster: planned.message.cluster,
+            namespace: t.namespace,
+            kind: t.kind,
+            name: t.name,
+            restartToken: t.restartToken,
+          },
+        ]
+      : [],
+  );
 }
 
 /**
@@ -233,7 +332,12 @@ export const SLOT_LOOK_MS = 2_000;
  * ONE look at where the restarts stand, and hand what is still under way to a continuation. The
  * cluster's next message never waits for a rollout. False: redeliver.
  */
-async function workCluster(records: readonly QueueRecord[], planned: Extract<MessagePlan, { message: RolloutMessage }>, deps: WorkerDeps, outcome: BatchOutcome): Promise<boolean> {
+async function workCluster(
+  records: readonly QueueRecord[],
+  planned: Extract<MessagePlan, { message: RolloutMessage }>,
+  deps: WorkerDeps,
+  outcome: BatchOutcome,
+): Promise<boolean> {
   const now = deps.now ?? Date.now;
   const record = records[0] as QueueRecord;
   const messageId = records.map((r) => r.messageId).join(',');
@@ -245,34 +349,72 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     try {
       await markWavesStarted(deps.table, deps.rotations, message.cluster, planned, new Date(startedAt).toISOString());
     } catch (e) {
-      deps.telemetry.warn('could not record the wave\'s start; the message will be redelivered', { messageId, cluster: message.cluster, error: e instanceof Error ? e.name : String(e) });
+      deps.telemetry.warn("could not record the wave's start; the message will be redelivered", {
+        messageId,
+        cluster: message.cluster,
+        error: e instanceof Error ? e.name : String(e),
+      });
       return false;
     }
   }
   // A continuation reports what it still waits on, and anything it restarts or fails on now; the rest was answered.
   const pending = message.follow?.pending ? new Set(message.follow.pending) : undefined;
-  const reported = (r: RolloutResult) => pending === undefined || r.outcome !== 'unchanged' || pending.has(pendingName(r));
-  const follow: FollowSettings | undefined = deps.follow ? { budgetMs: 0, once: true, ...(since === undefined ? {} : { since }), ...(pending ? { only: reported } : {}) } : undefined;
-  const out = (await executeRollouts(deps.table, targets, { ...deps.executor, ...(follow ? { follow } : {}) })).filter(reported);
+  const reported = (r: RolloutResult) =>
+    pending === undefined || r.outcome !== 'unchanged' || pending.has(pendingName(r));
+  const follow: FollowSettings | undefined = deps.follow
+    ? { budgetMs: 0, once: true, ...(since === undefined ? {} : { since }), ...(pending ? { only: reported } : {}) }
+    : undefined;
+  const out = (await executeRollouts(deps.table, targets, { ...deps.executor, ...(follow ? { follow } : {}) })).filter(
+    reported,
+  );
   outcome.results.push(...out);
   for (const r of out) {
     deps.telemetry.metric(METRICS.targets, 1, 'Count', { outcome: r.outcome, cluster: r.cluster });
     if (r.outcome === 'restarted') {
       const target = targets.find((t) => t.restartToken === r.restartToken);
-      const newest = Math.max(...(target?.secrets ?? []).map((s) => Date.parse(s.time)).filter((t) => !Number.isNaN(t)));
-      if (Number.isFinite(newest)) deps.telemetry.metric(METRICS.lag, Math.max(0, now() - newest), 'Milliseconds', { cluster: r.cluster });
+      const newest = Math.max(
+        ...(target?.secrets ?? []).map((s) => Date.parse(s.time)).filter((t) => !Number.isNaN(t)),
+      );
+      if (Number.isFinite(newest))
+        deps.telemetry.metric(METRICS.lag, Math.max(0, now() - newest), 'Milliseconds', { cluster: r.cluster });
     }
     // A rollout seen ending, by the step that patched it or the continuation that followed it: patch to end.
-    if ((r.outcome === 'restarted' || message.follow) && (r.rollout === 'complete' || r.rollout === 'failed' || r.rollout === 'timeout')) deps.telemetry.metric(METRICS.rolloutDuration, Math.max(0, now() - (since ?? startedAt)), 'Milliseconds', { cluster: r.cluster, outcome: r.rollout });
+    if (
+      (r.outcome === 'restarted' || message.follow) &&
+      (r.rollout === 'complete' || r.rollout === 'failed' || r.rollout === 'timeout')
+    )
+      deps.telemetry.metric(METRICS.rolloutDuration, Math.max(0, now() - (since ?? startedAt)), 'Milliseconds', {
+        cluster: r.cluster,
+        outcome: r.rollout,
+      });
   }
   const failures = out.filter((r) => r.outcome === 'failed');
   // Rotation events go to the outbox; a loop elsewhere sends them, so this never waits on a sink.
-  const notice = (finished: boolean, expired?: RolloutResult[]) => noticeLook(deps, { cluster: message.cluster, changes: planned.changes, plan: planned.plan, targets }, out, { sinceMs: since ?? startedAt, finished, ...(expired ? { expired } : {}) });
+  const notice = (finished: boolean, expired?: RolloutResult[]) =>
+    noticeLook(deps, { cluster: message.cluster, changes: planned.changes, plan: planned.plan, targets }, out, {
+      sinceMs: since ?? startedAt,
+      finished,
+      ...(expired ? { expired } : {}),
+    });
   const group = record.groupId;
-  deps.telemetry.info(message.follow ? 'continuation looked' : 'rollout message done', { messageId, cluster: message.cluster, ...(message.follow ? { round: message.follow.round } : {}), results: out.map((r) => ({ namespace: r.namespace, kind: r.kind, name: r.name, outcome: r.outcome, reason: r.reason, attempts: r.attempts, ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}) })) });
+  deps.telemetry.info(message.follow ? 'continuation looked' : 'rollout message done', {
+    messageId,
+    cluster: message.cluster,
+    ...(message.follow ? { round: message.follow.round } : {}),
+    results: out.map((r) => ({
+      namespace: r.namespace,
+      kind: r.kind,
+      name: r.name,
+      outcome: r.outcome,
+      reason: r.reason,
+      attempts: r.attempts,
+      ...(r.rollout ? { rollout: r.rollout, rolloutReason: r.rolloutReason } : {}),
+    })),
+  });
   if (failures.length > 0) {
     await notice(false);
-    if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials')) deps.invalidate?.(message.cluster);
+    if (failures.some((f) => f.reason === 'unauthorized' || f.reason === 'credentials'))
+      deps.invalidate?.(message.cluster);
     return false;
   }
   const deferred = out.filter((r) => r.outcome === 'deferred');
@@ -290,27 +432,62 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     // Only slots to wait for: try again soon (a freed slot is worth taking at once).
     ...(deferred.length === waiting.length ? { hintMs: SLOT_LOOK_MS } : {}),
   });
-  const fields = { messageId, group, cluster: message.cluster, waiting: waiting.length, progressing: waiting.length - deferred.length, deferred: deferred.length };
-  await notice(wait.action === 'finish', wait.action === 'expire' ? waiting.filter((r) => r.outcome !== 'deferred') : undefined);
+  const fields = {
+    messageId,
+    group,
+    cluster: message.cluster,
+    waiting: waiting.length,
+    progressing: waiting.length - deferred.length,
+    deferred: deferred.length,
+  };
+  await notice(
+    wait.action === 'finish',
+    wait.action === 'expire' ? waiting.filter((r) => r.outcome !== 'deferred') : undefined,
+  );
   if (wait.action === 'finish') {
-    if (message.follow) deps.telemetry.info('continuation finished: nothing left to wait for', { ...fields, round: message.follow.round });
+    if (message.follow)
+      deps.telemetry.info('continuation finished: nothing left to wait for', {
+        ...fields,
+        round: message.follow.round,
+      });
     return true;
   }
   if (wait.action === 'expire') {
-    deps.telemetry.warn('continuation expired: still under way at its deadline', { ...fields, why: wait.why, still: waiting.map(pendingName).slice(0, 20) });
+    deps.telemetry.warn('continuation expired: still under way at its deadline', {
+      ...fields,
+      why: wait.why,
+      still: waiting.map(pendingName).slice(0, 20),
+    });
     return true;
   }
   const names = waiting.map(pendingName);
-  const watch: WatchedWorkload[] = waiting.filter((r) => r.outcome !== 'deferred').map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, restartToken: r.restartToken }));
+  const watch: WatchedWorkload[] = waiting
+    .filter((r) => r.outcome !== 'deferred')
+    .map((r) => ({
+      cluster: r.cluster,
+      namespace: r.namespace,
+      kind: r.kind,
+      name: r.name,
+      restartToken: r.restartToken,
+    }));
   if (!message.follow) {
     // The cluster step: the continuation goes out before this message is acknowledged (a worker killed in between
     // leaves this message to be redelivered, which finds its workloads unchanged and sends it again).
     const lookAt = new Date(now() + wait.ms).toISOString();
-    const next = followUpMessage(message, new Date(startedAt).toISOString(), names, startedAt + MAX_CONTINUATION_MS, lookAt);
+    const next = followUpMessage(
+      message,
+      new Date(startedAt).toISOString(),
+      names,
+      startedAt + MAX_CONTINUATION_MS,
+      lookAt,
+    );
     try {
       await deps.follow.requeue(next);
     } catch (e) {
-      deps.telemetry.warn('could not queue the continuation; the message will be redelivered', { ...fields, error: e instanceof Error ? e.name : String(e) });
+      deps.telemetry.warn('could not queue the continuation; the message will be redelivered', {
+        ...fields,
+        error: e instanceof Error ? e.name : String(e),
+      });
       return false;
     }
     deps.telemetry.info('restarts under way; continuation queued', { ...fields, lookInMs: wait.ms });
@@ -324,6 +501,9 @@ async function workCluster(records: readonly QueueRecord[], planned: Extract<Mes
     resend: pending !== undefined && names.some((name) => !pending.has(name)),
     watch,
     fields: { ...fields, round: message.follow.round },
-    fresh: (lookAt) => ((message.follow?.round ?? 0) >= MAX_FOLLOW_ROUNDS ? undefined : followUpMessage(message, message.follow?.since ?? '', names, undefined, lookAt)),
+    fresh: (lookAt) =>
+      (message.follow?.round ?? 0) >= MAX_FOLLOW_ROUNDS
+        ? undefined
+        : followUpMessage(message, message.follow?.since ?? '', names, undefined, lookAt),
   });
 }

@@ -28,12 +28,26 @@ export function changeSetHash(changes: readonly QueuedChange[]): string {
 export function changeIdentity(c: QueuedChange): string {
   const path = `${c.namespace}\u0000${c.mount}/${c.key}`;
   if (c.version !== null && c.operation === 'write') return `${path}@${c.version}:${c.operation}`;
-  return c.version === null ? `${path}#${c.operation}:${c.id}@${c.time}` : `${path}@${c.version}:${c.operation}:${c.id}@${c.time}`;
+  return c.version === null
+    ? `${path}#${c.operation}:${c.id}@${c.time}`
+    : `${path}@${c.version}:${c.operation}:${c.id}@${c.time}`;
 }
 
 /** The fields of a change the queue carries, in a stable order. */
 export function queuedChange(c: SecretChange): QueuedChange {
-  const queued: QueuedChange = { namespace: c.namespace, mount: c.mount, key: c.key, operation: c.operation, version: c.version, kvVersion: c.kvVersion, kvVersionFrom: c.kvVersionFrom, source: c.source, via: c.via, id: c.id, time: c.time };
+  const queued: QueuedChange = {
+    namespace: c.namespace,
+    mount: c.mount,
+    key: c.key,
+    operation: c.operation,
+    version: c.version,
+    kvVersion: c.kvVersion,
+    kvVersionFrom: c.kvVersionFrom,
+    source: c.source,
+    via: c.via,
+    id: c.id,
+    time: c.time,
+  };
   // The keys it changed, never their digests (keyDigests stays in the intake).
   if (c.changedKeys !== undefined) queued.changedKeys = c.changedKeys;
   return queued;

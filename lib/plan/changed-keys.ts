@@ -55,22 +55,45 @@ function baselineOf(device: string, version: number, digests: KeyDigests): KeyBa
  * Which keys `change` changed, given the baseline the store holds for its path and device (undefined: none), and
  * what the store should hold next.
  */
-export function resolveChangedKeys(previous: KeyBaseline | undefined, change: Pick<SecretChange, 'operation' | 'version' | 'keyDigests'>): KeyResolution {
+export function resolveChangedKeys(
+  previous: KeyBaseline | undefined,
+  change: Pick<SecretChange, 'operation' | 'version' | 'keyDigests'>,
+): KeyResolution {
   const { operation, version, keyDigests } = change;
   // A delete, destroy or undelete changes what the workloads can read at all: every key, and nothing to compare next.
   if (operation !== 'write') return { changed: 'all', next: 'clear', why: `${operation}: every key` };
   if (version === null) return { changed: 'all', next: 'keep', why: 'no version: every key' };
   // An event notification, or an entry that does not say its keys: it tells nothing of this version's values.
-  if (keyDigests === undefined) return { changed: 'all', next: 'keep', why: 'the change does not say its keys: every key' };
+  if (keyDigests === undefined)
+    return { changed: 'all', next: 'keep', why: 'the change does not say its keys: every key' };
   const device = keyDigests.device();
-  if (previous !== undefined && version <= previous.version) return { changed: 'all', next: 'keep', why: `v${version} is not newer than the baseline (v${previous.version}): every key` };
+  if (previous !== undefined && version <= previous.version)
+    return {
+      changed: 'all',
+      next: 'keep',
+      why: `v${version} is not newer than the baseline (v${previous.version}): every key`,
+    };
   if (keyDigests.mode === 'patch') return resolvePatch(previous, version, keyDigests);
   const whole = device !== undefined ? baselineOf(device, version, keyDigests) : 'forget';
   if (previous === undefined || previous.version !== version - 1) {
-    return { changed: 'all', next: whole, why: previous === undefined ? 'no baseline: every key' : `the baseline is v${previous.version}, not v${version - 1}: every key` };
+    return {
+      changed: 'all',
+      next: whole,
+      why:
+        previous === undefined
+          ? 'no baseline: every key'
+          : `the baseline is v${previous.version}, not v${version - 1}: every key`,
+    };
   }
   if (device === undefined || device !== previous.device) {
-    return { changed: 'all', next: whole, why: device === undefined ? 'the audit device is unknown: every key' : 'another audit device wrote the baseline: every key' };
+    return {
+      changed: 'all',
+      next: whole,
+      why:
+        device === undefined
+          ? 'the audit device is unknown: every key'
+          : 'another audit device wrote the baseline: every key',
+    };
   }
   const now = keyDigests.digests();
   const changed: string[] = [];
@@ -88,8 +111,18 @@ export function resolveChangedKeys(previous: KeyBaseline | undefined, change: Pi
  */
 function resolvePatch(previous: KeyBaseline | undefined, version: number, keyDigests: KeyDigests): KeyResolution {
   const device = keyDigests.device();
-  if (previous === undefined || previous.version !== version - 1 || device === undefined || device !== previous.device) {
-    const why = previous === undefined ? 'no baseline' : previous.version !== version - 1 ? `the baseline is v${previous.version}, not v${version - 1}` : 'the baseline is from another or an unknown audit device';
+  if (
+    previous === undefined ||
+    previous.version !== version - 1 ||
+    device === undefined ||
+    device !== previous.device
+  ) {
+    const why =
+      previous === undefined
+        ? 'no baseline'
+        : previous.version !== version - 1
+          ? `the baseline is v${previous.version}, not v${version - 1}`
+          : 'the baseline is from another or an unknown audit device';
     return { changed: 'all', next: 'forget', why: `a patch with ${why}: every key` };
   }
   const digests = { ...previous.digests };
@@ -124,19 +157,33 @@ function standsAt(recorded: RecordedVersions, skips: RecordedSkips, path: string
  * same claim again: still nothing to restart). A skip recorded for this version does not make a later change of it
  * that names a used key `unchanged`: that one restarts. Undefined: restart.
  */
-export function keyLevelSkip(target: Pick<RolloutTarget, 'secrets' | 'uses'>, recorded: RecordedVersions, skips: RecordedSkips = {}): string | undefined {
+export function keyLevelSkip(
+  target: Pick<RolloutTarget, 'secrets' | 'uses'>,
+  recorded: RecordedVersions,
+  skips: RecordedSkips = {},
+): string | undefined {
   const reasons: string[] = [];
   for (const secret of target.secrets) {
     const used = target.uses?.[secret.path];
-    if (secret.operation !== 'write' || secret.version === null || secret.changedKeys === undefined || used === undefined) return undefined;
+    if (
+      secret.operation !== 'write' ||
+      secret.version === null ||
+      secret.changedKeys === undefined ||
+      used === undefined
+    )
+      return undefined;
     const at = standsAt(recorded, skips, recordKey(secret));
-    if (at !== secret.version - 1 && !(at === secret.version && skips[recordKey(secret)]?.v === secret.version)) return undefined;
+    if (at !== secret.version - 1 && !(at === secret.version && skips[recordKey(secret)]?.v === secret.version))
+      return undefined;
     // A delete or destroy it was restarted for may have come after v-1 (entries arrive late: a write of v-1 recorded
     // after the delete of v-1), so it may run no value at all: never skip it (a precision cost, found by the property test).
-    if (recorded[`${secret.path}#delete`] !== undefined || recorded[`${secret.path}#destroy`] !== undefined) return undefined;
+    if (recorded[`${secret.path}#delete`] !== undefined || recorded[`${secret.path}#destroy`] !== undefined)
+      return undefined;
     const changed = new Set(secret.changedKeys);
     if (used.keys.some((k) => changed.has(k))) return undefined;
-    reasons.push(`${target.secrets.length > 1 ? `${secret.path}: ` : ''}keys ${used.keys.join(', ')} unchanged in v${secret.version}`);
+    reasons.push(
+      `${target.secrets.length > 1 ? `${secret.path}: ` : ''}keys ${used.keys.join(', ')} unchanged in v${secret.version}`,
+    );
   }
   return reasons.length > 0 ? reasons.join('; ') : undefined;
 }
@@ -146,24 +193,42 @@ export function keySkipsOf(target: Pick<RolloutTarget, 'secrets' | 'uses'>): Rec
   const skips: RecordedSkips = {};
   for (const s of target.secrets) {
     const used = target.uses?.[s.path];
-    if (s.operation === 'write' && s.version !== null && used !== undefined) skips[recordKey(s)] = { v: s.version, skipped: [...new Set(used.keys)].sort() };
+    if (s.operation === 'write' && s.version !== null && used !== undefined)
+      skips[recordKey(s)] = { v: s.version, skipped: [...new Set(used.keys)].sort() };
   }
   return skips;
 }
 
 /** Whether every secret of `target` is recorded as skipped by keys at its version (what a gate's look counts as done). */
-export const skippedByKeysAt = (target: Pick<RolloutTarget, 'secrets'>, skips: RecordedSkips): boolean => target.secrets.length > 0 && target.secrets.every((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);
+export const skippedByKeysAt = (target: Pick<RolloutTarget, 'secrets'>, skips: RecordedSkips): boolean =>
+  target.secrets.length > 0 &&
+  target.secrets.every((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);
 
 /**
  * A consumer's own target: the keys it uses, found where the routes do not say — the Secret keys its pod
  * template reads, mapped back to Vault keys through the operator's resource that writes the Secret (ESO `property`,
  * VSO one to one). Declared keys win; a path whose keys cannot be followed stays every key.
  */
-export function withConsumerKeys<T extends RolloutTarget>(target: T, consumer: { kind: WorkloadKind; name: string; object: KubeObject }, secretName: string, operator: { kind: string; name: string; object: KubeObject }): T {
-  const vaultKeys = vaultKeysOf(operator.kind, operator.object, secretKeysRead(podSpecOf(consumer.kind, consumer.object), secretName));
+export function withConsumerKeys<T extends RolloutTarget>(
+  target: T,
+  consumer: { kind: WorkloadKind; name: string; object: KubeObject },
+  secretName: string,
+  operator: { kind: string; name: string; object: KubeObject },
+): T {
+  const vaultKeys = vaultKeysOf(
+    operator.kind,
+    operator.object,
+    secretKeysRead(podSpecOf(consumer.kind, consumer.object), secretName),
+  );
   if (vaultKeys === 'all') return target;
   const uses: Record<string, KeysUsed> = { ...target.uses };
-  for (const path of target.paths) uses[path] ??= { keys: vaultKeys, from: [`${consumer.kind} ${consumer.name} reads them from Secret ${secretName} (${operator.kind} ${operator.name})`] };
+  for (const path of target.paths)
+    uses[path] ??= {
+      keys: vaultKeys,
+      from: [
+        `${consumer.kind} ${consumer.name} reads them from Secret ${secretName} (${operator.kind} ${operator.name})`,
+      ],
+    };
   return { ...target, uses };
 }
 

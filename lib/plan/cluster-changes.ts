@@ -9,21 +9,30 @@ import type { Plan, SecretRef } from './planner.ts';
 import { planChangeSets, type ChangeSet } from './waves.ts';
 
 /** The change sets of a batch and their waves (lib/plan/waves.ts), from the clusters the plan puts each change in. */
-export function changeSets(table: RoutingTable, changes: readonly SecretChange[], plan: Plan, byCluster = changesByCluster(changes, plan)): ChangeSet[] {
+export function changeSets(
+  table: RoutingTable,
+  changes: readonly SecretChange[],
+  plan: Plan,
+  byCluster = changesByCluster(changes, plan),
+): ChangeSet[] {
   const clustersOf = new Map<SecretChange, string[]>();
   for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
   return planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? []);
 }
 
 /** One change as a target's secrets name it (its path qualified by its Vault namespace): what ties targets to changes. */
-export const secretIdentity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>): string => `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
+export const secretIdentity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>): string =>
+  `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
 
 /**
  * Per cluster, in input order, the changes that plan a target there: exactly what the worker, planning them
  * again with the same table, restarts in that cluster. A change whose route renders nothing valid (a problem of
  * the plan) is not queued: the worker would refuse it.
  */
-export function changesByCluster(changes: readonly SecretChange[], plan: Pick<Plan, 'targets'>): Map<string, SecretChange[]> {
+export function changesByCluster(
+  changes: readonly SecretChange[],
+  plan: Pick<Plan, 'targets'>,
+): Map<string, SecretChange[]> {
   const identity = secretIdentity;
   const clustersOf = new Map<string, Set<string>>();
   for (const target of plan.targets) {

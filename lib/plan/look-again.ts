@@ -12,7 +12,8 @@
  * Pure, so every wait is table-tested in one place.
  */
 
-export type WaitDecision = { action: 'finish' } | { action: 'expire'; why: string } | { action: 'lookAgainAfter'; ms: number };
+export type WaitDecision =
+  { action: 'finish' } | { action: 'expire'; why: string } | { action: 'lookAgainAfter'; ms: number };
 
 /** What one look found, and the clock of the wait it belongs to. */
 export interface WaitInput {
@@ -42,7 +43,11 @@ export const LOOK_MAX_MS = 15_000;
 export function decideWait(input: WaitInput): WaitDecision {
   if (!input.pending) return { action: 'finish' };
   const { now } = input;
-  if (input.deadline !== undefined && now >= input.deadline) return { action: 'expire', why: `still waiting ${Math.round((now - input.since) / 1000)} s after it began (deadline)` };
+  if (input.deadline !== undefined && now >= input.deadline)
+    return {
+      action: 'expire',
+      why: `still waiting ${Math.round((now - input.since) / 1000)} s after it began (deadline)`,
+    };
   const minMs = input.minMs ?? LOOK_MIN_MS;
   const maxMs = Math.max(minMs, input.maxMs ?? LOOK_MAX_MS);
   const grown = Math.min(maxMs, Math.max(minMs, Math.round((now - input.since) / 4)));

@@ -8,7 +8,15 @@ import { qualify } from '../sources/kv-mounts.ts';
 import type { Operation, SecretChange } from '../sources/secret-change.ts';
 import type { Captures } from '../routing/path-pattern.ts';
 import { matchRoutes } from '../routing/router.ts';
-import { boundAllows, consumersOf, isConsumersTarget, isResourceTarget, isSyncTarget, type NameBound, type RoutingTable } from '../routing/routing-table.ts';
+import {
+  boundAllows,
+  consumersOf,
+  isConsumersTarget,
+  isResourceTarget,
+  isSyncTarget,
+  type NameBound,
+  type RoutingTable,
+} from '../routing/routing-table.ts';
 import { parseDuration, type SyncKind, type WorkloadKind } from '../routing/schema.ts';
 import { placeholders, render, renderDeep } from '../routing/template.ts';
 
@@ -143,7 +151,10 @@ export function rfc3339Seconds(time: string): string | null {
 type PlannedLater = 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt' | 'uses';
 
 interface Accumulator {
-  target: Omit<WorkloadRolloutTarget, PlannedLater> | Omit<ResourceRolloutTarget, PlannedLater> | Omit<ConsumersRolloutTarget, PlannedLater>;
+  target:
+    | Omit<WorkloadRolloutTarget, PlannedLater>
+    | Omit<ResourceRolloutTarget, PlannedLater>
+    | Omit<ConsumersRolloutTarget, PlannedLater>;
   renderedFrom: SecretRef;
   routes: Set<string>;
   secrets: Map<string, SecretRef>;
@@ -152,14 +163,22 @@ interface Accumulator {
 }
 
 /** Adds what one route's target says it uses of `path`: its keys, or every key. */
-function addUse(uses: Map<string, KeysUsed | 'all'>, path: string, keys: readonly string[] | undefined, from: string): void {
+function addUse(
+  uses: Map<string, KeysUsed | 'all'>,
+  path: string,
+  keys: readonly string[] | undefined,
+  from: string,
+): void {
   const known = uses.get(path);
   if (known === 'all') return;
   if (keys === undefined) {
     uses.set(path, 'all');
     return;
   }
-  uses.set(path, { keys: [...new Set([...(known?.keys ?? []), ...keys])].sort(), from: [...new Set([...(known?.from ?? []), from])].sort() });
+  uses.set(path, {
+    keys: [...new Set([...(known?.keys ?? []), ...keys])].sort(),
+    from: [...new Set([...(known?.from ?? []), from])].sort(),
+  });
 }
 
 type Rendered = string | { error: string };
@@ -167,21 +186,27 @@ type Rendered = string | { error: string };
 function render1(template: string, values: Captures, kind: 'namespace' | 'name'): Rendered {
   const out = render(template, values);
   const ok = kind === 'namespace' ? DNS_LABEL.test(out) : DNS_SUBDOMAIN.test(out);
-  return ok ? out : { error: `${kind} ${JSON.stringify(out.slice(0, 80))} rendered from the path is not a valid Kubernetes ${kind}` };
+  return ok
+    ? out
+    : { error: `${kind} ${JSON.stringify(out.slice(0, 80))} rendered from the path is not a valid Kubernetes ${kind}` };
 }
 
 /** A namespace, rendered, and inside the target's bound when it has one. */
 function renderNamespace(template: string, values: Captures, bound: NameBound | undefined): Rendered {
   const out = render1(template, values, 'namespace');
   if (typeof out !== 'string' || bound === undefined || boundAllows(bound, out)) return out;
-  return { error: `namespace ${JSON.stringify(out)} rendered from the path is outside the target's namespaces (${bound.sources.join(', ')})` };
+  return {
+    error: `namespace ${JSON.stringify(out)} rendered from the path is outside the target's namespaces (${bound.sources.join(', ')})`,
+  };
 }
 
 /** An object name, rendered, and inside the target's `names` when it has them. */
 function renderName(template: string, values: Captures, bound: NameBound | undefined): Rendered {
   const out = render1(template, values, 'name');
   if (typeof out !== 'string' || bound === undefined || boundAllows(bound, out)) return out;
-  return { error: `name ${JSON.stringify(out.slice(0, 80))} rendered from the path is outside the target's names (${bound.sources.join(', ')})` };
+  return {
+    error: `name ${JSON.stringify(out.slice(0, 80))} rendered from the path is outside the target's names (${bound.sources.join(', ')})`,
+  };
 }
 
 /** A selector whose every placeholder is filled with a valid label value (`app in ({apps})` stays one value). */
@@ -189,7 +214,9 @@ function renderSelector(template: string, values: Captures): Rendered {
   for (const name of placeholders(template)) {
     const value = values[name];
     if (value !== undefined && !LABEL_VALUE.test(value)) {
-      return { error: `{${name}} = ${JSON.stringify(value.slice(0, 80))} from the path is not a valid label value, so it cannot go into the selector` };
+      return {
+        error: `{${name}} = ${JSON.stringify(value.slice(0, 80))} from the path is not a valid label value, so it cannot go into the selector`,
+      };
     }
   }
   return render(template, values);
@@ -227,16 +254,30 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
             operation: change.operation,
           };
           const name = renderName(target.resource.name, builtins, nameBound);
-          const namespace = target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
+          const namespace =
+            target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
           const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');
           if (bad) {
             problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
             continue;
           }
-          planned = { type: 'resource', cluster: '', namespace: namespace as string, apiVersion: target.resource.apiVersion, kind: target.resource.kind, name: name as string, patch: renderDeep(target.patch, builtins) as Record<string, unknown> };
+          planned = {
+            type: 'resource',
+            cluster: '',
+            namespace: namespace as string,
+            apiVersion: target.resource.apiVersion,
+            kind: target.resource.kind,
+            name: name as string,
+            patch: renderDeep(target.patch, builtins) as Record<string, unknown>,
+          };
           if (target.wait) planned.wait = { condition: target.wait.condition };
         } else if (isSyncTarget(target) || isConsumersTarget(target)) {
-          const named = isSyncTarget(target) ? { kind: target.sync.kind, name: target.sync.name } : (({ field, name: n }) => ({ kind: field === 'secret' ? ('Secret' as const) : ('SecretProviderClass' as const), name: n }))(consumersOf(target));
+          const named = isSyncTarget(target)
+            ? { kind: target.sync.kind, name: target.sync.name }
+            : (({ field, name: n }) => ({
+                kind: field === 'secret' ? ('Secret' as const) : ('SecretProviderClass' as const),
+                name: n,
+              }))(consumersOf(target));
           const namespace = renderNamespace(target.namespace, captures, bound);
           const name = renderName(named.name, captures, nameBound);
           const bad = [namespace, name].find((v): v is { error: string } => typeof v !== 'string');
@@ -244,8 +285,16 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
             problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
             continue;
           }
-          planned = { type: 'consumers', cluster: '', namespace: namespace as string, kind: named.kind, name: name as string, restart: isSyncTarget(target) ? target.restart : 'consumers' };
-          const timeout = isSyncTarget(target) && target.sync.timeout !== undefined ? parseDuration(target.sync.timeout) : undefined;
+          planned = {
+            type: 'consumers',
+            cluster: '',
+            namespace: namespace as string,
+            kind: named.kind,
+            name: name as string,
+            restart: isSyncTarget(target) ? target.restart : 'consumers',
+          };
+          const timeout =
+            isSyncTarget(target) && target.sync.timeout !== undefined ? parseDuration(target.sync.timeout) : undefined;
           if (timeout !== undefined) planned.syncTimeoutMs = timeout;
         } else {
           const namespace = renderNamespace(target.namespace, captures, bound);
@@ -265,7 +314,11 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
           const t = { ...planned, cluster };
           const key = targetKey(t);
           let acc = byKey.get(key);
-          if (!acc) byKey.set(key, (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map() }));
+          if (!acc)
+            byKey.set(
+              key,
+              (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map() }),
+            );
           else if (newer(secret, acc.renderedFrom)) {
             // A resource patch may use {version}: it is rendered from the newest change that hit the target.
             acc.target = t;
@@ -288,23 +341,26 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
     return at;
   };
   // The default sort orders strings by UTF-16 code units, as `<` does, without a comparator call per comparison.
-  const targets = [...byKey.keys()]
-    .sort()
-    .map((key): RolloutTarget => {
-      const acc = byKey.get(key) as Accumulator;
-      const secrets = [...acc.secrets.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
-      const times = secrets.map((s) => stamp(s.time)).filter((t): t is string => t !== null).sort();
-      const uses = [...acc.uses].filter((e): e is [string, KeysUsed] => e[1] !== 'all').sort(([a], [b]) => (a < b ? -1 : 1));
-      return {
-        ...acc.target,
-        routes: [...acc.routes].sort(),
-        paths: secrets.map((s) => s.path),
-        secrets,
-        restartToken: restartToken(secrets),
-        restartedAt: times.at(-1) ?? null,
-        ...(uses.length > 0 ? { uses: Object.fromEntries(uses) } : {}),
-      } as RolloutTarget;
-    });
+  const targets = [...byKey.keys()].sort().map((key): RolloutTarget => {
+    const acc = byKey.get(key) as Accumulator;
+    const secrets = [...acc.secrets.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+    const times = secrets
+      .map((s) => stamp(s.time))
+      .filter((t): t is string => t !== null)
+      .sort();
+    const uses = [...acc.uses]
+      .filter((e): e is [string, KeysUsed] => e[1] !== 'all')
+      .sort(([a], [b]) => (a < b ? -1 : 1));
+    return {
+      ...acc.target,
+      routes: [...acc.routes].sort(),
+      paths: secrets.map((s) => s.path),
+      secrets,
+      restartToken: restartToken(secrets),
+      restartedAt: times.at(-1) ?? null,
+      ...(uses.length > 0 ? { uses: Object.fromEntries(uses) } : {}),
+    } as RolloutTarget;
+  });
   return { targets, routed, problems };
 }
 
@@ -317,6 +373,11 @@ export function targetsByCluster<T extends { cluster: string }>(targets: readonl
 
 /** The identity of a target: two routes naming the same workload plan it once. */
 export function targetKey(t: Accumulator['target']): string {
-  const what = t.type === 'resource' ? `${t.apiVersion}/${t.kind}/${t.name}` : t.type === 'consumers' ? `consumers/${t.kind}/${t.name}` : `${t.kind}/${t.name !== undefined ? `name=${t.name}` : t.selector !== undefined ? `selector=${t.selector}` : 'annotated'}`;
+  const what =
+    t.type === 'resource'
+      ? `${t.apiVersion}/${t.kind}/${t.name}`
+      : t.type === 'consumers'
+        ? `consumers/${t.kind}/${t.name}`
+        : `${t.kind}/${t.name !== undefined ? `name=${t.name}` : t.selector !== undefined ? `selector=${t.selector}` : 'annotated'}`;
   return `${t.cluster}\u0000${t.namespace}\u0000${what}`;
 }

@@ -18,7 +18,10 @@ export type RecordedVersions = Record<string, number | string>;
  * restarts nothing. (Were recording one to remove the other, that replay would find nothing recorded and restart
  * the workload a second time.)
  */
-const UNDOES: Readonly<Partial<Record<SecretRef['operation'], SecretRef['operation']>>> = { delete: 'undelete', undelete: 'delete' };
+const UNDOES: Readonly<Partial<Record<SecretRef['operation'], SecretRef['operation']>>> = {
+  delete: 'undelete',
+  undelete: 'delete',
+};
 
 /**
  * What a secret reference records: its version; for a change without one (KV v1, an audit entry of a delete) the
@@ -29,7 +32,8 @@ const UNDOES: Readonly<Partial<Record<SecretRef['operation'], SecretRef['operati
  * A delete or an undelete records its identity even when the feed names a version: the same version is deleted,
  * undeleted and deleted again (the event feed says version 3 each time), so only the time orders them.
  */
-export const recordValue = (s: SecretRef): number | string => (s.version !== null && !(s.operation in UNDOES && s.time !== '') ? s.version : `${s.time}#${s.id}`);
+export const recordValue = (s: SecretRef): number | string =>
+  s.version !== null && !(s.operation in UNDOES && s.time !== '') ? s.version : `${s.time}#${s.id}`;
 
 /**
  * Where it is recorded: writes under the path, other operations under `path#operation`, so a delete of version 3
@@ -43,7 +47,11 @@ export function parseRecordedVersions(value: string | undefined): RecordedVersio
   try {
     const parsed: unknown = JSON.parse(value);
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return {};
-    return Object.fromEntries(Object.entries(parsed).filter((e): e is [string, number | string] => typeof e[1] === 'number' || typeof e[1] === 'string'));
+    return Object.fromEntries(
+      Object.entries(parsed).filter(
+        (e): e is [string, number | string] => typeof e[1] === 'number' || typeof e[1] === 'string',
+      ),
+    );
   } catch {
     return {};
   }
@@ -136,13 +144,18 @@ export interface RecordHolder {
  * else a tenant writes is no record. Whoever may edit the workload may still write these two annotations; the keys
  * are checked before any becomes a Vault path (lib/sources/vault-path.ts).
  */
-export function readRecord<O extends RecordHolder>(kind: { recordedAnnotations(obj: O): Record<string, string> | undefined }, obj: O, options: { restartsOnly?: boolean } = {}): RecordedVersions {
+export function readRecord<O extends RecordHolder>(
+  kind: { recordedAnnotations(obj: O): Record<string, string> | undefined },
+  obj: O,
+  options: { restartsOnly?: boolean } = {},
+): RecordedVersions {
   const restarts = parseRecordedVersions(kind.recordedAnnotations(obj)?.[ANNOTATIONS.versions]);
   return options.restartsOnly === true ? restarts : mergeRecordedVersions(restarts, recordedWithoutRestart(obj));
 }
 
 /** The record reconcile wrote on the object's metadata (pods already on the version), alone. */
-export const recordedWithoutRestart = (obj: RecordHolder): RecordedVersions => parseRecordedVersions(obj.metadata?.annotations?.[ANNOTATIONS.versions]);
+export const recordedWithoutRestart = (obj: RecordHolder): RecordedVersions =>
+  parseRecordedVersions(obj.metadata?.annotations?.[ANNOTATIONS.versions]);
 
 /**
  * A key-level skip as the record keeps it, on the object's metadata beside reconcile's versions: version `v` came,
@@ -167,7 +180,14 @@ const MAX_SKIPPED_KEYS = 256;
 const isKeySkip = (v: unknown): v is KeySkip => {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
   const { v: version, skipped } = v as { v?: unknown; skipped?: unknown };
-  return typeof version === 'number' && Number.isSafeInteger(version) && version > 0 && Array.isArray(skipped) && skipped.length <= MAX_SKIPPED_KEYS && skipped.every((k) => typeof k === 'string' && k.length > 0 && k.length <= 256);
+  return (
+    typeof version === 'number' &&
+    Number.isSafeInteger(version) &&
+    version > 0 &&
+    Array.isArray(skipped) &&
+    skipped.length <= MAX_SKIPPED_KEYS &&
+    skipped.every((k) => typeof k === 'string' && k.length > 0 && k.length <= 256)
+  );
 };
 
 /** The metadata record whole (versions and skips); anything else in it counts as nothing. */
@@ -177,7 +197,12 @@ export function metadataRecord(obj: RecordHolder): MetadataRecord {
   try {
     const parsed: unknown = JSON.parse(value);
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return {};
-    return Object.fromEntries(Object.entries(parsed).filter((e): e is [string, number | string | KeySkip] => typeof e[1] === 'number' || typeof e[1] === 'string' || isKeySkip(e[1])));
+    return Object.fromEntries(
+      Object.entries(parsed).filter(
+        (e): e is [string, number | string | KeySkip] =>
+          typeof e[1] === 'number' || typeof e[1] === 'string' || isKeySkip(e[1]),
+      ),
+    );
   } catch {
     return {};
   }
@@ -209,7 +234,11 @@ export type RestartDecision =
  * re-send the identical patch when everything is exactly what is recorded (a replay: the server writes nothing);
  * skip when the workload already records a newer version of every secret.
  */
-export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTarget, 'secrets'>, options: { override?: boolean } = {}): RestartDecision {
+export function decideRestart(
+  recorded: RecordedVersions,
+  target: Pick<RolloutTarget, 'secrets'>,
+  options: { override?: boolean } = {},
+): RestartDecision {
   const merged: RecordedVersions = { ...recorded };
   let newer = 0;
   let same = 0;
@@ -228,7 +257,12 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
       newer++;
       merged[key] = value;
     } else if (order === 0) same++;
-    else older.push(undoneLater ? `${undoneKey} is at ${JSON.stringify(undoneBy)}, after ${JSON.stringify(value)}` : `${key} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`);
+    else
+      older.push(
+        undoneLater
+          ? `${undoneKey} is at ${JSON.stringify(undoneBy)}, after ${JSON.stringify(value)}`
+          : `${key} is at ${JSON.stringify(known)}, newer than ${JSON.stringify(value)}`,
+      );
   }
   const versions = sortKeys(merged);
   if (newer > 0) return { action: 'restart', versions };
@@ -236,10 +270,15 @@ export function decideRestart(recorded: RecordedVersions, target: Pick<RolloutTa
   return { action: 'skip', reason: `older than recorded: ${older.join('; ')}` };
 }
 
-const sortKeys = <T>(o: Record<string, T>): Record<string, T> => Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1)));
+const sortKeys = <T>(o: Record<string, T>): Record<string, T> =>
+  Object.fromEntries(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : 1)));
 
 /** The annotations a restart writes; the same target and record always give the same values. */
-export function restartAnnotations(target: Pick<RolloutTarget, 'restartToken' | 'restartedAt'>, versions: RecordedVersions, fallbackTime: string): Record<string, string> {
+export function restartAnnotations(
+  target: Pick<RolloutTarget, 'restartToken' | 'restartedAt'>,
+  versions: RecordedVersions,
+  fallbackTime: string,
+): Record<string, string> {
   return {
     [ANNOTATIONS.restartedAt]: target.restartedAt ?? fallbackTime,
     [ANNOTATIONS.restartToken]: target.restartToken,
@@ -275,11 +314,21 @@ export interface WatchAnnotation {
 export function parseWatchAnnotation(value: string | undefined): WatchAnnotation {
   if (value === undefined) return { patterns: [], problems: [] };
   if (value.length > WATCH_LIMITS.length) {
-    return { patterns: [], problems: [`${ANNOTATIONS.watch} is ${value.length} characters long; at most ${WATCH_LIMITS.length}: it watches nothing`] };
+    return {
+      patterns: [],
+      problems: [
+        `${ANNOTATIONS.watch} is ${value.length} characters long; at most ${WATCH_LIMITS.length}: it watches nothing`,
+      ],
+    };
   }
   const sources = watchPatterns(value);
   if (sources.length > WATCH_LIMITS.patterns) {
-    return { patterns: [], problems: [`${ANNOTATIONS.watch} lists ${sources.length} patterns; at most ${WATCH_LIMITS.patterns}: it watches nothing`] };
+    return {
+      patterns: [],
+      problems: [
+        `${ANNOTATIONS.watch} lists ${sources.length} patterns; at most ${WATCH_LIMITS.patterns}: it watches nothing`,
+      ],
+    };
   }
   const patterns: CompiledPattern[] = [];
   const problems: string[] = [];
@@ -288,7 +337,9 @@ export function parseWatchAnnotation(value: string | undefined): WatchAnnotation
       patterns.push(compilePattern(source));
     } catch (e) {
       if (!(e instanceof PatternError)) throw e;
-      problems.push(`pattern ${JSON.stringify(source.length > 80 ? `${source.slice(0, 80)}…` : source)} ignored: ${e.message}`);
+      problems.push(
+        `pattern ${JSON.stringify(source.length > 80 ? `${source.slice(0, 80)}…` : source)} ignored: ${e.message}`,
+      );
     }
   }
   return { patterns, problems };

@@ -34,7 +34,10 @@ export interface ChangeSet {
  * The rollout block a change follows: that of the first route it matched, in table order, that sets `waves`; else
  * of the first route it matched (for `settle`). A change matching routes with different waves follows one of them.
  */
-function policyRoute(table: Pick<RoutingTable, 'routes'>, matched: readonly string[]): { name: string; policy: RolloutPolicy } | undefined {
+function policyRoute(
+  table: Pick<RoutingTable, 'routes'>,
+  matched: readonly string[],
+): { name: string; policy: RolloutPolicy } | undefined {
   const routes = table.routes.filter((r) => matched.includes(r.name));
   const chosen = routes.find((r) => r.policy.waves !== undefined) ?? routes[0];
   return chosen && { name: chosen.name, policy: chosen.policy };
@@ -61,7 +64,12 @@ export function orderWaves(policy: Pick<RolloutPolicy, 'waves'>, clusters: reado
  * queue message carries, each with its waves. `clustersOf(change)` says where the plan put it (the intake's
  * changesByCluster). Deterministic: same table and changes, same sets in the same order.
  */
-export function planChangeSets(table: Pick<RoutingTable, 'routes'>, changes: readonly SecretChange[], plan: Pick<Plan, 'routed'>, clustersOf: (change: SecretChange) => readonly string[]): ChangeSet[] {
+export function planChangeSets(
+  table: Pick<RoutingTable, 'routes'>,
+  changes: readonly SecretChange[],
+  plan: Pick<Plan, 'routed'>,
+  clustersOf: (change: SecretChange) => readonly string[],
+): ChangeSet[] {
   const byRoute = new Map<string, { policy: RolloutPolicy; changes: SecretChange[] }>();
   changes.forEach((change, i) => {
     if (clustersOf(change).length === 0) return;
@@ -79,7 +87,10 @@ export function planChangeSets(table: Pick<RoutingTable, 'routes'>, changes: rea
         route,
         policy,
         changes: chunk,
-        waves: orderWaves(policy, chunk.flatMap((c) => clustersOf(c))),
+        waves: orderWaves(
+          policy,
+          chunk.flatMap((c) => clustersOf(c)),
+        ),
         key: changeSetHash(chunk.map(queuedChange)),
       })),
     );
@@ -116,7 +127,8 @@ export interface GateInput {
   recheckMs: number;
 }
 
-const ready = (s: WaveTargetState, healthy: boolean): boolean => s.state === 'complete' || s.state === 'done' || (!healthy && s.state === 'progressing');
+const ready = (s: WaveTargetState, healthy: boolean): boolean =>
+  s.state === 'complete' || s.state === 'done' || (!healthy && s.state === 'progressing');
 
 /**
  * What a gate does now: fail when a target failed or timed out, or the wave is not complete by `gate.timeout`; wait
@@ -129,14 +141,35 @@ export function decideGate(input: GateInput): GateAction {
   const { gate, onFailure } = policy;
   const waitingCount = states.filter((s) => !ready(s, gate.healthy)).length;
   // Only a wave the store shows started can fail: a message's claim of a start cannot halt a rotation.
-  if (since === undefined && waitingCount > 0) return { action: 'wait', delayMs: Math.max(1, input.recheckMs), why: `${waitingCount} target(s) not complete; the wave has not started yet` };
+  if (since === undefined && waitingCount > 0)
+    return {
+      action: 'wait',
+      delayMs: Math.max(1, input.recheckMs),
+      why: `${waitingCount} target(s) not complete; the wave has not started yet`,
+    };
   const failing = states.find((s) => s.state === 'failed' || s.state === 'timeout');
-  if (failing) return { action: 'fail', onFailure, failing, why: `${describeState(failing)}: rollout ${failing.state}${failing.reason ? `: ${failing.reason}` : ''}` };
+  if (failing)
+    return {
+      action: 'fail',
+      onFailure,
+      failing,
+      why: `${describeState(failing)}: rollout ${failing.state}${failing.reason ? `: ${failing.reason}` : ''}`,
+    };
   const waiting = states.find((s) => !ready(s, gate.healthy));
   if (waiting && since !== undefined) {
     const left = since + gate.timeoutMs - now;
-    if (left <= 0) return { action: 'fail', onFailure, failing: waiting, why: `${describeState(waiting)}: not complete ${Math.round(gate.timeoutMs / 1000)} s after the wave started (gate.timeout): ${waiting.state}${waiting.reason ? `: ${waiting.reason}` : ''}` };
-    return { action: 'wait', delayMs: Math.max(1, Math.min(input.recheckMs, left)), why: `${waitingCount} target(s) not complete` };
+    if (left <= 0)
+      return {
+        action: 'fail',
+        onFailure,
+        failing: waiting,
+        why: `${describeState(waiting)}: not complete ${Math.round(gate.timeoutMs / 1000)} s after the wave started (gate.timeout): ${waiting.state}${waiting.reason ? `: ${waiting.reason}` : ''}`,
+      };
+    return {
+      action: 'wait',
+      delayMs: Math.max(1, Math.min(input.recheckMs, left)),
+      why: `${waitingCount} target(s) not complete`,
+    };
   }
   const completeAt = input.completeAt ?? now;
   const pauseLeft = completeAt + gate.pauseMs - now;
@@ -144,7 +177,8 @@ export function decideGate(input: GateInput): GateAction {
   return { action: 'advance' };
 }
 
-export const describeState = (s: Pick<WaveTargetState, 'cluster' | 'namespace' | 'kind' | 'name'>): string => `${s.kind} ${s.namespace}/${s.name} in cluster ${s.cluster}`;
+export const describeState = (s: Pick<WaveTargetState, 'cluster' | 'namespace' | 'kind' | 'name'>): string =>
+  `${s.kind} ${s.namespace}/${s.name} in cluster ${s.cluster}`;
 
 /** How many times settle may push a burst back: a secret that keeps changing still restarts. */
 export const SETTLE_MAX_WINDOWS = 4;

@@ -41,7 +41,11 @@ export interface QueueCounts {
 }
 
 /** The defaults of both queues: SQS's. */
-export const LOCAL_QUEUE_DEFAULTS = { maxReceiveCount: 5, visibilityTimeoutMs: 30_000, deduplicationWindowMs: 5 * 60_000 } as const;
+export const LOCAL_QUEUE_DEFAULTS = {
+  maxReceiveCount: 5,
+  visibilityTimeoutMs: 30_000,
+  deduplicationWindowMs: 5 * 60_000,
+} as const;
 
 export interface LocalQueueOptions {
   /** Receives without a delete before a message goes to the dead letters (SQS redrive policy; default 5). */
@@ -97,7 +101,8 @@ export interface LocalRolloutQueue extends RolloutQueue {
 }
 
 /** The redelivery backoff after the `receiveCount`-th failed receive: 1 s, 2 s, 4 s … at most 60 s. */
-export const redeliveryBackoffMs = (receiveCount: number, baseMs = 1000, maxMs = 60_000): number => backoffDelayMs(receiveCount, baseMs, maxMs, Math.random, 1);
+export const redeliveryBackoffMs = (receiveCount: number, baseMs = 1000, maxMs = 60_000): number =>
+  backoffDelayMs(receiveCount, baseMs, maxMs, Math.random, 1);
 
 /** Long polling: receivers waiting for a change of the queue, woken by any send, delete or release. */
 export class ChangeWaiters {

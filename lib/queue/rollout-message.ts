@@ -12,10 +12,32 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { KEY_DIGEST_LIMITS } from '../sources/key-digests.ts';
-import { CHANGE_LIMITS, ChangeSources, KvVersionOrigins, Operations, Transports, type SecretChange } from '../sources/secret-change.ts';
-import { changeIdentity, changeSetHash, chunkChanges, MAX_MESSAGE_CHANGES, queuedChange, type QueuedChange } from '../plan/change-sets.ts';
+import {
+  CHANGE_LIMITS,
+  ChangeSources,
+  KvVersionOrigins,
+  Operations,
+  Transports,
+  type SecretChange,
+} from '../sources/secret-change.ts';
+import {
+  changeIdentity,
+  changeSetHash,
+  chunkChanges,
+  MAX_MESSAGE_CHANGES,
+  queuedChange,
+  type QueuedChange,
+} from '../plan/change-sets.ts';
 
-export { changeIdentity, changeSetHash, chunkChanges, MAX_MESSAGE_BYTES, MAX_MESSAGE_CHANGES, queuedChange, type QueuedChange } from '../plan/change-sets.ts';
+export {
+  changeIdentity,
+  changeSetHash,
+  chunkChanges,
+  MAX_MESSAGE_BYTES,
+  MAX_MESSAGE_CHANGES,
+  queuedChange,
+  type QueuedChange,
+} from '../plan/change-sets.ts';
 
 /** 2: changes. Version 1 carried planned targets and patches, which made the queue a command channel. */
 export const ROLLOUT_MESSAGE_VERSION = 2;
@@ -93,10 +115,12 @@ export const MAX_PENDING_NAMES = 500;
  * The FIFO message group: one per cluster for the step that patches; one per change set for gates; one per
  * (cluster, change set) for a continuation, so a rollout being followed never holds the cluster's next change.
  */
-export const messageGroupId = (m: QueueMessage): string => (isGateMessage(m) ? gateGroupId(m.changes) : m.follow ? followGroupId(m.cluster, m.changes) : m.cluster);
+export const messageGroupId = (m: QueueMessage): string =>
+  isGateMessage(m) ? gateGroupId(m.changes) : m.follow ? followGroupId(m.cluster, m.changes) : m.cluster;
 
 /** A continuation's group: `follow-`, its cluster and a hash of its changes (at most 128 characters, SQS's limit). */
-export const followGroupId = (cluster: string, changes: readonly QueuedChange[]): string => `follow-${cluster}-${changeSetHash(changes)}`.slice(0, 128);
+export const followGroupId = (cluster: string, changes: readonly QueuedChange[]): string =>
+  `follow-${cluster}-${changeSetHash(changes)}`.slice(0, 128);
 
 /** A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against the changes. */
 export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-${changeSetHash(changes)}`;
@@ -108,11 +132,23 @@ export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-$
  * with the same id do the same, whatever else they say.
  */
 export function deduplicationId(m: QueueMessage): string {
-  const changes = m.changes.map((c) => `${changeIdentity(c)}${c.changedKeys === undefined ? '' : ` keys ${JSON.stringify([...c.changedKeys].sort())}`}`).sort();
-  if (isGateMessage(m)) return createHash('sha256').update(`gate ${m.wave} round ${m.round}${m.lookAt === undefined ? '' : ` look ${m.lookAt}`}\n${changes.join('\n')}`).digest('hex');
+  const changes = m.changes
+    .map(
+      (c) =>
+        `${changeIdentity(c)}${c.changedKeys === undefined ? '' : ` keys ${JSON.stringify([...c.changedKeys].sort())}`}`,
+    )
+    .sort();
+  if (isGateMessage(m))
+    return createHash('sha256')
+      .update(
+        `gate ${m.wave} round ${m.round}${m.lookAt === undefined ? '' : ` look ${m.lookAt}`}\n${changes.join('\n')}`,
+      )
+      .digest('hex');
   const round = m.follow ? `\nfollow ${m.follow.round}` : '';
   const wave = m.wave === undefined ? '' : `\nwave ${m.wave}`;
-  return createHash('sha256').update(`${m.cluster}\n${changes.join('\n')}${round}${wave}`).digest('hex');
+  return createHash('sha256')
+    .update(`${m.cluster}\n${changes.join('\n')}${round}${wave}`)
+    .digest('hex');
 }
 
 /**
@@ -120,23 +156,55 @@ export function deduplicationId(m: QueueMessage): string {
  * group. `pending` lists the workloads still waited on (dropped past MAX_PENDING_NAMES); `until` is kept from the
  * first continuation, or set from `untilMs` on it.
  */
-export function followUpMessage(m: RolloutMessage, since: string, pending?: readonly string[], untilMs?: number, lookAt?: string): RolloutMessage {
+export function followUpMessage(
+  m: RolloutMessage,
+  since: string,
+  pending?: readonly string[],
+  untilMs?: number,
+  lookAt?: string,
+): RolloutMessage {
   const until = m.follow?.until ?? (untilMs === undefined ? undefined : new Date(untilMs).toISOString());
   const unique = [...new Set(pending ?? [])].sort();
   // Changes take at most MAX_MESSAGE_BYTES (200 KiB) and a body at most 256 KiB: names take at most 40 KiB.
-  const fits = unique.length > 0 && unique.length <= MAX_PENDING_NAMES && unique.reduce((n, p) => n + p.length + 3, 0) <= MAX_PENDING_BYTES;
+  const fits =
+    unique.length > 0 &&
+    unique.length <= MAX_PENDING_NAMES &&
+    unique.reduce((n, p) => n + p.length + 3, 0) <= MAX_PENDING_BYTES;
   const names = fits ? { pending: unique } : {};
-  return { ...m, follow: { since: m.follow?.since ?? since, round: (m.follow?.round ?? 0) + 1, ...(until === undefined ? {} : { until }), ...names, ...(lookAt === undefined ? {} : { lookAt }) } };
+  return {
+    ...m,
+    follow: {
+      since: m.follow?.since ?? since,
+      round: (m.follow?.round ?? 0) + 1,
+      ...(until === undefined ? {} : { until }),
+      ...names,
+      ...(lookAt === undefined ? {} : { lookAt }),
+    },
+  };
 }
 
 const MAX_PENDING_BYTES = 40 * 1024;
 
 /** How a continuation names a workload it waits on. */
-export const pendingName = (w: { namespace: string; kind: string; name: string }): string => `${w.namespace}/${w.kind}/${w.name}`;
+export const pendingName = (w: { namespace: string; kind: string; name: string }): string =>
+  `${w.namespace}/${w.kind}/${w.name}`;
 
 /** Splits one cluster's changes into messages under the size and count limits, in a stable order. */
-export function rolloutMessages(cluster: string, changes: readonly (SecretChange | QueuedChange)[], acceptedAt: string, wave?: number, table?: string): RolloutMessage[] {
-  return chunkChanges(changes).map((chunk) => ({ v: ROLLOUT_MESSAGE_VERSION, cluster, changes: chunk.map((c) => queuedChange(c as SecretChange)), acceptedAt, ...(wave === undefined ? {} : { wave }), ...(table === undefined ? {} : { table }) }));
+export function rolloutMessages(
+  cluster: string,
+  changes: readonly (SecretChange | QueuedChange)[],
+  acceptedAt: string,
+  wave?: number,
+  table?: string,
+): RolloutMessage[] {
+  return chunkChanges(changes).map((chunk) => ({
+    v: ROLLOUT_MESSAGE_VERSION,
+    cluster,
+    changes: chunk.map((c) => queuedChange(c as SecretChange)),
+    acceptedAt,
+    ...(wave === undefined ? {} : { wave }),
+    ...(table === undefined ? {} : { table }),
+  }));
 }
 
 const QueuedChangeSchema = z.strictObject({
@@ -146,7 +214,12 @@ const QueuedChangeSchema = z.strictObject({
   mount: z.string().min(1).max(CHANGE_LIMITS.mount),
   key: z.string().min(1).max(CHANGE_LIMITS.key),
   operation: z.enum(Operations),
-  version: z.number().int().min(0).max(2 ** 31 - 1).nullable(),
+  version: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .nullable(),
   kvVersion: z.union([z.literal(1), z.literal(2)]),
   kvVersionFrom: z.enum(KvVersionOrigins),
   source: z.enum(ChangeSources),
@@ -167,19 +240,36 @@ export const RolloutMessageSchema = z.strictObject({
   acceptedAt: z.string().max(64),
   follow: z
     .strictObject({
-      since: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
+      since: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
       round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS),
-      until: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time').optional(),
+      until: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
+        .optional(),
       // namespace (63) / Kind (63) / name (253)
       pending: z.array(z.string().max(400)).max(MAX_PENDING_NAMES).optional(),
-      lookAt: z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time').optional(),
+      lookAt: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
+        .optional(),
     })
     .optional(),
   wave: z.number().int().min(0).max(100).optional(),
-  table: z.string().regex(/^[0-9a-f]{1,64}$/).optional(),
+  table: z
+    .string()
+    .regex(/^[0-9a-f]{1,64}$/)
+    .optional(),
 });
 
-const isoTime = z.string().max(64).refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
+const isoTime = z
+  .string()
+  .max(64)
+  .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
 
 export const GateMessageSchema = z.strictObject({
   v: z.literal(ROLLOUT_MESSAGE_VERSION),
@@ -191,7 +281,10 @@ export const GateMessageSchema = z.strictObject({
   completeAt: isoTime.optional(),
   round: z.number().int().min(0).max(MAX_GATE_ROUNDS),
   lookAt: isoTime.optional(),
-  table: z.string().regex(/^[0-9a-f]{1,64}$/).optional(),
+  table: z
+    .string()
+    .regex(/^[0-9a-f]{1,64}$/)
+    .optional(),
 });
 
 /** Message bodies larger than SQS allows are not read at all. */
@@ -210,15 +303,30 @@ export function parseRolloutMessage(body: string): QueueMessage | { error: strin
     return { error: 'the message body is not JSON' };
   }
   if (typeof value === 'object' && value !== null && (value as { v?: unknown }).v === 1) {
-    return { error: 'format 1 (planned targets) is no longer accepted: the queue carries changes only; re-send the change through the intake' };
+    return {
+      error:
+        'format 1 (planned targets) is no longer accepted: the queue carries changes only; re-send the change through the intake',
+    };
   }
   if (typeof value === 'object' && value !== null && 'kind' in value) {
     const gate = GateMessageSchema.safeParse(value);
-    if (!gate.success) return { error: `not a gate message: ${gate.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}` };
+    if (!gate.success)
+      return {
+        error: `not a gate message: ${gate.error.issues
+          .slice(0, 3)
+          .map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`)
+          .join('; ')}`,
+      };
     return gate.data;
   }
   const parsed = RolloutMessageSchema.safeParse(value);
-  if (!parsed.success) return { error: `not a rollout message: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}` };
+  if (!parsed.success)
+    return {
+      error: `not a rollout message: ${parsed.error.issues
+        .slice(0, 3)
+        .map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`)
+        .join('; ')}`,
+    };
   return parsed.data;
 }
 

@@ -24,7 +24,16 @@
 import { randomUUID } from 'node:crypto';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import { createPrivateFile } from '../kernel/sqlite-transaction.ts';
-import { ChangeWaiters, LOCAL_QUEUE_DEFAULTS, type DeadLetter, type LocalQueueOptions, type LocalRolloutQueue, type QueueCounts, type ReceivedRolloutMessage, type ReceiveOptions } from './local-queue.ts';
+import {
+  ChangeWaiters,
+  LOCAL_QUEUE_DEFAULTS,
+  type DeadLetter,
+  type LocalQueueOptions,
+  type LocalRolloutQueue,
+  type QueueCounts,
+  type ReceivedRolloutMessage,
+  type ReceiveOptions,
+} from './local-queue.ts';
 import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage } from './rollout-message.ts';
 
 export interface SqliteRolloutQueueOptions extends LocalQueueOptions {
@@ -90,10 +99,15 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     this.#db = new DatabaseSync(options.file, { timeout: 0 });
     try {
       // EXCLUSIVE before the first read: this process owns the file until it closes or dies.
-      this.#db.exec('PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;');
+      this.#db.exec(
+        'PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;',
+      );
       this.#db.exec('BEGIN IMMEDIATE');
       const version = (this.#db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
-      if (version !== 0 && version !== SCHEMA_VERSION) throw new Error(`${options.file} is a queue of format ${version}; this vault-rollout reads format ${SCHEMA_VERSION}`);
+      if (version !== 0 && version !== SCHEMA_VERSION)
+        throw new Error(
+          `${options.file} is a queue of format ${version}; this vault-rollout reads format ${SCHEMA_VERSION}`,
+        );
       this.#db.exec(SCHEMA);
       // Added after format 1 shipped: a refused message's reason (NULL for one that ran out of receives).
       const columns = this.#db.prepare('PRAGMA table_info(dead_letters)').all() as Array<{ name: string }>;
@@ -105,7 +119,12 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     } catch (e) {
       this.#db.close();
       const busy = (e as { errcode?: number }).errcode === 5 || /database is locked/.test((e as Error).message);
-      throw new QueueUnavailableError(busy ? `${options.file} is in use by another process (one serve per queue file)` : `cannot open the queue ${options.file}: ${(e as Error).message}`, { cause: e });
+      throw new QueueUnavailableError(
+        busy
+          ? `${options.file} is in use by another process (one serve per queue file)`
+          : `cannot open the queue ${options.file}: ${(e as Error).message}`,
+        { cause: e },
+      );
     }
     const s = (sql: string) => this.#db.prepare(sql);
     this.#sql = {
@@ -115,16 +134,28 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       // Groups with nothing in flight, oldest first (by their oldest message).
       openGroups: s(`SELECT group_id FROM messages GROUP BY group_id
         HAVING SUM(receipt_handle IS NOT NULL) = 0 ORDER BY MIN(seq) LIMIT ?`),
-      groupHead: s('SELECT seq, message_id, group_id, body, receive_count, visible_at FROM messages WHERE group_id = ? ORDER BY seq LIMIT ?'),
-      markInFlight: s('UPDATE messages SET receive_count = receive_count + 1, receipt_handle = ?, visible_at = ? WHERE seq = ?'),
-      expired: s('SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle IS NOT NULL AND visible_at <= ? ORDER BY seq'),
+      groupHead: s(
+        'SELECT seq, message_id, group_id, body, receive_count, visible_at FROM messages WHERE group_id = ? ORDER BY seq LIMIT ?',
+      ),
+      markInFlight: s(
+        'UPDATE messages SET receive_count = receive_count + 1, receipt_handle = ?, visible_at = ? WHERE seq = ?',
+      ),
+      expired: s(
+        'SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle IS NOT NULL AND visible_at <= ? ORDER BY seq',
+      ),
       byHandle: s('SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle = ?'),
       deleteSeq: s('DELETE FROM messages WHERE seq = ?'),
       makeVisible: s('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE seq = ?'),
       delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
-      deadLetter: s('INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)'),
-      deadLetters: s('SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters WHERE dead_lettered_at >= ? ORDER BY seq'),
-      recentDeadLetters: s('SELECT message_id, group_id, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq DESC LIMIT ?'),
+      deadLetter: s(
+        'INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)',
+      ),
+      deadLetters: s(
+        'SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters WHERE dead_lettered_at >= ? ORDER BY seq',
+      ),
+      recentDeadLetters: s(
+        'SELECT message_id, group_id, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq DESC LIMIT ?',
+      ),
       seenPurge: s('DELETE FROM seen_keys WHERE until < ?'),
       seenInsert: s('INSERT INTO seen_keys (key, until) VALUES (?, ?) ON CONFLICT (key) DO NOTHING'),
       seenCount: s('SELECT COUNT(*) AS n FROM seen_keys'),
@@ -151,7 +182,11 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       });
     } catch (e) {
       // Nothing was committed: the caller answers 503, and the sender retries.
-      return Promise.reject(e instanceof QueueUnavailableError ? e : new QueueUnavailableError(`the queue could not store the messages: ${(e as Error).message}`, { cause: e }));
+      return Promise.reject(
+        e instanceof QueueUnavailableError
+          ? e
+          : new QueueUnavailableError(`the queue could not store the messages: ${(e as Error).message}`, { cause: e }),
+      );
     }
     this.#waiters.wake();
     return Promise.resolve();
@@ -214,7 +249,14 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       this.#expireVisibility();
       const row = this.#sql.byHandle!.get(receiptHandle) as Row | undefined;
       if (!row) return false;
-      this.#sql.deadLetter!.run(row.message_id, row.group_id, row.body, row.receive_count, this.#now(), reason.slice(0, 1000));
+      this.#sql.deadLetter!.run(
+        row.message_id,
+        row.group_id,
+        row.body,
+        row.receive_count,
+        this.#now(),
+        reason.slice(0, 1000),
+      );
       this.#sql.deleteSeq!.run(row.seq);
       return true;
     });
@@ -237,7 +279,16 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
 
   deadLetters(sinceMs = 0): DeadLetter[] {
     this.#transaction(() => this.#expireVisibility());
-    return (this.#sql.deadLetters!.all(sinceMs) as Array<{ message_id: string; group_id: string; body: string; receive_count: number; dead_lettered_at: number; reason: string | null }>).map((r) => ({
+    return (
+      this.#sql.deadLetters!.all(sinceMs) as Array<{
+        message_id: string;
+        group_id: string;
+        body: string;
+        receive_count: number;
+        dead_lettered_at: number;
+        reason: string | null;
+      }>
+    ).map((r) => ({
       messageId: r.message_id,
       body: r.body,
       groupId: r.group_id,
@@ -249,8 +300,22 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
 
   /** The newest `limit` dead letters, newest last, without their bodies (the status page's recent failures). */
   recentDeadLetters(limit: number): Array<Omit<DeadLetter, 'body'>> {
-    return (this.#sql.recentDeadLetters!.all(limit) as Array<{ message_id: string; group_id: string; receive_count: number; dead_lettered_at: number; reason: string | null }>)
-      .map((r) => ({ messageId: r.message_id, groupId: r.group_id, receiveCount: r.receive_count, deadLetteredAt: r.dead_lettered_at, ...(r.reason === null ? {} : { reason: r.reason }) }))
+    return (
+      this.#sql.recentDeadLetters!.all(limit) as Array<{
+        message_id: string;
+        group_id: string;
+        receive_count: number;
+        dead_lettered_at: number;
+        reason: string | null;
+      }>
+    )
+      .map((r) => ({
+        messageId: r.message_id,
+        groupId: r.group_id,
+        receiveCount: r.receive_count,
+        deadLetteredAt: r.dead_lettered_at,
+        ...(r.reason === null ? {} : { reason: r.reason }),
+      }))
       .reverse();
   }
 
@@ -274,8 +339,16 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
    * and when the oldest change still waiting (neither a continuation nor a gate) was accepted. ISO times, or undefined.
    */
   backlog(): { continuations: number; oldestContinuationSince?: string; oldestChangeAcceptedAt?: string } {
-    const b = this.#sql.backlog!.get() as { continuations: number; oldest_continuation: string | null; oldest_change: string | null };
-    return { continuations: b.continuations, ...(b.oldest_continuation ? { oldestContinuationSince: b.oldest_continuation } : {}), ...(b.oldest_change ? { oldestChangeAcceptedAt: b.oldest_change } : {}) };
+    const b = this.#sql.backlog!.get() as {
+      continuations: number;
+      oldest_continuation: string | null;
+      oldest_change: string | null;
+    };
+    return {
+      continuations: b.continuations,
+      ...(b.oldest_continuation ? { oldestContinuationSince: b.oldest_continuation } : {}),
+      ...(b.oldest_change ? { oldestChangeAcceptedAt: b.oldest_change } : {}),
+    };
   }
 
   close(): void {
@@ -293,13 +366,21 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
       const groups = this.#sql.openGroups!.all(max) as Array<{ group_id: string }>;
       for (const { group_id } of groups) {
         if (received.length >= max) break;
-        const rows = this.#sql.groupHead!.all(group_id, max - received.length) as unknown as Array<Row & { visible_at: number | null }>;
+        const rows = this.#sql.groupHead!.all(group_id, max - received.length) as unknown as Array<
+          Row & { visible_at: number | null }
+        >;
         for (const row of rows) {
           // A message held back (visible_at in the future) holds back the rest of its group too: order first.
           if (row.visible_at !== null && row.visible_at > now) break;
           const receiptHandle = randomUUID();
           this.#sql.markInFlight!.run(receiptHandle, now + this.visibilityTimeoutMs, row.seq);
-          received.push({ messageId: row.message_id, receiptHandle, body: row.body, groupId: row.group_id, receiveCount: row.receive_count + 1 });
+          received.push({
+            messageId: row.message_id,
+            receiptHandle,
+            body: row.body,
+            groupId: row.group_id,
+            receiveCount: row.receive_count + 1,
+          });
         }
       }
       return received;

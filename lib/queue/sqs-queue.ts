@@ -9,7 +9,13 @@
  */
 import { SendMessageBatchCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { backoffDelayMs } from '../kernel/backoff.ts';
-import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage, type RolloutQueue } from './rollout-message.ts';
+import {
+  deduplicationId,
+  messageGroupId,
+  QueueUnavailableError,
+  type QueueMessage,
+  type RolloutQueue,
+} from './rollout-message.ts';
 
 /** SQS limits for one SendMessageBatch call. */
 export const MAX_BATCH_ENTRIES = 10;
@@ -63,7 +69,12 @@ export class SqsRolloutQueue implements RolloutQueue {
       const outgoing: Outgoing = {
         group,
         // The id only has to be unique within one call; the index is, and says nothing about the content.
-        entry: { Id: `m${index}`, MessageBody: body, MessageGroupId: group, MessageDeduplicationId: deduplicationId(message) },
+        entry: {
+          Id: `m${index}`,
+          MessageBody: body,
+          MessageGroupId: group,
+          MessageDeduplicationId: deduplicationId(message),
+        },
         bytes: Buffer.byteLength(body),
         failures: 0,
       };
@@ -89,7 +100,8 @@ export class SqsRolloutQueue implements RolloutQueue {
       // One wave: the head message of every group that still has one.
       const heads = [...pending.values()].map((queue) => queue[0]).filter((o): o is Outgoing => o !== undefined);
       const retryAttempt = Math.max(...heads.map((o) => o.failures));
-      if (retryAttempt > 0) await this.#sleep(backoffDelayMs(retryAttempt, this.#baseDelayMs, this.#maxDelayMs, Math.random, 1));
+      if (retryAttempt > 0)
+        await this.#sleep(backoffDelayMs(retryAttempt, this.#baseDelayMs, this.#maxDelayMs, Math.random, 1));
 
       for (const call of packCalls(heads)) {
         const failed = await this.#sendCall(call);
@@ -118,16 +130,22 @@ export class SqsRolloutQueue implements RolloutQueue {
   async #sendCall(call: readonly Outgoing[]): Promise<Map<string, { code: string; senderFault: boolean }>> {
     let output;
     try {
-      output = await this.client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: call.map((o) => o.entry) }));
+      output = await this.client.send(
+        new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: call.map((o) => o.entry) }),
+      );
     } catch (error) {
       // Network, credentials, throttling, a missing queue: the SDK has already retried what it retries. The
       // caller answers 503 so the sender retries; what was queued before this call is deduplicated then.
       const name = error instanceof Error ? error.name : 'unknown error';
-      throw new QueueUnavailableError(`the rollout queue did not accept a batch of ${call.length} message(s): ${name}`, { cause: error });
+      throw new QueueUnavailableError(
+        `the rollout queue did not accept a batch of ${call.length} message(s): ${name}`,
+        { cause: error },
+      );
     }
     const failed = new Map<string, { code: string; senderFault: boolean }>();
     for (const entry of output.Failed ?? []) {
-      if (entry.Id !== undefined) failed.set(entry.Id, { code: entry.Code ?? 'Failed', senderFault: entry.SenderFault === true });
+      if (entry.Id !== undefined)
+        failed.set(entry.Id, { code: entry.Code ?? 'Failed', senderFault: entry.SenderFault === true });
     }
     return failed;
   }

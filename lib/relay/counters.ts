@@ -42,6 +42,11 @@ export class RelayCounters {
   }
 
   snapshot(): CountersSnapshot {
-    return { received: this.received, spooled: this.spooled, delivered: this.delivered, dropped: Object.fromEntries(this.#dropped) };
+    return {
+      received: this.received,
+      spooled: this.spooled,
+      delivered: this.delivered,
+      dropped: Object.fromEntries(this.#dropped),
+    };
   }
 }

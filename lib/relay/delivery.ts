@@ -48,7 +48,10 @@ export class Deliverer {
       try {
         text = await spool.read(entry);
       } catch (error) {
-        log.error('cannot read a spooled batch: skipping it', { file: entry.file, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) });
+        log.error('cannot read a spooled batch: skipping it', {
+          file: entry.file,
+          error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error),
+        });
         await spool.remove(entry);
         continue;
       }
@@ -67,29 +70,67 @@ export class Deliverer {
       switch (outcome.type) {
         case 'delivered':
           counters.delivered += lines.length;
-          log.info('delivered a batch', { kind, records: lines.length, bytes: Buffer.byteLength(body), attempts: attempt, ...(outcome.summary ? { result: outcome.summary } : {}) });
+          log.info('delivered a batch', {
+            kind,
+            records: lines.length,
+            bytes: Buffer.byteLength(body),
+            attempts: attempt,
+            ...(outcome.summary ? { result: outcome.summary } : {}),
+          });
           return 'done';
         case 'rejected':
           counters.drop(DROP_REASONS.rejected, lines.length);
-          log.error('the receiver rejected a batch: dropped', { kind, records: lines.length, reason: DROP_REASONS.rejected, error: outcome.error });
+          log.error('the receiver rejected a batch: dropped', {
+            kind,
+            records: lines.length,
+            reason: DROP_REASONS.rejected,
+            error: outcome.error,
+          });
           return 'done';
         case 'too-large': {
           if (lines.length === 1) {
             counters.drop(DROP_REASONS.tooLarge, 1);
-            log.error('the receiver refuses a single record as too large: dropped', { kind, bytes: Buffer.byteLength(body), reason: DROP_REASONS.tooLarge });
+            log.error('the receiver refuses a single record as too large: dropped', {
+              kind,
+              bytes: Buffer.byteLength(body),
+              reason: DROP_REASONS.tooLarge,
+            });
             return 'done';
           }
           const half = Math.ceil(lines.length / 2);
-          log.warn('the receiver found a batch too large: sending it in halves', { kind, records: lines.length, bytes: Buffer.byteLength(body) });
+          log.warn('the receiver found a batch too large: sending it in halves', {
+            kind,
+            records: lines.length,
+            bytes: Buffer.byteLength(body),
+          });
           if ((await this.#deliver(kind, lines.slice(0, half), signal)) === 'aborted') return 'aborted';
           return this.#deliver(kind, lines.slice(half), signal);
         }
         case 'retry': {
           if (signal.aborted) return 'aborted';
-          const backoff = backoffDelayMs(attempt, this.#options.retryBaseMs ?? 200, this.#options.retryCapMs ?? 30_000, this.#options.random);
-          const delay = outcome.retryAfterMs !== undefined ? Math.min(outcome.retryAfterMs, this.#options.maxRetryAfterMs ?? 300_000) : backoff;
-          const fields = { kind, records: lines.length, attempt, reason: outcome.reason, retryInMs: delay, spooledBatches: this.#options.spool.entries().length };
-          if (outcome.loud) log.error('DELIVERY BLOCKED: the receiver refuses our credentials or URL; batches stay in the spool until this is fixed', { ...fields, target: sender.target });
+          const backoff = backoffDelayMs(
+            attempt,
+            this.#options.retryBaseMs ?? 200,
+            this.#options.retryCapMs ?? 30_000,
+            this.#options.random,
+          );
+          const delay =
+            outcome.retryAfterMs !== undefined
+              ? Math.min(outcome.retryAfterMs, this.#options.maxRetryAfterMs ?? 300_000)
+              : backoff;
+          const fields = {
+            kind,
+            records: lines.length,
+            attempt,
+            reason: outcome.reason,
+            retryInMs: delay,
+            spooledBatches: this.#options.spool.entries().length,
+          };
+          if (outcome.loud)
+            log.error(
+              'DELIVERY BLOCKED: the receiver refuses our credentials or URL; batches stay in the spool until this is fixed',
+              { ...fields, target: sender.target },
+            );
           else log.warn('delivery failed: retrying', fields);
           await this.#sleep(delay, signal);
         }

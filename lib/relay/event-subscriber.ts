@@ -46,8 +46,15 @@ export interface EventSubscriberOptions {
   tls?: VaultTls;
 }
 
-export function subscribeUrl(vaultAddr: string, eventType: string, namespaces: readonly string[] = [], filter?: string): string {
-  const url = new URL(`${vaultAddr.replace(/\/+$/, '')}/v1/sys/events/subscribe/${eventType.split('/').map(encodeURIComponent).join('/')}`);
+export function subscribeUrl(
+  vaultAddr: string,
+  eventType: string,
+  namespaces: readonly string[] = [],
+  filter?: string,
+): string {
+  const url = new URL(
+    `${vaultAddr.replace(/\/+$/, '')}/v1/sys/events/subscribe/${eventType.split('/').map(encodeURIComponent).join('/')}`,
+  );
   url.protocol = url.protocol === 'https:' ? 'wss:' : url.protocol === 'http:' ? 'ws:' : url.protocol;
   url.searchParams.set('json', 'true');
   for (const namespace of namespaces) url.searchParams.append('namespaces', namespace);
@@ -100,16 +107,33 @@ export class EventSubscriber {
       if (signal.aborted) break;
       if (end.status === 401 || end.status === 403) {
         // An expired or revoked token, or a policy without `subscribe`: a new login may help, a human may be needed.
-        log.error('Vault refused the event subscription: check the token and its policy (infra/vault/events-policy.hcl)', { eventType, status: end.status });
+        log.error(
+          'Vault refused the event subscription: check the token and its policy (infra/vault/events-policy.hcl)',
+          { eventType, status: end.status },
+        );
         this.#options.auth.invalidate();
       } else if (end.status === 404 || end.status === 405) {
         // Community Vault answers the subscribe request as an ordinary (unknown) API path since 1.16: the event
         // WebSocket is Enterprise only there, and OpenBao removed it. Retrying cannot help; a new feed can.
-        log.error('this Vault server has no event notifications (Vault Enterprise 1.16+ and community 1.13-1.15 have them; community 1.16+ and OpenBao do not): feed the relay from an audit device instead (--audit-file or --audit-listen)', { eventType, status: end.status });
+        log.error(
+          'this Vault server has no event notifications (Vault Enterprise 1.16+ and community 1.13-1.15 have them; community 1.16+ and OpenBao do not): feed the relay from an audit device instead (--audit-file or --audit-listen)',
+          { eventType, status: end.status },
+        );
       }
       failures = end.opened && end.upMs >= (this.#options.stableAfterMs ?? 10_000) ? 1 : failures + 1;
-      const delay = backoffDelayMs(failures, this.#options.reconnectBaseMs ?? 500, this.#options.reconnectCapMs ?? 30_000, this.#options.random);
-      log.warn('event subscription closed: reconnecting (events published meanwhile are not replayed by Vault)', { eventType, ...(end.status ? { status: end.status } : {}), ...(end.code ? { code: end.code } : {}), ...(end.error ? { error: end.error } : {}), retryInMs: delay });
+      const delay = backoffDelayMs(
+        failures,
+        this.#options.reconnectBaseMs ?? 500,
+        this.#options.reconnectCapMs ?? 30_000,
+        this.#options.random,
+      );
+      log.warn('event subscription closed: reconnecting (events published meanwhile are not replayed by Vault)', {
+        eventType,
+        ...(end.status ? { status: end.status } : {}),
+        ...(end.code ? { code: end.code } : {}),
+        ...(end.error ? { error: end.error } : {}),
+        retryInMs: delay,
+      });
       await this.#sleep(delay, signal);
     }
   }
@@ -119,7 +143,13 @@ export class EventSubscriber {
     const headers: Record<string, string> = { 'X-Vault-Token': token };
     if (vaultNamespace) headers['X-Vault-Namespace'] = vaultNamespace;
     const url = subscribeUrl(vaultAddr, eventType, namespaces, filter);
-    const socket = new WebSocket(url, { headers, followRedirects: true, maxRedirects: MAX_VAULT_REDIRECTS, handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000, ...tlsRequestOptions(this.#options.tls) });
+    const socket = new WebSocket(url, {
+      headers,
+      followRedirects: true,
+      maxRedirects: MAX_VAULT_REDIRECTS,
+      handshakeTimeout: this.#options.handshakeTimeoutMs ?? 10_000,
+      ...tlsRequestOptions(this.#options.tls),
+    });
     return new Promise((resolve) => {
       let openedAt: number | undefined;
       let status: number | undefined;
@@ -155,7 +185,11 @@ export class EventSubscriber {
       socket.on('pong', () => (answered = true));
       socket.on('message', (data) => {
         answered = true;
-        onMessage(Array.isArray(data) ? Buffer.concat(data).toString('utf8') : Buffer.from(data as ArrayBuffer).toString('utf8'));
+        onMessage(
+          Array.isArray(data)
+            ? Buffer.concat(data).toString('utf8')
+            : Buffer.from(data as ArrayBuffer).toString('utf8'),
+        );
       });
       socket.on('error', (e) => {
         const match = /Unexpected server response: (\d{3})/.exec(e.message);
@@ -165,7 +199,13 @@ export class EventSubscriber {
       socket.on('close', (code) => {
         clearInterval(pinger);
         this.#stopping.signal.removeEventListener('abort', stop);
-        resolve({ opened: openedAt !== undefined, upMs: openedAt === undefined ? 0 : Date.now() - openedAt, ...(status !== undefined ? { status } : {}), ...(error !== undefined ? { error } : {}), ...(openedAt !== undefined ? { code } : {}) });
+        resolve({
+          opened: openedAt !== undefined,
+          upMs: openedAt === undefined ? 0 : Date.now() - openedAt,
+          ...(status !== undefined ? { status } : {}),
+          ...(error !== undefined ? { error } : {}),
+          ...(openedAt !== undefined ? { code } : {}),
+        });
       });
     });
   }

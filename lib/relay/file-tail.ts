@@ -95,7 +95,10 @@ export class FileTail {
       if (same && (await sameFile(same, saved))) {
         this.#current = same;
       } else if (same && now && now.size < saved.offset) {
-        log.warn('the audit file is shorter than the saved offset (truncated while stopped): reading it from the start', { path });
+        log.warn(
+          'the audit file is shorter than the saved offset (truncated while stopped): reading it from the start',
+          { path },
+        );
         this.#current = this.#restart(same);
       } else {
         await same?.handle.close();
@@ -104,9 +107,16 @@ export class FileTail {
           log.info('the audit file was rotated while stopped: finishing the old file first', { path, rotatedTo: old });
           const rotated = await this.#open(old, saved.offset);
           if (rotated) this.#rotated.push(rotated);
-          if (now?.ino === saved.inode) log.warn('the audit file now at this path is another file (its inode was reused): reading it from the start', { path });
+          if (now?.ino === saved.inode)
+            log.warn(
+              'the audit file now at this path is another file (its inode was reused): reading it from the start',
+              { path },
+            );
         } else {
-          log.warn('the audit file was rotated while stopped and the old file is gone: lines written to it after the saved offset are lost', { path });
+          log.warn(
+            'the audit file was rotated while stopped and the old file is gone: lines written to it after the saved offset are lost',
+            { path },
+          );
         }
         if (now) this.#current = await this.#open(path, 0);
       }
@@ -136,7 +146,11 @@ export class FileTail {
     const fallBack = (error: unknown) => {
       this.#watcher?.close();
       this.#watcher = undefined;
-      log.warn('no filesystem notifications for the audit file: polling it instead', { path, pollMs: this.#pollMs, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) });
+      log.warn('no filesystem notifications for the audit file: polling it instead', {
+        path,
+        pollMs: this.#pollMs,
+        error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error),
+      });
     };
     try {
       // The directory, not the file: the file's own watch would follow its inode away on a rename.
@@ -157,7 +171,8 @@ export class FileTail {
     this.#watcher?.close();
     this.#watcher = undefined;
     await this.#polling;
-    for (const file of [...this.#rotated, ...(this.#current ? [this.#current] : [])]) await file.handle.close().catch(() => undefined);
+    for (const file of [...this.#rotated, ...(this.#current ? [this.#current] : [])])
+      await file.handle.close().catch(() => undefined);
     this.#rotated = [];
     this.#current = undefined;
     // Lines still on their way to the spool save their position later; the relay flushes again after them.
@@ -192,17 +207,25 @@ export class FileTail {
         this.#polling = undefined;
       }
     })();
-    this.#polling.catch((error: unknown) => this.#options.log.error('cannot read the audit file', { path: this.#options.path, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) }));
+    this.#polling.catch((error: unknown) =>
+      this.#options.log.error('cannot read the audit file', {
+        path: this.#options.path,
+        error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error),
+      }),
+    );
     return this.#polling;
   }
 
   #schedule(): void {
     if (this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.pollOnce()
-        .catch(() => undefined) // logged by #wake
-        .finally(() => this.#schedule());
-    }, this.#watcher ? this.#sweepMs : this.#pollMs);
+    this.#timer = setTimeout(
+      () => {
+        this.pollOnce()
+          .catch(() => undefined) // logged by #wake
+          .finally(() => this.#schedule());
+      },
+      this.#watcher ? this.#sweepMs : this.#pollMs,
+    );
   }
 
   /** `tick`: a timer tick (or a test's pollOnce), which counts towards closing a quiet rotated file. */
@@ -214,7 +237,9 @@ export class FileTail {
     }
     const now = await statOrUndefined(path);
     if (this.#current && (!now || now.ino !== this.#current.inode)) {
-      log.info('the audit file was rotated (renamed): draining the old file, reading the new one from its start', { path });
+      log.info('the audit file was rotated (renamed): draining the old file, reading the new one from its start', {
+        path,
+      });
       this.#current.quietPolls = 0;
       this.#rotated.push(this.#current);
       this.#current = undefined;
@@ -226,7 +251,8 @@ export class FileTail {
     if (!current) return;
     const size = (await current.handle.stat()).size;
     // Truncated: shorter than what was read, or (written again past that length before this poll) other first bytes.
-    if (size < current.offset || !(await startsWith(current.handle, current.head))) await this.#readAgainFromStart(current);
+    if (size < current.offset || !(await startsWith(current.handle, current.head)))
+      await this.#readAgainFromStart(current);
     // A truncation can also land during the reads: the chunk it spoiled is not used, and the file is read again.
     while ((await this.#readAvailable(current, true)) === TRUNCATED) await this.#readAgainFromStart(current);
   }
@@ -238,7 +264,10 @@ export class FileTail {
     const resumeAt = current.offset - current.splitter.pendingBytes;
     const copy = await findCopy(path, current, resumeAt);
     const drained = copy ? await this.#open(copy, resumeAt) : undefined;
-    log.info('the audit file was truncated (copy-truncate): reading it again from the start', { path, ...(drained ? { finishedFrom: copy } : {}) });
+    log.info('the audit file was truncated (copy-truncate): reading it again from the start', {
+      path,
+      ...(drained ? { finishedFrom: copy } : {}),
+    });
     if (drained) {
       await this.#readAvailable(drained);
       await this.#closeRotated(drained);
@@ -258,7 +287,11 @@ export class FileTail {
       const { bytesRead } = await file.handle.read(this.#buffer, 0, this.#buffer.length, file.offset);
       if (bytesRead === 0) return total;
       if (checkHead && !(await startsWith(file.handle, file.head))) return TRUNCATED;
-      if (file.head.length < FINGERPRINT_BYTES && file.offset < FINGERPRINT_BYTES) file.head = Buffer.concat([file.head.subarray(0, file.offset), this.#buffer.subarray(0, Math.min(bytesRead, FINGERPRINT_BYTES - file.offset))]);
+      if (file.head.length < FINGERPRINT_BYTES && file.offset < FINGERPRINT_BYTES)
+        file.head = Buffer.concat([
+          file.head.subarray(0, file.offset),
+          this.#buffer.subarray(0, Math.min(bytesRead, FINGERPRINT_BYTES - file.offset)),
+        ]);
       file.offset += bytesRead;
       total += bytesRead;
       file.splitter.push(this.#buffer.subarray(0, bytesRead));
@@ -269,7 +302,9 @@ export class FileTail {
     this.#rotated.splice(this.#rotated.indexOf(file), 1);
     await file.handle.close().catch(() => undefined);
     if (file.splitter.pendingBytes > 0) {
-      this.#options.log.warn('the rotated audit file ends in an incomplete line: dropped', { path: this.#options.path });
+      this.#options.log.warn('the rotated audit file ends in an incomplete line: dropped', {
+        path: this.#options.path,
+      });
       this.#options.onDropped('partial-line');
     }
   }
@@ -286,7 +321,14 @@ export class FileTail {
     const inode = (await handle.stat()).ino;
     const head = Buffer.alloc(Math.min(offset, FINGERPRINT_BYTES));
     const { bytesRead } = head.length > 0 ? await handle.read(head, 0, head.length, 0) : { bytesRead: 0 };
-    const file: TailedFile = { handle, inode, offset, quietPolls: 0, head: head.subarray(0, bytesRead), splitter: undefined as unknown as LineSplitter };
+    const file: TailedFile = {
+      handle,
+      inode,
+      offset,
+      quietPolls: 0,
+      head: head.subarray(0, bytesRead),
+      splitter: undefined as unknown as LineSplitter,
+    };
     file.splitter = this.#splitter(file, offset);
     return file;
   }
@@ -301,7 +343,13 @@ export class FileTail {
 
   #position(file: TailedFile, offset: number): TailPosition {
     const headBytes = Math.min(offset, file.head.length);
-    return { path: this.#options.path, inode: file.inode, offset, headBytes, headSha256: sha256(file.head.subarray(0, headBytes)) };
+    return {
+      path: this.#options.path,
+      inode: file.inode,
+      offset,
+      headBytes,
+      headSha256: sha256(file.head.subarray(0, headBytes)),
+    };
   }
 
   #splitter(file: TailedFile, offset: number): LineSplitter {
@@ -352,7 +400,8 @@ async function findCopy(path: string, truncated: TailedFile, resumeAt: number): 
   for (const candidate of await readdir(dir)) {
     if (candidate === name || !candidate.startsWith(name)) continue;
     const found = await stat(join(dir, candidate)).catch(() => undefined);
-    if (found && found.ino !== truncated.inode && found.size >= resumeAt) siblings.push({ candidate, mtimeMs: found.mtimeMs });
+    if (found && found.ino !== truncated.inode && found.size >= resumeAt)
+      siblings.push({ candidate, mtimeMs: found.mtimeMs });
   }
   // The newest first: an older copy with the same first bytes holds older lines.
   for (const { candidate } of siblings.sort((a, b) => b.mtimeMs - a.mtimeMs)) {
@@ -380,7 +429,8 @@ async function findByInode(path: string, saved: TailPosition): Promise<string | 
     try {
       const head = Buffer.alloc(saved.headBytes ?? 0);
       const { bytesRead } = head.length > 0 ? await handle.read(head, 0, head.length, 0) : { bytesRead: 0 };
-      if (saved.headSha256 === undefined || (bytesRead === head.length && sha256(head) === saved.headSha256)) return join(dir, candidate);
+      if (saved.headSha256 === undefined || (bytesRead === head.length && sha256(head) === saved.headSha256))
+        return join(dir, candidate);
     } finally {
       await handle.close();
     }

@@ -51,7 +51,10 @@ export class HttpBatchSender implements BatchSender {
   }
 
   async send(kind: RecordKind, body: string, signal: AbortSignal): Promise<SendOutcome> {
-    const headers: Record<string, string> = { 'content-type': 'application/x-ndjson', 'user-agent': 'vault-rollout-relay' };
+    const headers: Record<string, string> = {
+      'content-type': 'application/x-ndjson',
+      'user-agent': 'vault-rollout-relay',
+    };
     if (this.#options.hmacSecret !== undefined) {
       // The function accepts each signature once, and a signature is the body and the second: a retry of the same
       // body gets a later timestamp than the attempt before. Retries back off, so this runs ahead of the clock by a
@@ -73,13 +76,22 @@ export class HttpBatchSender implements BatchSender {
         sent = await this.#options.signer({ url, method: 'POST', headers, body });
       } catch (error) {
         // The SDK's credential errors say which providers failed, never a key.
-        return { type: 'retry', reason: `cannot sign the request with the relay host's AWS credentials: ${(error as Error).message}`, loud: true };
+        return {
+          type: 'retry',
+          reason: `cannot sign the request with the relay host's AWS credentials: ${(error as Error).message}`,
+          loud: true,
+        };
       }
     }
     let response: Response;
     let text: string;
     try {
-      response = await this.#fetch(url, { method: 'POST', headers: sent, body, signal: AbortSignal.any([signal, AbortSignal.timeout(this.#options.timeoutMs ?? 30_000)]) });
+      response = await this.#fetch(url, {
+        method: 'POST',
+        headers: sent,
+        body,
+        signal: AbortSignal.any([signal, AbortSignal.timeout(this.#options.timeoutMs ?? 30_000)]),
+      });
       text = await response.text();
     } catch (error) {
       // fetch says "fetch failed"; the cause names it (ECONNREFUSED, a timeout, "bad port"). Never the body.
@@ -92,10 +104,19 @@ export class HttpBatchSender implements BatchSender {
     if (status === 413) return { type: 'too-large' };
     if (status === 429 || status >= 500) {
       const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'), this.#now());
-      return { type: 'retry', reason: `HTTP ${status}${error ? `: ${error}` : ''}`, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      return {
+        type: 'retry',
+        reason: `HTTP ${status}${error ? `: ${error}` : ''}`,
+        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+      };
     }
     if (status === 401 || status === 403 || status === 404 || status === 407) {
-      const hint = status === 404 ? 'check --to (the function URL)' : this.#options.signer ? "check the relay host's AWS credentials: their identity needs lambda:InvokeFunctionUrl on the function (and the clock)" : 'check VAULT_ROLLOUT_WEBHOOK_SECRET / VAULT_ROLLOUT_WEBHOOK_TOKEN against the function, and the clocks (300 s skew allowed)';
+      const hint =
+        status === 404
+          ? 'check --to (the function URL)'
+          : this.#options.signer
+            ? "check the relay host's AWS credentials: their identity needs lambda:InvokeFunctionUrl on the function (and the clock)"
+            : 'check VAULT_ROLLOUT_WEBHOOK_SECRET / VAULT_ROLLOUT_WEBHOOK_TOKEN against the function, and the clocks (300 s skew allowed)';
       return { type: 'retry', reason: `HTTP ${status}${error ? `: ${error}` : ''}; ${hint}`, loud: true };
     }
     return { type: 'rejected', error: `HTTP ${status}${error ? `: ${error}` : ''}` };
@@ -106,7 +127,8 @@ export class HttpBatchSender implements BatchSender {
 export function intakeBase(to: string): string {
   const url = new URL(to);
   let path = url.pathname.replace(/\/+$/, '');
-  for (const endpoint of Object.values(INTAKE_PATHS)) if (path.endsWith(endpoint)) path = path.slice(0, -endpoint.length);
+  for (const endpoint of Object.values(INTAKE_PATHS))
+    if (path.endsWith(endpoint)) path = path.slice(0, -endpoint.length);
   return `${url.origin}${path}`;
 }
 

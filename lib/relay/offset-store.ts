@@ -28,7 +28,10 @@ export class OffsetStore {
     try {
       const value = JSON.parse(await readFile(this.file, 'utf8')) as Partial<TailPosition>;
       if (typeof value.path === 'string' && Number.isSafeInteger(value.inode) && Number.isSafeInteger(value.offset)) {
-        const head = typeof value.headSha256 === 'string' && Number.isSafeInteger(value.headBytes) ? { headSha256: value.headSha256, headBytes: value.headBytes as number } : {};
+        const head =
+          typeof value.headSha256 === 'string' && Number.isSafeInteger(value.headBytes)
+            ? { headSha256: value.headSha256, headBytes: value.headBytes as number }
+            : {};
         return { path: value.path, inode: value.inode as number, offset: value.offset as number, ...head };
       }
     } catch {

@@ -73,9 +73,17 @@ export interface RunningRelay {
 export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
   const { log } = options;
   const counters = new RelayCounters();
-  const spool = await Spool.open(options.spoolDir, { maxBytes: options.spoolMaxBytes ?? DEFAULT_SPOOL_MAX_BYTES, ...(options.spoolMaxPendingBytes !== undefined ? { maxPendingBytes: options.spoolMaxPendingBytes } : {}), log });
+  const spool = await Spool.open(options.spoolDir, {
+    maxBytes: options.spoolMaxBytes ?? DEFAULT_SPOOL_MAX_BYTES,
+    ...(options.spoolMaxPendingBytes !== undefined ? { maxPendingBytes: options.spoolMaxPendingBytes } : {}),
+    log,
+  });
   const replay = spool.entries();
-  if (replay.length > 0) log.info('replaying the spool left by the previous run, in order', { batches: replay.length, bytes: spool.usedBytes });
+  if (replay.length > 0)
+    log.info('replaying the spool left by the previous run, in order', {
+      batches: replay.length,
+      bytes: spool.usedBytes,
+    });
 
   let spoolFull = false;
   const drop = (reason: DropReason, records: number): void => {
@@ -86,10 +94,15 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
     void spool.append(kind, lines).then((result) => {
       if (result === 'spooled') {
         counters.spooled += lines.length;
-        if (spoolFull) log.info('the spool has room again: spooling resumed', { dropped: counters.dropped(DROP_REASONS.spoolFull) });
+        if (spoolFull)
+          log.info('the spool has room again: spooling resumed', { dropped: counters.dropped(DROP_REASONS.spoolFull) });
         spoolFull = false;
       } else if (result === 'full') {
-        if (!spoolFull) log.error('THE SPOOL IS FULL: new records are dropped (reason spool-full) until the receiver takes batches again', { dir: spool.dir, usedBytes: spool.usedBytes });
+        if (!spoolFull)
+          log.error(
+            'THE SPOOL IS FULL: new records are dropped (reason spool-full) until the receiver takes batches again',
+            { dir: spool.dir, usedBytes: spool.usedBytes },
+          );
         spoolFull = true;
         drop(DROP_REASONS.spoolFull, lines.length);
       } else {
@@ -105,21 +118,44 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
   };
 
   const delivering = new AbortController();
-  const deliverer = new Deliverer({ spool, sender: options.sender, counters, log, ...pick(options, 'sleep', 'random', 'retryBaseMs', 'retryCapMs') });
-  const delivery = deliverer.run(delivering.signal).catch((error: unknown) => log.error('delivery stopped on an unexpected error', { error: String(error) }));
+  const deliverer = new Deliverer({
+    spool,
+    sender: options.sender,
+    counters,
+    log,
+    ...pick(options, 'sleep', 'random', 'retryBaseMs', 'retryCapMs'),
+  });
+  const delivery = deliverer
+    .run(delivering.signal)
+    .catch((error: unknown) => log.error('delivery stopped on an unexpected error', { error: String(error) }));
 
   const stops: Array<() => Promise<void>> = [];
   let listenAddress: string | undefined;
   let offsets: OffsetStore | undefined;
   try {
     if (options.auditListen) {
-      const listener = new AuditSocketListener({ address: parseListenAddress(options.auditListen), onLine: (line) => receive('audit', line), onDropped: (reason) => drop(reason, 1), log, ...pick(options, 'maxLineBytes'), ...(options.auditListenMode !== undefined ? { socketMode: options.auditListenMode } : {}) });
+      const listener = new AuditSocketListener({
+        address: parseListenAddress(options.auditListen),
+        onLine: (line) => receive('audit', line),
+        onDropped: (reason) => drop(reason, 1),
+        log,
+        ...pick(options, 'maxLineBytes'),
+        ...(options.auditListenMode !== undefined ? { socketMode: options.auditListenMode } : {}),
+      });
       listenAddress = await listener.start();
       stops.push(() => listener.stop());
     }
     if (options.auditFile) {
       offsets = new OffsetStore(join(options.spoolDir, OFFSET_FILE));
-      const tail = new FileTail({ path: options.auditFile.path, store: offsets, onLine: (line, ack) => receive('audit', line, ack), onDropped: (reason) => drop(reason, 1), log, ...pick(options.auditFile, 'startAt', 'pollMs'), ...pick(options, 'maxLineBytes') });
+      const tail = new FileTail({
+        path: options.auditFile.path,
+        store: offsets,
+        onLine: (line, ack) => receive('audit', line, ack),
+        onDropped: (reason) => drop(reason, 1),
+        log,
+        ...pick(options.auditFile, 'startAt', 'pollMs'),
+        ...pick(options, 'maxLineBytes'),
+      });
       await tail.start();
       stops.push(() => tail.stop());
     }
@@ -138,7 +174,16 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
               drop(DROP_REASONS.invalidEvent, 1);
             } else receive('events', line);
           },
-          ...pick(events, 'namespaces', 'filter', 'vaultNamespace', 'pingIntervalMs', 'reconnectBaseMs', 'redirects', 'tls'),
+          ...pick(
+            events,
+            'namespaces',
+            'filter',
+            'vaultNamespace',
+            'pingIntervalMs',
+            'reconnectBaseMs',
+            'redirects',
+            'tls',
+          ),
           ...pick(options, 'sleep', 'random'),
         });
         subscriber.start();
@@ -152,10 +197,29 @@ export async function startRelay(options: RelayOptions): Promise<RunningRelay> {
     await delivery;
     throw error;
   }
-  log.info('relay started', { target: options.sender.target, spool: options.spoolDir, sources: [options.auditFile ? 'audit-file' : '', listenAddress ? 'audit-socket' : '', options.events ? 'events' : ''].filter(Boolean) });
+  log.info('relay started', {
+    target: options.sender.target,
+    spool: options.spoolDir,
+    sources: [
+      options.auditFile ? 'audit-file' : '',
+      listenAddress ? 'audit-socket' : '',
+      options.events ? 'events' : '',
+    ].filter(Boolean),
+  });
 
   const statsIntervalMs = options.statsIntervalMs ?? 60_000;
-  const stats = statsIntervalMs > 0 ? setInterval(() => log.info('counters', { ...counters.snapshot(), spooledBatches: spool.entries().length, spoolBytes: spool.usedBytes }), statsIntervalMs) : undefined;
+  const stats =
+    statsIntervalMs > 0
+      ? setInterval(
+          () =>
+            log.info('counters', {
+              ...counters.snapshot(),
+              spooledBatches: spool.entries().length,
+              spoolBytes: spool.usedBytes,
+            }),
+          statsIntervalMs,
+        )
+      : undefined;
   stats?.unref();
 
   let stopping: Promise<void> | undefined;

@@ -17,12 +17,16 @@ export type ListenAddress = { type: 'tcp'; host: string; port: number } | { type
 export function parseListenAddress(text: string): ListenAddress {
   if (text.startsWith('unix://') || text.startsWith('/')) {
     const path = text.startsWith('/') ? text : text.slice('unix://'.length);
-    if (!path.startsWith('/')) throw new Error(`--audit-listen ${text}: a unix socket needs an absolute path (unix:///run/vault-rollout/audit.sock)`);
+    if (!path.startsWith('/'))
+      throw new Error(
+        `--audit-listen ${text}: a unix socket needs an absolute path (unix:///run/vault-rollout/audit.sock)`,
+      );
     return { type: 'unix', path };
   }
   const match = /^tcp:\/\/(\[[^\]]+\]|[^:/]+):(\d{1,5})$/.exec(text);
   const port = Number(match?.[2]);
-  if (!match || port > 65535) throw new Error(`--audit-listen ${text}: use unix:///PATH (or an absolute path), or tcp://HOST:PORT`);
+  if (!match || port > 65535)
+    throw new Error(`--audit-listen ${text}: use unix:///PATH (or an absolute path), or tcp://HOST:PORT`);
   return { type: 'tcp', host: (match[1] as string).replace(/^\[|\]$/g, ''), port };
 }
 
@@ -72,9 +76,19 @@ export class AuditSocketListener {
     if (address.type === 'unix') await chmod(address.path, this.#options.socketMode ?? 0o600);
     this.#server.on('error', (error) => log.error('audit socket error', { error: error.message }));
     const bound = this.#server.address();
-    const text = typeof bound === 'object' && bound ? `tcp://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` : `unix://${String(bound)}`;
-    if (address.type === 'tcp') log.warn('the audit socket listens on TCP: any process that can reach this port (on 127.0.0.1, every local user) can inject audit entries, which the relay signs and delivers — forged versions can hold back real rotations; prefer unix:///PATH (owner-only)', { address: text });
-    log.warn("listening for Vault's socket audit device: it must not be Vault's only audit device — Vault stops answering requests when no audit device can write, and this socket is unavailable whenever the relay is down; enable a file or syslog device as well", { address: text });
+    const text =
+      typeof bound === 'object' && bound
+        ? `tcp://${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}`
+        : `unix://${String(bound)}`;
+    if (address.type === 'tcp')
+      log.warn(
+        'the audit socket listens on TCP: any process that can reach this port (on 127.0.0.1, every local user) can inject audit entries, which the relay signs and delivers — forged versions can hold back real rotations; prefer unix:///PATH (owner-only)',
+        { address: text },
+      );
+    log.warn(
+      "listening for Vault's socket audit device: it must not be Vault's only audit device — Vault stops answering requests when no audit device can write, and this socket is unavailable whenever the relay is down; enable a file or syslog device as well",
+      { address: text },
+    );
     return text;
   }
 
@@ -87,9 +101,15 @@ export class AuditSocketListener {
   #accept(socket: Socket): void {
     const { onLine, onDropped, log } = this.#options;
     this.#sockets.add(socket);
-    const splitter = new LineSplitter({ maxLineBytes: this.#options.maxLineBytes ?? 4 * 1024 * 1024, onLine: (line) => onLine(line), onOverlong: () => onDropped('line-too-long') });
+    const splitter = new LineSplitter({
+      maxLineBytes: this.#options.maxLineBytes ?? 4 * 1024 * 1024,
+      onLine: (line) => onLine(line),
+      onOverlong: () => onDropped('line-too-long'),
+    });
     socket.on('data', (chunk: Buffer) => splitter.push(chunk));
-    socket.on('error', (error) => log.warn('audit socket connection error', { error: (error as NodeJS.ErrnoException).code ?? error.message }));
+    socket.on('error', (error) =>
+      log.warn('audit socket connection error', { error: (error as NodeJS.ErrnoException).code ?? error.message }),
+    );
     socket.on('close', () => {
       this.#sockets.delete(socket);
       if (splitter.pendingBytes > 0) onDropped('partial-line');

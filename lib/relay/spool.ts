@@ -34,7 +34,8 @@ export interface SpoolOptions {
 const ENTRY_NAME = /^(\d{16})\.(audit|events)\.ndjson$/;
 export const DEFAULT_MAX_PENDING_BYTES = 16 * 1024 * 1024;
 
-export const spoolFileName = (seq: number, kind: RecordKind): string => `${String(seq).padStart(16, '0')}.${kind}.ndjson`;
+export const spoolFileName = (seq: number, kind: RecordKind): string =>
+  `${String(seq).padStart(16, '0')}.${kind}.ndjson`;
 
 /** The batch body: its lines, each ending in a newline. */
 export const batchBody = (lines: readonly string[]): string => `${lines.join('\n')}\n`;
@@ -159,7 +160,10 @@ export class Spool {
       this.#diskBytes += bytes;
       return 'spooled';
     } catch (error) {
-      this.#log.error('cannot write to the spool', { dir: this.dir, error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error) });
+      this.#log.error('cannot write to the spool', {
+        dir: this.dir,
+        error: errnoWords((error as NodeJS.ErrnoException).code) ?? String(error),
+      });
       await rm(temporary, { force: true }).catch(() => undefined);
       return 'failed';
     } finally {

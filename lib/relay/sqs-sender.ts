@@ -34,11 +34,20 @@ export class SqsBatchSender implements BatchSender {
   async send(_kind: RecordKind, body: string): Promise<SendOutcome> {
     try {
       const { table, queue, baselines } = this.#options;
-      const { summary } = await intake(body, { table, queue, now: this.#options.now ?? Date.now, ...(baselines ? { baselines } : {}) });
+      const { summary } = await intake(body, {
+        table,
+        queue,
+        now: this.#options.now ?? Date.now,
+        ...(baselines ? { baselines } : {}),
+      });
       return { type: 'delivered', summary: { ...summary } };
     } catch (error) {
       if (error instanceof QueueUnavailableError) return { type: 'retry', reason: error.message };
-      return { type: 'retry', reason: `unexpected: ${error instanceof Error ? error.name : String(error)}`, loud: true };
+      return {
+        type: 'retry',
+        reason: `unexpected: ${error instanceof Error ? error.name : String(error)}`,
+        loud: true,
+      };
     }
   }
 }

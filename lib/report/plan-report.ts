@@ -38,7 +38,12 @@ export function planJson(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
 }
 
 /** A duration as the routing table writes it: 10m, 90s, 1h. */
-const seconds = (ms: number): string => (ms > 0 && ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms > 0 && ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`);
+const seconds = (ms: number): string =>
+  ms > 0 && ms % 3_600_000 === 0
+    ? `${ms / 3_600_000}h`
+    : ms > 0 && ms % 60_000 === 0
+      ? `${ms / 60_000}m`
+      : `${Math.round(ms / 1000)}s`;
 
 /** One change set's waves in order, each with its targets and the gate that follows it (none after the last). */
 function wavesJson(set: ChangeSet, plan: Plan) {
@@ -51,8 +56,12 @@ function wavesJson(set: ChangeSet, plan: Plan) {
     waves: set.waves.map((w, i) => ({
       wave: i + 1,
       clusters: w.clusters,
-      targets: plan.targets.filter((t) => w.clusters.includes(t.cluster) && t.paths.some((p) => paths.has(p))).map(targetJson),
-      ...(i + 1 < set.waves.length ? { gate: { healthy: gate.healthy, timeout: seconds(gate.timeoutMs), pause: seconds(gate.pauseMs), onFailure } } : {}),
+      targets: plan.targets
+        .filter((t) => w.clusters.includes(t.cluster) && t.paths.some((p) => paths.has(p)))
+        .map(targetJson),
+      ...(i + 1 < set.waves.length
+        ? { gate: { healthy: gate.healthy, timeout: seconds(gate.timeoutMs), pause: seconds(gate.pauseMs), onFailure } }
+        : {}),
     })),
   };
 }
@@ -62,12 +71,30 @@ function wavesText(sets: readonly ChangeSet[], plan: Plan): string[] {
   const out: string[] = [];
   for (const set of sets) {
     const json = wavesJson(set, plan);
-    out.push('', `Waves of ${json.changes.map((c) => (c.version === null ? c.path : `${c.path}@v${c.version}`)).join(', ')} (route ${set.route}${set.policy.settleMs > 0 ? `, settle ${json.settle}` : ''}):`);
+    out.push(
+      '',
+      `Waves of ${json.changes.map((c) => (c.version === null ? c.path : `${c.path}@v${c.version}`)).join(', ')} (route ${set.route}${set.policy.settleMs > 0 ? `, settle ${json.settle}` : ''}):`,
+    );
     const rows: string[][] = [];
     const gateAfter = new Map<number, string>();
     for (const w of json.waves) {
-      for (const t of w.targets) rows.push([String(w.wave), t.cluster, t.namespace || '-', t.kind, 'name' in t && t.name !== undefined ? String(t.name) : 'selector' in t ? `selector ${t.selector}` : 'annotated']);
-      if (w.gate) gateAfter.set(rows.length, `  -- gate: ${w.gate.healthy ? 'every target complete' : 'every target restarted'} within ${w.gate.timeout}, then pause ${w.gate.pause}; on failure: ${w.gate.onFailure} --`);
+      for (const t of w.targets)
+        rows.push([
+          String(w.wave),
+          t.cluster,
+          t.namespace || '-',
+          t.kind,
+          'name' in t && t.name !== undefined
+            ? String(t.name)
+            : 'selector' in t
+              ? `selector ${t.selector}`
+              : 'annotated',
+        ]);
+      if (w.gate)
+        gateAfter.set(
+          rows.length,
+          `  -- gate: ${w.gate.healthy ? 'every target complete' : 'every target restarted'} within ${w.gate.timeout}, then pause ${w.gate.pause}; on failure: ${w.gate.onFailure} --`,
+        );
     }
     // The gates go between the rows of the table (line 0 is its header).
     const lines = table(['WAVE', 'CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD'], rows).split('\n');
@@ -77,7 +104,16 @@ function wavesText(sets: readonly ChangeSet[], plan: Plan): string[] {
 }
 
 function targetJson(t: RolloutTarget) {
-  const which = t.type === 'resource' ? { apiVersion: t.apiVersion, name: t.name } : t.type === 'consumers' ? { name: t.name, restart: t.restart } : t.name !== undefined ? { name: t.name } : t.selector !== undefined ? { selector: t.selector } : { annotated: true };
+  const which =
+    t.type === 'resource'
+      ? { apiVersion: t.apiVersion, name: t.name }
+      : t.type === 'consumers'
+        ? { name: t.name, restart: t.restart }
+        : t.name !== undefined
+          ? { name: t.name }
+          : t.selector !== undefined
+            ? { selector: t.selector }
+            : { annotated: true };
   return {
     cluster: t.cluster,
     namespace: t.namespace,
@@ -96,7 +132,12 @@ function targetJson(t: RolloutTarget) {
 
 export function describeTarget(t: RolloutTarget): string {
   if (t.type === 'resource') return `${t.name} (${t.apiVersion})`;
-  if (t.type === 'consumers') return t.kind === 'Secret' || t.kind === 'SecretProviderClass' ? `${t.name}: the workloads that reference it` : t.restart === 'none' ? `${t.name}: sync only` : `${t.name}: sync, then restart the consumers of its Secret`;
+  if (t.type === 'consumers')
+    return t.kind === 'Secret' || t.kind === 'SecretProviderClass'
+      ? `${t.name}: the workloads that reference it`
+      : t.restart === 'none'
+        ? `${t.name}: sync only`
+        : `${t.name}: sync, then restart the consumers of its Secret`;
   return t.name ?? (t.selector !== undefined ? `selector ${t.selector}` : 'annotated (vault-rollout.io/watch)');
 }
 
@@ -105,7 +146,9 @@ export function describeTarget(t: RolloutTarget): string {
  * case it skips): `keys password unchanged in v7`; undefined when it restarts whatever its record.
  */
 export function keysWouldSkip(t: RolloutTarget): string | undefined {
-  const previous = Object.fromEntries(t.secrets.filter((s) => s.version !== null).map((s) => [s.path, (s.version as number) - 1]));
+  const previous = Object.fromEntries(
+    t.secrets.filter((s) => s.version !== null).map((s) => [s.path, (s.version as number) - 1]),
+  );
   return keyLevelSkip(t, previous);
 }
 
@@ -121,45 +164,102 @@ export function keysLabel(t: Pick<RolloutTarget, 'paths' | 'uses'>): string {
 
 /** What a change says of its keys: which changed once compared, else what the entry carries. */
 export function changeKeysLabel(c: ParseResult['changes'][number]): string {
-  if (c.changedKeys !== undefined) return c.changedKeys.length === 0 ? 'none changed' : `changed ${c.changedKeys.join(', ')}`;
+  if (c.changedKeys !== undefined)
+    return c.changedKeys.length === 0 ? 'none changed' : `changed ${c.changedKeys.join(', ')}`;
   if (c.keyDigests === undefined) return 'all';
   const names = c.keyDigests.names.join(', ');
   return c.keyDigests.mode === 'patch' ? `patch ${names}` : `write ${names}`;
 }
 
 const secretLabel = (s: RolloutTarget['secrets'][number]) =>
-  s.version === null ? `${s.path} (${s.operation})` : `${s.path}@v${s.version}${s.operation === 'write' ? '' : ` (${s.operation})`}`;
+  s.version === null
+    ? `${s.path} (${s.operation})`
+    : `${s.path}@v${s.version}${s.operation === 'write' ? '' : ` (${s.operation})`}`;
 
 export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []): string {
   const records = parsed.changes.length + parsed.ignored.length + parsed.rejected.length;
   const out: string[] = [];
-  out.push(`Changes: ${parsed.changes.length} of ${records} records (${parsed.ignored.length} ignored, ${parsed.rejected.length} rejected)`);
+  out.push(
+    `Changes: ${parsed.changes.length} of ${records} records (${parsed.ignored.length} ignored, ${parsed.rejected.length} rejected)`,
+  );
   if (parsed.changes.length > 0) {
     out.push(
       table(
         ['RECORD', 'VAULT NS', 'PATH', 'OPERATION', 'VERSION', 'SOURCE', 'KEYS', 'ROUTES'],
-        parsed.changes.map((c, i) => [c.record, c.namespace || '(root)', c.path, c.operation, c.version === null ? '-' : String(c.version), `${c.source}${c.kvVersionFrom === 'inferred' ? ` (kv v${c.kvVersion} inferred)` : ''}`, changeKeysLabel(c), (plan.routed[i] ?? []).join(',') || '(no route)']),
+        parsed.changes.map((c, i) => [
+          c.record,
+          c.namespace || '(root)',
+          c.path,
+          c.operation,
+          c.version === null ? '-' : String(c.version),
+          `${c.source}${c.kvVersionFrom === 'inferred' ? ` (kv v${c.kvVersion} inferred)` : ''}`,
+          changeKeysLabel(c),
+          (plan.routed[i] ?? []).join(',') || '(no route)',
+        ]),
       ),
     );
   }
   // KV v1 has no versions: a change missed by the feed stays missed, reconcile cannot find it in Vault's metadata.
-  const kv1 = [...new Set(parsed.changes.filter((c, i) => c.kvVersion === 1 && (plan.routed[i] ?? []).length > 0).map((c) => c.mount))];
-  if (kv1.length > 0) out.push(`Note: ${kv1.join(', ')} ${kv1.length === 1 ? 'is' : 'are'} KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.`);
+  const kv1 = [
+    ...new Set(
+      parsed.changes.filter((c, i) => c.kvVersion === 1 && (plan.routed[i] ?? []).length > 0).map((c) => c.mount),
+    ),
+  ];
+  if (kv1.length > 0)
+    out.push(
+      `Note: ${kv1.join(', ')} ${kv1.length === 1 ? 'is' : 'are'} KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.`,
+    );
   out.push('', `Targets: ${plan.targets.length}`);
   if (plan.targets.length > 0) {
     out.push(
       table(
         ['CLUSTER', 'NAMESPACE', 'KIND', 'WORKLOAD', 'ROUTES', 'SECRETS', 'KEYS USED'],
-        plan.targets.map((t) => [t.cluster, t.namespace || '-', t.kind, describeTarget(t), t.routes.join(','), t.secrets.map(secretLabel).join(', '), `${keysLabel(t)}${keysWouldSkip(t) === undefined ? '' : ' -> skip if at the version before'}`]),
+        plan.targets.map((t) => [
+          t.cluster,
+          t.namespace || '-',
+          t.kind,
+          describeTarget(t),
+          t.routes.join(','),
+          t.secrets.map(secretLabel).join(', '),
+          `${keysLabel(t)}${keysWouldSkip(t) === undefined ? '' : ' -> skip if at the version before'}`,
+        ]),
       ),
     );
   }
   // Waves are shown where a route sets them (without, everything restarts at once, as the targets say).
-  out.push(...wavesText(sets.filter((s) => s.policy.waves !== undefined), plan));
+  out.push(
+    ...wavesText(
+      sets.filter((s) => s.policy.waves !== undefined),
+      plan,
+    ),
+  );
   if (plan.problems.length > 0) {
-    out.push('', `Targets not planned: ${plan.problems.length}`, table(['RECORD', 'ROUTE', 'PATH', 'PROBLEM'], plan.problems.map((p) => [p.record, p.route, p.path, p.error])));
+    out.push(
+      '',
+      `Targets not planned: ${plan.problems.length}`,
+      table(
+        ['RECORD', 'ROUTE', 'PATH', 'PROBLEM'],
+        plan.problems.map((p) => [p.record, p.route, p.path, p.error]),
+      ),
+    );
   }
-  if (parsed.ignored.length > 0) out.push('', `Ignored: ${parsed.ignored.length}`, table(['RECORD', 'REASON', 'DETAIL'], parsed.ignored.map((i) => [i.record, i.reason, i.detail])));
-  if (parsed.rejected.length > 0) out.push('', `Rejected: ${parsed.rejected.length}`, table(['RECORD', 'ERROR'], parsed.rejected.map((r) => [r.record, r.error])));
+  if (parsed.ignored.length > 0)
+    out.push(
+      '',
+      `Ignored: ${parsed.ignored.length}`,
+      table(
+        ['RECORD', 'REASON', 'DETAIL'],
+        parsed.ignored.map((i) => [i.record, i.reason, i.detail]),
+      ),
+    );
+  if (parsed.rejected.length > 0)
+    out.push(
+      '',
+      `Rejected: ${parsed.rejected.length}`,
+      table(
+        ['RECORD', 'ERROR'],
+        parsed.rejected.map((r) => [r.record, r.error]),
+      ),
+    );
   return `${out.join('\n')}\n`;
 }

@@ -13,14 +13,16 @@ const UNSAFE = /[\p{Cc}\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]
 const hex = (c: string, width: number): string => (c.codePointAt(0) ?? 0).toString(16).padStart(width, '0');
 
 /** `s` with every unsafe character shown as `\xNN` (up to U+00FF) or `\uNNNN`. */
-export const printable = (s: string): string => s.replace(UNSAFE, (c) => ((c.codePointAt(0) ?? 0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
+export const printable = (s: string): string =>
+  s.replace(UNSAFE, (c) => ((c.codePointAt(0) ?? 0) < 0x100 ? `\\x${hex(c, 2)}` : `\\u${hex(c, 4)}`));
 
 /**
  * JSON whose text is as safe to print as `printable`'s and parses to the same value: JSON.stringify escapes C0
  * controls inside strings itself (the only C0 left are the newlines of its indentation, kept) but leaves DEL, C1
  * controls and the other unsafe characters raw; they become `\uNNNN` escapes (only strings can hold them).
  */
-export const printableJson = (value: unknown, indent?: number): string => JSON.stringify(value, null, indent).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));
+export const printableJson = (value: unknown, indent?: number): string =>
+  JSON.stringify(value, null, indent).replace(UNSAFE, (c) => (c === '\n' ? c : `\\u${hex(c, 4)}`));
 
 /**
  * YAML as safe to print as printableJson, and plain as a person writes it: no anchors or aliases (an object met twice

@@ -23,17 +23,44 @@ export function summarizeRollouts(results: readonly RolloutResult[]): string {
 
 export function resultsText(parsed: ParseResult, plan: Plan, results: readonly RolloutResult[]): string {
   const records = parsed.changes.length + parsed.ignored.length + parsed.rejected.length;
-  const out = [`Changes: ${parsed.changes.length} of ${records} records (${parsed.ignored.length} ignored, ${parsed.rejected.length} rejected); targets: ${plan.targets.length}`, `Results: ${summarize(results)}`];
+  const out = [
+    `Changes: ${parsed.changes.length} of ${records} records (${parsed.ignored.length} ignored, ${parsed.rejected.length} rejected); targets: ${plan.targets.length}`,
+    `Results: ${summarize(results)}`,
+  ];
   const followed = results.some((r) => r.rollout !== undefined);
   if (followed) out.push(`Rollouts: ${summarizeRollouts(results)}`);
   if (results.length > 0 && !followed) {
-    out.push(table(['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'OUTCOME', 'REASON', 'ATTEMPTS', 'MS'], results.map((r) => [r.cluster, r.namespace || '-', r.kind, r.name, r.outcome, [r.reason, r.detail].filter(Boolean).join(': '), String(r.attempts), r.durationMs.toFixed(0)])));
+    out.push(
+      table(
+        ['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'OUTCOME', 'REASON', 'ATTEMPTS', 'MS'],
+        results.map((r) => [
+          r.cluster,
+          r.namespace || '-',
+          r.kind,
+          r.name,
+          r.outcome,
+          [r.reason, r.detail].filter(Boolean).join(': '),
+          String(r.attempts),
+          r.durationMs.toFixed(0),
+        ]),
+      ),
+    );
   } else if (results.length > 0) {
     // Followed: the rollout's own columns, and its reason where the patch had none to give.
     out.push(
       table(
         ['CLUSTER', 'NAMESPACE', 'KIND', 'NAME', 'OUTCOME', 'ROLLOUT', 'READY', 'ROLLOUT S', 'REASON'],
-        results.map((r) => [r.cluster, r.namespace || '-', r.kind, r.name, r.outcome, r.rollout ?? '-', r.pods ? `${r.pods.ready}/${r.pods.desired}` : '-', r.rolloutMs === undefined ? '-' : (r.rolloutMs / 1000).toFixed(1), [r.reason, r.detail, r.rollout === 'complete' ? undefined : r.rolloutReason].filter(Boolean).join(': ')]),
+        results.map((r) => [
+          r.cluster,
+          r.namespace || '-',
+          r.kind,
+          r.name,
+          r.outcome,
+          r.rollout ?? '-',
+          r.pods ? `${r.pods.ready}/${r.pods.desired}` : '-',
+          r.rolloutMs === undefined ? '-' : (r.rolloutMs / 1000).toFixed(1),
+          [r.reason, r.detail, r.rollout === 'complete' ? undefined : r.rolloutReason].filter(Boolean).join(': '),
+        ]),
       ),
     );
   }

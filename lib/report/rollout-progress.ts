@@ -8,19 +8,31 @@ import { table } from './table.ts';
 /** At most this many lines are redrawn; the rest are summed up in one line. */
 const MAX_LINES = 40;
 
-export const resultKey = (r: Pick<RolloutResult, 'cluster' | 'namespace' | 'kind' | 'name'>): string => `${r.cluster}/${r.namespace}/${r.kind}/${r.name}`;
+export const resultKey = (r: Pick<RolloutResult, 'cluster' | 'namespace' | 'kind' | 'name'>): string =>
+  `${r.cluster}/${r.namespace}/${r.kind}/${r.name}`;
 
 const podsText = (r: RolloutResult): string => (r.pods ? `${r.pods.ready}/${r.pods.desired}` : '-');
-const stateText = (r: RolloutResult): string => r.rollout ?? (r.outcome === 'restarted' || r.outcome === 'unchanged' ? 'waiting' : '-');
+const stateText = (r: RolloutResult): string =>
+  r.rollout ?? (r.outcome === 'restarted' || r.outcome === 'unchanged' ? 'waiting' : '-');
 
 /** The frame: a small table, the unfinished first. */
 export function progressFrame(results: readonly RolloutResult[], elapsedMs: number): string {
   const order = (r: RolloutResult) => (r.rollout === undefined || r.rollout === 'progressing' ? 0 : 1);
   const sorted = [...results].sort((a, b) => order(a) - order(b) || (resultKey(a) < resultKey(b) ? -1 : 1));
   const shown = sorted.slice(0, MAX_LINES);
-  const rows = shown.map((r) => [r.cluster, `${r.namespace || '-'}/${r.kind}/${r.name}`, r.outcome, stateText(r), podsText(r), (r.rolloutReason ?? r.reason).slice(0, 100)]);
+  const rows = shown.map((r) => [
+    r.cluster,
+    `${r.namespace || '-'}/${r.kind}/${r.name}`,
+    r.outcome,
+    stateText(r),
+    podsText(r),
+    (r.rolloutReason ?? r.reason).slice(0, 100),
+  ]);
   const busy = results.filter((r) => order(r) === 0 && (r.outcome === 'restarted' || r.outcome === 'unchanged')).length;
-  const lines = [`Waiting for rollouts: ${busy} of ${results.length} in progress, ${Math.round(elapsedMs / 1000)} s`, table(['CLUSTER', 'WORKLOAD', 'OUTCOME', 'ROLLOUT', 'READY', 'DETAIL'], rows)];
+  const lines = [
+    `Waiting for rollouts: ${busy} of ${results.length} in progress, ${Math.round(elapsedMs / 1000)} s`,
+    table(['CLUSTER', 'WORKLOAD', 'OUTCOME', 'ROLLOUT', 'READY', 'DETAIL'], rows),
+  ];
   if (sorted.length > shown.length) lines.push(`  ... and ${sorted.length - shown.length} more`);
   return `${lines.join('\n')}\n`;
 }
@@ -37,7 +49,12 @@ export interface ProgressView {
 }
 
 /** On a terminal: redraws the frame in place at most every `intervalMs`. Otherwise: a line per state change. */
-export function progressView(write: (text: string) => void, terminal: boolean, now: () => number = Date.now, intervalMs = 200): ProgressView {
+export function progressView(
+  write: (text: string) => void,
+  terminal: boolean,
+  now: () => number = Date.now,
+  intervalMs = 200,
+): ProgressView {
   const results = new Map<string, RolloutResult>();
   const started = now();
   if (!terminal) {

@@ -58,7 +58,8 @@ const text = (s: string | number | null | undefined, max = MAX_CELL): string => 
   return p.length > max ? `${p.slice(0, max)}…` : p;
 };
 const iso = (ms: number): string => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z');
-const seconds = (ms: number): string => (ms % 60_000 === 0 && ms >= 60_000 ? `${ms / 60_000} min` : `${Math.round(ms / 1000)} s`);
+const seconds = (ms: number): string =>
+  ms % 60_000 === 0 && ms >= 60_000 ? `${ms / 60_000} min` : `${Math.round(ms / 1000)} s`;
 /** Synchronous: nothing interpolated is a promise. */
 const h = (strings: TemplateStringsArray, ...values: unknown[]): Html => html(strings, ...values) as Html;
 
@@ -66,15 +67,27 @@ const h = (strings: TemplateStringsArray, ...values: unknown[]): Html => html(st
 type Tone = 'bad' | 'warn' | 'ok' | 'muted';
 const badge = (word: string, tone: Tone): Html => h`<span class="state ${tone}">${word}</span>`;
 
-const verdictTone = (verdict: string): Tone => (['HALTED', 'FAILED', 'TIMEOUT', 'POISONED'].includes(verdict) ? 'bad' : ['BEHIND', 'UNKNOWN', 'rolling', 'skipped by keys (unverified)'].includes(verdict) ? 'warn' : verdict === 'current' ? 'ok' : 'muted');
-const waveTone = (s: WaveState): Tone => (s === 'halted' || s === 'failed' ? 'bad' : s === 'complete' ? 'ok' : s === 'no consumers' ? 'muted' : 'warn');
+const verdictTone = (verdict: string): Tone =>
+  ['HALTED', 'FAILED', 'TIMEOUT', 'POISONED'].includes(verdict)
+    ? 'bad'
+    : ['BEHIND', 'UNKNOWN', 'rolling', 'skipped by keys (unverified)'].includes(verdict)
+      ? 'warn'
+      : verdict === 'current'
+        ? 'ok'
+        : 'muted';
+const waveTone = (s: WaveState): Tone =>
+  s === 'halted' || s === 'failed' ? 'bad' : s === 'complete' ? 'ok' : s === 'no consumers' ? 'muted' : 'warn';
 const waveWord = (s: WaveState): string => (s === 'halted' || s === 'failed' ? s.toUpperCase() : s);
 
 /** Those needing a look first, in the order of `status` otherwise. */
-const attentionFirst = (consumers: readonly ConsumerStatus[]): ConsumerStatus[] => [...consumers.filter((c) => !c.ok && c.routed), ...consumers.filter((c) => c.ok || !c.routed)];
+const attentionFirst = (consumers: readonly ConsumerStatus[]): ConsumerStatus[] => [
+  ...consumers.filter((c) => !c.ok && c.routed),
+  ...consumers.filter((c) => c.ok || !c.routed),
+];
 
 function currentText(p: PathStatus): string {
-  if (p.currentFrom === 'vault' && p.vault && 'currentVersion' in p.vault) return `Vault current_version ${p.vault.currentVersion}${p.vault.createdTime ? ` (written ${p.vault.createdTime.replace(/\.\d+Z$/, 'Z')})` : ''}`;
+  if (p.currentFrom === 'vault' && p.vault && 'currentVersion' in p.vault)
+    return `Vault current_version ${p.vault.currentVersion}${p.vault.createdTime ? ` (written ${p.vault.createdTime.replace(/\.\d+Z$/, 'Z')})` : ''}`;
   if (p.currentFrom === 'records') return `newest recorded: ${JSON.stringify(p.current)} (Vault not read)`;
   return 'no version known';
 }
@@ -103,7 +116,9 @@ function haltsSection(input: StatusPageInput): Html {
   const shown = halts.slice(0, MAX_LISTED);
   return h`<section id="halts"><h2>${badge('HALTED', 'bad')} Halted rotations (${halts.length})</h2>
 ${shown.map(
-  (x) => h`<div class="card bad"><p><strong>${text(x.secrets.join(', '))}</strong> halted at wave ${x.wave} of ${x.waves}, ${text(x.haltedAt)}</p>
+  (
+    x,
+  ) => h`<div class="card bad"><p><strong>${text(x.secrets.join(', '))}</strong> halted at wave ${x.wave} of ${x.waves}, ${text(x.haltedAt)}</p>
 <dl><dt>Reason</dt><dd>${text(x.why, 1_000)}</dd>
 <dt>Failing</dt><dd>${text(`${x.failing.kind} ${x.failing.namespace}/${x.failing.name} in cluster ${x.failing.cluster} (${x.failing.state})`)}</dd>
 <dt>Not restarted</dt><dd>${text(x.notRestarted.join(', ') || 'none')}</dd>
@@ -120,7 +135,12 @@ function rotationsSection(input: StatusPageInput): Html {
   return h`<section id="rotations"><h2>Rotations in progress (${rotating.length})</h2>
 ${shown.map(([path, r]) => {
   const gate = `gate: ${r.gate.healthy ? 'every target of a wave rolled out' : 'every target of a wave restarted'} within ${seconds(r.gate.timeoutMs)}${r.gate.pauseMs > 0 ? `, then a pause of ${seconds(r.gate.pauseMs)}` : ''}; on failure: ${r.onFailure}`;
-  const where = r.state === 'halted' ? `HALTED at wave ${r.waves.find((w) => w.state === 'halted')?.number ?? '?'} of ${r.waves.length}` : r.state === 'failed' ? `FAILED in wave ${r.waves.find((w) => w.state === 'failed')?.number ?? '?'} of ${r.waves.length}` : `at wave ${r.at} of ${r.waves.length}`;
+  const where =
+    r.state === 'halted'
+      ? `HALTED at wave ${r.waves.find((w) => w.state === 'halted')?.number ?? '?'} of ${r.waves.length}`
+      : r.state === 'failed'
+        ? `FAILED in wave ${r.waves.find((w) => w.state === 'failed')?.number ?? '?'} of ${r.waves.length}`
+        : `at wave ${r.at} of ${r.waves.length}`;
   return h`<div class="card ${r.state === 'in progress' ? 'warn' : 'bad'}"><p><strong>${text(path)}</strong> ${badge(where, r.state === 'in progress' ? 'warn' : 'bad')} <span class="muted">route ${text(r.route)}; ${text(gate)}</span></p>
 <ol class="waves">${r.waves.map((w) => h`<li>${badge(waveWord(w.state), waveTone(w.state))} wave ${w.number}: ${text(w.clusters.join(', '))} <span class="muted">(${w.ok} of ${w.consumers} consumers current and rolled out)</span></li>`)}</ol></div>`;
 })}${rotating.length > shown.length ? h`<p class="more">${rotating.length - shown.length} more rotations in progress</p>` : ''}</section>`;
@@ -128,18 +148,31 @@ ${shown.map(([path, r]) => {
 
 function failuresSection(input: StatusPageInput): Html {
   const { status } = input;
-  const bad = status.paths.flatMap((p) => p.consumers.filter((c) => c.routed && ['FAILED', 'TIMEOUT', 'POISONED', 'UNKNOWN'].includes(consumerVerdict(c))).map((c) => ({ p, c })));
+  const bad = status.paths.flatMap((p) =>
+    p.consumers
+      .filter((c) => c.routed && ['FAILED', 'TIMEOUT', 'POISONED', 'UNKNOWN'].includes(consumerVerdict(c)))
+      .map((c) => ({ p, c })),
+  );
   const dead = input.deadLetters?.recent ?? [];
   const deadTotal = Math.max(input.deadLetters?.total ?? 0, dead.length);
   if (bad.length === 0 && status.unreadable.length === 0 && deadTotal === 0) return h``;
   const shown = bad.slice(0, MAX_LISTED);
   const deadShown = dead.slice(-MAX_LISTED).reverse();
   return h`<section id="failures"><h2>Recent failures (${bad.length + status.unreadable.length + deadTotal})</h2>
-${shown.length > 0 ? h`<table><thead><tr><th>State</th><th>Secret</th><th>Cluster</th><th>Workload</th><th>Detail</th></tr></thead><tbody>${shown.map(({ p, c }) => {
-  const v = consumerVerdict(c);
-  const fix = c.state === 'poisoned' && typeof p.current === 'number' ? h`<br>Repair: ${pathCommand(p.path, (path) => ['vault-rollout', 'reset-version', '--path', path, '--version', String(p.current)])}` : '';
-  return h`<tr><td data-label="State">${badge(v, verdictTone(v))}</td><td class="wrap" data-label="Secret">${text(p.path)}</td><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td class="wrap" data-label="Detail">${text(c.detail)}${fix}</td></tr>`;
-})}</tbody></table>${bad.length > shown.length ? h`<p class="more">${bad.length - shown.length} more failed consumers</p>` : ''}` : ''}
+${
+  shown.length > 0
+    ? h`<table><thead><tr><th>State</th><th>Secret</th><th>Cluster</th><th>Workload</th><th>Detail</th></tr></thead><tbody>${shown.map(
+        ({ p, c }) => {
+          const v = consumerVerdict(c);
+          const fix =
+            c.state === 'poisoned' && typeof p.current === 'number'
+              ? h`<br>Repair: ${pathCommand(p.path, (path) => ['vault-rollout', 'reset-version', '--path', path, '--version', String(p.current)])}`
+              : '';
+          return h`<tr><td data-label="State">${badge(v, verdictTone(v))}</td><td class="wrap" data-label="Secret">${text(p.path)}</td><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td class="wrap" data-label="Detail">${text(c.detail)}${fix}</td></tr>`;
+        },
+      )}</tbody></table>${bad.length > shown.length ? h`<p class="more">${bad.length - shown.length} more failed consumers</p>` : ''}`
+    : ''
+}
 ${status.unreadable.length > 0 ? h`<ul>${status.unreadable.slice(0, MAX_LISTED).map((u) => h`<li>${badge('UNREADABLE', 'bad')} cluster ${text(u.cluster)}: ${text(u.error)}</li>`)}</ul>${status.unreadable.length > MAX_LISTED ? h`<p class="more">${status.unreadable.length - MAX_LISTED} more unreadable lists</p>` : ''}` : ''}
 ${deadShown.length > 0 ? h`<h3>Dead letters in serve's queue (${deadTotal})</h3><ul>${deadShown.map((d) => h`<li>${badge('DEAD LETTER', 'bad')} ${text(iso(d.deadLetteredAt))} group ${text(d.groupId)}, ${d.receiveCount} receive(s): ${text(d.reason ?? 'out of receives (the worker failed each time)')}</li>`)}</ul>${deadTotal > deadShown.length ? h`<p class="more">${deadTotal - deadShown.length} more dead letters</p>` : ''}` : ''}
 </section>`;
@@ -164,10 +197,16 @@ ${shownPaths.map((p) => {
   const rows = attentionFirst(routed).slice(0, n);
   return h`<div class="path"><h3 id="${`p-${encodeURIComponent(p.path)}`}">${badge(p.ok ? 'ok' : 'NOT YET', p.ok ? 'ok' : 'bad')} ${text(p.path)}</h3>
 <p class="muted">${text(currentText(p))}${p.kvVersion === 1 ? ' [KV v1]' : ''}; ${routed.filter((c) => c.ok).length} of ${routed.length} consumers current and rolled out</p>
-${routed.length === 0 ? h`<p>No consumer the routes target found in the clusters read.</p>` : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Detail</th></tr></thead><tbody>${rows.map((c) => {
-  const v = consumerVerdict(c);
-  return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td class="wrap" data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
-})}</tbody></table>`}
+${
+  routed.length === 0
+    ? h`<p>No consumer the routes target found in the clusters read.</p>`
+    : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Detail</th></tr></thead><tbody>${rows.map(
+        (c) => {
+          const v = consumerVerdict(c);
+          return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td class="wrap" data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
+        },
+      )}</tbody></table>`
+}
 ${routed.length > rows.length ? h`<p class="more">${routed.length - rows.length} more consumers of this path (all of them: ${pathCommand(p.path, (path) => ['vault-rollout', 'status', '--path', path, '--json'])})</p>` : ''}
 ${p.notes.map((note) => h`<p class="note">note: ${text(note, 1_000)}</p>`)}</div>`;
 })}${paths.length > shownPaths.length ? h`<p class="more">${paths.length - shownPaths.length} more paths (narrow with <code>status --path</code>)</p>` : ''}</section>`;
@@ -196,16 +235,27 @@ export function renderStatusPage(input: StatusPageInput): string {
   const { status } = input;
   const counts = summaryCounts(status);
   const refresh = input.refreshSeconds ?? DEFAULT_REFRESH_SECONDS;
-  const attention = (['behind', 'failed', 'halted', 'poisoned', 'unknown'] as const).reduce((n, k) => n + (counts[k] ?? 0), status.halts.length);
+  const attention = (['behind', 'failed', 'halted', 'poisoned', 'unknown'] as const).reduce(
+    (n, k) => n + (counts[k] ?? 0),
+    status.halts.length,
+  );
   const unread = status.unreadable.length > 0 ? unreadableText(status) : undefined;
   // Cluster names come from the routing table: shown as text, like every other name on the page.
   const why =
     unread === undefined
       ? 'some consumer is not on the current version, or not rolled out.'
       : text(`${unread}, so what runs there is not known.`, 1_000);
-  const verdict = status.ok ? 'every consumer runs the current version and is rolled out.' : `${status.halts.length > 0 ? `${status.halts.length} halted rotation(s); ` : ''}${why}`;
+  const verdict = status.ok
+    ? 'every consumer runs the current version and is rolled out.'
+    : `${status.halts.length > 0 ? `${status.halts.length} halted rotation(s); ` : ''}${why}`;
   const needAttention = `${attention} need attention`;
-  const title = status.ok ? 'OK' : unread === undefined ? needAttention : attention > 0 ? `${unread}; ${needAttention}` : unread;
+  const title = status.ok
+    ? 'OK'
+    : unread === undefined
+      ? needAttention
+      : attention > 0
+        ? `${unread}; ${needAttention}`
+        : unread;
   const page = h`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 ${refresh > 0 ? h`<meta http-equiv="refresh" content="${refresh}">` : ''}

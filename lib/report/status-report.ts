@@ -11,7 +11,8 @@ import { table } from './table.ts';
 const MAX_ROWS_PER_PATH = 200;
 
 const currentText = (p: PathStatus): string => {
-  if (p.currentFrom === 'vault' && p.vault && 'currentVersion' in p.vault) return `Vault current_version ${p.vault.currentVersion}${p.vault.createdTime ? ` (written ${p.vault.createdTime.replace(/\.\d+Z$/, 'Z')})` : ''}`;
+  if (p.currentFrom === 'vault' && p.vault && 'currentVersion' in p.vault)
+    return `Vault current_version ${p.vault.currentVersion}${p.vault.createdTime ? ` (written ${p.vault.createdTime.replace(/\.\d+Z$/, 'Z')})` : ''}`;
   if (p.currentFrom === 'records') return `newest recorded ${JSON.stringify(p.current)} (Vault not read)`;
   return 'no version known';
 };
@@ -32,7 +33,19 @@ export function consumerVerdict(c: ConsumerStatus): string {
 const podsText = (c: ConsumerStatus): string => (c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-');
 
 function rows(p: PathStatus): string[][] {
-  return p.consumers.slice(0, MAX_ROWS_PER_PATH).map((c) => [c.cluster, `${c.namespace || '-'}/${c.kind}/${c.name}`, c.recorded === null ? '-' : String(c.recorded), consumerVerdict(c), c.rollout, podsText(c), c.ok ? '' : c.detail.slice(0, 160)].map(printable));
+  return p.consumers
+    .slice(0, MAX_ROWS_PER_PATH)
+    .map((c) =>
+      [
+        c.cluster,
+        `${c.namespace || '-'}/${c.kind}/${c.name}`,
+        c.recorded === null ? '-' : String(c.recorded),
+        consumerVerdict(c),
+        c.rollout,
+        podsText(c),
+        c.ok ? '' : c.detail.slice(0, 160),
+      ].map(printable),
+    );
 }
 
 export function summaryCounts(s: FleetStatus): Record<string, number> {
@@ -64,7 +77,8 @@ export function unreadableText(s: FleetStatus): string {
 export function summaryLine(s: FleetStatus): string {
   const n = summaryCounts(s);
   const parts = [`${n.paths} path(s), ${n.consumers} consumer(s): ${n.ok} current and complete`];
-  for (const k of ['behind', 'rolling', 'failed', 'halted', 'poisoned', 'unknown'] as const) if ((n[k] ?? 0) > 0) parts.push(`${n[k]} ${k}`);
+  for (const k of ['behind', 'rolling', 'failed', 'halted', 'poisoned', 'unknown'] as const)
+    if ((n[k] ?? 0) > 0) parts.push(`${n[k]} ${k}`);
   if (s.unreadable.length > 0) parts.push(`${s.unreadable.length} unreadable list(s)`);
   // What could not be read is named first: it is why the verdict cannot be yes, and what to fix.
   const notYet =
@@ -80,14 +94,15 @@ export function statusText(s: FleetStatus): string {
     out.push(printable(`${p.path}  ${currentText(p)}${p.kvVersion === 1 ? '  [KV v1]' : ''}`));
     if (p.consumers.length === 0) out.push('  no consumer found in the clusters read');
     else out.push(table(['CLUSTER', 'WORKLOAD', 'RECORDED', 'STATE', 'ROLLOUT', 'NEW PODS', 'DETAIL'], rows(p)));
-    if (p.consumers.length > MAX_ROWS_PER_PATH) out.push(`  ... and ${p.consumers.length - MAX_ROWS_PER_PATH} more (use --json for all)`);
+    if (p.consumers.length > MAX_ROWS_PER_PATH)
+      out.push(`  ... and ${p.consumers.length - MAX_ROWS_PER_PATH} more (use --json for all)`);
     for (const note of p.notes) out.push(`  note: ${printable(note)}`);
     out.push('');
   }
   if (s.paths.length === 0 && s.unreadable.length > 0) {
     out.push(printable(`No routed path could be read: ${unreadableText(s)}.`), '');
-  }
-  else if (s.paths.length === 0) out.push('No routed path is recorded in the clusters read (and --path named none).', '');
+  } else if (s.paths.length === 0)
+    out.push('No routed path is recorded in the clusters read (and --path named none).', '');
   for (const u of s.unreadable) out.push(printable(`cannot read ${u.cluster}: ${u.error}`));
   for (const note of s.notes) out.push(`note: ${printable(note)}`);
   out.push(summaryLine(s));
@@ -98,7 +113,13 @@ export function statusText(s: FleetStatus): string {
 export const statusJsonText = (s: FleetStatus): string => `${printableJson(statusJson(s), 2)}\n`;
 
 export function statusJson(s: FleetStatus): Record<string, unknown> {
-  return { ok: s.ok, summary: summaryCounts(s), paths: s.paths.map((p) => ({ ...p, consumers: p.consumers.map((c) => ({ ...c, verdict: consumerVerdict(c) })) })), unreadable: s.unreadable, notes: s.notes };
+  return {
+    ok: s.ok,
+    summary: summaryCounts(s),
+    paths: s.paths.map((p) => ({ ...p, consumers: p.consumers.map((c) => ({ ...c, verdict: consumerVerdict(c) })) })),
+    unreadable: s.unreadable,
+    notes: s.notes,
+  };
 }
 
 /** One plain line per consumer whose verdict changed, for `--wait` without a terminal. */
@@ -110,7 +131,11 @@ export function statusLines(s: FleetStatus, said: Map<string, string>): string {
       const text = `${consumerVerdict(c)} ${c.rollout} ${podsText(c)} ${c.recorded ?? '-'}`;
       if (said.get(key) === text) continue;
       said.set(key, text);
-      lines.push(printable(`${p.path} ${c.cluster} ${c.namespace || '-'}/${c.kind}/${c.name}: ${consumerVerdict(c)}, recorded ${c.recorded ?? '-'}, ${c.rollout} ${podsText(c)}${c.ok ? '' : ` (${c.detail.slice(0, 120)})`}`));
+      lines.push(
+        printable(
+          `${p.path} ${c.cluster} ${c.namespace || '-'}/${c.kind}/${c.name}: ${consumerVerdict(c)}, recorded ${c.recorded ?? '-'}, ${c.rollout} ${podsText(c)}${c.ok ? '' : ` (${c.detail.slice(0, 120)})`}`,
+        ),
+      );
     }
   }
   return lines.length > 0 ? `${lines.join('\n')}\n` : '';

@@ -14,12 +14,37 @@
  * Holds paths, versions and workload names, never a secret value. `ttl` is epoch seconds (the table's TTL attribute:
  * DynamoDB deletes an expired item within days, so reads treat an expired item as gone).
  */
-import { DeleteItemCommand, GetItemCommand, PutItemCommand, QueryCommand, ScanCommand, TransactWriteItemsCommand, UpdateItemCommand, type AttributeValue, type DynamoDBClient, type UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteItemCommand,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ScanCommand,
+  TransactWriteItemsCommand,
+  UpdateItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+  type UpdateItemCommandInput,
+} from '@aws-sdk/client-dynamodb';
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
-import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore, type WaveMark, type WaveTimes } from './rotation-store.ts';
-import { clearanceOf, MAX_LISTED_CLEARANCES, parseStoredClearance, type ClearedBy, type HaltClearance } from './rotation-store.ts';
+import {
+  identityKey,
+  MAX_LISTED_HALTS,
+  parseStoredHalt,
+  type RotationHalt,
+  type RotationStore,
+  type WaveMark,
+  type WaveTimes,
+} from './rotation-store.ts';
+import {
+  clearanceOf,
+  MAX_LISTED_CLEARANCES,
+  parseStoredClearance,
+  type ClearedBy,
+  type HaltClearance,
+} from './rotation-store.ts';
 
 /** Pages a listing reads at most. */
 const MAX_PAGES = 20;
@@ -42,7 +67,9 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 
   async releasedWave(rotation: string): Promise<number> {
-    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves'), ConsistentRead: true }));
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves'), ConsistentRead: true }),
+    );
     return Number(out.Item?.released?.N ?? 0);
   }
 
@@ -71,7 +98,10 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
         Key: key(`rotation#${rotation}`, wavesTimesKey(wave)),
         UpdateExpression: 'SET #mark = if_not_exists(#mark, :at), #ttl = if_not_exists(#ttl, :ttl)',
         ExpressionAttributeNames: { '#mark': mark, '#ttl': 'ttl' },
-        ExpressionAttributeValues: { ':at': { S: at }, ':ttl': { N: String(Math.ceil((Date.parse(at) + WAVE_TIMES_TTL_MS) / 1000)) } },
+        ExpressionAttributeValues: {
+          ':at': { S: at },
+          ':ttl': { N: String(Math.ceil((Date.parse(at) + WAVE_TIMES_TTL_MS) / 1000)) },
+        },
         ReturnValues: 'ALL_NEW',
       }),
     );
@@ -79,26 +109,61 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 
   async waveTimes(rotation: string, wave: number): Promise<WaveTimes> {
-    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, wavesTimesKey(wave)), ConsistentRead: true }));
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.table,
+        Key: key(`rotation#${rotation}`, wavesTimesKey(wave)),
+        ConsistentRead: true,
+      }),
+    );
     return waveTimesOf(out.Item);
   }
 
   async forgetWave(rotation: string, wave: number): Promise<void> {
     // An update, not a delete: the worker's role updates the rotation items and deletes none (serverless.yml); the
     // emptied item goes with its ttl.
-    await this.client.send(new UpdateItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, wavesTimesKey(wave)), UpdateExpression: 'REMOVE startedAt, completeAt', ConditionExpression: 'attribute_exists(pk)' })).catch(ignoreConditionFailed);
+    await this.client
+      .send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: key(`rotation#${rotation}`, wavesTimesKey(wave)),
+          UpdateExpression: 'REMOVE startedAt, completeAt',
+          ConditionExpression: 'attribute_exists(pk)',
+        }),
+      )
+      .catch(ignoreConditionFailed);
   }
 
   async halt(halt: RotationHalt): Promise<void> {
     // The lookup items first: a halt is never visible without them, and a retry rewrites the same items.
-    for (const identity of new Set(halt.changes)) await this.client.send(new PutItemCommand({ TableName: this.table, Item: key(`halted#${identityKey(identity)}`, halt.rotation) }));
-    await this.client.send(new PutItemCommand({ TableName: this.table, Item: { ...key(`rotation#${halt.rotation}`, 'halt'), haltedAt: { S: halt.haltedAt }, record: { S: JSON.stringify(halt) } } }));
+    for (const identity of new Set(halt.changes))
+      await this.client.send(
+        new PutItemCommand({ TableName: this.table, Item: key(`halted#${identityKey(identity)}`, halt.rotation) }),
+      );
+    await this.client.send(
+      new PutItemCommand({
+        TableName: this.table,
+        Item: {
+          ...key(`rotation#${halt.rotation}`, 'halt'),
+          haltedAt: { S: halt.haltedAt },
+          record: { S: JSON.stringify(halt) },
+        },
+      }),
+    );
   }
 
   async haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]> {
     const rotations = new Set<string>();
     for (const identity of new Set(changeIdentities)) {
-      const out = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `halted#${identityKey(identity)}` } }, ConsistentRead: true, Limit: 100 }));
+      const out = await this.client.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': { S: `halted#${identityKey(identity)}` } },
+          ConsistentRead: true,
+          Limit: 100,
+        }),
+      );
       for (const item of out.Items ?? []) if (item.sk?.S) rotations.add(item.sk.S);
     }
     const halts: RotationHalt[] = [];
@@ -114,7 +179,15 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     const halts: RotationHalt[] = [];
     let start: Record<string, AttributeValue> | undefined;
     for (let page = 0; page < MAX_PAGES && halts.length < MAX_LISTED_HALTS; page++) {
-      const out = await this.client.send(new ScanCommand({ TableName: this.table, FilterExpression: 'sk = :halt', ExpressionAttributeValues: { ':halt': { S: 'halt' } }, ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }));
+      const out = await this.client.send(
+        new ScanCommand({
+          TableName: this.table,
+          FilterExpression: 'sk = :halt',
+          ExpressionAttributeValues: { ':halt': { S: 'halt' } },
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
       for (const item of out.Items ?? []) {
         const halt = item.record?.S ? parseStoredHalt(item.record.S) : undefined;
         if (halt) halts.push(halt);
@@ -129,15 +202,32 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     const halt = await this.read(rotation);
     // The trail first: a clear cut short after it leaves the halt and a trail of a clear to retry, never the reverse.
     if (halt && by) {
-      const item = { ...key(CLEARANCES, `${by.clearedAt}#${rotation}`), record: { S: JSON.stringify(clearanceOf(halt, by)) } };
+      const item = {
+        ...key(CLEARANCES, `${by.clearedAt}#${rotation}`),
+        record: { S: JSON.stringify(clearanceOf(halt, by)) },
+      };
       await this.client.send(new PutItemCommand({ TableName: this.table, Item: item }));
     }
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'halt') }));
     await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'waves') }));
     // A wave's times: one item per wave that started (at most the table's 100 waves, one page).
-    const times = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :times)', ExpressionAttributeValues: { ':pk': { S: `rotation#${rotation}` }, ':times': { S: 'times#' } }, ConsistentRead: true }));
-    for (const item of times.Items ?? []) if (item.sk?.S) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, item.sk.S) }));
-    for (const identity of new Set(halt?.changes ?? [])) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }));
+    const times = await this.client.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :times)',
+        ExpressionAttributeValues: { ':pk': { S: `rotation#${rotation}` }, ':times': { S: 'times#' } },
+        ConsistentRead: true,
+      }),
+    );
+    for (const item of times.Items ?? [])
+      if (item.sk?.S)
+        await this.client.send(
+          new DeleteItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, item.sk.S) }),
+        );
+    for (const identity of new Set(halt?.changes ?? []))
+      await this.client.send(
+        new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }),
+      );
     return halt;
   }
 
@@ -156,7 +246,9 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 
   async baseline(device: string, path: string, nowMs: number): Promise<KeyBaseline | undefined> {
-    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, device), ConsistentRead: true }));
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, device), ConsistentRead: true }),
+    );
     // DynamoDB's TTL removes items late (up to days): an expired item is no baseline.
     if (!out.Item?.record?.S || Number(out.Item.ttl?.N ?? 0) * 1000 <= nowMs) return undefined;
     return parseStoredBaseline(out.Item.record.S, device);
@@ -167,11 +259,19 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
       await this.client.send(
         new PutItemCommand({
           TableName: this.table,
-          Item: { ...key(`keys#${pathKey(path)}`, baseline.device), version: { N: String(baseline.version) }, record: { S: storedBaseline(baseline) }, ttl: { N: String(Math.ceil(expiresAtMs / 1000)) } },
+          Item: {
+            ...key(`keys#${pathKey(path)}`, baseline.device),
+            version: { N: String(baseline.version) },
+            record: { S: storedBaseline(baseline) },
+            ttl: { N: String(Math.ceil(expiresAtMs / 1000)) },
+          },
           // Versions only move forward: an older write's baseline, arriving late, never replaces a newer one.
           ConditionExpression: 'attribute_not_exists(#version) OR #version < :v OR #ttl <= :now',
           ExpressionAttributeNames: { '#version': 'version', '#ttl': 'ttl' },
-          ExpressionAttributeValues: { ':v': { N: String(baseline.version) }, ':now': { N: String(Math.floor(nowMs / 1000)) } },
+          ExpressionAttributeValues: {
+            ':v': { N: String(baseline.version) },
+            ':now': { N: String(Math.floor(nowMs / 1000)) },
+          },
         }),
       );
     } catch (e) {
@@ -185,11 +285,29 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
 
   async clearBaselines(path: string): Promise<void> {
     // One item per audit device that wrote the path: a handful.
-    const out = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `keys#${pathKey(path)}` } }, ConsistentRead: true, Limit: 100 }));
-    for (const item of out.Items ?? []) if (item.sk?.S) await this.client.send(new DeleteItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, item.sk.S) }));
+    const out = await this.client.send(
+      new QueryCommand({
+        TableName: this.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': { S: `keys#${pathKey(path)}` } },
+        ConsistentRead: true,
+        Limit: 100,
+      }),
+    );
+    for (const item of out.Items ?? [])
+      if (item.sk?.S)
+        await this.client.send(
+          new DeleteItemCommand({ TableName: this.table, Key: key(`keys#${pathKey(path)}`, item.sk.S) }),
+        );
   }
 
-  async enqueueOnce(eventId: string, sinks: readonly string[], body: string, nowMs: number, ttlMs: number): Promise<boolean> {
+  async enqueueOnce(
+    eventId: string,
+    sinks: readonly string[],
+    body: string,
+    nowMs: number,
+    ttlMs: number,
+  ): Promise<boolean> {
     if (sinks.length > MAX_SINKS_PER_EVENT) throw new Error(`an event goes to at most ${MAX_SINKS_PER_EVENT} sinks`);
     const ttl = { N: String(Math.ceil((nowMs + ttlMs) / 1000)) };
     try {
@@ -207,13 +325,32 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
                 ExpressionAttributeValues: { ':now': { N: String(Math.floor(nowMs / 1000)) } },
               },
             },
-            ...sinks.map((sink) => ({ Put: { TableName: this.table, Item: { ...key(notifyKey(eventId), sinkKey(sink)), body: { S: body }, state: { S: 'pending' }, attempts: { N: '0' }, dueAt: { N: String(nowMs) }, outboxDue: { S: 'pending' }, ttl } } })),
+            ...sinks.map((sink) => ({
+              Put: {
+                TableName: this.table,
+                Item: {
+                  ...key(notifyKey(eventId), sinkKey(sink)),
+                  body: { S: body },
+                  state: { S: 'pending' },
+                  attempts: { N: '0' },
+                  dueAt: { N: String(nowMs) },
+                  outboxDue: { S: 'pending' },
+                  ttl,
+                },
+              },
+            })),
           ],
         }),
       );
       return true;
     } catch (e) {
-      if (e instanceof Error && e.name === 'TransactionCanceledException' && (e as Error & { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') return false;
+      if (
+        e instanceof Error &&
+        e.name === 'TransactionCanceledException' &&
+        (e as Error & { CancellationReasons?: Array<{ Code?: string }> }).CancellationReasons?.[0]?.Code ===
+          'ConditionalCheckFailed'
+      )
+        return false;
       throw e;
     }
   }
@@ -234,33 +371,82 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
       const eventId = item.pk?.S?.slice('notify#'.length);
       const sink = item.sk?.S?.slice('sink#'.length);
       if (eventId === undefined || sink === undefined || item.dueAt?.N === undefined) continue;
-      const leased = await this.lease(eventId, sink, { expression: 'dueAt = :seen', values: { ':seen': { N: item.dueAt.N } } }, nowMs + leaseMs);
+      const leased = await this.lease(
+        eventId,
+        sink,
+        { expression: 'dueAt = :seen', values: { ':seen': { N: item.dueAt.N } } },
+        nowMs + leaseMs,
+      );
       if (leased) taken.push(leased);
     }
     return taken;
   }
 
   async take(eventId: string, sink: string, nowMs: number, leaseMs: number): Promise<TakeResult> {
-    const leased = await this.lease(eventId, sink, { expression: 'dueAt <= :now', values: { ':now': { N: String(nowMs) } } }, nowMs + leaseMs);
+    const leased = await this.lease(
+      eventId,
+      sink,
+      { expression: 'dueAt <= :now', values: { ':now': { N: String(nowMs) } } },
+      nowMs + leaseMs,
+    );
     if (leased) return { delivery: leased };
-    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(notifyKey(eventId), sinkKey(sink)), ConsistentRead: true }));
-    return out.Item?.state?.S === 'pending' && out.Item.dueAt?.N !== undefined ? { notBefore: Number(out.Item.dueAt.N) } : 'done';
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key: key(notifyKey(eventId), sinkKey(sink)), ConsistentRead: true }),
+    );
+    return out.Item?.state?.S === 'pending' && out.Item.dueAt?.N !== undefined
+      ? { notBefore: Number(out.Item.dueAt.N) }
+      : 'done';
   }
 
   async sent(eventId: string, sink: string): Promise<void> {
-    await this.client.send(new UpdateItemCommand({ TableName: this.table, Key: key(notifyKey(eventId), sinkKey(sink)), UpdateExpression: 'SET #state = :sent REMOVE outboxDue', ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeNames: { '#state': 'state' }, ExpressionAttributeValues: { ':sent': { S: 'sent' } } })).catch(ignoreConditionFailed);
+    await this.client
+      .send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: key(notifyKey(eventId), sinkKey(sink)),
+          UpdateExpression: 'SET #state = :sent REMOVE outboxDue',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeNames: { '#state': 'state' },
+          ExpressionAttributeValues: { ':sent': { S: 'sent' } },
+        }),
+      )
+      .catch(ignoreConditionFailed);
   }
 
   async failed(eventId: string, sink: string, attempts: number, retryAtMs: number | undefined): Promise<void> {
-    const update: Pick<UpdateItemCommandInput, 'UpdateExpression' | 'ExpressionAttributeNames' | 'ExpressionAttributeValues'> =
+    const update: Pick<
+      UpdateItemCommandInput,
+      'UpdateExpression' | 'ExpressionAttributeNames' | 'ExpressionAttributeValues'
+    > =
       retryAtMs === undefined
-        ? { UpdateExpression: 'SET #state = :gaveUp, attempts = :a REMOVE outboxDue', ExpressionAttributeNames: { '#state': 'state' }, ExpressionAttributeValues: { ':gaveUp': { S: 'gave-up' }, ':a': { N: String(attempts) } } }
-        : { UpdateExpression: 'SET attempts = :a, dueAt = :due', ExpressionAttributeValues: { ':a': { N: String(attempts) }, ':due': { N: String(retryAtMs) } } };
-    await this.client.send(new UpdateItemCommand({ TableName: this.table, Key: key(notifyKey(eventId), sinkKey(sink)), ConditionExpression: 'attribute_exists(pk)', ...update })).catch(ignoreConditionFailed);
+        ? {
+            UpdateExpression: 'SET #state = :gaveUp, attempts = :a REMOVE outboxDue',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: { ':gaveUp': { S: 'gave-up' }, ':a': { N: String(attempts) } },
+          }
+        : {
+            UpdateExpression: 'SET attempts = :a, dueAt = :due',
+            ExpressionAttributeValues: { ':a': { N: String(attempts) }, ':due': { N: String(retryAtMs) } },
+          };
+    await this.client
+      .send(
+        new UpdateItemCommand({
+          TableName: this.table,
+          Key: key(notifyKey(eventId), sinkKey(sink)),
+          ConditionExpression: 'attribute_exists(pk)',
+          ...update,
+        }),
+      )
+      .catch(ignoreConditionFailed);
   }
 
   async note(rotation: string, fact: string, nowMs: number, ttlMs: number): Promise<void> {
-    await this.client.send(new PutItemCommand({ TableName: this.table, Item: { ...key(`notes#${rotation}`, fact), ttl: { N: String(Math.ceil((nowMs + ttlMs) / 1000)) } } }));
+    await this.client.send(
+      new PutItemCommand({
+        TableName: this.table,
+        Item: { ...key(`notes#${rotation}`, fact), ttl: { N: String(Math.ceil((nowMs + ttlMs) / 1000)) } },
+      }),
+    );
   }
 
   async notes(rotation: string, nowMs: number): Promise<string[]> {
@@ -268,8 +454,17 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     let start: Record<string, AttributeValue> | undefined;
     // A rotation has a fact or two per cluster: a page or two.
     for (let page = 0; page < MAX_PAGES; page++) {
-      const out = await this.client.send(new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `notes#${rotation}` } }, ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }));
-      for (const item of out.Items ?? []) if (item.sk?.S && Number(item.ttl?.N ?? 0) * 1000 > nowMs) facts.push(item.sk.S);
+      const out = await this.client.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': { S: `notes#${rotation}` } },
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      for (const item of out.Items ?? [])
+        if (item.sk?.S && Number(item.ttl?.N ?? 0) * 1000 > nowMs) facts.push(item.sk.S);
       start = out.LastEvaluatedKey;
       if (!start) break;
     }
@@ -277,7 +472,12 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 
   /** Leases a pending delivery until `untilMs` when `condition` holds too: the delivery, or undefined (not pending, not due, taken by another). */
-  private async lease(eventId: string, sink: string, condition: { expression: string; values: Record<string, AttributeValue> }, untilMs: number): Promise<OutboxDelivery | undefined> {
+  private async lease(
+    eventId: string,
+    sink: string,
+    condition: { expression: string; values: Record<string, AttributeValue> },
+    untilMs: number,
+  ): Promise<OutboxDelivery | undefined> {
     try {
       const out = await this.client.send(
         new UpdateItemCommand({
@@ -290,7 +490,9 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
         }),
       );
       const item = out.Attributes;
-      return item?.body?.S === undefined ? undefined : { eventId, sink, body: item.body.S, attempts: Number(item.attempts?.N ?? 0) };
+      return item?.body?.S === undefined
+        ? undefined
+        : { eventId, sink, body: item.body.S, attempts: Number(item.attempts?.N ?? 0) };
     } catch (e) {
       if (e instanceof Error && e.name === 'ConditionalCheckFailedException') return undefined;
       throw e;
@@ -298,7 +500,9 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   }
 
   private async read(rotation: string): Promise<RotationHalt | undefined> {
-    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'halt'), ConsistentRead: true }));
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.table, Key: key(`rotation#${rotation}`, 'halt'), ConsistentRead: true }),
+    );
     return out.Item?.record?.S ? parseStoredHalt(out.Item.record.S) : undefined;
   }
 }
@@ -310,7 +514,10 @@ const wavesTimesKey = (wave: number): string => `times#${wave}`;
 /** A wave's times from its item; DynamoDB's TTL deletes late, so an expired item counts as none. */
 function waveTimesOf(item: Record<string, AttributeValue> | undefined): WaveTimes {
   if (!item || Number(item.ttl?.N ?? 0) * 1000 <= Date.now()) return {};
-  return { ...(item.startedAt?.S ? { startedAt: item.startedAt.S } : {}), ...(item.completeAt?.S ? { completeAt: item.completeAt.S } : {}) };
+  return {
+    ...(item.startedAt?.S ? { startedAt: item.startedAt.S } : {}),
+    ...(item.completeAt?.S ? { completeAt: item.completeAt.S } : {}),
+  };
 }
 const notifyKey = (eventId: string): string => `notify#${eventId}`;
 const sinkKey = (sink: string): string => `sink#${sink}`;

@@ -26,7 +26,8 @@ export interface KeyBaselineStore {
 }
 
 /** Whether a store (a rotation store of some runtime) keeps key baselines too. */
-export const isKeyBaselineStore = (store: object): store is KeyBaselineStore => 'baseline' in store && 'putBaseline' in store && 'clearBaselines' in store;
+export const isKeyBaselineStore = (store: object): store is KeyBaselineStore =>
+  'baseline' in store && 'putBaseline' in store && 'clearBaselines' in store;
 
 /** How long a baseline is kept after the write that made it: a secret rotated less often restarts every keyed target. */
 export const KEY_BASELINE_TTL_MS = 90 * 24 * 3600 * 1000;
@@ -38,7 +39,14 @@ export const pathKey = (path: string): string => createHash('sha256').update(pat
 export function parseStoredBaseline(text: string, device: string): KeyBaseline | undefined {
   try {
     const v = JSON.parse(text) as { version?: unknown; digests?: unknown };
-    if (typeof v.version !== 'number' || !Number.isSafeInteger(v.version) || typeof v.digests !== 'object' || v.digests === null || Array.isArray(v.digests)) return undefined;
+    if (
+      typeof v.version !== 'number' ||
+      !Number.isSafeInteger(v.version) ||
+      typeof v.digests !== 'object' ||
+      v.digests === null ||
+      Array.isArray(v.digests)
+    )
+      return undefined;
     const digests = v.digests as Record<string, unknown>;
     if (!Object.values(digests).every((d) => typeof d === 'string')) return undefined;
     return { device, version: v.version, digests: { ...(digests as Record<string, string>) } };
@@ -62,7 +70,8 @@ export class MemoryKeyBaselineStore implements KeyBaselineStore {
     let devices = this.#items.get(path);
     if (!devices) this.#items.set(path, (devices = new Map()));
     const known = devices.get(baseline.device);
-    if (!known || known.baseline.version < baseline.version || known.expiresAtMs <= nowMs) devices.set(baseline.device, { baseline: structuredClone(baseline), expiresAtMs });
+    if (!known || known.baseline.version < baseline.version || known.expiresAtMs <= nowMs)
+      devices.set(baseline.device, { baseline: structuredClone(baseline), expiresAtMs });
     return Promise.resolve();
   }
 

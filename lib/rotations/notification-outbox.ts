@@ -40,7 +40,8 @@ export interface NotificationOutbox {
   notes(rotation: string, nowMs: number): Promise<string[]>;
 }
 
-export const isNotificationOutbox = (v: unknown): v is NotificationOutbox => typeof v === 'object' && v !== null && 'enqueueOnce' in v && 'takeDue' in v;
+export const isNotificationOutbox = (v: unknown): v is NotificationOutbox =>
+  typeof v === 'object' && v !== null && 'enqueueOnce' in v && 'takeDue' in v;
 
 /** How long an event id (and a rotation's facts) is remembered: longer than any redelivery, continuation or gate (25 h). */
 export const NOTIFICATION_TTL_MS = 7 * 24 * 3_600_000;
@@ -57,12 +58,24 @@ export class MemoryNotificationOutbox implements NotificationOutbox {
     const until = this.#events.get(eventId);
     if (until !== undefined && until > nowMs) return Promise.resolve(false);
     this.#events.set(eventId, nowMs + ttlMs);
-    for (const sink of sinks) this.#deliveries.set(`${eventId}\u0000${sink}`, { eventId, sink, body, attempts: 0, dueAt: nowMs, state: 'pending', expiresAt: nowMs + ttlMs });
+    for (const sink of sinks)
+      this.#deliveries.set(`${eventId}\u0000${sink}`, {
+        eventId,
+        sink,
+        body,
+        attempts: 0,
+        dueAt: nowMs,
+        state: 'pending',
+        expiresAt: nowMs + ttlMs,
+      });
     return Promise.resolve(true);
   }
 
   takeDue(nowMs: number, limit: number, leaseMs: number): Promise<OutboxDelivery[]> {
-    const due = [...this.#deliveries.values()].filter((d) => d.state === 'pending' && d.dueAt <= nowMs).sort((a, b) => a.dueAt - b.dueAt).slice(0, limit);
+    const due = [...this.#deliveries.values()]
+      .filter((d) => d.state === 'pending' && d.dueAt <= nowMs)
+      .sort((a, b) => a.dueAt - b.dueAt)
+      .slice(0, limit);
     for (const d of due) d.dueAt = nowMs + leaseMs;
     return Promise.resolve(due.map(({ eventId, sink, body, attempts }) => ({ eventId, sink, body, attempts })));
   }
@@ -95,11 +108,21 @@ export class MemoryNotificationOutbox implements NotificationOutbox {
   }
 
   notes(rotation: string, nowMs: number): Promise<string[]> {
-    return Promise.resolve([...(this.#notes.get(rotation) ?? new Map<string, number>())].filter(([, until]) => until > nowMs).map(([fact]) => fact).sort());
+    return Promise.resolve(
+      [...(this.#notes.get(rotation) ?? new Map<string, number>())]
+        .filter(([, until]) => until > nowMs)
+        .map(([fact]) => fact)
+        .sort(),
+    );
   }
 
   /** For tests: every delivery's state. */
   deliveries(): Array<{ eventId: string; sink: string; state: string; attempts: number }> {
-    return [...this.#deliveries.values()].map(({ eventId, sink, state, attempts }) => ({ eventId, sink, state, attempts }));
+    return [...this.#deliveries.values()].map(({ eventId, sink, state, attempts }) => ({
+      eventId,
+      sink,
+      state,
+      attempts,
+    }));
   }
 }

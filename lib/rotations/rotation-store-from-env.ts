@@ -14,7 +14,11 @@ export type StoreEnv = Readonly<Record<string, string | undefined>>;
 
 export async function rotationStoreFromEnv(env: StoreEnv, defaultFile?: string): Promise<RotationStore | undefined> {
   const table = env.VAULT_ROLLOUT_STATE_TABLE;
-  if (table) return new DynamoDbRotationStore({ client: new DynamoDBClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }), table });
+  if (table)
+    return new DynamoDbRotationStore({
+      client: new DynamoDBClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }),
+      table,
+    });
   const file = env.VAULT_ROLLOUT_STATE_DB || defaultFile;
   if (!file) return undefined;
   // Loaded only here: a Lambda bundle never runs node:sqlite.

@@ -110,7 +110,8 @@ export interface RotationStore {
 export const MAX_LISTED_HALTS = 1000;
 
 /** A fixed-length key for a change identity (identities carry paths up to 1 KiB). */
-export const identityKey = (identity: string): string => createHash('sha256').update(identity).digest('hex').slice(0, 40);
+export const identityKey = (identity: string): string =>
+  createHash('sha256').update(identity).digest('hex').slice(0, 40);
 
 /** Tests and dry runs: one process's memory. Never used where a halt must outlive the process. Also the key baselines. */
 export class MemoryRotationStore extends MemoryKeyBaselineStore implements RotationStore {
@@ -151,11 +152,18 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
 
   haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]> {
     const wanted = new Set(changeIdentities);
-    return Promise.resolve([...this.#halts.values()].filter((h) => h.changes.some((c) => wanted.has(c))).map((h) => structuredClone(h)));
+    return Promise.resolve(
+      [...this.#halts.values()].filter((h) => h.changes.some((c) => wanted.has(c))).map((h) => structuredClone(h)),
+    );
   }
 
   halts(): Promise<RotationHalt[]> {
-    return Promise.resolve([...this.#halts.values()].sort((a, b) => a.haltedAt.localeCompare(b.haltedAt)).slice(0, MAX_LISTED_HALTS).map((h) => structuredClone(h)));
+    return Promise.resolve(
+      [...this.#halts.values()]
+        .sort((a, b) => a.haltedAt.localeCompare(b.haltedAt))
+        .slice(0, MAX_LISTED_HALTS)
+        .map((h) => structuredClone(h)),
+    );
   }
 
   clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined> {
@@ -182,7 +190,18 @@ const waveTimesKey = (rotation: string, wave: number): string => `${rotation}\u0
 export function parseStoredHalt(text: string): RotationHalt | undefined {
   try {
     const v = JSON.parse(text) as Partial<RotationHalt>;
-    if (typeof v.rotation !== 'string' || !Array.isArray(v.changes) || !Array.isArray(v.secrets) || typeof v.wave !== 'number' || typeof v.waves !== 'number' || typeof v.why !== 'string' || typeof v.haltedAt !== 'string' || typeof v.failing !== 'object' || v.failing === null) return undefined;
+    if (
+      typeof v.rotation !== 'string' ||
+      !Array.isArray(v.changes) ||
+      !Array.isArray(v.secrets) ||
+      typeof v.wave !== 'number' ||
+      typeof v.waves !== 'number' ||
+      typeof v.why !== 'string' ||
+      typeof v.haltedAt !== 'string' ||
+      typeof v.failing !== 'object' ||
+      v.failing === null
+    )
+      return undefined;
     return { route: '', notRestarted: [], ...v } as RotationHalt;
   } catch {
     return undefined;
@@ -195,7 +214,8 @@ export function parseStoredClearance(text: string): HaltClearance | undefined {
     const v = JSON.parse(text) as Partial<HaltClearance>;
     const strings = [v.rotation, v.user, v.host, v.clearedAt, v.why].every((x) => typeof x === 'string');
     const numbers = typeof v.wave === 'number' && typeof v.waves === 'number';
-    if (!strings || !numbers || !Array.isArray(v.secrets) || typeof v.failing !== 'object' || v.failing === null) return undefined;
+    if (!strings || !numbers || !Array.isArray(v.secrets) || typeof v.failing !== 'object' || v.failing === null)
+      return undefined;
     return v as HaltClearance;
   } catch {
     return undefined;

@@ -8,8 +8,22 @@ import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transa
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
-import { identityKey, MAX_LISTED_HALTS, parseStoredHalt, type RotationHalt, type RotationStore, type WaveMark, type WaveTimes } from './rotation-store.ts';
-import { clearanceOf, MAX_LISTED_CLEARANCES, parseStoredClearance, type ClearedBy, type HaltClearance } from './rotation-store.ts';
+import {
+  identityKey,
+  MAX_LISTED_HALTS,
+  parseStoredHalt,
+  type RotationHalt,
+  type RotationStore,
+  type WaveMark,
+  type WaveTimes,
+} from './rotation-store.ts';
+import {
+  clearanceOf,
+  MAX_LISTED_CLEARANCES,
+  parseStoredClearance,
+  type ClearedBy,
+  type HaltClearance,
+} from './rotation-store.ts';
 
 /** The column of each wave time (never a name from input). */
 const WAVE_COLUMNS: Readonly<Record<WaveMark, string>> = { startedAt: 'started_at', completeAt: 'complete_at' };
@@ -38,25 +52,39 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
   }
 
   releasedWave(rotation: string): Promise<number> {
-    const row = this.db.prepare('SELECT released FROM rotation_waves WHERE rotation = ?').get(rotation) as { released: number } | undefined;
+    const row = this.db.prepare('SELECT released FROM rotation_waves WHERE rotation = ?').get(rotation) as
+      { released: number } | undefined;
     return Promise.resolve(Number(row?.released ?? 0));
   }
 
   releaseWave(rotation: string, wave: number): Promise<void> {
-    this.db.prepare('INSERT INTO rotation_waves (rotation, released) VALUES (?, ?) ON CONFLICT (rotation) DO UPDATE SET released = max(released, excluded.released)').run(rotation, wave);
+    this.db
+      .prepare(
+        'INSERT INTO rotation_waves (rotation, released) VALUES (?, ?) ON CONFLICT (rotation) DO UPDATE SET released = max(released, excluded.released)',
+      )
+      .run(rotation, wave);
     return Promise.resolve();
   }
 
   markWave(rotation: string, wave: number, mark: WaveMark, at: string): Promise<WaveTimes> {
     const column = WAVE_COLUMNS[mark];
     // One statement: the first time written stays (coalesce), whoever writes after.
-    this.db.prepare(`INSERT INTO rotation_wave_times (rotation, wave, ${column}) VALUES (?, ?, ?) ON CONFLICT (rotation, wave) DO UPDATE SET ${column} = coalesce(${column}, excluded.${column})`).run(rotation, wave, at);
+    this.db
+      .prepare(
+        `INSERT INTO rotation_wave_times (rotation, wave, ${column}) VALUES (?, ?, ?) ON CONFLICT (rotation, wave) DO UPDATE SET ${column} = coalesce(${column}, excluded.${column})`,
+      )
+      .run(rotation, wave, at);
     return this.waveTimes(rotation, wave);
   }
 
   waveTimes(rotation: string, wave: number): Promise<WaveTimes> {
-    const row = this.db.prepare('SELECT started_at, complete_at FROM rotation_wave_times WHERE rotation = ? AND wave = ?').get(rotation, wave) as { started_at: string | null; complete_at: string | null } | undefined;
-    return Promise.resolve({ ...(row?.started_at ? { startedAt: row.started_at } : {}), ...(row?.complete_at ? { completeAt: row.complete_at } : {}) });
+    const row = this.db
+      .prepare('SELECT started_at, complete_at FROM rotation_wave_times WHERE rotation = ? AND wave = ?')
+      .get(rotation, wave) as { started_at: string | null; complete_at: string | null } | undefined;
+    return Promise.resolve({
+      ...(row?.started_at ? { startedAt: row.started_at } : {}),
+      ...(row?.complete_at ? { completeAt: row.complete_at } : {}),
+    });
   }
 
   forgetWave(rotation: string, wave: number): Promise<void> {
@@ -66,8 +94,12 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
 
   halt(halt: RotationHalt): Promise<void> {
     immediateTransaction(this.db, () => {
-      this.db.prepare('INSERT OR REPLACE INTO rotation_halts (rotation, halted_at, record) VALUES (?, ?, ?)').run(halt.rotation, halt.haltedAt, JSON.stringify(halt));
-      const insert = this.db.prepare('INSERT OR IGNORE INTO rotation_halted_changes (change_key, rotation) VALUES (?, ?)');
+      this.db
+        .prepare('INSERT OR REPLACE INTO rotation_halts (rotation, halted_at, record) VALUES (?, ?, ?)')
+        .run(halt.rotation, halt.haltedAt, JSON.stringify(halt));
+      const insert = this.db.prepare(
+        'INSERT OR IGNORE INTO rotation_halted_changes (change_key, rotation) VALUES (?, ?)',
+      );
       for (const identity of halt.changes) insert.run(identityKey(identity), halt.rotation);
     });
     return Promise.resolve();
@@ -76,24 +108,30 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
   haltsOf(changeIdentities: readonly string[]): Promise<RotationHalt[]> {
     const rotations = new Set<string>();
     const find = this.db.prepare('SELECT rotation FROM rotation_halted_changes WHERE change_key = ?');
-    for (const identity of new Set(changeIdentities)) for (const row of find.all(identityKey(identity)) as Array<{ rotation: string }>) rotations.add(row.rotation);
+    for (const identity of new Set(changeIdentities))
+      for (const row of find.all(identityKey(identity)) as Array<{ rotation: string }>) rotations.add(row.rotation);
     const read = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?');
-    return Promise.resolve([...rotations].flatMap((r) => {
-      const row = read.get(r) as { record: string } | undefined;
-      const halt = row && parseStoredHalt(row.record);
-      return halt ? [halt] : [];
-    }));
+    return Promise.resolve(
+      [...rotations].flatMap((r) => {
+        const row = read.get(r) as { record: string } | undefined;
+        const halt = row && parseStoredHalt(row.record);
+        return halt ? [halt] : [];
+      }),
+    );
   }
 
   halts(): Promise<RotationHalt[]> {
-    const rows = this.db.prepare('SELECT record FROM rotation_halts ORDER BY halted_at LIMIT ?').all(MAX_LISTED_HALTS) as Array<{ record: string }>;
+    const rows = this.db
+      .prepare('SELECT record FROM rotation_halts ORDER BY halted_at LIMIT ?')
+      .all(MAX_LISTED_HALTS) as Array<{ record: string }>;
     return Promise.resolve(rows.flatMap((r) => parseStoredHalt(r.record) ?? []));
   }
 
   clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined> {
     return Promise.resolve(
       immediateTransaction(this.db, () => {
-        const row = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?').get(rotation) as { record: string } | undefined;
+        const row = this.db.prepare('SELECT record FROM rotation_halts WHERE rotation = ?').get(rotation) as
+          { record: string } | undefined;
         const halt = row ? parseStoredHalt(row.record) : undefined;
         // The trail in the same transaction as the clear: one is never there without the other.
         const trail = 'INSERT OR REPLACE INTO rotation_clearances (cleared_at, rotation, record) VALUES (?, ?, ?)';
@@ -114,14 +152,18 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
   }
 
   baseline(device: string, path: string, nowMs: number): Promise<KeyBaseline | undefined> {
-    const row = this.db.prepare('SELECT record FROM key_baselines WHERE path_key = ? AND device = ? AND expires_at > ?').get(pathKey(path), device, nowMs) as { record: string } | undefined;
+    const row = this.db
+      .prepare('SELECT record FROM key_baselines WHERE path_key = ? AND device = ? AND expires_at > ?')
+      .get(pathKey(path), device, nowMs) as { record: string } | undefined;
     return Promise.resolve(row ? parseStoredBaseline(row.record, device) : undefined);
   }
 
   putBaseline(path: string, baseline: KeyBaseline, expiresAtMs: number, nowMs: number): Promise<void> {
     // Versions only move forward: an older write's baseline, arriving late, never replaces a newer one.
     this.db
-      .prepare('INSERT INTO key_baselines (path_key, device, version, expires_at, record) VALUES (?, ?, ?, ?, ?) ON CONFLICT (path_key, device) DO UPDATE SET version = excluded.version, expires_at = excluded.expires_at, record = excluded.record WHERE version < excluded.version OR expires_at <= ?')
+      .prepare(
+        'INSERT INTO key_baselines (path_key, device, version, expires_at, record) VALUES (?, ?, ?, ?, ?) ON CONFLICT (path_key, device) DO UPDATE SET version = excluded.version, expires_at = excluded.expires_at, record = excluded.record WHERE version < excluded.version OR expires_at <= ?',
+      )
       .run(pathKey(path), baseline.device, baseline.version, expiresAtMs, storedBaseline(baseline), nowMs);
     return Promise.resolve();
   }
@@ -140,12 +182,24 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
     return Promise.resolve(
       immediateTransaction(this.db, () => {
         // Expired ids go first (a bounded sweep per event), so an id is refused only within its TTL.
-        this.db.prepare('DELETE FROM notification_events WHERE event_id IN (SELECT event_id FROM notification_events WHERE expires_at <= ? LIMIT 100)').run(nowMs);
-        this.db.prepare('DELETE FROM notification_deliveries WHERE (event_id, sink) IN (SELECT event_id, sink FROM notification_deliveries WHERE expires_at <= ? LIMIT 100)').run(nowMs);
+        this.db
+          .prepare(
+            'DELETE FROM notification_events WHERE event_id IN (SELECT event_id FROM notification_events WHERE expires_at <= ? LIMIT 100)',
+          )
+          .run(nowMs);
+        this.db
+          .prepare(
+            'DELETE FROM notification_deliveries WHERE (event_id, sink) IN (SELECT event_id, sink FROM notification_deliveries WHERE expires_at <= ? LIMIT 100)',
+          )
+          .run(nowMs);
         // The conditional insert is the deduplication: a second emit of the same event changes nothing.
-        const inserted = this.db.prepare('INSERT OR IGNORE INTO notification_events (event_id, expires_at) VALUES (?, ?)').run(eventId, nowMs + ttlMs);
+        const inserted = this.db
+          .prepare('INSERT OR IGNORE INTO notification_events (event_id, expires_at) VALUES (?, ?)')
+          .run(eventId, nowMs + ttlMs);
         if (Number(inserted.changes) === 0) return false;
-        const insert = this.db.prepare("INSERT OR REPLACE INTO notification_deliveries (event_id, sink, body, state, attempts, due_at, expires_at) VALUES (?, ?, ?, 'pending', 0, ?, ?)");
+        const insert = this.db.prepare(
+          "INSERT OR REPLACE INTO notification_deliveries (event_id, sink, body, state, attempts, due_at, expires_at) VALUES (?, ?, ?, 'pending', 0, ?, ?)",
+        );
         for (const sink of sinks) insert.run(eventId, sink, body, nowMs, nowMs + ttlMs);
         return true;
       }),
@@ -155,7 +209,11 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
   takeDue(nowMs: number, limit: number, leaseMs: number): Promise<OutboxDelivery[]> {
     return Promise.resolve(
       immediateTransaction(this.db, () => {
-        const rows = this.db.prepare("SELECT event_id, sink, body, attempts FROM notification_deliveries WHERE state = 'pending' AND due_at <= ? ORDER BY due_at LIMIT ?").all(nowMs, limit) as Array<{ event_id: string; sink: string; body: string; attempts: number }>;
+        const rows = this.db
+          .prepare(
+            "SELECT event_id, sink, body, attempts FROM notification_deliveries WHERE state = 'pending' AND due_at <= ? ORDER BY due_at LIMIT ?",
+          )
+          .all(nowMs, limit) as Array<{ event_id: string; sink: string; body: string; attempts: number }>;
         const lease = this.db.prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?');
         for (const r of rows) lease.run(nowMs + leaseMs, r.event_id, r.sink);
         return rows.map((r) => ({ eventId: r.event_id, sink: r.sink, body: r.body, attempts: Number(r.attempts) }));
@@ -166,33 +224,51 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
   take(eventId: string, sink: string, nowMs: number, leaseMs: number): Promise<TakeResult> {
     return Promise.resolve(
       immediateTransaction(this.db, (): TakeResult => {
-        const row = this.db.prepare('SELECT body, state, attempts, due_at FROM notification_deliveries WHERE event_id = ? AND sink = ?').get(eventId, sink) as { body: string; state: string; attempts: number; due_at: number } | undefined;
+        const row = this.db
+          .prepare('SELECT body, state, attempts, due_at FROM notification_deliveries WHERE event_id = ? AND sink = ?')
+          .get(eventId, sink) as { body: string; state: string; attempts: number; due_at: number } | undefined;
         if (!row || row.state !== 'pending') return 'done';
         if (Number(row.due_at) > nowMs) return { notBefore: Number(row.due_at) };
-        this.db.prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?').run(nowMs + leaseMs, eventId, sink);
+        this.db
+          .prepare('UPDATE notification_deliveries SET due_at = ? WHERE event_id = ? AND sink = ?')
+          .run(nowMs + leaseMs, eventId, sink);
         return { delivery: { eventId, sink, body: row.body, attempts: Number(row.attempts) } };
       }),
     );
   }
 
   sent(eventId: string, sink: string): Promise<void> {
-    this.db.prepare("UPDATE notification_deliveries SET state = 'sent' WHERE event_id = ? AND sink = ?").run(eventId, sink);
+    this.db
+      .prepare("UPDATE notification_deliveries SET state = 'sent' WHERE event_id = ? AND sink = ?")
+      .run(eventId, sink);
     return Promise.resolve();
   }
 
   failed(eventId: string, sink: string, attempts: number, retryAtMs: number | undefined): Promise<void> {
-    if (retryAtMs === undefined) this.db.prepare("UPDATE notification_deliveries SET state = 'gave-up', attempts = ? WHERE event_id = ? AND sink = ?").run(attempts, eventId, sink);
-    else this.db.prepare('UPDATE notification_deliveries SET attempts = ?, due_at = ? WHERE event_id = ? AND sink = ?').run(attempts, retryAtMs, eventId, sink);
+    if (retryAtMs === undefined)
+      this.db
+        .prepare("UPDATE notification_deliveries SET state = 'gave-up', attempts = ? WHERE event_id = ? AND sink = ?")
+        .run(attempts, eventId, sink);
+    else
+      this.db
+        .prepare('UPDATE notification_deliveries SET attempts = ?, due_at = ? WHERE event_id = ? AND sink = ?')
+        .run(attempts, retryAtMs, eventId, sink);
     return Promise.resolve();
   }
 
   note(rotation: string, fact: string, nowMs: number, ttlMs: number): Promise<void> {
-    this.db.prepare('INSERT INTO rotation_notes (rotation, fact, expires_at) VALUES (?, ?, ?) ON CONFLICT (rotation, fact) DO UPDATE SET expires_at = excluded.expires_at').run(rotation, fact, nowMs + ttlMs);
+    this.db
+      .prepare(
+        'INSERT INTO rotation_notes (rotation, fact, expires_at) VALUES (?, ?, ?) ON CONFLICT (rotation, fact) DO UPDATE SET expires_at = excluded.expires_at',
+      )
+      .run(rotation, fact, nowMs + ttlMs);
     return Promise.resolve();
   }
 
   notes(rotation: string, nowMs: number): Promise<string[]> {
-    const rows = this.db.prepare('SELECT fact FROM rotation_notes WHERE rotation = ? AND expires_at > ? ORDER BY fact').all(rotation, nowMs) as Array<{ fact: string }>;
+    const rows = this.db
+      .prepare('SELECT fact FROM rotation_notes WHERE rotation = ? AND expires_at > ? ORDER BY fact')
+      .all(rotation, nowMs) as Array<{ fact: string }>;
     return Promise.resolve(rows.map((r) => r.fact));
   }
 

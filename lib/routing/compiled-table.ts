@@ -25,9 +25,17 @@ export interface CompiledTableFile {
  * cluster has neither kubeconfig nor eks there, and reaching it fails with that reason; planning needs only its name
  * and labels. References that are no credential themselves (`env`, `ssm`, `secretsManager`, `eks`) stay.
  */
-export function compileRoutingTable(yamlText: string, file: string, options: { withoutKubeconfigs?: boolean } = {}): string {
+export function compileRoutingTable(
+  yamlText: string,
+  file: string,
+  options: { withoutKubeconfigs?: boolean } = {},
+): string {
   const { document } = parseRoutingTable(yamlText, file);
-  const compiled: CompiledTableFile = { format: COMPILED_TABLE_FORMAT, source: { file, sha256: createHash('sha256').update(yamlText).digest('hex') }, document: options.withoutKubeconfigs ? withoutKubeconfigContent(document) : document };
+  const compiled: CompiledTableFile = {
+    format: COMPILED_TABLE_FORMAT,
+    source: { file, sha256: createHash('sha256').update(yamlText).digest('hex') },
+    document: options.withoutKubeconfigs ? withoutKubeconfigContent(document) : document,
+  };
   return `${JSON.stringify(compiled)}\n`;
 }
 
@@ -56,10 +64,24 @@ export function loadCompiledRoutingTable(text: string, file: string): RoutingTab
   try {
     compiled = JSON.parse(text) as Partial<CompiledTableFile>;
   } catch (e) {
-    throw new RoutingTableError([{ file, line: 1, column: 1, field: '', message: `not a compiled routing table: ${(e as Error).message}` }]);
+    throw new RoutingTableError([
+      { file, line: 1, column: 1, field: '', message: `not a compiled routing table: ${(e as Error).message}` },
+    ]);
   }
-  if (compiled.format !== COMPILED_TABLE_FORMAT || typeof compiled.document !== 'object' || compiled.document === null) {
-    throw new RoutingTableError([{ file, line: 1, column: 1, field: 'format', message: `not a compiled routing table of format ${COMPILED_TABLE_FORMAT} (found ${JSON.stringify(compiled.format)}): compile it with npm run package` }]);
+  if (
+    compiled.format !== COMPILED_TABLE_FORMAT ||
+    typeof compiled.document !== 'object' ||
+    compiled.document === null
+  ) {
+    throw new RoutingTableError([
+      {
+        file,
+        line: 1,
+        column: 1,
+        field: 'format',
+        message: `not a compiled routing table of format ${COMPILED_TABLE_FORMAT} (found ${JSON.stringify(compiled.format)}): compile it with npm run package`,
+      },
+    ]);
   }
   return compileCheckedDocument(compiled.document, file);
 }

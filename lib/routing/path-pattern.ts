@@ -53,7 +53,8 @@ function compileSegment(source: string): PatternSegment {
   if (source === '') throw new PatternError('empty segment (leading, trailing or double "/")');
   if (source === '**') return { source, kind: 'globstar', tokens: NONE, captures: NONE };
   if (source.includes('**')) throw new PatternError(`"**" must be a whole segment, found "${source}"`);
-  if (!source.includes('*') && !source.includes('{') && !source.includes('}')) return { source, kind: 'literal', tokens: NONE, captures: NONE };
+  if (!source.includes('*') && !source.includes('{') && !source.includes('}'))
+    return { source, kind: 'literal', tokens: NONE, captures: NONE };
   const captures: string[] = [];
   const tokens: SegmentToken[] = [];
   let text = '';
@@ -70,7 +71,8 @@ function compileSegment(source: string): PatternSegment {
       const close = source.indexOf('}', i);
       if (close < 0) throw new PatternError(`unclosed "{" in "${source}"`);
       const name = source.slice(i + 1, close);
-      if (!CAPTURE_NAME.test(name)) throw new PatternError(`capture name "${name}" must be a letter or _ followed by letters, digits or _`);
+      if (!CAPTURE_NAME.test(name))
+        throw new PatternError(`capture name "${name}" must be a letter or _ followed by letters, digits or _`);
       if (captures.includes(name)) throw new PatternError(`capture {${name}} appears twice`);
       captures.push(name);
       flush();
@@ -82,15 +84,19 @@ function compileSegment(source: string): PatternSegment {
   flush();
   const wild = tokens.length - tokens.filter((t) => t.type === 'text').length;
   if (wild > PATTERN_LIMITS.wildcardsPerSegment) {
-    throw new PatternError(`"${source}" has ${wild} wildcards and captures; at most ${PATTERN_LIMITS.wildcardsPerSegment} per segment`);
+    throw new PatternError(
+      `"${source}" has ${wild} wildcards and captures; at most ${PATTERN_LIMITS.wildcardsPerSegment} per segment`,
+    );
   }
   return { source, kind: 'wild', tokens, captures };
 }
 
 export function compilePattern(source: string): CompiledPattern {
-  if (source.length > PATTERN_LIMITS.length) throw new PatternError(`the pattern is ${source.length} characters long; at most ${PATTERN_LIMITS.length}`);
+  if (source.length > PATTERN_LIMITS.length)
+    throw new PatternError(`the pattern is ${source.length} characters long; at most ${PATTERN_LIMITS.length}`);
   const parts = source.split('/');
-  if (parts.length > PATTERN_LIMITS.segments) throw new PatternError(`the pattern has ${parts.length} segments; at most ${PATTERN_LIMITS.segments}`);
+  if (parts.length > PATTERN_LIMITS.segments)
+    throw new PatternError(`the pattern has ${parts.length} segments; at most ${PATTERN_LIMITS.segments}`);
   const segments = parts.map(compileSegment);
   // One pass, no arrays, for the common case of a pattern without wildcards (a big table has thousands).
   let wildcards = 0;
@@ -109,9 +115,12 @@ export function compilePattern(source: string): CompiledPattern {
       seen.add(name);
     }
   }
-  if (captures.length > PATTERN_LIMITS.captures) throw new PatternError(`the pattern has ${captures.length} captures; at most ${PATTERN_LIMITS.captures}`);
-  if (wildcards > PATTERN_LIMITS.wildcards) throw new PatternError(`the pattern has ${wildcards} wildcards and captures; at most ${PATTERN_LIMITS.wildcards}`);
-  if (globstars > PATTERN_LIMITS.globstars) throw new PatternError(`the pattern has ${globstars} "**" segments; at most ${PATTERN_LIMITS.globstars}`);
+  if (captures.length > PATTERN_LIMITS.captures)
+    throw new PatternError(`the pattern has ${captures.length} captures; at most ${PATTERN_LIMITS.captures}`);
+  if (wildcards > PATTERN_LIMITS.wildcards)
+    throw new PatternError(`the pattern has ${wildcards} wildcards and captures; at most ${PATTERN_LIMITS.wildcards}`);
+  if (globstars > PATTERN_LIMITS.globstars)
+    throw new PatternError(`the pattern has ${globstars} "**" segments; at most ${PATTERN_LIMITS.globstars}`);
   return { source, segments, captures };
 }
 
@@ -129,7 +138,12 @@ export function matchSegment(tokens: readonly SegmentToken[], text: string): str
     // `prefix * suffix` or `prefix {x} suffix`: the regex has one way to match, so no table is needed.
     const { prefix, wildcard, suffix } = one;
     const end = text.length - suffix.length;
-    if (end - prefix.length < (wildcard.type === 'capture' ? 1 : 0) || !text.startsWith(prefix) || !text.endsWith(suffix)) return undefined;
+    if (
+      end - prefix.length < (wildcard.type === 'capture' ? 1 : 0) ||
+      !text.startsWith(prefix) ||
+      !text.endsWith(suffix)
+    )
+      return undefined;
     return wildcard.type === 'capture' ? [text.slice(prefix.length, end)] : [];
   }
   const n = text.length;
@@ -176,7 +190,9 @@ export function matchSegment(tokens: readonly SegmentToken[], text: string): str
 }
 
 /** The shape of most wild segments (`svc-{app}`, `*`, `{app}.tls`): one wildcard between optional literal text. */
-function oneWildcard(tokens: readonly SegmentToken[]): { prefix: string; wildcard: Exclude<SegmentToken, { type: 'text' }>; suffix: string } | undefined {
+function oneWildcard(
+  tokens: readonly SegmentToken[],
+): { prefix: string; wildcard: Exclude<SegmentToken, { type: 'text' }>; suffix: string } | undefined {
   if (tokens.length > 3) return undefined;
   let prefix = '';
   let suffix = '';
@@ -260,16 +276,17 @@ function walk(node: TrieNode, segments: readonly string[], i: number, captures: 
     const segment = segments[i] ?? '';
     const literal = node.literal?.get(segment);
     if (literal) walk(literal, segments, i + 1, captures, state);
-    if (node.wild) for (const { segment: pattern, node: next } of node.wild.values()) {
-      const values = matchSegment(pattern.tokens, segment);
-      if (!values) continue;
-      let more = captures;
-      if (pattern.captures.length > 0) {
-        more = { ...captures };
-        pattern.captures.forEach((name, k) => ((more as Record<string, string>)[name] = values[k] ?? ''));
+    if (node.wild)
+      for (const { segment: pattern, node: next } of node.wild.values()) {
+        const values = matchSegment(pattern.tokens, segment);
+        if (!values) continue;
+        let more = captures;
+        if (pattern.captures.length > 0) {
+          more = { ...captures };
+          pattern.captures.forEach((name, k) => ((more as Record<string, string>)[name] = values[k] ?? ''));
+        }
+        walk(next, segments, i + 1, more, state);
       }
-      walk(next, segments, i + 1, more, state);
-    }
   }
   // `**` takes none or more of the remaining segments. Its node is entered only from here, and each loop runs to
   // the end, so once one index was entered every later one was too.

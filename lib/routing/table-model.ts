@@ -2,7 +2,19 @@
 import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
-import { parseDuration, type ClusterConfig, type NotificationEventKind, type NotificationSink, type ConsumersTarget, type MaxUnavailable, type ResourceTarget, type RotationStoreRef, type SyncTarget, type Target, type WorkloadTarget } from './schema.ts';
+import {
+  parseDuration,
+  type ClusterConfig,
+  type NotificationEventKind,
+  type NotificationSink,
+  type ConsumersTarget,
+  type MaxUnavailable,
+  type ResourceTarget,
+  type RotationStoreRef,
+  type SyncTarget,
+  type Target,
+  type WorkloadTarget,
+} from './schema.ts';
 
 export interface ConfigProblem {
   file: string;
@@ -121,11 +133,21 @@ export const DEFAULT_ROLLOUT_TIMEOUT_MS = 600_000;
  * each says how long the workload may take), else its cluster's `rolloutTimeout`, else the top-level
  * `rollout.timeout`, else 10 minutes.
  */
-export function rolloutTimeoutMs(table: Pick<RoutingTable, 'routes' | 'clusters' | 'rolloutTimeoutMs'>, cluster: string, routeNames: readonly string[]): number {
-  const fromRoutes = table.routes.filter((r) => routeNames.includes(r.name) && r.rolloutTimeoutMs !== undefined).map((r) => r.rolloutTimeoutMs as number);
+export function rolloutTimeoutMs(
+  table: Pick<RoutingTable, 'routes' | 'clusters' | 'rolloutTimeoutMs'>,
+  cluster: string,
+  routeNames: readonly string[],
+): number {
+  const fromRoutes = table.routes
+    .filter((r) => routeNames.includes(r.name) && r.rolloutTimeoutMs !== undefined)
+    .map((r) => r.rolloutTimeoutMs as number);
   if (fromRoutes.length > 0) return Math.max(...fromRoutes);
   const fromCluster = table.clusters.get(cluster)?.rolloutTimeout;
-  return (fromCluster === undefined ? undefined : parseDuration(fromCluster)) ?? table.rolloutTimeoutMs ?? DEFAULT_ROLLOUT_TIMEOUT_MS;
+  return (
+    (fromCluster === undefined ? undefined : parseDuration(fromCluster)) ??
+    table.rolloutTimeoutMs ??
+    DEFAULT_ROLLOUT_TIMEOUT_MS
+  );
 }
 
 /**
@@ -133,8 +155,13 @@ export function rolloutTimeoutMs(table: Pick<RoutingTable, 'routes' | 'clusters'
  * the smallest bound of each scope when several routes name it (each says how many may roll at once), or
  * undefined when none bounds it (today's behaviour: restart at once).
  */
-export function maxUnavailableFor(table: Pick<RoutingTable, 'routes' | 'maxUnavailable'>, routeNames: readonly string[]): MaxUnavailable | undefined {
-  const bounds = table.routes.filter((r) => routeNames.includes(r.name)).map((r) => r.maxUnavailable ?? table.maxUnavailable);
+export function maxUnavailableFor(
+  table: Pick<RoutingTable, 'routes' | 'maxUnavailable'>,
+  routeNames: readonly string[],
+): MaxUnavailable | undefined {
+  const bounds = table.routes
+    .filter((r) => routeNames.includes(r.name))
+    .map((r) => r.maxUnavailable ?? table.maxUnavailable);
   const smallest = (values: Array<number | undefined>) => {
     const set = values.filter((v): v is number => v !== undefined);
     return set.length > 0 ? Math.min(...set) : undefined;
@@ -148,11 +175,14 @@ export function maxUnavailableFor(table: Pick<RoutingTable, 'routes' | 'maxUnava
 export const isResourceTarget = (t: Target): t is ResourceTarget => 'resource' in t;
 export const isSyncTarget = (t: Target): t is SyncTarget => 'sync' in t;
 export const isConsumersTarget = (t: Target): t is ConsumersTarget => 'consumers' in t;
-export const isWorkloadTarget = (t: Target): t is WorkloadTarget => !isResourceTarget(t) && !isSyncTarget(t) && !isConsumersTarget(t);
+export const isWorkloadTarget = (t: Target): t is WorkloadTarget =>
+  !isResourceTarget(t) && !isSyncTarget(t) && !isConsumersTarget(t);
 
 /** The Secret or SecretProviderClass a consumers target names: which field, and its (template) value. */
 export const consumersOf = (t: ConsumersTarget): { field: 'secret' | 'secretProviderClass'; name: string } =>
-  'secret' in t.consumers ? { field: 'secret', name: t.consumers.secret } : { field: 'secretProviderClass', name: t.consumers.secretProviderClass };
+  'secret' in t.consumers
+    ? { field: 'secret', name: t.consumers.secret }
+    : { field: 'secretProviderClass', name: t.consumers.secretProviderClass };
 
 /**
  * The one object name a target names, where it is written and its template: a workload's `name`, a resource's
@@ -168,4 +198,3 @@ export function targetName(t: Target): { field: string[]; template: string } | u
   }
   return t.name === undefined ? undefined : { field: ['name'], template: t.name };
 }
-

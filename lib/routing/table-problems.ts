@@ -110,10 +110,13 @@ function schemasAt(schema: SchemaLike, path: readonly PropertyKey[]): SchemaLike
   if (path.length === 0) return [s];
   const [key, ...rest] = path;
   const next =
-    def.type === 'object' ? def.shape?.[String(key)]
-    : def.type === 'array' ? def.element
-    : def.type === 'record' ? def.valueType
-    : undefined;
+    def.type === 'object'
+      ? def.shape?.[String(key)]
+      : def.type === 'array'
+        ? def.element
+        : def.type === 'record'
+          ? def.valueType
+          : undefined;
   return next === undefined ? [] : schemasAt(next, rest);
 }
 

@@ -20,10 +20,11 @@ export function render(template: string, values: Readonly<Record<string, string>
 export function* stringsIn(value: unknown): Generator<string> {
   if (typeof value === 'string') yield value;
   else if (Array.isArray(value)) for (const v of value) yield* stringsIn(v);
-  else if (typeof value === 'object' && value !== null) for (const [k, v] of Object.entries(value)) {
-    yield k;
-    yield* stringsIn(v);
-  }
+  else if (typeof value === 'object' && value !== null)
+    for (const [k, v] of Object.entries(value)) {
+      yield k;
+      yield* stringsIn(v);
+    }
 }
 
 export function renderDeep(value: unknown, values: Readonly<Record<string, string>>): unknown {

@@ -25,7 +25,10 @@ export function required(env: Env, name: string, what: string): string {
  * The routing table the deployment bundles (`VAULT_ROLLOUT_ROUTES`, relative to the package root): the compiled
  * JSON `npm run package` writes (no YAML parsed at a cold start), or a YAML table (serve, tests).
  */
-export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? process.cwd()): { table: RoutingTable; file: string } {
+export function loadRoutesFromEnv(
+  env: Env,
+  baseDir = env.LAMBDA_TASK_ROOT ?? process.cwd(),
+): { table: RoutingTable; file: string } {
   const configured = required(env, 'VAULT_ROLLOUT_ROUTES', 'the routing table file');
   const file = isAbsolute(configured) ? configured : resolve(baseDir, configured);
   let text: string;
@@ -38,7 +41,13 @@ export function loadRoutesFromEnv(env: Env, baseDir = env.LAMBDA_TASK_ROOT ?? pr
 }
 
 /** The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see docs/how-to/deploy-to-lambda.md. */
-const AUTH_SETTINGS: Readonly<Record<string, ReadonlyArray<'hmac' | 'bearer' | 'iam'>>> = { hmac: ['hmac'], bearer: ['bearer'], 'hmac,bearer': ['hmac', 'bearer'], 'bearer,hmac': ['hmac', 'bearer'], iam: ['iam'] };
+const AUTH_SETTINGS: Readonly<Record<string, ReadonlyArray<'hmac' | 'bearer' | 'iam'>>> = {
+  hmac: ['hmac'],
+  bearer: ['bearer'],
+  'hmac,bearer': ['hmac', 'bearer'],
+  'bearer,hmac': ['hmac', 'bearer'],
+  iam: ['iam'],
+};
 
 /**
  * `VAULT_ROLLOUT_AUTH`: which webhook authentication the HTTP function takes. Fails closed: unset means the default
@@ -48,11 +57,21 @@ const AUTH_SETTINGS: Readonly<Record<string, ReadonlyArray<'hmac' | 'bearer' | '
 export function authModes(env: Env): Set<'hmac' | 'bearer' | 'iam'> {
   const value = env.VAULT_ROLLOUT_AUTH;
   if (value === undefined) return new Set(['hmac', 'bearer']);
-  const normalized = value.split(',').map((m) => m.trim()).join(',');
+  const normalized = value
+    .split(',')
+    .map((m) => m.trim())
+    .join(',');
   const modes = Object.hasOwn(AUTH_SETTINGS, normalized) ? AUTH_SETTINGS[normalized] : undefined;
   if (modes === undefined) {
-    const why = normalized === '' ? 'it is empty' : /\biam\b/.test(value) ? 'iam (the Function URL authenticates the caller) cannot be combined with hmac or bearer' : 'it is not one of the documented values';
-    throw new ConfigError(`VAULT_ROLLOUT_AUTH is not valid: ${why}; use hmac, bearer, hmac,bearer or iam (every request is refused until it is fixed)`);
+    const why =
+      normalized === ''
+        ? 'it is empty'
+        : /\biam\b/.test(value)
+          ? 'iam (the Function URL authenticates the caller) cannot be combined with hmac or bearer'
+          : 'it is not one of the documented values';
+    throw new ConfigError(
+      `VAULT_ROLLOUT_AUTH is not valid: ${why}; use hmac, bearer, hmac,bearer or iam (every request is refused until it is fixed)`,
+    );
   }
   return new Set(modes);
 }
@@ -66,6 +85,9 @@ export function visibilitySecondsFromEnv(env: Env, defaultSeconds = 30): number 
   const raw = env.VAULT_ROLLOUT_VISIBILITY_SECONDS;
   if (raw === undefined || raw === '') return defaultSeconds;
   const seconds = Number(raw);
-  if (!Number.isInteger(seconds) || seconds < 3 || seconds > 43_200) throw new ConfigError(`VAULT_ROLLOUT_VISIBILITY_SECONDS=${raw.slice(0, 20)} must be a whole number of seconds from 3 to 43200`);
+  if (!Number.isInteger(seconds) || seconds < 3 || seconds > 43_200)
+    throw new ConfigError(
+      `VAULT_ROLLOUT_VISIBILITY_SECONDS=${raw.slice(0, 20)} must be a whole number of seconds from 3 to 43200`,
+    );
   return seconds;
 }

@@ -39,12 +39,24 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
   const { table, file } = loadRoutesFromEnv(env);
   const region = env.AWS_REGION;
   let queue: SqsRolloutQueue | undefined;
-  const getQueue = () => (queue ??= new SqsRolloutQueue({ client: new SQSClient({ region }), queueUrl: required(env, 'VAULT_ROLLOUT_QUEUE_URL', 'the SQS FIFO queue URL') }));
+  const getQueue = () =>
+    (queue ??= new SqsRolloutQueue({
+      client: new SQSClient({ region }),
+      queueUrl: required(env, 'VAULT_ROLLOUT_QUEUE_URL', 'the SQS FIFO queue URL'),
+    }));
   // Key-level restarts: the intake keeps each path's key baselines in the rotation table (its role may
   // touch only the `keys#` items there: serverless.yml). Without the table every change is every key.
   const stateTable = env.VAULT_ROLLOUT_STATE_TABLE;
   let baselines: KeyBaselineStore | undefined;
-  const getBaselines = (): { baselines?: KeyBaselineStore } => (stateTable ? { baselines: (baselines ??= new DynamoDbRotationStore({ client: new DynamoDBClient({ region }), table: stateTable })) } : {});
+  const getBaselines = (): { baselines?: KeyBaselineStore } =>
+    stateTable
+      ? {
+          baselines: (baselines ??= new DynamoDbRotationStore({
+            client: new DynamoDBClient({ region }),
+            table: stateTable,
+          })),
+        }
+      : {};
 
   let secrets: Promise<WebhookSecrets> | undefined;
   const loadSecrets = async (): Promise<WebhookSecrets> => {
@@ -52,8 +64,16 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
     if (modes.has('iam')) return { iam: true };
     const ssm = new SSMClient({ region });
     const out: WebhookSecrets = {};
-    if (modes.has('hmac')) out.hmacSecret = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', 'the SSM parameter of the HMAC secret'));
-    if (modes.has('bearer')) out.bearerToken = await ssmSecret(ssm, required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'));
+    if (modes.has('hmac'))
+      out.hmacSecret = await ssmSecret(
+        ssm,
+        required(env, 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', 'the SSM parameter of the HMAC secret'),
+      );
+    if (modes.has('bearer'))
+      out.bearerToken = await ssmSecret(
+        ssm,
+        required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'),
+      );
     // A short secret is refused, not used: every request fails (closed) until the parameter holds a long one.
     const problem = secretsProblem(out);
     if (problem !== undefined) {
@@ -73,10 +93,11 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
       telemetry,
       ...getBaselines(),
       // A failed read is not kept: the next request tries again.
-      secrets: () => (secrets ??= loadSecrets().catch((e: unknown) => {
-        secrets = undefined;
-        throw e;
-      })),
+      secrets: () =>
+        (secrets ??= loadSecrets().catch((e: unknown) => {
+          secrets = undefined;
+          throw e;
+        })),
     }),
     intakeDeps: () => ({ table, queue: getQueue(), now: Date.now, ...getBaselines() }),
   };

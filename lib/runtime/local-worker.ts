@@ -45,10 +45,17 @@ export const MAX_LOOPS = 32;
 
 type HandBack = 'extendVisibility' | 'delete' | 'release' | 'defer';
 
-export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, options: LocalWorkerOptions = {}): LocalWorker {
+export function startLocalWorker(
+  queue: LocalRolloutQueue,
+  deps: WorkerDeps,
+  options: LocalWorkerOptions = {},
+): LocalWorker {
   const heartbeatMs = options.heartbeatMs ?? Math.max(1, Math.floor(queue.visibilityTimeoutMs / 3));
   const lost = (message: ReceivedRolloutMessage, operation: HandBack): void => {
-    deps.telemetry.error('the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', { messageId: message.messageId, group: message.groupId, operation });
+    deps.telemetry.error(
+      'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it',
+      { messageId: message.messageId, group: message.groupId, operation },
+    );
     deps.telemetry.metric(METRICS.visibilityLost, 1, 'Count');
   };
 
@@ -63,7 +70,10 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
         try {
           extended = await queue.extendVisibility(m.receiptHandle, queue.visibilityTimeoutMs);
         } catch (e) {
-          deps.telemetry.warn('could not extend a message\'s visibility; trying again at the next heartbeat', { messageId: m.messageId, error: e instanceof Error ? e.message : String(e) });
+          deps.telemetry.warn("could not extend a message's visibility; trying again at the next heartbeat", {
+            messageId: m.messageId,
+            error: e instanceof Error ? e.message : String(e),
+          });
           continue;
         }
         // Handed back meanwhile: the hand-back's answer is the one that counts.
@@ -77,7 +87,10 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
         });
       }, heartbeatMs);
     };
-    const handBack = async (messageIds: readonly string[], outcome: Pick<GroupOutcome, 'failed' | 'deferred'>): Promise<void> => {
+    const handBack = async (
+      messageIds: readonly string[],
+      outcome: Pick<GroupOutcome, 'failed' | 'deferred'>,
+    ): Promise<void> => {
       const mine = messageIds.flatMap((id) => held.get(id) ?? []);
       for (const m of mine) held.delete(m.messageId);
       // A heartbeat under way finishes first, so it never lands after (and undoes) a defer or release.
@@ -85,12 +98,19 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
       const holds = new Map(outcome.deferred.map((d) => [d.messageId, d]));
       for (const m of mine) {
         const hold = holds.get(m.messageId);
-        const operation: HandBack = hold !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
-        const done = operation === 'defer' ? await queue.defer(m.receiptHandle, hold?.delayMs ?? 0) : operation === 'release' ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000)) : await queue.delete(m.receiptHandle);
+        const operation: HandBack =
+          hold !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
+        const done =
+          operation === 'defer'
+            ? await queue.defer(m.receiptHandle, hold?.delayMs ?? 0)
+            : operation === 'release'
+              ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000))
+              : await queue.delete(m.receiptHandle);
         if (!done) lost(m, operation);
         // Woken early: visible now under the same receipt handle, which a receive since (the delay ran out) has
         // made stale, so a late wake does nothing.
-        else if (hold?.watch && options.waker) options.waker.watch(hold.watch, () => void queue.release(m.receiptHandle).catch(() => undefined));
+        else if (hold?.watch && options.waker)
+          options.waker.watch(hold.watch, () => void queue.release(m.receiptHandle).catch(() => undefined));
       }
     };
 
@@ -98,7 +118,8 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
     // is no longer this worker's to hand back.
     const deadLetter = async (record: { messageId: string }, reason: string): Promise<void> => {
       const m = held.get(record.messageId);
-      if (m === undefined || !(await queue.deadLetter(m.receiptHandle, reason))) throw new Error(`message ${record.messageId} is no longer in flight`);
+      if (m === undefined || !(await queue.deadLetter(m.receiptHandle, reason)))
+        throw new Error(`message ${record.messageId} is no longer in flight`);
       held.delete(record.messageId);
     };
 
@@ -113,7 +134,10 @@ export function startLocalWorker(queue: LocalRolloutQueue, deps: WorkerDeps, opt
         },
       });
     } catch (e) {
-      deps.telemetry.error('the worker failed on a batch; its messages will be redelivered', { messages: held.size, error: e instanceof Error ? e.message : String(e) });
+      deps.telemetry.error('the worker failed on a batch; its messages will be redelivered', {
+        messages: held.size,
+        error: e instanceof Error ? e.message : String(e),
+      });
     } finally {
       clearTimeout(timer);
       // Whatever no group handed back (the batch failed as a whole) goes back for redelivery, after a backoff.

@@ -12,7 +12,14 @@
  * nothing more with that message — whoever receives it next runs it, and the restart record makes that run find its
  * workloads `unchanged`.
  */
-import { ChangeMessageVisibilityBatchCommand, ChangeMessageVisibilityCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import {
+  ChangeMessageVisibilityBatchCommand,
+  ChangeMessageVisibilityCommand,
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import type { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } from '../pipeline/worker.ts';
@@ -22,10 +29,14 @@ import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } fr
  * reason as a message attribute; then the worker deletes it from the rollout queue. Needs only sqs:SendMessage on
  * the DLQ. A failed send throws, and the worker leaves the message to be redelivered (and to the redrive policy).
  */
-export function sqsDeadLetter(client: SQSClient, deadLetterQueueUrl: string | undefined): (record: QueueRecord, reason: string) => Promise<void> {
+export function sqsDeadLetter(
+  client: SQSClient,
+  deadLetterQueueUrl: string | undefined,
+): (record: QueueRecord, reason: string) => Promise<void> {
   return async (record, reason) => {
     // No DLQ named: the message is redelivered until the queue's redrive policy moves it to the DLQ (never acknowledged).
-    if (!deadLetterQueueUrl) throw new Error('no dead-letter queue URL (VAULT_ROLLOUT_DLQ_URL): left to the redrive policy');
+    if (!deadLetterQueueUrl)
+      throw new Error('no dead-letter queue URL (VAULT_ROLLOUT_DLQ_URL): left to the redrive policy');
     await client.send(
       new SendMessageCommand({
         QueueUrl: deadLetterQueueUrl,
@@ -67,16 +78,26 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
   /** The receipt handle of each message's latest receive by this process (bounded: the oldest go first). */
   const latestHandle = new Map<string, string>();
   const trim = setInterval(() => {
-    for (const key of [...latestHandle.keys()].slice(0, Math.max(0, latestHandle.size - 10_000))) latestHandle.delete(key);
+    for (const key of [...latestHandle.keys()].slice(0, Math.max(0, latestHandle.size - 10_000)))
+      latestHandle.delete(key);
   }, 60_000);
   trim.unref();
-  const visibilitySeconds = Math.min(MAX_VISIBILITY_SECONDS, Math.max(3, Math.ceil(options.visibilityTimeoutSeconds ?? DEFAULT_WORKER_VISIBILITY_SECONDS)));
+  const visibilitySeconds = Math.min(
+    MAX_VISIBILITY_SECONDS,
+    Math.max(3, Math.ceil(options.visibilityTimeoutSeconds ?? DEFAULT_WORKER_VISIBILITY_SECONDS)),
+  );
   const poll = async () => {
     while (running) {
       let received;
       try {
         received = await client.send(
-          new ReceiveMessageCommand({ QueueUrl: options.queueUrl, MaxNumberOfMessages: options.batchSize ?? 1, WaitTimeSeconds: options.waitTimeSeconds ?? 1, VisibilityTimeout: visibilitySeconds, MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'] }),
+          new ReceiveMessageCommand({
+            QueueUrl: options.queueUrl,
+            MaxNumberOfMessages: options.batchSize ?? 1,
+            WaitTimeSeconds: options.waitTimeSeconds ?? 1,
+            VisibilityTimeout: visibilitySeconds,
+            MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'],
+          }),
           { abortSignal: abort.signal },
         );
       } catch (e) {
@@ -87,11 +108,17 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
       }
       const messages = received.Messages ?? [];
       if (messages.length === 0) continue;
-      const records = messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '', groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '', receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1) }));
+      const records = messages.map((m) => ({
+        messageId: m.MessageId ?? '',
+        body: m.Body ?? '',
+        groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '',
+        receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1),
+      }));
       // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
       // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
       const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
-      for (const m of messages) if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
+      for (const m of messages)
+        if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
       const handBack = async (group: GroupOutcome) => {
         // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
         const mine = await heartbeat.handOver(group.messageIds);
@@ -104,14 +131,25 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
           options.waker.watch(d.watch, () => {
             if (latestHandle.get(d.messageId) !== handle) return;
             latestHandle.delete(d.messageId);
-            void client.send(new ChangeMessageVisibilityCommand({ QueueUrl: options.queueUrl, ReceiptHandle: handle, VisibilityTimeout: 0 })).catch(() => undefined);
+            void client
+              .send(
+                new ChangeMessageVisibilityCommand({
+                  QueueUrl: options.queueUrl,
+                  ReceiptHandle: handle,
+                  VisibilityTimeout: 0,
+                }),
+              )
+              .catch(() => undefined);
           });
         }
       };
       try {
         await processBatch(records, { ...deps, onGroupDone: handBack });
       } catch (e) {
-        deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', { messages: messages.length, error: e instanceof Error ? e.message : String(e) });
+        deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', {
+          messages: messages.length,
+          error: e instanceof Error ? e.message : String(e),
+        });
       } finally {
         await heartbeat.stop();
       }
@@ -130,11 +168,23 @@ export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: Sqs
   };
 }
 
-type Received = { MessageId?: string | undefined; ReceiptHandle?: string | undefined; Attributes?: Partial<Record<string, string>> | undefined };
+type Received = {
+  MessageId?: string | undefined;
+  ReceiptHandle?: string | undefined;
+  Attributes?: Partial<Record<string, string>> | undefined;
+};
 
 /** A message SQS took back before it was handed back: an error with its id, counted, and nothing more done with it. */
-export function visibilityLost(logger: HandBackLog, message: Received | undefined, operation: 'extendVisibility' | 'delete' | 'defer', error: string): void {
-  logger.error('the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', { messageId: message?.MessageId, group: message?.Attributes?.MessageGroupId, operation, error });
+export function visibilityLost(
+  logger: HandBackLog,
+  message: Received | undefined,
+  operation: 'extendVisibility' | 'delete' | 'defer',
+  error: string,
+): void {
+  logger.error(
+    'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it',
+    { messageId: message?.MessageId, group: message?.Attributes?.MessageGroupId, operation, error },
+  );
   logger.metric(METRICS.visibilityLost, 1, 'Count');
 }
 
@@ -143,8 +193,16 @@ export function visibilityLost(logger: HandBackLog, message: Received | undefine
  * batch ends). One ChangeMessageVisibilityBatch call per ten; an entry SQS refuses is a lost message (visibilityLost)
  * and is dropped from the heartbeat; a call that fails as a whole is a warning, tried again at the next beat.
  */
-export function startVisibilityHeartbeat(client: SQSClient, queueUrl: string, messages: readonly Received[], visibilitySeconds: number, logger: HandBackLog): { handOver(messageIds: readonly string[]): Promise<Received[]>; stop(): Promise<void> } {
-  const held = new Map(messages.filter((m) => m.MessageId !== undefined && m.ReceiptHandle).map((m) => [m.MessageId as string, m]));
+export function startVisibilityHeartbeat(
+  client: SQSClient,
+  queueUrl: string,
+  messages: readonly Received[],
+  visibilitySeconds: number,
+  logger: HandBackLog,
+): { handOver(messageIds: readonly string[]): Promise<Received[]>; stop(): Promise<void> } {
+  const held = new Map(
+    messages.filter((m) => m.MessageId !== undefined && m.ReceiptHandle).map((m) => [m.MessageId as string, m]),
+  );
   let beat: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
   const extendAll = async (): Promise<void> => {
@@ -152,22 +210,38 @@ export function startVisibilityHeartbeat(client: SQSClient, queueUrl: string, me
     for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
       const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
       try {
-        const out = await client.send(new ChangeMessageVisibilityBatchCommand({ QueueUrl: queueUrl, Entries: call.map((m, i) => ({ Id: `h${i}`, ReceiptHandle: m.ReceiptHandle ?? '', VisibilityTimeout: visibilitySeconds })) }));
+        const out = await client.send(
+          new ChangeMessageVisibilityBatchCommand({
+            QueueUrl: queueUrl,
+            Entries: call.map((m, i) => ({
+              Id: `h${i}`,
+              ReceiptHandle: m.ReceiptHandle ?? '',
+              VisibilityTimeout: visibilitySeconds,
+            })),
+          }),
+        );
         for (const failed of out.Failed ?? []) {
           const message = call[Number(failed.Id?.slice(1))];
-          if (message?.MessageId !== undefined && held.delete(message.MessageId)) visibilityLost(logger, message, 'extendVisibility', failed.Code ?? 'Failed');
+          if (message?.MessageId !== undefined && held.delete(message.MessageId))
+            visibilityLost(logger, message, 'extendVisibility', failed.Code ?? 'Failed');
         }
       } catch (e) {
-        logger.warn('could not extend the visibility of messages being worked; trying again at the next heartbeat', { messages: call.length, error: e instanceof Error ? e.name : String(e) });
+        logger.warn('could not extend the visibility of messages being worked; trying again at the next heartbeat', {
+          messages: call.length,
+          error: e instanceof Error ? e.name : String(e),
+        });
       }
     }
   };
   const schedule = (): void => {
-    timer = setTimeout(() => {
-      beat = extendAll().finally(() => {
-        if (held.size > 0) schedule();
-      });
-    }, (visibilitySeconds * 1000) / 3);
+    timer = setTimeout(
+      () => {
+        beat = extendAll().finally(() => {
+          if (held.size > 0) schedule();
+        });
+      },
+      (visibilitySeconds * 1000) / 3,
+    );
   };
   schedule();
   return {
@@ -193,15 +267,36 @@ export function startVisibilityHeartbeat(client: SQSClient, queueUrl: string, me
  * Lambda the event source mapping deletes them after the response; elsewhere they come back after the visibility
  * timeout and find their workloads unchanged.
  */
-export async function handBackGroup(client: SQSClient, queueUrl: string, messages: readonly Received[], group: GroupOutcome, logger: HandBackLog): Promise<void> {
+export async function handBackGroup(
+  client: SQSClient,
+  queueUrl: string,
+  messages: readonly Received[],
+  group: GroupOutcome,
+  logger: HandBackLog,
+): Promise<void> {
   await deferMessages(client, queueUrl, messages, group.deferred, logger);
-  const done = messages.filter((m) => m.MessageId !== undefined && group.messageIds.includes(m.MessageId) && !group.failed.includes(m.MessageId) && !group.deferred.some((d) => d.messageId === m.MessageId));
+  const done = messages.filter(
+    (m) =>
+      m.MessageId !== undefined &&
+      group.messageIds.includes(m.MessageId) &&
+      !group.failed.includes(m.MessageId) &&
+      !group.deferred.some((d) => d.messageId === m.MessageId),
+  );
   if (done.length === 0) return;
   try {
-    const out = await client.send(new DeleteMessageBatchCommand({ QueueUrl: queueUrl, Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })) }));
-    for (const failed of out.Failed ?? []) visibilityLost(logger, done[Number(failed.Id?.slice(1))], 'delete', failed.Code ?? 'Failed');
+    const out = await client.send(
+      new DeleteMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })),
+      }),
+    );
+    for (const failed of out.Failed ?? [])
+      visibilityLost(logger, done[Number(failed.Id?.slice(1))], 'delete', failed.Code ?? 'Failed');
   } catch (e) {
-    logger.warn('could not delete worked messages now', { messages: done.length, error: e instanceof Error ? e.name : String(e) });
+    logger.warn('could not delete worked messages now', {
+      messages: done.length,
+      error: e instanceof Error ? e.name : String(e),
+    });
   }
 }
 
@@ -221,7 +316,13 @@ const MAX_VISIBILITY_ENTRIES = 10;
  * receive took 3 of the 5 and the burst restarted twice. Changed last first, the head is visible last on both.
  * The batch action needs only sqs:ChangeMessageVisibility.
  */
-export async function deferMessages(client: SQSClient, queueUrl: string, messages: readonly Received[], deferred: ReadonlyArray<{ messageId: string; delayMs: number }>, logger: HandBackLog): Promise<void> {
+export async function deferMessages(
+  client: SQSClient,
+  queueUrl: string,
+  messages: readonly Received[],
+  deferred: ReadonlyArray<{ messageId: string; delayMs: number }>,
+  logger: HandBackLog,
+): Promise<void> {
   const position = (id: string) => messages.findIndex((m) => m.MessageId === id);
   const entries = deferred
     .map((d) => ({ ...d, handle: messages[position(d.messageId)]?.ReceiptHandle }))
@@ -233,15 +334,27 @@ export async function deferMessages(client: SQSClient, queueUrl: string, message
       const out = await client.send(
         new ChangeMessageVisibilityBatchCommand({
           QueueUrl: queueUrl,
-          Entries: call.map((d, i) => ({ Id: `v${i}`, ReceiptHandle: d.handle, VisibilityTimeout: Math.min(MAX_VISIBILITY_SECONDS, Math.max(1, Math.ceil(d.delayMs / 1000))) })),
+          Entries: call.map((d, i) => ({
+            Id: `v${i}`,
+            ReceiptHandle: d.handle,
+            VisibilityTimeout: Math.min(MAX_VISIBILITY_SECONDS, Math.max(1, Math.ceil(d.delayMs / 1000))),
+          })),
         }),
       );
       for (const failed of out.Failed ?? []) {
         const messageId = call[Number(failed.Id?.slice(1))]?.messageId;
-        visibilityLost(logger, messages.find((m) => m.MessageId === messageId) ?? { MessageId: messageId }, 'defer', failed.Code ?? 'Failed');
+        visibilityLost(
+          logger,
+          messages.find((m) => m.MessageId === messageId) ?? { MessageId: messageId },
+          'defer',
+          failed.Code ?? 'Failed',
+        );
       }
     } catch (e) {
-      logger.warn('could not defer messages; they come back after the visibility timeout', { messages: call.length, error: e instanceof Error ? e.name : String(e) });
+      logger.warn('could not defer messages; they come back after the visibility timeout', {
+        messages: call.length,
+        error: e instanceof Error ? e.name : String(e),
+      });
     }
   }
 }

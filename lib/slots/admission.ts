@@ -43,7 +43,10 @@ export class Admission {
       } catch (e) {
         // The store is out of reach: nothing is restarted unbounded; the target waits for the next attempt.
         this.onError('could not take a rollout slot', e);
-        return { admitted: false, why: `the slot store could not be reached (${e instanceof Error ? e.name : 'error'})` };
+        return {
+          admitted: false,
+          why: `the slot store could not be reached (${e instanceof Error ? e.name : 'error'})`,
+        };
       }
     };
     const next = this.queue.then(attempt, attempt);

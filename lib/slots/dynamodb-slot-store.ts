@@ -11,7 +11,14 @@
  * before a configuration change): until those expire or are released, the new, smaller limit can be exceeded by
  * them. Within one limit the bound is exact.
  */
-import { DeleteItemCommand, QueryCommand, TransactWriteItemsCommand, TransactionCanceledException, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteItemCommand,
+  QueryCommand,
+  TransactWriteItemsCommand,
+  TransactionCanceledException,
+  type AttributeValue,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
 import { backoffDelayMs } from '../kernel/backoff.ts';
 import type { AcquireResult, Lease, SlotScope, SlotStore } from './slot-store.ts';
 
@@ -86,7 +93,12 @@ export class DynamoDbSlotStore implements SlotStore {
       for (const slot of (await this.slots(key)).filter((s) => s.holder === holder)) {
         try {
           await this.client.send(
-            new DeleteItemCommand({ TableName: this.table, Key: slotKey(key, slot.index), ConditionExpression: 'holder = :holder', ExpressionAttributeValues: { ':holder': { S: holder } } }),
+            new DeleteItemCommand({
+              TableName: this.table,
+              Key: slotKey(key, slot.index),
+              ConditionExpression: 'holder = :holder',
+              ExpressionAttributeValues: { ':holder': { S: holder } },
+            }),
           );
         } catch (e) {
           // Taken over by another holder after it expired: not ours to delete.
@@ -98,7 +110,9 @@ export class DynamoDbSlotStore implements SlotStore {
 
   async leases(scopeKey: string): Promise<Lease[]> {
     const now = this.now();
-    return (await this.slots(scopeKey)).filter((s) => s.expiresAt > now).map(({ holder, acquiredAt, expiresAt }) => ({ holder, acquiredAt, expiresAt }));
+    return (await this.slots(scopeKey))
+      .filter((s) => s.expiresAt > now)
+      .map(({ holder, acquiredAt, expiresAt }) => ({ holder, acquiredAt, expiresAt }));
   }
 
   private async slots(scopeKey: string): Promise<SlotItem[]> {
@@ -106,10 +120,21 @@ export class DynamoDbSlotStore implements SlotStore {
     let start: Record<string, AttributeValue> | undefined;
     for (let page = 0; page < MAX_PAGES; page++) {
       const out = await this.client.send(
-        new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `slot#${scopeKey}` } }, ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }),
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': { S: `slot#${scopeKey}` } },
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
       );
       for (const item of out.Items ?? []) {
-        items.push({ index: Number(item.sk?.S ?? -1), holder: item.holder?.S ?? '', acquiredAt: Number(item.acquiredAt?.N ?? 0), expiresAt: Number(item.expiresAt?.N ?? 0) });
+        items.push({
+          index: Number(item.sk?.S ?? -1),
+          holder: item.holder?.S ?? '',
+          acquiredAt: Number(item.acquiredAt?.N ?? 0),
+          expiresAt: Number(item.expiresAt?.N ?? 0),
+        });
       }
       start = out.LastEvaluatedKey;
       if (!start) break;
@@ -118,5 +143,7 @@ export class DynamoDbSlotStore implements SlotStore {
   }
 }
 
-const slotKey = (scopeKey: string, index: number): Record<string, AttributeValue> => ({ pk: { S: `slot#${scopeKey}` }, sk: { S: String(index).padStart(4, '0') } });
-
+const slotKey = (scopeKey: string, index: number): Record<string, AttributeValue> => ({
+  pk: { S: `slot#${scopeKey}` },
+  sk: { S: String(index).padStart(4, '0') },
+});

@@ -11,7 +11,11 @@ import type { SlotStore } from './slot-store.ts';
 
 export async function slotStoreFromEnv(env: Env): Promise<SlotStore | undefined> {
   const table = env.VAULT_ROLLOUT_SLOTS_TABLE;
-  if (table) return new DynamoDbSlotStore({ client: new DynamoDBClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }), table });
+  if (table)
+    return new DynamoDbSlotStore({
+      client: new DynamoDBClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }),
+      table,
+    });
   const file = env.VAULT_ROLLOUT_SLOTS_DB;
   if (file) {
     // Loaded only here: a Lambda bundle never runs node:sqlite.

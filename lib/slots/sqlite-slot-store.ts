@@ -33,12 +33,18 @@ export class SqliteSlotStore implements SlotStore {
         const missing: SlotScope[] = [];
         for (const scope of scopes) {
           this.db.prepare('DELETE FROM rollout_slots WHERE scope = ? AND expires_at <= ?').run(scope.key, now);
-          if (this.db.prepare('SELECT 1 FROM rollout_slots WHERE scope = ? AND holder = ?').get(scope.key, holder)) continue;
-          const held = Number((this.db.prepare('SELECT count(*) AS n FROM rollout_slots WHERE scope = ?').get(scope.key) as { n: number }).n);
+          if (this.db.prepare('SELECT 1 FROM rollout_slots WHERE scope = ? AND holder = ?').get(scope.key, holder))
+            continue;
+          const held = Number(
+            (this.db.prepare('SELECT count(*) AS n FROM rollout_slots WHERE scope = ?').get(scope.key) as { n: number })
+              .n,
+          );
           if (held >= scope.limit) return { acquired: false, full: scope, held };
           missing.push(scope);
         }
-        const insert = this.db.prepare('INSERT INTO rollout_slots (scope, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?)');
+        const insert = this.db.prepare(
+          'INSERT INTO rollout_slots (scope, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?)',
+        );
         for (const scope of missing) insert.run(scope.key, holder, now, now + ttlMs);
         return { acquired: true };
       }),
@@ -54,8 +60,12 @@ export class SqliteSlotStore implements SlotStore {
   }
 
   leases(scopeKey: string): Promise<Lease[]> {
-    const rows = this.db.prepare('SELECT holder, acquired_at, expires_at FROM rollout_slots WHERE scope = ? AND expires_at > ?').all(scopeKey, this.now()) as Array<{ holder: string; acquired_at: number; expires_at: number }>;
-    return Promise.resolve(rows.map((r) => ({ holder: r.holder, acquiredAt: Number(r.acquired_at), expiresAt: Number(r.expires_at) })));
+    const rows = this.db
+      .prepare('SELECT holder, acquired_at, expires_at FROM rollout_slots WHERE scope = ? AND expires_at > ?')
+      .all(scopeKey, this.now()) as Array<{ holder: string; acquired_at: number; expires_at: number }>;
+    return Promise.resolve(
+      rows.map((r) => ({ holder: r.holder, acquiredAt: Number(r.acquired_at), expiresAt: Number(r.expires_at) })),
+    );
   }
 
   close(): void {

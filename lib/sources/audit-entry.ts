@@ -55,17 +55,20 @@ const optionalString = (o: Record<string, unknown>, key: string): boolean => {
 export function conformingAuditEntry(value: unknown): AuditEntry | undefined {
   if (!isObject(value)) return undefined;
   const { type, date, request, response } = value;
-  if ((type !== 'request' && type !== 'response') || !optionalString(value, 'time') || !optionalString(value, 'error')) return undefined;
+  if ((type !== 'request' && type !== 'response') || !optionalString(value, 'time') || !optionalString(value, 'error'))
+    return undefined;
   if (date === undefined ? 'date' in value : !(typeof date === 'number' && Number.isFinite(date))) return undefined;
   if (!isObject(request)) return undefined;
   const { id, operation, path, namespace } = request;
-  if (typeof operation !== 'string' || typeof path !== 'string' || !(id === undefined || typeof id === 'string')) return undefined;
+  if (typeof operation !== 'string' || typeof path !== 'string' || !(id === undefined || typeof id === 'string'))
+    return undefined;
   if (!optionalString(request, 'mount_type') || !optionalString(request, 'mount_point')) return undefined;
   let ns: { id?: string; path?: string } | undefined;
   if (namespace === undefined) {
     if ('namespace' in request) return undefined;
   } else {
-    if (!isObject(namespace) || !optionalString(namespace, 'id') || !optionalString(namespace, 'path')) return undefined;
+    if (!isObject(namespace) || !optionalString(namespace, 'id') || !optionalString(namespace, 'path'))
+      return undefined;
     ns = {};
     if (namespace.id !== undefined) ns.id = namespace.id as string;
     if (namespace.path !== undefined) ns.path = namespace.path as string;
@@ -83,7 +86,12 @@ export function conformingAuditEntry(value: unknown): AuditEntry | undefined {
     } else if (data === null) res = { data: null };
     else {
       // z.record takes plain objects only, and its copy drops an own `__proto__` key: such data goes to the schema.
-      if (typeof data !== 'object' || Object.getPrototypeOf(data) !== Object.prototype || Object.hasOwn(data, '__proto__')) return undefined;
+      if (
+        typeof data !== 'object' ||
+        Object.getPrototypeOf(data) !== Object.prototype ||
+        Object.hasOwn(data, '__proto__')
+      )
+        return undefined;
       res = { data: { ...(data as Record<string, unknown>) } };
     }
   }
@@ -106,32 +114,37 @@ export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutco
     entry = parsed.data;
   }
   const { request } = entry;
-  if (entry.type === 'request') return ignore('request-entry', 'request entries precede the outcome; the response is acted on');
+  if (entry.type === 'request')
+    return ignore('request-entry', 'request entries precede the outcome; the response is acted on');
   if (entry.error) return ignore('failed-request', 'the request failed');
 
   const namespace = trimSlashes(request.namespace?.path ?? '');
   const path = trimSlashes(request.path);
   if (path === 'sys' || path.startsWith('sys/')) return ignore('sys', 'sys/ path');
   if (path === 'auth' || path.startsWith('auth/')) return ignore('auth', 'auth/ path');
-  if (request.mount_type !== undefined && request.mount_type !== 'kv') return ignore('not-kv', `mount type ${request.mount_type}`);
+  if (request.mount_type !== undefined && request.mount_type !== 'kv')
+    return ignore('not-kv', `mount type ${request.mount_type}`);
 
   const version = responseVersion(entry);
   let mount: string;
   if (request.mount_point !== undefined) {
     // mount_point carries the namespace prefix; request.path does not.
     const qualified = trimSlashes(request.mount_point);
-    mount = namespace !== '' && qualified.startsWith(`${namespace}/`) ? qualified.slice(namespace.length + 1) : qualified;
+    mount =
+      namespace !== '' && qualified.startsWith(`${namespace}/`) ? qualified.slice(namespace.length + 1) : qualified;
   } else {
     mount = guessMount(ctx.mounts, namespace, path);
   }
   const rest = underMount(path, mount);
-  if (rest === undefined || mount === '') return reject(`request.path is not under its mount_point ${JSON.stringify(mount)}`);
+  if (rest === undefined || mount === '')
+    return reject(`request.path is not under its mount_point ${JSON.stringify(mount)}`);
   const tableVersion = ctx.mounts.get(qualify(namespace, mount));
   const kvVersion = tableVersion ?? inferKvVersion(rest, request.operation, version);
   const meaning = kvMeaning(kvVersion, rest, request.operation);
   if (meaning.kind === 'ignored') return meaning;
   // A KV v2 data write says which keys it carries; a v1 write has no versions to compare between.
-  const keyDigests = kvVersion === 2 && meaning.operation === 'write' ? keyDigestsOf(value, request.operation) : undefined;
+  const keyDigests =
+    kvVersion === 2 && meaning.operation === 'write' ? keyDigestsOf(value, request.operation) : undefined;
   return changed(ctx, {
     namespace,
     mount,

@@ -11,7 +11,9 @@ export const CloudWatchLogsDataSchema = z.object({
   messageType: z.string(),
   logGroup: z.string().optional(),
   logStream: z.string().optional(),
-  logEvents: z.array(z.object({ id: z.string().optional(), timestamp: z.number().optional(), message: z.string() })).default([]),
+  logEvents: z
+    .array(z.object({ id: z.string().optional(), timestamp: z.number().optional(), message: z.string() }))
+    .default([]),
 });
 export type CloudWatchLogsData = z.infer<typeof CloudWatchLogsDataSchema>;
 
@@ -35,14 +37,21 @@ export const MAX_CLOUDWATCH_INFLATED_BYTES = 16 * 1024 * 1024;
  * say which step failed, never what the bytes were. `inflatedBytes` lets the caller charge a per-input budget, whose
  * total (`limit`) the error names.
  */
-export function decodeCloudWatchEnvelope(envelope: { awslogs: { data: unknown } }, maxBytes = MAX_CLOUDWATCH_INFLATED_BYTES, limit = maxBytes): (CloudWatchLogsData & { inflatedBytes: number }) | { error: string } {
+export function decodeCloudWatchEnvelope(
+  envelope: { awslogs: { data: unknown } },
+  maxBytes = MAX_CLOUDWATCH_INFLATED_BYTES,
+  limit = maxBytes,
+): (CloudWatchLogsData & { inflatedBytes: number }) | { error: string } {
   const data = envelope.awslogs.data;
   if (typeof data !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(data)) return { error: 'awslogs.data: not base64' };
   let inflated: Buffer;
   try {
     inflated = gunzipSync(Buffer.from(data, 'base64'), { maxOutputLength: Math.max(1, maxBytes) });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return { error: `awslogs.data: refused, it decompresses past the limit of ${limit} bytes for all CloudWatch Logs data of one input (a real delivery is far smaller)` };
+    if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE')
+      return {
+        error: `awslogs.data: refused, it decompresses past the limit of ${limit} bytes for all CloudWatch Logs data of one input (a real delivery is far smaller)`,
+      };
     return { error: 'awslogs.data: not gzip' };
   }
   let value: unknown;

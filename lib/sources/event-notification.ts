@@ -63,7 +63,12 @@ export function parseEventNotification(value: unknown, ctx: RecordContext): Reco
   if (meaning === 'metadata') return ignore('metadata', eventType);
   if (meaning === 'read') return ignore('read', eventType);
 
-  const rawPath = typeof metadata.path === 'string' ? metadata.path : typeof metadata.data_path === 'string' ? metadata.data_path : undefined;
+  const rawPath =
+    typeof metadata.path === 'string'
+      ? metadata.path
+      : typeof metadata.data_path === 'string'
+        ? metadata.data_path
+        : undefined;
   if (rawPath === undefined) return reject('data.event.metadata.path: missing');
   const kvVersion: KvVersion = eventType.startsWith('kv-v1/') ? 1 : 2;
   const namespace = trimSlashes(data.namespace ?? '');
@@ -72,7 +77,8 @@ export function parseEventNotification(value: unknown, ctx: RecordContext): Reco
   // Before 1.15 the path was relative to the mount.
   const rest = underMount(path, mount) ?? path;
   const key = kvVersion === 2 ? rest.replace(V2_ENDPOINT, '') : rest;
-  if (key === '' || (kvVersion === 2 && key === rest)) return reject(`data.event.metadata.path: no secret key in ${JSON.stringify(path)}`);
+  if (key === '' || (kvVersion === 2 && key === rest))
+    return reject(`data.event.metadata.path: no secret key in ${JSON.stringify(path)}`);
 
   const current = typeof metadata.current_version === 'string' ? Number(metadata.current_version) : Number.NaN;
   return changed(ctx, {

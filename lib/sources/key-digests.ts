@@ -64,8 +64,10 @@ export class KeyDigests {
  * then every key counts as changed.
  */
 export function keyDigestsOf(entry: unknown, operation: string): KeyDigests | undefined {
-  const mode: KeyWriteMode | undefined = operation === 'patch' ? 'patch' : operation === 'create' || operation === 'update' ? 'write' : undefined;
-  if (mode === undefined || !isObject(entry) || !isObject(entry.request) || !isObject(entry.request.data)) return undefined;
+  const mode: KeyWriteMode | undefined =
+    operation === 'patch' ? 'patch' : operation === 'create' || operation === 'update' ? 'write' : undefined;
+  if (mode === undefined || !isObject(entry) || !isObject(entry.request) || !isObject(entry.request.data))
+    return undefined;
   const data = entry.request.data.data;
   if (!isObject(data)) return undefined;
   const names = Object.keys(data);

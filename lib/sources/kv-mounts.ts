@@ -8,14 +8,19 @@ import type { IgnoreReason, KvVersion, Operation } from './secret-change.ts';
 export type KvMounts = ReadonlyMap<string, KvVersion>;
 
 /** Most paths have no slash at either end: those are returned as they are, without running the regex. */
-export const trimSlashes = (s: string): string => (s.startsWith('/') || s.endsWith('/') ? s.replace(/^\/+|\/+$/g, '') : s);
+export const trimSlashes = (s: string): string =>
+  s.startsWith('/') || s.endsWith('/') ? s.replace(/^\/+|\/+$/g, '') : s;
 
 export function qualify(namespace: string, path: string): string {
   return namespace === '' ? path : `${namespace}/${path}`;
 }
 
 /** The longest mount of the table that `path` (namespace-relative) lies under, at a segment boundary. */
-export function findMount(mounts: KvMounts, namespace: string, path: string): { mount: string; kvVersion: KvVersion } | undefined {
+export function findMount(
+  mounts: KvMounts,
+  namespace: string,
+  path: string,
+): { mount: string; kvVersion: KvVersion } | undefined {
   if (mounts.size === 0) return undefined;
   const segments = path.split('/');
   for (let n = segments.length - 1; n >= 1; n--) {
@@ -48,13 +53,13 @@ const MUTATING = new Set(['create', 'update', 'patch', 'delete']);
 export function inferKvVersion(rest: string, vaultOperation: string, responseVersion: number | null): KvVersion {
   const first = rest.split('/', 1)[0] ?? '';
   if (!V2_ENDPOINTS.has(first)) return 1;
-  if (first === 'data' && vaultOperation !== 'delete' && MUTATING.has(vaultOperation)) return responseVersion === null ? 1 : 2;
+  if (first === 'data' && vaultOperation !== 'delete' && MUTATING.has(vaultOperation))
+    return responseVersion === null ? 1 : 2;
   return 2;
 }
 
 export type KvMeaning =
-  | { kind: 'change'; operation: Operation; key: string }
-  | { kind: 'ignored'; reason: IgnoreReason; detail: string };
+  { kind: 'change'; operation: Operation; key: string } | { kind: 'ignored'; reason: IgnoreReason; detail: string };
 
 const ignored = (reason: IgnoreReason, detail: string): KvMeaning => ({ kind: 'ignored', reason, detail });
 
@@ -77,7 +82,9 @@ export function kvMeaning(kvVersion: KvVersion, rest: string, vaultOperation: st
     case 'delete':
     case 'undelete':
     case 'destroy':
-      return write ? { kind: 'change', operation: endpoint, key } : ignored('not-kv', `${vaultOperation} on ${endpoint}/`);
+      return write
+        ? { kind: 'change', operation: endpoint, key }
+        : ignored('not-kv', `${vaultOperation} on ${endpoint}/`);
     case 'metadata':
       return write ? ignored('metadata', 'metadata-only write') : { kind: 'change', operation: 'destroy', key };
     case 'subkeys':
@@ -86,4 +93,3 @@ export function kvMeaning(kvVersion: KvVersion, rest: string, vaultOperation: st
       return ignored('not-kv', `not a KV v2 secret endpoint: ${endpoint}`);
   }
 }
-

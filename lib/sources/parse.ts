@@ -3,7 +3,14 @@
  * lands in exactly one of the three lists, and a bad record never stops the others.
  */
 import { parseAuditEntry, isAuditEntry } from './audit-entry.ts';
-import { decodeCloudWatchEnvelope, isCloudWatchData, MAX_CLOUDWATCH_INFLATED_BYTES, isCloudWatchEnvelope, parseCloudWatchData, type CloudWatchLogsData } from './cloudwatch-logs.ts';
+import {
+  decodeCloudWatchEnvelope,
+  isCloudWatchData,
+  MAX_CLOUDWATCH_INFLATED_BYTES,
+  isCloudWatchEnvelope,
+  parseCloudWatchData,
+  type CloudWatchLogsData,
+} from './cloudwatch-logs.ts';
 import { isEventNotification, parseEventNotification } from './event-notification.ts';
 import { JsonRecordSplitter, parseLine, type RawRecord } from './json-records.ts';
 import type { KvMounts } from './kv-mounts.ts';
@@ -65,7 +72,12 @@ export class ChangeCollector {
   #value(value: unknown, record: string, via: Transport, admits: ReadonlySet<Kind>): void {
     const kind = kindOf(value);
     if (kind === undefined || !admits.has(kind)) {
-      this.#rejected(record, kind === undefined ? 'not a Vault audit entry, event notification or log-shipper record' : `a ${kind} record, but the input format says otherwise`);
+      this.#rejected(
+        record,
+        kind === undefined
+          ? 'not a Vault audit entry, event notification or log-shipper record'
+          : `a ${kind} record, but the input format says otherwise`,
+      );
       return;
     }
     const ctx: RecordContext = { record, via, mounts: this.#mounts };
@@ -107,7 +119,8 @@ export class ChangeCollector {
 
   #outcome(outcome: RecordOutcome, record: string): void {
     if (outcome.kind === 'change') this.result.changes.push(outcome.change);
-    else if (outcome.kind === 'ignored') this.result.ignored.push({ record, reason: outcome.reason, detail: outcome.detail });
+    else if (outcome.kind === 'ignored')
+      this.result.ignored.push({ record, reason: outcome.reason, detail: outcome.detail });
     else this.#rejected(record, outcome.error);
   }
 
@@ -128,7 +141,10 @@ export function parseInput(text: string, options: ParseOptions = {}): ParseResul
 }
 
 /** Parses a stream record by record, holding only the current line and the results. */
-export async function parseStream(chunks: AsyncIterable<string | Buffer>, options: ParseOptions = {}): Promise<ParseResult> {
+export async function parseStream(
+  chunks: AsyncIterable<string | Buffer>,
+  options: ParseOptions = {},
+): Promise<ParseResult> {
   const collector = new ChangeCollector(options);
   const splitter = new JsonRecordSplitter();
   const decoder = new TextDecoder();

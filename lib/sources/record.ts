@@ -14,7 +14,8 @@ export interface RecordContext {
   mounts: KvMounts;
 }
 
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export function ignore(reason: IgnoreReason, detail: string): RecordOutcome {
   return { kind: 'ignored', reason, detail };
@@ -26,8 +27,14 @@ export function changed(ctx: RecordContext, change: Omit<SecretChange, 'path' | 
   if (tooLong) return reject(tooLong);
   // Without a version, the time and the request or event id are all that tell this change from a replay of the last
   // one (lib/plan/restart-record.ts recordValue); with neither, it would be `unchanged` forever after the first.
-  if (change.version === null && change.time === '' && change.id === '') return reject('a change without a version needs the time or the request id of the entry: nothing else tells it from a replay');
-  return { kind: 'change', change: { ...change, path: `${change.mount}/${change.key}`, via: ctx.via, record: ctx.record } };
+  if (change.version === null && change.time === '' && change.id === '')
+    return reject(
+      'a change without a version needs the time or the request id of the entry: nothing else tells it from a replay',
+    );
+  return {
+    kind: 'change',
+    change: { ...change, path: `${change.mount}/${change.key}`, via: ctx.via, record: ctx.record },
+  };
 }
 
 export function reject(error: string): RecordOutcome {

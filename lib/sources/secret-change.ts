@@ -103,7 +103,8 @@ export const CHANGE_LIMITS = { namespace: 256, mount: 256, key: 4096, id: 256, t
 /** Why a change is out of bounds, naming the field, never its value; undefined when it is within them. */
 export function changeLimitError(change: Pick<SecretChange, keyof typeof CHANGE_LIMITS>): string | undefined {
   for (const field of Object.keys(CHANGE_LIMITS) as Array<keyof typeof CHANGE_LIMITS>) {
-    if (change[field].length > CHANGE_LIMITS[field]) return `the ${field} is longer than ${CHANGE_LIMITS[field]} characters`;
+    if (change[field].length > CHANGE_LIMITS[field])
+      return `the ${field} is longer than ${CHANGE_LIMITS[field]} characters`;
   }
   return undefined;
 }

@@ -26,10 +26,15 @@ export class VaultPathError extends Error {
 }
 
 /** `path` quoted for a message, every control character escaped (JSON leaves DEL and C1 as they are). */
-const quoted = (path: string): string => JSON.stringify(path.length > 200 ? `${path.slice(0, 200)}…` : path).replace(/[\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const quoted = (path: string): string =>
+  JSON.stringify(path.length > 200 ? `${path.slice(0, 200)}…` : path).replace(
+    /[\u007f-\u009f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 
 /** Throws VaultPathError naming `what` (a mount, a key) and why; `path` is shown escaped, never raw. */
 export function checkVaultPath(what: string, path: string): void {
   const problem = vaultPathProblem(path);
-  if (problem !== undefined) throw new VaultPathError(`refused ${what} ${quoted(path)} for a Vault request: ${problem}`);
+  if (problem !== undefined)
+    throw new VaultPathError(`refused ${what} ${quoted(path)} for a Vault request: ${problem}`);
 }

@@ -9,11 +9,27 @@ import { isConsumersTarget, isResourceTarget, isSyncTarget, type RoutingTable } 
 import { WorkloadKinds } from '../routing/schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { FIELD_MANAGER } from '../workloads/kube-port.ts';
-import { ANNOTATIONS, EVENT_REPORTER, HALT_EVENT_REASON, haltEventName, parseWatchAnnotation, readRecord, recordedSkips, type KeySkip, type RecordedSkips, type RecordedVersions } from '../plan/restart-record.ts';
+import {
+  ANNOTATIONS,
+  EVENT_REPORTER,
+  HALT_EVENT_REASON,
+  haltEventName,
+  parseWatchAnnotation,
+  readRecord,
+  recordedSkips,
+  type KeySkip,
+  type RecordedSkips,
+  type RecordedVersions,
+} from '../plan/restart-record.ts';
 import { parseLabelSelector, selectorMatches } from '../workloads/label-selector.ts';
 import { consumersAmong, type ConsumedObject } from '../workloads/consumers.ts';
 import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import {
+  resourceDescriptor,
+  WORKLOAD_KINDS,
+  type KubeObject,
+  type WorkloadDescriptor,
+} from '../workloads/workload-kinds.ts';
 import { listKey, type ClusterListing, type ListRequest } from './model.ts';
 
 /**
@@ -30,7 +46,8 @@ import { listKey, type ClusterListing, type ListRequest } from './model.ts';
  */
 export const EVENTS: ListRequest = { apiVersion: 'v1', kind: 'Event', namespace: '' };
 
-export const clustersOf = (table: RoutingTable, only: ReadonlySet<string> | undefined, clusters: readonly string[]) => clusters.filter((c) => !only || only.size === 0 || only.has(c));
+export const clustersOf = (table: RoutingTable, only: ReadonlySet<string> | undefined, clusters: readonly string[]) =>
+  clusters.filter((c) => !only || only.size === 0 || only.has(c));
 
 /** Every LIST status needs: per cluster, each kind and namespace the routes target (all namespaces when templated). */
 export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): Map<string, ListRequest[]> {
@@ -45,7 +62,8 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
       } else if (isSyncTarget(target) || isConsumersTarget(target)) {
         // The consumers are found among every restartable kind of the namespace; a sync target records on its resource too.
         kinds = WorkloadKinds.map((k) => ({ apiVersion: WORKLOAD_KINDS[k].apiVersion, kind: k }));
-        if (isSyncTarget(target)) kinds.push({ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind });
+        if (isSyncTarget(target))
+          kinds.push({ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind });
         template = target.namespace;
       } else {
         kinds = [{ apiVersion: WORKLOAD_KINDS[target.kind].apiVersion, kind: target.kind }];
@@ -55,12 +73,14 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
       if (template === undefined) ns = [''];
       else if (placeholders(template).length === 0) ns = [template];
       // Rendered from the path: the bound's names when it lists only names, else every namespace.
-      else if (namespaces && namespaces.globs.every((g) => g.kind === 'literal')) ns = namespaces.globs.map((g) => g.source);
+      else if (namespaces && namespaces.globs.every((g) => g.kind === 'literal'))
+        ns = namespaces.globs.map((g) => g.source);
       else ns = [''];
       for (const cluster of clustersOf(table, only, clusters)) {
         let lists = byCluster.get(cluster);
         if (!lists) byCluster.set(cluster, (lists = new Map()));
-        for (const namespace of ns) for (const kind of [...kinds, EVENTS]) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
+        for (const namespace of ns)
+          for (const kind of [...kinds, EVENTS]) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
       }
     }
   }
@@ -68,13 +88,21 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
   const out = new Map<string, ListRequest[]>();
   for (const [cluster, lists] of [...byCluster].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const all = [...lists.values()];
-    out.set(cluster, all.filter((r) => r.namespace === '' || !lists.has(listKey({ ...r, namespace: '' }))));
+    out.set(
+      cluster,
+      all.filter((r) => r.namespace === '' || !lists.has(listKey({ ...r, namespace: '' }))),
+    );
   }
   return out;
 }
 
 /** The objects of a kind in a namespace, from whichever LIST holds them. */
-export function objectsOf(listing: ClusterListing, apiVersion: string, kind: string, namespace: string): KubeObject[] | { error: string } | undefined {
+export function objectsOf(
+  listing: ClusterListing,
+  apiVersion: string,
+  kind: string,
+  namespace: string,
+): KubeObject[] | { error: string } | undefined {
   const exact = listing.lists.get(listKey({ apiVersion, kind, namespace }));
   if (exact !== undefined) return exact;
   const all = listing.lists.get(listKey({ apiVersion, kind, namespace: '' }));
@@ -82,12 +110,14 @@ export function objectsOf(listing: ClusterListing, apiVersion: string, kind: str
   return all.filter((o) => (o.metadata?.namespace ?? '') === namespace);
 }
 
-
 /**
  * The objects a consumers target stands for: the operator's resource it nudges (which records the versions too) and
  * every workload whose pod template references the Secret or SecretProviderClass, found among the listed ones.
  */
-export function consumerObjects(target: ConsumersRolloutTarget, listing: ClusterListing): Array<{ descriptor: WorkloadDescriptor; obj: KubeObject }> | { error: string } {
+export function consumerObjects(
+  target: ConsumersRolloutTarget,
+  listing: ClusterListing,
+): Array<{ descriptor: WorkloadDescriptor; obj: KubeObject }> | { error: string } {
   const out: Array<{ descriptor: WorkloadDescriptor; obj: KubeObject }> = [];
   let consumed: ConsumedObject;
   if (isSyncKind(target.kind)) {
@@ -103,7 +133,8 @@ export function consumerObjects(target: ConsumersRolloutTarget, listing: Cluster
   for (const kind of WorkloadKinds) {
     const objects = objectsOf(listing, WORKLOAD_KINDS[kind].apiVersion, kind, target.namespace);
     if (objects === undefined || 'error' in objects) continue;
-    for (const c of consumersAmong(kind, objects, consumed)) out.push({ descriptor: WORKLOAD_KINDS[kind], obj: c.object });
+    for (const c of consumersAmong(kind, objects, consumed))
+      out.push({ descriptor: WORKLOAD_KINDS[kind], obj: c.object });
   }
   return out;
 }
@@ -141,9 +172,14 @@ export function skipOf(obj: KubeObject, path: string): KeySkip | undefined {
 export function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
   const versions = recordOf(descriptor, obj);
   const undelete = versions[`${path}#undelete`];
-  const values = [versions[path], typeof undelete === 'number' || versions[path] === undefined ? undelete : undefined].filter((v): v is number | string => v !== undefined);
+  const values = [
+    versions[path],
+    typeof undelete === 'number' || versions[path] === undefined ? undelete : undefined,
+  ].filter((v): v is number | string => v !== undefined);
   if (values.length === 0) return null;
-  return values.reduce((a, b) => (typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a));
+  return values.reduce((a, b) =>
+    typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a,
+  );
 }
 
 interface EventFields {
@@ -158,7 +194,8 @@ interface EventFields {
  * The Event is about the workload by name (in the namespace listed). Not by kind: a consumers target's halt names its
  * failing workload under the target's kind (recordHalt's descriptor), which may be the operator resource's.
  */
-export const involves = (event: KubeObject, name: string): boolean => (event as EventFields).involvedObject?.name === name;
+export const involves = (event: KubeObject, name: string): boolean =>
+  (event as EventFields).involvedObject?.name === name;
 
 /**
  * An Event vault-rollout created: its source, reporting component and instance are vault-rollout's (EVENT_REPORTER,
@@ -167,31 +204,52 @@ export const involves = (event: KubeObject, name: string): boolean => (event as 
  */
 export function fromVaultRollout(event: KubeObject): boolean {
   const e = event as EventFields;
-  return e.source?.component === EVENT_REPORTER && e.reportingComponent === EVENT_REPORTER && e.reportingInstance === EVENT_REPORTER && (e.metadata?.managedFields ?? []).some((f) => f.manager === FIELD_MANAGER);
+  return (
+    e.source?.component === EVENT_REPORTER &&
+    e.reportingComponent === EVENT_REPORTER &&
+    e.reportingInstance === EVENT_REPORTER &&
+    (e.metadata?.managedFields ?? []).some((f) => f.manager === FIELD_MANAGER)
+  );
 }
 
-export function haltedReason(descriptor: WorkloadDescriptor, obj: KubeObject, listing: ClusterListing | undefined): string | undefined {
+export function haltedReason(
+  descriptor: WorkloadDescriptor,
+  obj: KubeObject,
+  listing: ClusterListing | undefined,
+): string | undefined {
   const token = descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartToken];
   const name = obj.metadata?.name;
   if (!listing || token === undefined || name === undefined) return undefined;
   const events = objectsOf(listing, EVENTS.apiVersion, EVENTS.kind, obj.metadata?.namespace ?? '');
   if (events === undefined || 'error' in events) return undefined;
-  const event = events.find((e) => e.metadata?.name === haltEventName(name, token) && (e as { reason?: string }).reason === HALT_EVENT_REASON && involves(e, name) && fromVaultRollout(e));
+  const event = events.find(
+    (e) =>
+      e.metadata?.name === haltEventName(name, token) &&
+      (e as { reason?: string }).reason === HALT_EVENT_REASON &&
+      involves(e, name) &&
+      fromVaultRollout(e),
+  );
   if (!event) return undefined;
   return String((event as { message?: unknown }).message ?? 'halted').slice(0, 300) || 'halted';
 }
 
 /** When the restart of this object began, from its record (the follower's deadline counts from it). */
 export function restartedAt(descriptor: WorkloadDescriptor, obj: KubeObject): number | undefined {
-  const at = obj.kind === 'Rollout' ? (obj.spec?.restartAt as string | undefined) : descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
+  const at =
+    obj.kind === 'Rollout'
+      ? (obj.spec?.restartAt as string | undefined)
+      : descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
   const ms = at === undefined ? NaN : Date.parse(at);
   return Number.isNaN(ms) ? undefined : ms;
 }
 
-
 /** The objects a planned target names, among those listed. */
-export function targetObjects(target: Exclude<RolloutTarget, ConsumersRolloutTarget>, objects: readonly KubeObject[]): KubeObject[] {
-  if (target.type === 'resource' || target.name !== undefined) return objects.filter((o) => o.metadata?.name === target.name);
+export function targetObjects(
+  target: Exclude<RolloutTarget, ConsumersRolloutTarget>,
+  objects: readonly KubeObject[],
+): KubeObject[] {
+  if (target.type === 'resource' || target.name !== undefined)
+    return objects.filter((o) => o.metadata?.name === target.name);
   if (target.selector !== undefined) {
     const selector = parseLabelSelector(target.selector);
     return objects.filter((o) => selectorMatches(selector, o.metadata?.labels));
@@ -202,4 +260,3 @@ export function targetObjects(target: Exclude<RolloutTarget, ConsumersRolloutTar
     return target.paths.some((p) => index.match(p).size > 0);
   });
 }
-

@@ -87,4 +87,3 @@ export interface StatusOptions {
 }
 
 export const DEFAULT_MAX_PATHS = 10_000;
-

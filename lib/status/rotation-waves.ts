@@ -60,7 +60,8 @@ function waveState(consumers: readonly ConsumerStatus[], haltedHere: boolean, af
   if (haltedHere || consumers.some((c) => c.halted !== undefined)) return 'halted';
   if (afterHalt) return 'held back';
   if (consumers.length === 0) return 'no consumers';
-  if (consumers.some((c) => c.state === 'current' && (c.rollout === 'failed' || c.rollout === 'timeout'))) return 'failed';
+  if (consumers.some((c) => c.state === 'current' && (c.rollout === 'failed' || c.rollout === 'timeout')))
+    return 'failed';
   if (consumers.every((c) => c.ok)) return 'complete';
   if (consumers.every((c) => c.state === 'behind')) return 'waiting';
   return 'rolling';
@@ -70,7 +71,11 @@ function waveState(consumers: readonly ConsumerStatus[], haltedHere: boolean, af
  * The rotation of one path by wave, or undefined when the route it follows has no waves (everything restarts at
  * once: the consumer table says it all).
  */
-export function pathRotation(table: RoutingTable, path: PathStatus, halts: readonly HaltView[]): PathRotation | undefined {
+export function pathRotation(
+  table: RoutingTable,
+  path: PathStatus,
+  halts: readonly HaltView[],
+): PathRotation | undefined {
   const change = probeChange(path, typeof path.current === 'number' ? path.current : null);
   const plan = planRollouts(table, [change]);
   const clusters = [...new Set(plan.targets.map((t) => t.cluster))];
@@ -83,18 +88,33 @@ export function pathRotation(table: RoutingTable, path: PathStatus, halts: reado
   const waves = set.waves.map((w): WaveProgress => {
     const number = w.index + 1;
     const inWave = routed.filter((c) => w.clusters.includes(c.cluster));
-    const state = waveState(inWave, mine.some((h) => h.wave === number), halted > 0);
+    const state = waveState(
+      inWave,
+      mine.some((h) => h.wave === number),
+      halted > 0,
+    );
     if (state === 'halted' && halted === 0) halted = number;
     return { number, clusters: w.clusters, state, consumers: inWave.length, ok: inWave.filter((c) => c.ok).length };
   });
   const done = (w: WaveProgress) => w.state === 'complete' || w.state === 'no consumers';
-  const at = (waves.find((w) => !done(w))?.number ?? waves.length + 1);
-  const state = halted > 0 ? 'halted' : waves.some((w) => w.state === 'failed') ? 'failed' : at > waves.length ? 'complete' : 'in progress';
+  const at = waves.find((w) => !done(w))?.number ?? waves.length + 1;
+  const state =
+    halted > 0
+      ? 'halted'
+      : waves.some((w) => w.state === 'failed')
+        ? 'failed'
+        : at > waves.length
+          ? 'complete'
+          : 'in progress';
   return { route: set.route, gate: set.policy.gate, onFailure: set.policy.onFailure, waves, state, at, halts: mine };
 }
 
 /** The rotation by wave of every path whose route has waves, keyed by path. */
-export function pathRotations(table: RoutingTable, paths: readonly PathStatus[], halts: readonly HaltView[]): Map<string, PathRotation> {
+export function pathRotations(
+  table: RoutingTable,
+  paths: readonly PathStatus[],
+  halts: readonly HaltView[],
+): Map<string, PathRotation> {
   const out = new Map<string, PathRotation>();
   for (const p of paths) {
     const rotation = pathRotation(table, p, halts);

@@ -28,7 +28,13 @@ import { sigV4 } from '../aws/sigv4.ts';
 import { HttpRequest } from '@smithy/protocol-http';
 import type { AwsCredentialsProvider } from '../aws/credentials.ts';
 import type { RelayLog } from '../kernel/log.ts';
-import { AppRoleTokenSource, GivenTokenSource, LoginTokenSource, type LoginRequest, type VaultTokenSource } from './vault-auth.ts';
+import {
+  AppRoleTokenSource,
+  GivenTokenSource,
+  LoginTokenSource,
+  type LoginRequest,
+  type VaultTokenSource,
+} from './vault-auth.ts';
 import type { VaultRedirectPolicy } from './vault-redirect.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -60,7 +66,8 @@ export interface VaultAuthDeps {
 export function vaultAuthMethod(env: Env): VaultAuthMethod {
   const chosen = env.VAULT_AUTH_METHOD;
   if (chosen !== undefined && chosen !== '') {
-    if (!(VaultAuthMethods as readonly string[]).includes(chosen)) throw new VaultAuthConfigError(`VAULT_AUTH_METHOD=${chosen.slice(0, 20)}: use token, approle, aws or kubernetes`);
+    if (!(VaultAuthMethods as readonly string[]).includes(chosen))
+      throw new VaultAuthConfigError(`VAULT_AUTH_METHOD=${chosen.slice(0, 20)}: use token, approle, aws or kubernetes`);
     return chosen as VaultAuthMethod;
   }
   const configured: VaultAuthMethod[] = [];
@@ -70,7 +77,9 @@ export function vaultAuthMethod(env: Env): VaultAuthMethod {
   if (env.VAULT_K8S_ROLE) configured.push('kubernetes');
   if (configured.length === 1) return configured[0] as VaultAuthMethod;
   if (configured.length === 0) throw new VaultAuthConfigError(NOTHING_CONFIGURED);
-  throw new VaultAuthConfigError(`several Vault authentication methods are configured (${configured.join(', ')}): choose one with VAULT_AUTH_METHOD`);
+  throw new VaultAuthConfigError(
+    `several Vault authentication methods are configured (${configured.join(', ')}): choose one with VAULT_AUTH_METHOD`,
+  );
 }
 
 const NOTHING_CONFIGURED =
@@ -79,7 +88,16 @@ const NOTHING_CONFIGURED =
 /** The vault CLI's token file (~/.vault-token), when no method is configured and it exists. */
 async function homeToken(env: Env, deps: VaultAuthDeps): Promise<string | undefined> {
   if (!env.HOME || (env.VAULT_AUTH_METHOD ?? '') !== '') return undefined;
-  if (env.VAULT_TOKEN || env.VAULT_TOKEN_FILE || env.VAULT_TOKEN_SSM || env.VAULT_ROLE_ID || env.VAULT_ROLE_ID_SSM || env.VAULT_AWS_ROLE || env.VAULT_K8S_ROLE) return undefined;
+  if (
+    env.VAULT_TOKEN ||
+    env.VAULT_TOKEN_FILE ||
+    env.VAULT_TOKEN_SSM ||
+    env.VAULT_ROLE_ID ||
+    env.VAULT_ROLE_ID_SSM ||
+    env.VAULT_AWS_ROLE ||
+    env.VAULT_K8S_ROLE
+  )
+    return undefined;
   try {
     const token = (await deps.readFile(`${env.HOME.replace(/\/+$/, '')}/.vault-token`)).trim();
     return token === '' ? undefined : token;
@@ -101,7 +119,12 @@ async function secretsManagerValue(deps: VaultAuthDeps, id: string): Promise<str
 }
 
 /** One credential from the first variable set: the value itself, an SSM parameter, a Secrets Manager secret, a file. */
-async function credential(env: Env, deps: VaultAuthDeps, what: string, names: { value: string; ssm?: string; secretsManager?: string; file?: string }): Promise<string> {
+async function credential(
+  env: Env,
+  deps: VaultAuthDeps,
+  what: string,
+  names: { value: string; ssm?: string; secretsManager?: string; file?: string },
+): Promise<string> {
   const value = env[names.value];
   if (value) return value.trim();
   const ssm = names.ssm ? env[names.ssm] : undefined;
@@ -114,18 +137,45 @@ async function credential(env: Env, deps: VaultAuthDeps, what: string, names: { 
     if (!text) throw new VaultAuthConfigError(`${names.file}: ${file} is empty`);
     return text;
   }
-  throw new VaultAuthConfigError(`${what}: set ${[names.value, names.ssm, names.secretsManager, names.file].filter(Boolean).join(' or ')}`);
+  throw new VaultAuthConfigError(
+    `${what}: set ${[names.value, names.ssm, names.secretsManager, names.file].filter(Boolean).join(' or ')}`,
+  );
 }
 
 /** The token source the environment configures; stop() it when done (it may hold a renewal timer). */
-export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Promise<{ method: VaultAuthMethod; source: VaultTokenSource }> {
+export async function vaultTokenSourceFromEnv(
+  env: Env,
+  deps: VaultAuthDeps,
+): Promise<{ method: VaultAuthMethod; source: VaultTokenSource }> {
   const fromHome = await homeToken(env, deps);
   const method = fromHome === undefined ? vaultAuthMethod(env) : 'token';
-  const common = { vaultAddr: deps.vaultAddr, log: deps.log, ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}), ...(deps.fetch ? { fetch: deps.fetch } : {}), ...(deps.redirects ? { redirects: deps.redirects } : {}) };
-  if (method === 'token') return { method, source: new GivenTokenSource({ ...common, token: fromHome ?? (await credential(env, deps, 'the Vault token', { value: 'VAULT_TOKEN', ssm: 'VAULT_TOKEN_SSM', file: 'VAULT_TOKEN_FILE' })) }) };
+  const common = {
+    vaultAddr: deps.vaultAddr,
+    log: deps.log,
+    ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}),
+    ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    ...(deps.redirects ? { redirects: deps.redirects } : {}),
+  };
+  if (method === 'token')
+    return {
+      method,
+      source: new GivenTokenSource({
+        ...common,
+        token:
+          fromHome ??
+          (await credential(env, deps, 'the Vault token', {
+            value: 'VAULT_TOKEN',
+            ssm: 'VAULT_TOKEN_SSM',
+            file: 'VAULT_TOKEN_FILE',
+          })),
+      }),
+    };
   if (method === 'kubernetes') {
     const role = env.VAULT_K8S_ROLE;
-    if (!role) throw new VaultAuthConfigError('VAULT_AUTH_METHOD=kubernetes needs VAULT_K8S_ROLE, the role of Vault\'s kubernetes auth method');
+    if (!role)
+      throw new VaultAuthConfigError(
+        "VAULT_AUTH_METHOD=kubernetes needs VAULT_K8S_ROLE, the role of Vault's kubernetes auth method",
+      );
     const tokenFile = env.VAULT_K8S_TOKEN_FILE || VAULT_AUDIENCE_TOKEN_FILE;
     const audience = env.VAULT_K8S_AUDIENCE || DEFAULT_VAULT_AUDIENCE;
     // Read once now, so a pod without its token fails at start-up with the reason.
@@ -137,15 +187,41 @@ export async function vaultTokenSourceFromEnv(env: Env, deps: VaultAuthDeps): Pr
     return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login }) };
   }
   if (method === 'approle') {
-    const roleId = await credential(env, deps, 'the AppRole role ID', { value: 'VAULT_ROLE_ID', ssm: 'VAULT_ROLE_ID_SSM' });
-    const secretId = await credential(env, deps, 'the AppRole secret ID', { value: 'VAULT_SECRET_ID', ssm: 'VAULT_SECRET_ID_SSM', secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER' });
-    return { method, source: new AppRoleTokenSource({ ...common, roleId, secretId, ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}) }) };
+    const roleId = await credential(env, deps, 'the AppRole role ID', {
+      value: 'VAULT_ROLE_ID',
+      ssm: 'VAULT_ROLE_ID_SSM',
+    });
+    const secretId = await credential(env, deps, 'the AppRole secret ID', {
+      value: 'VAULT_SECRET_ID',
+      ssm: 'VAULT_SECRET_ID_SSM',
+      secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER',
+    });
+    return {
+      method,
+      source: new AppRoleTokenSource({
+        ...common,
+        roleId,
+        secretId,
+        ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}),
+      }),
+    };
   }
   const role = env.VAULT_AWS_ROLE;
-  if (!role) throw new VaultAuthConfigError('VAULT_AUTH_METHOD=aws needs VAULT_AWS_ROLE, the role of Vault\'s aws auth method');
+  if (!role)
+    throw new VaultAuthConfigError("VAULT_AUTH_METHOD=aws needs VAULT_AWS_ROLE, the role of Vault's aws auth method");
   const credentials = deps.awsCredentials();
-  const options: AwsIamLoginOptions = { role, credentials, ...(env.VAULT_AWS_MOUNT ? { mount: env.VAULT_AWS_MOUNT } : {}), ...(env.VAULT_AWS_HEADER_VALUE ? { serverIdHeaderValue: env.VAULT_AWS_HEADER_VALUE } : {}), ...(env.VAULT_AWS_STS_ENDPOINT ? { stsEndpoint: env.VAULT_AWS_STS_ENDPOINT } : {}), ...(env.VAULT_AWS_STS_REGION ? { stsRegion: env.VAULT_AWS_STS_REGION } : {}) };
-  return { method, source: new LoginTokenSource({ ...common, method: 'AWS IAM', login: () => awsIamLoginRequest(options) }) };
+  const options: AwsIamLoginOptions = {
+    role,
+    credentials,
+    ...(env.VAULT_AWS_MOUNT ? { mount: env.VAULT_AWS_MOUNT } : {}),
+    ...(env.VAULT_AWS_HEADER_VALUE ? { serverIdHeaderValue: env.VAULT_AWS_HEADER_VALUE } : {}),
+    ...(env.VAULT_AWS_STS_ENDPOINT ? { stsEndpoint: env.VAULT_AWS_STS_ENDPOINT } : {}),
+    ...(env.VAULT_AWS_STS_REGION ? { stsRegion: env.VAULT_AWS_STS_REGION } : {}),
+  };
+  return {
+    method,
+    source: new LoginTokenSource({ ...common, method: 'AWS IAM', login: () => awsIamLoginRequest(options) }),
+  };
 }
 
 export interface AwsIamLoginOptions {
@@ -175,15 +251,32 @@ export async function awsIamLoginRequest(options: AwsIamLoginOptions): Promise<L
   const endpoint = new URL(options.stsEndpoint ?? 'https://sts.amazonaws.com/');
   const region = options.stsRegion ?? 'us-east-1';
   const signer = sigV4(options.credentials, region, 'sts');
-  const headers: Record<string, string> = { host: endpoint.host, 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' };
+  const headers: Record<string, string> = {
+    host: endpoint.host,
+    'content-type': 'application/x-www-form-urlencoded; charset=utf-8',
+  };
   if (options.serverIdHeaderValue) headers[IAM_SERVER_ID_HEADER] = options.serverIdHeaderValue;
-  const request = new HttpRequest({ method: 'POST', protocol: endpoint.protocol, hostname: endpoint.hostname, ...(endpoint.port ? { port: Number(endpoint.port) } : {}), path: endpoint.pathname || '/', headers, body: GET_CALLER_IDENTITY });
+  const request = new HttpRequest({
+    method: 'POST',
+    protocol: endpoint.protocol,
+    hostname: endpoint.hostname,
+    ...(endpoint.port ? { port: Number(endpoint.port) } : {}),
+    path: endpoint.pathname || '/',
+    headers,
+    body: GET_CALLER_IDENTITY,
+  });
   const signed = await signer.sign(request, { signingDate: new Date(options.now?.() ?? Date.now()) });
   // Vault wants each header as a list of values.
   const signedHeaders = Object.fromEntries(Object.entries(signed.headers).map(([name, value]) => [name, [value]]));
   return {
     path: `auth/${(options.mount ?? 'aws').replace(/^\/+|\/+$/g, '')}/login`,
-    body: { role: options.role, iam_http_request_method: 'POST', iam_request_url: b64(endpoint.toString()), iam_request_body: b64(GET_CALLER_IDENTITY), iam_request_headers: b64(JSON.stringify(signedHeaders)) },
+    body: {
+      role: options.role,
+      iam_http_request_method: 'POST',
+      iam_request_url: b64(endpoint.toString()),
+      iam_request_body: b64(GET_CALLER_IDENTITY),
+      iam_request_headers: b64(JSON.stringify(signedHeaders)),
+    },
   };
 }
 

@@ -34,7 +34,11 @@ export type Expansion =
   | { kind: 'unexpandable'; reason: string };
 
 /** The mount of a pattern and its KV version, from its literal prefix and the routing table's mounts. */
-export function patternMount(pattern: CompiledPattern, namespace: string, mounts: KvMounts): { mount: string; kvVersion: KvVersion; rest: PatternSegment[] } | undefined {
+export function patternMount(
+  pattern: CompiledPattern,
+  namespace: string,
+  mounts: KvMounts,
+): { mount: string; kvVersion: KvVersion; rest: PatternSegment[] } | undefined {
   const literal: string[] = [];
   for (const segment of pattern.segments) {
     if (segment.kind !== 'literal') break;
@@ -42,15 +46,26 @@ export function patternMount(pattern: CompiledPattern, namespace: string, mounts
   }
   for (let n = Math.min(literal.length, pattern.segments.length - 1); n >= 1; n--) {
     const kvVersion = mounts.get(qualify(namespace, literal.slice(0, n).join('/')));
-    if (kvVersion !== undefined) return { mount: literal.slice(0, n).join('/'), kvVersion, rest: pattern.segments.slice(n) };
+    if (kvVersion !== undefined)
+      return { mount: literal.slice(0, n).join('/'), kvVersion, rest: pattern.segments.slice(n) };
   }
   if (literal.length === 0 || pattern.segments.length < 2) return undefined;
   return { mount: literal[0] as string, kvVersion: 2, rest: pattern.segments.slice(1) };
 }
 
-export async function expandPattern(pattern: CompiledPattern, namespace: string, mounts: KvMounts, list: ListFolder, limits: ExpansionLimits = DEFAULT_EXPANSION_LIMITS): Promise<Expansion> {
+export async function expandPattern(
+  pattern: CompiledPattern,
+  namespace: string,
+  mounts: KvMounts,
+  list: ListFolder,
+  limits: ExpansionLimits = DEFAULT_EXPANSION_LIMITS,
+): Promise<Expansion> {
   const located = patternMount(pattern, namespace, mounts);
-  if (!located) return { kind: 'unexpandable', reason: `the mount of ${pattern.source} is not a literal first segment: name it literally (and list it under vault.mounts)` };
+  if (!located)
+    return {
+      kind: 'unexpandable',
+      reason: `the mount of ${pattern.source} is not a literal first segment: name it literally (and list it under vault.mounts)`,
+    };
   const { mount, kvVersion, rest } = located;
   if (kvVersion === 1) return { kind: 'kv1', mount };
 
@@ -72,7 +87,8 @@ export async function expandPattern(pattern: CompiledPattern, namespace: string,
     }
     lists++;
     const listing = await list(namespace, mount, folder.join('/'));
-    if (listing.truncated) stop(`${mount}/${folder.join('/')}/ holds ${listing.total} keys, more than one LIST may return`);
+    if (listing.truncated)
+      stop(`${mount}/${folder.join('/')}/ holds ${listing.total} keys, more than one LIST may return`);
     return listing;
   };
   const add = (key: string[]) => {
@@ -114,6 +130,9 @@ export async function expandPattern(pattern: CompiledPattern, namespace: string,
   const index = new PatternIndex();
   index.add(0, pattern);
   const keys = [...found].filter((key) => index.match(`${mount}/${key}`).has(0)).sort();
-  const ignored = refused === 0 ? undefined : `ignored ${refused} name(s) Vault listed that are no path segment (empty, ".", "..", a "/" or a control character)`;
+  const ignored =
+    refused === 0
+      ? undefined
+      : `ignored ${refused} name(s) Vault listed that are no path segment (empty, ".", "..", a "/" or a control character)`;
   return { kind: 'kv2', mount, keys, lists, ...(truncated ? { truncated } : {}), ...(ignored ? { ignored } : {}) };
 }

@@ -101,7 +101,11 @@ export class VaultPermissionError extends VaultRequestError {
 const RETRYABLE = new Set([412, 429, 500, 502, 503, 504]);
 export const DEFAULT_MAX_LIST_KEYS = 10_000;
 
-const VersionSchema = z.object({ created_time: z.string().max(64), deletion_time: z.string().max(64).default(''), destroyed: z.boolean().default(false) });
+const VersionSchema = z.object({
+  created_time: z.string().max(64),
+  deletion_time: z.string().max(64).default(''),
+  destroyed: z.boolean().default(false),
+});
 const MetadataSchema = z.object({
   data: z.object({
     current_version: z.number().int().min(0),
@@ -122,8 +126,11 @@ const trimSlashes = (s: string): string => s.replace(/^\/+|\/+$/g, '');
 
 /** The policy line that grants reading and listing metadata under a mount (in a namespace: its two forms). */
 export function metadataPolicyLine(mount: string, namespace = ''): string {
-  const line = (prefix: string) => `path "${prefix}${trimSlashes(mount)}/metadata/*" { capabilities = ["read", "list"] }`;
-  return namespace ? `${line('')} (in namespace ${namespace}), or ${line(`${trimSlashes(namespace)}/`)} (in its parent)` : line('');
+  const line = (prefix: string) =>
+    `path "${prefix}${trimSlashes(mount)}/metadata/*" { capabilities = ["read", "list"] }`;
+  return namespace
+    ? `${line('')} (in namespace ${namespace}), or ${line(`${trimSlashes(namespace)}/`)} (in its parent)`
+    : line('');
 }
 
 export class VaultMetadataClient {
@@ -146,15 +153,36 @@ export class VaultMetadataClient {
     const answer = await this.#call('GET', path, mount, namespace, options);
     if (answer === undefined) return undefined;
     const parsed = MetadataSchema.safeParse(answer);
-    if (!parsed.success) throw new VaultRequestError(`${path}: not KV v2 metadata (${parsed.error.issues[0]?.message ?? 'unexpected shape'}); is ${mount} a KV v2 mount?`);
+    if (!parsed.success)
+      throw new VaultRequestError(
+        `${path}: not KV v2 metadata (${parsed.error.issues[0]?.message ?? 'unexpected shape'}); is ${mount} a KV v2 mount?`,
+      );
     const d = parsed.data.data;
     const versions: Record<number, KvVersionMetadata> = {};
-    for (const [n, v] of Object.entries(d.versions)) versions[Number(n)] = { createdTime: v.created_time, deletionTime: NOT_SET.has(v.deletion_time) ? null : v.deletion_time, destroyed: v.destroyed };
-    return { namespace, mount: trimSlashes(mount), key: trimSlashes(key), currentVersion: d.current_version, oldestVersion: d.oldest_version, createdTime: d.created_time, updatedTime: d.updated_time, versions };
+    for (const [n, v] of Object.entries(d.versions))
+      versions[Number(n)] = {
+        createdTime: v.created_time,
+        deletionTime: NOT_SET.has(v.deletion_time) ? null : v.deletion_time,
+        destroyed: v.destroyed,
+      };
+    return {
+      namespace,
+      mount: trimSlashes(mount),
+      key: trimSlashes(key),
+      currentVersion: d.current_version,
+      oldestVersion: d.oldest_version,
+      createdTime: d.created_time,
+      updatedTime: d.updated_time,
+      versions,
+    };
   }
 
   /** The keys directly under a prefix (folders end in `/`), at most `limit`; an absent prefix lists nothing. */
-  async listMetadata(mount: string, prefix: string, options: MetadataCallOptions & { limit?: number } = {}): Promise<MetadataListing> {
+  async listMetadata(
+    mount: string,
+    prefix: string,
+    options: MetadataCallOptions & { limit?: number } = {},
+  ): Promise<MetadataListing> {
     const namespace = trimSlashes(options.namespace ?? this.#options.namespace ?? '');
     const folder = trimSlashes(prefix);
     checkVaultPath('the mount', trimSlashes(mount));
@@ -170,10 +198,17 @@ export class VaultMetadataClient {
   }
 
   /** The parsed answer, or undefined for 404; throws VaultRequestError / VaultPermissionError. */
-  async #call(method: 'GET' | 'LIST', path: string, mount: string, namespace: string, { signal, vaultIndex }: MetadataCallOptions): Promise<unknown> {
+  async #call(
+    method: 'GET' | 'LIST',
+    path: string,
+    mount: string,
+    namespace: string,
+    { signal, vaultIndex }: MetadataCallOptions,
+  ): Promise<unknown> {
     const { auth, vaultAddr } = this.#options;
     // The index comes from the feed: only bounded base64 becomes a header (the parser checked it already; this is the door).
-    if (vaultIndex !== undefined && !isVaultIndex(vaultIndex)) throw new VaultRequestError(`${path}: the vault index is not bounded base64: not sent`);
+    if (vaultIndex !== undefined && !isVaultIndex(vaultIndex))
+      throw new VaultRequestError(`${path}: the vault index is not bounded base64: not sent`);
     const headers = vaultIndex === undefined ? undefined : { 'x-vault-index': vaultIndex };
     const maxAttempts = this.#options.maxAttempts ?? 4;
     let reauthenticated = false;
@@ -183,7 +218,19 @@ export class VaultMetadataClient {
         this.requests++;
         // Only metadata of this mount, whatever the path resolves to (vault-path.ts checked its segments already).
         const pathPrefix = `${encodePath(trimSlashes(mount))}/metadata/`;
-        const { status, text } = await vaultRequest({ vaultAddr, method, path, pathPrefix, token: await auth.token(), namespace, timeoutMs: this.#options.timeoutMs ?? 10_000, ...(headers ? { headers } : {}), ...(signal ? { signal } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}) });
+        const { status, text } = await vaultRequest({
+          vaultAddr,
+          method,
+          path,
+          pathPrefix,
+          token: await auth.token(),
+          namespace,
+          timeoutMs: this.#options.timeoutMs ?? 10_000,
+          ...(headers ? { headers } : {}),
+          ...(signal ? { signal } : {}),
+          ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}),
+          ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}),
+        });
         if (status === 404) return undefined;
         if (status >= 200 && status < 300) return JSON.parse(text) as unknown;
         const errors = vaultErrors(text);
@@ -196,7 +243,10 @@ export class VaultMetadataClient {
             continue;
           }
           const verb = method === 'LIST' ? 'list' : 'read';
-          throw new VaultPermissionError(`Vault refused to ${verb} ${namespace ? `${namespace}/` : ''}${path}: ${errors || 'permission denied'}. The token's policy needs: ${metadataPolicyLine(mount, namespace)} (see infra/vault/reconcile-policy.hcl)`, metadataPolicyLine(mount, namespace));
+          throw new VaultPermissionError(
+            `Vault refused to ${verb} ${namespace ? `${namespace}/` : ''}${path}: ${errors || 'permission denied'}. The token's policy needs: ${metadataPolicyLine(mount, namespace)} (see infra/vault/reconcile-policy.hcl)`,
+            metadataPolicyLine(mount, namespace),
+          );
         }
         failure = new VaultRequestError(`${method} ${path}: HTTP ${status}${errors ? `: ${errors}` : ''}`, { status });
         if (!RETRYABLE.has(status)) throw failure;
@@ -207,7 +257,15 @@ export class VaultMetadataClient {
         failure = error;
       }
       if (attempt >= maxAttempts || signal?.aborted) throw failure;
-      await this.#sleep(backoffDelayMs(attempt, this.#options.retryBaseMs ?? 200, this.#options.retryCapMs ?? 5000, this.#options.random), signal);
+      await this.#sleep(
+        backoffDelayMs(
+          attempt,
+          this.#options.retryBaseMs ?? 200,
+          this.#options.retryCapMs ?? 5000,
+          this.#options.random,
+        ),
+        signal,
+      );
     }
   }
 }

@@ -113,12 +113,18 @@ export class LoginTokenSource implements VaultTokenSource {
         const given = 'client_token' in request;
         const auth = given ? request : await this.#call(request.path, request.body, undefined, request.headers);
         this.#accept(auth);
-        if (!given) log.info(`logged in to Vault with ${method}`, { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
+        if (!given)
+          log.info(`logged in to Vault with ${method}`, { ttlSeconds: auth.lease_duration, renewable: auth.renewable });
         return auth.client_token;
       } catch (error) {
         if (this.#stopping.signal.aborted) throw new Error('the Vault token source is stopped', { cause: error });
         if (error instanceof VaultTokenUnusableError) throw error;
-        const delay = backoffDelayMs(attempt, this.#options.retryBaseMs ?? 1000, this.#options.retryCapMs ?? 60_000, this.#options.random);
+        const delay = backoffDelayMs(
+          attempt,
+          this.#options.retryBaseMs ?? 1000,
+          this.#options.retryCapMs ?? 60_000,
+          this.#options.random,
+        );
         log.error(`${method} login failed: retrying`, { error: (error as Error).message, attempt, retryInMs: delay });
         await this.#sleep(delay, this.#stopping.signal);
       }
@@ -142,23 +148,42 @@ export class LoginTokenSource implements VaultTokenSource {
     try {
       const auth = await this.#call('auth/token/renew-self', {}, token);
       if (generation !== this.#generation) return;
-      if (auth.lease_duration < (this.#options.minRenewSeconds ?? 10)) throw new VaultRequestError(`renewal granted only ${auth.lease_duration} s (max TTL reached)`);
+      if (auth.lease_duration < (this.#options.minRenewSeconds ?? 10))
+        throw new VaultRequestError(`renewal granted only ${auth.lease_duration} s (max TTL reached)`);
       this.#accept({ ...auth, client_token: auth.client_token || token });
       log.info('renewed the Vault token', { ttlSeconds: auth.lease_duration });
     } catch (error) {
       if (generation !== this.#generation || this.#stopping.signal.aborted) return;
-      log.warn(`cannot renew the Vault token: ${this.#options.method === GIVEN ? 'looking it up again' : 'logging in again'}`, { error: (error as Error).message });
+      log.warn(
+        `cannot renew the Vault token: ${this.#options.method === GIVEN ? 'looking it up again' : 'logging in again'}`,
+        { error: (error as Error).message },
+      );
       this.invalidate();
       await this.token().catch(() => undefined);
     }
   }
 
   async #call(path: string, body: object, token?: string, headers?: Record<string, string>): Promise<VaultAuth> {
-    const { status, text } = await vaultRequest({ vaultAddr: this.#options.vaultAddr, method: 'POST', path, body, ...(headers ? { headers } : {}), ...(token !== undefined ? { token } : {}), ...(this.#options.namespace ? { namespace: this.#options.namespace } : {}), ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}), ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}), signal: this.#stopping.signal });
+    const { status, text } = await vaultRequest({
+      vaultAddr: this.#options.vaultAddr,
+      method: 'POST',
+      path,
+      body,
+      ...(headers ? { headers } : {}),
+      ...(token !== undefined ? { token } : {}),
+      ...(this.#options.namespace ? { namespace: this.#options.namespace } : {}),
+      ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}),
+      ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}),
+      signal: this.#stopping.signal,
+    });
     // Vault's `errors` name the problem ("invalid role or secret ID"), never a credential.
-    if (status < 200 || status >= 300) throw new VaultRequestError(`${path}: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`, { status });
+    if (status < 200 || status >= 300)
+      throw new VaultRequestError(`${path}: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`, {
+        status,
+      });
     const auth = (JSON.parse(text) as { auth?: Partial<VaultAuth> }).auth;
-    if (!auth || typeof auth.client_token !== 'string' || typeof auth.lease_duration !== 'number') throw new VaultRequestError(`${path}: the answer carries no auth block`);
+    if (!auth || typeof auth.client_token !== 'string' || typeof auth.lease_duration !== 'number')
+      throw new VaultRequestError(`${path}: the answer carries no auth block`);
     return { client_token: auth.client_token, lease_duration: auth.lease_duration, renewable: auth.renewable === true };
   }
 }
@@ -166,7 +191,11 @@ export class LoginTokenSource implements VaultTokenSource {
 /** AppRole: `auth/<mount>/login` with the role ID and secret ID. */
 export class AppRoleTokenSource extends LoginTokenSource {
   constructor({ roleId, secretId, mount = 'approle', ...options }: AppRoleOptions) {
-    super({ ...options, method: 'AppRole', login: () => Promise.resolve({ path: `auth/${mount}/login`, body: { role_id: roleId, secret_id: secretId } }) });
+    super({
+      ...options,
+      method: 'AppRole',
+      login: () => Promise.resolve({ path: `auth/${mount}/login`, body: { role_id: roleId, secret_id: secretId } }),
+    });
   }
 }
 
@@ -193,17 +222,39 @@ export class GivenTokenSource extends LoginTokenSource {
       ...options,
       method: GIVEN,
       login: async () => {
-        const { status, text } = await vaultRequest({ vaultAddr: options.vaultAddr, method: 'GET', path: 'auth/token/lookup-self', token, ...(options.namespace ? { namespace: options.namespace } : {}), ...(options.fetch ? { fetch: options.fetch } : {}), ...(options.redirects ? { redirects: options.redirects } : {}) });
-        if (status === 401 || status === 403) throw new VaultTokenUnusableError(`Vault refuses the token (auth/token/lookup-self: HTTP ${status}): the token has expired or was revoked (or lacks the default policy's lookup-self); supply a new token`);
-        if (status < 200 || status >= 300) throw new VaultRequestError(`auth/token/lookup-self: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`, { status });
-        const data = (JSON.parse(text) as { data?: { ttl?: unknown; renewable?: unknown; expire_time?: unknown } }).data ?? {};
+        const { status, text } = await vaultRequest({
+          vaultAddr: options.vaultAddr,
+          method: 'GET',
+          path: 'auth/token/lookup-self',
+          token,
+          ...(options.namespace ? { namespace: options.namespace } : {}),
+          ...(options.fetch ? { fetch: options.fetch } : {}),
+          ...(options.redirects ? { redirects: options.redirects } : {}),
+        });
+        if (status === 401 || status === 403)
+          throw new VaultTokenUnusableError(
+            `Vault refuses the token (auth/token/lookup-self: HTTP ${status}): the token has expired or was revoked (or lacks the default policy's lookup-self); supply a new token`,
+          );
+        if (status < 200 || status >= 300)
+          throw new VaultRequestError(
+            `auth/token/lookup-self: HTTP ${status}${vaultErrors(text) ? `: ${vaultErrors(text)}` : ''}`,
+            { status },
+          );
+        const data =
+          (JSON.parse(text) as { data?: { ttl?: unknown; renewable?: unknown; expire_time?: unknown } }).data ?? {};
         const ttl = typeof data.ttl === 'number' ? data.ttl : 0;
         const expires = typeof data.expire_time === 'string' ? Date.parse(data.expire_time) : Number.NaN;
-        if (ttl > 0 && expires <= now()) throw new VaultTokenUnusableError(`the Vault token expired at ${data.expire_time as string}; supply a new token`);
+        if (ttl > 0 && expires <= now())
+          throw new VaultTokenUnusableError(
+            `the Vault token expired at ${data.expire_time as string}; supply a new token`,
+          );
         const renewable = data.renewable === true && ttl > 0;
         if (!renewable && !toldNotRenewable) {
           toldNotRenewable = true;
-          options.log.info('the Vault token is not renewable (or has no TTL): using it without renewal', { ttlSeconds: ttl, renewable: data.renewable === true });
+          options.log.info('the Vault token is not renewable (or has no TTL): using it without renewal', {
+            ttlSeconds: ttl,
+            renewable: data.renewable === true,
+          });
         }
         return { client_token: token, lease_duration: ttl, renewable };
       },

@@ -12,7 +12,11 @@ export interface VaultRedirectPolicy {
 const SECURE = new Set(['https:', 'wss:']);
 
 /** The redirect target, or why it is refused (names hosts and schemes, never the token). */
-export function checkVaultRedirect(from: string | URL, location: string, policy: VaultRedirectPolicy = {}): { ok: true; url: URL } | { ok: false; reason: string } {
+export function checkVaultRedirect(
+  from: string | URL,
+  location: string,
+  policy: VaultRedirectPolicy = {},
+): { ok: true; url: URL } | { ok: false; reason: string } {
   const origin = new URL(from);
   let to: URL;
   try {
@@ -20,10 +24,18 @@ export function checkVaultRedirect(from: string | URL, location: string, policy:
   } catch {
     return { ok: false, reason: 'refused a redirect to an invalid URL' };
   }
-  if (SECURE.has(origin.protocol) && !SECURE.has(to.protocol)) return { ok: false, reason: `refused a redirect from ${origin.protocol}//${origin.host} to ${to.protocol}//${to.host}: it would send the Vault token unencrypted` };
+  if (SECURE.has(origin.protocol) && !SECURE.has(to.protocol))
+    return {
+      ok: false,
+      reason: `refused a redirect from ${origin.protocol}//${origin.host} to ${to.protocol}//${to.host}: it would send the Vault token unencrypted`,
+    };
   const sameHost = to.hostname.toLowerCase() === origin.hostname.toLowerCase();
   const allowed = (policy.allowedHosts ?? []).some((h) => h.toLowerCase() === to.hostname.toLowerCase());
-  if (!sameHost && !allowed) return { ok: false, reason: `refused a redirect from ${origin.host} to another host, ${to.host}: the Vault token goes only to the --vault-addr host (name Vault's other nodes with --vault-redirect-hosts)` };
+  if (!sameHost && !allowed)
+    return {
+      ok: false,
+      reason: `refused a redirect from ${origin.host} to another host, ${to.host}: the Vault token goes only to the --vault-addr host (name Vault's other nodes with --vault-redirect-hosts)`,
+    };
   return { ok: true, url: to };
 }
 

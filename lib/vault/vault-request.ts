@@ -88,21 +88,33 @@ async function vaultRequestOnce(request: VaultRequest): Promise<VaultAnswer> {
   const base = request.vaultAddr.replace(/\/+$/, '');
   let url = `${base}/v1/${request.path}`;
   // URL resolution removes `.` and `..` segments: the path checked is the one fetch will send.
-  const under = request.pathPrefix === undefined ? undefined : `${new URL(base).pathname.replace(/\/+$/, '')}/v1/${request.pathPrefix}`;
+  const under =
+    request.pathPrefix === undefined
+      ? undefined
+      : `${new URL(base).pathname.replace(/\/+$/, '')}/v1/${request.pathPrefix}`;
   const refuseOutside = (to: URL): void => {
-    if (under !== undefined && !to.pathname.startsWith(under)) throw new VaultPathError(`${request.path}: resolves to ${to.pathname}, outside ${under}: refused, not sent`);
+    if (under !== undefined && !to.pathname.startsWith(under))
+      throw new VaultPathError(`${request.path}: resolves to ${to.pathname}, outside ${under}: refused, not sent`);
   };
   refuseOutside(new URL(url));
   let response: Response;
   try {
     for (let hops = 0; ; hops++) {
-      response = await fetchImpl(url, { method: request.method, headers, ...(request.body !== undefined ? { body: JSON.stringify(request.body) } : {}), redirect: 'manual', signal });
+      response = await fetchImpl(url, {
+        method: request.method,
+        headers,
+        ...(request.body !== undefined ? { body: JSON.stringify(request.body) } : {}),
+        redirect: 'manual',
+        signal,
+      });
       const location = response.headers.get('location');
       if (response.status < 300 || response.status >= 400 || location === null) break;
       await response.body?.cancel();
-      if (hops >= MAX_VAULT_REDIRECTS) throw new VaultRequestError(`${request.path}: more than ${MAX_VAULT_REDIRECTS} redirects`);
+      if (hops >= MAX_VAULT_REDIRECTS)
+        throw new VaultRequestError(`${request.path}: more than ${MAX_VAULT_REDIRECTS} redirects`);
       // Only 307/308 keep the method and body; Vault's standby redirect is a 307.
-      if (response.status !== 307 && response.status !== 308) throw new VaultRequestError(`${request.path}: HTTP ${response.status} redirect: only 307/308 are followed`);
+      if (response.status !== 307 && response.status !== 308)
+        throw new VaultRequestError(`${request.path}: HTTP ${response.status} redirect: only 307/308 are followed`);
       const next = checkVaultRedirect(url, location, request.redirects);
       if (!next.ok) throw new VaultRequestError(`${request.path}: ${next.reason}`);
       refuseOutside(next.url);
@@ -112,7 +124,11 @@ async function vaultRequestOnce(request: VaultRequest): Promise<VaultAnswer> {
     return { status: response.status, text };
   } catch (error) {
     if (error instanceof VaultRequestError || error instanceof VaultPathError) throw error;
-    const reason = timeout.aborted ? `no answer within ${request.timeoutMs ?? DEFAULT_VAULT_TIMEOUT_MS} ms` : error instanceof Error ? `${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ''}` : String(error);
+    const reason = timeout.aborted
+      ? `no answer within ${request.timeoutMs ?? DEFAULT_VAULT_TIMEOUT_MS} ms`
+      : error instanceof Error
+        ? `${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ''}`
+        : String(error);
     throw new VaultRequestError(`${request.path}: ${reason}`, { cause: error });
   }
 }
@@ -121,14 +137,17 @@ async function readBounded(response: Response, maxBytes: number, path: string): 
   const declared = Number(response.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) {
     await response.body?.cancel();
-    throw new VaultRequestError(`${path}: the answer is ${declared} bytes, more than ${maxBytes}`, { status: response.status });
+    throw new VaultRequestError(`${path}: the answer is ${declared} bytes, more than ${maxBytes}`, {
+      status: response.status,
+    });
   }
   if (!response.body) return '';
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
     size += chunk.byteLength;
-    if (size > maxBytes) throw new VaultRequestError(`${path}: the answer is more than ${maxBytes} bytes`, { status: response.status });
+    if (size > maxBytes)
+      throw new VaultRequestError(`${path}: the answer is more than ${maxBytes} bytes`, { status: response.status });
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');

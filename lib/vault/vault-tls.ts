@@ -33,8 +33,16 @@ export interface VaultTlsDeps {
 const truthy = (value: string | undefined): boolean => value !== undefined && /^(1|t|true|yes)$/i.test(value.trim());
 
 /** The TLS settings the environment asks for, or undefined when it asks for none. */
-export async function vaultTlsFromEnv(env: Readonly<Record<string, string | undefined>>, deps: VaultTlsDeps): Promise<VaultTls | undefined> {
-  const { VAULT_CACERT: caCert, VAULT_CAPATH: caPath, VAULT_CLIENT_CERT: clientCert, VAULT_CLIENT_KEY: clientKey } = env;
+export async function vaultTlsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  deps: VaultTlsDeps,
+): Promise<VaultTls | undefined> {
+  const {
+    VAULT_CACERT: caCert,
+    VAULT_CAPATH: caPath,
+    VAULT_CLIENT_CERT: clientCert,
+    VAULT_CLIENT_KEY: clientKey,
+  } = env;
   const skipVerify = truthy(env.VAULT_SKIP_VERIFY);
   if (!caCert && !caPath && !clientCert && !clientKey && !skipVerify) return undefined;
   const read = async (variable: string, path: string): Promise<string> => {
@@ -42,7 +50,9 @@ export async function vaultTlsFromEnv(env: Readonly<Record<string, string | unde
       return await deps.readFile(path);
     } catch (error) {
       const code = (error as { code?: unknown }).code;
-      throw new VaultTlsConfigError(`${variable}: cannot read ${path} (${typeof code === 'string' ? code : 'unreadable'})`);
+      throw new VaultTlsConfigError(
+        `${variable}: cannot read ${path} (${typeof code === 'string' ? code : 'unreadable'})`,
+      );
     }
   };
   const tls: VaultTls = { rejectUnauthorized: !skipVerify };
@@ -53,17 +63,24 @@ export async function vaultTlsFromEnv(env: Readonly<Record<string, string | unde
       names = (await deps.readDir(caPath)).filter((n) => /\.(pem|crt)$/i.test(n)).sort();
     } catch (error) {
       const code = (error as { code?: unknown }).code;
-      throw new VaultTlsConfigError(`VAULT_CAPATH: cannot list ${caPath} (${typeof code === 'string' ? code : 'unreadable'})`);
+      throw new VaultTlsConfigError(
+        `VAULT_CAPATH: cannot list ${caPath} (${typeof code === 'string' ? code : 'unreadable'})`,
+      );
     }
     if (names.length === 0) throw new VaultTlsConfigError(`VAULT_CAPATH: ${caPath} holds no .pem or .crt file`);
     tls.ca = await Promise.all(names.map((n) => read('VAULT_CAPATH', join(caPath, n))));
   }
-  if (Boolean(clientCert) !== Boolean(clientKey)) throw new VaultTlsConfigError('VAULT_CLIENT_CERT and VAULT_CLIENT_KEY go together: set both, or neither');
+  if (Boolean(clientCert) !== Boolean(clientKey))
+    throw new VaultTlsConfigError('VAULT_CLIENT_CERT and VAULT_CLIENT_KEY go together: set both, or neither');
   if (clientCert && clientKey) {
     tls.cert = await read('VAULT_CLIENT_CERT', clientCert);
     tls.key = await read('VAULT_CLIENT_KEY', clientKey);
   }
-  if (skipVerify) deps.log.warn('VAULT_SKIP_VERIFY is set: the Vault server\'s certificate is NOT verified, so anyone on the network path can pose as Vault and take the Vault token; set VAULT_CACERT instead', {});
+  if (skipVerify)
+    deps.log.warn(
+      "VAULT_SKIP_VERIFY is set: the Vault server's certificate is NOT verified, so anyone on the network path can pose as Vault and take the Vault token; set VAULT_CACERT instead",
+      {},
+    );
   return tls;
 }
 
@@ -84,7 +101,9 @@ export function tlsFetch(tls: VaultTls): typeof fetch {
         {
           method: init?.method ?? 'GET',
           headers: Object.fromEntries(headers.entries()),
-          ...(url.protocol === 'https:' ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized } : {}),
+          ...(url.protocol === 'https:'
+            ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized }
+            : {}),
           ...(init?.signal ? { signal: init.signal } : {}),
         },
         (res) => {
@@ -95,7 +114,12 @@ export function tlsFetch(tls: VaultTls): typeof fetch {
           }
           const status = res.statusCode ?? 0;
           const noBody = status === 204 || status === 304 || init?.method === 'HEAD';
-          resolve(new Response(noBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, headers: responseHeaders }));
+          resolve(
+            new Response(noBody ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), {
+              status,
+              headers: responseHeaders,
+            }),
+          );
         },
       );
       req.on('error', reject);
@@ -104,5 +128,13 @@ export function tlsFetch(tls: VaultTls): typeof fetch {
 }
 
 /** The same settings as ws / https.request options (the relay's event subscription). */
-export const tlsRequestOptions = (tls: VaultTls | undefined): { ca?: string[]; cert?: string; key?: string; rejectUnauthorized?: boolean } =>
-  tls === undefined ? {} : { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}), rejectUnauthorized: tls.rejectUnauthorized };
+export const tlsRequestOptions = (
+  tls: VaultTls | undefined,
+): { ca?: string[]; cert?: string; key?: string; rejectUnauthorized?: boolean } =>
+  tls === undefined
+    ? {}
+    : {
+        ...(tls.ca ? { ca: tls.ca } : {}),
+        ...(tls.cert ? { cert: tls.cert, key: tls.key } : {}),
+        rejectUnauthorized: tls.rejectUnauthorized,
+      };

@@ -4,7 +4,8 @@
  * The Event that marks a halt on the workload that failed a wave's gate: named from its restart (so a repeat records
  * nothing twice, and `status` finds it by name with `list` on Events alone) and with this reason.
  */
-export const haltEventName = (workload: string, restartToken: string): string => `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
+export const haltEventName = (workload: string, restartToken: string): string =>
+  `${workload}.vr-${restartToken.slice(0, 16)}.halted`;
 export const HALT_EVENT_REASON = 'RotationHalted';
 
 /** The reasons of the Events vault-rollout creates (lib/engine/events.ts). */

@@ -32,7 +32,12 @@ export function secretKeysRead(podSpec: unknown, secretName: string): UsedKeys {
       }
     }
   }
-  const sources = arr(spec.volumes).flatMap((v) => [...(str(rec(v.secret).secretName) === secretName ? [rec(v.secret)] : []), ...arr(rec(v.projected).sources).map((s) => rec(s.secret)).filter((s) => str(s.name) === secretName)]);
+  const sources = arr(spec.volumes).flatMap((v) => [
+    ...(str(rec(v.secret).secretName) === secretName ? [rec(v.secret)] : []),
+    ...arr(rec(v.projected).sources)
+      .map((s) => rec(s.secret))
+      .filter((s) => str(s.name) === secretName),
+  ]);
   for (const source of sources) {
     const items = arr(source.items);
     if (items.length === 0) return 'all';
@@ -91,14 +96,30 @@ export function agentTemplateKeys(annotations: Readonly<Record<string, string>>,
   const secretAnnotations = Object.entries(annotations).filter(([k]) => k.startsWith(`${AGENT}agent-inject-secret-`));
   const templates = Object.entries(annotations).filter(([k]) => k.startsWith(`${AGENT}agent-inject-template-`));
   const names = (value: string): boolean => {
-    const segments = value.trim().replace(/^\/+|\/+$/g, '').split('/');
-    return segments.join('/') === path || segments.some((s, i) => s === 'data' && [...segments.slice(0, i), ...segments.slice(i + 1)].join('/') === path);
+    const segments = value
+      .trim()
+      .replace(/^\/+|\/+$/g, '')
+      .split('/');
+    return (
+      segments.join('/') === path ||
+      segments.some((s, i) => s === 'data' && [...segments.slice(0, i), ...segments.slice(i + 1)].join('/') === path)
+    );
   };
-  const quoted = [...templates.map(([, t]) => t).join('\n').matchAll(/secret\s+"([^"]*)"/g)].map((m) => m[1] as string);
+  const quoted = [
+    ...templates
+      .map(([, t]) => t)
+      .join('\n')
+      .matchAll(/secret\s+"([^"]*)"/g),
+  ].map((m) => m[1] as string);
   const named = secretAnnotations.filter(([, v]) => names(v));
   if (named.length === 0 && !quoted.some(names)) return undefined;
-  if (annotations[`${AGENT}namespace`] !== undefined || templates.some(([k]) => k.startsWith(`${AGENT}agent-inject-template-file-`))) return 'all';
-  for (const [annotation] of named) if (annotations[annotation.replace('agent-inject-secret-', 'agent-inject-template-')] === undefined) return 'all';
+  if (
+    annotations[`${AGENT}namespace`] !== undefined ||
+    templates.some(([k]) => k.startsWith(`${AGENT}agent-inject-template-file-`))
+  )
+    return 'all';
+  for (const [annotation] of named)
+    if (annotations[annotation.replace('agent-inject-secret-', 'agent-inject-template-')] === undefined) return 'all';
   const keys = new Set<string>();
   for (const [, template] of templates) {
     let rest = template;

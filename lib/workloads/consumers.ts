@@ -57,7 +57,11 @@ export function referencesIn(podSpec: unknown, consumed: ConsumedObject): string
   if ('secretProviderClass' in consumed) {
     for (const v of volumes) {
       const csi = rec(v.csi);
-      if (str(csi.driver) === SECRETS_STORE_CSI_DRIVER && str(rec(csi.volumeAttributes).secretProviderClass) === consumed.secretProviderClass) found.push(`CSI volume ${str(v.name) ?? '?'}`);
+      if (
+        str(csi.driver) === SECRETS_STORE_CSI_DRIVER &&
+        str(rec(csi.volumeAttributes).secretProviderClass) === consumed.secretProviderClass
+      )
+        found.push(`CSI volume ${str(v.name) ?? '?'}`);
     }
     return found;
   }
@@ -65,13 +69,16 @@ export function referencesIn(podSpec: unknown, consumed: ConsumedObject): string
   for (const list of CONTAINER_LISTS) {
     for (const c of arr(spec[list])) {
       const where = `${list === 'containers' ? 'container' : list === 'initContainers' ? 'init container' : 'ephemeral container'} ${str(c.name) ?? '?'}`;
-      if (arr(c.env).some((e) => str(rec(rec(e.valueFrom).secretKeyRef).name) === name)) found.push(`env of ${where} (secretKeyRef)`);
-      if (arr(c.envFrom).some((e) => str(rec(e.secretRef).name) === name)) found.push(`envFrom of ${where} (secretRef)`);
+      if (arr(c.env).some((e) => str(rec(rec(e.valueFrom).secretKeyRef).name) === name))
+        found.push(`env of ${where} (secretKeyRef)`);
+      if (arr(c.envFrom).some((e) => str(rec(e.secretRef).name) === name))
+        found.push(`envFrom of ${where} (secretRef)`);
     }
   }
   for (const v of volumes) {
     if (str(rec(v.secret).secretName) === name) found.push(`secret volume ${str(v.name) ?? '?'}`);
-    if (arr(rec(v.projected).sources).some((s) => str(rec(s.secret).name) === name)) found.push(`projected volume ${str(v.name) ?? '?'}`);
+    if (arr(rec(v.projected).sources).some((s) => str(rec(s.secret).name) === name))
+      found.push(`projected volume ${str(v.name) ?? '?'}`);
   }
   return found;
 }
@@ -85,9 +92,18 @@ export interface Consumer {
 }
 
 /** The consumers among listed workloads of one kind: pure. */
-export function consumersAmong(kind: WorkloadKind, objects: readonly KubeObject[], consumed: ConsumedObject): Consumer[] {
+export function consumersAmong(
+  kind: WorkloadKind,
+  objects: readonly KubeObject[],
+  consumed: ConsumedObject,
+): Consumer[] {
   return objects
-    .map((object) => ({ kind, object, name: object.metadata?.name ?? '', via: referencesIn(podSpecOf(kind, object), consumed) }))
+    .map((object) => ({
+      kind,
+      object,
+      name: object.metadata?.name ?? '',
+      via: referencesIn(podSpecOf(kind, object), consumed),
+    }))
     .filter((c) => c.via.length > 0)
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
@@ -95,20 +111,31 @@ export function consumersAmong(kind: WorkloadKind, objects: readonly KubeObject[
 export type Discovery = { ok: true; consumers: Consumer[] } | { ok: false; reason: string; detail: string };
 
 /** A LIST of one kind in a namespace, with the caller's retries: the objects, or why not. */
-export type ListKind = (kind: ApiKind, namespace: string) => Promise<{ ok: true; value: KubeObject[] } | { ok: false; failure: KubeFailure }>;
+export type ListKind = (
+  kind: ApiKind,
+  namespace: string,
+) => Promise<{ ok: true; value: KubeObject[] } | { ok: false; failure: KubeFailure }>;
 
 /**
  * Lists each restartable kind once in the namespace and keeps the workloads that consume the object. A kind the
  * cluster does not serve (no Argo Rollouts CRD: 404) has no consumers; any other failure fails the discovery, since
  * restarting only some consumers would leave the others on the old value without saying so.
  */
-export async function discoverConsumers(list: ListKind, namespace: string, consumed: ConsumedObject): Promise<Discovery> {
+export async function discoverConsumers(
+  list: ListKind,
+  namespace: string,
+  consumed: ConsumedObject,
+): Promise<Discovery> {
   const perKind = await Promise.all(
     WorkloadKinds.map(async (kind): Promise<Discovery> => {
       const listed = await list(WORKLOAD_KINDS[kind], namespace);
       if (listed.ok) return { ok: true, consumers: consumersAmong(kind, listed.value, consumed) };
       if (listed.failure.reason === 'not found') return { ok: true, consumers: [] };
-      return { ok: false, reason: listed.failure.reason, detail: `could not list ${kind}s in ${namespace} to find the consumers: ${listed.failure.detail}` };
+      return {
+        ok: false,
+        reason: listed.failure.reason,
+        detail: `could not list ${kind}s in ${namespace} to find the consumers: ${listed.failure.detail}`,
+      };
     }),
   );
   const failed = perKind.find((d): d is Extract<Discovery, { ok: false }> => !d.ok);
@@ -116,4 +143,5 @@ export async function discoverConsumers(list: ListKind, namespace: string, consu
   return { ok: true, consumers: perKind.flatMap((d) => (d.ok ? d.consumers : [])) };
 }
 
-export const describeConsumed = (c: ConsumedObject): string => ('secret' in c ? `Secret ${c.secret}` : `SecretProviderClass ${c.secretProviderClass}`);
+export const describeConsumed = (c: ConsumedObject): string =>
+  'secret' in c ? `Secret ${c.secret}` : `SecretProviderClass ${c.secretProviderClass}`;

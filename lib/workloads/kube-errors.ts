@@ -4,7 +4,20 @@
  */
 import { ApiException } from '@kubernetes/client-node';
 
-export const FailureReasons = ['forbidden', 'unauthorized', 'not found', 'conflict', 'invalid', 'throttled', 'server error', 'unreachable', 'timeout', 'tls', 'credentials', 'error'] as const;
+export const FailureReasons = [
+  'forbidden',
+  'unauthorized',
+  'not found',
+  'conflict',
+  'invalid',
+  'throttled',
+  'server error',
+  'unreachable',
+  'timeout',
+  'tls',
+  'credentials',
+  'error',
+] as const;
 export type FailureReason = (typeof FailureReasons)[number];
 
 export interface KubeFailure {
@@ -29,8 +42,24 @@ const TLS_CODES = new Set([
   'ERR_SSL_WRONG_VERSION_NUMBER',
   'EPROTO',
 ]);
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED', 'ECONNABORTED']);
-const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'ECONNABORTED',
+]);
+const TIMEOUT_CODES = new Set([
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
 
 /** Retry-After is seconds or an HTTP date. */
 export function parseRetryAfter(value: string | undefined, now: number): number | undefined {
@@ -71,8 +100,15 @@ export function classifyKubeError(e: unknown, now = Date.now()): KubeFailure {
     if (status === 409) return { ...base, reason: 'conflict', retryable: false };
     if (status === 422 || status === 400 || status === 415) return { ...base, reason: 'invalid', retryable: false };
     const retryAfterMs = parseRetryAfter(header('Retry-After'), now);
-    if (status === 429) return { ...base, reason: 'throttled', retryable: true, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
-    if (status >= 500) return { ...base, reason: 'server error', retryable: true, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+    if (status === 429)
+      return { ...base, reason: 'throttled', retryable: true, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+    if (status >= 500)
+      return {
+        ...base,
+        reason: 'server error',
+        retryable: true,
+        ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+      };
     return { ...base, reason: 'error', retryable: false };
   }
   const found = codes(e);

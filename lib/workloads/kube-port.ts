@@ -7,7 +7,15 @@ import type { KubeConfig, PatchStrategy } from '@kubernetes/client-node';
 export interface KubeObject {
   apiVersion?: string;
   kind?: string;
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string; generation?: number; annotations?: Record<string, string>; labels?: Record<string, string>; uid?: string };
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    resourceVersion?: string;
+    generation?: number;
+    annotations?: Record<string, string>;
+    labels?: Record<string, string>;
+    uid?: string;
+  };
   spec?: Record<string, unknown>;
   status?: Record<string, unknown>;
 }
@@ -35,14 +43,25 @@ export interface KubeApi {
   read(kind: ApiKind, namespace: string, name: string): Promise<KubeObject>;
   list(kind: ApiKind, namespace: string, labelSelector?: string): Promise<KubeObject[]>;
   /** A merge or strategic-merge patch (an object), or a JSON Patch (RFC 6902: a list of operations). */
-  patch(kind: ApiKind, namespace: string, name: string, body: Record<string, unknown> | JsonPatchOperation[], strategy: PatchStrategy, dryRun: boolean): Promise<KubeObject>;
+  patch(
+    kind: ApiKind,
+    namespace: string,
+    name: string,
+    body: Record<string, unknown> | JsonPatchOperation[],
+    strategy: PatchStrategy,
+    dryRun: boolean,
+  ): Promise<KubeObject>;
   create(body: KubeObject & Record<string, unknown>): Promise<KubeObject>;
   /** The resource (plural, scope) serving a kind, from a built-in table or discovery. */
   resource(kind: ApiKind): Promise<{ plural: string; namespaced: boolean }>;
   /** Any other call (doctor's /version, SelfSubjectReview, SelfSubjectAccessReview). */
   request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<unknown>;
   /** A consistent LIST and the resourceVersion to watch from (the follower's start and its relist after 410 Gone). */
-  listForWatch(kind: ApiKind, namespace: string, options?: { fieldSelector?: string }): Promise<{ items: KubeObject[]; resourceVersion: string }>;
+  listForWatch(
+    kind: ApiKind,
+    namespace: string,
+    options?: { fieldSelector?: string },
+  ): Promise<{ items: KubeObject[]; resourceVersion: string }>;
   /**
    * Streams changes after `resourceVersion` (with bookmarks) until the server ends the watch after `timeoutSeconds`,
    * the signal aborts, or an error: an ERROR event (410 Gone among them) rejects with an ApiException of its code.

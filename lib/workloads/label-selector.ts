@@ -43,21 +43,29 @@ export function parseLabelSelector(selector: string): LabelSelector {
       requirements.push({ key: m[1] ?? '', op: 'absent' });
     } else if ((m = /^(\S+?)\s*(==|!=|=)\s*(\S*)$/.exec(clause))) {
       const values = new Set([m[3] ?? '']);
-      requirements.push(m[2] === '!=' ? { key: m[1] ?? '', op: 'notin', values } : { key: m[1] ?? '', op: 'in', values });
+      requirements.push(
+        m[2] === '!=' ? { key: m[1] ?? '', op: 'notin', values } : { key: m[1] ?? '', op: 'in', values },
+      );
     } else if ((m = /^(\S+)\s+(in|notin)\s*\(([^()]*)\)$/.exec(clause))) {
       const values = new Set((m[3] ?? '').split(',').map((v) => v.trim()));
-      requirements.push(m[2] === 'in' ? { key: m[1] ?? '', op: 'in', values } : { key: m[1] ?? '', op: 'notin', values });
+      requirements.push(
+        m[2] === 'in' ? { key: m[1] ?? '', op: 'in', values } : { key: m[1] ?? '', op: 'notin', values },
+      );
     } else if (/^\S+$/.test(clause)) {
       requirements.push({ key: clause, op: 'exists' });
     } else return { error: `cannot read the selector clause ${JSON.stringify(clause.slice(0, 80))}` };
     const last = requirements.at(-1) as Requirement;
     if (!KEY.test(last.key)) return { error: `${JSON.stringify(last.key.slice(0, 80))} is not a label key` };
-    if ('values' in last && [...last.values].some((v) => !VALUE.test(v))) return { error: `a value of ${JSON.stringify(last.key)} is not a label value` };
+    if ('values' in last && [...last.values].some((v) => !VALUE.test(v)))
+      return { error: `a value of ${JSON.stringify(last.key)} is not a label value` };
   }
   return { requirements };
 }
 
-export function selectorMatches(selector: LabelSelector, labels: Readonly<Record<string, string>> | undefined): boolean {
+export function selectorMatches(
+  selector: LabelSelector,
+  labels: Readonly<Record<string, string>> | undefined,
+): boolean {
   if ('error' in selector) return false;
   const l = labels ?? {};
   return selector.requirements.every((r) => {

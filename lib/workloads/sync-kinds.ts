@@ -48,12 +48,27 @@ const atOrAfter = (time: string | undefined, nudge: string | undefined): boolean
   return !Number.isNaN(t) && !Number.isNaN(n) && t >= Math.floor(n / 1000) * 1000;
 };
 
-const withoutRestartedAt = (annotations: Record<string, string>) => Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));
+const withoutRestartedAt = (annotations: Record<string, string>) =>
+  Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));
 
 /** The nudge: annotations only. `now` and `object` are absent when the admission policy renders it for its keys. */
 function nudgePatch(marker: (obj: KubeObject) => string) {
-  return ({ annotations, now, object }: { annotations: Record<string, string>; now?: string; object?: KubeObject }) => ({
-    metadata: { annotations: { ...withoutRestartedAt(annotations), [SYNC_ANNOTATIONS.requestedAt]: now ?? '', [SYNC_ANNOTATIONS.observed]: object ? marker(object) : '' } },
+  return ({
+    annotations,
+    now,
+    object,
+  }: {
+    annotations: Record<string, string>;
+    now?: string;
+    object?: KubeObject;
+  }) => ({
+    metadata: {
+      annotations: {
+        ...withoutRestartedAt(annotations),
+        [SYNC_ANNOTATIONS.requestedAt]: now ?? '',
+        [SYNC_ANNOTATIONS.observed]: object ? marker(object) : '',
+      },
+    },
   });
 }
 
@@ -64,9 +79,20 @@ const synced = (message: string): Health => ({ state: 'complete', message });
 const waiting = (message: string): Health => ({ state: 'progressing', message });
 
 /** What every operator's descriptor shares: a merge patch of its metadata annotations, recorded there too. */
-function operatorKind(d: Pick<SyncDescriptor, 'apiVersion' | 'kind' | 'operator' | 'refusal' | 'health' | 'secretName' | 'restartedByOperator'> & { marker: (obj: KubeObject) => string }): SyncDescriptor {
+function operatorKind(
+  d: Pick<
+    SyncDescriptor,
+    'apiVersion' | 'kind' | 'operator' | 'refusal' | 'health' | 'secretName' | 'restartedByOperator'
+  > & { marker: (obj: KubeObject) => string },
+): SyncDescriptor {
   const { marker, ...rest } = d;
-  return { ...rest, patchStrategy: PatchStrategy.MergePatch, recordedAnnotations: (obj) => obj.metadata?.annotations, restartPatch: nudgePatch(marker), refusalReason: 'sync refused' };
+  return {
+    ...rest,
+    patchStrategy: PatchStrategy.MergePatch,
+    recordedAnnotations: (obj) => obj.metadata?.annotations,
+    restartPatch: nudgePatch(marker),
+    refusalReason: 'sync refused',
+  };
 }
 
 export const externalSecret: SyncDescriptor = operatorKind({
@@ -76,7 +102,8 @@ export const externalSecret: SyncDescriptor = operatorKind({
   marker: (obj) => str(obj.status?.syncedResourceVersion) ?? '',
   refusal: (obj) => {
     const policy = str(obj.spec?.refreshPolicy);
-    if (policy === 'CreatedOnce') return 'refreshPolicy CreatedOnce: ESO syncs this ExternalSecret only when it is created, so a nudge cannot bring the new value; use refreshPolicy OnChange (or Periodic)';
+    if (policy === 'CreatedOnce')
+      return 'refreshPolicy CreatedOnce: ESO syncs this ExternalSecret only when it is created, so a nudge cannot bring the new value; use refreshPolicy OnChange (or Periodic)';
     const interval = str(obj.spec?.refreshInterval);
     if ((policy === undefined || policy === 'Periodic') && interval !== undefined && isZeroDuration(interval)) {
       return `refreshPolicy Periodic with refreshInterval ${interval}: ESO ignores annotation changes, so a nudge cannot make it sync; use refreshPolicy: OnChange`;
@@ -94,19 +121,29 @@ export const externalSecret: SyncDescriptor = operatorKind({
     if (ready?.status === 'False' && ready.reason === 'SecretSyncedError') {
       const message = `ESO reports SecretSyncedError: ${ready.message ?? '(no message)'}`;
       // An error from before the nudge may clear on the retry the nudge causes: it fails only once it is newer.
-      return atOrAfter(ready.lastTransitionTime, nudge) ? { state: 'failed', message } : waiting(`${message} (from before the nudge; waiting for the retry)`);
+      return atOrAfter(ready.lastTransitionTime, nudge)
+        ? { state: 'failed', message }
+        : waiting(`${message} (from before the nudge; waiting for the retry)`);
     }
     const refreshed = atOrAfter(refreshTime, nudge);
     const markerMoved = before === undefined || before === '' || syncedVersion !== before;
-    if (ready?.status === 'True' && ready.reason === 'SecretSynced' && refreshed && markerMoved) return synced(`ESO synced the Secret at ${refreshTime ?? '?'} (nudged ${nudge})`);
-    return waiting(`waiting for ESO to refresh (refreshTime ${refreshTime ?? 'none'}, nudged ${nudge}; Ready=${ready?.status ?? '?'}${ready?.reason ? ` ${ready.reason}` : ''})`);
+    if (ready?.status === 'True' && ready.reason === 'SecretSynced' && refreshed && markerMoved)
+      return synced(`ESO synced the Secret at ${refreshTime ?? '?'} (nudged ${nudge})`);
+    return waiting(
+      `waiting for ESO to refresh (refreshTime ${refreshTime ?? 'none'}, nudged ${nudge}; Ready=${ready?.status ?? '?'}${ready?.reason ? ` ${ready.reason}` : ''})`,
+    );
   },
   secretName: (obj) => str(rec(obj.spec?.target).name) || (obj.metadata?.name ?? ''),
   restartedByOperator: () => [],
 });
 
 /** VSO's rolloutRestartTargets kinds, as vault-rollout names them. */
-const VSO_KINDS: Readonly<Record<string, WorkloadKind>> = { Deployment: 'Deployment', StatefulSet: 'StatefulSet', DaemonSet: 'DaemonSet', 'argo.Rollout': 'Rollout' };
+const VSO_KINDS: Readonly<Record<string, WorkloadKind>> = {
+  Deployment: 'Deployment',
+  StatefulSet: 'StatefulSet',
+  DaemonSet: 'DaemonSet',
+  'argo.Rollout': 'Rollout',
+};
 
 export const vaultStaticSecret: SyncDescriptor = operatorKind({
   apiVersion: 'secrets.hashicorp.com/v1beta1',
@@ -119,20 +156,31 @@ export const vaultStaticSecret: SyncDescriptor = operatorKind({
     const nudge = obj.metadata?.annotations?.[SYNC_ANNOTATIONS.requestedAt];
     if (!nudge) return waiting('not nudged yet');
     const sync = conditionsOf(obj).find((c) => c.type === 'SecretSynced');
-    if (sync?.status === 'False' && atOrAfter(sync.lastTransitionTime, nudge)) return { state: 'failed', message: `VSO reports ${sync.reason ?? 'SecretSynced=False'}: ${sync.message ?? '(no message)'}` };
+    if (sync?.status === 'False' && atOrAfter(sync.lastTransitionTime, nudge))
+      return {
+        state: 'failed',
+        message: `VSO reports ${sync.reason ?? 'SecretSynced=False'}: ${sync.message ?? '(no message)'}`,
+      };
     const before = obj.metadata?.annotations?.[SYNC_ANNOTATIONS.observed];
     const mac = str(obj.status?.secretMAC);
     // The MAC moves with the data VSO wrote; a sync of unchanged data moves only the condition.
     const macMoved = before !== undefined && before !== '' && mac !== undefined && mac !== before;
     const conditionMoved = sync?.status === 'True' && atOrAfter(sync.lastTransitionTime, nudge);
-    if ((macMoved && sync?.status !== 'False') || conditionMoved) return synced(`VSO synced the Secret${macMoved ? ' (new data)' : ''} at ${sync?.lastTransitionTime ?? '?'} (nudged ${nudge})`);
-    return waiting(`waiting for VSO to sync (SecretSynced ${sync?.status ?? 'none'} since ${sync?.lastTransitionTime ?? '?'}, nudged ${nudge})`);
+    if ((macMoved && sync?.status !== 'False') || conditionMoved)
+      return synced(
+        `VSO synced the Secret${macMoved ? ' (new data)' : ''} at ${sync?.lastTransitionTime ?? '?'} (nudged ${nudge})`,
+      );
+    return waiting(
+      `waiting for VSO to sync (SecretSynced ${sync?.status ?? 'none'} since ${sync?.lastTransitionTime ?? '?'}, nudged ${nudge})`,
+    );
   },
   secretName: (obj) => str(rec(obj.spec?.destination).name) ?? '',
   restartedByOperator: (obj) => {
     // VSO ignores rolloutRestartTargets when it does not compute the data's HMAC.
     if (obj.spec?.hmacSecretData === false) return [];
-    const targets = Array.isArray(obj.spec?.rolloutRestartTargets) ? (obj.spec.rolloutRestartTargets as unknown[]).map(rec) : [];
+    const targets = Array.isArray(obj.spec?.rolloutRestartTargets)
+      ? (obj.spec.rolloutRestartTargets as unknown[]).map(rec)
+      : [];
     return targets.flatMap((t) => {
       const kind = VSO_KINDS[str(t.kind) ?? ''];
       const name = str(t.name);
@@ -141,6 +189,9 @@ export const vaultStaticSecret: SyncDescriptor = operatorKind({
   },
 });
 
-export const SYNC_KINDS: Readonly<Record<SyncKind, SyncDescriptor>> = { ExternalSecret: externalSecret, VaultStaticSecret: vaultStaticSecret };
+export const SYNC_KINDS: Readonly<Record<SyncKind, SyncDescriptor>> = {
+  ExternalSecret: externalSecret,
+  VaultStaticSecret: vaultStaticSecret,
+};
 
 export const isSyncKind = (kind: string): kind is SyncKind => kind in SYNC_KINDS;

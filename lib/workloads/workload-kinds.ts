@@ -6,7 +6,16 @@ import { PatchStrategy } from '@kubernetes/client-node';
 import type { WorkloadKind } from '../routing/schema.ts';
 import type { JsonPatchOperation, KubeObject } from './kube-port.ts';
 import { ANNOTATIONS } from './annotations.ts';
-import { argoRolloutHealth, conditionHealth, daemonSetHealth, deploymentHealth, nothingToWaitFor, statefulSetHealth, type HealthRule, type WaitCondition } from './rollout-health.ts';
+import {
+  argoRolloutHealth,
+  conditionHealth,
+  daemonSetHealth,
+  deploymentHealth,
+  nothingToWaitFor,
+  statefulSetHealth,
+  type HealthRule,
+  type WaitCondition,
+} from './rollout-health.ts';
 
 export type { KubeObject } from './kube-port.ts';
 
@@ -61,7 +70,13 @@ function nest(path: Path, leaf: unknown): Record<string, unknown> {
 }
 
 /** Kinds restarted like `kubectl rollout restart`: new annotations on a pod template at `templatePath`. */
-function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, health: HealthRule, pausedPath?: Path): WorkloadDescriptor {
+function podTemplateKind(
+  apiVersion: string,
+  kind: string,
+  templatePath: Path,
+  health: HealthRule,
+  pausedPath?: Path,
+): WorkloadDescriptor {
   const annotationsPath = [...templatePath, 'metadata', 'annotations'];
   return {
     apiVersion,
@@ -73,7 +88,14 @@ function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, h
       const existing = dig(read, annotationsPath);
       if (isRecord(existing)) {
         const at = pointer(annotationsPath);
-        return [{ op: 'test', path: at, value: existing }, ...Object.entries(annotations).map(([key, value]): JsonPatchOperation => ({ op: 'add', path: `${at}/${escapePointer(key)}`, value }))];
+        return [
+          { op: 'test', path: at, value: existing },
+          ...Object.entries(annotations).map(([key, value]): JsonPatchOperation => ({
+            op: 'add',
+            path: `${at}/${escapePointer(key)}`,
+            value,
+          })),
+        ];
       }
       // No annotations yet: the template's metadata (its labels) as read guards the map's creation.
       const metadataPath = annotationsPath.slice(0, -1);
@@ -84,7 +106,10 @@ function podTemplateKind(apiVersion: string, kind: string, templatePath: Path, h
         { op: 'add', path: pointer(annotationsPath), value: annotations },
       ];
     },
-    refusal: (obj) => (pausedPath && dig(obj, pausedPath) === true ? `${kind} is paused (spec.paused: true); resume it to roll out` : undefined),
+    refusal: (obj) =>
+      pausedPath && dig(obj, pausedPath) === true
+        ? `${kind} is paused (spec.paused: true); resume it to roll out`
+        : undefined,
     health,
   };
 }
@@ -93,23 +118,40 @@ export const WORKLOAD_KINDS: Readonly<Record<WorkloadKind, WorkloadDescriptor>> 
   Deployment: podTemplateKind('apps/v1', 'Deployment', ['spec', 'template'], deploymentHealth, ['spec', 'paused']),
   StatefulSet: podTemplateKind('apps/v1', 'StatefulSet', ['spec', 'template'], statefulSetHealth),
   DaemonSet: podTemplateKind('apps/v1', 'DaemonSet', ['spec', 'template'], daemonSetHealth),
-  CronJob: podTemplateKind('batch/v1', 'CronJob', ['spec', 'jobTemplate', 'spec', 'template'], nothingToWaitFor('a CronJob runs the new template from its next Job on; nothing runs now to wait for')),
+  CronJob: podTemplateKind(
+    'batch/v1',
+    'CronJob',
+    ['spec', 'jobTemplate', 'spec', 'template'],
+    nothingToWaitFor('a CronJob runs the new template from its next Job on; nothing runs now to wait for'),
+  ),
   // Argo Rollouts restarts pods in place when spec.restartAt passes; a template change would be a new revision.
   Rollout: {
     apiVersion: 'argoproj.io/v1alpha1',
     kind: 'Rollout',
     patchStrategy: PatchStrategy.MergePatch,
     recordedAnnotations: (obj) => obj.metadata?.annotations,
-    restartPatch: ({ annotations, restartAt }) => ({ metadata: { annotations: withoutRestartedAt(annotations) }, spec: { restartAt } }),
-    refusal: (obj) => (dig(obj, ['spec', 'paused']) === true ? 'Rollout is paused (spec.paused: true); promote or resume it first' : undefined),
+    restartPatch: ({ annotations, restartAt }) => ({
+      metadata: { annotations: withoutRestartedAt(annotations) },
+      spec: { restartAt },
+    }),
+    refusal: (obj) =>
+      dig(obj, ['spec', 'paused']) === true
+        ? 'Rollout is paused (spec.paused: true); promote or resume it first'
+        : undefined,
     health: argoRolloutHealth,
   },
 };
 
-const withoutRestartedAt = (annotations: Record<string, string>) => Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));
+const withoutRestartedAt = (annotations: Record<string, string>) =>
+  Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));
 
 /** Operators' custom resources: the route's merge-patch template, with the record in metadata annotations. */
-export function resourceDescriptor(apiVersion: string, kind: string, template: Record<string, unknown>, wait?: WaitCondition): WorkloadDescriptor {
+export function resourceDescriptor(
+  apiVersion: string,
+  kind: string,
+  template: Record<string, unknown>,
+  wait?: WaitCondition,
+): WorkloadDescriptor {
   return {
     apiVersion,
     kind,
@@ -117,10 +159,20 @@ export function resourceDescriptor(apiVersion: string, kind: string, template: R
     recordedAnnotations: (obj) => obj.metadata?.annotations,
     restartPatch: ({ annotations }) => {
       const metadata = (template.metadata ?? {}) as Record<string, unknown>;
-      return { ...template, metadata: { ...metadata, annotations: { ...((metadata.annotations ?? {}) as object), ...withoutRestartedAt(annotations) } } };
+      return {
+        ...template,
+        metadata: {
+          ...metadata,
+          annotations: { ...((metadata.annotations ?? {}) as object), ...withoutRestartedAt(annotations) },
+        },
+      };
     },
     refusal: () => undefined,
     // Without a condition to wait for, an operator's resource says nothing vault-rollout could read as done.
-    health: wait ? conditionHealth(wait) : nothingToWaitFor(`${kind} has no readiness rule: name a status condition in the route (wait: { condition: Ready })`),
+    health: wait
+      ? conditionHealth(wait)
+      : nothingToWaitFor(
+          `${kind} has no readiness rule: name a status condition in the route (wait: { condition: Ready })`,
+        ),
   };
 }

@@ -25,10 +25,16 @@ function freePort(): Promise<number> {
 
 export async function startMotoServer(): Promise<MotoServer> {
   const setup = spawnSync('bash', [join(REPO_ROOT, 'test/aws/setup-moto.sh')], { encoding: 'utf8', timeout: 600_000 });
-  if (setup.status !== 0) throw new Error(`test/aws/setup-moto.sh failed (exit ${setup.status ?? setup.signal}):\n${(setup.stderr ?? '').slice(-4000)}`);
+  if (setup.status !== 0)
+    throw new Error(
+      `test/aws/setup-moto.sh failed (exit ${setup.status ?? setup.signal}):\n${(setup.stderr ?? '').slice(-4000)}`,
+    );
   const bin = setup.stdout.trim().split('\n').at(-1) ?? '';
   const port = await freePort();
-  const child = spawn(bin, ['-H', '127.0.0.1', '-p', String(port)], { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  const child = spawn(bin, ['-H', '127.0.0.1', '-p', String(port)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString('utf8')).slice(-8000)));
   const kill = (signal: NodeJS.Signals) => {
@@ -44,7 +50,10 @@ export async function startMotoServer(): Promise<MotoServer> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`moto_server exited (${child.exitCode}):\n${stderr}`);
-    const up = await fetch(`${url}/moto-api/`).then((r) => r.ok, () => false);
+    const up = await fetch(`${url}/moto-api/`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) break;
     if (Date.now() > deadline) {
       kill('SIGKILL');

@@ -13,28 +13,65 @@
 // by build-binaries.sh under ~/.cache/vault-rollout. Runs on Node >= 24 with
 // type stripping; only node: built-ins.
 import {
-  closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
 } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import {
-  CLUSTERS_DIR, CLUSTERS_FILE, REPO_ROOT, kubeRequest, loadClusters, waitFor,
-  type ClusterInfo, type ClustersFile,
+  CLUSTERS_DIR,
+  CLUSTERS_FILE,
+  REPO_ROOT,
+  kubeRequest,
+  loadClusters,
+  waitFor,
+  type ClusterInfo,
+  type ClustersFile,
 } from './kube-http.ts';
 import { ensureDebianPackages } from './debian-packages.ts';
 import { issueCert, writeCa, writeKeyPair, writeKubeconfig, type CertFiles } from './pki.ts';
 import {
-  DiedError, httpGet, isAlive, isPid, procCmdline, rethrowWithLog, run, runningPid, sleep, startProcess, stopPids,
-  type Managed, type RunResult,
+  DiedError,
+  httpGet,
+  isAlive,
+  isPid,
+  procCmdline,
+  rethrowWithLog,
+  run,
+  runningPid,
+  sleep,
+  startProcess,
+  stopPids,
+  type Managed,
+  type RunResult,
 } from './processes.ts';
 import {
-  REAL_NODE_NAME, cleanUpRealNode, issueRealNodeCerts, realNodeNetwork, realNodePaths, realNodeProcesses, startRealNode,
+  REAL_NODE_NAME,
+  cleanUpRealNode,
+  issueRealNodeCerts,
+  realNodeNetwork,
+  realNodePaths,
+  realNodeProcesses,
+  startRealNode,
   type RealNodeCerts,
 } from './real-node.ts';
 import { REGISTRY_BINARY, pushTestImages, registryProcess, startRegistry, type TestImages } from './registry.ts';
-import { COMPATIBILITY_KUBERNETES_VERSION, KUBERNETES_VERSION as MAIN_KUBERNETES_VERSION, LANE_KUBERNETES_BIN_SUBDIR, LANE_KUBERNETES_VERSION, LANE_LOCAL_DIR } from '../lanes.ts';
+import {
+  COMPATIBILITY_KUBERNETES_VERSION,
+  KUBERNETES_VERSION as MAIN_KUBERNETES_VERSION,
+  LANE_KUBERNETES_BIN_SUBDIR,
+  LANE_KUBERNETES_VERSION,
+  LANE_LOCAL_DIR,
+} from '../lanes.ts';
 
 export const CLUSTER_NAMES = ['alpha', 'beta', 'gamma'] as const;
 export type ClusterName = (typeof CLUSTER_NAMES)[number];
@@ -63,10 +100,19 @@ const bin = (name: string): string => join(BIN_DIR, name);
 // ownerReference cleanup and per-namespace `default` ServiceAccounts; pod GC
 // (pods of deleted nodes, terminated pods) and finished-Job TTLs.
 const CONTROLLERS = [
-  'deployment-controller', 'replicaset-controller', 'statefulset-controller', 'daemonset-controller',
-  'cronjob-controller', 'job-controller', 'serviceaccount-controller', 'serviceaccount-token-controller',
-  'root-ca-certificate-publisher-controller', 'namespace-controller', 'garbage-collector-controller',
-  'pod-garbage-collector-controller', 'ttl-after-finished-controller',
+  'deployment-controller',
+  'replicaset-controller',
+  'statefulset-controller',
+  'daemonset-controller',
+  'cronjob-controller',
+  'job-controller',
+  'serviceaccount-controller',
+  'serviceaccount-token-controller',
+  'root-ca-certificate-publisher-controller',
+  'namespace-controller',
+  'garbage-collector-controller',
+  'pod-garbage-collector-controller',
+  'ttl-after-finished-controller',
 ];
 
 /** The simulated nodes of every cluster; kwok manages the nodes carrying KWOK_NODE_ANNOTATION. */
@@ -79,7 +125,11 @@ export const REAL_NODE_CLUSTER: ClusterName = 'alpha';
 export const REAL_NODE_ENABLED = LANE_KUBERNETES_VERSION === MAIN_KUBERNETES_VERSION;
 const realNode = () => {
   const base = ports().etcdClient;
-  return { paths: realNodePaths(join(CLUSTERS_DIR, REAL_NODE_CLUSTER, 'node')), net: realNodeNetwork(base), cgroupRoot: `/vault-rollout-${base}` };
+  return {
+    paths: realNodePaths(join(CLUSTERS_DIR, REAL_NODE_CLUSTER, 'node')),
+    net: realNodeNetwork(base),
+    cgroupRoot: `/vault-rollout-${base}`,
+  };
 };
 const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node=fake';
 /** Pod IPs kwok hands out (the Service range is 10.0.0.0/24; nothing is routed to either). */
@@ -160,15 +210,26 @@ function isPortFree(port: number): Promise<boolean> {
 // ---------------------------------------------------------------------------
 
 function etcdProcess(): Managed {
-  return { label: 'etcd', binary: bin('etcd'), pidFile: join(ETCD_DIR, 'etcd.pid'), logFile: join(ETCD_DIR, 'etcd.log') };
+  return {
+    label: 'etcd',
+    binary: bin('etcd'),
+    pidFile: join(ETCD_DIR, 'etcd.pid'),
+    logFile: join(ETCD_DIR, 'etcd.log'),
+  };
 }
 
 function clusterDir(name: string): string {
   return join(CLUSTERS_DIR, name);
 }
 
-type Component = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'kwok' | 'rollouts-controller' |
-  'external-secrets' | 'vault-secrets-operator';
+type Component =
+  | 'kube-apiserver'
+  | 'kube-controller-manager'
+  | 'kube-scheduler'
+  | 'kwok'
+  | 'rollouts-controller'
+  | 'external-secrets'
+  | 'vault-secrets-operator';
 
 /** The control plane's binaries are the lane's Kubernetes version; kwok, the controllers and operators are the same in every lane. */
 const CONTROL_PLANE: ReadonlySet<Component> = new Set(['kube-apiserver', 'kube-controller-manager', 'kube-scheduler']);
@@ -199,17 +260,30 @@ function allProcesses(): Managed[] {
   ];
 }
 
-
 const SERVER_BINARIES = [
-  'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'rollouts-controller',
-  'external-secrets', 'vault-secrets-operator', 'kubelet', 'kube-proxy', REGISTRY_BINARY, '/usr/bin/containerd',
-].flatMap((b) => [b.startsWith('/') ? b : bin(b), ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : [])]);
+  'etcd',
+  'kube-apiserver',
+  'kube-controller-manager',
+  'kube-scheduler',
+  'kwok',
+  'rollouts-controller',
+  'external-secrets',
+  'vault-secrets-operator',
+  'kubelet',
+  'kube-proxy',
+  REGISTRY_BINARY,
+  '/usr/bin/containerd',
+].flatMap((b) => [
+  b.startsWith('/') ? b : bin(b),
+  ...(CONTROL_PLANE.has(b as Component) ? [join(BIN_DIR, `kubernetes-${COMPATIBILITY_KUBERNETES_VERSION}`, b)] : []),
+]);
 
 /**
  * Whether a process's arguments or environment name this lane's state (its clusters' or etcd's directory): another
  * lane's are not ours. The operators take their kubeconfig from KUBECONFIG, not from an argument.
  */
-const namesThisLane = (a: string): boolean => a.includes(`${CLUSTERS_DIR}/`) || a.includes(`${ETCD_DIR}/`) || a.endsWith(ETCD_DIR);
+const namesThisLane = (a: string): boolean =>
+  a.includes(`${CLUSTERS_DIR}/`) || a.includes(`${ETCD_DIR}/`) || a.endsWith(ETCD_DIR);
 function isThisLanes(pid: number, argv: string[]): boolean {
   if (argv.some(namesThisLane)) return true;
   try {
@@ -227,7 +301,8 @@ function strayPids(): number[] {
     const pid = Number(entry);
     if (pid === process.pid) continue;
     const argv = procCmdline(pid);
-    if (argv?.[0] !== undefined && SERVER_BINARIES.includes(argv[0]) && isThisLanes(pid, argv) && isAlive(pid)) pids.push(pid);
+    if (argv?.[0] !== undefined && SERVER_BINARIES.includes(argv[0]) && isThisLanes(pid, argv) && isAlive(pid))
+      pids.push(pid);
   }
   return pids;
 }
@@ -241,12 +316,14 @@ function rssKiB(pid: number): number {
   }
 }
 
-
 /** Stops every process this checkout started: kwok, schedulers, controllers and API servers first, etcd last. */
 async function stopAll(log: Logger): Promise<void> {
   const procs = allProcesses();
   const etcd = etcdProcess();
-  const upper = procs.filter((p) => p.label !== etcd.label).map(runningPid).filter(isPid);
+  const upper = procs
+    .filter((p) => p.label !== etcd.label)
+    .map(runningPid)
+    .filter(isPid);
   const etcdPid = runningPid(etcd);
   const stray = strayPids().filter((pid) => !upper.includes(pid) && pid !== etcdPid);
   if (upper.length + stray.length + (etcdPid ? 1 : 0) > 0) {
@@ -267,13 +344,11 @@ async function stopAll(log: Logger): Promise<void> {
   }
 }
 
-
 // ---------------------------------------------------------------------------
 // Small helpers
 // ---------------------------------------------------------------------------
 export type Logger = (msg: string) => void;
 const defaultLog: Logger = (msg) => process.stderr.write(`[clusters] ${msg}\n`);
-
 
 async function readyz(server: string, caFile: string, timeoutMs = 3_000): Promise<boolean> {
   try {
@@ -372,35 +447,79 @@ function makePki(name: string, extraSans: string[] = []): ClusterPki {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const ca = writeCa(dir, `vault-rollout-${name}-ca`);
   const serving = issueCert(dir, ca, {
-    name: 'kube-apiserver', commonName: 'kube-apiserver', usage: 'server',
-    sans: ['IP:127.0.0.1', 'DNS:localhost', 'DNS:kubernetes', 'DNS:kubernetes.default',
-      'DNS:kubernetes.default.svc', 'DNS:kubernetes.default.svc.cluster.local', 'IP:10.0.0.1', ...extraSans],
+    name: 'kube-apiserver',
+    commonName: 'kube-apiserver',
+    usage: 'server',
+    sans: [
+      'IP:127.0.0.1',
+      'DNS:localhost',
+      'DNS:kubernetes',
+      'DNS:kubernetes.default',
+      'DNS:kubernetes.default.svc',
+      'DNS:kubernetes.default.svc.cluster.local',
+      'IP:10.0.0.1',
+      ...extraSans,
+    ],
   });
   const frontProxyCa = writeCa(dir, `vault-rollout-${name}-front-proxy-ca`, 'front-proxy-ca');
-  const frontProxyClient = issueCert(dir, frontProxyCa, { name: 'front-proxy-client', commonName: 'front-proxy-client', usage: 'client' });
+  const frontProxyClient = issueCert(dir, frontProxyCa, {
+    name: 'front-proxy-client',
+    commonName: 'front-proxy-client',
+    usage: 'client',
+  });
   const sa = writeKeyPair(dir, 'service-account');
-  const admin = issueCert(dir, ca, { name: 'admin', commonName: 'admin', organizations: ['system:masters'], usage: 'client' });
+  const admin = issueCert(dir, ca, {
+    name: 'admin',
+    commonName: 'admin',
+    organizations: ['system:masters'],
+    usage: 'client',
+  });
   const vaultRollout = issueCert(dir, ca, { name: 'vault-rollout', commonName: 'vault-rollout', usage: 'client' });
   const controllerManager = issueCert(dir, ca, {
-    name: 'kube-controller-manager', commonName: 'system:kube-controller-manager', usage: 'client',
+    name: 'kube-controller-manager',
+    commonName: 'system:kube-controller-manager',
+    usage: 'client',
   });
-  const scheduler = issueCert(dir, ca, { name: 'kube-scheduler', commonName: 'system:kube-scheduler', usage: 'client' });
+  const scheduler = issueCert(dir, ca, {
+    name: 'kube-scheduler',
+    commonName: 'system:kube-scheduler',
+    usage: 'client',
+  });
   // kwok plays the kubelets of the simulated nodes: bound to the `kwok` ClusterRole of KWOK_RBAC only.
   const kwok = issueCert(dir, ca, { name: 'kwok', commonName: 'vault-rollout-test:kwok', usage: 'client' });
-  const argoRollouts = name === ARGO_CLUSTER
-    ? issueCert(dir, ca, { name: 'argo-rollouts', commonName: 'vault-rollout-test:argo-rollouts', usage: 'client' })
-    : undefined;
-  const operators = name === OPERATORS_CLUSTER
-    ? {
-      externalSecrets: issueCert(dir, ca, { name: 'external-secrets', commonName: 'vault-rollout-test:external-secrets', usage: 'client' }),
-      vaultSecretsOperator: issueCert(dir, ca, {
-        name: 'vault-secrets-operator', commonName: 'vault-rollout-test:vault-secrets-operator', usage: 'client',
-      }),
-    }
-    : {};
+  const argoRollouts =
+    name === ARGO_CLUSTER
+      ? issueCert(dir, ca, { name: 'argo-rollouts', commonName: 'vault-rollout-test:argo-rollouts', usage: 'client' })
+      : undefined;
+  const operators =
+    name === OPERATORS_CLUSTER
+      ? {
+          externalSecrets: issueCert(dir, ca, {
+            name: 'external-secrets',
+            commonName: 'vault-rollout-test:external-secrets',
+            usage: 'client',
+          }),
+          vaultSecretsOperator: issueCert(dir, ca, {
+            name: 'vault-secrets-operator',
+            commonName: 'vault-rollout-test:vault-secrets-operator',
+            usage: 'client',
+          }),
+        }
+      : {};
   return {
-    ca, serving, frontProxyCa, frontProxyClient, saKey: sa.keyFile, saPub: sa.pubFile, admin, vaultRollout,
-    controllerManager, scheduler, kwok, ...(argoRollouts ? { argoRollouts } : {}), ...operators,
+    ca,
+    serving,
+    frontProxyCa,
+    frontProxyClient,
+    saKey: sa.keyFile,
+    saPub: sa.pubFile,
+    admin,
+    vaultRollout,
+    controllerManager,
+    scheduler,
+    kwok,
+    ...(argoRollouts ? { argoRollouts } : {}),
+    ...operators,
   };
 }
 
@@ -483,7 +602,8 @@ subjects:
 
 function nodeManifests(): string {
   const [key, value] = KWOK_NODE_ANNOTATION.split('=');
-  return NODE_NAMES.map((node, i) => `---
+  return NODE_NAMES.map(
+    (node, i) => `---
 apiVersion: v1
 kind: Node
 metadata:
@@ -496,7 +616,8 @@ metadata:
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
     type: kwok
-`).join('');
+`,
+  ).join('');
 }
 
 // ---------------------------------------------------------------------------
@@ -519,13 +640,28 @@ export interface UpResult {
 export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
   const t0 = Date.now();
   // Both Kubernetes versions, whichever lane this is: the lanes share .local/bin (test/lanes.ts).
-  const env = { ...process.env, K8S_VERSION: MAIN_KUBERNETES_VERSION, K8S_COMPAT_VERSION: COMPATIBILITY_KUBERNETES_VERSION };
+  const env = {
+    ...process.env,
+    K8S_VERSION: MAIN_KUBERNETES_VERSION,
+    K8S_COMPAT_VERSION: COMPATIBILITY_KUBERNETES_VERSION,
+  };
   await run('bash', [BUILD_SCRIPT], { inheritOutput: true, env }).catch((err: unknown) => {
-    throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, { cause: err });
+    throw new Error(`building the Kubernetes binaries failed (test/clusters/build-binaries.sh): ${String(err)}`, {
+      cause: err,
+    });
   });
   for (const b of [
-    'etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl', 'kubelet', 'kube-proxy', 'kwok',
-    'rollouts-controller', 'external-secrets', 'vault-secrets-operator',
+    'etcd',
+    'kube-apiserver',
+    'kube-controller-manager',
+    'kube-scheduler',
+    'kubectl',
+    'kubelet',
+    'kube-proxy',
+    'kwok',
+    'rollouts-controller',
+    'external-secrets',
+    'vault-secrets-operator',
   ]) {
     if (!existsSync(bin(b))) throw new Error(`${bin(b)} is missing after build-binaries.sh`);
   }
@@ -555,9 +691,12 @@ export async function isHealthy(): Promise<boolean> {
   return ready.every(Boolean);
 }
 
-
 /** What kube-controller-manager and kube-scheduler share: their kubeconfig for everything, 127.0.0.1 only, no leader election. */
-function controlPlaneFlags(dir: string, component: 'kube-controller-manager' | 'kube-scheduler', port: number): string[] {
+function controlPlaneFlags(
+  dir: string,
+  component: 'kube-controller-manager' | 'kube-scheduler',
+  port: number,
+): string[] {
   const kubeconfig = join(dir, `${component}.kubeconfig`);
   return [
     `--kubeconfig=${kubeconfig}`,
@@ -600,7 +739,15 @@ export async function up(opts: UpOptions = {}): Promise<UpResult> {
 async function startAll(log: Logger): Promise<ClustersFile> {
   const p = ports();
   const needed = [
-    p.etcdClient, p.etcdPeer, p.registry, p.argoMetrics, p.argoHealthz, p.esoMetrics, p.esoHealthz, p.vsoMetrics, p.vsoHealthz,
+    p.etcdClient,
+    p.etcdPeer,
+    p.registry,
+    p.argoMetrics,
+    p.argoHealthz,
+    p.esoMetrics,
+    p.esoHealthz,
+    p.vsoMetrics,
+    p.vsoHealthz,
     ...CLUSTER_NAMES.flatMap((_, i) => [p.apiserver(i), p.controllerManager(i), p.scheduler(i)]),
   ];
   const busy: number[] = [];
@@ -622,7 +769,9 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     log(`registry ready at ${registry} with ${testImages.pause} and ${testImages.busybox} after ${seconds(tRegistry)}`);
     return { registry, testImages };
   });
-  registryReady.catch(() => { /* awaited below */ });
+  registryReady.catch(() => {
+    /* awaited below */
+  });
 
   // etcd, shared: each cluster keeps its data under its own prefix.
   const tEtcd = Date.now();
@@ -641,10 +790,13 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     '--unsafe-no-fsync=true', // throw-away test data
     '--log-level=warn',
   ]);
-  await waitFor(async () => {
-    if (!isAlive(etcdPid)) throw new DiedError(etcd);
-    return etcdHealthy(etcdEndpoint);
-  }, { timeoutMs: 60_000, intervalMs: 100, what: 'etcd /health' }).catch(rethrowWithLog(etcd));
+  await waitFor(
+    async () => {
+      if (!isAlive(etcdPid)) throw new DiedError(etcd);
+      return etcdHealthy(etcdEndpoint);
+    },
+    { timeoutMs: 60_000, intervalMs: 100, what: 'etcd /health' },
+  ).catch(rethrowWithLog(etcd));
   log(`etcd ready at ${etcdEndpoint} in ${seconds(tEtcd)}`);
 
   // PKI and API servers.
@@ -693,30 +845,68 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     const vaultRolloutKubeconfig = join(dir, 'vault-rollout.kubeconfig');
     writeKubeconfig(adminKubeconfig, name, server, pki.ca.certFile, 'admin', pki.admin);
     writeKubeconfig(vaultRolloutKubeconfig, name, server, pki.ca.certFile, 'vault-rollout', pki.vaultRollout);
-    writeKubeconfig(join(dir, 'kube-controller-manager.kubeconfig'), name, server, pki.ca.certFile,
-      'system:kube-controller-manager', pki.controllerManager);
-    writeKubeconfig(join(dir, 'kube-scheduler.kubeconfig'), name, server, pki.ca.certFile,
-      'system:kube-scheduler', pki.scheduler);
+    writeKubeconfig(
+      join(dir, 'kube-controller-manager.kubeconfig'),
+      name,
+      server,
+      pki.ca.certFile,
+      'system:kube-controller-manager',
+      pki.controllerManager,
+    );
+    writeKubeconfig(
+      join(dir, 'kube-scheduler.kubeconfig'),
+      name,
+      server,
+      pki.ca.certFile,
+      'system:kube-scheduler',
+      pki.scheduler,
+    );
     writeKubeconfig(join(dir, 'kwok.kubeconfig'), name, server, pki.ca.certFile, 'vault-rollout-test:kwok', pki.kwok);
     if (pki.argoRollouts) {
-      writeKubeconfig(join(dir, 'argo-rollouts.kubeconfig'), name, server, pki.ca.certFile,
-        'vault-rollout-test:argo-rollouts', pki.argoRollouts);
+      writeKubeconfig(
+        join(dir, 'argo-rollouts.kubeconfig'),
+        name,
+        server,
+        pki.ca.certFile,
+        'vault-rollout-test:argo-rollouts',
+        pki.argoRollouts,
+      );
     }
     if (pki.externalSecrets && pki.vaultSecretsOperator) {
-      writeKubeconfig(join(dir, 'external-secrets.kubeconfig'), name, server, pki.ca.certFile,
-        'vault-rollout-test:external-secrets', pki.externalSecrets);
-      writeKubeconfig(join(dir, 'vault-secrets-operator.kubeconfig'), name, server, pki.ca.certFile,
-        'vault-rollout-test:vault-secrets-operator', pki.vaultSecretsOperator);
+      writeKubeconfig(
+        join(dir, 'external-secrets.kubeconfig'),
+        name,
+        server,
+        pki.ca.certFile,
+        'vault-rollout-test:external-secrets',
+        pki.externalSecrets,
+      );
+      writeKubeconfig(
+        join(dir, 'vault-secrets-operator.kubeconfig'),
+        name,
+        server,
+        pki.ca.certFile,
+        'vault-rollout-test:vault-secrets-operator',
+        pki.vaultSecretsOperator,
+      );
     }
     infos.push({
-      name, server, caFile: pki.ca.certFile, adminKubeconfig, vaultRolloutKubeconfig,
-      admin: pki.admin, vaultRollout: pki.vaultRollout,
+      name,
+      server,
+      caFile: pki.ca.certFile,
+      adminKubeconfig,
+      vaultRolloutKubeconfig,
+      admin: pki.admin,
+      vaultRollout: pki.vaultRollout,
     });
     waits.push(
-      waitFor(async () => {
-        if (!isAlive(pid)) throw new DiedError(apiserver);
-        return readyz(server, pki.ca.certFile);
-      }, { timeoutMs: 240_000, intervalMs: 250, what: `${name} kube-apiserver /readyz` }).then(() => {
+      waitFor(
+        async () => {
+          if (!isAlive(pid)) throw new DiedError(apiserver);
+          return readyz(server, pki.ca.certFile);
+        },
+        { timeoutMs: 240_000, intervalMs: 250, what: `${name} kube-apiserver /readyz` },
+      ).then(() => {
         log(`${name}: kube-apiserver ready at ${server} after ${seconds(tApi)}`);
       }, rethrowWithLog(apiserver)),
     );
@@ -739,44 +929,77 @@ async function startAll(log: Logger): Promise<ClustersFile> {
 
   // Schedulers (their RBAC, system:kube-scheduler, is bootstrapped by the API server).
   CLUSTER_NAMES.forEach((name, i) => {
-    startProcess(componentProcess(name, 'kube-scheduler'), controlPlaneFlags(clusterDir(name), 'kube-scheduler', p.scheduler(i)));
+    startProcess(
+      componentProcess(name, 'kube-scheduler'),
+      controlPlaneFlags(clusterDir(name), 'kube-scheduler', p.scheduler(i)),
+    );
   });
 
   // Manifests: the project's RBAC and CRD, plus the test user's binding.
   const tApply = Date.now();
-  await Promise.all(infos.map(async (c) => {
-    await run(bin('kubectl'), [
-      `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters',
-      `--filename=${RBAC_MANIFEST}`, `--filename=${CRD_MANIFEST}`, '--filename=-',
-    ], { input: TEST_BINDINGS });
-  }));
+  await Promise.all(
+    infos.map(async (c) => {
+      await run(
+        bin('kubectl'),
+        [
+          `--kubeconfig=${c.adminKubeconfig}`,
+          'apply',
+          '--server-side',
+          '--field-manager=vault-rollout-clusters',
+          `--filename=${RBAC_MANIFEST}`,
+          `--filename=${CRD_MANIFEST}`,
+          '--filename=-',
+        ],
+        { input: TEST_BINDINGS },
+      );
+    }),
+  );
   await Promise.all(infos.map(applyAdmissionPolicy));
   log(`manifests applied in ${seconds(tApply)}`);
 
   // Ready for tests: CRD established, and the controller manager at work
   // (the serviceaccount controller made `default` in `default`).
   const tCtl = Date.now();
-  await Promise.all(infos.map(async (c) => {
-    const admin = { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile) };
-    const kcm = componentProcess(c.name, 'kube-controller-manager');
-    await waitFor(async () => {
-      const r = await kubeRequest<{ status?: { conditions?: { type: string; status: string }[] } }>(
-        c.server, admin, 'GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io');
-      return r.status === 200 && (r.body.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True');
-    }, { timeoutMs: 60_000, what: `${c.name}: CRD rollouts.argoproj.io Established` });
-    await waitFor(async () => {
-      if (runningPid(kcm) === undefined) throw new DiedError(kcm);
-      const r = await kubeRequest(c.server, admin, 'GET', '/api/v1/namespaces/default/serviceaccounts/default');
-      return r.status === 200;
-    }, { timeoutMs: 180_000, what: `${c.name}: kube-controller-manager to create ServiceAccount default/default` })
-      .catch(rethrowWithLog(kcm));
-  }));
+  await Promise.all(
+    infos.map(async (c) => {
+      const admin = {
+        ca: readFileSync(c.caFile),
+        cert: readFileSync(c.admin.certFile),
+        key: readFileSync(c.admin.keyFile),
+      };
+      const kcm = componentProcess(c.name, 'kube-controller-manager');
+      await waitFor(
+        async () => {
+          const r = await kubeRequest<{ status?: { conditions?: { type: string; status: string }[] } }>(
+            c.server,
+            admin,
+            'GET',
+            '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io',
+          );
+          return (
+            r.status === 200 &&
+            (r.body.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True')
+          );
+        },
+        { timeoutMs: 60_000, what: `${c.name}: CRD rollouts.argoproj.io Established` },
+      );
+      await waitFor(
+        async () => {
+          if (runningPid(kcm) === undefined) throw new DiedError(kcm);
+          const r = await kubeRequest(c.server, admin, 'GET', '/api/v1/namespaces/default/serviceaccounts/default');
+          return r.status === 200;
+        },
+        { timeoutMs: 180_000, what: `${c.name}: kube-controller-manager to create ServiceAccount default/default` },
+      ).catch(rethrowWithLog(kcm));
+    }),
+  );
   log(`controller managers working after ${seconds(tCtl)}`);
 
   await startNodes(log, infos);
   const images = await registryReady;
   await Promise.all([
-    startArgoRollouts(log, infos, p), startOperators(log, infos, p),
+    startArgoRollouts(log, infos, p),
+    startOperators(log, infos, p),
     ...(nodeCerts ? [startTheRealNode(log, infos, p, nodeCerts, images)] : []),
   ]);
 
@@ -798,7 +1021,13 @@ async function startAll(log: Logger): Promise<ClustersFile> {
  */
 async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
   const manifest = join(REPO_ROOT, 'test', 'clusters', 'admission-policy.yaml');
-  await run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', `--filename=${manifest}`]);
+  await run(bin('kubectl'), [
+    `--kubeconfig=${c.adminKubeconfig}`,
+    'apply',
+    '--server-side',
+    '--field-manager=vault-rollout-clusters',
+    `--filename=${manifest}`,
+  ]);
 }
 
 /**
@@ -808,7 +1037,8 @@ async function applyAdmissionPolicy(c: ClusterInfo): Promise<void> {
  * `kubernetes` Endpoints (they may not hold a loopback address).
  */
 function advertiseFlags(name: string, certs: RealNodeCerts | undefined, caFile: string): string[] {
-  if (certs === undefined || name !== REAL_NODE_CLUSTER) return ['--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none'];
+  if (certs === undefined || name !== REAL_NODE_CLUSTER)
+    return ['--advertise-address=127.0.0.1', '--endpoint-reconciler-type=none'];
   return [
     `--advertise-address=${realNode().net.hostIp}`,
     `--kubelet-client-certificate=${certs.apiserverKubeletClient.certFile}`,
@@ -818,13 +1048,23 @@ function advertiseFlags(name: string, certs: RealNodeCerts | undefined, caFile: 
   ];
 }
 
-async function startTheRealNode(log: Logger, infos: ClusterInfo[], p: Ports, certs: RealNodeCerts,
-  images: { registry: string; testImages: TestImages }): Promise<void> {
+async function startTheRealNode(
+  log: Logger,
+  infos: ClusterInfo[],
+  p: Ports,
+  certs: RealNodeCerts,
+  images: { registry: string; testImages: TestImages },
+): Promise<void> {
   const t0 = Date.now();
   const i = CLUSTER_NAMES.indexOf(REAL_NODE_CLUSTER);
   const cluster = infos[i]!;
   await startRealNode({
-    ...realNode(), cluster, certs, binDir: BIN_DIR, apiPort: p.apiserver(i), registry: images.registry,
+    ...realNode(),
+    cluster,
+    certs,
+    binDir: BIN_DIR,
+    apiPort: p.apiserver(i),
+    registry: images.registry,
     pauseImage: images.testImages.pause,
   });
   log(`${cluster.name}: real node ${REAL_NODE_NAME} Ready after ${seconds(t0)}`);
@@ -833,31 +1073,53 @@ async function startTheRealNode(log: Logger, infos: ClusterInfo[], p: Ports, cer
 /** kwok per cluster (after its RBAC), its three Nodes, and a wait until they are Ready. */
 async function startNodes(log: Logger, infos: ClusterInfo[]): Promise<void> {
   const tNodes = Date.now();
-  await Promise.all(infos.map(async (c) => {
-    await run(bin('kubectl'), [
-      `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', '--filename=-',
-    ], { input: `${KWOK_RBAC}${nodeManifests()}` });
-    const kwok = componentProcess(c.name, 'kwok');
-    const pid = startProcess(kwok, [
-      `--kubeconfig=${join(clusterDir(c.name), 'kwok.kubeconfig')}`,
-      `--config=${KWOK_STAGES}`,
-      `--manage-nodes-with-annotation-selector=${KWOK_NODE_ANNOTATION}`,
-      `--cidr=${KWOK_POD_CIDR}`,
-    ]);
-    const admin = { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile) };
-    await waitFor(async () => {
-      if (!isAlive(pid)) throw new DiedError(kwok);
-      const r = await kubeRequest<{ items?: NodeStatusView[] }>(c.server, admin, 'GET', '/api/v1/nodes');
-      return r.status === 200 && NODE_NAMES.every((n) => (r.body.items ?? []).some((x) => x.metadata?.name === n && isNodeReady(x)));
-    }, { timeoutMs: 60_000, intervalMs: 200, what: `${c.name}: ${NODE_NAMES.length} nodes Ready (kwok)` }).catch(rethrowWithLog(kwok));
-    // The API server taints a new Node node.kubernetes.io/not-ready (TaintNodesByCondition); the node-lifecycle
-    // controller, not run here (it would evict pods whenever kwok's heartbeats lag on a busy machine), lifts it.
-    for (const node of NODE_NAMES) {
-      const r = await kubeRequest(c.server, admin, 'PATCH', `/api/v1/nodes/${node}`,
-        { body: { spec: { taints: null } }, contentType: 'application/merge-patch+json' });
-      if (r.status !== 200) throw new Error(`${c.name}: untainting node ${node}: HTTP ${r.status}`);
-    }
-  }));
+  await Promise.all(
+    infos.map(async (c) => {
+      await run(
+        bin('kubectl'),
+        [
+          `--kubeconfig=${c.adminKubeconfig}`,
+          'apply',
+          '--server-side',
+          '--field-manager=vault-rollout-clusters',
+          '--filename=-',
+        ],
+        { input: `${KWOK_RBAC}${nodeManifests()}` },
+      );
+      const kwok = componentProcess(c.name, 'kwok');
+      const pid = startProcess(kwok, [
+        `--kubeconfig=${join(clusterDir(c.name), 'kwok.kubeconfig')}`,
+        `--config=${KWOK_STAGES}`,
+        `--manage-nodes-with-annotation-selector=${KWOK_NODE_ANNOTATION}`,
+        `--cidr=${KWOK_POD_CIDR}`,
+      ]);
+      const admin = {
+        ca: readFileSync(c.caFile),
+        cert: readFileSync(c.admin.certFile),
+        key: readFileSync(c.admin.keyFile),
+      };
+      await waitFor(
+        async () => {
+          if (!isAlive(pid)) throw new DiedError(kwok);
+          const r = await kubeRequest<{ items?: NodeStatusView[] }>(c.server, admin, 'GET', '/api/v1/nodes');
+          return (
+            r.status === 200 &&
+            NODE_NAMES.every((n) => (r.body.items ?? []).some((x) => x.metadata?.name === n && isNodeReady(x)))
+          );
+        },
+        { timeoutMs: 60_000, intervalMs: 200, what: `${c.name}: ${NODE_NAMES.length} nodes Ready (kwok)` },
+      ).catch(rethrowWithLog(kwok));
+      // The API server taints a new Node node.kubernetes.io/not-ready (TaintNodesByCondition); the node-lifecycle
+      // controller, not run here (it would evict pods whenever kwok's heartbeats lag on a busy machine), lifts it.
+      for (const node of NODE_NAMES) {
+        const r = await kubeRequest(c.server, admin, 'PATCH', `/api/v1/nodes/${node}`, {
+          body: { spec: { taints: null } },
+          contentType: 'application/merge-patch+json',
+        });
+        if (r.status !== 200) throw new Error(`${c.name}: untainting node ${node}: HTTP ${r.status}`);
+      }
+    }),
+  );
   log(`kwok nodes Ready after ${seconds(tNodes)}`);
 }
 
@@ -962,29 +1224,48 @@ async function startArgoRollouts(log: Logger, infos: ClusterInfo[], p: Ports): P
   const c = infos.find((x) => x.name === ARGO_CLUSTER);
   if (c === undefined) throw new Error(`no cluster ${ARGO_CLUSTER}`);
   const tArgo = Date.now();
-  const crds = readdirSync(ARGO_CRDS_DIR).filter((f) => f.endsWith('.yaml')).sort().map((f) => join(ARGO_CRDS_DIR, f));
+  const crds = readdirSync(ARGO_CRDS_DIR)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => join(ARGO_CRDS_DIR, f));
   if (crds.length === 0) throw new Error(`no CRDs in ${ARGO_CRDS_DIR}`);
+  await run(
+    bin('kubectl'),
+    [
+      `--kubeconfig=${c.adminKubeconfig}`,
+      'apply',
+      '--server-side',
+      '--force-conflicts',
+      '--field-manager=vault-rollout-clusters',
+      ...crds.map((f) => `--filename=${f}`),
+      '--filename=-',
+    ],
+    { input: ARGO_RBAC },
+  );
   await run(bin('kubectl'), [
-    `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-clusters',
-    ...crds.map((f) => `--filename=${f}`), '--filename=-',
-  ], { input: ARGO_RBAC });
-  await run(bin('kubectl'), [
-    `--kubeconfig=${c.adminKubeconfig}`, 'wait', '--for=condition=Established', '--timeout=60s',
+    `--kubeconfig=${c.adminKubeconfig}`,
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
     ...crds.map((f) => `--filename=${f}`),
   ]);
   const argo = componentProcess(c.name, 'rollouts-controller');
   const pid = startProcess(argo, [
     `--kubeconfig=${join(clusterDir(c.name), 'argo-rollouts.kubeconfig')}`,
-    '--namespaced', `--namespace=${ARGO_NAMESPACE}`,
+    '--namespaced',
+    `--namespace=${ARGO_NAMESPACE}`,
     '--leader-elect=false',
     `--metricsPort=${p.argoMetrics}`,
     `--healthzPort=${p.argoHealthz}`,
     '--loglevel=info',
   ]);
-  await waitFor(async () => {
-    if (!isAlive(pid)) throw new DiedError(argo);
-    return (await httpGet(`http://127.0.0.1:${p.argoHealthz}/healthz`)).status === 200;
-  }, { timeoutMs: 60_000, intervalMs: 200, what: `${c.name}: rollouts-controller /healthz` }).catch(rethrowWithLog(argo));
+  await waitFor(
+    async () => {
+      if (!isAlive(pid)) throw new DiedError(argo);
+      return (await httpGet(`http://127.0.0.1:${p.argoHealthz}/healthz`)).status === 200;
+    },
+    { timeoutMs: 60_000, intervalMs: 200, what: `${c.name}: rollouts-controller /healthz` },
+  ).catch(rethrowWithLog(argo));
   log(`${c.name}: Argo Rollouts controller (namespace ${ARGO_NAMESPACE}) ready after ${seconds(tArgo)}`);
 }
 
@@ -997,43 +1278,75 @@ async function startOperators(log: Logger, infos: ClusterInfo[], p: Ports): Prom
   if (c === undefined) throw new Error(`no cluster ${OPERATORS_CLUSTER}`);
   const t0 = Date.now();
   const crds = [ESO_CRDS_DIR, VSO_CRDS_DIR].flatMap((dir) => {
-    const files = readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort().map((f) => join(dir, f));
+    const files = readdirSync(dir)
+      .filter((f) => f.endsWith('.yaml'))
+      .sort()
+      .map((f) => join(dir, f));
     if (files.length === 0) throw new Error(`no CRDs in ${dir}`);
     return files;
   });
-  const kubectl = (args: string[]): Promise<RunResult> => run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, ...args]);
-  await kubectl(['apply', '--server-side', '--field-manager=vault-rollout-clusters', ...crds.map((f) => `--filename=${f}`),
-    `--filename=${OPERATORS_RBAC}`]);
+  const kubectl = (args: string[]): Promise<RunResult> =>
+    run(bin('kubectl'), [`--kubeconfig=${c.adminKubeconfig}`, ...args]);
+  await kubectl([
+    'apply',
+    '--server-side',
+    '--field-manager=vault-rollout-clusters',
+    ...crds.map((f) => `--filename=${f}`),
+    `--filename=${OPERATORS_RBAC}`,
+  ]);
   await kubectl(['wait', '--for=condition=Established', '--timeout=60s', ...crds.map((f) => `--filename=${f}`)]);
   const dir = clusterDir(c.name);
   const eso = componentProcess(c.name, 'external-secrets');
   const vso = componentProcess(c.name, 'vault-secrets-operator');
   const started: [Managed, number, number][] = [
     // Neither takes a --kubeconfig flag on its command line: controller-runtime reads KUBECONFIG.
-    [eso, p.esoHealthz, startProcess(eso, [
-      `--metrics-addr=127.0.0.1:${p.esoMetrics}`,
-      `--live-addr=127.0.0.1:${p.esoHealthz}`,
-      '--enable-leader-election=false',
-      // Only ExternalSecrets and (Cluster)SecretStores: no PushSecrets, ClusterExternalSecrets or generator state.
-      '--enable-cluster-external-secret-reconciler=false',
-      '--enable-push-secret-reconciler=false',
-      '--enable-cluster-push-secret-reconciler=false',
-      '--enable-generator-state=false',
-      '--loglevel=info',
-      '--zap-time-encoding=iso8601',
-    ], { KUBECONFIG: join(dir, 'external-secrets.kubeconfig') })],
-    [vso, p.vsoHealthz, startProcess(vso, [
-      `--metrics-bind-address=127.0.0.1:${p.vsoMetrics}`,
-      `--health-probe-bind-address=127.0.0.1:${p.vsoHealthz}`,
-      '--leader-elect=false',
-      // No Vault client state persisted in a Secret (it would need a transit mount).
-      '--client-cache-persistence-model=none',
-    ], { KUBECONFIG: join(dir, 'vault-secrets-operator.kubeconfig'), OPERATOR_NAMESPACE: VSO_NAMESPACE })],
+    [
+      eso,
+      p.esoHealthz,
+      startProcess(
+        eso,
+        [
+          `--metrics-addr=127.0.0.1:${p.esoMetrics}`,
+          `--live-addr=127.0.0.1:${p.esoHealthz}`,
+          '--enable-leader-election=false',
+          // Only ExternalSecrets and (Cluster)SecretStores: no PushSecrets, ClusterExternalSecrets or generator state.
+          '--enable-cluster-external-secret-reconciler=false',
+          '--enable-push-secret-reconciler=false',
+          '--enable-cluster-push-secret-reconciler=false',
+          '--enable-generator-state=false',
+          '--loglevel=info',
+          '--zap-time-encoding=iso8601',
+        ],
+        { KUBECONFIG: join(dir, 'external-secrets.kubeconfig') },
+      ),
+    ],
+    [
+      vso,
+      p.vsoHealthz,
+      startProcess(
+        vso,
+        [
+          `--metrics-bind-address=127.0.0.1:${p.vsoMetrics}`,
+          `--health-probe-bind-address=127.0.0.1:${p.vsoHealthz}`,
+          '--leader-elect=false',
+          // No Vault client state persisted in a Secret (it would need a transit mount).
+          '--client-cache-persistence-model=none',
+        ],
+        { KUBECONFIG: join(dir, 'vault-secrets-operator.kubeconfig'), OPERATOR_NAMESPACE: VSO_NAMESPACE },
+      ),
+    ],
   ];
-  await Promise.all(started.map(([proc, port, pid]) => waitFor(async () => {
-    if (!isAlive(pid)) throw new DiedError(proc);
-    return (await httpGet(`http://127.0.0.1:${port}/healthz`)).status === 200;
-  }, { timeoutMs: 60_000, intervalMs: 200, what: `${proc.label} /healthz` }).catch(rethrowWithLog(proc))));
+  await Promise.all(
+    started.map(([proc, port, pid]) =>
+      waitFor(
+        async () => {
+          if (!isAlive(pid)) throw new DiedError(proc);
+          return (await httpGet(`http://127.0.0.1:${port}/healthz`)).status === 200;
+        },
+        { timeoutMs: 60_000, intervalMs: 200, what: `${proc.label} /healthz` },
+      ).catch(rethrowWithLog(proc)),
+    ),
+  );
   log(`${c.name}: External Secrets and Vault Secrets Operator controllers ready after ${seconds(t0)}`);
 }
 
@@ -1044,7 +1357,6 @@ interface NodeStatusView {
 
 const isNodeReady = (n: NodeStatusView): boolean =>
   (n.status?.conditions ?? []).some((x) => x.type === 'Ready' && x.status === 'True');
-
 
 function memorySummary(): { kib: number; count: number } {
   let kib = 0;
@@ -1109,21 +1421,33 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
     const info = file?.clusters.find((c) => c.name === name);
     const ready = info && api !== undefined ? await readyz(info.server, info.caFile) : false;
     const nodes = info && ready ? await readyNodeCount(info) : 0;
-    ok &&= ready && kcm !== undefined && sched !== undefined && kwok !== undefined &&
-      (name !== ARGO_CLUSTER || argo !== undefined) && (name !== OPERATORS_CLUSTER || (eso !== undefined && vso !== undefined));
+    ok &&=
+      ready &&
+      kcm !== undefined &&
+      sched !== undefined &&
+      kwok !== undefined &&
+      (name !== ARGO_CLUSTER || argo !== undefined) &&
+      (name !== OPERATORS_CLUSTER || (eso !== undefined && vso !== undefined));
     const pidOf = (pid: number | undefined): string => (pid !== undefined ? `pid ${pid}` : 'not running');
-    log(`${name}: kube-apiserver ${pidOf(api)}, /readyz ${ready ? 'ok' : 'not ready'}, ` +
-      `kube-controller-manager ${pidOf(kcm)}, kube-scheduler ${pidOf(sched)}, kwok ${pidOf(kwok)}, ` +
-      `nodes Ready ${nodes}/${NODE_NAMES.length + (REAL_NODE_ENABLED && name === REAL_NODE_CLUSTER ? 1 : 0)}` + (name === ARGO_CLUSTER ? `, rollouts-controller ${pidOf(argo)}` : '') +
-      (name === OPERATORS_CLUSTER ? `, external-secrets ${pidOf(eso)}, vault-secrets-operator ${pidOf(vso)}` : '') +
-      (info ? `, ${info.server}` : ''));
+    log(
+      `${name}: kube-apiserver ${pidOf(api)}, /readyz ${ready ? 'ok' : 'not ready'}, ` +
+        `kube-controller-manager ${pidOf(kcm)}, kube-scheduler ${pidOf(sched)}, kwok ${pidOf(kwok)}, ` +
+        `nodes Ready ${nodes}/${NODE_NAMES.length + (REAL_NODE_ENABLED && name === REAL_NODE_CLUSTER ? 1 : 0)}` +
+        (name === ARGO_CLUSTER ? `, rollouts-controller ${pidOf(argo)}` : '') +
+        (name === OPERATORS_CLUSTER ? `, external-secrets ${pidOf(eso)}, vault-secrets-operator ${pidOf(vso)}` : '') +
+        (info ? `, ${info.server}` : ''),
+    );
   }
   if (REAL_NODE_ENABLED) {
     const node = realNode();
     const procs = realNodeProcesses(node.paths.dir, node.net, BIN_DIR).map((x) => ({ x, pid: runningPid(x) }));
     ok &&= procs.every(({ pid }) => pid !== undefined);
-    log(`${REAL_NODE_CLUSTER}: real node ${REAL_NODE_NAME} (netns ${node.net.netns}, ${node.net.nodeIp}): ` +
-      procs.map(({ x, pid }) => `${x.label.split('/')[1]} ${pid !== undefined ? `pid ${pid}` : 'not running'}`).join(', '));
+    log(
+      `${REAL_NODE_CLUSTER}: real node ${REAL_NODE_NAME} (netns ${node.net.netns}, ${node.net.nodeIp}): ` +
+        procs
+          .map(({ x, pid }) => `${x.label.split('/')[1]} ${pid !== undefined ? `pid ${pid}` : 'not running'}`)
+          .join(', '),
+    );
   }
   const mem = memorySummary();
   log(`${mem.count} processes, RSS ${(mem.kib / 1024).toFixed(0)} MiB`);
@@ -1134,8 +1458,14 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
 
 async function readyNodeCount(c: ClusterInfo): Promise<number> {
   try {
-    const admin = { ca: readFileSync(c.caFile), cert: readFileSync(c.admin.certFile), key: readFileSync(c.admin.keyFile) };
-    const r = await kubeRequest<{ items?: NodeStatusView[] }>(c.server, admin, 'GET', '/api/v1/nodes', { timeoutMs: 3_000 });
+    const admin = {
+      ca: readFileSync(c.caFile),
+      cert: readFileSync(c.admin.certFile),
+      key: readFileSync(c.admin.keyFile),
+    };
+    const r = await kubeRequest<{ items?: NodeStatusView[] }>(c.server, admin, 'GET', '/api/v1/nodes', {
+      timeoutMs: 3_000,
+    });
     return r.status === 200 ? (r.body.items ?? []).filter(isNodeReady).length : 0;
   } catch {
     return 0;
@@ -1161,7 +1491,9 @@ async function main(argv: string[]): Promise<number> {
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main(process.argv.slice(2)).then(
-    (code) => { process.exitCode = code; },
+    (code) => {
+      process.exitCode = code;
+    },
     (err: unknown) => {
       process.stderr.write(`[clusters] ${err instanceof Error ? err.message : String(err)}\n`);
       process.exitCode = 1;

@@ -7,11 +7,22 @@ import { spawnSync } from 'node:child_process';
  * kube-proxy, socat for the host side of the node's link, Distribution's registry, and the static busybox the test
  * images are made of. */
 export const NODE_PACKAGES = [
-  'containerd', 'runc', 'containernetworking-plugins', 'iptables', 'conntrack', 'socat', 'docker-registry', 'busybox-static',
+  'containerd',
+  'runc',
+  'containernetworking-plugins',
+  'iptables',
+  'conntrack',
+  'socat',
+  'docker-registry',
+  'busybox-static',
 ] as const;
 
 function run(command: string, args: string[]): { ok: boolean; output: string } {
-  const r = spawnSync(command, args, { encoding: 'utf8', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }, timeout: 600_000 });
+  const r = spawnSync(command, args, {
+    encoding: 'utf8',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    timeout: 600_000,
+  });
   return { ok: r.status === 0, output: `${r.stdout ?? ''}${r.stderr ?? ''}${r.error?.message ?? ''}` };
 }
 
@@ -23,15 +34,20 @@ export function ensureDebianPackages(names: readonly string[] = NODE_PACKAGES): 
   const missing = names.filter((n) => !installed(n));
   if (missing.length === 0) return [];
   const steps: string[] = [];
-  for (const [command, args] of [['apt-get', ['update']], ['apt-get', ['install', '-y', '--no-install-recommends', ...missing]]] as const) {
+  for (const [command, args] of [
+    ['apt-get', ['update']],
+    ['apt-get', ['install', '-y', '--no-install-recommends', ...missing]],
+  ] as const) {
     const { ok, output } = run(command, [...args]);
     steps.push(`$ ${command} ${args.join(' ')}\n${output.slice(-800)}`);
     if (!ok) break;
   }
   const still = missing.filter((n) => !installed(n));
   if (still.length > 0) {
-    throw new Error(`the real test node needs Debian's ${still.join(', ')} and could not install them; run ` +
-      `\`apt-get install -y ${still.join(' ')}\` as root.\n${steps.join('\n')}`);
+    throw new Error(
+      `the real test node needs Debian's ${still.join(', ')} and could not install them; run ` +
+        `\`apt-get install -y ${still.join(' ')}\` as root.\n${steps.join('\n')}`,
+    );
   }
   return missing;
 }

@@ -13,7 +13,10 @@ const BUILD_SCRIPT = join(REPO_ROOT, 'test', 'clusters', 'build-helm.sh');
 export async function ensureHelm(): Promise<string> {
   await new Promise<void>((resolve, reject) => {
     const child = execFile('bash', [BUILD_SCRIPT], { cwd: REPO_ROOT, maxBuffer: 64 * 1024 * 1024 }, (error) =>
-      error ? reject(new Error(`building helm failed (test/clusters/build-helm.sh): ${error.message}`, { cause: error })) : resolve());
+      error
+        ? reject(new Error(`building helm failed (test/clusters/build-helm.sh): ${error.message}`, { cause: error }))
+        : resolve(),
+    );
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(d));
   });
   return helmBinary();
@@ -21,6 +24,7 @@ export async function ensureHelm(): Promise<string> {
 
 /** The helm binary the global setup provided; throws (the test fails) when it is not there. */
 export function helmBinary(): string {
-  if (!existsSync(HELM_BIN)) throw new Error(`${HELM_BIN} is missing: the integration global setup builds it (test/clusters/build-helm.sh)`);
+  if (!existsSync(HELM_BIN))
+    throw new Error(`${HELM_BIN} is missing: the integration global setup builds it (test/clusters/build-helm.sh)`);
   return HELM_BIN;
 }

@@ -173,10 +173,7 @@ export interface WaitOptions {
  * Polls `probe` until it returns a value other than undefined/false; throws
  * after timeoutMs. A probe error is retried unless it has `fatal: true`.
  */
-export async function waitFor<T>(
-  probe: () => Promise<T | undefined | false>,
-  opts: WaitOptions,
-): Promise<T> {
+export async function waitFor<T>(probe: () => Promise<T | undefined | false>, opts: WaitOptions): Promise<T> {
   const deadline = Date.now() + opts.timeoutMs;
   let lastError: unknown;
   for (;;) {

@@ -53,11 +53,18 @@ export async function startOperatorsVault(cluster: ClusterInfo = operatorsCluste
   try {
     const { client } = server;
     await client.enableKv(OPERATORS_KV_MOUNT, 2, 'read by ESO and VSO');
-    await client.writePolicy(READ_POLICY, [
-      `path "${OPERATORS_KV_MOUNT}/data/*" { capabilities = ["read"] }`,
-      `path "${OPERATORS_KV_MOUNT}/metadata/*" { capabilities = ["read"] }`,
-    ].join('\n'));
-    const { token: esoToken } = await client.createToken({ policies: [READ_POLICY], ttl: '24h', displayName: 'external-secrets' });
+    await client.writePolicy(
+      READ_POLICY,
+      [
+        `path "${OPERATORS_KV_MOUNT}/data/*" { capabilities = ["read"] }`,
+        `path "${OPERATORS_KV_MOUNT}/metadata/*" { capabilities = ["read"] }`,
+      ].join('\n'),
+    );
+    const { token: esoToken } = await client.createToken({
+      policies: [READ_POLICY],
+      ttl: '24h',
+      displayName: 'external-secrets',
+    });
 
     const admin = clusterClient(cluster, 'admin');
     const reviewerJwt = await serviceAccountToken(admin, VSO_NAMESPACE, TOKEN_REVIEWER, 86_400);
@@ -76,25 +83,53 @@ export async function startOperatorsVault(cluster: ClusterInfo = operatorsCluste
 }
 
 /** A TokenRequest for a ServiceAccount (admin identity); returns the JWT. */
-async function serviceAccountToken(admin: KubeClient, namespace: string, name: string, seconds: number): Promise<string> {
-  const r = await admin.request<{ status?: { token?: string } }>('POST',
+async function serviceAccountToken(
+  admin: KubeClient,
+  namespace: string,
+  name: string,
+  seconds: number,
+): Promise<string> {
+  const r = await admin.request<{ status?: { token?: string } }>(
+    'POST',
     `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: seconds } } });
+    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: seconds } } },
+  );
   const token = r.body.status?.token;
-  if (r.status !== 201 || token === undefined) throw new Error(`TokenRequest for ${namespace}/${name}: HTTP ${r.status}`);
+  if (r.status !== 201 || token === undefined)
+    throw new Error(`TokenRequest for ${namespace}/${name}: HTTP ${r.status}`);
   return token;
 }
 
 /** POSTs an object, or replaces it (server-side apply) when it exists; throws on any other answer. */
-export async function applyObject(kube: KubeClient, path: string, name: string, object: Record<string, unknown>): Promise<void> {
-  const r = await kube.request('PATCH', `${path}/${name}?fieldManager=vault-rollout-tests&force=true`,
-    { body: object, contentType: 'application/apply-patch+yaml' });
-  if (r.status !== 200 && r.status !== 201) throw new Error(`apply ${path}/${name}: HTTP ${r.status} ${r.text.slice(0, 500)}`);
+export async function applyObject(
+  kube: KubeClient,
+  path: string,
+  name: string,
+  object: Record<string, unknown>,
+): Promise<void> {
+  const r = await kube.request('PATCH', `${path}/${name}?fieldManager=vault-rollout-tests&force=true`, {
+    body: object,
+    contentType: 'application/apply-patch+yaml',
+  });
+  if (r.status !== 200 && r.status !== 201)
+    throw new Error(`apply ${path}/${name}: HTTP ${r.status} ${r.text.slice(0, 500)}`);
 }
 
-interface Condition { type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }
+interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+}
 export interface OperatorObject {
-  metadata: { name: string; namespace?: string; generation?: number; annotations?: Record<string, string>; resourceVersion?: string };
+  metadata: {
+    name: string;
+    namespace?: string;
+    generation?: number;
+    annotations?: Record<string, string>;
+    resourceVersion?: string;
+  };
   spec?: Record<string, unknown>;
   status?: {
     conditions?: Condition[];
@@ -127,28 +162,41 @@ export const vaultStaticSecretPath = (ns: string): string => `/apis/${VSO_API}/n
  * (provider vault, KV v2 at vault.mount, tokenSecretRef); waits until ESO reports it Ready.
  */
 export async function createSecretStore(
-  kube: KubeClient, namespace: string, vault: OperatorsVault, name = 'openbao',
+  kube: KubeClient,
+  namespace: string,
+  vault: OperatorsVault,
+  name = 'openbao',
 ): Promise<void> {
   await applyObject(kube, `/api/v1/namespaces/${namespace}/secrets`, `${name}-token`, {
-    apiVersion: 'v1', kind: 'Secret', metadata: { name: `${name}-token`, namespace },
-    type: 'Opaque', stringData: { token: vault.esoToken },
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: `${name}-token`, namespace },
+    type: 'Opaque',
+    stringData: { token: vault.esoToken },
   });
   await applyObject(kube, secretStorePath(namespace), name, {
-    apiVersion: ESO_API, kind: 'SecretStore', metadata: { name, namespace },
+    apiVersion: ESO_API,
+    kind: 'SecretStore',
+    metadata: { name, namespace },
     spec: {
       provider: {
         vault: {
-          server: vault.addr, path: vault.mount, version: 'v2',
+          server: vault.addr,
+          path: vault.mount,
+          version: 'v2',
           auth: { tokenSecretRef: { name: `${name}-token`, key: 'token' } },
         },
       },
     },
   });
-  await waitFor(async () => {
-    const store = await getObject(kube, `${secretStorePath(namespace)}/${name}`);
-    const ready = conditionOf(store, 'Ready');
-    return ready?.status === 'True' ? store : undefined;
-  }, { timeoutMs: 60_000, intervalMs: 250, what: `SecretStore ${namespace}/${name} Ready` });
+  await waitFor(
+    async () => {
+      const store = await getObject(kube, `${secretStorePath(namespace)}/${name}`);
+      const ready = conditionOf(store, 'Ready');
+      return ready?.status === 'True' ? store : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 250, what: `SecretStore ${namespace}/${name} Ready` },
+  );
 }
 
 /**
@@ -157,12 +205,17 @@ export async function createSecretStore(
  * and a VaultAuth `<name>` (method kubernetes); waits until VSO reports the VaultAuth valid.
  */
 export async function createVaultAuth(
-  kube: KubeClient, namespace: string, vault: OperatorsVault, name = 'openbao',
+  kube: KubeClient,
+  namespace: string,
+  vault: OperatorsVault,
+  name = 'openbao',
 ): Promise<void> {
   const serviceAccount = `${name}-auth`;
   const role = `vso-${namespace}`;
   await applyObject(kube, `/api/v1/namespaces/${namespace}/serviceaccounts`, serviceAccount, {
-    apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: serviceAccount, namespace },
+    apiVersion: 'v1',
+    kind: 'ServiceAccount',
+    metadata: { name: serviceAccount, namespace },
   });
   await vault.server.client.post(`auth/${KUBERNETES_AUTH_MOUNT}/role/${role}`, {
     bound_service_account_names: [serviceAccount],
@@ -171,21 +224,30 @@ export async function createVaultAuth(
     token_ttl: '1h',
   });
   await applyObject(kube, vaultConnectionPath(namespace), name, {
-    apiVersion: VSO_API, kind: 'VaultConnection', metadata: { name, namespace },
+    apiVersion: VSO_API,
+    kind: 'VaultConnection',
+    metadata: { name, namespace },
     spec: { address: vault.addr },
   });
   await applyObject(kube, vaultAuthPath(namespace), name, {
-    apiVersion: VSO_API, kind: 'VaultAuth', metadata: { name, namespace },
+    apiVersion: VSO_API,
+    kind: 'VaultAuth',
+    metadata: { name, namespace },
     spec: {
-      vaultConnectionRef: name, method: 'kubernetes', mount: KUBERNETES_AUTH_MOUNT,
+      vaultConnectionRef: name,
+      method: 'kubernetes',
+      mount: KUBERNETES_AUTH_MOUNT,
       kubernetes: { role, serviceAccount },
     },
   });
-  await waitFor(async () => {
-    const auth = await getObject(kube, `${vaultAuthPath(namespace)}/${name}`);
-    if (auth.status?.valid === false && auth.status.error) throw new Error(`VaultAuth invalid: ${auth.status.error}`);
-    return auth.status?.valid === true ? auth : undefined;
-  }, { timeoutMs: 60_000, intervalMs: 250, what: `VaultAuth ${namespace}/${name} valid` });
+  await waitFor(
+    async () => {
+      const auth = await getObject(kube, `${vaultAuthPath(namespace)}/${name}`);
+      if (auth.status?.valid === false && auth.status.error) throw new Error(`VaultAuth invalid: ${auth.status.error}`);
+      return auth.status?.valid === true ? auth : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 250, what: `VaultAuth ${namespace}/${name} valid` },
+  );
 }
 
 /**
@@ -193,11 +255,22 @@ export async function createVaultAuth(
  * ClusterRoleBinding bound here to the test user `vault-rollout` too.
  */
 export async function bindSyncOperatorsRbac(kube: KubeClient): Promise<void> {
-  const rbac = parseAllDocuments(readFileSync(new URL('../../infra/rbac/sync-operators.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as { kind: string; metadata: { name: string }; subjects?: unknown[] });
+  const rbac = parseAllDocuments(
+    readFileSync(new URL('../../infra/rbac/sync-operators.yaml', import.meta.url), 'utf8'),
+  ).map((d) => d.toJS() as { kind: string; metadata: { name: string }; subjects?: unknown[] });
   for (const doc of rbac) {
-    if (doc.kind === 'ClusterRoleBinding') doc.subjects = [...(doc.subjects ?? []), { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vault-rollout' }];
+    if (doc.kind === 'ClusterRoleBinding')
+      doc.subjects = [
+        ...(doc.subjects ?? []),
+        { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'vault-rollout' },
+      ];
     const plural = doc.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings';
-    const r = await kube.request('PATCH', `/apis/rbac.authorization.k8s.io/v1/${plural}/${doc.metadata.name}?fieldManager=vault-rollout-tests&force=true`, { body: stringify(doc), contentType: 'application/apply-patch+yaml' });
-    if (r.status >= 300) throw new Error(`apply ${doc.kind} ${doc.metadata.name}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
+    const r = await kube.request(
+      'PATCH',
+      `/apis/rbac.authorization.k8s.io/v1/${plural}/${doc.metadata.name}?fieldManager=vault-rollout-tests&force=true`,
+      { body: stringify(doc), contentType: 'application/apply-patch+yaml' },
+    );
+    if (r.status >= 300)
+      throw new Error(`apply ${doc.kind} ${doc.metadata.name}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
   }
 }

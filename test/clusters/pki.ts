@@ -68,8 +68,25 @@ export function writeCa(dir: string, commonName: string, name = 'ca'): CertFiles
     'subjectKeyIdentifier = hash',
   ]);
   openssl(
-    ['req', '-x509', '-new', '-key', keyFile, '-subj', `/CN=${commonName}`, '-days', '3650',
-      '-set_serial', serial(), '-config', cnf, '-extensions', 'ext', '-out', certFile],
+    [
+      'req',
+      '-x509',
+      '-new',
+      '-key',
+      keyFile,
+      '-subj',
+      `/CN=${commonName}`,
+      '-days',
+      '3650',
+      '-set_serial',
+      serial(),
+      '-config',
+      cnf,
+      '-extensions',
+      'ext',
+      '-out',
+      certFile,
+    ],
     dir,
   );
   rmSync(cnf);
@@ -93,8 +110,7 @@ export function issueCert(dir: string, ca: CertFiles, opts: IssueOptions): CertF
   rmSync(pubFile);
   const csr = join(dir, `${opts.name}.csr`);
   const certFile = join(dir, `${opts.name}.crt`);
-  const subject =
-    (opts.organizations ?? []).map((o) => `/O=${o}`).join('') + `/CN=${opts.commonName}`;
+  const subject = (opts.organizations ?? []).map((o) => `/O=${o}`).join('') + `/CN=${opts.commonName}`;
   const ext = [
     'basicConstraints = critical, CA:FALSE',
     'keyUsage = critical, digitalSignature, keyEncipherment',
@@ -106,8 +122,26 @@ export function issueCert(dir: string, ca: CertFiles, opts: IssueOptions): CertF
   const cnf = writeConfig(dir, opts.name, ext);
   openssl(['req', '-new', '-key', keyFile, '-subj', subject, '-config', cnf, '-out', csr], dir);
   openssl(
-    ['x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile, '-set_serial', serial(),
-      '-days', String(opts.days ?? 365), '-extfile', cnf, '-extensions', 'ext', '-out', certFile],
+    [
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      ca.certFile,
+      '-CAkey',
+      ca.keyFile,
+      '-set_serial',
+      serial(),
+      '-days',
+      String(opts.days ?? 365),
+      '-extfile',
+      cnf,
+      '-extensions',
+      'ext',
+      '-out',
+      certFile,
+    ],
     dir,
   );
   rmSync(csr);
@@ -120,7 +154,14 @@ function b64(file: string): string {
 }
 
 /** A kubeconfig of one cluster and one client-certificate user (the files' contents inline). */
-export function writeKubeconfig(file: string, name: string, server: string, caFile: string, user: string, creds: CertFiles): void {
+export function writeKubeconfig(
+  file: string,
+  name: string,
+  server: string,
+  caFile: string,
+  user: string,
+  creds: CertFiles,
+): void {
   const text = [
     'apiVersion: v1',
     'kind: Config',

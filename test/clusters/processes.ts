@@ -20,7 +20,9 @@ export interface Managed {
 
 export function procCmdline(pid: number): string[] | undefined {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((s) => s.length > 0);
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      .split('\0')
+      .filter((s) => s.length > 0);
   } catch {
     return undefined;
   }
@@ -66,9 +68,14 @@ export function startProcess(p: Managed, args: string[], env?: Record<string, st
     // signal the whole group and the processes outlive this Node process.
     const [command, ...argv] = p.launcher ? [...p.launcher, p.binary, ...args] : [p.binary, ...args];
     const child = spawn(command!, argv, {
-      detached: true, stdio: ['ignore', fd, fd], cwd: REPO_ROOT, ...(env ? { env: { ...process.env, ...env } } : {}),
+      detached: true,
+      stdio: ['ignore', fd, fd],
+      cwd: REPO_ROOT,
+      ...(env ? { env: { ...process.env, ...env } } : {}),
     });
-    child.on('error', () => { /* reported through the readiness wait */ });
+    child.on('error', () => {
+      /* reported through the readiness wait */
+    });
     if (child.pid === undefined) throw new Error(`could not start ${p.label} (${p.binary})`);
     child.unref();
     writeFileSync(p.pidFile, `${child.pid}\n`);
@@ -82,7 +89,11 @@ export function signal(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pid, sig); // the process group we created
   } catch {
-    try { process.kill(pid, sig); } catch { /* gone */ }
+    try {
+      process.kill(pid, sig);
+    } catch {
+      /* gone */
+    }
   }
 }
 
@@ -108,9 +119,16 @@ export async function stopPids(pids: number[]): Promise<void> {
 export const isPid = (x: number | undefined): x is number => x !== undefined;
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-export interface RunResult { stdout: string; stderr: string }
+export interface RunResult {
+  stdout: string;
+  stderr: string;
+}
 
-export function run(cmd: string, args: string[], opts: { input?: string; inheritOutput?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
+export function run(
+  cmd: string,
+  args: string[],
+  opts: { input?: string; inheritOutput?: boolean; env?: NodeJS.ProcessEnv } = {},
+): Promise<RunResult> {
   return new Promise((res, rej) => {
     const child = spawn(cmd, args, {
       cwd: REPO_ROOT,
@@ -130,7 +148,12 @@ export function run(cmd: string, args: string[], opts: { input?: string; inherit
     child.on('error', rej);
     child.on('close', (code, sig) => {
       if (code === 0) res({ stdout, stderr });
-      else rej(new Error(`${cmd} ${args.join(' ')} exited with ${code ?? sig}\n${stderr.trim().split('\n').slice(-20).join('\n')}`));
+      else
+        rej(
+          new Error(
+            `${cmd} ${args.join(' ')} exited with ${code ?? sig}\n${stderr.trim().split('\n').slice(-20).join('\n')}`,
+          ),
+        );
     });
     if (opts.input !== undefined && child.stdin) child.stdin.end(opts.input);
   });
@@ -140,7 +163,9 @@ export function httpGet(url: string, timeoutMs = 2_000): Promise<{ status: numbe
   return new Promise((res, rej) => {
     const req = httpRequest(url, { timeout: timeoutMs, agent: false }, (r) => {
       let text = '';
-      r.on('data', (d: Buffer) => { text += d.toString(); });
+      r.on('data', (d: Buffer) => {
+        text += d.toString();
+      });
       r.on('end', () => res({ status: r.statusCode ?? 0, text }));
       r.on('error', rej);
     });
@@ -159,7 +184,10 @@ export class DiedError extends Error {
 
 export function rethrowWithLog(p: Managed): (err: unknown) => never {
   return (err: unknown) => {
-    throw new Error(`${p.label} did not become ready: ${err instanceof Error ? err.message : String(err)}\n` +
-      `--- last lines of ${p.logFile} ---\n${tail(p.logFile)}`, { cause: err });
+    throw new Error(
+      `${p.label} did not become ready: ${err instanceof Error ? err.message : String(err)}\n` +
+        `--- last lines of ${p.logFile} ---\n${tail(p.logFile)}`,
+      { cause: err },
+    );
   };
 }

@@ -24,7 +24,13 @@ export const REAL_NODE_POD_CIDR = '10.88.0.0/24';
 const REAL_NODE_TAINT = { key: REAL_NODE_LABEL, value: 'true', effect: 'NoSchedule' } as const;
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
-export interface NodeNetwork { netns: string; hostVeth: string; nodeVeth: string; hostIp: string; nodeIp: string }
+export interface NodeNetwork {
+  netns: string;
+  hostVeth: string;
+  nodeVeth: string;
+  hostIp: string;
+  nodeIp: string;
+}
 
 /** The node's namespace, veth pair and /30 from the lane's port base (so each lane has its own). */
 export function realNodeNetwork(portBase: number): NodeNetwork {
@@ -32,8 +38,11 @@ export function realNodeNetwork(portBase: number): NodeNetwork {
   const third = Math.floor((slot * 4) / 256);
   const fourth = (slot * 4) % 256;
   return {
-    netns: `vr-node-${portBase}`, hostVeth: `vrh${portBase}`, nodeVeth: `vrn${portBase}`,
-    hostIp: `10.250.${third}.${fourth + 1}`, nodeIp: `10.250.${third}.${fourth + 2}`,
+    netns: `vr-node-${portBase}`,
+    hostVeth: `vrh${portBase}`,
+    nodeVeth: `vrn${portBase}`,
+    hostIp: `10.250.${third}.${fourth + 1}`,
+    nodeIp: `10.250.${third}.${fourth + 2}`,
   };
 }
 
@@ -43,24 +52,48 @@ export const REAL_NODE_POD_PLACEMENT = {
   tolerations: [{ key: REAL_NODE_LABEL, operator: 'Equal', value: 'true', effect: 'NoSchedule' }],
 } as const;
 
-export interface RealNodePaths { dir: string; sock: string; runcRoot: string; kubeletRoot: string }
+export interface RealNodePaths {
+  dir: string;
+  sock: string;
+  runcRoot: string;
+  kubeletRoot: string;
+}
 export const realNodePaths = (dir: string): RealNodePaths => ({
-  dir, sock: join(dir, 'containerd', 'containerd.sock'), runcRoot: join(dir, 'containerd', 'runc'), kubeletRoot: join(dir, 'kubelet'),
+  dir,
+  sock: join(dir, 'containerd', 'containerd.sock'),
+  runcRoot: join(dir, 'containerd', 'runc'),
+  kubeletRoot: join(dir, 'kubelet'),
 });
 
-export interface RealNodeCerts { kubelet: CertFiles; kubeletServing: CertFiles; kubeProxy: CertFiles; apiserverKubeletClient: CertFiles }
+export interface RealNodeCerts {
+  kubelet: CertFiles;
+  kubeletServing: CertFiles;
+  kubeProxy: CertFiles;
+  apiserverKubeletClient: CertFiles;
+}
 
 /** kubelet's identity (system:node:<name> in system:nodes, for the Node authorizer) and serving certificate,
  * kube-proxy's (system:kube-proxy, bound to system:node-proxier) and the API server's client certificate to kubelet. */
 export function issueRealNodeCerts(pkiDir: string, ca: CertFiles, net: NodeNetwork): RealNodeCerts {
   return {
-    kubelet: issueCert(pkiDir, ca, { name: 'kubelet', commonName: `system:node:${REAL_NODE_NAME}`, organizations: ['system:nodes'], usage: 'client' }),
+    kubelet: issueCert(pkiDir, ca, {
+      name: 'kubelet',
+      commonName: `system:node:${REAL_NODE_NAME}`,
+      organizations: ['system:nodes'],
+      usage: 'client',
+    }),
     kubeletServing: issueCert(pkiDir, ca, {
-      name: 'kubelet-serving', commonName: REAL_NODE_NAME, usage: 'server', sans: [`IP:${net.nodeIp}`, `DNS:${REAL_NODE_NAME}`],
+      name: 'kubelet-serving',
+      commonName: REAL_NODE_NAME,
+      usage: 'server',
+      sans: [`IP:${net.nodeIp}`, `DNS:${REAL_NODE_NAME}`],
     }),
     kubeProxy: issueCert(pkiDir, ca, { name: 'kube-proxy', commonName: 'system:kube-proxy', usage: 'client' }),
     apiserverKubeletClient: issueCert(pkiDir, ca, {
-      name: 'apiserver-kubelet-client', commonName: 'kube-apiserver-kubelet-client', organizations: ['system:masters'], usage: 'client',
+      name: 'apiserver-kubelet-client',
+      commonName: 'kube-apiserver-kubelet-client',
+      organizations: ['system:masters'],
+      usage: 'client',
     }),
   };
 }
@@ -88,7 +121,10 @@ const nsenter = (net: NodeNetwork): string[] => ['/usr/bin/nsenter', `--net=/run
 /** The node's processes, in the order they stop: kube-proxy and kubelet, containerd, then the host's forwarders. */
 export function realNodeProcesses(dir: string, net: NodeNetwork, binDir: string): Managed[] {
   const m = (label: string, binary: string, inNode: boolean): Managed => ({
-    label: `alpha/${label}`, binary, pidFile: join(dir, `${label}.pid`), logFile: join(dir, 'logs', `${label}.log`),
+    label: `alpha/${label}`,
+    binary,
+    pidFile: join(dir, `${label}.pid`),
+    logFile: join(dir, 'logs', `${label}.log`),
     ...(inNode ? { launcher: nsenter(net) } : {}),
   });
   return [
@@ -100,7 +136,9 @@ export function realNodeProcesses(dir: string, net: NodeNetwork, binDir: string)
   ];
 }
 
-const ip = (...args: string[]): void => { execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] }); };
+const ip = (...args: string[]): void => {
+  execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+};
 
 /** A new namespace and veth pair (an old one of the same lane goes first); forwarding on inside only. */
 export function createNodeNetwork(net: NodeNetwork): void {
@@ -122,8 +160,15 @@ export function deleteNodeNetwork(net: NodeNetwork): void {
 }
 
 export interface NodeConfigInput {
-  paths: RealNodePaths; net: NodeNetwork; caFile: string; certs: RealNodeCerts; pauseImage: string; registry: string;
-  kubeletKubeconfig: string; kubeProxyKubeconfig: string; cgroupRoot: string;
+  paths: RealNodePaths;
+  net: NodeNetwork;
+  caFile: string;
+  certs: RealNodeCerts;
+  pauseImage: string;
+  registry: string;
+  kubeletKubeconfig: string;
+  kubeProxyKubeconfig: string;
+  cgroupRoot: string;
 }
 
 /** containerd's configuration: its own root, state, socket and runc root under the node's directory. */
@@ -170,51 +215,100 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 /** The pods' network: a bridge in the node's namespace, addresses from host-local (its state under the node's
  * directory), masquerading what leaves the pod range (so the host answers the node's own address). */
 function cniConfig(c: NodeConfigInput): string {
-  return JSON.stringify({
-    cniVersion: '0.4.0', name: 'vault-rollout-real-node',
-    plugins: [{
-      type: 'bridge', bridge: 'vr0', isGateway: true, ipMasq: true, hairpinMode: true,
-      ipam: { type: 'host-local', dataDir: join(c.paths.dir, 'cni-ipam'), ranges: [[{ subnet: REAL_NODE_POD_CIDR }]], routes: [{ dst: '0.0.0.0/0' }] },
-    }],
-  }, null, 2);
+  return JSON.stringify(
+    {
+      cniVersion: '0.4.0',
+      name: 'vault-rollout-real-node',
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: 'vr0',
+          isGateway: true,
+          ipMasq: true,
+          hairpinMode: true,
+          ipam: {
+            type: 'host-local',
+            dataDir: join(c.paths.dir, 'cni-ipam'),
+            ranges: [[{ subnet: REAL_NODE_POD_CIDR }]],
+            routes: [{ dst: '0.0.0.0/0' }],
+          },
+        },
+      ],
+    },
+    null,
+    2,
+  );
 }
 
 /** kubelet: cgroup v1 with the cgroupfs driver under a cgroup root of the lane's own, webhook authentication and
  * authorisation, registered tainted; no image garbage collection and near-zero eviction thresholds (a shared disk). */
 function kubeletConfig(c: NodeConfigInput): string {
-  return JSON.stringify({
-    apiVersion: 'kubelet.config.k8s.io/v1beta1', kind: 'KubeletConfiguration',
-    address: c.net.nodeIp, port: 10250, readOnlyPort: 0, healthzBindAddress: '127.0.0.1', healthzPort: 10248,
-    authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: c.caFile } },
-    authorization: { mode: 'Webhook' },
-    tlsCertFile: c.certs.kubeletServing.certFile, tlsPrivateKeyFile: c.certs.kubeletServing.keyFile,
-    cgroupDriver: 'cgroupfs', cgroupRoot: c.cgroupRoot, failCgroupV1: false, failSwapOn: false,
-    containerRuntimeEndpoint: `unix://${c.paths.sock}`,
-    registerWithTaints: [REAL_NODE_TAINT],
-    evictionHard: { 'memory.available': '50Mi', 'nodefs.available': '1%', 'imagefs.available': '1%', 'nodefs.inodesFree': '1%' },
-    imageGCHighThresholdPercent: 100, imageGCLowThresholdPercent: 99,
-    // Its own pod logs directory: a kubelet removes the directories there of pods it does not know (another lane's).
-    podLogsDir: join(c.paths.dir, 'pod-logs'),
-    resolvConf: join(c.paths.dir, 'resolv.conf'), maxPods: 30, serializeImagePulls: false,
-    rotateCertificates: false, serverTLSBootstrap: false, shutdownGracePeriod: '0s',
-  }, null, 2);
+  return JSON.stringify(
+    {
+      apiVersion: 'kubelet.config.k8s.io/v1beta1',
+      kind: 'KubeletConfiguration',
+      address: c.net.nodeIp,
+      port: 10250,
+      readOnlyPort: 0,
+      healthzBindAddress: '127.0.0.1',
+      healthzPort: 10248,
+      authentication: { anonymous: { enabled: false }, webhook: { enabled: true }, x509: { clientCAFile: c.caFile } },
+      authorization: { mode: 'Webhook' },
+      tlsCertFile: c.certs.kubeletServing.certFile,
+      tlsPrivateKeyFile: c.certs.kubeletServing.keyFile,
+      cgroupDriver: 'cgroupfs',
+      cgroupRoot: c.cgroupRoot,
+      failCgroupV1: false,
+      failSwapOn: false,
+      containerRuntimeEndpoint: `unix://${c.paths.sock}`,
+      registerWithTaints: [REAL_NODE_TAINT],
+      evictionHard: {
+        'memory.available': '50Mi',
+        'nodefs.available': '1%',
+        'imagefs.available': '1%',
+        'nodefs.inodesFree': '1%',
+      },
+      imageGCHighThresholdPercent: 100,
+      imageGCLowThresholdPercent: 99,
+      // Its own pod logs directory: a kubelet removes the directories there of pods it does not know (another lane's).
+      podLogsDir: join(c.paths.dir, 'pod-logs'),
+      resolvConf: join(c.paths.dir, 'resolv.conf'),
+      maxPods: 30,
+      serializeImagePulls: false,
+      rotateCertificates: false,
+      serverTLSBootstrap: false,
+      shutdownGracePeriod: '0s',
+    },
+    null,
+    2,
+  );
 }
 
 function kubeProxyConfig(c: NodeConfigInput): string {
-  return JSON.stringify({
-    apiVersion: 'kubeproxy.config.k8s.io/v1alpha1', kind: 'KubeProxyConfiguration',
-    clientConnection: { kubeconfig: c.kubeProxyKubeconfig }, mode: 'iptables', clusterCIDR: REAL_NODE_POD_CIDR,
-    hostnameOverride: REAL_NODE_NAME, bindAddress: c.net.nodeIp,
-    healthzBindAddress: '127.0.0.1:10256', metricsBindAddress: '127.0.0.1:10249',
-    // The conntrack table size is the host's (only the initial namespace may set it): leave it and its timeouts.
-    conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
-  }, null, 2);
+  return JSON.stringify(
+    {
+      apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
+      kind: 'KubeProxyConfiguration',
+      clientConnection: { kubeconfig: c.kubeProxyKubeconfig },
+      mode: 'iptables',
+      clusterCIDR: REAL_NODE_POD_CIDR,
+      hostnameOverride: REAL_NODE_NAME,
+      bindAddress: c.net.nodeIp,
+      healthzBindAddress: '127.0.0.1:10256',
+      metricsBindAddress: '127.0.0.1:10249',
+      // The conntrack table size is the host's (only the initial namespace may set it): leave it and its timeouts.
+      conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },
+    },
+    null,
+    2,
+  );
 }
 
 /** Writes every configuration file; returns each process's arguments by label. */
 export function writeNodeConfig(c: NodeConfigInput, apiPort: number): Record<string, string[]> {
   const d = c.paths.dir;
-  for (const sub of ['logs', 'cni', 'cni-ipam', 'containerd', 'kubelet', 'pod-logs']) mkdirSync(join(d, sub), { recursive: true });
+  for (const sub of ['logs', 'cni', 'cni-ipam', 'containerd', 'kubelet', 'pod-logs'])
+    mkdirSync(join(d, sub), { recursive: true });
   for (const sub of cgroupSubsystems()) mkdirSync(join(CGROUP_ROOT, sub, c.cgroupRoot), { recursive: true });
   writeFileSync(join(d, 'containerd.toml'), containerdConfig(c));
   writeFileSync(join(d, 'cni', '10-vault-rollout.conflist'), cniConfig(c));
@@ -222,12 +316,19 @@ export function writeNodeConfig(c: NodeConfigInput, apiPort: number): Record<str
   writeFileSync(join(d, 'kube-proxy.json'), kubeProxyConfig(c));
   // No name server: a pod that looks a name up asks its own loopback and gets no answer.
   writeFileSync(join(d, 'resolv.conf'), 'nameserver 127.0.0.1\n');
-  const forward = (port: string): string[] => [`TCP-LISTEN:${port},bind=${c.net.hostIp},reuseaddr,fork`, `TCP:127.0.0.1:${port}`];
+  const forward = (port: string): string[] => [
+    `TCP-LISTEN:${port},bind=${c.net.hostIp},reuseaddr,fork`,
+    `TCP:127.0.0.1:${port}`,
+  ];
   return {
     'alpha/containerd': ['--config', join(d, 'containerd.toml')],
     'alpha/kubelet': [
-      `--config=${join(d, 'kubelet.json')}`, `--kubeconfig=${c.kubeletKubeconfig}`, `--root-dir=${c.paths.kubeletRoot}`,
-      `--node-ip=${c.net.nodeIp}`, `--hostname-override=${REAL_NODE_NAME}`, `--node-labels=${REAL_NODE_LABEL}=true`,
+      `--config=${join(d, 'kubelet.json')}`,
+      `--kubeconfig=${c.kubeletKubeconfig}`,
+      `--root-dir=${c.paths.kubeletRoot}`,
+      `--node-ip=${c.net.nodeIp}`,
+      `--hostname-override=${REAL_NODE_NAME}`,
+      `--node-labels=${REAL_NODE_LABEL}=true`,
     ],
     'alpha/kube-proxy': [`--config=${join(d, 'kube-proxy.json')}`],
     'alpha/forward-apiserver': forward(String(apiPort)),
@@ -248,36 +349,60 @@ function cgroupSubsystems(): string[] {
 export function cleanUpRealNode(paths: RealNodePaths, net: NodeNetwork, cgroupRoot: string): void {
   const runcNs = join(paths.runcRoot, 'k8s.io');
   if (existsSync(runcNs)) {
-    for (const id of readdirSync(runcNs)) spawnSync('/usr/sbin/runc', ['--root', runcNs, 'delete', '--force', id], { stdio: 'ignore' });
+    for (const id of readdirSync(runcNs))
+      spawnSync('/usr/sbin/runc', ['--root', runcNs, 'delete', '--force', id], { stdio: 'ignore' });
   }
-  for (const pid of shimPids(paths.sock)) { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } }
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '')
-    .filter((m) => m.startsWith(`${paths.dir}/`)).reverse();
+  for (const pid of shimPids(paths.sock)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => m.startsWith(`${paths.dir}/`))
+    .reverse();
   for (const m of mounts) spawnSync('umount', ['-l', m], { stdio: 'ignore' });
   deleteNodeNetwork(net);
   for (const sub of cgroupSubsystems()) removeCgroupTree(join(CGROUP_ROOT, sub, cgroupRoot));
 }
 
 function shimPids(sock: string): number[] {
-  return readdirSync('/proc').filter((e) => /^\d+$/.test(e)).map(Number).filter((pid) => {
-    try {
-      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return argv[0]?.endsWith('containerd-shim-runc-v2') === true && argv.includes(sock);
-    } catch {
-      return false;
-    }
-  });
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return argv[0]?.endsWith('containerd-shim-runc-v2') === true && argv.includes(sock);
+      } catch {
+        return false;
+      }
+    });
 }
 
 function removeCgroupTree(dir: string): void {
   if (!existsSync(dir)) return;
   for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) removeCgroupTree(join(dir, e.name));
-  try { rmdirSync(dir); } catch { /* still in use: the next start reuses it */ }
+  try {
+    rmdirSync(dir);
+  } catch {
+    /* still in use: the next start reuses it */
+  }
 }
 
 export interface StartRealNodeInput {
-  cluster: ClusterInfo; paths: RealNodePaths; net: NodeNetwork; certs: RealNodeCerts; binDir: string;
-  apiPort: number; registry: string; pauseImage: string; cgroupRoot: string;
+  cluster: ClusterInfo;
+  paths: RealNodePaths;
+  net: NodeNetwork;
+  certs: RealNodeCerts;
+  binDir: string;
+  apiPort: number;
+  registry: string;
+  pauseImage: string;
+  cgroupRoot: string;
 }
 
 /** kube-proxy's binding, the namespace and link, containerd, kubelet and kube-proxy; waits for the Node to be Ready. */
@@ -286,10 +411,33 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
   const kubeletKubeconfig = join(s.paths.dir, 'kubelet.kubeconfig');
   const kubeProxyKubeconfig = join(s.paths.dir, 'kube-proxy.kubeconfig');
   mkdirSync(s.paths.dir, { recursive: true });
-  writeKubeconfig(kubeletKubeconfig, s.cluster.name, server, s.cluster.caFile, `system:node:${REAL_NODE_NAME}`, s.certs.kubelet);
-  writeKubeconfig(kubeProxyKubeconfig, s.cluster.name, server, s.cluster.caFile, 'system:kube-proxy', s.certs.kubeProxy);
-  await run(join(s.binDir, 'kubectl'), [`--kubeconfig=${s.cluster.adminKubeconfig}`, 'apply', '--server-side',
-    '--field-manager=vault-rollout-clusters', '--filename=-'], { input: REAL_NODE_RBAC });
+  writeKubeconfig(
+    kubeletKubeconfig,
+    s.cluster.name,
+    server,
+    s.cluster.caFile,
+    `system:node:${REAL_NODE_NAME}`,
+    s.certs.kubelet,
+  );
+  writeKubeconfig(
+    kubeProxyKubeconfig,
+    s.cluster.name,
+    server,
+    s.cluster.caFile,
+    'system:kube-proxy',
+    s.certs.kubeProxy,
+  );
+  await run(
+    join(s.binDir, 'kubectl'),
+    [
+      `--kubeconfig=${s.cluster.adminKubeconfig}`,
+      'apply',
+      '--server-side',
+      '--field-manager=vault-rollout-clusters',
+      '--filename=-',
+    ],
+    { input: REAL_NODE_RBAC },
+  );
   createNodeNetwork(s.net);
   const args = writeNodeConfig({ ...s, caFile: s.cluster.caFile, kubeletKubeconfig, kubeProxyKubeconfig }, s.apiPort);
   const procs = new Map(realNodeProcesses(s.paths.dir, s.net, s.binDir).map((p) => [p.label, p]));
@@ -299,23 +447,40 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
   };
   const started = ['alpha/forward-apiserver', 'alpha/forward-registry', 'alpha/containerd'].map(start);
   const [containerd, containerdPid] = started[2]!;
-  await waitFor(async () => {
-    if (!isAlive(containerdPid)) throw new DiedError(containerd);
-    return existsSync(s.paths.sock);
-  }, { timeoutMs: 30_000, intervalMs: 100, what: 'containerd socket' }).catch(rethrowWithLog(containerd));
+  await waitFor(
+    async () => {
+      if (!isAlive(containerdPid)) throw new DiedError(containerd);
+      return existsSync(s.paths.sock);
+    },
+    { timeoutMs: 30_000, intervalMs: 100, what: 'containerd socket' },
+  ).catch(rethrowWithLog(containerd));
   const [kubelet, kubeletPid] = start('alpha/kubelet');
   start('alpha/kube-proxy');
-  const admin = { ca: readFileSync(s.cluster.caFile), cert: readFileSync(s.cluster.admin.certFile), key: readFileSync(s.cluster.admin.keyFile) };
-  await waitFor(async () => {
-    if (!isAlive(kubeletPid)) throw new DiedError(kubelet);
-    const r = await kubeRequest<{ status?: { conditions?: { type: string; status: string }[] } }>(
-      s.cluster.server, admin, 'GET', `/api/v1/nodes/${REAL_NODE_NAME}`);
-    return r.status === 200 && (r.body.status?.conditions ?? []).some((x) => x.type === 'Ready' && x.status === 'True');
-  }, { timeoutMs: 120_000, intervalMs: 250, what: `${s.cluster.name}: node ${REAL_NODE_NAME} Ready` }).catch(rethrowWithLog(kubelet));
+  const admin = {
+    ca: readFileSync(s.cluster.caFile),
+    cert: readFileSync(s.cluster.admin.certFile),
+    key: readFileSync(s.cluster.admin.keyFile),
+  };
+  await waitFor(
+    async () => {
+      if (!isAlive(kubeletPid)) throw new DiedError(kubelet);
+      const r = await kubeRequest<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        s.cluster.server,
+        admin,
+        'GET',
+        `/api/v1/nodes/${REAL_NODE_NAME}`,
+      );
+      return (
+        r.status === 200 && (r.body.status?.conditions ?? []).some((x) => x.type === 'Ready' && x.status === 'True')
+      );
+    },
+    { timeoutMs: 120_000, intervalMs: 250, what: `${s.cluster.name}: node ${REAL_NODE_NAME} Ready` },
+  ).catch(rethrowWithLog(kubelet));
   // The API server taints a new Node not-ready; the node-lifecycle controller that would lift it is not run here (as
   // for the kwok nodes): the node keeps only its own taint.
   const r = await kubeRequest(s.cluster.server, admin, 'PATCH', `/api/v1/nodes/${REAL_NODE_NAME}`, {
-    body: { spec: { taints: [REAL_NODE_TAINT] } }, contentType: 'application/merge-patch+json',
+    body: { spec: { taints: [REAL_NODE_TAINT] } },
+    contentType: 'application/merge-patch+json',
   });
   if (r.status !== 200) throw new Error(`${s.cluster.name}: untainting node ${REAL_NODE_NAME}: HTTP ${r.status}`);
 }

@@ -85,7 +85,13 @@ interface Child {
  * The real CLI (`node lib/cli/main.ts <command>`) in its own process group, so a terminal's Ctrl-C reaches only this
  * program, which then stops the child with SIGTERM and waits (the commands finish their work on SIGTERM).
  */
-function startCli(name: string, args: string[], env: Record<string, string>, onStdoutLine?: (line: string) => void, onStderrLine?: (line: string) => void): Child {
+function startCli(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  onStdoutLine?: (line: string) => void,
+  onStderrLine?: (line: string) => void,
+): Child {
   const logFile = join(LOG_DIR, `${name}.log`);
   const child = spawn(process.execPath, [join(REPO_ROOT, 'lib', 'cli', 'main.ts'), ...args], {
     cwd: REPO_ROOT,
@@ -134,7 +140,11 @@ function startCli(name: string, args: string[], env: Record<string, string>, onS
  * reads a pipe from us and signals the group when the pipe closes — as test/vault/server.ts does for OpenBao.
  */
 function startWatchdog(pid: number): ChildProcess {
-  const watchdog = spawn('bash', ['-c', 'while read -r _; do :; done; kill -TERM -- "-$1" 2>/dev/null', 'watchdog', String(pid)], { detached: true, stdio: ['pipe', 'ignore', 'ignore'] });
+  const watchdog = spawn(
+    'bash',
+    ['-c', 'while read -r _; do :; done; kill -TERM -- "-$1" 2>/dev/null', 'watchdog', String(pid)],
+    { detached: true, stdio: ['pipe', 'ignore', 'ignore'] },
+  );
   watchdog.unref();
   (watchdog.stdin as unknown as { unref?: () => void } | null)?.unref?.();
   return watchdog;
@@ -154,7 +164,9 @@ function run(cmd: string, args: string[], input: string): Promise<void> {
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err = (err + d.toString('utf8')).slice(-4000)));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${rel(cmd)} ${args[1] ?? ''} failed (${code}): ${err.trim()}`))));
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`${rel(cmd)} ${args[1] ?? ''} failed (${code}): ${err.trim()}`)),
+    );
     child.stdin.end(input);
   });
 }
@@ -162,26 +174,60 @@ function run(cmd: string, args: string[], input: string): Promise<void> {
 // ------------------------------------------------------------------ steps ---
 
 async function applyWorkloads(clusters: ClusterInfo[]): Promise<void> {
-  await Promise.all(clusters.map(async (c) => {
-    const { first, then } = exampleWorkloads(c.name);
-    // --force-conflicts: the demo owns its example objects, even where something else created one first (the
-    // integration tests create the same Harbor CRD their own way).
-    const apply = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-demo', '--filename=-'], toYamlStream(objects));
-    // Each run's OpenBao is new, so its versions start at 1 again, and vault-rollout restarts once per version: a
-    // workload left by an earlier run already records version 1 and would (rightly) stay unchanged. Start afresh.
-    const remove = (objects: object[]) => run(KUBECTL, [`--kubeconfig=${c.adminKubeconfig}`, 'delete', '--ignore-not-found', '--wait=true', '--timeout=60s', '--filename=-'], toYamlStream(objects));
-    if (workloadsOf(first).length > 0) await remove(workloadsOf(first));
-    if (then.length > 0) await remove(then).catch(() => undefined); // the first run has no Harbor CRD yet
-    if (first.length > 0) await apply(first);
-    if (then.length > 0) {
-      const creds = credentialsFor(c, 'admin');
-      await waitFor(async () => {
-        const r = await kubeRequest<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(c.server, creds, 'GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/harbors.example.com');
-        return (r.body?.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True');
-      }, { timeoutMs: 60_000, what: `${c.name}: CRD harbors.example.com Established` });
-      await apply(then);
-    }
-  }));
+  await Promise.all(
+    clusters.map(async (c) => {
+      const { first, then } = exampleWorkloads(c.name);
+      // --force-conflicts: the demo owns its example objects, even where something else created one first (the
+      // integration tests create the same Harbor CRD their own way).
+      const apply = (objects: object[]) =>
+        run(
+          KUBECTL,
+          [
+            `--kubeconfig=${c.adminKubeconfig}`,
+            'apply',
+            '--server-side',
+            '--force-conflicts',
+            '--field-manager=vault-rollout-demo',
+            '--filename=-',
+          ],
+          toYamlStream(objects),
+        );
+      // Each run's OpenBao is new, so its versions start at 1 again, and vault-rollout restarts once per version: a
+      // workload left by an earlier run already records version 1 and would (rightly) stay unchanged. Start afresh.
+      const remove = (objects: object[]) =>
+        run(
+          KUBECTL,
+          [
+            `--kubeconfig=${c.adminKubeconfig}`,
+            'delete',
+            '--ignore-not-found',
+            '--wait=true',
+            '--timeout=60s',
+            '--filename=-',
+          ],
+          toYamlStream(objects),
+        );
+      if (workloadsOf(first).length > 0) await remove(workloadsOf(first));
+      if (then.length > 0) await remove(then).catch(() => undefined); // the first run has no Harbor CRD yet
+      if (first.length > 0) await apply(first);
+      if (then.length > 0) {
+        const creds = credentialsFor(c, 'admin');
+        await waitFor(
+          async () => {
+            const r = await kubeRequest<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(
+              c.server,
+              creds,
+              'GET',
+              '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/harbors.example.com',
+            );
+            return (r.body?.status?.conditions ?? []).some((x) => x.type === 'Established' && x.status === 'True');
+          },
+          { timeoutMs: 60_000, what: `${c.name}: CRD harbors.example.com Established` },
+        );
+        await apply(then);
+      }
+    }),
+  );
 }
 
 /** The mounts of the example routing table beyond dev mode's `secret/` (KV v2): `legacy/` (KV v1), namespace team-a. */
@@ -201,7 +247,9 @@ async function mountExampleEngines(bao: DevServer): Promise<string[]> {
     await mounted.body?.cancel();
     if (!mounted.ok) throw new Error(`mounting team-a/secret: HTTP ${mounted.status}`);
   } catch (e) {
-    notes.push(`namespace team-a not created (${e instanceof Error ? e.message : String(e)}): the payments-db route cannot be tried`);
+    notes.push(
+      `namespace team-a not created (${e instanceof Error ? e.message : String(e)}): the payments-db route cannot be tried`,
+    );
   }
   return notes;
 }
@@ -217,7 +265,9 @@ function watchReplicaSets(cluster: ClusterInfo): Promise<void> {
   const seen = new Set<string>();
   let request: ReturnType<typeof httpsRequest> | undefined;
   let backoffMs = 500;
-  interface ReplicaSet { metadata: { uid: string; name: string; namespace: string; ownerReferences?: Array<{ kind: string; name: string }> } }
+  interface ReplicaSet {
+    metadata: { uid: string; name: string; namespace: string; ownerReferences?: Array<{ kind: string; name: string }> };
+  }
   const consider = (rs: ReplicaSet, show: boolean): void => {
     if (seen.has(rs.metadata.uid) || !WATCHED_NAMESPACES.has(rs.metadata.namespace)) return;
     seen.add(rs.metadata.uid);
@@ -229,31 +279,43 @@ function watchReplicaSets(cluster: ClusterInfo): Promise<void> {
   const connect = async (): Promise<void> => {
     if (stopping) return;
     try {
-      const list = await kubeRequest<{ metadata: { resourceVersion: string }; items: ReplicaSet[] }>(cluster.server, creds, 'GET', '/apis/apps/v1/replicasets?limit=500');
+      const list = await kubeRequest<{ metadata: { resourceVersion: string }; items: ReplicaSet[] }>(
+        cluster.server,
+        creds,
+        'GET',
+        '/apis/apps/v1/replicasets?limit=500',
+      );
       if (list.status !== 200) throw new Error(`HTTP ${list.status}`);
       for (const rs of list.body.items) consider(rs, !first);
       first = false;
       listed?.();
       backoffMs = 500;
       let buffer = '';
-      request = httpsRequest(new URL(`/apis/apps/v1/replicasets?watch=1&resourceVersion=${list.body.metadata.resourceVersion}`, cluster.server), { ca: creds.ca, cert: creds.cert, key: creds.key, agent: false, rejectUnauthorized: true }, (res) => {
-        res.on('data', (chunk: Buffer) => {
-          buffer += chunk.toString('utf8');
-          if (buffer.length > MAX_WATCH_LINE) buffer = '';
-          for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
-            const line = buffer.slice(0, nl);
-            buffer = buffer.slice(nl + 1);
-            try {
-              const event = JSON.parse(line) as { type: string; object: ReplicaSet };
-              if (event.type === 'ADDED') consider(event.object, true);
-            } catch {
-              /* a partial or foreign line: the next list catches up */
+      request = httpsRequest(
+        new URL(
+          `/apis/apps/v1/replicasets?watch=1&resourceVersion=${list.body.metadata.resourceVersion}`,
+          cluster.server,
+        ),
+        { ca: creds.ca, cert: creds.cert, key: creds.key, agent: false, rejectUnauthorized: true },
+        (res) => {
+          res.on('data', (chunk: Buffer) => {
+            buffer += chunk.toString('utf8');
+            if (buffer.length > MAX_WATCH_LINE) buffer = '';
+            for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
+              const line = buffer.slice(0, nl);
+              buffer = buffer.slice(nl + 1);
+              try {
+                const event = JSON.parse(line) as { type: string; object: ReplicaSet };
+                if (event.type === 'ADDED') consider(event.object, true);
+              } catch {
+                /* a partial or foreign line: the next list catches up */
+              }
             }
-          }
-        });
-        res.on('end', () => void setTimeout(() => void connect(), 100));
-        res.on('error', () => undefined);
-      });
+          });
+          res.on('end', () => void setTimeout(() => void connect(), 100));
+          res.on('error', () => undefined);
+        },
+      );
       request.on('error', () => void setTimeout(() => void connect(), backoffMs));
       request.end();
     } catch {
@@ -285,11 +347,16 @@ async function startAll(): Promise<void> {
   say(`the relay following its audit log, and serve on ${ROUTES}. Ctrl-C stops what this starts.`);
   const cacheRoot = join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'vault-rollout');
   if (!existsSync(join(cacheRoot, `kubernetes-${KUBERNETES_VERSION}-sched`, '.complete'))) {
-    say(`First run: building Kubernetes ${KUBERNETES_VERSION} and etcd from their Go modules (about 5-8 minutes on 2 cores, 2 GB of`);
-    say('memory, 4 GB of Go caches; needs Go and openssl) and fetching OpenBao 2.7.2 (seconds). Later runs start in seconds.');
+    say(
+      `First run: building Kubernetes ${KUBERNETES_VERSION} and etcd from their Go modules (about 5-8 minutes on 2 cores, 2 GB of`,
+    );
+    say(
+      'memory, 4 GB of Go caches; needs Go and openssl) and fetching OpenBao 2.7.2 (seconds). Later runs start in seconds.',
+    );
   }
   const other = runningStart();
-  if (other !== undefined) throw new Error(`npm start already runs here (pid ${other}); stop it first (Ctrl-C in its terminal)`);
+  if (other !== undefined)
+    throw new Error(`npm start already runs here (pid ${other}); stop it first (Ctrl-C in its terminal)`);
   rmSync(STATE_DIR, { recursive: true, force: true });
   mkdirSync(LOG_DIR, { recursive: true, mode: 0o700 });
   writeFileSync(PID_FILE, `${process.pid}\n`);
@@ -300,7 +367,9 @@ async function startAll(): Promise<void> {
   checkStop();
   const t1 = Date.now();
   await applyWorkloads(clusters.clusters.clusters);
-  say(`[workloads] example workloads (re)created in ${clusters.clusters.clusters.map((c) => c.name).join(', ')} in ${seconds(t1)}`);
+  say(
+    `[workloads] example workloads (re)created in ${clusters.clusters.clusters.map((c) => c.name).join(', ')} in ${seconds(t1)}`,
+  );
   checkStop();
 
   // 2. OpenBao with a file audit device.
@@ -322,49 +391,101 @@ async function startAll(): Promise<void> {
   // A fresh OpenBao starts at version 1 again: what an earlier demo's serve left queued belongs to another Vault.
   const queueFile = join(STATE_DIR, 'serve-queue.sqlite');
   for (const f of [queueFile, `${queueFile}-wal`, `${queueFile}-shm`]) rmSync(f, { force: true });
-  const serve = startCli('serve', ['serve', '--routes', ROUTES, '--allow-example-routes', '--port', process.env.PORT ?? '0', '--queue-file', queueFile], common,
+  const serve = startCli(
+    'serve',
+    [
+      'serve',
+      '--routes',
+      ROUTES,
+      '--allow-example-routes',
+      '--port',
+      process.env.PORT ?? '0',
+      '--queue-file',
+      queueFile,
+    ],
+    common,
     (line) => view.serveLine(line, Date.now()).forEach(live),
     (line) => {
       const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(line)?.[1];
       if (url) listening?.(url);
-    });
-  const url = await Promise.race([serveUrl, serve.exited.then(() => Promise.reject(new Error(`serve exited; see ${rel(join(LOG_DIR, 'serve.log'))}`)))]);
+    },
+  );
+  const url = await Promise.race([
+    serveUrl,
+    serve.exited.then(() => Promise.reject(new Error(`serve exited; see ${rel(join(LOG_DIR, 'serve.log'))}`))),
+  ]);
   let relayStarted: (() => void) | undefined;
   const relayUp = new Promise<void>((resolve) => (relayStarted = resolve));
-  const relayArgs = ['--audit-file', AUDIT_FILE, '--from-start', '--to', url, '--spool', SPOOL_DIR, '--batch-wait', '200ms', '--grace', '1s'];
+  const relayArgs = [
+    '--audit-file',
+    AUDIT_FILE,
+    '--from-start',
+    '--to',
+    url,
+    '--spool',
+    SPOOL_DIR,
+    '--batch-wait',
+    '200ms',
+    '--grace',
+    '1s',
+  ];
   const relay = startCli('relay', ['relay', ...relayArgs], common, undefined, (line) => {
     try {
       const entry = JSON.parse(line) as { level?: string; message?: string };
       if (entry.message === 'relay started') relayStarted?.();
-      if (entry.level === 'warn' || entry.level === 'error') live(`${entry.level === 'warn' ? 'warning   ' : 'error     '}relay: ${entry.message ?? ''}`);
+      if (entry.level === 'warn' || entry.level === 'error')
+        live(`${entry.level === 'warn' ? 'warning   ' : 'error     '}relay: ${entry.message ?? ''}`);
     } catch {
       /* not a log line */
     }
   });
   // Ready means ready: the relay follows the audit log (on a busy machine Node takes seconds to load it).
-  await Promise.race([relayUp, relay.exited.then(() => Promise.reject(new Error(`the relay exited; see ${rel(join(LOG_DIR, 'relay.log'))}`)))]);
-  await Promise.race([Promise.all(clusters.clusters.clusters.map(watchReplicaSets)), new Promise((r) => setTimeout(r, 30_000))]);
+  await Promise.race([
+    relayUp,
+    relay.exited.then(() => Promise.reject(new Error(`the relay exited; see ${rel(join(LOG_DIR, 'relay.log'))}`))),
+  ]);
+  await Promise.race([
+    Promise.all(clusters.clusters.clusters.map(watchReplicaSets)),
+    new Promise((r) => setTimeout(r, 30_000)),
+  ]);
   checkStop();
 
   say('');
-  say(`ready in ${seconds(t0)}: clusters ${clusters.clusters.clusters.map((c) => c.name).join(', ')}${clusters.started ? '' : ' (already running, left running)'}, OpenBao, relay, serve`);
+  say(
+    `ready in ${seconds(t0)}: clusters ${clusters.clusters.clusters.map((c) => c.name).join(', ')}${clusters.started ? '' : ' (already running, left running)'}, OpenBao, relay, serve`,
+  );
   say(`  OpenBao  ${bao.addr}  (dev server, in memory; its root token is in ${rel(TOKEN_FILE)}, mode 0600)`);
   say(`  serve    ${url}  (routes ${ROUTES}; logs in ${rel(LOG_DIR)}/)`);
   say('Try this in another terminal, from this directory:');
   say('');
-  say(`  BAO_ADDR=${bao.addr} BAO_TOKEN=$(cat ${rel(TOKEN_FILE)}) ${rel(BAO)} kv put -mount=secret shared/tls tls.crt=rotated`);
+  say(
+    `  BAO_ADDR=${bao.addr} BAO_TOKEN=$(cat ${rel(TOKEN_FILE)}) ${rel(BAO)} kv put -mount=secret shared/tls tls.crt=rotated`,
+  );
   say('');
-  say('Route shared-tls restarts the Deployments labelled vault-rollout.io/tls=shared in namespace edge of alpha, beta');
+  say(
+    'Route shared-tls restarts the Deployments labelled vault-rollout.io/tls=shared in namespace edge of alpha, beta',
+  );
   say('and gamma, and the DaemonSet edge/ingress-proxy in alpha. Other routed paths: -mount=legacy batch/nightly');
-  say('(CronJobs that opt in, eu clusters), -mount=secret registry/main (a custom resource in alpha)' + (notes.length === 0 ? ', and' : '.'));
-  if (notes.length === 0) say('-namespace=team-a -mount=secret payments/checkout/db (Deployment payments/checkout in the prod clusters).');
-  say('Watching; each change, each restart and each rollout\'s end show below:');
+  say(
+    '(CronJobs that opt in, eu clusters), -mount=secret registry/main (a custom resource in alpha)' +
+      (notes.length === 0 ? ', and' : '.'),
+  );
+  if (notes.length === 0)
+    say('-namespace=team-a -mount=secret payments/checkout/db (Deployment payments/checkout in the prod clusters).');
+  say("Watching; each change, each restart and each rollout's end show below:");
 }
 
 async function stopAll(): Promise<void> {
   const t0 = Date.now();
   say('');
-  say(`stopping: ${cleanups.map((c) => c.what).reverse().join(', ') || 'nothing started'}`);
+  say(
+    `stopping: ${
+      cleanups
+        .map((c) => c.what)
+        .reverse()
+        .join(', ') || 'nothing started'
+    }`,
+  );
   const took: string[] = [];
   const stop = async (c: (typeof cleanups)[number]): Promise<void> => {
     const t = Date.now();

@@ -31,7 +31,12 @@ const cronJob = (ns: string, name: string, watch: string) => ({
   apiVersion: 'batch/v1',
   kind: 'CronJob',
   metadata: { namespace: ns, name, annotations: { 'vault-rollout.io/watch': watch } },
-  spec: { schedule: '0 3 * * *', jobTemplate: { spec: { template: { ...podTemplate(name), spec: { ...podTemplate(name).spec, restartPolicy: 'OnFailure' } } } } },
+  spec: {
+    schedule: '0 3 * * *',
+    jobTemplate: {
+      spec: { template: { ...podTemplate(name), spec: { ...podTemplate(name).spec, restartPolicy: 'OnFailure' } } },
+    },
+  },
 });
 
 // The registry-credentials route patches an operator's custom resource: its CRD, one object, and the one grant the
@@ -44,10 +49,22 @@ const harborCrd = {
     group: 'example.com',
     scope: 'Namespaced',
     names: { plural: 'harbors', singular: 'harbor', kind: 'Harbor' },
-    versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+      },
+    ],
   },
 };
-const harbor = { apiVersion: 'example.com/v1', kind: 'Harbor', metadata: { namespace: 'registry', name: 'main' }, spec: { secretVersion: '0' } };
+const harbor = {
+  apiVersion: 'example.com/v1',
+  kind: 'Harbor',
+  metadata: { namespace: 'registry', name: 'main' },
+  spec: { secretVersion: '0' },
+};
 const harborGrant = [
   {
     apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -76,10 +93,15 @@ export function exampleWorkloads(cluster: string): { first: object[]; then: obje
     case 'alpha': // env=prod, region=eu
       return {
         first: [
-          namespace('payments'), deployment('payments', 'checkout'),
-          ...edge, daemonSet('edge', 'ingress-proxy'),
-          namespace('batch'), cronJob('batch', 'nightly-report', 'legacy/batch/*'),
-          namespace('registry'), harborCrd, ...harborGrant,
+          namespace('payments'),
+          deployment('payments', 'checkout'),
+          ...edge,
+          daemonSet('edge', 'ingress-proxy'),
+          namespace('batch'),
+          cronJob('batch', 'nightly-report', 'legacy/batch/*'),
+          namespace('registry'),
+          harborCrd,
+          ...harborGrant,
         ],
         then: [harbor],
       };

@@ -13,7 +13,12 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CreateTableCommand, DynamoDBClient, ListTablesCommand, UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
+import {
+  CreateTableCommand,
+  DynamoDBClient,
+  ListTablesCommand,
+  UpdateTimeToLiveCommand,
+} from '@aws-sdk/client-dynamodb';
 import { freeLoopbackPort, installFromMaven, killGroup } from '../sqs/emulator.ts';
 
 export const DYNAMODB_LOCAL_VERSION = '2.6.1';
@@ -24,18 +29,50 @@ export interface DynamoDbLocal {
   stop(): Promise<void>;
 }
 
-const cacheDir = (): string => join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'vault-rollout', `dynamodb-local-${DYNAMODB_LOCAL_VERSION}`);
+const cacheDir = (): string =>
+  join(
+    process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'),
+    'vault-rollout',
+    `dynamodb-local-${DYNAMODB_LOCAL_VERSION}`,
+  );
 
 /** Installs DynamoDB Local into the per-user cache unless it is there already; returns its jar directory. */
-export const installDynamoDbLocal = (): Promise<string> => installFromMaven(cacheDir(), { groupId: 'com.amazonaws', artifactId: 'DynamoDBLocal', version: DYNAMODB_LOCAL_VERSION }, `DynamoDB Local ${DYNAMODB_LOCAL_VERSION}`);
+export const installDynamoDbLocal = (): Promise<string> =>
+  installFromMaven(
+    cacheDir(),
+    { groupId: 'com.amazonaws', artifactId: 'DynamoDBLocal', version: DYNAMODB_LOCAL_VERSION },
+    `DynamoDB Local ${DYNAMODB_LOCAL_VERSION}`,
+  );
 
 const clientFor = (endpoint: string): DynamoDBClient =>
-  new DynamoDBClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 2, requestHandler: { connectionTimeout: 1000, requestTimeout: 5000 } });
+  new DynamoDBClient({
+    endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    maxAttempts: 2,
+    requestHandler: { connectionTimeout: 1000, requestTimeout: 5000 },
+  });
 
 /** The java command line and environment that run DynamoDB Local from `lib` on `port`: in memory, telemetry off. */
-export function dynamoDbLocalCommand(lib: string, port: number, env: NodeJS.ProcessEnv = process.env): { args: string[]; env: NodeJS.ProcessEnv } {
+export function dynamoDbLocalCommand(
+  lib: string,
+  port: number,
+  env: NodeJS.ProcessEnv = process.env,
+): { args: string[]; env: NodeJS.ProcessEnv } {
   return {
-    args: ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', `-Djava.library.path=${lib}`, '-cp', join(lib, '*'), 'com.amazonaws.services.dynamodbv2.local.main.ServerRunner', '-inMemory', '-disableTelemetry', '-port', String(port)],
+    args: [
+      '-Xmx256m',
+      '-XX:+UseSerialGC',
+      '-XX:TieredStopAtLevel=1',
+      `-Djava.library.path=${lib}`,
+      '-cp',
+      join(lib, '*'),
+      'com.amazonaws.services.dynamodbv2.local.main.ServerRunner',
+      '-inMemory',
+      '-disableTelemetry',
+      '-port',
+      String(port),
+    ],
     env: { ...env, DDB_LOCAL_TELEMETRY: '0' },
   };
 }
@@ -78,7 +115,9 @@ export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
       if (exited || Date.now() > deadline) {
         const output = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-4000) : '';
         await stop();
-        throw new Error(`DynamoDB Local ${DYNAMODB_LOCAL_VERSION} on ${endpoint} ${exited ? 'exited' : 'did not answer within 60 s'}\n${output}`);
+        throw new Error(
+          `DynamoDB Local ${DYNAMODB_LOCAL_VERSION} on ${endpoint} ${exited ? 'exited' : 'did not answer within 60 s'}\n${output}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 200));
     }
@@ -103,7 +142,9 @@ export async function createSlotTable(client: DynamoDBClient, name: string): Pro
       BillingMode: 'PAY_PER_REQUEST',
     }),
   );
-  await client.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }));
+  await client.send(
+    new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }),
+  );
 }
 
 /**
@@ -137,5 +178,7 @@ export async function createRotationStateTable(client: DynamoDBClient, name: str
       BillingMode: 'PAY_PER_REQUEST',
     }),
   );
-  await client.send(new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }));
+  await client.send(
+    new UpdateTimeToLiveCommand({ TableName: name, TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true } }),
+  );
 }

@@ -14,8 +14,20 @@ import { dirname, join } from 'node:path';
 import { buildImage, type BuiltImage } from '../../deploy/image/build.ts';
 import type { ImageRuntimeConfig } from '../../deploy/image/config.ts';
 
-export interface ImageDescriptor { mediaType: string; digest: string; size: number; annotations?: Record<string, string>; platform?: { architecture: string; os: string } }
-export interface ImageManifest { schemaVersion: number; mediaType: string; config: ImageDescriptor; layers: ImageDescriptor[]; annotations?: Record<string, string> }
+export interface ImageDescriptor {
+  mediaType: string;
+  digest: string;
+  size: number;
+  annotations?: Record<string, string>;
+  platform?: { architecture: string; os: string };
+}
+export interface ImageManifest {
+  schemaVersion: number;
+  mediaType: string;
+  config: ImageDescriptor;
+  layers: ImageDescriptor[];
+  annotations?: Record<string, string>;
+}
 export interface ImageConfig {
   created: string;
   architecture: string;
@@ -24,7 +36,13 @@ export interface ImageConfig {
   rootfs: { type: string; diff_ids: string[] };
   history: { created: string; created_by: string }[];
 }
-export interface ImageContents { layout: string; index: { manifests: ImageDescriptor[] }; manifestDigest: string; manifest: ImageManifest; config: ImageConfig }
+export interface ImageContents {
+  layout: string;
+  index: { manifests: ImageDescriptor[] };
+  manifestDigest: string;
+  manifest: ImageManifest;
+  config: ImageConfig;
+}
 
 let built: Promise<BuiltImage> | undefined;
 
@@ -34,13 +52,15 @@ export function imageLayout(): Promise<BuiltImage> {
   return built;
 }
 
-export const blobPath = (layout: string, digest: string): string => join(layout, 'blobs', 'sha256', digest.replace(/^sha256:/, ''));
+export const blobPath = (layout: string, digest: string): string =>
+  join(layout, 'blobs', 'sha256', digest.replace(/^sha256:/, ''));
 const readJson = <T>(file: string): T => JSON.parse(readFileSync(file, 'utf8')) as T;
 
 /** The layout's one manifest and its config. */
 export function readImage(layout: string): ImageContents {
   const index = readJson<{ manifests: ImageDescriptor[] }>(join(layout, 'index.json'));
-  if (index.manifests.length !== 1) throw new Error(`${layout}: expected one manifest, found ${index.manifests.length}`);
+  if (index.manifests.length !== 1)
+    throw new Error(`${layout}: expected one manifest, found ${index.manifests.length}`);
   const manifestDigest = index.manifests[0]!.digest;
   const manifest = readJson<ImageManifest>(blobPath(layout, manifestDigest));
   const config = readJson<ImageConfig>(blobPath(layout, manifest.config.digest));
@@ -56,16 +76,20 @@ export function unpackImage(layout: string, into?: string): string {
   chmodSync(root, 0o755);
   const { manifest } = readImage(layout);
   for (const layer of manifest.layers) {
-    if (layer.mediaType !== 'application/vnd.oci.image.layer.v1.tar+gzip') throw new Error(`layer ${layer.digest}: media type ${layer.mediaType} not supported`);
+    if (layer.mediaType !== 'application/vnd.oci.image.layer.v1.tar+gzip')
+      throw new Error(`layer ${layer.digest}: media type ${layer.mediaType} not supported`);
     const blob = blobPath(layout, layer.digest);
-    const names = execFileSync('tar', ['-tzf', blob], { encoding: 'utf8', maxBuffer: 1 << 26 }).split('\n').filter(Boolean);
+    const names = execFileSync('tar', ['-tzf', blob], { encoding: 'utf8', maxBuffer: 1 << 26 })
+      .split('\n')
+      .filter(Boolean);
     for (const name of names) {
       const path = name.replace(/^(\.\/|\/)+/, '').replace(/\/$/, '');
       const base = path.slice(path.lastIndexOf('/') + 1);
       if (!base.startsWith('.wh.')) continue;
       const parent = join(root, dirname(path));
       if (base === '.wh..wh..opq') {
-        for (const child of execFileSync('ls', ['-A', parent], { encoding: 'utf8' }).split('\n').filter(Boolean)) rmSync(join(parent, child), { recursive: true, force: true });
+        for (const child of execFileSync('ls', ['-A', parent], { encoding: 'utf8' }).split('\n').filter(Boolean))
+          rmSync(join(parent, child), { recursive: true, force: true });
       } else {
         rmSync(join(parent, base.slice(4)), { recursive: true, force: true });
       }
@@ -106,11 +130,19 @@ function hostCommand(name: string): string {
 }
 
 /** The `argv` an image config runs: Entrypoint + (args, or Cmd when none). */
-export const imageArgv = (config: ImageRuntimeConfig, args?: readonly string[], entrypoint?: readonly string[]): string[] =>
-  [...(entrypoint ?? config.Entrypoint), ...(args ?? (entrypoint ? [] : config.Cmd))];
+export const imageArgv = (
+  config: ImageRuntimeConfig,
+  args?: readonly string[],
+  entrypoint?: readonly string[],
+): string[] => [...(entrypoint ?? config.Entrypoint), ...(args ?? (entrypoint ? [] : config.Cmd))];
 
 /** Runs Entrypoint + args (Cmd when args are not given) in an unpacked root, as the image's user. */
-export function runInImage(root: string, config: ImageRuntimeConfig, args: readonly string[] | undefined, options: RunInImageOptions = {}): ChildProcess {
+export function runInImage(
+  root: string,
+  config: ImageRuntimeConfig,
+  args: readonly string[] | undefined,
+  options: RunInImageOptions = {},
+): ChildProcess {
   for (const [path, file] of Object.entries(options.files ?? {})) {
     if (!path.startsWith('/')) throw new Error(`runInImage: ${path} is not an absolute path`);
     const spec = typeof file === 'string' ? { content: file } : file;
@@ -126,7 +158,8 @@ export function runInImage(root: string, config: ImageRuntimeConfig, args: reado
   Object.assign(env, options.env);
   const mounts: string[] = [];
   const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-  if (options.readOnlyRoot ?? true) mounts.push(`mount --bind ${quote(root)} ${quote(root)}`, `mount -o remount,bind,ro ${quote(root)}`);
+  if (options.readOnlyRoot ?? true)
+    mounts.push(`mount --bind ${quote(root)} ${quote(root)}`, `mount -o remount,bind,ro ${quote(root)}`);
   for (const [path, hostDir] of Object.entries(options.volumes ?? {})) {
     if (!path.startsWith('/')) throw new Error(`runInImage: volume ${path} is not an absolute path`);
     mkdirSync(join(root, path), { recursive: true });
@@ -134,7 +167,20 @@ export function runInImage(root: string, config: ImageRuntimeConfig, args: reado
   }
   // The image's PATH, not the host's (which the mounts above use), from `env` outside the root.
   const path = env.PATH === undefined ? ['-u', 'PATH'] : [`PATH=${env.PATH}`];
-  const enter = ['exec', hostCommand('env'), ...path, hostCommand('unshare'), `--root=${root}`, `--wd=${options.cwd ?? config.WorkingDir ?? '/'}`, `--setgid=${gid ?? uid}`, `--setuid=${uid}`, '--', ...argv].map(quote).join(' ');
+  const enter = [
+    'exec',
+    hostCommand('env'),
+    ...path,
+    hostCommand('unshare'),
+    `--root=${root}`,
+    `--wd=${options.cwd ?? config.WorkingDir ?? '/'}`,
+    `--setgid=${gid ?? uid}`,
+    `--setuid=${uid}`,
+    '--',
+    ...argv,
+  ]
+    .map(quote)
+    .join(' ');
   // The host's sh and util-linux run the mounts in a new mount namespace, then become the image's process, with
   // the image's environment only.
   const script = [...mounts, enter].join(' && ');

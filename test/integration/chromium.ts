@@ -14,20 +14,32 @@ import type { Readable, Writable } from 'node:stream';
 export const CHROMIUM = '/usr/bin/chromium';
 
 function run(command: string, args: string[]): { ok: boolean; output: string } {
-  const result = spawnSync(command, args, { encoding: 'utf8', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-  return { ok: result.status === 0, output: `${result.stdout ?? ''}${result.stderr ?? ''}${result.error?.message ?? ''}` };
+  const result = spawnSync(command, args, {
+    encoding: 'utf8',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  return {
+    ok: result.status === 0,
+    output: `${result.stdout ?? ''}${result.stderr ?? ''}${result.error?.message ?? ''}`,
+  };
 }
 
 /** Installs Debian's chromium when /usr/bin/chromium is missing; returns its package version, or throws what to do. */
 export function ensureDebianChromium(): string {
   if (!existsSync(CHROMIUM)) {
     const steps: string[] = [];
-    for (const [command, args] of [['apt-get', ['update']], ['apt-get', ['install', '-y', 'chromium']]] as const) {
+    for (const [command, args] of [
+      ['apt-get', ['update']],
+      ['apt-get', ['install', '-y', 'chromium']],
+    ] as const) {
       const { ok, output } = run(command, [...args]);
       steps.push(`$ ${command} ${args.join(' ')}\n${output.slice(-800)}`);
       if (!ok) break;
     }
-    if (!existsSync(CHROMIUM)) throw new Error(`Debian's chromium is required for the status page test and could not be installed; run \`apt-get install -y chromium\` as root.\n${steps.join('\n')}`);
+    if (!existsSync(CHROMIUM))
+      throw new Error(
+        `Debian's chromium is required for the status page test and could not be installed; run \`apt-get install -y chromium\` as root.\n${steps.join('\n')}`,
+      );
   }
   const version = run('dpkg-query', ['-W', '-f=${Version}', 'chromium']);
   if (!version.ok) throw new Error(`${CHROMIUM} exists but is not from Debian's chromium package: ${version.output}`);
@@ -72,7 +84,22 @@ export interface Browser {
 /** Launches headless Chromium with the flags a test wants: no sandbox (root), no network of its own, a fresh profile. */
 export async function launchChromium(): Promise<Browser> {
   const profile = mkdtempSync(join(tmpdir(), 'vault-rollout-chromium-'));
-  const args = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-proxy-server', '--hide-scrollbars', '--force-color-profile=srgb', `--user-data-dir=${profile}`, '--remote-debugging-pipe', 'about:blank'];
+  const args = [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-proxy-server',
+    '--hide-scrollbars',
+    '--force-color-profile=srgb',
+    `--user-data-dir=${profile}`,
+    '--remote-debugging-pipe',
+    'about:blank',
+  ];
   const child: ChildProcess = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
@@ -100,7 +127,11 @@ export async function launchChromium(): Promise<Browser> {
     for (const w of pending.values()) w.reject(new Error(`chromium exited:\n${stderr}`));
     pending.clear();
   });
-  const send = (method: string, params: Record<string, unknown> = {}, sessionId?: string): Promise<Record<string, unknown>> =>
+  const send = (
+    method: string,
+    params: Record<string, unknown> = {},
+    sessionId?: string,
+  ): Promise<Record<string, unknown>> =>
     new Promise((resolve, reject) => {
       const id = nextId++;
       pending.set(id, { resolve: (m) => resolve(m.result ?? {}), reject });
@@ -108,7 +139,10 @@ export async function launchChromium(): Promise<Browser> {
     });
   const event = (sessionId: string, method: string, timeoutMs: number): Promise<Message> =>
     new Promise((resolve, reject) => {
-      const timer = setTimeout(() => (listeners.delete(on), reject(new Error(`no ${method} within ${timeoutMs} ms`))), timeoutMs);
+      const timer = setTimeout(
+        () => (listeners.delete(on), reject(new Error(`no ${method} within ${timeoutMs} ms`))),
+        timeoutMs,
+      );
       const on = (m: Message) => {
         if (m.sessionId === sessionId && m.method === method) {
           clearTimeout(timer);
@@ -132,16 +166,25 @@ export async function launchChromium(): Promise<Browser> {
         if (m.sessionId !== sessionId) return;
         const requestId = (m.params as { requestId?: string } | undefined)?.requestId;
         if (m.method === 'Fetch.requestPaused') void s('Fetch.continueRequest', { requestId }).catch(() => undefined);
-        if (m.method === 'Fetch.authRequired') void s('Fetch.continueWithAuth', { requestId, authChallengeResponse: { response: 'CancelAuth' } }).catch(() => undefined);
+        if (m.method === 'Fetch.authRequired')
+          void s('Fetch.continueWithAuth', { requestId, authChallengeResponse: { response: 'CancelAuth' } }).catch(
+            () => undefined,
+          );
       });
       await s('Fetch.enable', { handleAuthRequests: true });
-      await s('Emulation.setDeviceMetricsOverride', { width: viewport.width, height: viewport.height, deviceScaleFactor: viewport.deviceScaleFactor ?? 1, mobile: viewport.mobile ?? false });
+      await s('Emulation.setDeviceMetricsOverride', {
+        width: viewport.width,
+        height: viewport.height,
+        deviceScaleFactor: viewport.deviceScaleFactor ?? 1,
+        mobile: viewport.mobile ?? false,
+      });
       return {
         async goto(url) {
           let status = 0;
           const onResponse = (m: Message) => {
             const p = m.params as { type?: string; response?: { url?: string; status?: number } } | undefined;
-            if (m.sessionId === sessionId && m.method === 'Network.responseReceived' && p?.type === 'Document') status = p.response?.status ?? 0;
+            if (m.sessionId === sessionId && m.method === 'Network.responseReceived' && p?.type === 'Document')
+              status = p.response?.status ?? 0;
           };
           listeners.add(onResponse);
           const loaded = event(sessionId, 'Page.loadEventFired', 30_000);
@@ -152,14 +195,21 @@ export async function launchChromium(): Promise<Browser> {
           return status;
         },
         async evaluate<T>(expression: string) {
-          const r = (await s('Runtime.evaluate', { expression, returnByValue: true })) as { result: { value: T }; exceptionDetails?: { text: string } };
+          const r = (await s('Runtime.evaluate', { expression, returnByValue: true })) as {
+            result: { value: T };
+            exceptionDetails?: { text: string };
+          };
           if (r.exceptionDetails) throw new Error(`evaluate ${expression}: ${r.exceptionDetails.text}`);
           return r.result.value;
         },
         async screenshot(file, maxHeight = 2_400) {
           const metrics = (await s('Page.getLayoutMetrics')) as { cssContentSize: { width: number; height: number } };
           const height = Math.min(Math.ceil(metrics.cssContentSize.height), maxHeight);
-          const { data } = (await s('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true, clip: { x: 0, y: 0, width: viewport.width, height, scale: 1 } })) as { data: string };
+          const { data } = (await s('Page.captureScreenshot', {
+            format: 'png',
+            captureBeyondViewport: true,
+            clip: { x: 0, y: 0, width: viewport.width, height, scale: 1 },
+          })) as { data: string };
           writeFileSync(file, Buffer.from(data, 'base64'));
         },
       };

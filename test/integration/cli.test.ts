@@ -2,7 +2,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { memoryIo } from '../helpers.ts';
-import { alteredKubeconfig, closedPort, cluster, clusters, createNamespace, createWorkload, deleteNamespace, getWorkload, scopedKubeconfig, uniqueName } from './support.ts';
+import {
+  alteredKubeconfig,
+  closedPort,
+  cluster,
+  clusters,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  getWorkload,
+  scopedKubeconfig,
+  uniqueName,
+} from './support.ts';
 import { KUBERNETES_VERSION } from '../clusters/clusters.ts';
 
 const NS = uniqueName('vr-cli');
@@ -15,7 +26,19 @@ routes:
     match: { path: "secret/cli/{app}" }
     targets: [{ clusters: [alpha, beta], namespace: ${NS}, names: ["*"], kind: Deployment, name: "{app}" }]
 `;
-const write = (version: number) => JSON.stringify({ time: '2026-11-20T12:00:00Z', type: 'response', request: { id: `cli-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/cli/api' }, response: { data: { version } } });
+const write = (version: number) =>
+  JSON.stringify({
+    time: '2026-11-20T12:00:00Z',
+    type: 'response',
+    request: {
+      id: `cli-${version}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: 'secret/data/cli/api',
+    },
+    response: { data: { version } },
+  });
 
 beforeAll(async () => {
   for (const c of ['alpha', 'beta']) {
@@ -41,7 +64,10 @@ describe('vault-rollout apply', () => {
     io = memoryIo({ 'routes.yaml': routes(), '-': write(1) });
     expect(await main(['apply', '--routes', 'routes.yaml', '--json'], io)).toBe(0);
     const doc = JSON.parse(io.out);
-    expect(doc.results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`)).toEqual(['alpha:restarted', 'beta:restarted']);
+    expect(doc.results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`)).toEqual([
+      'alpha:restarted',
+      'beta:restarted',
+    ]);
     expect(doc.targets).toHaveLength(2);
 
     io = memoryIo({ 'routes.yaml': routes(), '-': write(1) });
@@ -50,8 +76,13 @@ describe('vault-rollout apply', () => {
   });
 
   it('exits 3 when a target fails, and names the reason', async () => {
-    const stopped = alteredKubeconfig(cluster('alpha').vaultRolloutKubeconfig, { server: `https://127.0.0.1:${await closedPort()}` });
-    const table = routes(`  stopped: { kubeconfig: { file: ${JSON.stringify(stopped)} } }`).replace('clusters: [alpha, beta]', 'clusters: [alpha, stopped]');
+    const stopped = alteredKubeconfig(cluster('alpha').vaultRolloutKubeconfig, {
+      server: `https://127.0.0.1:${await closedPort()}`,
+    });
+    const table = routes(`  stopped: { kubeconfig: { file: ${JSON.stringify(stopped)} } }`).replace(
+      'clusters: [alpha, beta]',
+      'clusters: [alpha, stopped]',
+    );
     const io = memoryIo({ 'routes.yaml': table, '-': write(2) });
     expect(await main(['apply', '--routes', 'routes.yaml'], io)).toBe(3);
     expect(io.out).toMatch(/alpha\s+\S+\s+Deployment\s+api\s+restarted/);
@@ -69,21 +100,50 @@ describe('vault-rollout reset-version', () => {
     expect(io.out).toContain('Results: 2 skipped');
 
     io = memoryIo({ 'routes.yaml': routes() });
-    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/data/cli/api', '--version', '5', '--cluster', 'alpha'], io)).toBe(0);
+    expect(
+      await main(
+        [
+          'reset-version',
+          '--routes',
+          'routes.yaml',
+          '--path',
+          'secret/data/cli/api',
+          '--version',
+          '5',
+          '--cluster',
+          'alpha',
+        ],
+        io,
+      ),
+    ).toBe(0);
     expect(io.out).toMatch(/alpha\s+\S+\s+Deployment\s+api\s+restarted/);
-    expect((await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions']).toBe('{"secret/cli/api":5}');
+    expect(
+      (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.[
+        'vault-rollout.io/versions'
+      ],
+    ).toBe('{"secret/cli/api":5}');
     // Only the named cluster was reset: beta still carries the forged version.
-    expect((await getWorkload('beta', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions']).toBe('{"secret/cli/api":999999}');
+    expect(
+      (await getWorkload('beta', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.[
+        'vault-rollout.io/versions'
+      ],
+    ).toBe('{"secret/cli/api":999999}');
 
     io = memoryIo({ 'routes.yaml': routes(), '-': write(6) });
     // The output says why when it is not 0 (a target failed: its reason; exit 3).
     expect(await main(['apply', '--routes', 'routes.yaml', '--json'], io), `${io.out}\n${io.err}`).toBe(0);
-    expect(JSON.parse(io.out).results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`)).toEqual(['alpha:restarted', 'beta:skipped']);
+    expect(
+      JSON.parse(io.out).results.map((r: { cluster: string; outcome: string }) => `${r.cluster}:${r.outcome}`),
+    ).toEqual(['alpha:restarted', 'beta:skipped']);
 
     io = memoryIo({ 'routes.yaml': routes() });
-    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/other/api', '--version', '1'], io)).toBe(1);
+    expect(
+      await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/other/api', '--version', '1'], io),
+    ).toBe(1);
     expect(io.err).toContain('no route of routes.yaml targets secret/other/api');
-    expect(await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/cli/api', '--version', '0'], io)).toBe(64);
+    expect(
+      await main(['reset-version', '--routes', 'routes.yaml', '--path', 'secret/cli/api', '--version', '0'], io),
+    ).toBe(64);
   });
 });
 
@@ -93,7 +153,11 @@ describe('vault-rollout doctor', () => {
     expect(await main(['doctor', '--routes', 'routes.yaml', '--json'], io)).toBe(0);
     const ok = JSON.parse(io.out);
     expect(ok.ok).toBe(true);
-    expect(ok.checks.filter((c: { cluster: string }) => c.cluster === 'alpha').map((c: { check: string; detail: string }) => `${c.check}: ${c.detail}`)).toEqual([
+    expect(
+      ok.checks
+        .filter((c: { cluster: string }) => c.cluster === 'alpha')
+        .map((c: { check: string; detail: string }) => `${c.check}: ${c.detail}`),
+    ).toEqual([
       `credentials: ${cluster('alpha').server}`,
       `reachable: Kubernetes ${KUBERNETES_VERSION}`,
       'identity: vault-rollout (groups: system:authenticated)',
@@ -109,11 +173,17 @@ describe('vault-rollout doctor', () => {
     await createNamespace('beta', elsewhere);
     const scoped = await scopedKubeconfig('beta', uniqueName('vr-doctor'), elsewhere);
     const wrongCa = alteredKubeconfig(cluster('alpha').vaultRolloutKubeconfig, { caFile: cluster('gamma').caFile });
-    const table = routes(`  scoped: { kubeconfig: { file: ${JSON.stringify(scoped)} } }\n  wrong-ca: { kubeconfig: { file: ${JSON.stringify(wrongCa)} } }\n  missing: { kubeconfig: { env: VAULT_ROLLOUT_TEST_UNSET } }`).replace('clusters: [alpha, beta]', 'clusters: [alpha, scoped, wrong-ca, missing]');
+    const table = routes(
+      `  scoped: { kubeconfig: { file: ${JSON.stringify(scoped)} } }\n  wrong-ca: { kubeconfig: { file: ${JSON.stringify(wrongCa)} } }\n  missing: { kubeconfig: { env: VAULT_ROLLOUT_TEST_UNSET } }`,
+    ).replace('clusters: [alpha, beta]', 'clusters: [alpha, scoped, wrong-ca, missing]');
     io = memoryIo({ 'routes.yaml': table });
     expect(await main(['doctor', '--routes', 'routes.yaml'], io)).toBe(1);
-    expect(io.out).toContain(`scoped: patch deployments in namespace ${NS}: denied\n    fix: grant patch on apps/deployments`);
-    expect(io.out).toContain('wrong-ca: reachable: tls: TLS verification failed (UNABLE_TO_VERIFY_LEAF_SIGNATURE)\n    fix: the API server certificate does not verify against the CA of the kubeconfig');
+    expect(io.out).toContain(
+      `scoped: patch deployments in namespace ${NS}: denied\n    fix: grant patch on apps/deployments`,
+    );
+    expect(io.out).toContain(
+      'wrong-ca: reachable: tls: TLS verification failed (UNABLE_TO_VERIFY_LEAF_SIGNATURE)\n    fix: the API server certificate does not verify against the CA of the kubeconfig',
+    );
     expect(io.out).toMatch(/missing: credentials: .*VAULT_ROLLOUT_TEST_UNSET/);
     await deleteNamespace('beta', elsewhere);
   });

@@ -11,8 +11,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import {
-  REPO_ROOT, client, clusterClient, kubeRequest, loadClusters, waitFor,
-  type ClusterInfo, type KubeClient, type KubeResponse,
+  REPO_ROOT,
+  client,
+  clusterClient,
+  kubeRequest,
+  loadClusters,
+  waitFor,
+  type ClusterInfo,
+  type KubeClient,
+  type KubeResponse,
 } from '../clusters/kube-http.ts';
 
 const { clusters, kubernetesVersion } = loadClusters();
@@ -51,7 +58,8 @@ async function createIn(kube: KubeClient, path: string, body: unknown): Promise<
 
 async function selfSubjectReview(kube: KubeClient): Promise<{ username: string; groups: string[] }> {
   const res = await kube.request<{ status: { userInfo: { username: string; groups?: string[] } } }>(
-    'POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews',
+    'POST',
+    '/apis/authentication.k8s.io/v1/selfsubjectreviews',
     { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } },
   );
   expectStatus(res, 201);
@@ -69,21 +77,31 @@ interface ResourceAttributes {
 
 async function canI(kube: KubeClient, attrs: ResourceAttributes): Promise<boolean> {
   const res = await kube.request<{ status: { allowed: boolean } }>(
-    'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
-    { body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: attrs } } },
+    'POST',
+    '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+    {
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        spec: { resourceAttributes: attrs },
+      },
+    },
   );
   expectStatus(res, 201);
   return res.body.status.allowed;
 }
 
 async function waitForDefaultServiceAccount(admin: KubeClient): Promise<void> {
-  await waitFor(async () => (await admin.request('GET', `/api/v1/namespaces/${NS}/serviceaccounts/default`)).status === 200,
-    { timeoutMs: 60_000, what: `ServiceAccount ${NS}/default` });
+  await waitFor(
+    async () => (await admin.request('GET', `/api/v1/namespaces/${NS}/serviceaccounts/default`)).status === 200,
+    { timeoutMs: 60_000, what: `ServiceAccount ${NS}/default` },
+  );
 }
 
 async function requestToken(admin: KubeClient, namespace: string, serviceAccount: string): Promise<string> {
   const res = await admin.request<{ status: { token: string } }>(
-    'POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
+    'POST',
+    `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
     { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 600 } } },
   );
   expectStatus(res, 201);
@@ -110,13 +128,25 @@ const deployment = (name: string) => ({
 });
 
 beforeAll(async () => {
-  await Promise.all(clusters.map(async (c) => {
-    await createIn(clusterClient(c, 'admin'), '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
-  }));
+  await Promise.all(
+    clusters.map(async (c) => {
+      await createIn(clusterClient(c, 'admin'), '/api/v1/namespaces', {
+        apiVersion: 'v1',
+        kind: 'Namespace',
+        metadata: { name: NS },
+      });
+    }),
+  );
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all(clusters.map((c) => clusterClient(c, 'admin').request('DELETE', `/api/v1/namespaces/${NS}`).catch(() => undefined)));
+  await Promise.all(
+    clusters.map((c) =>
+      clusterClient(c, 'admin')
+        .request('DELETE', `/api/v1/namespaces/${NS}`)
+        .catch(() => undefined),
+    ),
+  );
 });
 
 describe('local test clusters', () => {
@@ -142,7 +172,12 @@ clusters.forEach((c: ClusterInfo, i: number) => {
       expectStatus(version, 200);
       expect(version.body.gitVersion).toBe(kubernetesVersion);
       // The serving certificate also names localhost.
-      const byName = await kubeRequest(c.server.replace('127.0.0.1', 'localhost'), { ca: readFileSync(c.caFile) }, 'GET', '/readyz');
+      const byName = await kubeRequest(
+        c.server.replace('127.0.0.1', 'localhost'),
+        { ca: readFileSync(c.caFile) },
+        'GET',
+        '/readyz',
+      );
       expectStatus(byName, 200);
     });
 
@@ -217,10 +252,18 @@ clusters.forEach((c: ClusterInfo, i: number) => {
 
     it('answers 403 when vault-rollout reads a Secret or deletes a Pod', SLOW, async () => {
       await createIn(admin, `/api/v1/namespaces/${NS}/secrets`, {
-        apiVersion: 'v1', kind: 'Secret', metadata: { name: 'demo' }, stringData: { password: 'not-a-real-secret' },
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'demo' },
+        stringData: { password: 'not-a-real-secret' },
       });
       await waitForDefaultServiceAccount(admin); // the ServiceAccount admission plugin needs it for pods
-      await createIn(admin, `/api/v1/namespaces/${NS}/pods`, { apiVersion: 'v1', kind: 'Pod', ...podTemplate('lonely'), metadata: { name: 'demo' } });
+      await createIn(admin, `/api/v1/namespaces/${NS}/pods`, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        ...podTemplate('lonely'),
+        metadata: { name: 'demo' },
+      });
 
       const getSecret = await vr.request<Status>('GET', `/api/v1/namespaces/${NS}/secrets/demo`);
       expectStatus(getSecret, 403);
@@ -242,16 +285,21 @@ clusters.forEach((c: ClusterInfo, i: number) => {
       await createIn(admin, `/apis/apps/v1/namespaces/${NS}/deployments`, deployment(name));
       const replicaSets = async () => (await admin.request<List<ReplicaSet>>('GET', rsPath)).body.items;
 
-      const first = await waitFor(async () => {
-        const items = await replicaSets();
-        return items.length === 1 ? items[0] : undefined;
-      }, { timeoutMs: 60_000, what: `the first ReplicaSet of ${name}` });
+      const first = await waitFor(
+        async () => {
+          const items = await replicaSets();
+          return items.length === 1 ? items[0] : undefined;
+        },
+        { timeoutMs: 60_000, what: `the first ReplicaSet of ${name}` },
+      );
       const created = await vr.request<KubeObject>('GET', path);
       expectStatus(created, 200);
       expect(first?.metadata.ownerReferences?.[0]?.uid).toBe(created.body.metadata.uid);
 
       const restartedAt = new Date().toISOString();
-      const patch = { spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': restartedAt } } } } };
+      const patch = {
+        spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': restartedAt } } } },
+      };
       const strategic = 'application/strategic-merge-patch+json';
 
       // Server-side dry-run: validated and answered, not persisted.
@@ -266,10 +314,13 @@ clusters.forEach((c: ClusterInfo, i: number) => {
       expectStatus(real, 200);
       expect(real.body.metadata.generation).toBe((created.body.metadata.generation ?? 0) + 1);
 
-      const rolled = await waitFor(async () => {
-        const items = await replicaSets();
-        return items.length === 2 ? items : undefined;
-      }, { timeoutMs: 60_000, what: `a second ReplicaSet of ${name}` });
+      const rolled = await waitFor(
+        async () => {
+          const items = await replicaSets();
+          return items.length === 2 ? items : undefined;
+        },
+        { timeoutMs: 60_000, what: `a second ReplicaSet of ${name}` },
+      );
       const fresh = rolled.find((rs) => rs.metadata.uid !== first?.metadata.uid);
       expect(fresh?.spec.template.metadata?.annotations?.['kubectl.kubernetes.io/restartedAt']).toBe(restartedAt);
       expect(fresh?.metadata.ownerReferences?.[0]?.name).toBe(name);
@@ -284,16 +335,28 @@ clusters.forEach((c: ClusterInfo, i: number) => {
       const token = await requestToken(admin, NS, 'default');
       const bearer = { ca: readFileSync(c.caFile), token };
       const review = await kubeRequest<{ status: { userInfo: { username: string } } }>(
-        c.server, bearer, 'POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews',
+        c.server,
+        bearer,
+        'POST',
+        '/apis/authentication.k8s.io/v1/selfsubjectreviews',
         { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } },
       );
       expectStatus(review, 201);
       expect(review.body.status.userInfo.username).toBe(`system:serviceaccount:${NS}:default`);
       // A token signed by another cluster's key is not accepted here.
-      await waitFor(async () => (await clusterClient(other, 'admin').request('GET', `/api/v1/namespaces/${NS}/serviceaccounts/default`)).status === 200,
-        { timeoutMs: 60_000, what: `ServiceAccount ${NS}/default in ${other.name}` });
+      await waitFor(
+        async () =>
+          (await clusterClient(other, 'admin').request('GET', `/api/v1/namespaces/${NS}/serviceaccounts/default`))
+            .status === 200,
+        { timeoutMs: 60_000, what: `ServiceAccount ${NS}/default in ${other.name}` },
+      );
       const foreignToken = await requestToken(clusterClient(other, 'admin'), NS, 'default');
-      const foreign = await kubeRequest(c.server, { ca: readFileSync(c.caFile), token: foreignToken }, 'GET', '/api/v1/namespaces');
+      const foreign = await kubeRequest(
+        c.server,
+        { ca: readFileSync(c.caFile), token: foreignToken },
+        'GET',
+        '/api/v1/namespaces',
+      );
       expectStatus(foreign, 401);
 
       // The shipped ClusterRoleBinding's subject, ServiceAccount vault-rollout/vault-rollout,
@@ -305,33 +368,54 @@ clusters.forEach((c: ClusterInfo, i: number) => {
     });
 
     it('serves the Argo Rollout CRD; vault-rollout merge-patches spec.restartAt', SLOW, async () => {
-      const crd = await admin.request<{ spec: { group: string; scope: string }; status: { conditions: { type: string; status: string }[] } }>(
-        'GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io');
+      const crd = await admin.request<{
+        spec: { group: string; scope: string };
+        status: { conditions: { type: string; status: string }[] };
+      }>('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rollouts.argoproj.io');
       expectStatus(crd, 200);
       expect(crd.body.spec.group).toBe('argoproj.io');
       expect(crd.body.spec.scope).toBe('Namespaced');
-      expect(crd.body.status.conditions).toContainEqual(expect.objectContaining({ type: 'Established', status: 'True' }));
+      expect(crd.body.status.conditions).toContainEqual(
+        expect.objectContaining({ type: 'Established', status: 'True' }),
+      );
 
       const base = `/apis/argoproj.io/v1alpha1/namespaces/${NS}/rollouts`;
       await createIn(admin, base, {
-        apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', metadata: { name: 'canary' },
-        spec: { replicas: 1, selector: { matchLabels: { app: 'canary' } }, template: podTemplate('canary'), strategy: { canary: { steps: [{ setWeight: 20 }] } } },
+        apiVersion: 'argoproj.io/v1alpha1',
+        kind: 'Rollout',
+        metadata: { name: 'canary' },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: 'canary' } },
+          template: podTemplate('canary'),
+          strategy: { canary: { steps: [{ setWeight: 20 }] } },
+        },
       });
       const restartAt = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-      const merged = await vr.request<{ spec: { restartAt?: string; strategy?: unknown } }>(
-        'PATCH', `${base}/canary`, { body: { spec: { restartAt } }, contentType: 'application/merge-patch+json' });
+      const merged = await vr.request<{ spec: { restartAt?: string; strategy?: unknown } }>('PATCH', `${base}/canary`, {
+        body: { spec: { restartAt } },
+        contentType: 'application/merge-patch+json',
+      });
       expectStatus(merged, 200);
       expect(merged.body.spec.restartAt).toBe(restartAt);
       expect(merged.body.spec.strategy).toEqual({ canary: { steps: [{ setWeight: 20 }] } }); // unknown fields kept
 
       // Custom resources do not take strategic-merge patches, and restartAt must be a date-time.
-      const smp = await vr.request('PATCH', `${base}/canary`, { body: { spec: { restartAt } }, contentType: 'application/strategic-merge-patch+json' });
+      const smp = await vr.request('PATCH', `${base}/canary`, {
+        body: { spec: { restartAt } },
+        contentType: 'application/strategic-merge-patch+json',
+      });
       expectStatus(smp, 415);
-      const bad = await vr.request<Status>('PATCH', `${base}/canary`, { body: { spec: { restartAt: 'tomorrow' } }, contentType: 'application/merge-patch+json' });
+      const bad = await vr.request<Status>('PATCH', `${base}/canary`, {
+        body: { spec: { restartAt: 'tomorrow' } },
+        contentType: 'application/merge-patch+json',
+      });
       expectStatus(bad, 422);
       // RBAC would let it pause the Rollout; the admission policy (test/clusters/admission-policy.yaml) does not.
-      const paused = await vr.request<Status>(
-        'PATCH', `${base}/canary`, { body: { spec: { paused: true } }, contentType: 'application/merge-patch+json' });
+      const paused = await vr.request<Status>('PATCH', `${base}/canary`, {
+        body: { spec: { paused: true } },
+        contentType: 'application/merge-patch+json',
+      });
       expectStatus(paused, 403);
       expect(paused.text).toContain("ValidatingAdmissionPolicy 'vault-rollout'");
     });
@@ -342,18 +426,30 @@ describe('infra/rbac', () => {
   it('role-namespaced.yaml holds the same rules as the ClusterRole and applies (server-side dry-run)', async () => {
     const [c] = clusters;
     if (c === undefined) throw new Error('no clusters');
-    const out = execFileSync(join(REPO_ROOT, '.local', 'bin', 'kubectl'), [
-      `--kubeconfig=${c.adminKubeconfig}`, 'apply', '--dry-run=server', `--namespace=${NS}`, '--output=json',
-      `--filename=${join(REPO_ROOT, 'infra', 'rbac', 'role-namespaced.yaml')}`,
-    ], { encoding: 'utf8' });
+    const out = execFileSync(
+      join(REPO_ROOT, '.local', 'bin', 'kubectl'),
+      [
+        `--kubeconfig=${c.adminKubeconfig}`,
+        'apply',
+        '--dry-run=server',
+        `--namespace=${NS}`,
+        '--output=json',
+        `--filename=${join(REPO_ROOT, 'infra', 'rbac', 'role-namespaced.yaml')}`,
+      ],
+      { encoding: 'utf8' },
+    );
     const applied = JSON.parse(out) as List<{ kind: string; metadata: { namespace?: string }; rules?: unknown[] }>;
     expect(applied.items.map((o) => o.kind)).toEqual(['Role', 'RoleBinding']);
     expect(applied.items.every((o) => o.metadata.namespace === NS)).toBe(true);
     const clusterRole = await clusterClient(c, 'admin').request<{ rules: unknown[] }>(
-      'GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/vault-rollout');
+      'GET',
+      '/apis/rbac.authorization.k8s.io/v1/clusterroles/vault-rollout',
+    );
     expectStatus(clusterRole, 200);
     // Except the read of the cluster-scoped admission policy (doctor's check), which a Role cannot grant.
-    const namespaced = clusterRole.body.rules.filter((r) => !(r as { apiGroups: string[] }).apiGroups.includes('admissionregistration.k8s.io'));
+    const namespaced = clusterRole.body.rules.filter(
+      (r) => !(r as { apiGroups: string[] }).apiGroups.includes('admissionregistration.k8s.io'),
+    );
     expect(namespaced).toHaveLength(clusterRole.body.rules.length - 1);
     expect(applied.items[0]?.rules).toEqual(namespaced);
   });
@@ -365,17 +461,28 @@ describe('the clusters are separate', () => {
     if (first === undefined) throw new Error('no clusters');
     const name = `marker-${first.name}`;
     await createIn(clusterClient(first, 'admin'), `/api/v1/namespaces/${NS}/configmaps`, {
-      apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { cluster: first.name },
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name },
+      data: { cluster: first.name },
     });
-    expectStatus(await clusterClient(first, 'admin').request('GET', `/api/v1/namespaces/${NS}/configmaps/${name}`), 200);
+    expectStatus(
+      await clusterClient(first, 'admin').request('GET', `/api/v1/namespaces/${NS}/configmaps/${name}`),
+      200,
+    );
     for (const c of rest) {
       expectStatus(await clusterClient(c, 'admin').request('GET', `/api/v1/namespaces/${NS}/configmaps/${name}`), 404);
     }
   });
 
   it('each has its own identity: kube-system UIDs, servers and CAs differ', async () => {
-    const uids = await Promise.all(clusters.map(async (c) =>
-      (await clusterClient(c, 'admin').request<KubeObject>('GET', '/api/v1/namespaces/kube-system')).body.metadata.uid));
+    const uids = await Promise.all(
+      clusters.map(
+        async (c) =>
+          (await clusterClient(c, 'admin').request<KubeObject>('GET', '/api/v1/namespaces/kube-system')).body.metadata
+            .uid,
+      ),
+    );
     expect(new Set(uids).size).toBe(clusters.length);
     expect(new Set(clusters.map((c) => c.server)).size).toBe(clusters.length);
     expect(new Set(clusters.map((c) => readFileSync(c.caFile, 'utf8'))).size).toBe(clusters.length);

@@ -22,7 +22,18 @@ describe('the documentation site', () => {
     const site = join(work, 'site');
     const output = await buildSite({ siteDir: site });
     expect(output.split('\n').filter((l) => /^(WARNING|ERROR)/.test(l))).toEqual([]);
-    for (const page of ['index.html', 'tutorials/five-minutes.html', 'tutorials/first-real-cluster.html', 'reference/environment.html', 'reference/routing-table.html', 'reference/http-api.html', 'explanation/flow.html', 'how-to/status-page.html', 'compatibility.html', 'images/status-page.png']) {
+    for (const page of [
+      'index.html',
+      'tutorials/five-minutes.html',
+      'tutorials/first-real-cluster.html',
+      'reference/environment.html',
+      'reference/routing-table.html',
+      'reference/http-api.html',
+      'explanation/flow.html',
+      'how-to/status-page.html',
+      'compatibility.html',
+      'images/status-page.png',
+    ]) {
       expect(existsSync(join(site, page)), page).toBe(true);
     }
     expect(readFileSync(join(site, 'reference/environment.html'), 'utf8')).toContain('VAULT_ROLLOUT_WEBHOOK_SECRET');
@@ -41,9 +52,18 @@ describe('the documentation site', () => {
   it('fails on a broken link and a broken anchor', async () => {
     const copy = join(work, 'copy');
     cpSync(join(REPO, 'docs'), join(copy, 'docs'), { recursive: true });
-    writeFileSync(join(copy, 'mkdocs.yml'), readFileSync(join(REPO, 'mkdocs.yml'), 'utf8').replace('site_dir: .local/site', 'site_dir: site'));
-    appendFileSync(join(copy, 'docs/index.md'), '\n[gone](how-to/no-such-page.md) and [nowhere](how-to/reconcile.md#no-such-heading)\n');
-    const failure = await buildSite({ configFile: join(copy, 'mkdocs.yml'), siteDir: join(copy, 'site') }).then(() => undefined, (e: unknown) => (e instanceof Error ? e.message : String(e)));
+    writeFileSync(
+      join(copy, 'mkdocs.yml'),
+      readFileSync(join(REPO, 'mkdocs.yml'), 'utf8').replace('site_dir: .local/site', 'site_dir: site'),
+    );
+    appendFileSync(
+      join(copy, 'docs/index.md'),
+      '\n[gone](how-to/no-such-page.md) and [nowhere](how-to/reconcile.md#no-such-heading)\n',
+    );
+    const failure = await buildSite({ configFile: join(copy, 'mkdocs.yml'), siteDir: join(copy, 'site') }).then(
+      () => undefined,
+      (e: unknown) => (e instanceof Error ? e.message : String(e)),
+    );
     expect(failure).toMatch(/how-to\/no-such-page\.md/);
     expect(failure).toMatch(/no-such-heading/);
   }, 600_000);

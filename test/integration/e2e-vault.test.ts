@@ -62,11 +62,19 @@ const restartsOf = (name: string): Restart[] => watch.restarts.filter((r) => r.n
 async function restarts(name: string, op: () => Promise<unknown>): Promise<Restart> {
   const before = restartsOf(name).length;
   await op();
-  return waitFor(async () => restartsOf(name)[before], { timeoutMs: 30_000, intervalMs: 100, what: `a restart of ${name}` });
+  return waitFor(async () => restartsOf(name)[before], {
+    timeoutMs: 30_000,
+    intervalMs: 100,
+    what: `a restart of ${name}`,
+  });
 }
 
 /** Runs operations that must restart nothing: after them, one that restarts, and only that one shows up. */
-async function restartsNothing(name: string, ops: () => Promise<unknown>, then: () => Promise<unknown>): Promise<Restart> {
+async function restartsNothing(
+  name: string,
+  ops: () => Promise<unknown>,
+  then: () => Promise<unknown>,
+): Promise<Restart> {
   const before = restartsOf(name).length;
   await ops();
   const next = await restarts(name, then);
@@ -79,8 +87,12 @@ async function restartsNothing(name: string, ops: () => Promise<unknown>, then: 
 async function exercise(client: VaultClient, path: Path): Promise<void> {
   const v2 = `${path}-v2`;
   const v2Key = `kv2/${v2}/db`;
-  expect((await restarts(v2, () => client.kv2Write('kv2', `${v2}/db`, { password: 'one' }))).versions).toEqual({ [v2Key]: 1 });
-  expect((await restarts(v2, () => client.kv2Write('kv2', `${v2}/db`, { password: 'two' }))).versions).toEqual({ [v2Key]: 2 });
+  expect((await restarts(v2, () => client.kv2Write('kv2', `${v2}/db`, { password: 'one' }))).versions).toEqual({
+    [v2Key]: 1,
+  });
+  expect((await restarts(v2, () => client.kv2Write('kv2', `${v2}/db`, { password: 'two' }))).versions).toEqual({
+    [v2Key]: 2,
+  });
   const patched = await restartsNothing(
     v2,
     async () => {
@@ -126,7 +138,11 @@ async function exercise(client: VaultClient, path: Path): Promise<void> {
   expect(restartsOf(v1)).toHaveLength(3);
 }
 
-async function withServer(kind: 'openbao' | 'vault', options: Parameters<typeof startDevServer>[0], mounts = true): Promise<DevServer> {
+async function withServer(
+  kind: 'openbao' | 'vault',
+  options: Parameters<typeof startDevServer>[0],
+  mounts = true,
+): Promise<DevServer> {
   const server = await startDevServer({ ...options, kind });
   if (mounts) {
     await server.client.enableKv('kv2', 2);
@@ -151,10 +167,23 @@ describe('OpenBao', () => {
 
   it('socket audit device -> relay --audit-listen (an owner-only unix socket) -> function -> restarts', async () => {
     const socketPath = join(dir, 'audit.sock');
-    const relay = await startRelay(['--audit-listen', `unix://${socketPath}`, '--to', serve.url, '--spool', join(dir, 'spool-socket')]);
+    const relay = await startRelay([
+      '--audit-listen',
+      `unix://${socketPath}`,
+      '--to',
+      serve.url,
+      '--spool',
+      join(dir, 'spool-socket'),
+    ]);
     expect(statSync(socketPath).mode & 0o777).toBe(0o600);
     // The socket device is never Vault's only audit device: a file device beside it. OpenBao runs as our user here.
-    const server = await withServer('openbao', { kind: 'openbao', auditFile: join(dir, 'openbao-socket-side.log'), audit: [{ type: 'socket', path: 'socket', options: { address: socketPath, socket_type: 'unix', format: 'json' } }] });
+    const server = await withServer('openbao', {
+      kind: 'openbao',
+      auditFile: join(dir, 'openbao-socket-side.log'),
+      audit: [
+        { type: 'socket', path: 'socket', options: { address: socketPath, socket_type: 'unix', format: 'json' } },
+      ],
+    });
     try {
       await exercise(server.client, 'socket');
     } finally {
@@ -167,7 +196,16 @@ describe('OpenBao', () => {
     const server = await withServer('openbao', {
       kind: 'openbao',
       auditFile: join(dir, 'openbao-http-side.log'),
-      audit: [{ type: 'http', path: 'http', options: { uri: `${serve.url}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) } }],
+      audit: [
+        {
+          type: 'http',
+          path: 'http',
+          options: {
+            uri: `${serve.url}/v1/vault/audit`,
+            headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }),
+          },
+        },
+      ],
     });
     try {
       await exercise(server.client, 'http');
@@ -185,10 +223,17 @@ describe('OpenBao', () => {
       const port = serve.port;
       await serve.stop();
       const downAt = Date.now();
-      for (let round = 1; round <= 10; round++) for (let i = 0; i < 10; i++) await server.client.kv2Write('kv2', `loss-${i}/db`, { n: round });
+      for (let round = 1; round <= 10; round++)
+        for (let i = 0; i < 10; i++) await server.client.kv2Write('kv2', `loss-${i}/db`, { n: round });
       await new Promise((r) => setTimeout(r, Math.max(0, 30_000 - (Date.now() - downAt))));
       serve = await startServe(routesFile, port);
-      await waitFor(async () => Array.from({ length: 10 }, (_, i) => restartsOf(`loss-${i}`).at(-1)?.versions[`kv2/loss-${i}/db`]).every((v) => v === 10), { timeoutMs: 120_000, intervalMs: 500, what: 'every write reflected after the outage' });
+      await waitFor(
+        async () =>
+          Array.from({ length: 10 }, (_, i) => restartsOf(`loss-${i}`).at(-1)?.versions[`kv2/loss-${i}/db`]).every(
+            (v) => v === 10,
+          ),
+        { timeoutMs: 120_000, intervalMs: 500, what: 'every write reflected after the outage' },
+      );
       await new Promise((r) => setTimeout(r, 2000));
       for (let i = 0; i < 10; i++) {
         const versions = restartsOf(`loss-${i}`).map((r) => r.versions[`kv2/loss-${i}/db`]);
@@ -207,13 +252,38 @@ describe('Vault 1.21', () => {
   it('event notifications (the documented frames, from the event front) -> relay --events -> function -> restarts', async () => {
     const server = await withServer('vault', { kind: 'vault', auditFile: join(dir, 'vault-audit.log') });
     const front = await startEventFront({ addr: server.addr, token: server.token });
-    const relay = await startRelay(['--vault-addr', front.addr, '--events', 'kv-v1/*,kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')], { VAULT_TOKEN: server.token });
+    const relay = await startRelay(
+      [
+        '--vault-addr',
+        front.addr,
+        '--events',
+        'kv-v1/*,kv-v2/*',
+        '--to',
+        serve.url,
+        '--spool',
+        join(dir, 'spool-events'),
+      ],
+      { VAULT_TOKEN: server.token },
+    );
     try {
-      await waitFor(async () => front.subscribers() === 2, { timeoutMs: 30_000, what: 'the relay subscribed to kv-v1/* and kv-v2/*' });
+      await waitFor(async () => front.subscribers() === 2, {
+        timeoutMs: 30_000,
+        what: 'the relay subscribed to kv-v1/* and kv-v2/*',
+      });
       // Every write goes through the front, as it would reach an Enterprise server.
       await exercise(new VaultClient(front.addr, server.token), 'events');
       expect(new Set(front.frames.map((f) => (f.data as { event_type: string }).event_type))).toEqual(
-        new Set(['kv-v2/data-write', 'kv-v2/data-patch', 'kv-v2/metadata-write', 'kv-v2/data-delete', 'kv-v2/undelete', 'kv-v2/destroy', 'kv-v2/metadata-delete', 'kv-v1/write', 'kv-v1/delete']),
+        new Set([
+          'kv-v2/data-write',
+          'kv-v2/data-patch',
+          'kv-v2/metadata-write',
+          'kv-v2/data-delete',
+          'kv-v2/undelete',
+          'kv-v2/destroy',
+          'kv-v2/metadata-delete',
+          'kv-v1/write',
+          'kv-v1/delete',
+        ]),
       );
     } finally {
       await relay.stop();
@@ -224,9 +294,15 @@ describe('Vault 1.21', () => {
 
   it('relay --events pointed at community Vault itself says the server has no event notifications and what to use', async () => {
     const server = await withServer('vault', { kind: 'vault' }, false);
-    const relay = await startRelay(['--vault-addr', server.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-no-events')], { VAULT_TOKEN: server.token });
+    const relay = await startRelay(
+      ['--vault-addr', server.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-no-events')],
+      { VAULT_TOKEN: server.token },
+    );
     try {
-      await waitFor(async () => relay.log().includes('has no event notifications'), { timeoutMs: 30_000, what: 'the relay to say the server has no events' });
+      await waitFor(async () => relay.log().includes('has no event notifications'), {
+        timeoutMs: 30_000,
+        what: 'the relay to say the server has no events',
+      });
       expect(relay.log()).toContain('--audit-file or --audit-listen');
       expect(relay.log()).not.toContain(server.token);
     } finally {

@@ -13,24 +13,39 @@ import { createEksToken } from '../../lib/aws/eks-token.ts';
 import { decodeEksToken, recomputePresignedSignature } from '../unit/aws/sigv4-reference.ts';
 
 const AWS = '/usr/bin/aws';
-const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', sessionToken: 'FwoGZXIvYXdzEXAMPLE/session+token=' };
+const credentials = {
+  accessKeyId: 'AKIDEXAMPLE',
+  secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+  sessionToken: 'FwoGZXIvYXdzEXAMPLE/session+token=',
+};
 
 function run(command: string, args: string[]): { ok: boolean; output: string } {
-  const result = spawnSync(command, args, { encoding: 'utf8', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-  return { ok: result.status === 0, output: `${result.stdout ?? ''}${result.stderr ?? ''}${result.error?.message ?? ''}` };
+  const result = spawnSync(command, args, {
+    encoding: 'utf8',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
+  return {
+    ok: result.status === 0,
+    output: `${result.stdout ?? ''}${result.stderr ?? ''}${result.error?.message ?? ''}`,
+  };
 }
 
 /** Installs Debian's awscli when /usr/bin/aws is missing; throws a message that says what to do otherwise. */
 function ensureDebianAwscli(): string {
   if (!existsSync(AWS)) {
     const steps: string[] = [];
-    for (const [command, args] of [['apt-get', ['update']], ['apt-get', ['install', '-y', 'awscli']]] as const) {
+    for (const [command, args] of [
+      ['apt-get', ['update']],
+      ['apt-get', ['install', '-y', 'awscli']],
+    ] as const) {
       const { ok, output } = run(command, [...args]);
       steps.push(`$ ${command} ${args.join(' ')}\n${output.slice(-800)}`);
       if (!ok) break;
     }
     if (!existsSync(AWS)) {
-      throw new Error(`Debian's awscli is required for this reference test and could not be installed; run \`apt-get install -y awscli\` as root.\n${steps.join('\n')}`);
+      throw new Error(
+        `Debian's awscli is required for this reference test and could not be installed; run \`apt-get install -y awscli\` as root.\n${steps.join('\n')}`,
+      );
     }
   }
   const version = run('dpkg-query', ['-W', '-f=${Version}', 'awscli']);
@@ -54,7 +69,9 @@ function awsEksGetToken(clusterName: string, region: string): string {
   };
   const args = ['eks', 'get-token', '--cluster-name', clusterName, '--output', 'json'];
   const isolated = process.getuid?.() === 0 && existsSync('/usr/bin/unshare');
-  const stdout = isolated ? execFileSync('/usr/bin/unshare', ['-n', AWS, ...args], { env, encoding: 'utf8' }) : execFileSync(AWS, args, { env, encoding: 'utf8' });
+  const stdout = isolated
+    ? execFileSync('/usr/bin/unshare', ['-n', AWS, ...args], { env, encoding: 'utf8' })
+    : execFileSync(AWS, args, { env, encoding: 'utf8' });
   const parsed = JSON.parse(stdout) as { kind: string; status: { token: string; expirationTimestamp: string } };
   expect(parsed.kind).toBe('ExecCredential');
   return parsed.status.token;
@@ -65,24 +82,41 @@ describe('EKS token against `aws eks get-token` (Debian awscli)', () => {
   it.each([
     ['prod-eu', 'eu-west-1'],
     ['vault-rollout-test', 'us-east-1'],
-  ])('cluster %s in %s: same host, parameters, signed headers, expiry and, at the CLI\'s own X-Amz-Date, the same token', async (clusterName, region) => {
-    version ??= ensureDebianAwscli();
-    const reference = awsEksGetToken(clusterName, region);
-    const referenceUrl = decodeEksToken(reference);
-    const signedAt = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(referenceUrl.searchParams.get('X-Amz-Date') ?? '');
-    expect(signedAt, `awscli ${version} gave no X-Amz-Date`).not.toBeNull();
-    const [, y, mo, d, h, mi, s] = signedAt ?? [];
-    const ours = await createEksToken({ clusterName, region, credentials, now: Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)) });
-    const oursUrl = decodeEksToken(ours.token);
+  ])(
+    "cluster %s in %s: same host, parameters, signed headers, expiry and, at the CLI's own X-Amz-Date, the same token",
+    async (clusterName, region) => {
+      version ??= ensureDebianAwscli();
+      const reference = awsEksGetToken(clusterName, region);
+      const referenceUrl = decodeEksToken(reference);
+      const signedAt = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(
+        referenceUrl.searchParams.get('X-Amz-Date') ?? '',
+      );
+      expect(signedAt, `awscli ${version} gave no X-Amz-Date`).not.toBeNull();
+      const [, y, mo, d, h, mi, s] = signedAt ?? [];
+      const ours = await createEksToken({
+        clusterName,
+        region,
+        credentials,
+        now: Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)),
+      });
+      const oursUrl = decodeEksToken(ours.token);
 
-    expect(oursUrl.host).toBe(referenceUrl.host);
-    expect(oursUrl.host).toBe(`sts.${region}.amazonaws.com`);
-    expect([...oursUrl.searchParams.keys()]).toEqual([...referenceUrl.searchParams.keys()]);
-    expect(oursUrl.searchParams.get('X-Amz-SignedHeaders')).toBe(referenceUrl.searchParams.get('X-Amz-SignedHeaders'));
-    expect(oursUrl.searchParams.get('X-Amz-Expires')).toBe(referenceUrl.searchParams.get('X-Amz-Expires'));
-    expect(ours.token).toBe(reference);
-    // And the CLI's own signature verifies under the spec, so both agree with SigV4, not only with each other.
-    const recomputed = recomputePresignedSignature(referenceUrl, { host: referenceUrl.host, 'x-k8s-aws-id': clusterName }, credentials.secretAccessKey);
-    expect(referenceUrl.searchParams.get('X-Amz-Signature')).toBe(recomputed.signature);
-  }, 600_000);
+      expect(oursUrl.host).toBe(referenceUrl.host);
+      expect(oursUrl.host).toBe(`sts.${region}.amazonaws.com`);
+      expect([...oursUrl.searchParams.keys()]).toEqual([...referenceUrl.searchParams.keys()]);
+      expect(oursUrl.searchParams.get('X-Amz-SignedHeaders')).toBe(
+        referenceUrl.searchParams.get('X-Amz-SignedHeaders'),
+      );
+      expect(oursUrl.searchParams.get('X-Amz-Expires')).toBe(referenceUrl.searchParams.get('X-Amz-Expires'));
+      expect(ours.token).toBe(reference);
+      // And the CLI's own signature verifies under the spec, so both agree with SigV4, not only with each other.
+      const recomputed = recomputePresignedSignature(
+        referenceUrl,
+        { host: referenceUrl.host, 'x-k8s-aws-id': clusterName },
+        credentials.secretAccessKey,
+      );
+      expect(referenceUrl.searchParams.get('X-Amz-Signature')).toBe(recomputed.signature);
+    },
+    600_000,
+  );
 });

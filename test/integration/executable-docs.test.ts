@@ -103,7 +103,7 @@ afterAll(() => {
 });
 
 describe('the documentation on a fresh clone', () => {
-  it('every vault-rollout command of the clone\'s docs parses, run or not; every not-run block says why', () => {
+  it("every vault-rollout command of the clone's docs parses, run or not; every not-run block says why", () => {
     const wrong: string[] = [];
     for (const file of pages) {
       for (const block of codeBlocks(file, readFileSync(join(clone, file), 'utf8')).filter(isShell)) {
@@ -129,12 +129,16 @@ describe('the documentation on a fresh clone', () => {
 
   for (const file of pages) {
     for (const step of steps(file, git(['show', `${ref}:${file}`], repoRoot))) {
-      it(stepName(file, step), () => {
-        expect(failedAt, `not run: ${failedAt} failed before it`).toBeUndefined();
-        failedAt = `${file}:${step.block.line}`;
-        runStep(file, step);
-        failedAt = undefined;
-      }, BLOCK_TIMEOUT_MS + 10_000);
+      it(
+        stepName(file, step),
+        () => {
+          expect(failedAt, `not run: ${failedAt} failed before it`).toBeUndefined();
+          failedAt = `${file}:${step.block.line}`;
+          runStep(file, step);
+          failedAt = undefined;
+        },
+        BLOCK_TIMEOUT_MS + 10_000,
+      );
     }
   }
 });

@@ -21,7 +21,15 @@ import { startSqsWorker } from '../../lib/runtime/sqs-worker.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
-import { cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, settledWorkload, uniqueName } from './support.ts';
+import {
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  expectReplicaSets,
+  settledWorkload,
+  uniqueName,
+} from './support.ts';
 import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-follow');
@@ -47,9 +55,17 @@ routes:
   );
   table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
   await createNamespace('beta', NS);
-  const template = { metadata: { labels: { app: 'slow' }, annotations: { 'vault-rollout.test/readiness': 'slow' } }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+  const template = {
+    metadata: { labels: { app: 'slow' }, annotations: { 'vault-rollout.test/readiness': 'slow' } },
+    spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+  };
   await createWorkload('beta', NS, 'Deployment', 'slow', {}, { replicas: 2, template });
-  await waitFor(async () => ((await settledWorkload('beta', NS, 'Deployment', 'slow')) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 2 || undefined, { timeoutMs: 90_000, what: 'the first pods Ready' });
+  await waitFor(
+    async () =>
+      ((await settledWorkload('beta', NS, 'Deployment', 'slow')) as { status?: { readyReplicas?: number } }).status
+        ?.readyReplicas === 2 || undefined,
+    { timeoutMs: 90_000, what: 'the first pods Ready' },
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -59,39 +75,105 @@ afterAll(async () => {
 
 describe('follow-ups', () => {
   it('a 10 s rollout is followed by a continuation of its own until it is complete; nothing restarts twice, nothing is dead-lettered', async () => {
-    const queue = await createFifoQueueWithDlq(sqs, { name: 'follow', maxReceiveCount: 3, visibilityTimeoutSeconds: 30 });
+    const queue = await createFifoQueueWithDlq(sqs, {
+      name: 'follow',
+      maxReceiveCount: 3,
+      visibilityTimeoutSeconds: 30,
+    });
     const rolloutQueue = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });
-    const app = buildApp({ table, queue: rolloutQueue, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
-    const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: 'follow-1', operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/follow/slow' }, response: { data: { version: 2 } } });
-    expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
+    const app = buildApp({
+      table,
+      queue: rolloutQueue,
+      telemetry: memoryTelemetry(),
+      secrets: async () => ({ bearerToken: BEARER_TOKEN }),
+    });
+    const audit = JSON.stringify({
+      time: new Date().toISOString(),
+      type: 'response',
+      request: {
+        id: 'follow-1',
+        operation: 'update',
+        mount_type: 'kv',
+        mount_point: 'secret/',
+        path: 'secret/data/follow/slow',
+      },
+      response: { data: { version: 2 } },
+    });
+    expect(
+      (
+        await app.request('/v1/vault/audit', {
+          method: 'POST',
+          body: audit,
+          headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+        })
+      ).status,
+    ).toBe(202);
 
     const telemetry = memoryTelemetry();
-    const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
+    const clients = new ClusterClients(
+      createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
+    );
     const requeued: RolloutMessage[] = [];
-    const follow = { requeue: async (m: RolloutMessage) => { requeued.push(m); await rolloutQueue.send([m]); } };
+    const follow = {
+      requeue: async (m: RolloutMessage) => {
+        requeued.push(m);
+        await rolloutQueue.send([m]);
+      },
+    };
     const resent: RolloutMessage[] = [];
-    const resend = { send: async (ms: readonly QueueMessage[]) => { resent.push(...(ms as RolloutMessage[])); await rolloutQueue.send(ms); } };
-    const worker = startSqsWorker(sqs, { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c) }, follow, queue: resend }, { queueUrl: queue.queueUrl, concurrency: 1, waitTimeSeconds: 1 });
+    const resend = {
+      send: async (ms: readonly QueueMessage[]) => {
+        resent.push(...(ms as RolloutMessage[]));
+        await rolloutQueue.send(ms);
+      },
+    };
+    const worker = startSqsWorker(
+      sqs,
+      {
+        table,
+        rotations: new MemoryRotationStore(),
+        telemetry,
+        executor: { access: (n, c) => clients.get(n, c) },
+        follow,
+        queue: resend,
+      },
+      { queueUrl: queue.queueUrl, concurrency: 1, waitTimeSeconds: 1 },
+    );
     type Done = { fields: { results: Array<{ outcome: string; rollout?: string }> } };
     const lines = (message: string) => telemetry.lines.filter((l) => l.message === message) as unknown as Done[];
     try {
-      await waitFor(async () => lines('continuation looked').some((l) => l.fields.results.some((r) => r.rollout === 'complete')) || undefined, { timeoutMs: 90_000, what: 'the rollout to complete through the continuation' });
+      await waitFor(
+        async () =>
+          lines('continuation looked').some((l) => l.fields.results.some((r) => r.rollout === 'complete')) || undefined,
+        { timeoutMs: 90_000, what: 'the rollout to complete through the continuation' },
+      );
     } finally {
       await worker.stop();
     }
     // The cluster step: the restart, still progressing, and one continuation queued.
-    expect(lines('rollout message done').map((l) => l.fields.results.map((r) => `${r.outcome}:${r.rollout}`).join())).toEqual(['restarted:progressing']);
+    expect(
+      lines('rollout message done').map((l) => l.fields.results.map((r) => `${r.outcome}:${r.rollout}`).join()),
+    ).toEqual(['restarted:progressing']);
     expect(requeued).toHaveLength(1);
     expect(requeued[0]?.follow?.pending).toEqual([`${NS}/Deployment/slow`]);
     // Its looks: unchanged and progressing, then complete, once.
-    const looks = lines('continuation looked').map((l) => l.fields.results.map((r) => `${r.outcome}:${r.rollout}`).join());
+    const looks = lines('continuation looked').map((l) =>
+      l.fields.results.map((r) => `${r.outcome}:${r.rollout}`).join(),
+    );
     expect(looks.at(-1)).toBe('unchanged:complete');
     expect(looks.slice(0, -1).every((o) => o === 'unchanged:progressing')).toBe(true);
-    expect(telemetry.lines.filter((l) => l.message === 'continuation finished: nothing left to wait for')).toHaveLength(1);
+    expect(telemetry.lines.filter((l) => l.message === 'continuation finished: nothing left to wait for')).toHaveLength(
+      1,
+    );
     // Fresh copies, one round later each, all from the first attempt's time.
     expect(resent.map((m) => m.follow?.round)).toEqual(resent.map((_, i) => i + 2));
     expect(new Set([...requeued, ...resent].map((m) => m.follow?.since)).size).toBe(1);
-    const dead = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queue.deadLetterQueueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
+    const dead = await sqs.send(
+      new GetQueueAttributesCommand({
+        QueueUrl: queue.deadLetterQueueUrl,
+        AttributeNames: ['ApproximateNumberOfMessages'],
+      }),
+    );
     expect(dead.Attributes?.ApproximateNumberOfMessages).toBe('0');
     // One restart: the original ReplicaSet and one new one.
     await expectReplicaSets('beta', NS, 'slow', 2);

@@ -31,7 +31,19 @@ let emulator: SqsEmulator;
 let sqs: SQSClient;
 let table: RoutingTable;
 
-const change = (key: string, version: number, mount = 'secret') => ({ namespace: '', mount, key, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `forged-${key}-${version}`, time: new Date().toISOString() });
+const change = (key: string, version: number, mount = 'secret') => ({
+  namespace: '',
+  mount,
+  key,
+  operation: 'write',
+  version,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: `forged-${key}-${version}`,
+  time: new Date().toISOString(),
+});
 
 beforeAll(async () => {
   emulator = await startSqsEmulator();
@@ -66,7 +78,11 @@ afterAll(async () => {
 
 describe('forged queue messages', () => {
   it('are refused and change nothing; the real change behind them restarts its workload', async () => {
-    const queue = await createFifoQueueWithDlq(sqs, { name: 'forged', maxReceiveCount: 3, visibilityTimeoutSeconds: 20 });
+    const queue = await createFifoQueueWithDlq(sqs, {
+      name: 'forged',
+      maxReceiveCount: 3,
+      visibilityTimeoutSeconds: 20,
+    });
     // What a write would change: the spec's generation and the pod template (the controller's status updates move
     // resourceVersion, so that is not compared).
     const specOf = async (c: string, name: string) => {
@@ -74,34 +90,147 @@ describe('forged queue messages', () => {
       return { generation: w.metadata.generation, template: JSON.stringify(w.spec.template) };
     };
     const before = new Map<string, Awaited<ReturnType<typeof specOf>>>();
-    for (const c of ['alpha', 'gamma']) for (const name of ['api', 'web', VICTIM]) before.set(`${c}/${name}`, await specOf(c, name));
+    for (const c of ['alpha', 'gamma'])
+      for (const name of ['api', 'web', VICTIM]) before.set(`${c}/${name}`, await specOf(c, name));
 
     const forged: Array<[string, string, unknown]> = [
       // The reproduction of the report: group alpha, no route, a foreign target in gamma with another image and command.
-      ['format-1 target', 'alpha', { v: 1, cluster: 'gamma', targets: [{ type: 'resource', cluster: 'gamma', namespace: NS, apiVersion: 'apps/v1', kind: 'Deployment', name: VICTIM, routes: ['none'], paths: ['secret/x'], secrets: [{ path: 'secret/x', operation: 'write', version: 9, id: 'x', time: '2026-11-20T10:00:00Z' }], restartToken: 'x', restartedAt: null, patch: { spec: { template: { spec: { containers: [{ name: 'app', image: 'evil:latest', command: ['sh', '-c', 'id'] }] } } } } }], changeIds: ['x'], acceptedAt: '2026-11-20T10:00:00Z' }],
-      ['a patch beside real changes', 'alpha', { v: 2, cluster: 'alpha', changes: [change('forged/api', 7)], acceptedAt: 'x', patch: { spec: { replicas: 0 } } }],
-      ['another cluster than its group', 'alpha', { v: 2, cluster: 'gamma', changes: [change('forged/web', 7)], acceptedAt: 'x' }],
-      ["another cluster's change in alpha's group", 'alpha', { v: 2, cluster: 'alpha', changes: [change('forged/web', 7)], acceptedAt: 'x' }],
-      ['a path that no route matches', 'gamma', { v: 2, cluster: 'gamma', changes: [change(VICTIM, 7, 'kube-system')], acceptedAt: 'x' }],
-      ['a cluster that is not in the table', 'beta', { v: 2, cluster: 'beta', changes: [change('forged/api', 7)], acceptedAt: 'x' }],
+      [
+        'format-1 target',
+        'alpha',
+        {
+          v: 1,
+          cluster: 'gamma',
+          targets: [
+            {
+              type: 'resource',
+              cluster: 'gamma',
+              namespace: NS,
+              apiVersion: 'apps/v1',
+              kind: 'Deployment',
+              name: VICTIM,
+              routes: ['none'],
+              paths: ['secret/x'],
+              secrets: [{ path: 'secret/x', operation: 'write', version: 9, id: 'x', time: '2026-11-20T10:00:00Z' }],
+              restartToken: 'x',
+              restartedAt: null,
+              patch: {
+                spec: {
+                  template: {
+                    spec: { containers: [{ name: 'app', image: 'evil:latest', command: ['sh', '-c', 'id'] }] },
+                  },
+                },
+              },
+            },
+          ],
+          changeIds: ['x'],
+          acceptedAt: '2026-11-20T10:00:00Z',
+        },
+      ],
+      [
+        'a patch beside real changes',
+        'alpha',
+        {
+          v: 2,
+          cluster: 'alpha',
+          changes: [change('forged/api', 7)],
+          acceptedAt: 'x',
+          patch: { spec: { replicas: 0 } },
+        },
+      ],
+      [
+        'another cluster than its group',
+        'alpha',
+        { v: 2, cluster: 'gamma', changes: [change('forged/web', 7)], acceptedAt: 'x' },
+      ],
+      [
+        "another cluster's change in alpha's group",
+        'alpha',
+        { v: 2, cluster: 'alpha', changes: [change('forged/web', 7)], acceptedAt: 'x' },
+      ],
+      [
+        'a path that no route matches',
+        'gamma',
+        { v: 2, cluster: 'gamma', changes: [change(VICTIM, 7, 'kube-system')], acceptedAt: 'x' },
+      ],
+      [
+        'a cluster that is not in the table',
+        'beta',
+        { v: 2, cluster: 'beta', changes: [change('forged/api', 7)], acceptedAt: 'x' },
+      ],
     ];
     for (const [name, group, body] of forged) {
-      await sqs.send(new SendMessageCommand({ QueueUrl: queue.queueUrl, MessageBody: JSON.stringify(body), MessageGroupId: group, MessageDeduplicationId: `forged-${name.replace(/[^a-zA-Z0-9]/g, '-')}` }));
+      await sqs.send(
+        new SendMessageCommand({
+          QueueUrl: queue.queueUrl,
+          MessageBody: JSON.stringify(body),
+          MessageGroupId: group,
+          MessageDeduplicationId: `forged-${name.replace(/[^a-zA-Z0-9]/g, '-')}`,
+        }),
+      );
     }
     // The real change, through the intake, queued behind the forged ones in alpha's group.
-    const app = buildApp({ table, queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }), telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
-    const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: 'real-1', operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/forged/api' }, response: { data: { version: 3 } } });
-    expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
+    const app = buildApp({
+      table,
+      queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
+      telemetry: memoryTelemetry(),
+      secrets: async () => ({ bearerToken: BEARER_TOKEN }),
+    });
+    const audit = JSON.stringify({
+      time: new Date().toISOString(),
+      type: 'response',
+      request: {
+        id: 'real-1',
+        operation: 'update',
+        mount_type: 'kv',
+        mount_point: 'secret/',
+        path: 'secret/data/forged/api',
+      },
+      response: { data: { version: 3 } },
+    });
+    expect(
+      (
+        await app.request('/v1/vault/audit', {
+          method: 'POST',
+          body: audit,
+          headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+        })
+      ).status,
+    ).toBe(202);
 
     const telemetry = memoryTelemetry();
-    const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-    const worker = startSqsWorker(sqs, { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c) } }, { queueUrl: queue.queueUrl, concurrency: 2, waitTimeSeconds: 1 });
+    const clients = new ClusterClients(
+      createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
+    );
+    const worker = startSqsWorker(
+      sqs,
+      { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c) } },
+      { queueUrl: queue.queueUrl, concurrency: 2, waitTimeSeconds: 1 },
+    );
     try {
-      await waitFor(async () => (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions'] === '{"secret/forged/api":3}', { timeoutMs: 60_000, what: 'the real restart' });
-      await waitFor(async () => {
-        const out = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queue.queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }));
-        return Number(out.Attributes?.ApproximateNumberOfMessages) + Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible) === 0 || undefined;
-      }, { timeoutMs: 60_000, what: 'the queue to drain' });
+      await waitFor(
+        async () =>
+          (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.[
+            'vault-rollout.io/versions'
+          ] === '{"secret/forged/api":3}',
+        { timeoutMs: 60_000, what: 'the real restart' },
+      );
+      await waitFor(
+        async () => {
+          const out = await sqs.send(
+            new GetQueueAttributesCommand({
+              QueueUrl: queue.queueUrl,
+              AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+            }),
+          );
+          return (
+            Number(out.Attributes?.ApproximateNumberOfMessages) +
+              Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible) ===
+              0 || undefined
+          );
+        },
+        { timeoutMs: 60_000, what: 'the queue to drain' },
+      );
     } finally {
       await worker.stop();
     }
@@ -117,7 +246,12 @@ describe('forged queue messages', () => {
     expect(telemetry.lines.filter((l) => l.message === 'refused rollout message')).toHaveLength(forged.length);
     expect(telemetry.metrics.filter((m) => m.name === 'RefusedMessages')).toHaveLength(forged.length);
     // Refused messages are acknowledged: none waits for redelivery or reaches the dead-letter queue.
-    const dlq = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queue.deadLetterQueueUrl, AttributeNames: ['ApproximateNumberOfMessages'] }));
+    const dlq = await sqs.send(
+      new GetQueueAttributesCommand({
+        QueueUrl: queue.deadLetterQueueUrl,
+        AttributeNames: ['ApproximateNumberOfMessages'],
+      }),
+    );
     expect(Number(dlq.Attributes?.ApproximateNumberOfMessages)).toBe(0);
   });
 });

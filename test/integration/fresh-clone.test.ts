@@ -17,16 +17,35 @@ const clone = join(work, 'clone');
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 /** The checkout's node_modules/.bin kept off PATH: the clone must find its own Node. */
-const systemPath = (process.env.PATH ?? '/usr/bin:/bin').split(':').filter((dir) => !dir.startsWith(repoRoot)).join(':');
-const said = (r: SpawnSyncReturns<string>) => `${r.error?.message ?? `exit ${r.status}`}\n${r.stdout}\n${r.stderr.slice(-4000)}`;
+const systemPath = (process.env.PATH ?? '/usr/bin:/bin')
+  .split(':')
+  .filter((dir) => !dir.startsWith(repoRoot))
+  .join(':');
+const said = (r: SpawnSyncReturns<string>) =>
+  `${r.error?.message ?? `exit ${r.status}`}\n${r.stdout}\n${r.stderr.slice(-4000)}`;
 
 describe('a fresh clone', () => {
   it('npm run pack installs what it needs (bin/setup) and makes the tarball, with the system Node first on PATH', () => {
-    const cloned = spawnSync('git', ['clone', '--quiet', '--no-hardlinks', repoRoot, clone], { encoding: 'utf8', timeout: 120_000 });
+    const cloned = spawnSync('git', ['clone', '--quiet', '--no-hardlinks', repoRoot, clone], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(cloned.status, said(cloned)).toBe(0);
     expect(existsSync(join(clone, 'node_modules'))).toBe(false);
-    const env = { ...process.env, PATH: systemPath, npm_config_prefer_offline: 'true', npm_config_update_notifier: 'false', npm_config_audit: 'false', npm_config_fund: 'false' };
-    const packed = spawnSync('npm', ['run', '--silent', 'pack', '--', '--pack-destination', join(work, 'out')], { cwd: clone, env, encoding: 'utf8', timeout: 900_000 });
+    const env = {
+      ...process.env,
+      PATH: systemPath,
+      npm_config_prefer_offline: 'true',
+      npm_config_update_notifier: 'false',
+      npm_config_audit: 'false',
+      npm_config_fund: 'false',
+    };
+    const packed = spawnSync('npm', ['run', '--silent', 'pack', '--', '--pack-destination', join(work, 'out')], {
+      cwd: clone,
+      env,
+      encoding: 'utf8',
+      timeout: 900_000,
+    });
     expect(packed.status, said(packed)).toBe(0);
     expect(packed.stdout.trim().split('\n').at(-1)).toBe(join(work, 'out', `${pkg.name}-${pkg.version}.tgz`));
     expect(existsSync(join(work, 'out', `${pkg.name}-${pkg.version}.tgz`))).toBe(true);

@@ -17,7 +17,15 @@ import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
 import { parseInput } from '../../lib/sources/parse.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
-import { cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, getWorkload, uniqueName } from './support.ts';
+import {
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  expectReplicaSets,
+  getWorkload,
+  uniqueName,
+} from './support.ts';
 import { WEBHOOK_SECRET } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, EMULATOR_REGION, startSqsEmulator } from '../sqs/emulator.ts';
 
@@ -25,7 +33,19 @@ const NS = uniqueName('vr-e2e');
 const SECRET = WEBHOOK_SECRET;
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-e2e-'));
 const routesFile = join(dir, 'routes.yaml');
-const audit = (key: string, version: number) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `e2e-${key}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/${key}` }, response: { data: { version } } });
+const audit = (key: string, version: number) =>
+  JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `e2e-${key}-${version}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/${key}`,
+    },
+    response: { data: { version } },
+  });
 
 beforeAll(async () => {
   writeFileSync(
@@ -61,14 +81,40 @@ describe('vault-rollout serve', () => {
     const stop = new AbortController();
     const io = memoryIo({}, { VAULT_ROLLOUT_WEBHOOK_SECRET: SECRET, POWERTOOLS_METRICS_DISABLED: 'true' });
     io.readText = async (f) => (await import('node:fs/promises')).readFile(f, 'utf8');
-    const running = serveCommand(['--routes', routesFile, '--port', '0', '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], io, stop.signal);
-    const port = Number((await waitFor(async () => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(io.err)?.[1], { timeoutMs: 10_000, what: 'serve to listen' })));
+    const running = serveCommand(
+      [
+        '--routes',
+        routesFile,
+        '--port',
+        '0',
+        '--queue-file',
+        join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite'),
+      ],
+      io,
+      stop.signal,
+    );
+    const port = Number(
+      await waitFor(async () => /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(io.err)?.[1], {
+        timeoutMs: 10_000,
+        what: 'serve to listen',
+      }),
+    );
     const body = audit('e2e/api', 4);
     const at = String(Math.floor(Date.now() / 1000));
-    const res = await fetch(`http://127.0.0.1:${port}/v1/vault/audit`, { method: 'POST', body, headers: { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(SECRET, at, body) } });
+    const res = await fetch(`http://127.0.0.1:${port}/v1/vault/audit`, {
+      method: 'POST',
+      body,
+      headers: { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(SECRET, at, body) },
+    });
     expect(res.status).toBe(202);
     expect(await res.json()).toMatchObject({ accepted: 1, queued: 1 });
-    await waitFor(async () => (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions'] === '{"secret/e2e/api":4}', { timeoutMs: 30_000, what: 'the restart' });
+    await waitFor(
+      async () =>
+        (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.[
+          'vault-rollout.io/versions'
+        ] === '{"secret/e2e/api":4}',
+      { timeoutMs: 30_000, what: 'the restart' },
+    );
     await expectReplicaSets('alpha', NS, 'api', 2);
     const unsigned = await fetch(`http://127.0.0.1:${port}/v1/vault/audit`, { method: 'POST', body });
     expect(unsigned.status).toBe(401);
@@ -82,7 +128,15 @@ describe('functions/worker', () => {
     messageId,
     receiptHandle: `rh-${messageId}`,
     body,
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: String(Date.now()), SenderId: 'AIDAEXAMPLE', ApproximateFirstReceiveTimestamp: String(Date.now()), MessageGroupId: group, MessageDeduplicationId: messageId, SequenceNumber: '1' },
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: String(Date.now()),
+      SenderId: 'AIDAEXAMPLE',
+      ApproximateFirstReceiveTimestamp: String(Date.now()),
+      MessageGroupId: group,
+      MessageDeduplicationId: messageId,
+      SequenceNumber: '1',
+    },
     messageAttributes: {},
     md5OfBody: '',
     eventSource: 'aws:sqs',
@@ -96,7 +150,16 @@ describe('functions/worker', () => {
     const emulator = await startSqsEmulator();
     const sqs = emulatorClient(emulator.endpoint);
     const queue = await createFifoQueueWithDlq(sqs, { name: 'functions-worker' });
-    Object.assign(process.env, { VAULT_ROLLOUT_ROUTES: routesFile, VAULT_ROLLOUT_QUEUE_URL: queue.queueUrl, AWS_ENDPOINT_URL_SQS: emulator.endpoint, AWS_REGION: EMULATOR_REGION, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_LOG_LEVEL: 'SILENT' });
+    Object.assign(process.env, {
+      VAULT_ROLLOUT_ROUTES: routesFile,
+      VAULT_ROLLOUT_QUEUE_URL: queue.queueUrl,
+      AWS_ENDPOINT_URL_SQS: emulator.endpoint,
+      AWS_REGION: EMULATOR_REGION,
+      AWS_ACCESS_KEY_ID: 'test',
+      AWS_SECRET_ACCESS_KEY: 'test',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+      POWERTOOLS_LOG_LEVEL: 'SILENT',
+    });
     try {
       const { handler } = await import('../../functions/worker.ts');
       const table = loadRoutingTable((await import('node:fs')).readFileSync(routesFile, 'utf8'), routesFile);
@@ -106,17 +169,34 @@ describe('functions/worker', () => {
       const ghost = rolloutMessages('ghost', byCluster.get('ghost') ?? [], new Date().toISOString())[0];
       // The ghost cluster's change, put in alpha's group: it plans nothing in alpha, so nothing may run.
       const forged = rolloutMessages('alpha', byCluster.get('ghost') ?? [], new Date().toISOString())[0];
-      const event: SQSEvent = { Records: [record('good', JSON.stringify(good), 'alpha'), record('poison', 'not a rollout message', 'other'), record('ghost', JSON.stringify(ghost), 'ghost'), record('forged', JSON.stringify(forged), 'alpha')] };
+      const event: SQSEvent = {
+        Records: [
+          record('good', JSON.stringify(good), 'alpha'),
+          record('poison', 'not a rollout message', 'other'),
+          record('ghost', JSON.stringify(ghost), 'ghost'),
+          record('forged', JSON.stringify(forged), 'alpha'),
+        ],
+      };
       const response = await handler(event);
       // Refused messages are never acknowledged unseen: with no DLQ URL (VAULT_ROLLOUT_DLQ_URL) they come back, and the
       // redrive policy moves them to the DLQ (lambda-holds.test.ts shows them sent there with their reason). The
       // unreachable cluster's message comes back too. Nothing of the poison or the forged record was executed.
       expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['forged', 'ghost', 'poison']);
-      const annotations = (await getWorkload('alpha', NS, 'Deployment', 'worker')).spec.template?.metadata?.annotations ?? {};
+      const annotations =
+        (await getWorkload('alpha', NS, 'Deployment', 'worker')).spec.template?.metadata?.annotations ?? {};
       expect(annotations['vault-rollout.io/versions']).toBe('{"secret/e2e/worker":2}');
       // The good record's rollout went on in a continuation of its own group, not in the invocation.
-      const sent = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queue.queueUrl, MaxNumberOfMessages: 10, MessageSystemAttributeNames: ['MessageGroupId'], WaitTimeSeconds: 1 }));
-      expect((sent.Messages ?? []).map((m) => m.Attributes?.MessageGroupId?.startsWith('follow-alpha-'))).toEqual([true]);
+      const sent = await sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queue.queueUrl,
+          MaxNumberOfMessages: 10,
+          MessageSystemAttributeNames: ['MessageGroupId'],
+          WaitTimeSeconds: 1,
+        }),
+      );
+      expect((sent.Messages ?? []).map((m) => m.Attributes?.MessageGroupId?.startsWith('follow-alpha-'))).toEqual([
+        true,
+      ]);
     } finally {
       process.env = saved;
       sqs.destroy();

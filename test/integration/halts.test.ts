@@ -25,14 +25,27 @@ import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { processBatch, type QueueRecord } from '../../lib/pipeline/worker.ts';
 import { memoryRolloutQueue } from '../../lib/queue/sqlite-queue.ts';
-import { queuedChange, rolloutMessages, ROLLOUT_MESSAGE_VERSION, type GateMessage } from '../../lib/queue/rollout-message.ts';
+import {
+  queuedChange,
+  rolloutMessages,
+  ROLLOUT_MESSAGE_VERSION,
+  type GateMessage,
+} from '../../lib/queue/rollout-message.ts';
 import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../lib/sources/secret-change.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
-import { admin, cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
+import {
+  admin,
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  getWorkload,
+  uniqueName,
+} from './support.ts';
 
 const NS = uniqueName('vr-halts');
 const CLUSTERS = ['alpha', 'beta', 'gamma'] as const;
@@ -50,7 +63,9 @@ beforeAll(async () => {
   await server.client.writePolicy('vault-rollout-reconcile', POLICY);
   ({ token } = await server.client.createToken({ policies: ['vault-rollout-reconcile'] }));
   routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map((c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`).join('\n');
+  const kubeconfigs = CLUSTERS.map(
+    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
+  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
@@ -76,15 +91,33 @@ routes:
   await Promise.all(
     ['good', 'held'].flatMap((name) =>
       CLUSTERS.map(async (c) => {
-        const annotations = name === 'held' && c === 'gamma' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/halts/held': 2 }) } : {};
-        const template = { metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+        const annotations =
+          name === 'held' && c === 'gamma'
+            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/halts/held': 2 }) }
+            : {};
+        const template = {
+          metadata: { labels: { app: name }, annotations },
+          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+        };
         await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
       }),
     ),
   );
-  await Promise.all(['good', 'held'].flatMap((name) => CLUSTERS.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
+  await Promise.all(
+    ['good', 'held'].flatMap((name) =>
+      CLUSTERS.map((c) =>
+        waitFor(
+          async () =>
+            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
+              ?.readyReplicas === 1 || undefined,
+          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
+        ),
+      ),
+    ),
+  );
   // The versions exist in Vault after the pods started, so reconcile finds the clusters that were not restarted behind.
-  for (const app of ['good', 'held']) for (const v of [1, 2]) await server.client.kv2Write('secret', `halts/${app}`, { v: `${v}` });
+  for (const app of ['good', 'held'])
+    for (const v of [1, 2]) await server.client.kv2Write('secret', `halts/${app}`, { v: `${v}` });
 }, 300_000);
 
 afterAll(async () => {
@@ -93,14 +126,19 @@ afterAll(async () => {
 });
 
 const env = () => ({ VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_TOKEN: token });
-async function cli(args: string[], input?: string, envOverride: Record<string, string> = {}): Promise<{ code: number; out: string; err: string }> {
+async function cli(
+  args: string[],
+  input?: string,
+  envOverride: Record<string, string> = {},
+): Promise<{ code: number; out: string; err: string }> {
   const io = memoryIo(input === undefined ? {} : { 'in.ndjson': input }, { ...env(), ...envOverride });
   io.readText = async (f) => (f === 'in.ndjson' ? (input ?? '') : readFileSync(f, 'utf8'));
   const code = await main(args, io);
   return { code, out: io.out, err: io.err };
 }
 
-const auditLine = (app: string, version: number) => `${JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `halts-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/halts/${app}` }, response: { data: { version } } })}\n`;
+const auditLine = (app: string, version: number) =>
+  `${JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `halts-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/halts/${app}` }, response: { data: { version } } })}\n`;
 
 interface ReplicaSetView {
   metadata: { creationTimestamp: string };
@@ -108,12 +146,20 @@ interface ReplicaSetView {
 }
 async function replicaSetsFor(c: string, app: string, version: number): Promise<ReplicaSetView[]> {
   const res = await admin(c).request('GET', `/apis/apps/v1/namespaces/${NS}/replicasets?labelSelector=app%3D${app}`);
-  return (res.body as { items: ReplicaSetView[] }).items.filter((rs) => JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')[`secret/halts/${app}`] === version);
+  return (res.body as { items: ReplicaSetView[] }).items.filter(
+    (rs) =>
+      JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')[
+        `secret/halts/${app}`
+      ] === version,
+  );
 }
 
 describe('a halt holds on every path', () => {
   it('apply runs a three-wave table wave by wave', async () => {
-    const { code, err } = await cli(['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait', '--json'], auditLine('good', 2));
+    const { code, err } = await cli(
+      ['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait', '--json'],
+      auditLine('good', 2),
+    );
     expect(err).not.toContain('HALTED');
     expect(code).toBe(0);
     const created = async (c: string) => {
@@ -129,7 +175,10 @@ describe('a halt holds on every path', () => {
 
   let rotation = '';
   it('apply halts at a bad first wave; the halt is durable and alpha and beta are untouched', async () => {
-    const { code, err } = await cli(['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait', '--json'], auditLine('held', 2));
+    const { code, err } = await cli(
+      ['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait', '--json'],
+      auditLine('held', 2),
+    );
     expect(code).toBe(4);
     expect(err).toMatch(/HALTED rotation [0-9a-f]+ \(secret\/halts\/held version 2\) at wave 1 of 3/);
     expect(await replicaSetsFor('gamma', 'held', 2)).toHaveLength(1);
@@ -137,30 +186,71 @@ describe('a halt holds on every path', () => {
     const store = new SqliteRotationStore(stateDb);
     const halts = await store.halts();
     store.close();
-    expect(halts.map((h) => [h.secrets, h.wave, h.failing.cluster, h.notRestarted])).toEqual([[['secret/halts/held version 2'], 1, 'gamma', ['alpha', 'beta']]]);
+    expect(halts.map((h) => [h.secrets, h.wave, h.failing.cluster, h.notRestarted])).toEqual([
+      [['secret/halts/held version 2'], 1, 'gamma', ['alpha', 'beta']],
+    ]);
     rotation = halts[0]?.rotation ?? '';
   }, 120_000);
 
   it('holds through a reconcile run, forged later-wave messages and apply; status shows it', async () => {
     const reconciled = await cli(['reconcile', '--routes', routesFile, '--vault-addr', server.addr, '--json']);
-    const report = JSON.parse(reconciled.out) as { halted: Array<{ rotation: string }>; workloads: Array<{ cluster: string; name: string; state: string }> };
+    const report = JSON.parse(reconciled.out) as {
+      halted: Array<{ rotation: string }>;
+      workloads: Array<{ cluster: string; name: string; state: string }>;
+    };
     expect(report.halted.map((h) => h.rotation)).toEqual([rotation]);
-    expect(report.workloads.filter((w) => w.name === 'held' && w.state === 'behind').map((w) => w.cluster).sort()).toEqual(['alpha', 'beta']);
+    expect(
+      report.workloads
+        .filter((w) => w.name === 'held' && w.state === 'behind')
+        .map((w) => w.cluster)
+        .sort(),
+    ).toEqual(['alpha', 'beta']);
 
     // Forged: beta's message claiming wave 3, and a gate for wave 2, as any queue sender could send them.
-    const change: SecretChange = { namespace: '', mount: 'secret', key: 'halts/held', path: 'secret/halts/held', operation: 'write', version: 2, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'forged', time: new Date().toISOString(), record: 'forged' };
+    const change: SecretChange = {
+      namespace: '',
+      mount: 'secret',
+      key: 'halts/held',
+      path: 'secret/halts/held',
+      operation: 'write',
+      version: 2,
+      kvVersion: 2,
+      kvVersionFrom: 'routes',
+      source: 'audit',
+      via: 'direct',
+      id: 'forged',
+      time: new Date().toISOString(),
+      record: 'forged',
+    };
     const [toBeta] = rolloutMessages('beta', [change], new Date().toISOString(), 2);
-    const gate: GateMessage = { v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: [queuedChange(change)], wave: 1, since: new Date().toISOString(), acceptedAt: new Date().toISOString(), round: 0 };
+    const gate: GateMessage = {
+      v: ROLLOUT_MESSAGE_VERSION,
+      kind: 'gate',
+      changes: [queuedChange(change)],
+      wave: 1,
+      since: new Date().toISOString(),
+      acceptedAt: new Date().toISOString(),
+      round: 0,
+    };
     const queue = memoryRolloutQueue();
     await queue.send([toBeta as NonNullable<typeof toBeta>, gate]);
     const received = await queue.receive({ max: 10 });
     const telemetry = memoryTelemetry();
-    const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
+    const clients = new ClusterClients(
+      createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
+    );
     const rotations = new SqliteRotationStore(stateDb);
     const dead: string[] = [];
     const out = await processBatch(
       received.map((m): QueueRecord => ({ messageId: m.messageId, body: m.body, groupId: m.groupId })),
-      { table, rotations, telemetry, queue, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, deadLetter: async (r, reason) => void dead.push(`${r.groupId}: ${reason}`) },
+      {
+        table,
+        rotations,
+        telemetry,
+        queue,
+        executor: { access: (n, c) => clients.get(n, c), logger: telemetry },
+        deadLetter: async (r, reason) => void dead.push(`${r.groupId}: ${reason}`),
+      },
     );
     rotations.close();
     expect(out.results).toEqual([]);
@@ -171,7 +261,11 @@ describe('a halt holds on every path', () => {
     expect(again.code).toBe(3);
     expect(again.err).toContain('not started: rotation');
     // From another machine, with a store of its own where the halt is not: refused by the table's rotationStore.
-    const elsewhere = await cli(['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait'], auditLine('held', 2), { VAULT_ROLLOUT_STATE_DB: join(dir, 'laptop', 'rotations.sqlite') });
+    const elsewhere = await cli(
+      ['apply', '--routes', routesFile, '--input', 'in.ndjson', '--wait'],
+      auditLine('held', 2),
+      { VAULT_ROLLOUT_STATE_DB: join(dir, 'laptop', 'rotations.sqlite') },
+    );
     expect(elsewhere.code).toBe(1);
     expect(elsewhere.err).toContain(`the table's rotationStore is the SQLite file ${stateDb} where serve runs`);
 
@@ -184,11 +278,26 @@ describe('a halt holds on every path', () => {
 
   it('cleared after the cause is fixed, the next reconcile finishes the rotation: alpha, then beta, once each', async () => {
     // The cause: gamma's pods of version 2 never became Ready. Fix it (the test's kwok stage reads this annotation).
-    await admin('gamma').request('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/held`, { body: [{ op: 'remove', path: '/spec/template/metadata/annotations/vault-rollout.test~1unready-versions' }], contentType: 'application/json-patch+json' });
-    await waitFor(async () => {
-      const d = (await getWorkload('gamma', NS, 'Deployment', 'held')) as { metadata: { generation?: number }; status?: { observedGeneration?: number; updatedReplicas?: number; readyReplicas?: number; replicas?: number } };
-      return (d.status?.observedGeneration === d.metadata.generation && d.status?.updatedReplicas === 1 && d.status?.readyReplicas === 1 && d.status?.replicas === 1) || undefined;
-    }, { timeoutMs: 60_000, what: 'gamma held complete after the fix' });
+    await admin('gamma').request('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/held`, {
+      body: [{ op: 'remove', path: '/spec/template/metadata/annotations/vault-rollout.test~1unready-versions' }],
+      contentType: 'application/json-patch+json',
+    });
+    await waitFor(
+      async () => {
+        const d = (await getWorkload('gamma', NS, 'Deployment', 'held')) as {
+          metadata: { generation?: number };
+          status?: { observedGeneration?: number; updatedReplicas?: number; readyReplicas?: number; replicas?: number };
+        };
+        return (
+          (d.status?.observedGeneration === d.metadata.generation &&
+            d.status?.updatedReplicas === 1 &&
+            d.status?.readyReplicas === 1 &&
+            d.status?.replicas === 1) ||
+          undefined
+        );
+      },
+      { timeoutMs: 60_000, what: 'gamma held complete after the fix' },
+    );
 
     const cleared = await cli(['halts', 'clear', rotation, '--routes', routesFile]);
     expect(cleared.code).toBe(0);
@@ -197,9 +306,15 @@ describe('a halt holds on every path', () => {
     expect(listed).toContain('No halted rotation');
     expect(listed).toContain(`${rotation}  `);
     // The trail in the cluster: an Event on the workload that failed the gate, naming who, from where, when.
-    const events = (await admin('gamma').request('GET', `/api/v1/namespaces/${NS}/events?fieldSelector=reason%3DRotationHaltCleared`)).body as { items: Array<{ involvedObject: { name: string }; message: string; reportingComponent: string }> };
+    const events = (
+      await admin('gamma').request('GET', `/api/v1/namespaces/${NS}/events?fieldSelector=reason%3DRotationHaltCleared`)
+    ).body as { items: Array<{ involvedObject: { name: string }; message: string; reportingComponent: string }> };
     expect(events.items.map((e) => [e.involvedObject.name, e.reportingComponent])).toEqual([['held', 'vault-rollout']]);
-    expect(events.items[0]?.message).toMatch(new RegExp(`^Halt of rotation ${rotation} \\(secret/halts/held version 2; wave 1 of 3\\) cleared by \\S+ on ${hostname()} at \\d{4}-`));
+    expect(events.items[0]?.message).toMatch(
+      new RegExp(
+        `^Halt of rotation ${rotation} \\(secret/halts/held version 2; wave 1 of 3\\) cleared by \\S+ on ${hostname()} at \\d{4}-`,
+      ),
+    );
 
     const reconciled = await cli(['reconcile', '--routes', routesFile, '--vault-addr', server.addr, '--json']);
     expect(reconciled.code).toBe(0);
@@ -207,7 +322,9 @@ describe('a halt holds on every path', () => {
     const beta = await replicaSetsFor('beta', 'held', 2);
     expect(alpha).toHaveLength(1);
     expect(beta).toHaveLength(1);
-    expect(Date.parse(beta[0]?.metadata.creationTimestamp ?? '')).toBeGreaterThanOrEqual(Date.parse(alpha[0]?.metadata.creationTimestamp ?? '') + PAUSE_MS);
+    expect(Date.parse(beta[0]?.metadata.creationTimestamp ?? '')).toBeGreaterThanOrEqual(
+      Date.parse(alpha[0]?.metadata.creationTimestamp ?? '') + PAUSE_MS,
+    );
     // The second reconcile finds nothing behind and restarts nothing.
     const second = await cli(['reconcile', '--routes', routesFile, '--vault-addr', server.addr, '--json']);
     expect((JSON.parse(second.out) as { queued: { messages: number } }).queued.messages).toBe(0);

@@ -36,14 +36,40 @@ export function valuesFile(values: Values): string {
 
 /** helm with a home of its own (no repositories, no plugins); rejects with helm's stderr when it fails. */
 export async function helm(args: string[]): Promise<string> {
-  const { stdout } = await run(helmBinary(), args, { cwd: repoRootDir, env: { PATH: process.env.PATH, HOME: work, HELM_CACHE_HOME: join(work, 'cache'), HELM_CONFIG_HOME: join(work, 'config'), HELM_DATA_HOME: join(work, 'data') }, maxBuffer: 16 * 1024 * 1024 });
+  const { stdout } = await run(helmBinary(), args, {
+    cwd: repoRootDir,
+    env: {
+      PATH: process.env.PATH,
+      HOME: work,
+      HELM_CACHE_HOME: join(work, 'cache'),
+      HELM_CONFIG_HOME: join(work, 'config'),
+      HELM_DATA_HOME: join(work, 'data'),
+    },
+    maxBuffer: 16 * 1024 * 1024,
+  });
   return stdout;
 }
 
 /** `helm template` → its objects; rejects with helm's message when the chart refuses the values. */
-export async function render(values: Values, release = 'vr', namespace = 'vault-rollout', extra: string[] = []): Promise<K8sObject[]> {
-  const out = await helm(['template', release, CHART, '--namespace', namespace, '--values', valuesFile(values), ...extra]);
-  return parseAllDocuments(out).map((d) => d.toJS() as K8sObject | null).filter((o): o is K8sObject => o !== null);
+export async function render(
+  values: Values,
+  release = 'vr',
+  namespace = 'vault-rollout',
+  extra: string[] = [],
+): Promise<K8sObject[]> {
+  const out = await helm([
+    'template',
+    release,
+    CHART,
+    '--namespace',
+    namespace,
+    '--values',
+    valuesFile(values),
+    ...extra,
+  ]);
+  return parseAllDocuments(out)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
 }
 
 /** helm's message when the chart refuses the values (and `extra` arguments such as --set). */
@@ -78,5 +104,9 @@ export const MINIMAL: Values = {
 export function admissionPolicyFor(routes: string, user: string): string {
   const file = join(work, `routes-${++files}.yaml`);
   writeFileSync(file, routes);
-  return execFileSync(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'admission-policy', '--routes', file, '--user', user], { cwd: repoRootDir, encoding: 'utf8' });
+  return execFileSync(
+    process.execPath,
+    [join(repoRootDir, 'lib/cli/main.ts'), 'admission-policy', '--routes', file, '--user', user],
+    { cwd: repoRootDir, encoding: 'utf8' },
+  );
 }

@@ -43,7 +43,8 @@ routes:
 `,
   );
   await createNamespace('alpha', NS);
-  for (const server of ['openbao', 'vault', 'events']) for (const w of WORKLOADS) await createWorkload('alpha', NS, 'Deployment', `${server}-${w}`);
+  for (const server of ['openbao', 'vault', 'events'])
+    for (const w of WORKLOADS) await createWorkload('alpha', NS, 'Deployment', `${server}-${w}`);
   watch = watchRestarts(cluster('alpha'), NS);
 }, 300_000);
 
@@ -53,20 +54,31 @@ afterAll(async () => {
 });
 
 const restartCount = (name: string): number => watch.restarts.filter((r) => r.name === name).length;
-const counts = (server: string): Record<Workload, number> => Object.fromEntries(WORKLOADS.map((w) => [w, restartCount(`${server}-${w}`)])) as Record<Workload, number>;
+const counts = (server: string): Record<Workload, number> =>
+  Object.fromEntries(WORKLOADS.map((w) => [w, restartCount(`${server}-${w}`)])) as Record<Workload, number>;
 /** The version the workload's record holds for the path: its restart record or the one written without a restart. */
 async function recordedVersion(server: string, w: Workload): Promise<number | undefined> {
-  const o = (await getWorkload('alpha', NS, 'Deployment', `${server}-${w}`)) as unknown as { metadata?: { annotations?: Record<string, string> }; spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } };
+  const o = (await getWorkload('alpha', NS, 'Deployment', `${server}-${w}`)) as unknown as {
+    metadata?: { annotations?: Record<string, string> };
+    spec?: { template?: { metadata?: { annotations?: Record<string, string> } } };
+  };
   // A key-level skip is recorded as one (`{ v, skipped }`, on the metadata), not as a version: it counts here as
   // where the workload stands.
-  const records = [o.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'], o.metadata?.annotations?.['vault-rollout.io/versions']].map((r) => (r ? (JSON.parse(r) as Record<string, number | { v: number }>)[`kv2/${server}/db`] : undefined));
-  const numbers = records.map((v) => (typeof v === 'object' ? v.v : v)).filter((v): v is number => typeof v === 'number');
+  const records = [
+    o.spec?.template?.metadata?.annotations?.['vault-rollout.io/versions'],
+    o.metadata?.annotations?.['vault-rollout.io/versions'],
+  ].map((r) => (r ? (JSON.parse(r) as Record<string, number | { v: number }>)[`kv2/${server}/db`] : undefined));
+  const numbers = records
+    .map((v) => (typeof v === 'object' ? v.v : v))
+    .filter((v): v is number => typeof v === 'number');
   return numbers.length > 0 ? Math.max(...numbers) : undefined;
 }
 
 /** The key-level skip the workload records for the path, if any. */
 async function skipOf(server: string, w: Workload): Promise<unknown> {
-  const o = (await getWorkload('alpha', NS, 'Deployment', `${server}-${w}`)) as unknown as { metadata?: { annotations?: Record<string, string> } };
+  const o = (await getWorkload('alpha', NS, 'Deployment', `${server}-${w}`)) as unknown as {
+    metadata?: { annotations?: Record<string, string> };
+  };
   const record = o.metadata?.annotations?.['vault-rollout.io/versions'];
   return record ? (JSON.parse(record) as Record<string, unknown>)[`kv2/${server}/db`] : undefined;
 }
@@ -75,10 +87,21 @@ async function skipOf(server: string, w: Workload): Promise<unknown> {
  * Runs `op` (which makes version `version`) and waits until every workload records it; then checks that exactly
  * `restarted` restarted once more and the others not at all.
  */
-async function step(server: string, version: number, op: () => Promise<unknown>, restarted: readonly Workload[]): Promise<void> {
+async function step(
+  server: string,
+  version: number,
+  op: () => Promise<unknown>,
+  restarted: readonly Workload[],
+): Promise<void> {
   const before = counts(server);
   await op();
-  await waitFor(async () => ((await Promise.all(WORKLOADS.map((w) => recordedVersion(server, w)))).every((v) => v === version) ? true : undefined), { timeoutMs: 30_000, intervalMs: 200, what: `every ${server} workload at v${version}` });
+  await waitFor(
+    async () =>
+      (await Promise.all(WORKLOADS.map((w) => recordedVersion(server, w)))).every((v) => v === version)
+        ? true
+        : undefined,
+    { timeoutMs: 30_000, intervalMs: 200, what: `every ${server} workload at v${version}` },
+  );
   // Late restarts would show up within this.
   await new Promise((r) => setTimeout(r, 1500));
   const expected = Object.fromEntries(WORKLOADS.map((w) => [w, before[w] + (restarted.includes(w) ? 1 : 0)]));
@@ -91,19 +114,27 @@ async function exercise(client: VaultClient, server: string, restartServe: () =>
   // The first write: no baseline, every key.
   await step(server, 1, () => client.kv2Write('kv2', path, { username: 'app', password: 'one', api_key: 'k1' }), ALL);
   // One key rotated by a write: its workload and the one that uses every key.
-  await step(server, 2, () => client.kv2Write('kv2', path, { username: 'app', password: 'two', api_key: 'k1' }), ['w-password', 'w-all']);
+  await step(server, 2, () => client.kv2Write('kv2', path, { username: 'app', password: 'two', api_key: 'k1' }), [
+    'w-password',
+    'w-all',
+  ]);
   // The skip is recorded as a skip of v2, naming the keys the workload uses; its restart record stays at v1.
   expect(await skipOf(server, 'w-username')).toEqual({ v: 2, skipped: ['username'] });
   // One key rotated by a patch.
   await step(server, 3, () => client.kv2Patch('kv2', path, { api_key: 'k2' }), ['w-api-key', 'w-all']);
   // A write that changes no value: none of the keyed targets.
-  await step(server, 4, () => client.kv2Write('kv2', path, { username: 'app', password: 'two', api_key: 'k2' }), ['w-all']);
+  await step(server, 4, () => client.kv2Write('kv2', path, { username: 'app', password: 'two', api_key: 'k2' }), [
+    'w-all',
+  ]);
   // A fresh store: the first change after it restarts all of them — a patch too, whose key names nothing checked
   // (no baseline of v-1 from this device).
   await restartServe();
   await step(server, 5, () => client.kv2Patch('kv2', path, { password: 'three' }), ALL);
   await step(server, 6, () => client.kv2Write('kv2', path, { username: 'app', password: 'three', api_key: 'k2' }), ALL);
-  await step(server, 7, () => client.kv2Write('kv2', path, { username: 'app2', password: 'three', api_key: 'k2' }), ['w-username', 'w-all']);
+  await step(server, 7, () => client.kv2Write('kv2', path, { username: 'app2', password: 'three', api_key: 'k2' }), [
+    'w-username',
+    'w-all',
+  ]);
 }
 
 describe.each(['openbao', 'vault'] as const)('%s file audit device -> relay -> serve', (kind) => {
@@ -112,7 +143,9 @@ describe.each(['openbao', 'vault'] as const)('%s file audit device -> relay -> s
     let serve: Serve = await startServe(routesFile, 0, { VAULT_ROLLOUT_STATE_DB: stateFile });
     const auditFile = join(dir, `${kind}-audit.log`);
     writeFileSync(auditFile, '');
-    const relays = [await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, `spool-${kind}`)])];
+    const relays = [
+      await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, `spool-${kind}`)]),
+    ];
     const server = await startDevServer({ kind, auditFile });
     await server.client.enableKv('kv2', 2);
     try {
@@ -122,7 +155,14 @@ describe.each(['openbao', 'vault'] as const)('%s file audit device -> relay -> s
         await serve.stop();
         stateFile = join(dir, `${kind}-state-2.sqlite`);
         serve = await startServe(routesFile, 0, { VAULT_ROLLOUT_STATE_DB: stateFile });
-        relays[0] = await startRelay(['--audit-file', auditFile, '--to', serve.url, '--spool', join(dir, `spool-${kind}`)]);
+        relays[0] = await startRelay([
+          '--audit-file',
+          auditFile,
+          '--to',
+          serve.url,
+          '--spool',
+          join(dir, `spool-${kind}`),
+        ]);
       });
     } finally {
       await server.stop();
@@ -139,11 +179,27 @@ describe('Vault event notifications (no keys in them; the documented frames, fro
     await server.client.enableKv('kv2', 2);
     const front = await startEventFront({ addr: server.addr, token: server.token });
     const client = new VaultClient(front.addr, server.token);
-    const relay = await startRelay(['--vault-addr', front.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')], { VAULT_TOKEN: server.token });
+    const relay = await startRelay(
+      ['--vault-addr', front.addr, '--events', 'kv-v2/*', '--to', serve.url, '--spool', join(dir, 'spool-events')],
+      { VAULT_TOKEN: server.token },
+    );
     try {
-      await waitFor(async () => front.subscribers() === 1, { timeoutMs: 30_000, what: 'the relay subscribed to kv-v2/*' });
-      await step('events', 1, () => client.kv2Write('kv2', 'events/db', { username: 'app', password: 'one', api_key: 'k1' }), WORKLOADS);
-      await step('events', 2, () => client.kv2Write('kv2', 'events/db', { username: 'app', password: 'two', api_key: 'k1' }), WORKLOADS);
+      await waitFor(async () => front.subscribers() === 1, {
+        timeoutMs: 30_000,
+        what: 'the relay subscribed to kv-v2/*',
+      });
+      await step(
+        'events',
+        1,
+        () => client.kv2Write('kv2', 'events/db', { username: 'app', password: 'one', api_key: 'k1' }),
+        WORKLOADS,
+      );
+      await step(
+        'events',
+        2,
+        () => client.kv2Write('kv2', 'events/db', { username: 'app', password: 'two', api_key: 'k1' }),
+        WORKLOADS,
+      );
       await step('events', 3, () => client.kv2Patch('kv2', 'events/db', { api_key: 'k2' }), WORKLOADS);
     } finally {
       await relay.stop();

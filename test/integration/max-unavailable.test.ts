@@ -27,7 +27,16 @@ import { createSlotTable, startDynamoDbLocal, type DynamoDbLocal } from '../dyna
 import { recordOutput } from '../hygiene/capture.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
-import { admin, cluster, createNamespace, createWorkload, deleteNamespace, replicaSetCount, repoRootDir, uniqueName } from './support.ts';
+import {
+  admin,
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  replicaSetCount,
+  repoRootDir,
+  uniqueName,
+} from './support.ts';
 
 const NS = uniqueName('vr-slots');
 const CLUSTERS = ['alpha', 'beta', 'gamma'] as const;
@@ -78,7 +87,18 @@ afterAll(async () => {
 });
 
 const audit = (app: string) =>
-  JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `slots-${app}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/slots/${app}` }, response: { data: { version: 2 } } });
+  JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `slots-${app}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/slots/${app}`,
+    },
+    response: { data: { version: 2 } },
+  });
 
 /** What the clusters say: per cluster, the Deployments restarted by us, and those whose rollout has not ended. */
 async function sample(): Promise<Record<string, { restarted: number; rolling: number; complete: number }>> {
@@ -87,9 +107,17 @@ async function sample(): Promise<Record<string, { restarted: number; rolling: nu
     CLUSTERS.map(async (c) => {
       const res = await admin(c).request('GET', `/apis/apps/v1/namespaces/${NS}/deployments`);
       const items = (res.body as { items: KubeObject[] }).items;
-      const ours = items.filter((d) => (d.spec as { template?: { metadata?: { annotations?: Record<string, string> } } }).template?.metadata?.annotations?.[ANNOTATIONS.restartToken] !== undefined);
+      const ours = items.filter(
+        (d) =>
+          (d.spec as { template?: { metadata?: { annotations?: Record<string, string> } } }).template?.metadata
+            ?.annotations?.[ANNOTATIONS.restartToken] !== undefined,
+      );
       const states = ours.map((d) => WORKLOAD_KINDS.Deployment.health(d).state);
-      out[c] = { restarted: ours.length, rolling: states.filter((s) => s === 'progressing').length, complete: states.filter((s) => s === 'complete').length };
+      out[c] = {
+        restarted: ours.length,
+        rolling: states.filter((s) => s === 'progressing').length,
+        complete: states.filter((s) => s === 'complete').length,
+      };
     }),
   );
   return out;
@@ -98,21 +126,39 @@ async function sample(): Promise<Record<string, { restarted: number; rolling: nu
 describe('rollout.maxUnavailable', () => {
   it(`never has more than ${PER_CLUSTER} per cluster or ${FLEET} over the fleet rolling; a killed worker loses no slot and restarts nothing twice`, async () => {
     const queue = await createFifoQueueWithDlq(sqs, { name: 'slots', maxReceiveCount: 5, visibilityTimeoutSeconds: 8 });
-    const app = buildApp({ table: loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile), queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }), telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
+    const app = buildApp({
+      table: loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile),
+      queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
+      telemetry: memoryTelemetry(),
+      secrets: async () => ({ bearerToken: BEARER_TOKEN }),
+    });
     const startWorker = (): ChildProcess => {
-      const child = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'worker', '--routes', routesFile, '--queue-url', queue.queueUrl, '--concurrency', '3'], {
-        env: {
-          ...process.env,
-          AWS_ENDPOINT_URL_SQS: sqsEmulator.endpoint,
-          AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
-          AWS_REGION: 'us-east-1',
-          AWS_ACCESS_KEY_ID: 'test',
-          AWS_SECRET_ACCESS_KEY: 'test',
-          VAULT_ROLLOUT_SLOTS_TABLE: SLOT_TABLE,
-          POWERTOOLS_METRICS_DISABLED: 'true',
+      const child = spawn(
+        process.execPath,
+        [
+          join(repoRootDir, 'lib/cli/main.ts'),
+          'worker',
+          '--routes',
+          routesFile,
+          '--queue-url',
+          queue.queueUrl,
+          '--concurrency',
+          '3',
+        ],
+        {
+          env: {
+            ...process.env,
+            AWS_ENDPOINT_URL_SQS: sqsEmulator.endpoint,
+            AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
+            AWS_REGION: 'us-east-1',
+            AWS_ACCESS_KEY_ID: 'test',
+            AWS_SECRET_ACCESS_KEY: 'test',
+            VAULT_ROLLOUT_SLOTS_TABLE: SLOT_TABLE,
+            POWERTOOLS_METRICS_DISABLED: 'true',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      );
       // The worker's logs are test output too: the secrets hygiene check reads them.
       child.stdout?.on('data', recordOutput);
       child.stderr?.on('data', recordOutput);
@@ -124,10 +170,17 @@ describe('rollout.maxUnavailable', () => {
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const [s, fleetLeases, clusterLeases] = await Promise.all([sample(), slots.leases(FLEET_SCOPE), Promise.all(CLUSTERS.map((c) => slots.leases(clusterScope(c))))]);
+        const [s, fleetLeases, clusterLeases] = await Promise.all([
+          sample(),
+          slots.leases(FLEET_SCOPE),
+          Promise.all(CLUSTERS.map((c) => slots.leases(clusterScope(c)))),
+        ]);
         samples++;
         max.cluster = Math.max(max.cluster, ...CLUSTERS.map((c) => s[c]?.rolling ?? 0));
-        max.fleet = Math.max(max.fleet, CLUSTERS.reduce((n, c) => n + (s[c]?.rolling ?? 0), 0));
+        max.fleet = Math.max(
+          max.fleet,
+          CLUSTERS.reduce((n, c) => n + (s[c]?.rolling ?? 0), 0),
+        );
         max.leasesFleet = Math.max(max.leasesFleet, fleetLeases.length);
         max.leasesCluster = Math.max(max.leasesCluster, ...clusterLeases.map((l) => l.length));
         await new Promise((r) => setTimeout(r, 100));
@@ -135,7 +188,15 @@ describe('rollout.maxUnavailable', () => {
     })();
 
     const started = Date.now();
-    expect((await app.request('/v1/vault/audit', { method: 'POST', body: APPS.map(audit).join('\n'), headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
+    expect(
+      (
+        await app.request('/v1/vault/audit', {
+          method: 'POST',
+          body: APPS.map(audit).join('\n'),
+          headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+        })
+      ).status,
+    ).toBe(202);
     let worker = startWorker();
     try {
       // Mid-rotation: some restarted, most still waiting for a slot. Then the worker dies with slots in hand.
@@ -160,12 +221,28 @@ describe('rollout.maxUnavailable', () => {
       );
       const elapsed = (Date.now() - started) / 1000;
       // The last follow-ups find everything complete and give the last slots back.
-      await waitFor(async () => (await slots.leases(FLEET_SCOPE)).length === 0 || undefined, { timeoutMs: 60_000, what: 'every slot given back' });
-      await waitFor(async () => (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queue.queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }))).Attributes?.ApproximateNumberOfMessagesNotVisible === '0' || undefined, {
+      await waitFor(async () => (await slots.leases(FLEET_SCOPE)).length === 0 || undefined, {
         timeoutMs: 60_000,
-        what: 'the queue to drain',
+        what: 'every slot given back',
       });
-      console.log(`maxUnavailable: ${CLUSTERS.length * APPS.length} Deployments in ${elapsed.toFixed(1)} s; killed with ${restartedAtKill} restarted and ${leasesAtKill} slots held; sampled ${samples} times: max rolling ${max.cluster}/cluster, ${max.fleet}/fleet; max leases ${max.leasesCluster}/cluster, ${max.leasesFleet}/fleet`);
+      await waitFor(
+        async () =>
+          (
+            await sqs.send(
+              new GetQueueAttributesCommand({
+                QueueUrl: queue.queueUrl,
+                AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+              }),
+            )
+          ).Attributes?.ApproximateNumberOfMessagesNotVisible === '0' || undefined,
+        {
+          timeoutMs: 60_000,
+          what: 'the queue to drain',
+        },
+      );
+      console.log(
+        `maxUnavailable: ${CLUSTERS.length * APPS.length} Deployments in ${elapsed.toFixed(1)} s; killed with ${restartedAtKill} restarted and ${leasesAtKill} slots held; sampled ${samples} times: max rolling ${max.cluster}/cluster, ${max.fleet}/fleet; max leases ${max.leasesCluster}/cluster, ${max.leasesFleet}/fleet`,
+      );
     } finally {
       sampling = false;
       await sampler;

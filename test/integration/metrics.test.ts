@@ -11,7 +11,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
-import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
+import {
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  getWorkload,
+  spawnServe,
+  uniqueName,
+  type ServeChild,
+} from './support.ts';
 
 const NS = uniqueName('vr-metrics');
 const CLUSTERS = ['gamma', 'alpha'] as const;
@@ -20,7 +29,9 @@ let serve: ServeChild;
 
 beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map((c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`).join('\n');
+  const kubeconfigs = CLUSTERS.map(
+    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
+  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
@@ -42,14 +53,42 @@ routes:
   await Promise.all(
     ['good', 'held'].flatMap((name) =>
       CLUSTERS.map(async (c) => {
-        const annotations = name === 'held' && c === 'gamma' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/metrics/held': 2 }) } : {};
-        const template = { metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+        const annotations =
+          name === 'held' && c === 'gamma'
+            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/metrics/held': 2 }) }
+            : {};
+        const template = {
+          metadata: { labels: { app: name }, annotations },
+          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+        };
         await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
       }),
     ),
   );
-  await Promise.all(['good', 'held'].flatMap((name) => CLUSTERS.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
-  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), listenTimeoutMs: 180_000, env: { HOME: dir, VAULT_ROLLOUT_STATE_DB: join(dir, 'state', 'rotations.sqlite'), VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
+  await Promise.all(
+    ['good', 'held'].flatMap((name) =>
+      CLUSTERS.map((c) =>
+        waitFor(
+          async () =>
+            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
+              ?.readyReplicas === 1 || undefined,
+          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
+        ),
+      ),
+    ),
+  );
+  serve = await spawnServe({
+    routesFile,
+    queueFile: join(dir, 'queue.sqlite'),
+    listenTimeoutMs: 180_000,
+    env: {
+      HOME: dir,
+      VAULT_ROLLOUT_STATE_DB: join(dir, 'state', 'rotations.sqlite'),
+      VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+      POWERTOOLS_LOG_LEVEL: 'SILENT',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+    },
+  });
 }, 300_000);
 
 afterAll(async () => {
@@ -57,10 +96,38 @@ afterAll(async () => {
   await Promise.all(CLUSTERS.map((c) => deleteNamespace(c, NS)));
 });
 
-const auditLine = (app: string, version: number) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `metrics-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/metrics/${app}` }, response: { data: { version } } });
-const readLine = (app: string) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `metrics-read-${app}`, operation: 'read', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/metrics/${app}` }, response: { data: {} } });
+const auditLine = (app: string, version: number) =>
+  JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `metrics-${app}-${version}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/metrics/${app}`,
+    },
+    response: { data: { version } },
+  });
+const readLine = (app: string) =>
+  JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `metrics-read-${app}`,
+      operation: 'read',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/metrics/${app}`,
+    },
+    response: { data: {} },
+  });
 
-async function scrape(): Promise<{ text: string; value(series: string): number | undefined; sum(prefix: string): number }> {
+async function scrape(): Promise<{
+  text: string;
+  value(series: string): number | undefined;
+  sum(prefix: string): number;
+}> {
   const res = await fetch(`http://127.0.0.1:${serve.port}/metrics`);
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
@@ -70,14 +137,19 @@ async function scrape(): Promise<{ text: string; value(series: string): number |
     const line = lines.find((l) => l.startsWith(`${series} `));
     return line === undefined ? undefined : Number(line.slice(series.length + 1));
   };
-  const sum = (prefix: string) => lines.filter((l) => l.startsWith(prefix)).reduce((s, l) => s + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  const sum = (prefix: string) =>
+    lines.filter((l) => l.startsWith(prefix)).reduce((s, l) => s + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
   return { text, value, sum };
 }
 
 describe('GET /metrics on serve', () => {
   it('counts a rotation with a released wave and a halted one', async () => {
     const post = async (body: string) => {
-      const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, { method: 'POST', body, headers: { authorization: `Bearer ${BEARER_TOKEN}` } });
+      const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
+        method: 'POST',
+        body,
+        headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+      });
       expect(res.status).toBe(202);
     };
     await post(`${auditLine('good', 2)}\n${readLine('good')}\n`);
@@ -89,7 +161,11 @@ describe('GET /metrics on serve', () => {
     const m = await waitFor(
       async () => {
         const s = await scrape();
-        return s.value('vault_rollout_halted_rotations_total') === 1 && s.value('vault_rollout_gate_decisions_total{decision="released"}') === 1 && (s.value('vault_rollout_targets_total{cluster="alpha",outcome="restarted"}') ?? 0) >= 1 ? s : undefined;
+        return s.value('vault_rollout_halted_rotations_total') === 1 &&
+          s.value('vault_rollout_gate_decisions_total{decision="released"}') === 1 &&
+          (s.value('vault_rollout_targets_total{cluster="alpha",outcome="restarted"}') ?? 0) >= 1
+          ? s
+          : undefined;
       },
       { timeoutMs: 110_000, intervalMs: 500, what: 'one halt, one released wave and alpha restarted' },
     );
@@ -100,10 +176,16 @@ describe('GET /metrics on serve', () => {
     expect(m.value('vault_rollout_gate_decisions_total{decision="halted"}')).toBe(1);
     expect(m.value('vault_rollout_gate_decisions_total{decision="released"}')).toBe(1);
     // good's rollout in gamma ended complete, followed by its continuation; held's did not complete.
-    expect(m.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="complete"}')).toBeGreaterThanOrEqual(1);
+    expect(
+      m.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="complete"}'),
+    ).toBeGreaterThanOrEqual(1);
     expect(m.value('vault_rollout_vault_to_patch_lag_seconds_count{cluster="gamma"}')).toBe(2);
-    expect(m.value('vault_rollout_kube_request_duration_seconds_count{cluster="gamma",method="PATCH",outcome="ok"}')).toBeGreaterThanOrEqual(2);
-    expect(m.value('vault_rollout_kube_request_duration_seconds_count{cluster="alpha",method="PATCH",outcome="ok"}')).toBeGreaterThanOrEqual(1);
+    expect(
+      m.value('vault_rollout_kube_request_duration_seconds_count{cluster="gamma",method="PATCH",outcome="ok"}'),
+    ).toBeGreaterThanOrEqual(2);
+    expect(
+      m.value('vault_rollout_kube_request_duration_seconds_count{cluster="alpha",method="PATCH",outcome="ok"}'),
+    ).toBeGreaterThanOrEqual(1);
     expect(m.value('vault_rollout_refused_messages_total')).toBe(0);
     expect(m.value('vault_rollout_dead_letters')).toBe(0);
     expect(m.value('vault_rollout_queue_depth{state="in_flight"}')).toBeGreaterThanOrEqual(0);
@@ -112,17 +194,27 @@ describe('GET /metrics on serve', () => {
     expect(m.text).not.toMatch(/secret\/|metrics\/|"good"|"held"|vr-metrics/);
     expect(m.text).not.toContain(BEARER_TOKEN);
     // Alpha never got the halted secret.
-    const held = (await getWorkload('alpha', NS, 'Deployment', 'held')) as { spec: { template: { metadata?: { annotations?: Record<string, string> } } } };
-    expect(held.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '').not.toContain('secret/metrics/held');
+    const held = (await getWorkload('alpha', NS, 'Deployment', 'held')) as {
+      spec: { template: { metadata?: { annotations?: Record<string, string> } } };
+    };
+    expect(held.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '').not.toContain(
+      'secret/metrics/held',
+    );
     // Let the continuations finish: the rollout durations of both outcomes are then in.
-    const done = await waitFor(async () => {
-      const s = await scrape();
-      return s.value('vault_rollout_continuations_pending') === 0 ? s : undefined;
-    }, { timeoutMs: 60_000, intervalMs: 500, what: 'no continuation left' });
+    const done = await waitFor(
+      async () => {
+        const s = await scrape();
+        return s.value('vault_rollout_continuations_pending') === 0 ? s : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 500, what: 'no continuation left' },
+    );
     expect(done.value('vault_rollout_continuation_oldest_age_seconds')).toBe(0);
     // good's rollout complete, held's not (its pods never become Ready: the continuation sees it time out or fail).
-    const complete = done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="complete"}') ?? 0;
-    const notComplete = (done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="timeout"}') ?? 0) + (done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="failed"}') ?? 0);
+    const complete =
+      done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="complete"}') ?? 0;
+    const notComplete =
+      (done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="timeout"}') ?? 0) +
+      (done.value('vault_rollout_rollout_duration_seconds_count{cluster="gamma",outcome="failed"}') ?? 0);
     expect([complete, notComplete]).toEqual([1, 1]);
     expect(done.value('vault_rollout_rollout_duration_seconds_count{cluster="alpha",outcome="complete"}')).toBe(1);
     expect(done.value('vault_rollout_queue_oldest_message_age_seconds')).toBe(0);

@@ -36,7 +36,15 @@ import { createRotationStateTable, startDynamoDbLocal, type DynamoDbLocal } from
 import { recordOutput } from '../hygiene/capture.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
-import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, uniqueName } from './support.ts';
+import {
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  getWorkload,
+  repoRootDir,
+  uniqueName,
+} from './support.ts';
 
 const NS = uniqueName('vr-notify-aws');
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-notify-aws-'));
@@ -59,7 +67,9 @@ const ok: Received[] = [];
 const errArrivals: string[] = [];
 let urls: { ok: string; err: string };
 
-async function listen(handler: (req: IncomingMessage, body: Buffer, answer: (status: number) => void) => void): Promise<string> {
+async function listen(
+  handler: (req: IncomingMessage, body: Buffer, answer: (status: number) => void) => void,
+): Promise<string> {
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -82,8 +92,20 @@ const sinksBlock = (events: string) => `notifications:
     err: { type: slack, urlFromEnv: NOTIFY_ERR_URL }
   events: ${events}
 `;
-const sinkEnv = () => ({ VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1', NOTIFY_OK_URL: urls.ok, NOTIFY_ERR_URL: urls.err, NOTIFY_KEY: KEY });
-const awsEnv = () => ({ AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint, AWS_ENDPOINT_URL_SQS: emulator.endpoint, POWERTOOLS_METRICS_DISABLED: 'true' });
+const sinkEnv = () => ({
+  VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1',
+  NOTIFY_OK_URL: urls.ok,
+  NOTIFY_ERR_URL: urls.err,
+  NOTIFY_KEY: KEY,
+});
+const awsEnv = () => ({
+  AWS_REGION: 'us-east-1',
+  AWS_ACCESS_KEY_ID: 'test',
+  AWS_SECRET_ACCESS_KEY: 'test',
+  AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
+  AWS_ENDPOINT_URL_SQS: emulator.endpoint,
+  POWERTOOLS_METRICS_DISABLED: 'true',
+});
 
 beforeAll(async () => {
   [dynamo, emulator] = await Promise.all([startDynamoDbLocal(), startSqsEmulator()]);
@@ -92,7 +114,17 @@ beforeAll(async () => {
   urls = {
     ok: await listen((req, body, answer) => {
       const event = JSON.parse(body.toString()) as Record<string, unknown>;
-      ok.push({ kind: String(event.kind), id: String(event.id), auth: authenticate((n) => req.headers[n] as string | undefined, body, { hmacSecret: KEY }, Math.floor(Date.now() / 1000), replay) });
+      ok.push({
+        kind: String(event.kind),
+        id: String(event.id),
+        auth: authenticate(
+          (n) => req.headers[n] as string | undefined,
+          body,
+          { hmacSecret: KEY },
+          Math.floor(Date.now() / 1000),
+          replay,
+        ),
+      });
       answer(200);
     }),
     err: await listen((_, body, answer) => {
@@ -119,7 +151,10 @@ describe('the notifications outbox in DynamoDB', () => {
     expect(await a.enqueueOnce('e1', ['ops', 'audit'], '{"a":1}', 1000, TTL)).toBe(true);
     expect(await b.enqueueOnce('e1', ['ops', 'audit'], '{"a":2}', 2000, TTL)).toBe(false);
     const taken = await a.takeDue(2000, 10, 30_000);
-    expect(taken.map((d) => [d.eventId, d.sink, d.body, d.attempts]).sort()).toEqual([['e1', 'audit', '{"a":1}', 0], ['e1', 'ops', '{"a":1}', 0]]);
+    expect(taken.map((d) => [d.eventId, d.sink, d.body, d.attempts]).sort()).toEqual([
+      ['e1', 'audit', '{"a":1}', 0],
+      ['e1', 'ops', '{"a":1}', 0],
+    ]);
     // The other sender finds them leased, by the index and by key.
     expect(await b.takeDue(2000, 10, 30_000)).toEqual([]);
     expect(await b.take('e1', 'ops', 2000, 30_000)).toEqual({ notBefore: 32_000 });
@@ -127,7 +162,9 @@ describe('the notifications outbox in DynamoDB', () => {
     await a.failed('e1', 'audit', 1, 40_000);
     expect(await b.take('e1', 'ops', 50_000, 30_000)).toBe('done');
     expect(await b.takeDue(39_999, 10, 30_000)).toEqual([]);
-    expect(await b.take('e1', 'audit', 40_000, 30_000)).toEqual({ delivery: { eventId: 'e1', sink: 'audit', body: '{"a":1}', attempts: 1 } });
+    expect(await b.take('e1', 'audit', 40_000, 30_000)).toEqual({
+      delivery: { eventId: 'e1', sink: 'audit', body: '{"a":1}', attempts: 1 },
+    });
     await b.failed('e1', 'audit', 6, undefined);
     expect(await a.takeDue(10_000_000, 10, 30_000)).toEqual([]);
     expect(await a.take('e1', 'audit', 10_000_000, 30_000)).toBe('done');
@@ -149,8 +186,8 @@ describe('the notifications outbox in DynamoDB', () => {
   it('Lambda: the same event put twice is one delivery; the notify function sends it once per sink and retries the failing one', async () => {
     const table = await newTable();
     const routesFile = join(dir, 'lambda-routes.yaml');
-    writeFileSync(routesFile, `clusters: {}\n${sinksBlock("[dead-letter]")}routes: []\n`);
-    const routing = loadRoutingTable(`clusters: {}\n${sinksBlock("[dead-letter]")}routes: []\n`, routesFile);
+    writeFileSync(routesFile, `clusters: {}\n${sinksBlock('[dead-letter]')}routes: []\n`);
+    const routing = loadRoutingTable(`clusters: {}\n${sinksBlock('[dead-letter]')}routes: []\n`, routesFile);
     const store = new DynamoDbRotationStore({ client, table });
     const telemetry = memoryTelemetry();
     const deps = { table: routing, telemetry, notifications: { outbox: store } };
@@ -160,18 +197,41 @@ describe('the notifications outbox in DynamoDB', () => {
     expect(telemetry.lines.filter((l) => l.message === 'notification queued')).toHaveLength(1);
     const id = eventId('dead-letter', 'm-lambda-1');
     const items = (await client.send(new ScanCommand({ TableName: table }))).Items ?? [];
-    expect(items.map((i) => `${i.pk?.S} ${i.sk?.S}`).sort()).toEqual([`notify#${id} event`, `notify#${id} sink#err`, `notify#${id} sink#ok`]);
+    expect(items.map((i) => `${i.pk?.S} ${i.sk?.S}`).sort()).toEqual([
+      `notify#${id} event`,
+      `notify#${id} sink#err`,
+      `notify#${id} sink#ok`,
+    ]);
 
     const saved = { ...process.env };
-    Object.assign(process.env, { ...awsEnv(), ...sinkEnv(), VAULT_ROLLOUT_ROUTES: routesFile, VAULT_ROLLOUT_STATE_TABLE: table, POWERTOOLS_LOG_LEVEL: 'SILENT' });
+    Object.assign(process.env, {
+      ...awsEnv(),
+      ...sinkEnv(),
+      VAULT_ROLLOUT_ROUTES: routesFile,
+      VAULT_ROLLOUT_STATE_TABLE: table,
+      POWERTOOLS_LOG_LEVEL: 'SILENT',
+    });
     try {
       const { handler } = await import('../../functions/notify.ts');
-      const record = (sk: string, seq: string, pk = `notify#${id}`): DynamoDBStreamEvent['Records'][number] => ({ eventName: 'INSERT', dynamodb: { Keys: { pk: { S: pk }, sk: { S: sk } }, SequenceNumber: seq, StreamViewType: 'KEYS_ONLY' } });
+      const record = (sk: string, seq: string, pk = `notify#${id}`): DynamoDBStreamEvent['Records'][number] => ({
+        eventName: 'INSERT',
+        dynamodb: { Keys: { pk: { S: pk }, sk: { S: sk } }, SequenceNumber: seq, StreamViewType: 'KEYS_ONLY' },
+      });
       const context = { getRemainingTimeInMillis: () => 60_000 };
       const okBefore = ok.length;
       const errBefore = errArrivals.length;
       // The stream's batch: both deliveries, the working one twice (a retried batch), and a record that is no delivery.
-      const first = await handler({ Records: [record('sink#ok', '100'), record('sink#err', '101'), record('sink#ok', '100'), record('halt', '102', 'rotation#r1')] }, context);
+      const first = await handler(
+        {
+          Records: [
+            record('sink#ok', '100'),
+            record('sink#err', '101'),
+            record('sink#ok', '100'),
+            record('halt', '102', 'rotation#r1'),
+          ],
+        },
+        context,
+      );
       expect(first).toEqual({ batchItemFailures: [{ itemIdentifier: '101' }] });
       expect(ok.slice(okBefore).map((r) => [r.kind, r.id, r.auth.ok])).toEqual([['dead-letter', id, true]]);
       expect(errArrivals.length - errBefore).toBe(1);
@@ -180,9 +240,25 @@ describe('the notifications outbox in DynamoDB', () => {
       expect(second).toEqual({ batchItemFailures: [{ itemIdentifier: '101' }] });
       expect(errArrivals.length - errBefore).toBe(2);
       expect(ok.length - okBefore).toBe(1);
-      const err = (await client.send(new GetItemCommand({ TableName: table, Key: { pk: { S: `notify#${id}` }, sk: { S: 'sink#err' } }, ConsistentRead: true }))).Item;
+      const err = (
+        await client.send(
+          new GetItemCommand({
+            TableName: table,
+            Key: { pk: { S: `notify#${id}` }, sk: { S: 'sink#err' } },
+            ConsistentRead: true,
+          }),
+        )
+      ).Item;
       expect([err?.state?.S, err?.attempts?.N]).toEqual(['pending', '2']);
-      const sent = (await client.send(new GetItemCommand({ TableName: table, Key: { pk: { S: `notify#${id}` }, sk: { S: 'sink#ok' } }, ConsistentRead: true }))).Item;
+      const sent = (
+        await client.send(
+          new GetItemCommand({
+            TableName: table,
+            Key: { pk: { S: `notify#${id}` }, sk: { S: 'sink#ok' } },
+            ConsistentRead: true,
+          }),
+        )
+      ).Item;
       expect([sent?.state?.S, sent?.outboxDue]).toEqual(['sent', undefined]);
       // No secret in what the failing sink got, nor the URL of the other.
       expect(errArrivals.join('\n')).not.toContain(KEY);
@@ -191,9 +267,13 @@ describe('the notifications outbox in DynamoDB', () => {
     }
   });
 
-  it('vault-rollout worker: a failing sink never fails the worker\'s message; the working sink gets one complete', async () => {
+  it("vault-rollout worker: a failing sink never fails the worker's message; the working sink gets one complete", async () => {
     const table = await newTable();
-    const queue = await createFifoQueueWithDlq(sqs, { name: 'notify-worker', maxReceiveCount: 5, visibilityTimeoutSeconds: 10 });
+    const queue = await createFifoQueueWithDlq(sqs, {
+      name: 'notify-worker',
+      maxReceiveCount: 5,
+      visibilityTimeoutSeconds: 10,
+    });
     const routes = `clusters:
   alpha: { kubeconfig: { file: ${JSON.stringify(cluster('alpha').vaultRolloutKubeconfig)} } }
 vault: { mounts: { secret: 2 } }
@@ -208,10 +288,25 @@ ${sinksBlock('[complete, dead-letter]')}routes:
     const okBefore = ok.length;
     const errBefore = errArrivals.length;
     const output: string[] = [];
-    const worker: ChildProcess = spawn(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), 'worker', '--routes', routesFile, '--queue-url', queue.queueUrl, '--dlq-url', queue.deadLetterQueueUrl, '--concurrency', '1'], {
-      env: { ...process.env, ...awsEnv(), ...sinkEnv(), HOME: dir, VAULT_ROLLOUT_STATE_TABLE: table },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const worker: ChildProcess = spawn(
+      process.execPath,
+      [
+        join(repoRootDir, 'lib/cli/main.ts'),
+        'worker',
+        '--routes',
+        routesFile,
+        '--queue-url',
+        queue.queueUrl,
+        '--dlq-url',
+        queue.deadLetterQueueUrl,
+        '--concurrency',
+        '1',
+      ],
+      {
+        env: { ...process.env, ...awsEnv(), ...sinkEnv(), HOME: dir, VAULT_ROLLOUT_STATE_TABLE: table },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     const capture = (chunk: Buffer) => {
       recordOutput(chunk);
       output.push(chunk.toString());
@@ -219,18 +314,65 @@ ${sinksBlock('[complete, dead-letter]')}routes:
     worker.stdout?.on('data', capture);
     worker.stderr?.on('data', capture);
     try {
-      const app = buildApp({ table: loadRoutingTable(routes, routesFile), queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }), telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
-      const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: 'notify-worker-1', operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/notify-worker/api' }, response: { data: { version: 2 } } });
-      expect((await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(202);
-      await waitFor(async () => (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.['vault-rollout.io/versions'] === '{"secret/notify-worker/api":2}' || undefined, { timeoutMs: 60_000, what: 'the restart' });
-      await waitFor(() => Promise.resolve(ok.slice(okBefore).some((r) => r.kind === 'complete') || undefined), { timeoutMs: 90_000, what: 'the complete notification' });
+      const app = buildApp({
+        table: loadRoutingTable(routes, routesFile),
+        queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
+        telemetry: memoryTelemetry(),
+        secrets: async () => ({ bearerToken: BEARER_TOKEN }),
+      });
+      const audit = JSON.stringify({
+        time: new Date().toISOString(),
+        type: 'response',
+        request: {
+          id: 'notify-worker-1',
+          operation: 'update',
+          mount_type: 'kv',
+          mount_point: 'secret/',
+          path: 'secret/data/notify-worker/api',
+        },
+        response: { data: { version: 2 } },
+      });
+      expect(
+        (
+          await app.request('/v1/vault/audit', {
+            method: 'POST',
+            body: audit,
+            headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+          })
+        ).status,
+      ).toBe(202);
+      await waitFor(
+        async () =>
+          (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.[
+            'vault-rollout.io/versions'
+          ] === '{"secret/notify-worker/api":2}' || undefined,
+        { timeoutMs: 60_000, what: 'the restart' },
+      );
+      await waitFor(() => Promise.resolve(ok.slice(okBefore).some((r) => r.kind === 'complete') || undefined), {
+        timeoutMs: 90_000,
+        what: 'the complete notification',
+      });
       // The failing sink is retried by the worker's delivery loop (2 s, then 4 s …), while the message is long done.
-      await waitFor(() => Promise.resolve(errArrivals.length - errBefore >= 2 || undefined), { timeoutMs: 30_000, what: 'a retry of the failing sink' });
+      await waitFor(() => Promise.resolve(errArrivals.length - errBefore >= 2 || undefined), {
+        timeoutMs: 30_000,
+        what: 'a retry of the failing sink',
+      });
       const depth = async (url: string) => {
-        const out = await sqs.send(new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'] }));
-        return Number(out.Attributes?.ApproximateNumberOfMessages) + Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible);
+        const out = await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: url,
+            AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+          }),
+        );
+        return (
+          Number(out.Attributes?.ApproximateNumberOfMessages) +
+          Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible)
+        );
       };
-      await waitFor(async () => (await depth(queue.queueUrl)) === 0 || undefined, { timeoutMs: 30_000, what: 'the queue to drain' });
+      await waitFor(async () => (await depth(queue.queueUrl)) === 0 || undefined, {
+        timeoutMs: 30_000,
+        what: 'the queue to drain',
+      });
       expect(await depth(queue.deadLetterQueueUrl)).toBe(0);
     } finally {
       worker.kill('SIGTERM');

@@ -20,7 +20,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyNotification } from '../../lib/notify/sinks.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
-import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
+import {
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  getWorkload,
+  spawnServe,
+  uniqueName,
+  type ServeChild,
+} from './support.ts';
 
 const NS = uniqueName('vr-notify');
 const CLUSTERS = ['gamma', 'alpha'] as const;
@@ -41,7 +50,9 @@ const ok: Received[] = [];
 const hangArrivals: number[] = [];
 const errArrivals: Array<{ at: number; text: string }> = [];
 
-async function listen(handler: (req: IncomingMessage, body: Buffer, answer: (status: number) => void) => void): Promise<string> {
+async function listen(
+  handler: (req: IncomingMessage, body: Buffer, answer: (status: number) => void) => void,
+): Promise<string> {
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -71,7 +82,13 @@ beforeAll(async () => {
     ok: await listen((req, body, answer) => {
       const header = (n: string) => req.headers[n] as string | undefined;
       const event = JSON.parse(body.toString()) as Record<string, unknown>;
-      ok.push({ at: Date.now(), kind: String(event.kind), id: String(event.id), event, auth: verifyNotification(KEY, header, body, Math.floor(Date.now() / 1000)) });
+      ok.push({
+        at: Date.now(),
+        kind: String(event.kind),
+        id: String(event.id),
+        event,
+        auth: verifyNotification(KEY, header, body, Math.floor(Date.now() / 1000)),
+      });
       answer(200);
     }),
     hang: await listen(() => void hangArrivals.push(Date.now())),
@@ -81,7 +98,9 @@ beforeAll(async () => {
     }),
   };
   routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map((c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`).join('\n');
+  const kubeconfigs = CLUSTERS.map(
+    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
+  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
@@ -108,36 +127,88 @@ routes:
   await Promise.all(
     ['good', 'held'].flatMap((name) =>
       CLUSTERS.map(async (c) => {
-        const annotations = name === 'held' && c === 'gamma' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/notify/held': 2 }) } : {};
-        const template = { metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+        const annotations =
+          name === 'held' && c === 'gamma'
+            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/notify/held': 2 }) }
+            : {};
+        const template = {
+          metadata: { labels: { app: name }, annotations },
+          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+        };
         await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
       }),
     ),
   );
-  await Promise.all(['good', 'held'].flatMap((name) => CLUSTERS.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
-  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), listenTimeoutMs: 180_000, env: env(urls) });
+  await Promise.all(
+    ['good', 'held'].flatMap((name) =>
+      CLUSTERS.map((c) =>
+        waitFor(
+          async () =>
+            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
+              ?.readyReplicas === 1 || undefined,
+          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
+        ),
+      ),
+    ),
+  );
+  serve = await spawnServe({
+    routesFile,
+    queueFile: join(dir, 'queue.sqlite'),
+    listenTimeoutMs: 180_000,
+    env: env(urls),
+  });
 }, 300_000);
 
 afterAll(async () => {
   serve?.child.kill('SIGTERM');
-  await Promise.all(servers.map((s) => new Promise((r) => { s.closeAllConnections(); s.close(r); })));
+  await Promise.all(
+    servers.map(
+      (s) =>
+        new Promise((r) => {
+          s.closeAllConnections();
+          s.close(r);
+        }),
+    ),
+  );
   await Promise.all(CLUSTERS.map((c) => deleteNamespace(c, NS)));
 });
 
 /** `again`: the same write seen again under another request id (a second feed, a replayed log): a new queue message, the same rotation. */
-const auditLine = (app: string, version: number, again = '') => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `notify-${app}-${version}${again}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/notify/${app}` }, response: { data: { version } } });
+const auditLine = (app: string, version: number, again = '') =>
+  JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `notify-${app}-${version}${again}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/notify/${app}`,
+    },
+    response: { data: { version } },
+  });
 const post = async (body: string) => {
-  const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, { method: 'POST', body, headers: { authorization: `Bearer ${BEARER_TOKEN}` } });
+  const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
+    method: 'POST',
+    body,
+    headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+  });
   expect(res.status).toBe(202);
 };
 /** Whether vault-rollout restarted the workload for `version` (its restart record names the path). */
 async function restarted(c: string, name: string): Promise<boolean> {
-  const w = (await getWorkload(c, NS, 'Deployment', name)) as { spec: { template: { metadata?: { annotations?: Record<string, string> } } } };
+  const w = (await getWorkload(c, NS, 'Deployment', name)) as {
+    spec: { template: { metadata?: { annotations?: Record<string, string> } } };
+  };
   return (w.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '').includes(`secret/notify/${name}`);
 }
 /** Polls until the workload shows its restart; resolves with when it was first seen. */
 async function seenRestarted(c: string, name: string): Promise<number> {
-  return waitFor(async () => ((await restarted(c, name)) ? Date.now() : undefined), { timeoutMs: 110_000, intervalMs: 100, what: `${name} restarted in ${c}` });
+  return waitFor(async () => ((await restarted(c, name)) ? Date.now() : undefined), {
+    timeoutMs: 110_000,
+    intervalMs: 100,
+    what: `${name} restarted in ${c}`,
+  });
 }
 const kinds = () => ok.map((r) => r.kind).sort();
 
@@ -145,9 +216,17 @@ describe('notifications from serve', () => {
   it('one signed notification per event through failing sinks, redeliveries and a restart; no restart waits for a sink', async () => {
     // 1. A halted rotation.
     await post(`${auditLine('held', 2)}\n`);
-    await waitFor(async () => (kinds().includes('halted') && kinds().includes('rollout-failed') ? true : undefined), { timeoutMs: 110_000, intervalMs: 250, what: 'halted and rollout-failed at the ok receiver' });
+    await waitFor(async () => (kinds().includes('halted') && kinds().includes('rollout-failed') ? true : undefined), {
+      timeoutMs: 110_000,
+      intervalMs: 250,
+      what: 'halted and rollout-failed at the ok receiver',
+    });
     expect(hangArrivals.length).toBeGreaterThanOrEqual(1);
-    await waitFor(async () => (errArrivals.length >= 2 ? true : undefined), { timeoutMs: 60_000, intervalMs: 250, what: 'the failing sink retried' });
+    await waitFor(async () => (errArrivals.length >= 2 ? true : undefined), {
+      timeoutMs: 60_000,
+      intervalMs: 250,
+      what: 'the failing sink retried',
+    });
     const firstHang = hangArrivals[0] ?? 0;
     expect(await restarted('alpha', 'held')).toBe(false);
 
@@ -157,7 +236,11 @@ describe('notifications from serve', () => {
     const seen = Promise.all([seenRestarted('gamma', 'good'), seenRestarted('alpha', 'good')]);
     await post(`${auditLine('good', 2)}\n`);
     const [gammaAt, alphaAt] = await seen;
-    await waitFor(async () => (kinds().includes('complete') ? true : undefined), { timeoutMs: 110_000, intervalMs: 250, what: 'complete at the ok receiver' });
+    await waitFor(async () => (kinds().includes('complete') ? true : undefined), {
+      timeoutMs: 110_000,
+      intervalMs: 250,
+      what: 'complete at the ok receiver',
+    });
     const complete = ok.find((r) => r.kind === 'complete');
     // Ordering, not durations: the hanging sink was hanging (and the failing one failing) before this rotation
     // started; its waves still ran in order, gamma then alpha, and then the completion reached the working sink.
@@ -165,9 +248,16 @@ describe('notifications from serve', () => {
     expect(gammaAt).toBeLessThan(alphaAt);
     expect(alphaAt).toBeLessThanOrEqual(complete?.at ?? 0);
     // The failing sink kept being tried (and refusing) while this rotation ran, and the halted rotation stayed halted.
-    await waitFor(async () => (errArrivals.length > errsBefore && errArrivals.some((a) => a.at >= posted) ? true : undefined), { timeoutMs: 60_000, intervalMs: 250, what: 'the failing sink tried again after the second rotation started' });
+    await waitFor(
+      async () => (errArrivals.length > errsBefore && errArrivals.some((a) => a.at >= posted) ? true : undefined),
+      { timeoutMs: 60_000, intervalMs: 250, what: 'the failing sink tried again after the second rotation started' },
+    );
     expect(await restarted('alpha', 'held')).toBe(false);
-    expect(complete?.event).toMatchObject({ route: 'notify', clusters: ['gamma', 'alpha'], secrets: ['secret/notify/good version 2'] });
+    expect(complete?.event).toMatchObject({
+      route: 'notify',
+      clusters: ['gamma', 'alpha'],
+      secrets: ['secret/notify/good version 2'],
+    });
 
     // 3. Redeliveries, a kill -9 and a restart on the same files, the same changes again.
     // Other request ids: not dropped by the queue's 5-minute deduplication, so the worker works them again.
@@ -182,7 +272,12 @@ describe('notifications from serve', () => {
     const queueDb = new DatabaseSync(join(dir, 'queue.sqlite'));
     queueDb.exec('DELETE FROM dedup');
     queueDb.close();
-    serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), listenTimeoutMs: 180_000, env: env(urls) });
+    serve = await spawnServe({
+      routesFile,
+      queueFile: join(dir, 'queue.sqlite'),
+      listenTimeoutMs: 180_000,
+      env: env(urls),
+    });
     await post(`${auditLine('good', 2, '-after-restart')}\n`);
     await post(`${auditLine('held', 2, '-after-restart')}\n`);
     // Longer than a delivery's lease (30 s): anything the killed serve had taken is retaken and retried by now.
@@ -191,8 +286,17 @@ describe('notifications from serve', () => {
     expect(kinds()).toEqual(['complete', 'halted', 'rollout-failed']);
     expect(new Set(ok.map((r) => r.id)).size).toBe(3);
     for (const r of ok) expect(r.auth).toEqual({ ok: true });
-    expect(ok.find((r) => r.kind === 'halted')?.event).toMatchObject({ wave: 1, waves: 2, cluster: 'gamma', workload: { namespace: NS, kind: 'Deployment', name: 'held' }, notRestarted: ['alpha'] });
-    expect(ok.find((r) => r.kind === 'rollout-failed')?.event).toMatchObject({ cluster: 'gamma', workload: { name: 'held' } });
+    expect(ok.find((r) => r.kind === 'halted')?.event).toMatchObject({
+      wave: 1,
+      waves: 2,
+      cluster: 'gamma',
+      workload: { namespace: NS, kind: 'Deployment', name: 'held' },
+      notRestarted: ['alpha'],
+    });
+    expect(ok.find((r) => r.kind === 'rollout-failed')?.event).toMatchObject({
+      cluster: 'gamma',
+      workload: { name: 'held' },
+    });
     // No secret in any message: not the HMAC key, not the bearer token, not a sink URL.
     const everything = JSON.stringify(ok.map((r) => r.event)) + errArrivals.map((e) => e.text).join('');
     for (const s of [KEY, BEARER_TOKEN, urls.ok, urls.hang, urls.err]) expect(everything).not.toContain(s);

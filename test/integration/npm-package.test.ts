@@ -4,7 +4,16 @@
  * checkout, on the project's Node 24 as `node` on PATH. In the integration project because it runs npm.
  */
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,15 +30,30 @@ let tarball = '';
 
 /** Every npm call: its own cache and no registry round trips that the test does not need; bounded in time. */
 function npm(args: string[], cwd: string, timeout: number): SpawnSyncReturns<string> {
-  const env = { ...process.env, PATH: `${nodeDir}:${process.env.PATH ?? '/usr/bin:/bin'}`, npm_config_cache: join(work, 'npm-cache'), npm_config_update_notifier: 'false', npm_config_audit: 'false', npm_config_fund: 'false' };
+  const env = {
+    ...process.env,
+    PATH: `${nodeDir}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+    npm_config_cache: join(work, 'npm-cache'),
+    npm_config_update_notifier: 'false',
+    npm_config_audit: 'false',
+    npm_config_fund: 'false',
+  };
   return spawnSync('npm', args, { cwd, env, encoding: 'utf8', timeout });
 }
 
 const said = (r: SpawnSyncReturns<string>) => `${r.error?.message ?? `exit ${r.status}`}\n${r.stdout}\n${r.stderr}`;
 
 /** The installed CLI, run as a user would: from their own directory, with nothing of the checkout on PATH but Node. */
-function vaultRollout(args: string[], path = `${join(prefix, 'bin')}:${nodeDir}:/usr/bin:/bin`): SpawnSyncReturns<string> {
-  return spawnSync(join(prefix, 'bin', 'vault-rollout'), args, { cwd: user, env: { PATH: path, HOME: home }, encoding: 'utf8', timeout: 60_000 });
+function vaultRollout(
+  args: string[],
+  path = `${join(prefix, 'bin')}:${nodeDir}:/usr/bin:/bin`,
+): SpawnSyncReturns<string> {
+  return spawnSync(join(prefix, 'bin', 'vault-rollout'), args, {
+    cwd: user,
+    env: { PATH: path, HOME: home },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
 }
 
 beforeAll(() => {
@@ -48,12 +72,29 @@ describe('the npm package', () => {
     const listed = spawnSync('tar', ['-tzf', tarball], { encoding: 'utf8' });
     expect(listed.status, said(listed)).toBe(0);
     const files = listed.stdout.trim().split('\n').sort();
-    for (const f of ['package.json', 'README.md', 'LICENSE', 'bin/vault-rollout', 'dist/vault-rollout.mjs', 'dist/THIRD-PARTY-LICENSES.md']) expect(files).toContain(`package/${f}`);
+    for (const f of [
+      'package.json',
+      'README.md',
+      'LICENSE',
+      'bin/vault-rollout',
+      'dist/vault-rollout.mjs',
+      'dist/THIRD-PARTY-LICENSES.md',
+    ])
+      expect(files).toContain(`package/${f}`);
     expect(files.filter((f) => f.endsWith('.ts') || f.includes('node_modules/'))).toEqual([]);
 
-    const manifest = JSON.parse(spawnSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }).stdout) as Record<string, unknown>;
-    expect(manifest).toMatchObject({ name: pkg.name, version: pkg.version, license: pkg.license, engines: { node: '>=24' }, bin: { 'vault-rollout': 'bin/vault-rollout' } });
-    for (const field of ['private', 'dependencies', 'optionalDependencies', 'devDependencies', 'scripts']) expect(manifest, field).not.toHaveProperty(field);
+    const manifest = JSON.parse(
+      spawnSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }).stdout,
+    ) as Record<string, unknown>;
+    expect(manifest).toMatchObject({
+      name: pkg.name,
+      version: pkg.version,
+      license: pkg.license,
+      engines: { node: '>=24' },
+      bin: { 'vault-rollout': 'bin/vault-rollout' },
+    });
+    for (const field of ['private', 'dependencies', 'optionalDependencies', 'devDependencies', 'scripts'])
+      expect(manifest, field).not.toHaveProperty(field);
   });
 
   it('installs globally into a clean prefix, alone: nothing from the checkout, no dependency beside it', () => {
@@ -70,18 +111,24 @@ describe('the npm package', () => {
     expect(r.stderr).toBe('');
   });
 
-  it('validate and plan work on a routing table and an audit line of the user\'s', () => {
-    writeFileSync(join(user, 'routes.yaml'), [
-      'clusters:',
-      '  alpha: { kubeconfig: { file: alpha.kubeconfig } }',
-      'vault: { mounts: { secret: 2 } }',
-      'routes:',
-      '  - name: api',
-      '    match: { path: "secret/payments/{app}" }',
-      '    targets: [{ clusters: [alpha], namespace: payments, names: [api], kind: Deployment, name: "{app}" }]',
-      '',
-    ].join('\n'));
-    writeFileSync(join(user, 'audit.log'), `${JSON.stringify({ time: '2026-11-20T12:00:00Z', type: 'response', request: { id: 'npm-package-1', operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/payments/api' }, response: { data: { version: 3 } } })}\n`);
+  it("validate and plan work on a routing table and an audit line of the user's", () => {
+    writeFileSync(
+      join(user, 'routes.yaml'),
+      [
+        'clusters:',
+        '  alpha: { kubeconfig: { file: alpha.kubeconfig } }',
+        'vault: { mounts: { secret: 2 } }',
+        'routes:',
+        '  - name: api',
+        '    match: { path: "secret/payments/{app}" }',
+        '    targets: [{ clusters: [alpha], namespace: payments, names: [api], kind: Deployment, name: "{app}" }]',
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(
+      join(user, 'audit.log'),
+      `${JSON.stringify({ time: '2026-11-20T12:00:00Z', type: 'response', request: { id: 'npm-package-1', operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/payments/api' }, response: { data: { version: 3 } } })}\n`,
+    );
 
     const validated = vaultRollout(['validate', 'routes.yaml']);
     expect(validated.status, said(validated)).toBe(0);
@@ -89,9 +136,14 @@ describe('the npm package', () => {
 
     const planned = vaultRollout(['plan', '--routes', 'routes.yaml', '--input', 'audit.log', '--json']);
     expect(planned.status, said(planned)).toBe(0);
-    const plan = JSON.parse(planned.stdout) as { changes: { path: string; version: number }[]; targets: { cluster: string; namespace: string; kind: string; name: string }[] };
+    const plan = JSON.parse(planned.stdout) as {
+      changes: { path: string; version: number }[];
+      targets: { cluster: string; namespace: string; kind: string; name: string }[];
+    };
     expect(plan.changes.map((c) => `${c.path}@${c.version}`)).toEqual(['secret/payments/api@3']);
-    expect(plan.targets.map((t) => `${t.cluster}/${t.namespace}/${t.kind}/${t.name}`)).toEqual(['alpha/payments/Deployment/api']);
+    expect(plan.targets.map((t) => `${t.cluster}/${t.namespace}/${t.kind}/${t.name}`)).toEqual([
+      'alpha/payments/Deployment/api',
+    ]);
 
     const invalid = vaultRollout(['validate', 'audit.log']);
     expect(invalid.status).toBe(1);
@@ -107,7 +159,9 @@ describe('the npm package', () => {
     expect(r.stderr).toBe('vault-rollout: needs Node.js 24 or later; `node` on PATH is v22.12.0\n');
   });
 
-  it('carries the checkout\'s LICENSE (test/unit/deploy/npm-pack.test.ts: the text of package.json\'s license)', () => {
-    expect(readFileSync(join(prefix, 'lib', 'node_modules', pkg.name, 'LICENSE'), 'utf8')).toBe(readRepoFile('LICENSE'));
+  it("carries the checkout's LICENSE (test/unit/deploy/npm-pack.test.ts: the text of package.json's license)", () => {
+    expect(readFileSync(join(prefix, 'lib', 'node_modules', pkg.name, 'LICENSE'), 'utf8')).toBe(
+      readRepoFile('LICENSE'),
+    );
   });
 });

@@ -19,11 +19,19 @@ import { runInImage, type ImageConfig } from '../image/image.ts';
 
 type ImageRuntimeConfig = ImageConfig['config'];
 
-interface KeyToPath { key: string; path: string; mode?: number }
+interface KeyToPath {
+  key: string;
+  path: string;
+  mode?: number;
+}
 interface EnvVar {
   name: string;
   value?: string;
-  valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean }; configMapKeyRef?: { name: string; key: string; optional?: boolean }; fieldRef?: { fieldPath: string } };
+  valueFrom?: {
+    secretKeyRef?: { name: string; key: string; optional?: boolean };
+    configMapKeyRef?: { name: string; key: string; optional?: boolean };
+    fieldRef?: { fieldPath: string };
+  };
 }
 interface ProjectionSource {
   serviceAccountToken?: { path: string; audience?: string; expirationSeconds?: number };
@@ -49,7 +57,12 @@ interface Container {
 }
 export interface PodView {
   metadata: { name: string; namespace: string; uid: string };
-  spec: { serviceAccountName?: string; containers: Container[]; volumes?: Volume[]; securityContext?: { runAsUser?: number; runAsGroup?: number; fsGroup?: number } };
+  spec: {
+    serviceAccountName?: string;
+    containers: Container[];
+    volumes?: Volume[];
+    securityContext?: { runAsUser?: number; runAsGroup?: number; fsGroup?: number };
+  };
 }
 
 /** What the kubelet would start: the container's command and args, its environment, and its mounts as files. */
@@ -74,7 +87,11 @@ export interface RunningContainer {
 }
 
 /** What an exec'd command left: its exit code and output. */
-export interface ExecResult { code: number | null; stdout: string; stderr: string }
+export interface ExecResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 
 export interface ContainerRunner {
   start: (spec: ContainerSpec) => Promise<RunningContainer>;
@@ -92,9 +109,16 @@ async function getJson<T>(kube: KubeClient, path: string): Promise<T> {
   return res.body as T;
 }
 
-async function dataOf(kube: KubeClient, ns: string, kind: 'configmaps' | 'secrets', name: string): Promise<Record<string, Buffer>> {
+async function dataOf(
+  kube: KubeClient,
+  ns: string,
+  kind: 'configmaps' | 'secrets',
+  name: string,
+): Promise<Record<string, Buffer>> {
   const obj = await getJson<{ data?: Record<string, string> }>(kube, `/api/v1/namespaces/${ns}/${kind}/${name}`);
-  return Object.fromEntries(Object.entries(obj.data ?? {}).map(([k, v]) => [k, kind === 'secrets' ? Buffer.from(v, 'base64') : Buffer.from(v)]));
+  return Object.fromEntries(
+    Object.entries(obj.data ?? {}).map(([k, v]) => [k, kind === 'secrets' ? Buffer.from(v, 'base64') : Buffer.from(v)]),
+  );
 }
 
 function writeItems(dir: string, data: Record<string, Buffer>, items: KeyToPath[] | undefined, mode: number): void {
@@ -118,7 +142,12 @@ function field(pod: PodView, path: string): string {
  * Materialises one container of the applied pod under a new temporary root. `server` is the API server the pod's
  * in-cluster environment points at (KUBERNETES_SERVICE_HOST/PORT); tokens come from TokenRequest, bound to the pod.
  */
-export async function materialisePod(kube: KubeClient, pod: PodView, containerName: string, server: string): Promise<{ spec: ContainerSpec; root: string }> {
+export async function materialisePod(
+  kube: KubeClient,
+  pod: PodView,
+  containerName: string,
+  server: string,
+): Promise<{ spec: ContainerSpec; root: string }> {
   const ns = pod.metadata.namespace;
   const container = pod.spec.containers.find((c) => c.name === containerName);
   if (!container) throw new Error(`pod ${pod.metadata.name} has no container ${containerName}`);
@@ -131,26 +160,45 @@ export async function materialisePod(kube: KubeClient, pod: PodView, containerNa
     if (!volume) throw new Error(`volumeMount ${mount.name} names no volume`);
     const dir = join(root, mount.mountPath);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    if (volume.configMap) writeItems(dir, await dataOf(kube, ns, 'configmaps', volume.configMap.name), volume.configMap.items, 0o644);
-    else if (volume.secret) writeItems(dir, await dataOf(kube, ns, 'secrets', volume.secret.secretName), volume.secret.items, 0o400);
+    if (volume.configMap)
+      writeItems(dir, await dataOf(kube, ns, 'configmaps', volume.configMap.name), volume.configMap.items, 0o644);
+    else if (volume.secret)
+      writeItems(dir, await dataOf(kube, ns, 'secrets', volume.secret.secretName), volume.secret.items, 0o400);
     else if (volume.projected) {
       for (const source of volume.projected.sources) {
         if (source.serviceAccountToken) {
           const sa = pod.spec.serviceAccountName ?? 'default';
           const res = await kube.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
             body: {
-              apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest',
-              spec: { expirationSeconds: source.serviceAccountToken.expirationSeconds ?? 3600, ...(source.serviceAccountToken.audience ? { audiences: [source.serviceAccountToken.audience] } : {}), boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, uid: pod.metadata.uid } },
+              apiVersion: 'authentication.k8s.io/v1',
+              kind: 'TokenRequest',
+              spec: {
+                expirationSeconds: source.serviceAccountToken.expirationSeconds ?? 3600,
+                ...(source.serviceAccountToken.audience ? { audiences: [source.serviceAccountToken.audience] } : {}),
+                boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata.name, uid: pod.metadata.uid },
+              },
             },
           });
           if (res.status !== 201) throw new Error(`TokenRequest for ${ns}/${sa}: HTTP ${res.status}`);
-          writeItems(dir, { token: Buffer.from((res.body as { status: { token: string } }).status.token) }, [{ key: 'token', path: source.serviceAccountToken.path }], 0o400);
-        } else if (source.configMap) writeItems(dir, await dataOf(kube, ns, 'configmaps', source.configMap.name), source.configMap.items, 0o444);
-        else if (source.secret) writeItems(dir, await dataOf(kube, ns, 'secrets', source.secret.name), source.secret.items, 0o400);
+          writeItems(
+            dir,
+            { token: Buffer.from((res.body as { status: { token: string } }).status.token) },
+            [{ key: 'token', path: source.serviceAccountToken.path }],
+            0o400,
+          );
+        } else if (source.configMap)
+          writeItems(dir, await dataOf(kube, ns, 'configmaps', source.configMap.name), source.configMap.items, 0o444);
+        else if (source.secret)
+          writeItems(dir, await dataOf(kube, ns, 'secrets', source.secret.name), source.secret.items, 0o400);
         else if (source.downwardAPI) {
           for (const item of source.downwardAPI.items) {
             if (!item.fieldRef) throw new Error('downwardAPI resourceFieldRef is not supported by the pod runner');
-            writeItems(dir, { v: Buffer.from(field(pod, item.fieldRef.fieldPath)) }, [{ key: 'v', path: item.path }], 0o444);
+            writeItems(
+              dir,
+              { v: Buffer.from(field(pod, item.fieldRef.fieldPath)) },
+              [{ key: 'v', path: item.path }],
+              0o444,
+            );
           }
         } else throw new Error(`projected source ${Object.keys(source).join(',')} is not supported by the pod runner`);
       }
@@ -162,21 +210,42 @@ export async function materialisePod(kube: KubeClient, pod: PodView, containerNa
     mounts[mount.mountPath] = dir;
   }
   const url = new URL(server);
-  const env: Record<string, string> = { KUBERNETES_SERVICE_HOST: url.hostname, KUBERNETES_SERVICE_PORT: url.port || '443' };
+  const env: Record<string, string> = {
+    KUBERNETES_SERVICE_HOST: url.hostname,
+    KUBERNETES_SERVICE_PORT: url.port || '443',
+  };
   for (const e of container.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.secretKeyRef) {
       const value = (await dataOf(kube, ns, 'secrets', e.valueFrom.secretKeyRef.name))[e.valueFrom.secretKeyRef.key];
-      if (value === undefined) throw new Error(`env ${e.name}: key ${e.valueFrom.secretKeyRef.key} is not in Secret ${e.valueFrom.secretKeyRef.name}`);
+      if (value === undefined)
+        throw new Error(
+          `env ${e.name}: key ${e.valueFrom.secretKeyRef.key} is not in Secret ${e.valueFrom.secretKeyRef.name}`,
+        );
       env[e.name] = value.toString();
     } else if (e.valueFrom?.configMapKeyRef) {
-      const value = (await dataOf(kube, ns, 'configmaps', e.valueFrom.configMapKeyRef.name))[e.valueFrom.configMapKeyRef.key];
-      if (value === undefined) throw new Error(`env ${e.name}: key ${e.valueFrom.configMapKeyRef.key} is not in ConfigMap ${e.valueFrom.configMapKeyRef.name}`);
+      const value = (await dataOf(kube, ns, 'configmaps', e.valueFrom.configMapKeyRef.name))[
+        e.valueFrom.configMapKeyRef.key
+      ];
+      if (value === undefined)
+        throw new Error(
+          `env ${e.name}: key ${e.valueFrom.configMapKeyRef.key} is not in ConfigMap ${e.valueFrom.configMapKeyRef.name}`,
+        );
       env[e.name] = value.toString();
     } else if (e.valueFrom?.fieldRef) env[e.name] = field(pod, e.valueFrom.fieldRef.fieldPath);
     else throw new Error(`env ${e.name}: its source is not supported by the pod runner`);
   }
-  return { spec: { command: container.command, args: container.args ?? [], env, mounts, writable, securityContext: pod.spec.securityContext ?? {} }, root };
+  return {
+    spec: {
+      command: container.command,
+      args: container.args ?? [],
+      env,
+      mounts,
+      writable,
+      securityContext: pod.spec.securityContext ?? {},
+    },
+    root,
+  };
 }
 
 export function removeRoot(root: string): void {
@@ -191,7 +260,9 @@ async function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -219,14 +290,24 @@ export function imageRunner(root: string, config: ImageRuntimeConfig): Container
         }
       }
       const user = runAsUser === undefined ? undefined : `${runAsUser}:${runAsGroup ?? runAsUser}`;
-      const child = runInImage(root, config, args, { env: spec.env, volumes: spec.mounts, ...(user ? { user } : {}), ...(spec.command ? { entrypoint: spec.command } : {}) });
+      const child = runInImage(root, config, args, {
+        env: spec.env,
+        volumes: spec.mounts,
+        ...(user ? { user } : {}),
+        ...(spec.command ? { entrypoint: spec.command } : {}),
+      });
       return watchListening(child, port);
     },
     async exec(spec, argv) {
       const { runAsUser, runAsGroup } = spec.securityContext;
       const user = runAsUser === undefined ? undefined : `${runAsUser}:${runAsGroup ?? runAsUser}`;
       // The exec'd argv replaces the entrypoint and takes no arguments of the image's Cmd.
-      const child = runInImage(root, config, [], { env: spec.env, volumes: spec.mounts, entrypoint: argv, ...(user ? { user } : {}) });
+      const child = runInImage(root, config, [], {
+        env: spec.env,
+        volumes: spec.mounts,
+        entrypoint: argv,
+        ...(user ? { user } : {}),
+      });
       let stdout = '';
       let stderr = '';
       child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -20,7 +20,12 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
 import { loadClusters, waitFor, type KubeClient } from '../clusters/kube-http.ts';
 import {
-  ESO_API, applyObject, bindSyncOperatorsRbac, createSecretStore, externalSecretPath, type OperatorsVault,
+  ESO_API,
+  applyObject,
+  bindSyncOperatorsRbac,
+  createSecretStore,
+  externalSecretPath,
+  type OperatorsVault,
 } from '../clusters/operators.ts';
 import { issueCert, writeKubeconfig } from '../clusters/pki.ts';
 import { REAL_NODE_NAME, REAL_NODE_POD_PLACEMENT } from '../clusters/real-node.ts';
@@ -54,7 +59,11 @@ async function startVault(): Promise<OperatorsVault> {
   const server = await startDevServer({ kind: 'openbao' });
   await server.client.enableKv(MOUNT, 2, 'read by ESO');
   await server.client.writePolicy('consumer-read', `path "${MOUNT}/data/*" { capabilities = ["read"] }`);
-  const { token: esoToken } = await server.client.createToken({ policies: ['consumer-read'], ttl: '1h', displayName: 'external-secrets' });
+  const { token: esoToken } = await server.client.createToken({
+    policies: ['consumer-read'],
+    ttl: '1h',
+    displayName: 'external-secrets',
+  });
   return { server, addr: server.addr, mount: MOUNT, esoToken, stop: () => server.stop() };
 }
 
@@ -62,34 +71,69 @@ async function startVault(): Promise<OperatorsVault> {
 async function startEso(): Promise<ChildProcess> {
   const kubectl = join(repoRootDir, '.local/bin/kubectl');
   const crdDir = join(repoRootDir, '.local/bin/external-secrets-crds');
-  const crds = readdirSync(crdDir).filter((f) => f.endsWith('.yaml')).map((f) => `--filename=${join(crdDir, f)}`);
-  await promisify(execFile)(kubectl, [`--kubeconfig=${alpha.adminKubeconfig}`, 'apply', '--server-side', '--force-conflicts',
-    '--field-manager=vault-rollout-tests', ...crds], { maxBuffer: 1 << 24 });
-  await promisify(execFile)(kubectl, [`--kubeconfig=${alpha.adminKubeconfig}`, 'wait', '--for=condition=Established',
-    '--timeout=60s', ...crds], { maxBuffer: 1 << 24 });
+  const crds = readdirSync(crdDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .map((f) => `--filename=${join(crdDir, f)}`);
+  await promisify(execFile)(
+    kubectl,
+    [
+      `--kubeconfig=${alpha.adminKubeconfig}`,
+      'apply',
+      '--server-side',
+      '--force-conflicts',
+      '--field-manager=vault-rollout-tests',
+      ...crds,
+    ],
+    { maxBuffer: 1 << 24 },
+  );
+  await promisify(execFile)(
+    kubectl,
+    [`--kubeconfig=${alpha.adminKubeconfig}`, 'wait', '--for=condition=Established', '--timeout=60s', ...crds],
+    { maxBuffer: 1 << 24 },
+  );
   const rbac = parseAllDocuments(readFileSync(join(repoRootDir, 'test/clusters/operators-rbac.yaml'), 'utf8'))
     .map((d) => d.toJS() as { kind: string; metadata: { name: string } })
     .filter((d) => d.kind.startsWith('ClusterRole') && d.metadata.name === 'vault-rollout-test:external-secrets');
   for (const doc of rbac) {
     const plural = doc.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings';
-    const r = await kube.request('PATCH', `/apis/rbac.authorization.k8s.io/v1/${plural}/${doc.metadata.name}?fieldManager=vault-rollout-tests&force=true`,
-      { body: stringify(doc), contentType: 'application/apply-patch+yaml' });
+    const r = await kube.request(
+      'PATCH',
+      `/apis/rbac.authorization.k8s.io/v1/${plural}/${doc.metadata.name}?fieldManager=vault-rollout-tests&force=true`,
+      { body: stringify(doc), contentType: 'application/apply-patch+yaml' },
+    );
     if (r.status >= 300) throw new Error(`apply ${doc.kind}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
   }
   const pki = join(repoRootDir, '.local', alpha.caFile.split('/.local/')[1]!, '..');
   const user = 'vault-rollout-test:external-secrets';
-  const cert = issueCert(dir, { certFile: join(pki, 'ca.crt'), keyFile: join(pki, 'ca.key') }, { name: 'eso', commonName: user, usage: 'client' });
+  const cert = issueCert(
+    dir,
+    { certFile: join(pki, 'ca.crt'), keyFile: join(pki, 'ca.key') },
+    { name: 'eso', commonName: user, usage: 'client' },
+  );
   writeKubeconfig(join(dir, 'eso.kubeconfig'), REAL_NODE_CLUSTER, alpha.server, alpha.caFile, user, cert);
   const live = await closedPort();
-  const child = spawn(join(repoRootDir, '.local/bin/external-secrets'), [
-    `--namespace=${NS}`, '--metrics-addr=0', `--live-addr=127.0.0.1:${live}`, '--enable-leader-election=false',
-    '--enable-cluster-store-reconciler=false', '--enable-cluster-external-secret-reconciler=false',
-    '--enable-push-secret-reconciler=false', '--enable-cluster-push-secret-reconciler=false', '--enable-generator-state=false',
-  ], { env: { ...process.env, KUBECONFIG: join(dir, 'eso.kubeconfig') }, stdio: 'ignore' });
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`external-secrets exited with ${child.exitCode}`);
-    return (await fetch(`http://127.0.0.1:${live}/healthz`).catch(() => undefined))?.status === 200;
-  }, { timeoutMs: 60_000, intervalMs: 250, what: 'external-secrets /healthz' });
+  const child = spawn(
+    join(repoRootDir, '.local/bin/external-secrets'),
+    [
+      `--namespace=${NS}`,
+      '--metrics-addr=0',
+      `--live-addr=127.0.0.1:${live}`,
+      '--enable-leader-election=false',
+      '--enable-cluster-store-reconciler=false',
+      '--enable-cluster-external-secret-reconciler=false',
+      '--enable-push-secret-reconciler=false',
+      '--enable-cluster-push-secret-reconciler=false',
+      '--enable-generator-state=false',
+    ],
+    { env: { ...process.env, KUBECONFIG: join(dir, 'eso.kubeconfig') }, stdio: 'ignore' },
+  );
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`external-secrets exited with ${child.exitCode}`);
+      return (await fetch(`http://127.0.0.1:${live}/healthz`).catch(() => undefined))?.status === 200;
+    },
+    { timeoutMs: 60_000, intervalMs: 250, what: 'external-secrets /healthz' },
+  );
   return child;
 }
 
@@ -111,10 +155,15 @@ afterAll(async () => {
   await deleteNamespace(REAL_NODE_CLUSTER, NS);
 });
 
-interface PodView { metadata: { name: string; deletionTimestamp?: string }; spec: { nodeName?: string }; status: { phase?: string } }
+interface PodView {
+  metadata: { name: string; deletionTimestamp?: string };
+  spec: { nodeName?: string };
+  status: { phase?: string };
+}
 
 const pods = async (): Promise<PodView[]> =>
-  (await kube.request<{ items: PodView[] }>('GET', `/api/v1/namespaces/${NS}/pods?labelSelector=app%3Dconsumer`)).body.items;
+  (await kube.request<{ items: PodView[] }>('GET', `/api/v1/namespaces/${NS}/pods?labelSelector=app%3Dconsumer`)).body
+    .items;
 const podLog = async (name: string): Promise<string> => {
   const r = await kube.request('GET', `/api/v1/namespaces/${NS}/pods/${name}/log`);
   return r.status === 200 ? r.text : '';
@@ -122,66 +171,99 @@ const podLog = async (name: string): Promise<string> => {
 
 /** The one running consumer pod whose log says `line`. */
 async function podPrinting(line: string): Promise<PodView> {
-  return waitFor(async () => {
-    for (const p of await pods()) {
-      if (p.status.phase === 'Running' && !p.metadata.deletionTimestamp && (await podLog(p.metadata.name)).includes(line)) return p;
-    }
-    return undefined;
-  }, { timeoutMs: 150_000, intervalMs: 500, what: `a consumer pod printing "${line}"` });
+  return waitFor(
+    async () => {
+      for (const p of await pods()) {
+        if (
+          p.status.phase === 'Running' &&
+          !p.metadata.deletionTimestamp &&
+          (await podLog(p.metadata.name)).includes(line)
+        )
+          return p;
+      }
+      return undefined;
+    },
+    { timeoutMs: 150_000, intervalMs: 500, what: `a consumer pod printing "${line}"` },
+  );
 }
 
 /** `bao kv put` as a platform engineer types it, against the dev server (its root token in the environment only). */
 async function baoKvPut(path: string, value: string): Promise<void> {
-  await promisify(execFile)(serverBinary('openbao'), ['kv', 'put', `-mount=${MOUNT}`, path, `password=${value}`],
-    { env: { ...process.env, BAO_ADDR: vault.addr, BAO_TOKEN: vault.server.token } });
+  await promisify(execFile)(serverBinary('openbao'), ['kv', 'put', `-mount=${MOUNT}`, path, `password=${value}`], {
+    env: { ...process.env, BAO_ADDR: vault.addr, BAO_TOKEN: vault.server.token },
+  });
 }
 
 describe('a consumer on the real node', () => {
-  it('prints the new secret from its environment and its file after bao kv put; the old pod is gone', async () => {
-    await baoKvPut('consumer/db', 'one');
-    await applyObject(kube, externalSecretPath(NS), 'db', {
-      apiVersion: ESO_API, kind: 'ExternalSecret', metadata: { name: 'db', namespace: NS },
-      spec: {
-        refreshPolicy: 'OnChange', secretStoreRef: { name: 'openbao', kind: 'SecretStore' }, target: { name: 'db', creationPolicy: 'Owner' },
-        data: [{ secretKey: 'password', remoteRef: { key: 'consumer/db', property: 'password' } }],
-      },
-    });
-    await waitFor(async () => (await kube.request('GET', `/api/v1/namespaces/${NS}/secrets/db`)).status === 200, { timeoutMs: 60_000, what: 'ESO to write the Secret' });
-    const script = 'echo "env=$PASSWORD file=$(cat /etc/db/password)"; exec sleep 2147483647';
-    const created = await kube.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, {
-      body: {
-        apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'consumer' },
+  it(
+    'prints the new secret from its environment and its file after bao kv put; the old pod is gone',
+    async () => {
+      await baoKvPut('consumer/db', 'one');
+      await applyObject(kube, externalSecretPath(NS), 'db', {
+        apiVersion: ESO_API,
+        kind: 'ExternalSecret',
+        metadata: { name: 'db', namespace: NS },
         spec: {
-          replicas: 1, selector: { matchLabels: { app: 'consumer' } },
-          template: {
-            metadata: { labels: { app: 'consumer' } },
-            spec: {
-              ...REAL_NODE_POD_PLACEMENT, terminationGracePeriodSeconds: 1,
-              volumes: [{ name: 'db', secret: { secretName: 'db' } }],
-              containers: [{
-                name: 'app', image: testImages!.busybox, command: ['/bin/sh', '-c', script],
-                env: [{ name: 'PASSWORD', valueFrom: { secretKeyRef: { name: 'db', key: 'password' } } }],
-                volumeMounts: [{ name: 'db', mountPath: '/etc/db', readOnly: true }],
-              }],
+          refreshPolicy: 'OnChange',
+          secretStoreRef: { name: 'openbao', kind: 'SecretStore' },
+          target: { name: 'db', creationPolicy: 'Owner' },
+          data: [{ secretKey: 'password', remoteRef: { key: 'consumer/db', property: 'password' } }],
+        },
+      });
+      await waitFor(async () => (await kube.request('GET', `/api/v1/namespaces/${NS}/secrets/db`)).status === 200, {
+        timeoutMs: 60_000,
+        what: 'ESO to write the Secret',
+      });
+      const script = 'echo "env=$PASSWORD file=$(cat /etc/db/password)"; exec sleep 2147483647';
+      const created = await kube.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, {
+        body: {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: 'consumer' },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: { app: 'consumer' } },
+            template: {
+              metadata: { labels: { app: 'consumer' } },
+              spec: {
+                ...REAL_NODE_POD_PLACEMENT,
+                terminationGracePeriodSeconds: 1,
+                volumes: [{ name: 'db', secret: { secretName: 'db' } }],
+                containers: [
+                  {
+                    name: 'app',
+                    image: testImages!.busybox,
+                    command: ['/bin/sh', '-c', script],
+                    env: [{ name: 'PASSWORD', valueFrom: { secretKeyRef: { name: 'db', key: 'password' } } }],
+                    volumeMounts: [{ name: 'db', mountPath: '/etc/db', readOnly: true }],
+                  },
+                ],
+              },
             },
           },
         },
-      },
-    });
-    expect(created.status, created.text.slice(0, 300)).toBe(201);
-    const first = await podPrinting('env=one file=one');
-    expect(first.spec.nodeName).toBe(REAL_NODE_NAME);
+      });
+      expect(created.status, created.text.slice(0, 300)).toBe(201);
+      const first = await podPrinting('env=one file=one');
+      expect(first.spec.nodeName).toBe(REAL_NODE_NAME);
 
-    const devices = await vault.server.client.listAudit();
-    if (!Object.keys(devices).some((k) => k.startsWith('http'))) {
-      await vault.server.client.enableAudit('http', 'http', { uri: `${serve!.url}/v1/vault/audit`, headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }) });
-    }
-    await baoKvPut('consumer/db', 'two');
-    const second = await podPrinting('env=two file=two');
-    expect(second.metadata.name).not.toBe(first.metadata.name);
-    expect(second.spec.nodeName).toBe(REAL_NODE_NAME);
-    await waitFor(async () => (await kube.request('GET', `/api/v1/namespaces/${NS}/pods/${first.metadata.name}`)).status === 404,
-      { timeoutMs: 60_000, intervalMs: 500, what: `the old pod ${first.metadata.name} gone` });
-    expect((await pods()).map((p) => p.metadata.name)).toEqual([second.metadata.name]);
-  }, SLOW);
+      const devices = await vault.server.client.listAudit();
+      if (!Object.keys(devices).some((k) => k.startsWith('http'))) {
+        await vault.server.client.enableAudit('http', 'http', {
+          uri: `${serve!.url}/v1/vault/audit`,
+          headers: JSON.stringify({ Authorization: [`Bearer ${BEARER_TOKEN}`] }),
+        });
+      }
+      await baoKvPut('consumer/db', 'two');
+      const second = await podPrinting('env=two file=two');
+      expect(second.metadata.name).not.toBe(first.metadata.name);
+      expect(second.spec.nodeName).toBe(REAL_NODE_NAME);
+      await waitFor(
+        async () => (await kube.request('GET', `/api/v1/namespaces/${NS}/pods/${first.metadata.name}`)).status === 404,
+        { timeoutMs: 60_000, intervalMs: 500, what: `the old pod ${first.metadata.name} gone` },
+      );
+      expect((await pods()).map((p) => p.metadata.name)).toEqual([second.metadata.name]);
+    },
+    SLOW,
+  );
 });

@@ -21,13 +21,20 @@ const SLOW = 180_000;
 const { registry, testImages } = loadClusters();
 let kube: KubeClient;
 
-interface Condition { type: string; status: string }
+interface Condition {
+  type: string;
+  status: string;
+}
 interface NodeView {
   metadata: { name: string; labels?: Record<string, string> };
   spec: { taints?: { key: string; value?: string; effect: string }[] };
   status: { conditions?: Condition[]; nodeInfo?: { containerRuntimeVersion?: string; kubeletVersion?: string } };
 }
-interface PodView { metadata: { name: string }; spec: { nodeName?: string }; status: { phase?: string; podIP?: string } }
+interface PodView {
+  metadata: { name: string };
+  spec: { nodeName?: string };
+  status: { phase?: string; podIP?: string };
+}
 
 beforeAll(async () => {
   kube = admin(REAL_NODE_CLUSTER);
@@ -46,41 +53,59 @@ async function podLog(name: string): Promise<string> {
 async function runOnRealNode(name: string, script: string): Promise<{ pod: PodView; log: string }> {
   const created = await kube.request('POST', `/api/v1/namespaces/${NS}/pods`, {
     body: {
-      apiVersion: 'v1', kind: 'Pod', metadata: { name },
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name },
       spec: {
-        ...REAL_NODE_POD_PLACEMENT, restartPolicy: 'Never', terminationGracePeriodSeconds: 1,
+        ...REAL_NODE_POD_PLACEMENT,
+        restartPolicy: 'Never',
+        terminationGracePeriodSeconds: 1,
         containers: [{ name: 'main', image: testImages!.busybox, command: ['/bin/sh', '-c', script] }],
       },
     },
   });
   expect(created.status, created.text.slice(0, 300)).toBe(201);
-  const pod = await waitFor(async () => {
-    const r = await kube.request<PodView>('GET', `/api/v1/namespaces/${NS}/pods/${name}`);
-    if (r.body.status.phase === 'Failed') throw new Error(`pod ${name} failed: ${await podLog(name)}`);
-    return r.body.status.phase === 'Succeeded' ? r.body : undefined;
-  }, { timeoutMs: 120_000, intervalMs: 250, what: `pod ${name} to succeed on ${REAL_NODE_NAME}` });
+  const pod = await waitFor(
+    async () => {
+      const r = await kube.request<PodView>('GET', `/api/v1/namespaces/${NS}/pods/${name}`);
+      if (r.body.status.phase === 'Failed') throw new Error(`pod ${name} failed: ${await podLog(name)}`);
+      return r.body.status.phase === 'Succeeded' ? r.body : undefined;
+    },
+    { timeoutMs: 120_000, intervalMs: 250, what: `pod ${name} to succeed on ${REAL_NODE_NAME}` },
+  );
   return { pod, log: await podLog(name) };
 }
 
 describe('the registry', () => {
-  it('npm run image -- --push stores the image under the digest the build wrote', async () => {
-    expect(registry).toMatch(/^127\.0\.0\.1:\d+$/);
-    const tag = `it-${Date.now().toString(36)}`;
-    const { stdout } = await run(process.execPath, ['deploy/image/build.ts', '--push', `${registry}/vault-rollout:${tag}`],
-      { cwd: repoRootDir, maxBuffer: 1 << 20 });
-    const out = JSON.parse(stdout) as { manifestDigest: string; pushed: { reference: string; digest: string } };
-    expect(out.pushed).toEqual({ reference: `${registry}/vault-rollout:${tag}`, digest: out.manifestDigest });
-    const res = await fetch(`http://${registry}/v2/vault-rollout/manifests/${tag}`, {
-      method: 'HEAD', headers: { accept: 'application/vnd.oci.image.manifest.v1+json' },
-    });
-    expect(res.status).toBe(200);
-    expect(res.headers.get('docker-content-digest')).toBe(out.manifestDigest);
-  }, SLOW);
+  it(
+    'npm run image -- --push stores the image under the digest the build wrote',
+    async () => {
+      expect(registry).toMatch(/^127\.0\.0\.1:\d+$/);
+      const tag = `it-${Date.now().toString(36)}`;
+      const { stdout } = await run(
+        process.execPath,
+        ['deploy/image/build.ts', '--push', `${registry}/vault-rollout:${tag}`],
+        { cwd: repoRootDir, maxBuffer: 1 << 20 },
+      );
+      const out = JSON.parse(stdout) as { manifestDigest: string; pushed: { reference: string; digest: string } };
+      expect(out.pushed).toEqual({ reference: `${registry}/vault-rollout:${tag}`, digest: out.manifestDigest });
+      const res = await fetch(`http://${registry}/v2/vault-rollout/manifests/${tag}`, {
+        method: 'HEAD',
+        headers: { accept: 'application/vnd.oci.image.manifest.v1+json' },
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('docker-content-digest')).toBe(out.manifestDigest);
+    },
+    SLOW,
+  );
 });
 
 describe('the real node', () => {
   it('is Ready on containerd, labelled and tainted, beside the kwok nodes', async () => {
-    const r = await kube.request<{ items: NodeView[] }>('GET', `/api/v1/nodes?labelSelector=${encodeURIComponent(`${REAL_NODE_LABEL}=true`)}`);
+    const r = await kube.request<{ items: NodeView[] }>(
+      'GET',
+      `/api/v1/nodes?labelSelector=${encodeURIComponent(`${REAL_NODE_LABEL}=true`)}`,
+    );
     expect(r.body.items.map((n) => n.metadata.name)).toEqual([REAL_NODE_NAME]);
     const node = r.body.items[0]!;
     expect(node.status.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
@@ -90,30 +115,48 @@ describe('the real node', () => {
     expect(all.body.items.length).toBeGreaterThan(1);
   });
 
-  it('runs a pod from the registry that reaches the API server through the kubernetes Service', async () => {
-    const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
-    // busybox's TLS client checks no certificate and cannot talk to the API server (its handshake fails), so no HTTPS
-    // request is made from the pod: nc connecting shows the Service's address routes to the API server (kube-proxy's
-    // DNAT, the node's link, the host's forwarder).
-    const { pod, log } = await runOnRealNode('reach-api', [
-      `echo "namespace=$(cat ${sa}/namespace)"`,
-      'echo "service=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"',
-      'if nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" </dev/null; then echo reached; else echo unreachable; fi',
-    ].join('; '));
-    expect(pod.spec.nodeName).toBe(REAL_NODE_NAME);
-    expect(pod.status.podIP).toMatch(/^10\.88\.0\.\d+$/);
-    expect(log).toContain(`namespace=${NS}`);
-    expect(log).toContain('service=10.0.0.1:443');
-    expect(log).toMatch(/^reached$/m);
-  }, SLOW);
+  it(
+    'runs a pod from the registry that reaches the API server through the kubernetes Service',
+    async () => {
+      const sa = '/var/run/secrets/kubernetes.io/serviceaccount';
+      // busybox's TLS client checks no certificate and cannot talk to the API server (its handshake fails), so no HTTPS
+      // request is made from the pod: nc connecting shows the Service's address routes to the API server (kube-proxy's
+      // DNAT, the node's link, the host's forwarder).
+      const { pod, log } = await runOnRealNode(
+        'reach-api',
+        [
+          `echo "namespace=$(cat ${sa}/namespace)"`,
+          'echo "service=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"',
+          'if nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" </dev/null; then echo reached; else echo unreachable; fi',
+        ].join('; '),
+      );
+      expect(pod.spec.nodeName).toBe(REAL_NODE_NAME);
+      expect(pod.status.podIP).toMatch(/^10\.88\.0\.\d+$/);
+      expect(log).toContain(`namespace=${NS}`);
+      expect(log).toContain('service=10.0.0.1:443');
+      expect(log).toMatch(/^reached$/m);
+    },
+    SLOW,
+  );
 
-  it('leaves pods that do not ask for it to the kwok nodes', async () => {
-    const created = await kube.request('POST', `/api/v1/namespaces/${NS}/pods`, {
-      body: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'elsewhere' }, spec: { containers: [{ name: 'main', image: 'registry.invalid/app:1' }] } },
-    });
-    expect(created.status).toBe(201);
-    const pod = await waitFor(async () => (await kube.request<PodView>('GET', `/api/v1/namespaces/${NS}/pods/elsewhere`)).body.spec.nodeName,
-      { timeoutMs: 30_000, what: 'the pod to be scheduled' });
-    expect(pod).toMatch(/^kwok-node-/);
-  }, SLOW);
+  it(
+    'leaves pods that do not ask for it to the kwok nodes',
+    async () => {
+      const created = await kube.request('POST', `/api/v1/namespaces/${NS}/pods`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: 'elsewhere' },
+          spec: { containers: [{ name: 'main', image: 'registry.invalid/app:1' }] },
+        },
+      });
+      expect(created.status).toBe(201);
+      const pod = await waitFor(
+        async () => (await kube.request<PodView>('GET', `/api/v1/namespaces/${NS}/pods/elsewhere`)).body.spec.nodeName,
+        { timeoutMs: 30_000, what: 'the pod to be scheduled' },
+      );
+      expect(pod).toMatch(/^kwok-node-/);
+    },
+    SLOW,
+  );
 });

@@ -14,7 +14,16 @@ import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { watchRestarts, type Restart } from '../vault/e2e-stack.ts';
 import { REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
-import { admin, cluster, createNamespace, createWorkload, deleteNamespace, expectReplicaSets, getWorkload, uniqueName } from './support.ts';
+import {
+  admin,
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  expectReplicaSets,
+  getWorkload,
+  uniqueName,
+} from './support.ts';
 
 const NS = uniqueName('vr-reconcile');
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-reconcile-'));
@@ -43,7 +52,10 @@ routes:
   return path;
 }
 
-async function runReconcile(routesFile: string, ...extra: string[]): Promise<{ code: number; out: string; err: string }> {
+async function runReconcile(
+  routesFile: string,
+  ...extra: string[]
+): Promise<{ code: number; out: string; err: string }> {
   const io = memoryIo({}, { VAULT_TOKEN: token });
   io.readText = async (f) => readFileSync(f, 'utf8');
   const code = await main(['reconcile', '--routes', routesFile, '--vault-addr', server.addr, ...extra], io);
@@ -55,8 +67,13 @@ async function podsRunning(apps: readonly string[]): Promise<void> {
   await waitFor(
     async () => {
       const res = await admin('alpha').request('GET', `/api/v1/namespaces/${NS}/pods`);
-      const pods = (res.body as { items: Array<{ metadata: { labels?: Record<string, string> }; status?: { startTime?: string } }> }).items;
-      return apps.every((app) => pods.some((p) => p.metadata.labels?.app === app && p.status?.startTime !== undefined)) || undefined;
+      const pods = (
+        res.body as { items: Array<{ metadata: { labels?: Record<string, string> }; status?: { startTime?: string } }> }
+      ).items;
+      return (
+        apps.every((app) => pods.some((p) => p.metadata.labels?.app === app && p.status?.startTime !== undefined)) ||
+        undefined
+      );
     },
     { timeoutMs: 60_000, intervalMs: 250, what: `pods of ${apps.join(', ')}` },
   );
@@ -96,8 +113,13 @@ describe('reconcile with the feed off', () => {
     expect(first.err).not.toContain(token);
     expect(first.code, first.out + first.err).toBe(0);
     expect(first.out).toContain('KV v1 (no versions): reconcile cannot see changes of rc-legacy');
-    expect(first.out).toMatch(/Workloads \(5\): 0 current, 0 running the current version \(recorded without a restart\), 5 behind, 0 failed/);
-    await waitFor(async () => apps.slice(0, 5).every((app) => restartsOf(app).length === 1) || undefined, { timeoutMs: 30_000, what: 'five restarts' });
+    expect(first.out).toMatch(
+      /Workloads \(5\): 0 current, 0 running the current version \(recorded without a restart\), 5 behind, 0 failed/,
+    );
+    await waitFor(async () => apps.slice(0, 5).every((app) => restartsOf(app).length === 1) || undefined, {
+      timeoutMs: 30_000,
+      what: 'five restarts',
+    });
     await settle();
     for (const [i, app] of apps.entries()) expect(restartsOf(app), app).toHaveLength(i < 5 ? 1 : 0);
     for (const app of apps.slice(0, 5)) expect(restartsOf(app)[0]?.versions).toEqual({ [`secret/rc/${app}/db`]: 1 });
@@ -131,13 +153,17 @@ describe('reconcile with the feed off', () => {
 
     const first = await runReconcile(file);
     expect(first.code, first.out + first.err).toBe(0);
-    expect(first.out).toMatch(/Workloads \(5\): 0 current, 5 running the current version \(recorded without a restart\), 0 behind, 0 failed/);
+    expect(first.out).toMatch(
+      /Workloads \(5\): 0 current, 5 running the current version \(recorded without a restart\), 0 behind, 0 failed/,
+    );
     expect(first.out).toContain('Nothing is behind: nothing queued.');
     await settle();
     for (const app of apps) {
       expect(restartsOf(app), app).toHaveLength(0);
       const object = await getWorkload('alpha', NS, 'Deployment', app);
-      expect(object.metadata.annotations?.['vault-rollout.io/versions']).toBe(JSON.stringify({ [`secret/cur/${app}/db`]: 1 }));
+      expect(object.metadata.annotations?.['vault-rollout.io/versions']).toBe(
+        JSON.stringify({ [`secret/cur/${app}/db`]: 1 }),
+      );
       // The pod template is untouched (a Deployment counts an annotation change in its generation, but rolls nothing).
       expect(object.spec.template?.metadata?.annotations).toBeUndefined();
       await expectReplicaSets('alpha', NS, app, 1);
@@ -147,13 +173,16 @@ describe('reconcile with the feed off', () => {
     await server.client.kv2Write('secret', 'cur/cur-2/db', { password: 'rotated' });
     const next = await runReconcile(file);
     expect(next.code, next.out + next.err).toBe(0);
-    await waitFor(async () => restartsOf('cur-2').length === 1 || undefined, { timeoutMs: 30_000, what: 'the restart of cur-2' });
+    await waitFor(async () => restartsOf('cur-2').length === 1 || undefined, {
+      timeoutMs: 30_000,
+      what: 'the restart of cur-2',
+    });
     await settle();
     for (const app of apps) expect(restartsOf(app), app).toHaveLength(app === 'cur-2' ? 1 : 0);
     expect(restartsOf('cur-2')[0]?.versions).toEqual({ 'secret/cur/cur-2/db': 2 });
   });
 
-  it('deleted and destroyed versions follow the route\'s operations', async () => {
+  it("deleted and destroyed versions follow the route's operations", async () => {
     await createWorkload('alpha', NS, 'Deployment', 'del-0');
     await createWorkload('alpha', NS, 'Deployment', 'del-1');
     await podsRunning(['del-0', 'del-1']);
@@ -178,10 +207,15 @@ routes:
     }
     const run = await runReconcile(file);
     expect(run.code, run.out + run.err).toBe(0);
-    await waitFor(async () => restartsOf('del-0').length === 1 || undefined, { timeoutMs: 30_000, what: 'the restart of del-0' });
+    await waitFor(async () => restartsOf('del-0').length === 1 || undefined, {
+      timeoutMs: 30_000,
+      what: 'the restart of del-0',
+    });
     await settle();
     // A delete records its time and id (the same version may be deleted again after an undelete).
-    expect(restartsOf('del-0')[0]?.versions).toEqual({ 'secret/del/del-0#delete': expect.stringMatching(/^\d{4}-.*#reconcile:secret\/del\/del-0@1:delete$/) });
+    expect(restartsOf('del-0')[0]?.versions).toEqual({
+      'secret/del/del-0#delete': expect.stringMatching(/^\d{4}-.*#reconcile:secret\/del\/del-0@1:delete$/),
+    });
     expect(restartsOf('del-1')).toHaveLength(0);
   });
 });

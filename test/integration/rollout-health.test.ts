@@ -13,7 +13,16 @@ import { main } from '../../lib/cli/main.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../faults/fault-proxy.ts';
-import { admin, clusters, createNamespace, deleteNamespace, events, fileAccess, routingTable, uniqueName } from './support.ts';
+import {
+  admin,
+  clusters,
+  createNamespace,
+  deleteNamespace,
+  events,
+  fileAccess,
+  routingTable,
+  uniqueName,
+} from './support.ts';
 
 const NS = uniqueName('vr-health');
 const SLOW = { timeout: 180_000 };
@@ -22,7 +31,18 @@ const READINESS = 'vault-rollout.test/readiness';
 let seq = 0;
 function write(key: string, version: number): string {
   seq++;
-  return JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `req-h-${seq}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/${key}` }, response: { data: { version } } });
+  return JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `req-h-${seq}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/${key}`,
+    },
+    response: { data: { version } },
+  });
 }
 
 /** Every API object the executor used, so requests per workload can be counted. */
@@ -36,11 +56,21 @@ const countingOptions: Partial<ExecutorOptions> = {
 };
 const requests = () => [...used].reduce((n, a) => n + a.stats.requests, 0);
 
-async function applyAndFollow(table: RoutingTable, lines: string[], budgetMs = 120_000, extra: Partial<ExecutorOptions> = {}): Promise<RolloutResult[]> {
+async function applyAndFollow(
+  table: RoutingTable,
+  lines: string[],
+  budgetMs = 120_000,
+  extra: Partial<ExecutorOptions> = {},
+): Promise<RolloutResult[]> {
   const parsed = parseInput(lines.join('\n'), { mounts: table.mounts });
   expect(parsed.rejected).toEqual([]);
   const plan = planRollouts(table, parsed.changes);
-  const results = await executeRollouts(table, plan.targets, { access: fileAccess, ...countingOptions, follow: { budgetMs }, ...extra });
+  const results = await executeRollouts(table, plan.targets, {
+    access: fileAccess,
+    ...countingOptions,
+    follow: { budgetMs },
+    ...extra,
+  });
   return results.sort((a, b) => `${a.cluster}/${a.kind}/${a.name}`.localeCompare(`${b.cluster}/${b.kind}/${b.name}`));
 }
 
@@ -55,25 +85,46 @@ const podTemplate = (app: string, readiness?: string) => ({
   spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
 });
 
-async function createDeployment(clusterName: string, name: string, replicas: number, readiness?: string, spec: Record<string, unknown> = {}): Promise<void> {
-  await ok(clusterName, 'POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name }, spec: { replicas, selector: { matchLabels: { app: name } }, template: podTemplate(name, readiness), ...spec } });
+async function createDeployment(
+  clusterName: string,
+  name: string,
+  replicas: number,
+  readiness?: string,
+  spec: Record<string, unknown> = {},
+): Promise<void> {
+  await ok(clusterName, 'POST', `/apis/apps/v1/namespaces/${NS}/deployments`, {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: { replicas, selector: { matchLabels: { app: name } }, template: podTemplate(name, readiness), ...spec },
+  });
 }
 
 interface Pod {
   metadata: { name: string; annotations?: Record<string, string>; deletionTimestamp?: string };
   status?: { phase?: string; conditions?: Array<{ type: string; status: string }> };
 }
-const pods = async (clusterName: string, app: string): Promise<Pod[]> => ((await ok(clusterName, 'GET', `/api/v1/namespaces/${NS}/pods?labelSelector=app%3D${app}`)) as { items: Pod[] }).items;
+const pods = async (clusterName: string, app: string): Promise<Pod[]> =>
+  ((await ok(clusterName, 'GET', `/api/v1/namespaces/${NS}/pods?labelSelector=app%3D${app}`)) as { items: Pod[] })
+    .items;
 const isReady = (p: Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
 
 /** Waits until the controller reports the first rollout done, so the restart is the only rollout in flight. */
-async function settled(clusterName: string, kind: 'deployments' | 'statefulsets' | 'daemonsets', name: string): Promise<void> {
+async function settled(
+  clusterName: string,
+  kind: 'deployments' | 'statefulsets' | 'daemonsets',
+  name: string,
+): Promise<void> {
   await waitFor(
     async () => {
-      const o = (await ok(clusterName, 'GET', `/apis/apps/v1/namespaces/${NS}/${kind}/${name}`)) as { metadata: { generation: number }; status?: Record<string, number> };
+      const o = (await ok(clusterName, 'GET', `/apis/apps/v1/namespaces/${NS}/${kind}/${name}`)) as {
+        metadata: { generation: number };
+        status?: Record<string, number>;
+      };
       const s = o.status ?? {};
       if ((s.observedGeneration ?? 0) < o.metadata.generation) return false;
-      if (kind === 'daemonsets') return (s.numberAvailable ?? 0) === (s.desiredNumberScheduled ?? -1) && (s.desiredNumberScheduled ?? 0) > 0;
+      if (kind === 'daemonsets')
+        return (s.numberAvailable ?? 0) === (s.desiredNumberScheduled ?? -1) && (s.desiredNumberScheduled ?? 0) > 0;
       return (s.readyReplicas ?? 0) === (s.replicas ?? -1);
     },
     { timeoutMs: 60_000, what: `${kind} ${name} to be ready before the restart` },
@@ -111,11 +162,17 @@ describe('rollout health on clusters with nodes', () => {
     await settled('alpha', 'deployments', 'web');
     const before = requests();
     const [result] = await applyAndFollow(table(), [write('web', 1)]);
-    expect(result).toMatchObject({ outcome: 'restarted', rollout: 'complete', pods: { desired: 3, updated: 3, ready: 3 } });
+    expect(result).toMatchObject({
+      outcome: 'restarted',
+      rollout: 'complete',
+      pods: { desired: 3, updated: 3, ready: 3 },
+    });
     expect(result?.rolloutMs).toBeGreaterThan(0);
     // List, watch, plus read, patch and the two Events: a handful of requests, not a poll loop.
     expect(requests() - before).toBeLessThanOrEqual(8);
-    process.stderr.write(`[rollout-health] web: complete in ${result?.rolloutMs} ms, ${requests() - before} API requests\n`);
+    process.stderr.write(
+      `[rollout-health] web: complete in ${result?.rolloutMs} ms, ${requests() - before} API requests\n`,
+    );
     const token = result?.restartToken;
     const live = (await pods('alpha', 'web')).filter((p) => !p.metadata.deletionTimestamp);
     expect(live).toHaveLength(3);
@@ -124,9 +181,18 @@ describe('rollout health on clusters with nodes', () => {
       expect(isReady(p)).toBe(true);
     }
     // The old pods are on their way out once the rollout is complete; none remains for long.
-    await waitFor(async () => (await pods('alpha', 'web')).every((p) => p.metadata.annotations?.['vault-rollout.io/restart-token'] === token), { timeoutMs: 30_000, what: 'old pods gone' });
-    const found = await waitFor(async () => (await events('alpha', NS, 'web')).find((e) => e.reason === 'RolloutComplete'), { timeoutMs: 10_000, what: 'RolloutComplete event' });
-    expect(found.message).toMatch(/^Rollout complete after \d+ s \(3\/3 new pods Ready\) for Vault secret secret\/web version 1$/);
+    await waitFor(
+      async () =>
+        (await pods('alpha', 'web')).every((p) => p.metadata.annotations?.['vault-rollout.io/restart-token'] === token),
+      { timeoutMs: 30_000, what: 'old pods gone' },
+    );
+    const found = await waitFor(
+      async () => (await events('alpha', NS, 'web')).find((e) => e.reason === 'RolloutComplete'),
+      { timeoutMs: 10_000, what: 'RolloutComplete event' },
+    );
+    expect(found.message).toMatch(
+      /^Rollout complete after \d+ s \(3\/3 new pods Ready\) for Vault secret secret\/web version 1$/,
+    );
     // A re-delivered message: unchanged, its rollout read back as complete, and no second event.
     const [again] = await applyAndFollow(table(), [write('web', 1)]);
     expect(again).toMatchObject({ outcome: 'unchanged', rollout: 'complete' });
@@ -137,7 +203,11 @@ describe('rollout health on clusters with nodes', () => {
     await createDeployment('alpha', 'slow', 1, 'slow');
     await settled('alpha', 'deployments', 'slow');
     const [result] = await applyAndFollow(table(), [write('slow', 1)]);
-    expect(result).toMatchObject({ outcome: 'restarted', rollout: 'complete', pods: { desired: 1, updated: 1, ready: 1 } });
+    expect(result).toMatchObject({
+      outcome: 'restarted',
+      rollout: 'complete',
+      pods: { desired: 1, updated: 1, ready: 1 },
+    });
     process.stderr.write(`[rollout-health] slow: complete in ${result?.rolloutMs} ms\n`);
     expect(result?.rolloutMs).toBeGreaterThanOrEqual(9_000);
     expect(result?.rolloutMs).toBeLessThan(60_000);
@@ -151,15 +221,42 @@ describe('rollout health on clusters with nodes', () => {
     expect(result?.outcome).toBe('restarted');
     process.stderr.write(`[rollout-health] never: ${result?.rollout}: ${result?.rolloutReason}\n`);
     expect(result?.rollout).toBe('failed');
-    expect(result?.rolloutReason).toMatch(/^\d of 2 new pods not Ready after \d+ s: ProgressDeadlineExceeded \(ReplicaSet "never-[a-z0-9]+" has timed out progressing\.\)$/);
-    const found = await waitFor(async () => (await events('alpha', NS, 'never')).find((e) => e.reason === 'RolloutFailed'), { timeoutMs: 10_000, what: 'RolloutFailed event' });
+    expect(result?.rolloutReason).toMatch(
+      /^\d of 2 new pods not Ready after \d+ s: ProgressDeadlineExceeded \(ReplicaSet "never-[a-z0-9]+" has timed out progressing\.\)$/,
+    );
+    const found = await waitFor(
+      async () => (await events('alpha', NS, 'never')).find((e) => e.reason === 'RolloutFailed'),
+      { timeoutMs: 10_000, what: 'RolloutFailed event' },
+    );
     expect(found.message).toContain('Rollout failed for Vault secret secret/never version 1: ');
   });
 
   it('StatefulSet and DaemonSet complete on every node, a CronJob has nothing to wait for', SLOW, async () => {
-    await ok('beta', 'POST', `/apis/apps/v1/namespaces/${NS}/statefulsets`, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'db' }, spec: { replicas: 2, serviceName: 'db', selector: { matchLabels: { app: 'db' } }, template: podTemplate('db') } });
-    await ok('beta', 'POST', `/apis/apps/v1/namespaces/${NS}/daemonsets`, { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'agent' }, spec: { selector: { matchLabels: { app: 'agent' } }, template: podTemplate('agent') } });
-    await ok('beta', 'POST', `/apis/batch/v1/namespaces/${NS}/cronjobs`, { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'nightly' }, spec: { schedule: '0 0 1 1 *', jobTemplate: { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.invalid/c:1' }], restartPolicy: 'Never' } } } } } });
+    await ok('beta', 'POST', `/apis/apps/v1/namespaces/${NS}/statefulsets`, {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name: 'db' },
+      spec: { replicas: 2, serviceName: 'db', selector: { matchLabels: { app: 'db' } }, template: podTemplate('db') },
+    });
+    await ok('beta', 'POST', `/apis/apps/v1/namespaces/${NS}/daemonsets`, {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'agent' },
+      spec: { selector: { matchLabels: { app: 'agent' } }, template: podTemplate('agent') },
+    });
+    await ok('beta', 'POST', `/apis/batch/v1/namespaces/${NS}/cronjobs`, {
+      apiVersion: 'batch/v1',
+      kind: 'CronJob',
+      metadata: { name: 'nightly' },
+      spec: {
+        schedule: '0 0 1 1 *',
+        jobTemplate: {
+          spec: {
+            template: { spec: { containers: [{ name: 'c', image: 'registry.invalid/c:1' }], restartPolicy: 'Never' } },
+          },
+        },
+      },
+    });
     await settled('beta', 'statefulsets', 'db');
     await settled('beta', 'daemonsets', 'agent');
     const results = await applyAndFollow(table(), [write('kinds', 1)]);
@@ -171,24 +268,28 @@ describe('rollout health on clusters with nodes', () => {
     expect(results[0]?.rolloutReason).toContain('next Job');
   });
 
-  it('apply --wait: exit 4 and rollout timeout past --timeout, then 0 and complete once the pods are Ready', SLOW, async () => {
-    await createDeployment('alpha', 'cli', 2, 'slow');
-    await settled('alpha', 'deployments', 'cli');
-    const routes = `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(clusters.find((c) => c.name === 'alpha')?.vaultRolloutKubeconfig)} } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: cli\n    match: { path: "secret/cli" }\n    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: cli }]\n`;
-    const record = write('cli', 1);
-    let io = memoryIo({ 'routes.yaml': routes, '-': record });
-    expect(await main(['apply', '--routes', 'routes.yaml', '--wait', '--timeout', '3s', '--json'], io)).toBe(4);
-    const first = JSON.parse(io.out).results[0];
-    expect(first).toMatchObject({ outcome: 'restarted', rollout: 'timeout', pods: { desired: 2 } });
-    expect(first.rolloutReason).toMatch(/^\d of 2 new pods not Ready after 3 s \(deadline\)/);
-    // Not a terminal: one plain line per change of state on stderr.
-    expect(io.err).toMatch(/^alpha .*\/Deployment\/cli: restarted\n/);
-    io = memoryIo({ 'routes.yaml': routes, '-': record });
-    expect(await main(['apply', '--routes', 'routes.yaml', '--wait'], io)).toBe(0);
-    expect(io.out).toContain('Results: 1 unchanged');
-    expect(io.out).toContain('Rollouts: 1 complete');
-    expect(io.out).toMatch(/cli +unchanged +complete +2\/2/);
-  });
+  it(
+    'apply --wait: exit 4 and rollout timeout past --timeout, then 0 and complete once the pods are Ready',
+    SLOW,
+    async () => {
+      await createDeployment('alpha', 'cli', 2, 'slow');
+      await settled('alpha', 'deployments', 'cli');
+      const routes = `clusters:\n  alpha: { kubeconfig: { file: ${JSON.stringify(clusters.find((c) => c.name === 'alpha')?.vaultRolloutKubeconfig)} } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: cli\n    match: { path: "secret/cli" }\n    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: cli }]\n`;
+      const record = write('cli', 1);
+      let io = memoryIo({ 'routes.yaml': routes, '-': record });
+      expect(await main(['apply', '--routes', 'routes.yaml', '--wait', '--timeout', '3s', '--json'], io)).toBe(4);
+      const first = JSON.parse(io.out).results[0];
+      expect(first).toMatchObject({ outcome: 'restarted', rollout: 'timeout', pods: { desired: 2 } });
+      expect(first.rolloutReason).toMatch(/^\d of 2 new pods not Ready after 3 s \(deadline\)/);
+      // Not a terminal: one plain line per change of state on stderr.
+      expect(io.err).toMatch(/^alpha .*\/Deployment\/cli: restarted\n/);
+      io = memoryIo({ 'routes.yaml': routes, '-': record });
+      expect(await main(['apply', '--routes', 'routes.yaml', '--wait'], io)).toBe(0);
+      expect(io.out).toContain('Results: 1 unchanged');
+      expect(io.out).toContain('Rollouts: 1 complete');
+      expect(io.out).toMatch(/cli +unchanged +complete +2\/2/);
+    },
+  );
 
   describe('a cluster that goes away mid-rollout', () => {
     let proxy: FaultProxy;
@@ -211,7 +312,10 @@ describe('rollout health on clusters with nodes', () => {
         { flaky: proxy.kubeconfig },
       );
       // The flaky cluster's deadline is short; alpha keeps the default.
-      const flakyTable: RoutingTable = { ...table, clusters: new Map([...table.clusters].map(([n, c]) => [n, n === 'flaky' ? { ...c, rolloutTimeout: '6s' } : c])) };
+      const flakyTable: RoutingTable = {
+        ...table,
+        clusters: new Map([...table.clusters].map(([n, c]) => [n, n === 'flaky' ? { ...c, rolloutTimeout: '6s' } : c])),
+      };
       let stopped = false;
       const results = await applyAndFollow(flakyTable, [write('steady', 1)], 120_000, {
         follow: {
@@ -226,7 +330,10 @@ describe('rollout health on clusters with nodes', () => {
       });
       expect(stopped).toBe(true);
       const seen = JSON.stringify(results.map((r) => [r.cluster, r.outcome, r.rollout, r.rolloutReason]));
-      expect(results.map((r) => [r.cluster, r.outcome, r.rollout]), seen).toEqual([
+      expect(
+        results.map((r) => [r.cluster, r.outcome, r.rollout]),
+        seen,
+      ).toEqual([
         ['alpha', 'restarted', 'complete'],
         ['flaky', 'restarted', 'timeout'],
       ]);

@@ -51,7 +51,18 @@ const kinds: Array<[string, () => Promise<[RotationStore, RotationStore]>]> = [
   ],
 ];
 
-const halt = (rotation: string, changes: string[], haltedAt: string): RotationHalt => ({ rotation, route: 'app', changes, secrets: changes.map((c) => `${c} (secret)`), wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'timeout' }, why: 'rollout timeout', notRestarted: ['alpha', 'beta'], haltedAt });
+const halt = (rotation: string, changes: string[], haltedAt: string): RotationHalt => ({
+  rotation,
+  route: 'app',
+  changes,
+  secrets: changes.map((c) => `${c} (secret)`),
+  wave: 1,
+  waves: 3,
+  failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'timeout' },
+  why: 'rollout timeout',
+  notRestarted: ['alpha', 'beta'],
+  haltedAt,
+});
 
 describe.each(kinds)('rotation store: %s', (_, make) => {
   it('a release by one worker is seen by the other and never goes down', async () => {
@@ -81,7 +92,7 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     expect((await a.halts()).map((h) => h.rotation)).toEqual(['r0']);
   });
 
-  it('a wave\'s times: the first write stays, whoever writes after; forgotten once passed; cleared with the halt', async () => {
+  it("a wave's times: the first write stays, whoever writes after; forgotten once passed; cleared with the halt", async () => {
     const [a, b] = await make();
     // The real clock: DynamoDB Local removes expired items, and the times' TTL counts from when they were written.
     const base = Math.floor(Date.now() / 1000) * 1000;
@@ -115,7 +126,13 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
       ['c2', 'bob', 'serve-0', '2026-11-26T10:00:00.000Z'],
       ['c1', 'alice', 'laptop-1', '2026-11-26T09:00:00.000Z'],
     ]);
-    expect(trail[1]).toMatchObject({ secrets: ['secret/c@1:write (secret)'], wave: 1, waves: 3, why: 'rollout timeout', failing: { cluster: 'gamma', name: 'api' } });
+    expect(trail[1]).toMatchObject({
+      secrets: ['secret/c@1:write (secret)'],
+      wave: 1,
+      waves: 3,
+      why: 'rollout timeout',
+      failing: { cluster: 'gamma', name: 'api' },
+    });
     expect(await a.halts()).toEqual([]);
   });
 
@@ -133,7 +150,10 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     await b.putBaseline('secret/x', { device: 'A', version: 1, digests: { p: 'd1' } }, now + 30_000, now + 20_000);
     expect((await a.baseline('A', 'secret/x', now + 20_001))?.version).toBe(1);
     await b.forgetBaseline('A', 'secret/x');
-    expect([await a.baseline('A', 'secret/x', now + 20_001), (await a.baseline('B', 'secret/x', now + 1))?.version]).toEqual([undefined, 7]);
+    expect([
+      await a.baseline('A', 'secret/x', now + 20_001),
+      (await a.baseline('B', 'secret/x', now + 1))?.version,
+    ]).toEqual([undefined, 7]);
     await b.clearBaselines('secret/x');
     expect(await a.baseline('B', 'secret/x', now + 1)).toBeUndefined();
   });

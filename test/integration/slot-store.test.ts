@@ -62,7 +62,9 @@ const fleet = { key: 'fleet', limit: 3 };
 
 describe.each(kinds)('slot store: %s', (_, fixture) => {
   it('takes leases up to the limit, refuses the next naming the full scope, and a release frees one', async () => {
-    const { stores: [a] } = await fixture();
+    const {
+      stores: [a],
+    } = await fixture();
     expect(await a.acquire('w1', [alpha], 60_000)).toEqual({ acquired: true });
     expect(await a.acquire('w2', [alpha], 60_000)).toEqual({ acquired: true });
     expect(await a.acquire('w3', [alpha], 60_000)).toEqual({ acquired: false, full: alpha, held: 2 });
@@ -72,7 +74,9 @@ describe.each(kinds)('slot store: %s', (_, fixture) => {
   });
 
   it('is atomic across scopes: a full fleet takes nothing in the cluster', async () => {
-    const { stores: [a] } = await fixture();
+    const {
+      stores: [a],
+    } = await fixture();
     for (const w of ['w1', 'w2']) expect(await a.acquire(w, [alpha, fleet], 60_000)).toEqual({ acquired: true });
     expect(await a.acquire('w3', [beta, fleet], 60_000)).toEqual({ acquired: true });
     expect(await a.acquire('w4', [beta, fleet], 60_000)).toEqual({ acquired: false, full: fleet, held: 3 });
@@ -83,7 +87,10 @@ describe.each(kinds)('slot store: %s', (_, fixture) => {
   });
 
   it('is idempotent per holder: a second acquire keeps the first lease and its time', async () => {
-    const { stores: [a, b], clock } = await fixture();
+    const {
+      stores: [a, b],
+      clock,
+    } = await fixture();
     await a.acquire('w1', [alpha, fleet], 60_000);
     clock.t += 5_000;
     expect(await b.acquire('w1', [alpha, fleet], 60_000)).toEqual({ acquired: true });
@@ -93,7 +100,10 @@ describe.each(kinds)('slot store: %s', (_, fixture) => {
   });
 
   it('lets a lease expire: a holder that never releases (a killed worker) frees its slot at the deadline', async () => {
-    const { stores: [a, b], clock } = await fixture();
+    const {
+      stores: [a, b],
+      clock,
+    } = await fixture();
     await a.acquire('killed-1', [alpha], 10_000);
     await a.acquire('killed-2', [alpha], 20_000);
     expect((await b.acquire('w3', [alpha], 60_000)).acquired).toBe(false);
@@ -107,9 +117,15 @@ describe.each(kinds)('slot store: %s', (_, fixture) => {
   });
 
   it('never hands out more than the limit to concurrent workers', async () => {
-    const { stores: [a, b] } = await fixture();
+    const {
+      stores: [a, b],
+    } = await fixture();
     const wide = { key: 'fleet', limit: 5 };
-    const outcomes = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).acquire(`w${i}`, [wide], 60_000).catch(() => ({ acquired: false }))));
+    const outcomes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        (i % 2 === 0 ? a : b).acquire(`w${i}`, [wide], 60_000).catch(() => ({ acquired: false })),
+      ),
+    );
     const won = outcomes.filter((o) => o.acquired).length;
     const held = await a.leases(wide.key);
     expect(held.length).toBe(won);

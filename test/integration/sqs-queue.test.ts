@@ -13,9 +13,20 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deduplicationId, parseRolloutMessage, QueueUnavailableError, type RolloutMessage } from '../../lib/queue/rollout-message.ts';
+import {
+  deduplicationId,
+  parseRolloutMessage,
+  QueueUnavailableError,
+  type RolloutMessage,
+} from '../../lib/queue/rollout-message.ts';
 import { MAX_BATCH_BYTES, SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
-import { createFifoQueueWithDlq, emulatorClient, freeLoopbackPort, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
+import {
+  createFifoQueueWithDlq,
+  emulatorClient,
+  freeLoopbackPort,
+  startSqsEmulator,
+  type SqsEmulator,
+} from '../sqs/emulator.ts';
 import { messageName, rolloutMessage } from '../sqs/fixtures.ts';
 
 let emulator: SqsEmulator;
@@ -25,11 +36,14 @@ const batchCalls: SendMessageBatchCommandInput[] = [];
 
 beforeAll(async () => {
   emulator = await startSqsEmulator();
-  console.log(`ElasticMQ on ${emulator.endpoint}: install ${Math.round(emulator.installMs)} ms, start ${Math.round(emulator.startMs)} ms`);
+  console.log(
+    `ElasticMQ on ${emulator.endpoint}: install ${Math.round(emulator.installMs)} ms, start ${Math.round(emulator.startMs)} ms`,
+  );
   client = emulatorClient(emulator.endpoint);
   client.middlewareStack.add(
     (next, context) => async (args) => {
-      if (context.commandName === SendMessageBatchCommand.name) batchCalls.push(args.input as SendMessageBatchCommandInput);
+      if (context.commandName === SendMessageBatchCommand.name)
+        batchCalls.push(args.input as SendMessageBatchCommandInput);
       return next(args);
     },
     { step: 'initialize', name: 'recordBatchCalls' },
@@ -43,7 +57,9 @@ afterAll(async () => {
 
 let queueCount = 0;
 /** A fresh queue pair per test, so tests never see each other's messages. */
-async function freshQueue(maxReceiveCount = 3): Promise<{ queueUrl: string; deadLetterQueueUrl: string; rolloutQueue: SqsRolloutQueue }> {
+async function freshQueue(
+  maxReceiveCount = 3,
+): Promise<{ queueUrl: string; deadLetterQueueUrl: string; rolloutQueue: SqsRolloutQueue }> {
   queueCount += 1;
   const pair = await createFifoQueueWithDlq(client, { name: `rollouts-${queueCount}-${process.pid}`, maxReceiveCount });
   return { ...pair, rolloutQueue: new SqsRolloutQueue({ client, queueUrl: pair.queueUrl }) };
@@ -51,12 +67,18 @@ async function freshQueue(maxReceiveCount = 3): Promise<{ queueUrl: string; dead
 
 async function receive(queueUrl: string, max = 10): Promise<Message[]> {
   const output = await client.send(
-    new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: max, WaitTimeSeconds: 0, MessageSystemAttributeNames: ['All'] }),
+    new ReceiveMessageCommand({
+      QueueUrl: queueUrl,
+      MaxNumberOfMessages: max,
+      WaitTimeSeconds: 0,
+      MessageSystemAttributeNames: ['All'],
+    }),
   );
   return output.Messages ?? [];
 }
 
-const deleteMessage = (queueUrl: string, m: Message): Promise<unknown> => client.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle }));
+const deleteMessage = (queueUrl: string, m: Message): Promise<unknown> =>
+  client.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle }));
 
 /** "cluster/name" of a received message. */
 function nameOf(m: Message): string {
@@ -67,7 +89,7 @@ function nameOf(m: Message): string {
 /** Receives and deletes until the queue is empty; returns the names in the order received. */
 async function drain(queueUrl: string): Promise<string[]> {
   const names: string[] = [];
-  for (let empty = 0; empty < 2; ) {
+  for (let empty = 0; empty < 2;) {
     const messages = await receive(queueUrl);
     if (messages.length === 0) empty += 1;
     for (const m of messages) {
@@ -83,7 +105,13 @@ const only = (names: readonly string[], cluster: string): string[] => names.filt
 describe('SqsRolloutQueue on ElasticMQ', () => {
   it('delivers one cluster in order, and a cluster with a message in flight does not hold up the others', async () => {
     const { queueUrl, rolloutQueue } = await freshQueue();
-    const messages = [rolloutMessage('alpha', 'a1'), rolloutMessage('beta', 'b1'), rolloutMessage('alpha', 'a2'), rolloutMessage('alpha', 'a3'), rolloutMessage('beta', 'b2')];
+    const messages = [
+      rolloutMessage('alpha', 'a1'),
+      rolloutMessage('beta', 'b1'),
+      rolloutMessage('alpha', 'a2'),
+      rolloutMessage('alpha', 'a3'),
+      rolloutMessage('beta', 'b2'),
+    ];
     await rolloutQueue.send(messages);
 
     const [first] = await receive(queueUrl, 1);
@@ -120,7 +148,9 @@ describe('SqsRolloutQueue on ElasticMQ', () => {
 
   it('splits more than 10 messages into several calls, and all arrive in order per cluster', async () => {
     const { queueUrl, rolloutQueue } = await freshQueue();
-    const messages = Array.from({ length: 24 }, (_, i) => rolloutMessage(`cluster-${i % 12}`, `w${Math.floor(i / 12)}`));
+    const messages = Array.from({ length: 24 }, (_, i) =>
+      rolloutMessage(`cluster-${i % 12}`, `w${Math.floor(i / 12)}`),
+    );
     const callsBefore = batchCalls.length;
     await rolloutQueue.send(messages);
 
@@ -142,9 +172,12 @@ describe('SqsRolloutQueue on ElasticMQ', () => {
 
     const calls = batchCalls.slice(callsBefore);
     expect(calls).toHaveLength(4);
-    for (const call of calls) expect((call.Entries ?? []).reduce((sum, e) => sum + Buffer.byteLength(e.MessageBody ?? ''), 0)).toBeLessThanOrEqual(MAX_BATCH_BYTES);
+    for (const call of calls)
+      expect(
+        (call.Entries ?? []).reduce((sum, e) => sum + Buffer.byteLength(e.MessageBody ?? ''), 0),
+      ).toBeLessThanOrEqual(MAX_BATCH_BYTES);
     const received: Message[] = [];
-    for (let empty = 0; empty < 2; ) {
+    for (let empty = 0; empty < 2;) {
       const batch = await receive(queueUrl);
       if (batch.length === 0) empty += 1;
       received.push(...batch);
@@ -163,7 +196,13 @@ describe('SqsRolloutQueue on ElasticMQ', () => {
       expect(message && nameOf(message)).toBe('alpha/poison');
       expect(message?.Attributes?.ApproximateReceiveCount).toBe(String(attempt));
       // The worker failed: make it visible again at once, as a Lambda partial batch failure does after the timeout.
-      await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: message?.ReceiptHandle, VisibilityTimeout: 0 }));
+      await client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: queueUrl,
+          ReceiptHandle: message?.ReceiptHandle,
+          VisibilityTimeout: 0,
+        }),
+      );
     }
 
     // The third receive moves it to the dead-letter queue and unblocks its cluster.
@@ -175,8 +214,14 @@ describe('SqsRolloutQueue on ElasticMQ', () => {
 
   it('answers QueueUnavailableError, fast, when the queue cannot be reached', async () => {
     const closedPort = await freeLoopbackPort();
-    const unreachable = emulatorClient(`http://127.0.0.1:${closedPort}`, { maxAttempts: 2, requestHandler: { connectionTimeout: 500, requestTimeout: 1000 } });
-    const rolloutQueue = new SqsRolloutQueue({ client: unreachable, queueUrl: `http://127.0.0.1:${closedPort}/000000000000/rollouts.fifo` });
+    const unreachable = emulatorClient(`http://127.0.0.1:${closedPort}`, {
+      maxAttempts: 2,
+      requestHandler: { connectionTimeout: 500, requestTimeout: 1000 },
+    });
+    const rolloutQueue = new SqsRolloutQueue({
+      client: unreachable,
+      queueUrl: `http://127.0.0.1:${closedPort}/000000000000/rollouts.fifo`,
+    });
     const started = performance.now();
     const error = await rolloutQueue.send([rolloutMessage('alpha', 'api')]).catch((e: unknown) => e);
     const elapsedMs = performance.now() - started;

@@ -50,8 +50,12 @@ const alive = (pid: number): boolean => {
 
 async function replicaSetsOf(cluster: string, namespace: string, deployment: string): Promise<string[]> {
   const res = await admin(cluster).request('GET', `/apis/apps/v1/namespaces/${namespace}/replicasets`);
-  const body = res.body as { items: Array<{ metadata: { name: string; ownerReferences?: Array<{ kind: string; name: string }> } }> };
-  return body.items.filter((rs) => rs.metadata.ownerReferences?.some((o) => o.kind === 'Deployment' && o.name === deployment)).map((rs) => rs.metadata.name);
+  const body = res.body as {
+    items: Array<{ metadata: { name: string; ownerReferences?: Array<{ kind: string; name: string }> } }>;
+  };
+  return body.items
+    .filter((rs) => rs.metadata.ownerReferences?.some((o) => o.kind === 'Deployment' && o.name === deployment))
+    .map((rs) => rs.metadata.name);
 }
 
 describe('npm start', () => {
@@ -78,11 +82,18 @@ describe('npm start', () => {
     child.stdout?.on('data', (d: Buffer) => (output += d.toString('utf8')));
     child.stderr?.on('data', (d: Buffer) => (output += d.toString('utf8')));
 
-    await waitFor(async () => {
-      if (child.exitCode !== null) throw Object.assign(new Error(`start exited ${child.exitCode}:\n${output}`), { fatal: true });
-      return /^ready in /m.test(output);
-    }, { timeoutMs: 600_000, intervalMs: 200, what: 'the "ready" line' });
-    const command = /^ {2}(BAO_ADDR=http:\/\/127\.0\.0\.1:\d+ BAO_TOKEN=\$\(cat \.local\/start\/bao-token\) \.local\/bin\/bao kv put .+)$/m.exec(output)?.[1];
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null)
+          throw Object.assign(new Error(`start exited ${child.exitCode}:\n${output}`), { fatal: true });
+        return /^ready in /m.test(output);
+      },
+      { timeoutMs: 600_000, intervalMs: 200, what: 'the "ready" line' },
+    );
+    const command =
+      /^ {2}(BAO_ADDR=http:\/\/127\.0\.0\.1:\d+ BAO_TOKEN=\$\(cat \.local\/start\/bao-token\) \.local\/bin\/bao kv put .+)$/m.exec(
+        output,
+      )?.[1];
     expect(command, output).toBeDefined();
     expect(output).toMatch(/already running, left running/);
 
@@ -91,8 +102,15 @@ describe('npm start', () => {
     const token = readFileSync(TOKEN_FILE, 'utf8');
     expect(token.length).toBeGreaterThan(10);
 
-    const before = Object.fromEntries(await Promise.all(CLUSTERS.map(async (c) => [c, await replicaSetsOf(c, 'edge', 'web')] as const)));
-    const tried = spawnSync('sh', ['-c', command ?? 'false'], { cwd: repoRootDir, env, encoding: 'utf8', timeout: 30_000 });
+    const before = Object.fromEntries(
+      await Promise.all(CLUSTERS.map(async (c) => [c, await replicaSetsOf(c, 'edge', 'web')] as const)),
+    );
+    const tried = spawnSync('sh', ['-c', command ?? 'false'], {
+      cwd: repoRootDir,
+      env,
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(tried.status, tried.stderr).toBe(0);
 
     // Live, per cluster and workload: serve's results and the clusters' new ReplicaSets.
@@ -102,27 +120,45 @@ describe('npm start', () => {
       /^\S+ {2}restarted alpha +edge\/DaemonSet\/ingress-proxy$/m,
       ...CLUSTERS.map((c) => new RegExp(`^\\S+  rollout +${c} +edge/Deployment/web: new ReplicaSet web-\\w+$`, 'm')),
     ];
-    await waitFor(async () => expected.every((re) => re.test(output)), { timeoutMs: 30_000, intervalMs: 200, what: 'every restart line' }).catch((e: unknown) => {
+    await waitFor(async () => expected.every((re) => re.test(output)), {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: 'every restart line',
+    }).catch((e: unknown) => {
       throw new Error(`${String(e)}; missing ${expected.filter((re) => !re.test(output)).join(', ')} in:\n${output}`);
     });
 
     for (const c of CLUSTERS) {
       const after = await replicaSetsOf(c, 'edge', 'web');
-      expect(after.filter((name) => !before[c]?.includes(name)), c).toHaveLength(1);
-      const deployment = (await admin(c).request('GET', '/apis/apps/v1/namespaces/edge/deployments/web')).body as { spec: { template: { metadata: { annotations?: Record<string, string> } } } };
-      expect(deployment.spec.template.metadata.annotations?.['vault-rollout.io/versions'], c).toContain('secret/shared/tls');
+      expect(
+        after.filter((name) => !before[c]?.includes(name)),
+        c,
+      ).toHaveLength(1);
+      const deployment = (await admin(c).request('GET', '/apis/apps/v1/namespaces/edge/deployments/web')).body as {
+        spec: { template: { metadata: { annotations?: Record<string, string> } } };
+      };
+      expect(deployment.spec.template.metadata.annotations?.['vault-rollout.io/versions'], c).toContain(
+        'secret/shared/tls',
+      );
     }
 
     const started = descendants(child.pid ?? -1);
     const commands = started.map((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '));
     expect(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8')).toContain('test/demo/start.ts'); // bin/start exec'd it
-    for (const what of [/main\.ts serve /, /main\.ts relay /, /\/bao server -dev/]) expect(commands.some((c) => what.test(c)), `${what} in ${commands.join('\n')}`).toBe(true);
+    for (const what of [/main\.ts serve /, /main\.ts relay /, /\/bao server -dev/])
+      expect(
+        commands.some((c) => what.test(c)),
+        `${what} in ${commands.join('\n')}`,
+      ).toBe(true);
 
     child.kill('SIGINT');
     const code = await Promise.race([exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 60_000))]);
     expect(code, output).toBe(0);
     expect(output).toMatch(/^stopped in /m);
-    await waitFor(async () => started.every((pid) => !alive(pid)), { timeoutMs: 10_000, what: 'every process start started to be gone' });
+    await waitFor(async () => started.every((pid) => !alive(pid)), {
+      timeoutMs: 10_000,
+      what: 'every process start started to be gone',
+    });
     expect(existsSync(TOKEN_FILE)).toBe(false);
     expect(output).not.toContain(token);
     // The clusters were running before: left running.

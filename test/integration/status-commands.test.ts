@@ -37,8 +37,26 @@ const template = (app: string) => ({
 beforeAll(async () => {
   await createNamespace('alpha', NS);
   await Promise.all([
-    ...Array.from({ length: ROUTED }, (_, i) => createWorkload('alpha', NS, 'Deployment', `routed-${i}`, { labels: { team: 'payments' } }, { replicas: 1, template: template(`routed-${i}`) })),
-    ...Array.from({ length: 3 }, (_, i) => createWorkload('alpha', NS, 'Deployment', `unrouted-${i}`, { labels: { team: 'elsewhere' } }, { replicas: 1, template: template(`unrouted-${i}`) })),
+    ...Array.from({ length: ROUTED }, (_, i) =>
+      createWorkload(
+        'alpha',
+        NS,
+        'Deployment',
+        `routed-${i}`,
+        { labels: { team: 'payments' } },
+        { replicas: 1, template: template(`routed-${i}`) },
+      ),
+    ),
+    ...Array.from({ length: 3 }, (_, i) =>
+      createWorkload(
+        'alpha',
+        NS,
+        'Deployment',
+        `unrouted-${i}`,
+        { labels: { team: 'elsewhere' } },
+        { replicas: 1, template: template(`unrouted-${i}`) },
+      ),
+    ),
   ]);
 }, 180_000);
 afterAll(async () => {
@@ -46,22 +64,37 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const unescapeHtml = (s: string): string => s.replace(/&#39;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const unescapeHtml = (s: string): string =>
+  s
+    .replace(/&#39;/g, "'")
+    .replace(/&quot;/g, '"')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** What a shell makes of a pasted command, run in `dir`: vault-rollout's arguments (the command word a function). */
 const pasted = (command: string): string[] =>
-  execFileSync('sh', ['-c', `args() { printf '%s\\0' "$@"; }\n${command.replace(/^vault-rollout /, 'args ')}`], { cwd: dir, encoding: 'utf8' }).split('\0').slice(0, -1);
+  execFileSync('sh', ['-c', `args() { printf '%s\\0' "$@"; }\n${command.replace(/^vault-rollout /, 'args ')}`], {
+    cwd: dir,
+    encoding: 'utf8',
+  })
+    .split('\0')
+    .slice(0, -1);
 
 describe('the commands the status page suggests', () => {
-  it('carry a tenant\'s record key as one quoted word that a shell never runs, and list only the consumers the routes target', { timeout: 120_000 }, async () => {
-    const io = memoryIo({ 'routes.yaml': routes });
-    await main(['status', '--routes', 'routes.yaml', '--cluster', 'alpha', '--output', 'html'], io);
-    const page = io.out;
-    expect(page).toContain('1 more consumers of this path');
-    expect(page).not.toContain('unrouted-');
-    const commands = [...page.matchAll(/<code class="cmd">([^<]*)<\/code>/g)].map((m) => unescapeHtml(m[1] ?? ''));
-    expect(commands).toEqual([`vault-rollout status --path 'secret/tenant/api/x$(touch pwned)' --json`]);
-    for (const command of commands) expect(pasted(command)).toEqual(['status', '--path', KEY, '--json']);
-    expect(existsSync(join(dir, 'pwned'))).toBe(false);
-  });
+  it(
+    "carry a tenant's record key as one quoted word that a shell never runs, and list only the consumers the routes target",
+    { timeout: 120_000 },
+    async () => {
+      const io = memoryIo({ 'routes.yaml': routes });
+      await main(['status', '--routes', 'routes.yaml', '--cluster', 'alpha', '--output', 'html'], io);
+      const page = io.out;
+      expect(page).toContain('1 more consumers of this path');
+      expect(page).not.toContain('unrouted-');
+      const commands = [...page.matchAll(/<code class="cmd">([^<]*)<\/code>/g)].map((m) => unescapeHtml(m[1] ?? ''));
+      expect(commands).toEqual([`vault-rollout status --path 'secret/tenant/api/x$(touch pwned)' --json`]);
+      for (const command of commands) expect(pasted(command)).toEqual(['status', '--path', KEY, '--json']);
+      expect(existsSync(join(dir, 'pwned'))).toBe(false);
+    },
+  );
 });

@@ -16,7 +16,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN, STATUS_TOKEN } from '../secrets.ts';
 import { ensureDebianChromium, launchChromium, type Browser } from './chromium.ts';
-import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, repoRootDir, spawnServe, uniqueName, type ServeChild } from './support.ts';
+import {
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  getWorkload,
+  repoRootDir,
+  spawnServe,
+  uniqueName,
+  type ServeChild,
+} from './support.ts';
 
 const NS = uniqueName('vr-status-page');
 const CLUSTERS = ['gamma', 'alpha', 'beta'] as const;
@@ -29,12 +39,17 @@ const XSS_PATH = `secret/status/<img src=x onerror="document.title='pwned'">`;
  * Where the screenshots go: always taken; into docs/images (the docs') only when asked, so that a test run leaves
  * the work tree as it found it (a changed tracked file would mark the image built in the same run `-dirty`).
  */
-const shots = process.env.VAULT_ROLLOUT_UPDATE_SCREENSHOTS === '1' ? join(repoRootDir, 'docs/images') : join(repoRootDir, '.local/test-output/status-page');
+const shots =
+  process.env.VAULT_ROLLOUT_UPDATE_SCREENSHOTS === '1'
+    ? join(repoRootDir, 'docs/images')
+    : join(repoRootDir, '.local/test-output/status-page');
 let serve: ServeChild;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  const kubeconfigs = CLUSTERS.map((c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`).join('\n');
+  const kubeconfigs = CLUSTERS.map(
+    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
+  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
@@ -52,14 +67,66 @@ routes:
 `,
   );
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
-  const template = (name: string, annotations: Record<string, string> = {}) => ({ metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } });
+  const template = (name: string, annotations: Record<string, string> = {}) => ({
+    metadata: { labels: { app: name }, annotations },
+    spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+  });
   await Promise.all([
     ...['good', 'held'].flatMap((name) =>
-      CLUSTERS.map((c) => createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template: template(name, name === 'held' && c === 'gamma' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/status/held': 2 }) } : {}) }))),
-    createWorkload('gamma', NS, 'Deployment', 'tenant', {}, { replicas: 1, template: template('tenant', { 'vault-rollout.io/versions': JSON.stringify({ [XSS_PATH]: 1 }) }) }),
+      CLUSTERS.map((c) =>
+        createWorkload(
+          c,
+          NS,
+          'Deployment',
+          name,
+          {},
+          {
+            replicas: 1,
+            template: template(
+              name,
+              name === 'held' && c === 'gamma'
+                ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/status/held': 2 }) }
+                : {},
+            ),
+          },
+        ),
+      ),
+    ),
+    createWorkload(
+      'gamma',
+      NS,
+      'Deployment',
+      'tenant',
+      {},
+      { replicas: 1, template: template('tenant', { 'vault-rollout.io/versions': JSON.stringify({ [XSS_PATH]: 1 }) }) },
+    ),
   ]);
-  await Promise.all(['good', 'held'].flatMap((name) => CLUSTERS.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === 1 || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
-  serve = await spawnServe({ routesFile, queueFile: join(dir, 'queue.sqlite'), args: ['--status-page', '--status-refresh', '5s'], listenTimeoutMs: 180_000, env: { HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, VAULT_ROLLOUT_STATUS_TOKEN: STATUS_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' } });
+  await Promise.all(
+    ['good', 'held'].flatMap((name) =>
+      CLUSTERS.map((c) =>
+        waitFor(
+          async () =>
+            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
+              ?.readyReplicas === 1 || undefined,
+          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
+        ),
+      ),
+    ),
+  );
+  serve = await spawnServe({
+    routesFile,
+    queueFile: join(dir, 'queue.sqlite'),
+    args: ['--status-page', '--status-refresh', '5s'],
+    listenTimeoutMs: 180_000,
+    env: {
+      HOME: dir,
+      VAULT_ROLLOUT_STATE_DB: stateDb,
+      VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+      VAULT_ROLLOUT_STATUS_TOKEN: STATUS_TOKEN,
+      POWERTOOLS_LOG_LEVEL: 'SILENT',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+    },
+  });
 }, 300_000);
 
 afterAll(async () => {
@@ -68,17 +135,38 @@ afterAll(async () => {
   await Promise.all(CLUSTERS.map((c) => deleteNamespace(c, NS)));
 });
 
-const auditLine = (app: string, version: number) => JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `status-page-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/status/${app}` }, response: { data: { version } } });
+const auditLine = (app: string, version: number) =>
+  JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `status-page-${app}-${version}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: `secret/data/status/${app}`,
+    },
+    response: { data: { version } },
+  });
 const auth = { authorization: `Bearer ${BEARER_TOKEN}` };
 /** The page's own read-only credential: the intake's token is not taken there. */
 const pageAuth = { authorization: `Bearer ${STATUS_TOKEN}` };
-const cli = (args: string[]) => spawnSync(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), ...args], { cwd: repoRootDir, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb } });
+const cli = (args: string[]) =>
+  spawnSync(process.execPath, [join(repoRootDir, 'lib/cli/main.ts'), ...args], {
+    cwd: repoRootDir,
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH, HOME: dir, VAULT_ROLLOUT_STATE_DB: stateDb },
+  });
 
 describe('the status page in Chromium', () => {
   it('shows the halt with its reason and resume command, the waves and gate of the rotation in progress, escaped, on a desktop and a phone', async () => {
     const version = ensureDebianChromium();
     for (const app of ['good', 'held']) {
-      const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, { method: 'POST', body: `${auditLine(app, 2)}\n`, headers: auth });
+      const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
+        method: 'POST',
+        body: `${auditLine(app, 2)}\n`,
+        headers: auth,
+      });
       expect(res.status).toBe(202);
     }
     const url = `http://127.0.0.1:${serve.port}/status`;
@@ -91,7 +179,9 @@ describe('the status page in Chromium', () => {
       },
       { timeoutMs: 120_000, intervalMs: 1_000, what: 'held halted at wave 1 and good complete in gamma' },
     ).catch((e: unknown) => {
-      throw new Error(`${e instanceof Error ? e.message : String(e)}; the page said:\n${last.replace(/\n\s*\n/g, '\n').slice(0, 4000)}`);
+      throw new Error(
+        `${e instanceof Error ? e.message : String(e)}; the page said:\n${last.replace(/\n\s*\n/g, '\n').slice(0, 4000)}`,
+      );
     });
 
     browser = await launchChromium();
@@ -108,7 +198,9 @@ describe('the status page in Chromium', () => {
     // Rotations in progress: each wave in words, and the gate.
     expect(text).toMatch(/secret\/status\/held\s+HALTED at wave 1 of 3/);
     expect(text).toMatch(/secret\/status\/good\s+at wave 2 of 3/);
-    expect(text).toContain('gate: every target of a wave rolled out within 1 min, then a pause of 30 s; on failure: halt');
+    expect(text).toContain(
+      'gate: every target of a wave rolled out within 1 min, then a pause of 30 s; on failure: halt',
+    );
     expect(text).toMatch(/complete wave 1: gamma \(1 of 1 consumers current and rolled out\)/);
     expect(text).toMatch(/waiting wave 2: alpha/);
     expect(text).toMatch(/held back wave 2: alpha/);
@@ -117,7 +209,9 @@ describe('the status page in Chromium', () => {
     expect(text).toMatch(new RegExp(`alpha\\s+${NS}/Deployment/good\\s+-\\s+BEHIND`));
     // The page refreshes itself and reads as a phone page.
     expect(await desktop.evaluate<string>('document.querySelector(\'meta[http-equiv="refresh"]\').content')).toBe('5');
-    expect(await desktop.evaluate<string>('document.querySelector(\'meta[name="viewport"]\').content')).toBe('width=device-width, initial-scale=1');
+    expect(await desktop.evaluate<string>('document.querySelector(\'meta[name="viewport"]\').content')).toBe(
+      'width=device-width, initial-scale=1',
+    );
     // The markup in a record key is text: shown, never an element, never run.
     expect(text).toContain(XSS_PATH);
     expect(await desktop.evaluate<number>('document.querySelectorAll("img, script, svg, iframe").length')).toBe(0);
@@ -131,8 +225,16 @@ describe('the status page in Chromium', () => {
     expect(await phone.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
     expect(await phone.evaluate<string>('getComputedStyle(document.querySelector("#paths td")).display')).toBe('block');
     // Each cell says what it is (CSS generated `Label: `), the state a word.
-    expect(await phone.evaluate<string[]>('[...document.querySelectorAll(\'#paths td[data-label="State"]\')].map((td) => td.innerText)')).toContain('HALTED');
-    expect(await phone.evaluate<string>('getComputedStyle(document.querySelector(\'#paths td[data-label="State"]\'), "::before").content')).toMatch(/data-label|State/);
+    expect(
+      await phone.evaluate<string[]>(
+        '[...document.querySelectorAll(\'#paths td[data-label="State"]\')].map((td) => td.innerText)',
+      ),
+    ).toContain('HALTED');
+    expect(
+      await phone.evaluate<string>(
+        'getComputedStyle(document.querySelector(\'#paths td[data-label="State"]\'), "::before").content',
+      ),
+    ).toMatch(/data-label|State/);
     await phone.screenshot(join(shots, 'status-page-phone.png'), 1_400);
 
     // Without the token the browser gets nothing of the fleet.
@@ -154,9 +256,12 @@ describe('the status page in Chromium', () => {
     // The command the page gives resumes the rotation; the page stops showing the halt.
     const cleared = cli(['halts', 'clear', rotation as string]);
     expect(cleared.status, cleared.stderr).toBe(0);
-    await waitFor(async () => {
-      await desktop.goto(url);
-      return !(await desktop.evaluate<string>('document.body.innerText')).includes('Halted rotations') || undefined;
-    }, { timeoutMs: 30_000, intervalMs: 1_000, what: 'the halt gone from the page' });
+    await waitFor(
+      async () => {
+        await desktop.goto(url);
+        return !(await desktop.evaluate<string>('document.body.innerText')).includes('Halted rotations') || undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 1_000, what: 'the halt gone from the page' },
+    );
   }, 300_000);
 });

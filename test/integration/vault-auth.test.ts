@@ -24,13 +24,21 @@ function deps(server: DevServer, log = memoryLog(), credentials?: AwsCredentials
   const none = () => {
     throw new Error('not used here');
   };
-  return { vaultAddr: server.addr, log, readFile: (p) => readFile(p, 'utf8'), ssm: none, secretsManager: none, awsCredentials: credentials ? () => credentials : none };
+  return {
+    vaultAddr: server.addr,
+    log,
+    readFile: (p) => readFile(p, 'utf8'),
+    ssm: none,
+    secretsManager: none,
+    awsCredentials: credentials ? () => credentials : none,
+  };
 }
 
 async function currentVersion(server: DevServer, env: Record<string, string>, d: VaultAuthDeps) {
   const { source } = await vaultTokenSourceFromEnv(env, d);
   try {
-    return (await new VaultMetadataClient({ vaultAddr: server.addr, auth: source }).readMetadata('secret', 'app/db'))?.currentVersion;
+    return (await new VaultMetadataClient({ vaultAddr: server.addr, auth: source }).readMetadata('secret', 'app/db'))
+      ?.currentVersion;
   } finally {
     source.stop();
   }
@@ -60,7 +68,11 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault logins on %s', (kind) => 
   });
 
   it('a token with a TTL of a few seconds keeps working past it because it is renewed', async () => {
-    const created = (await server.client.post('auth/token/create', { policies: ['vault-rollout-reconcile'], ttl: '4s', explicit_max_ttl: '5m' })) as { auth: { client_token: string } };
+    const created = (await server.client.post('auth/token/create', {
+      policies: ['vault-rollout-reconcile'],
+      ttl: '4s',
+      explicit_max_ttl: '5m',
+    })) as { auth: { client_token: string } };
     const token = created.auth.client_token;
     const log = memoryLog();
     const { source } = await vaultTokenSourceFromEnv({ VAULT_TOKEN: token }, deps(server, log));
@@ -77,7 +89,11 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault logins on %s', (kind) => 
   }, 30_000);
 
   it('a non-renewable token is used without renewal', async () => {
-    const created = (await server.client.post('auth/token/create', { policies: ['vault-rollout-reconcile'], ttl: '1h', renewable: false })) as { auth: { client_token: string } };
+    const created = (await server.client.post('auth/token/create', {
+      policies: ['vault-rollout-reconcile'],
+      ttl: '1h',
+      renewable: false,
+    })) as { auth: { client_token: string } };
     const log = memoryLog();
     expect(await currentVersion(server, { VAULT_TOKEN: created.auth.client_token }, deps(server, log))).toBe(2);
     const messages = log.lines.map((l) => l.message);
@@ -96,7 +112,9 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault logins on %s', (kind) => 
   it('AppRole, and the secret ID never reaches a log line', async () => {
     const { roleId, secretId } = await server.client.createAppRole('reconcile', ['vault-rollout-reconcile']);
     const log = memoryLog();
-    expect(await currentVersion(server, { VAULT_ROLE_ID: roleId, VAULT_SECRET_ID: secretId }, deps(server, log))).toBe(2);
+    expect(await currentVersion(server, { VAULT_ROLE_ID: roleId, VAULT_SECRET_ID: secretId }, deps(server, log))).toBe(
+      2,
+    );
     expect(log.lines.map((l) => l.message)).toContain('logged in to Vault with AppRole');
     expect(JSON.stringify(log.lines)).not.toContain(secretId);
   });
@@ -113,20 +131,49 @@ describe('AWS IAM login on Vault 1.21.1, STS emulated by moto', () => {
     await server.client.writePolicy('vault-rollout-reconcile', POLICY);
     await server.client.kv2Write('secret', 'app/db', { password: 'one' });
     await server.client.post('sys/auth/aws', { type: 'aws' });
-    await server.client.post('auth/aws/config/client', { sts_endpoint: moto.url, sts_region: 'us-east-1', iam_server_id_header_value: headerValue });
-    await server.client.post('auth/aws/role/reconcile', { auth_type: 'iam', bound_iam_principal_arn: [`arn:aws:iam::${ACCOUNT}:role/vault-rollout-reconcile`], resolve_aws_unique_ids: false, token_policies: ['vault-rollout-reconcile'], token_ttl: '1h' });
+    await server.client.post('auth/aws/config/client', {
+      sts_endpoint: moto.url,
+      sts_region: 'us-east-1',
+      iam_server_id_header_value: headerValue,
+    });
+    await server.client.post('auth/aws/role/reconcile', {
+      auth_type: 'iam',
+      bound_iam_principal_arn: [`arn:aws:iam::${ACCOUNT}:role/vault-rollout-reconcile`],
+      resolve_aws_unique_ids: false,
+      token_policies: ['vault-rollout-reconcile'],
+      token_ttl: '1h',
+    });
     // The Lambda's situation: temporary credentials of its execution role.
-    const sts = new STSClient({ region: 'us-east-1', endpoint: moto.url, credentials: { accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'test-secret' } });
-    const assumed = await sts.send(new AssumeRoleCommand({ RoleArn: `arn:aws:iam::${ACCOUNT}:role/vault-rollout-reconcile`, RoleSessionName: 'reconcile' }));
+    const sts = new STSClient({
+      region: 'us-east-1',
+      endpoint: moto.url,
+      credentials: { accessKeyId: 'AKIAIOSFODNN7EXAMPLE', secretAccessKey: 'test-secret' },
+    });
+    const assumed = await sts.send(
+      new AssumeRoleCommand({
+        RoleArn: `arn:aws:iam::${ACCOUNT}:role/vault-rollout-reconcile`,
+        RoleSessionName: 'reconcile',
+      }),
+    );
     const c = assumed.Credentials;
     if (!c?.AccessKeyId || !c.SecretAccessKey) throw new Error('moto AssumeRole gave no credentials');
-    credentials = () => Promise.resolve({ accessKeyId: c.AccessKeyId as string, secretAccessKey: c.SecretAccessKey as string, ...(c.SessionToken ? { sessionToken: c.SessionToken } : {}) });
+    credentials = () =>
+      Promise.resolve({
+        accessKeyId: c.AccessKeyId as string,
+        secretAccessKey: c.SecretAccessKey as string,
+        ...(c.SessionToken ? { sessionToken: c.SessionToken } : {}),
+      });
   }, 600_000);
   afterAll(async () => {
     await Promise.all([server?.stop(), moto?.stop()]);
   });
 
-  const env = (extra: Record<string, string> = {}) => ({ VAULT_AWS_ROLE: 'reconcile', VAULT_AWS_STS_ENDPOINT: `${moto.url}/`, VAULT_AWS_HEADER_VALUE: headerValue, ...extra });
+  const env = (extra: Record<string, string> = {}) => ({
+    VAULT_AWS_ROLE: 'reconcile',
+    VAULT_AWS_STS_ENDPOINT: `${moto.url}/`,
+    VAULT_AWS_HEADER_VALUE: headerValue,
+    ...extra,
+  });
 
   it('logs in with the signed sts:GetCallerIdentity and reads metadata', async () => {
     const log = memoryLog();
@@ -137,7 +184,12 @@ describe('AWS IAM login on Vault 1.21.1, STS emulated by moto', () => {
   });
 
   it('a request signed for another Vault (another iam_server_id_header_value) is refused', async () => {
-    const login = await awsIamLoginRequest({ role: 'reconcile', credentials, stsEndpoint: `${moto.url}/`, serverIdHeaderValue: 'another.vault' });
+    const login = await awsIamLoginRequest({
+      role: 'reconcile',
+      credentials,
+      stsEndpoint: `${moto.url}/`,
+      serverIdHeaderValue: 'another.vault',
+    });
     const answer = await vaultRequest({ vaultAddr: server.addr, method: 'POST', path: login.path, body: login.body });
     expect(answer.status).toBe(400);
     expect(answer.text).toContain('X-Vault-AWS-IAM-Server-ID');

@@ -19,7 +19,8 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault metadata client on %s', (
     server = await startDevServer({ kind });
     await server.client.writePolicy('vault-rollout-reconcile', POLICY);
     await server.client.writePolicy('read-only-metadata', 'path "+/metadata/*" { capabilities = ["read"] }');
-    for (const key of ['apps/a/db', 'apps/b/db', 'apps/b/api', 'other']) await server.client.kv2Write('secret', key, { password: 'x' });
+    for (const key of ['apps/a/db', 'apps/b/db', 'apps/b/api', 'other'])
+      await server.client.kv2Write('secret', key, { password: 'x' });
     await server.client.kv2Write('secret', 'apps/a/db', { password: 'y' });
     await server.client.kv2Write('secret', 'apps/a/db', { password: 'z' });
     await server.client.kv2DeleteVersions('secret', 'apps/a/db', [3]);
@@ -47,7 +48,11 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault metadata client on %s', (
     const client = new VaultMetadataClient({ vaultAddr: server.addr, auth: staticTokenSource(token) });
     expect(await client.listMetadata('secret', '')).toEqual({ keys: ['apps/', 'other'], truncated: false, total: 2 });
     expect(await client.listMetadata('secret', 'apps/b')).toEqual({ keys: ['api', 'db'], truncated: false, total: 2 });
-    expect(await client.listMetadata('secret', 'apps/b', { limit: 1 })).toEqual({ keys: ['api'], truncated: true, total: 2 });
+    expect(await client.listMetadata('secret', 'apps/b', { limit: 1 })).toEqual({
+      keys: ['api'],
+      truncated: true,
+      total: 2,
+    });
     expect(await client.listMetadata('secret', 'absent')).toEqual({ keys: [], truncated: false, total: 0 });
   });
 
@@ -57,7 +62,9 @@ describe.each<ServerKind>(['openbao', 'vault'])('Vault metadata client on %s', (
     expect((await client.readMetadata('secret', 'other'))?.currentVersion).toBe(1);
     const error = await client.listMetadata('secret', 'apps').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(VaultPermissionError);
-    expect((error as VaultPermissionError).policyLine).toBe('path "secret/metadata/*" { capabilities = ["read", "list"] }');
+    expect((error as VaultPermissionError).policyLine).toBe(
+      'path "secret/metadata/*" { capabilities = ["read", "list"] }',
+    );
     expect((error as Error).message).toContain('infra/vault/reconcile-policy.hcl');
     expect((error as Error).message).not.toContain(readOnly);
   });

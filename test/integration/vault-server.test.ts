@@ -14,8 +14,14 @@ import WebSocketClient from 'ws';
 import { startEventFront } from '../vault/event-front.ts';
 import { startHttpReceiver, type HttpReceiver } from '../vault/http-receiver.ts';
 import {
-  readAuditFile, rssKiB, startDevServer, waitForEntries, VaultClient, VaultError,
-  type DevServer, type ServerKind,
+  readAuditFile,
+  rssKiB,
+  startDevServer,
+  waitForEntries,
+  VaultClient,
+  VaultError,
+  type DevServer,
+  type ServerKind,
 } from '../vault/server.ts';
 
 // Versions build-server.sh provides by default (see test/vault/README.md).
@@ -58,10 +64,16 @@ describe.each(SERVERS)('%s dev server', (kind) => {
       kind,
       auditFile,
       audit: receiver
-        ? [{
-            type: 'http', path: 'http',
-            options: { uri: `${receiver.url}/ingest`, headers: JSON.stringify({ Authorization: [`Bearer ${bearer}`] }) },
-          }]
+        ? [
+            {
+              type: 'http',
+              path: 'http',
+              options: {
+                uri: `${receiver.url}/ingest`,
+                headers: JSON.stringify({ Authorization: [`Bearer ${bearer}`] }),
+              },
+            },
+          ]
         : [],
     });
   }, BUILD_TIMEOUT);
@@ -76,7 +88,10 @@ describe.each(SERVERS)('%s dev server', (kind) => {
     expect(server.addr).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(server.version).toBe(EXPECTED_VERSION[kind]);
     // Dev mode prints the root token in its banner; logs() redacts it.
-    const [logs] = await waitForEntries(() => [server.logs()], ([l]) => /Root Token: /.test(l ?? ''));
+    const [logs] = await waitForEntries(
+      () => [server.logs()],
+      ([l]) => /Root Token: /.test(l ?? ''),
+    );
     expect(logs).toContain('Root Token: <root-token>');
     expect(logs).not.toContain(server.token);
     expect(rssKiB(server.pid)).toBeGreaterThan(10_000);
@@ -111,68 +126,82 @@ describe.each(SERVERS)('%s dev server', (kind) => {
 
   // Only OpenBao has the http audit device, only Vault the subscribe path to answer (as an unknown one): each
   // test exists only for its server (declared conditionally, so nothing is reported as skipped).
-  if (kind === 'openbao') it('http audit device: one POST per entry, bearer header, no Content-Type', async () => {
-    const file = entriesFor(audit(), 'kvit/data/app/db', 'response');
-    await waitForEntries(() => receiver!.requests, (reqs) => reqs.length >= 4);
-    const posts = receiver!.requests;
-    for (const post of posts) {
-      expect(post.method).toBe('POST');
-      expect(post.url).toBe('/ingest');
-      expect(post.headers.authorization).toBe(`Bearer ${bearer}`);
-      expect(post.headers['content-type']).toBeUndefined();
-      // Exactly one JSON entry per POST, newline-terminated like a file line.
-      expect(post.body.endsWith('\n')).toBe(true);
-      expect(post.body.trim().split('\n')).toHaveLength(1);
-    }
-    const viaHttp = posts.map((p) => JSON.parse(p.body) as Entry);
-    // The device's creation test message comes first (a request entry for sys/audit/test).
-    expect(viaHttp[0]?.type).toBe('request');
-    expect(viaHttp[0]?.request?.path).toBe('sys/audit/test');
-    // Every entry of the file device reached the http device too (same ids, same versions).
-    const httpResponses = entriesFor(viaHttp, 'kvit/data/app/db', 'response');
-    expect(httpResponses.map((e) => e.response?.data?.version)).toEqual([1, 2]);
-    expect(httpResponses.map((e) => e.request?.id)).toEqual(file.map((e) => e.request?.id));
-  });
-
-  if (kind === 'vault') it('has no event WebSocket: community Vault answers the subscribe request as an unknown path', async () => {
-    const url = `${server.addr}/v1/sys/events/subscribe/kv-v2/*?json=true`;
-    const plain = await fetch(url, { headers: { 'X-Vault-Token': server.token } });
-    expect(plain.status).toBe(404);
-    expect(await plain.text()).toContain('unsupported path');
-    // The relay's own WebSocket client, as it subscribes.
-    const socket = new WebSocketClient(url.replace(/^http/, 'ws'), { headers: { 'X-Vault-Token': server.token } });
-    const outcome = await new Promise<string>((ok) => {
-      let error = '';
-      socket.on('error', (e) => (error = e.message));
-      socket.on('open', () => socket.close());
-      socket.on('close', () => ok(error || 'opened'));
+  if (kind === 'openbao')
+    it('http audit device: one POST per entry, bearer header, no Content-Type', async () => {
+      const file = entriesFor(audit(), 'kvit/data/app/db', 'response');
+      await waitForEntries(
+        () => receiver!.requests,
+        (reqs) => reqs.length >= 4,
+      );
+      const posts = receiver!.requests;
+      for (const post of posts) {
+        expect(post.method).toBe('POST');
+        expect(post.url).toBe('/ingest');
+        expect(post.headers.authorization).toBe(`Bearer ${bearer}`);
+        expect(post.headers['content-type']).toBeUndefined();
+        // Exactly one JSON entry per POST, newline-terminated like a file line.
+        expect(post.body.endsWith('\n')).toBe(true);
+        expect(post.body.trim().split('\n')).toHaveLength(1);
+      }
+      const viaHttp = posts.map((p) => JSON.parse(p.body) as Entry);
+      // The device's creation test message comes first (a request entry for sys/audit/test).
+      expect(viaHttp[0]?.type).toBe('request');
+      expect(viaHttp[0]?.request?.path).toBe('sys/audit/test');
+      // Every entry of the file device reached the http device too (same ids, same versions).
+      const httpResponses = entriesFor(viaHttp, 'kvit/data/app/db', 'response');
+      expect(httpResponses.map((e) => e.response?.data?.version)).toEqual([1, 2]);
+      expect(httpResponses.map((e) => e.request?.id)).toEqual(file.map((e) => e.request?.id));
     });
-    expect(outcome).toBe('Unexpected server response: 404');
-  });
 
-  if (kind === 'vault') it('the event front delivers the documented kv-v2/data-write frame for a real write', async () => {
-    const front = await startEventFront({ addr: server.addr, token: server.token });
-    const subscription = await new VaultClient(front.addr, server.token).subscribeEvents('kv-v2/*');
-    try {
-      const written = await new VaultClient(front.addr, server.token).kv2Write('kvit', 'events/key', { a: 'b' });
-      const event = await subscription.waitFor((e) => {
-        const data = e.data as { event_type?: string; event?: { metadata?: Record<string, unknown> } } | undefined;
-        return data?.event_type === 'kv-v2/data-write' && data.event?.metadata?.path === 'kvit/data/events/key';
+  if (kind === 'vault')
+    it('has no event WebSocket: community Vault answers the subscribe request as an unknown path', async () => {
+      const url = `${server.addr}/v1/sys/events/subscribe/kv-v2/*?json=true`;
+      const plain = await fetch(url, { headers: { 'X-Vault-Token': server.token } });
+      expect(plain.status).toBe(404);
+      expect(await plain.text()).toContain('unsupported path');
+      // The relay's own WebSocket client, as it subscribes.
+      const socket = new WebSocketClient(url.replace(/^http/, 'ws'), { headers: { 'X-Vault-Token': server.token } });
+      const outcome = await new Promise<string>((ok) => {
+        let error = '';
+        socket.on('error', (e) => (error = e.message));
+        socket.on('open', () => socket.close());
+        socket.on('close', () => ok(error || 'opened'));
       });
-      const data = event.data as { event: { metadata: Record<string, unknown> }; plugin_info: Record<string, unknown> };
-      expect(event.specversion).toBe('1.0');
-      // Vault really spells it `datacontentype` (sic), and its CloudEvents `type` is always "*".
-      expect(event.datacontentype).toBe('application/cloudevents');
-      expect(event.type).toBe('*');
-      expect(data.event.metadata).toMatchObject({ modified: 'true', operation: 'data-write', data_path: 'kvit/data/events/key', current_version: String(written.data?.version) });
-      expect(data.plugin_info.mount_path).toBe('kvit/');
-      // A token the server does not know gets no subscription (Vault answers 403 there too).
-      await expect(new VaultClient(front.addr, 'not-a-token').subscribeEvents('kv-v2/*')).rejects.toThrow(/failed/);
-    } finally {
-      await subscription.close();
-      await front.stop();
-    }
-  });
+      expect(outcome).toBe('Unexpected server response: 404');
+    });
+
+  if (kind === 'vault')
+    it('the event front delivers the documented kv-v2/data-write frame for a real write', async () => {
+      const front = await startEventFront({ addr: server.addr, token: server.token });
+      const subscription = await new VaultClient(front.addr, server.token).subscribeEvents('kv-v2/*');
+      try {
+        const written = await new VaultClient(front.addr, server.token).kv2Write('kvit', 'events/key', { a: 'b' });
+        const event = await subscription.waitFor((e) => {
+          const data = e.data as { event_type?: string; event?: { metadata?: Record<string, unknown> } } | undefined;
+          return data?.event_type === 'kv-v2/data-write' && data.event?.metadata?.path === 'kvit/data/events/key';
+        });
+        const data = event.data as {
+          event: { metadata: Record<string, unknown> };
+          plugin_info: Record<string, unknown>;
+        };
+        expect(event.specversion).toBe('1.0');
+        // Vault really spells it `datacontentype` (sic), and its CloudEvents `type` is always "*".
+        expect(event.datacontentype).toBe('application/cloudevents');
+        expect(event.type).toBe('*');
+        expect(data.event.metadata).toMatchObject({
+          modified: 'true',
+          operation: 'data-write',
+          data_path: 'kvit/data/events/key',
+          current_version: String(written.data?.version),
+        });
+        expect(data.plugin_info.mount_path).toBe('kvit/');
+        // A token the server does not know gets no subscription (Vault answers 403 there too).
+        await expect(new VaultClient(front.addr, 'not-a-token').subscribeEvents('kv-v2/*')).rejects.toThrow(/failed/);
+      } finally {
+        await subscription.close();
+        await front.stop();
+      }
+    });
 
   it('socket audit device over the API: JSON lines on a TCP stream', async () => {
     const sockets: Socket[] = [];
@@ -189,10 +218,16 @@ describe.each(SERVERS)('%s dev server', (kind) => {
       await server.client.enableAudit('socket', 'socket', { address: `127.0.0.1:${port}`, socket_type: 'tcp' });
       const written = await server.client.kv2Write('kvit', 'socket/key', { a: 'b' });
       const lines = await waitForEntries(
-        () => received.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Entry),
+        () =>
+          received
+            .split('\n')
+            .filter((l) => l.trim() !== '')
+            .map((l) => JSON.parse(l) as Entry),
         (all) => entriesFor(all, 'kvit/data/socket/key', 'response').length >= 1,
       );
-      expect(entriesFor(lines, 'kvit/data/socket/key', 'response')[0]?.response?.data?.version).toBe(written.data?.version);
+      expect(entriesFor(lines, 'kvit/data/socket/key', 'response')[0]?.response?.data?.version).toBe(
+        written.data?.version,
+      );
       await server.client.disableAudit('socket');
     } finally {
       for (const socket of sockets) socket.destroy();
@@ -234,8 +269,12 @@ describe.each(SERVERS)('%s dev server', (kind) => {
     expect(await c.kv2MetadataRead('kvit', 'app/db')).toBeUndefined();
 
     // The audit log has a response entry for each change, without error.
-    const entries = await waitForEntries(audit, (all) => entriesFor(all, 'kvit/metadata/app/db', 'response').length >= 3);
-    const ops = (path: string): string[] => entriesFor(entries, path, 'response').map((e) => String(e.request?.operation));
+    const entries = await waitForEntries(
+      audit,
+      (all) => entriesFor(all, 'kvit/metadata/app/db', 'response').length >= 3,
+    );
+    const ops = (path: string): string[] =>
+      entriesFor(entries, path, 'response').map((e) => String(e.request?.operation));
     expect(ops('kvone/svc/a')).toEqual(['create', 'update', 'read', 'delete', 'read']);
     expect(ops('kvit/delete/app/db')).toEqual(['update']);
     expect(ops('kvit/undelete/app/db')).toEqual(['update']);

@@ -21,7 +21,16 @@ import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-t
 import { startLocalWorker } from '../../lib/runtime/local-worker.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
-import { admin, cluster, createNamespace, createWorkload, deleteNamespace, events, getWorkload, uniqueName } from './support.ts';
+import {
+  admin,
+  cluster,
+  createNamespace,
+  createWorkload,
+  deleteNamespace,
+  events,
+  getWorkload,
+  uniqueName,
+} from './support.ts';
 import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-waves');
@@ -39,7 +48,9 @@ const REPLICAS: Record<string, number> = { newer: 2 };
 
 beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map((c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`).join('\n');
+  const kubeconfigs = CLUSTERS.map(
+    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
+  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
@@ -69,13 +80,32 @@ routes:
   await Promise.all(
     Object.entries(WORKLOADS).flatMap(([name, where]) =>
       where.map(async (c) => {
-        const annotations = name === 'bad' ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/waves/bad': 2 }) } : name === 'newer' ? { 'vault-rollout.test/readiness': 'slow' } : {};
-        const template = { metadata: { labels: { app: name }, annotations }, spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] } };
+        const annotations =
+          name === 'bad'
+            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/waves/bad': 2 }) }
+            : name === 'newer'
+              ? { 'vault-rollout.test/readiness': 'slow' }
+              : {};
+        const template = {
+          metadata: { labels: { app: name }, annotations },
+          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+        };
         await createWorkload(c, NS, 'Deployment', name, {}, { replicas: REPLICAS[name] ?? 1, template });
       }),
     ),
   );
-  await Promise.all(Object.entries(WORKLOADS).flatMap(([name, where]) => where.map((c) => waitFor(async () => ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status?.readyReplicas === (REPLICAS[name] ?? 1) || undefined, { timeoutMs: 90_000, what: `${name} Ready in ${c}` }))));
+  await Promise.all(
+    Object.entries(WORKLOADS).flatMap(([name, where]) =>
+      where.map((c) =>
+        waitFor(
+          async () =>
+            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
+              ?.readyReplicas === (REPLICAS[name] ?? 1) || undefined,
+          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
+        ),
+      ),
+    ),
+  );
 }, 300_000);
 
 afterAll(async () => {
@@ -84,15 +114,45 @@ afterAll(async () => {
 
 function workerDeps(queue: SqliteRolloutQueue): WorkerDeps & { telemetry: ReturnType<typeof memoryTelemetry> } {
   const telemetry = memoryTelemetry();
-  const clients = new ClusterClients(createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })));
-  return { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c), logger: telemetry }, queue, follow: { requeue: (m) => queue.send([m]) }, gate: { recheckMs: 1000 } };
+  const clients = new ClusterClients(
+    createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
+  );
+  return {
+    table,
+    rotations: new MemoryRotationStore(),
+    telemetry,
+    executor: { access: (n, c) => clients.get(n, c), logger: telemetry },
+    queue,
+    follow: { requeue: (m) => queue.send([m]) },
+    gate: { recheckMs: 1000 },
+  };
 }
 
 let request = 0;
 async function write(queue: SqliteRolloutQueue, path: string, version: number): Promise<void> {
-  const app = buildApp({ table, queue, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: BEARER_TOKEN }) });
-  const audit = JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `waves-${++request}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: path.replace(/^secret\//, 'secret/data/') }, response: { data: { version } } });
-  const res = await app.request('/v1/vault/audit', { method: 'POST', body: audit, headers: { authorization: `Bearer ${BEARER_TOKEN}` } });
+  const app = buildApp({
+    table,
+    queue,
+    telemetry: memoryTelemetry(),
+    secrets: async () => ({ bearerToken: BEARER_TOKEN }),
+  });
+  const audit = JSON.stringify({
+    time: new Date().toISOString(),
+    type: 'response',
+    request: {
+      id: `waves-${++request}`,
+      operation: 'update',
+      mount_type: 'kv',
+      mount_point: 'secret/',
+      path: path.replace(/^secret\//, 'secret/data/'),
+    },
+    response: { data: { version } },
+  });
+  const res = await app.request('/v1/vault/audit', {
+    method: 'POST',
+    body: audit,
+    headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+  });
   expect(res.status).toBe(202);
 }
 
@@ -106,12 +166,22 @@ async function replicaSetsFor(c: string, app: string, path?: string, version?: n
   const res = await admin(c).request('GET', `/apis/apps/v1/namespaces/${NS}/replicasets?labelSelector=app%3D${app}`);
   const items = (res.body as { items: ReplicaSetView[] }).items;
   if (path === undefined) return items;
-  return items.filter((rs) => JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')[path] === version);
+  return items.filter(
+    (rs) => JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')[path] === version,
+  );
 }
 
 const complete = async (c: string, app: string) => {
-  const d = (await getWorkload(c, NS, 'Deployment', app)) as { metadata: { generation?: number }; status?: { observedGeneration?: number; updatedReplicas?: number; readyReplicas?: number; replicas?: number } };
-  return d.status?.observedGeneration === d.metadata.generation && d.status?.updatedReplicas === 1 && d.status?.readyReplicas === 1 && d.status?.replicas === 1;
+  const d = (await getWorkload(c, NS, 'Deployment', app)) as {
+    metadata: { generation?: number };
+    status?: { observedGeneration?: number; updatedReplicas?: number; readyReplicas?: number; replicas?: number };
+  };
+  return (
+    d.status?.observedGeneration === d.metadata.generation &&
+    d.status?.updatedReplicas === 1 &&
+    d.status?.readyReplicas === 1 &&
+    d.status?.replicas === 1
+  );
 };
 
 describe('progressive rotation', () => {
@@ -121,8 +191,14 @@ describe('progressive rotation', () => {
     const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
     try {
       await write(queue, 'secret/waves/good', 2);
-      await waitFor(async () => (await replicaSetsFor('beta', 'good', 'secret/waves/good', 2)).length === 1 || undefined, { timeoutMs: 90_000, what: 'the last wave (beta) restarted' });
-      await waitFor(async () => (await complete('beta', 'good')) || undefined, { timeoutMs: 30_000, what: 'beta complete' });
+      await waitFor(
+        async () => (await replicaSetsFor('beta', 'good', 'secret/waves/good', 2)).length === 1 || undefined,
+        { timeoutMs: 90_000, what: 'the last wave (beta) restarted' },
+      );
+      await waitFor(async () => (await complete('beta', 'good')) || undefined, {
+        timeoutMs: 30_000,
+        what: 'beta complete',
+      });
     } finally {
       await worker.stop();
     }
@@ -135,7 +211,9 @@ describe('progressive rotation', () => {
     // creationTimestamp has whole seconds: a wave's rollout (~1 s) plus the 3 s pause is at least 3 s apart.
     expect(alpha - gamma).toBeGreaterThanOrEqual(PAUSE_MS);
     expect(beta - alpha).toBeGreaterThanOrEqual(PAUSE_MS);
-    const passed = deps.telemetry.lines.filter((l) => l.message === 'wave gate passed; next wave queued').map((l) => (l.fields as { next: string[] }).next.join());
+    const passed = deps.telemetry.lines
+      .filter((l) => l.message === 'wave gate passed; next wave queued')
+      .map((l) => (l.fields as { next: string[] }).next.join());
     expect(passed).toEqual(['alpha', 'beta']);
     for (const c of CLUSTERS) expect((await replicaSetsFor(c, 'good')).length).toBe(2);
   }, 120_000);
@@ -146,10 +224,22 @@ describe('progressive rotation', () => {
     const worker = startLocalWorker(queue, deps, { pollMs: 100, retryDelayMs: 200 });
     try {
       await write(queue, 'secret/waves/bad', 2);
-      await waitFor(async () => deps.telemetry.lines.some((l) => l.message === 'rotation halted') || undefined, { timeoutMs: 60_000, what: 'the halt' });
+      await waitFor(async () => deps.telemetry.lines.some((l) => l.message === 'rotation halted') || undefined, {
+        timeoutMs: 60_000,
+        what: 'the halt',
+      });
       await worker.idle();
-      const halted = deps.telemetry.lines.find((l) => l.message === 'rotation halted')?.fields as { failing: { cluster: string; name: string; state: string }; why: string; wave: number; notRestarted: string[] };
-      expect(halted).toMatchObject({ wave: 1, failing: { cluster: 'gamma', name: 'bad', state: 'timeout' }, notRestarted: ['alpha', 'beta'] });
+      const halted = deps.telemetry.lines.find((l) => l.message === 'rotation halted')?.fields as {
+        failing: { cluster: string; name: string; state: string };
+        why: string;
+        wave: number;
+        notRestarted: string[];
+      };
+      expect(halted).toMatchObject({
+        wave: 1,
+        failing: { cluster: 'gamma', name: 'bad', state: 'timeout' },
+        notRestarted: ['alpha', 'beta'],
+      });
       expect(halted.why).toContain('new pods not Ready');
       expect(deps.telemetry.metrics.filter((m) => m.name === 'HaltedRotations')).toHaveLength(1);
       expect(await replicaSetsFor('gamma', 'bad', 'secret/waves/bad', 2)).toHaveLength(1);
@@ -158,15 +248,30 @@ describe('progressive rotation', () => {
       expect(event?.message).toContain('halted the rotation of secret/waves/bad version 2 at wave 1 of 3');
       expect(event?.message).toContain('Not restarted: alpha, beta');
       // The mark a reader finds by name from the workload's restart token.
-      const token = (await getWorkload('gamma', NS, 'Deployment', 'bad')).spec.template?.metadata?.annotations?.['vault-rollout.io/restart-token'] ?? '';
-      const mark = await admin('gamma').request('GET', `/api/v1/namespaces/${NS}/events/${haltEventName('bad', token)}`);
+      const token =
+        (await getWorkload('gamma', NS, 'Deployment', 'bad')).spec.template?.metadata?.annotations?.[
+          'vault-rollout.io/restart-token'
+        ] ?? '';
+      const mark = await admin('gamma').request(
+        'GET',
+        `/api/v1/namespaces/${NS}/events/${haltEventName('bad', token)}`,
+      );
       expect(mark.status).toBe(200);
-      expect((mark.body as { reason: string; type: string })).toMatchObject({ reason: 'RotationHalted', type: 'Warning' });
+      expect(mark.body as { reason: string; type: string }).toMatchObject({
+        reason: 'RotationHalted',
+        type: 'Warning',
+      });
 
       // What an operator does: write a fixed version. It starts again from wave 1.
       await write(queue, 'secret/waves/bad', 3);
-      await waitFor(async () => (await replicaSetsFor('beta', 'bad', 'secret/waves/bad', 3)).length === 1 || undefined, { timeoutMs: 90_000, what: 'the fix to reach beta' });
-      await waitFor(async () => (await complete('beta', 'bad')) || undefined, { timeoutMs: 30_000, what: 'beta complete' });
+      await waitFor(
+        async () => (await replicaSetsFor('beta', 'bad', 'secret/waves/bad', 3)).length === 1 || undefined,
+        { timeoutMs: 90_000, what: 'the fix to reach beta' },
+      );
+      await waitFor(async () => (await complete('beta', 'bad')) || undefined, {
+        timeoutMs: 30_000,
+        what: 'beta complete',
+      });
     } finally {
       await worker.stop();
     }
@@ -183,14 +288,19 @@ describe('progressive rotation', () => {
     await write(queue, 'secret/waves/kill', 2);
     let abandoned = 0;
     const deadline = Date.now() + 90_000;
-    while (Date.now() < deadline && !((await replicaSetsFor('beta', 'kill', 'secret/waves/kill', 2)).length === 1 && (await complete('beta', 'kill')))) {
+    while (
+      Date.now() < deadline &&
+      !((await replicaSetsFor('beta', 'kill', 'secret/waves/kill', 2)).length === 1 && (await complete('beta', 'kill')))
+    ) {
       const batch = await queue.receive({ max: 10, waitMs: 200 });
       if (batch.length === 0) continue;
       const outcome = await processBatch(batch, deps);
-      const gateWaits = outcome.deferred.length > 0 && batch.some((m) => {
-        const parsed = parseRolloutMessage(m.body);
-        return !('error' in parsed) && isGateMessage(parsed);
-      });
+      const gateWaits =
+        outcome.deferred.length > 0 &&
+        batch.some((m) => {
+          const parsed = parseRolloutMessage(m.body);
+          return !('error' in parsed) && isGateMessage(parsed);
+        });
       // The worker dies after its work, before it acknowledges anything: twice, while a gate waits.
       if (gateWaits && abandoned < 2) {
         abandoned++;
@@ -200,7 +310,11 @@ describe('progressive rotation', () => {
       const delays = new Map(outcome.deferred.map((d) => [d.messageId, d.delayMs]));
       for (const m of batch) {
         const delay = delays.get(m.messageId);
-        await (delay !== undefined ? queue.defer(m.receiptHandle, delay) : failed.has(m.messageId) ? queue.release(m.receiptHandle) : queue.delete(m.receiptHandle));
+        await (delay !== undefined
+          ? queue.defer(m.receiptHandle, delay)
+          : failed.has(m.messageId)
+            ? queue.release(m.receiptHandle)
+            : queue.delete(m.receiptHandle));
       }
     }
     expect(abandoned).toBe(2);
@@ -220,7 +334,10 @@ describe('progressive rotation', () => {
         await write(queue, `secret/settle/p${i}`, i + 1);
         if (i < 5) await new Promise((r) => setTimeout(r, 400));
       }
-      await waitFor(async () => (await replicaSetsFor('alpha', 'settled')).length >= 2 || undefined, { timeoutMs: 60_000, what: 'the restart' });
+      await waitFor(async () => (await replicaSetsFor('alpha', 'settled')).length >= 2 || undefined, {
+        timeoutMs: 60_000,
+        what: 'the restart',
+      });
       await worker.idle();
       await new Promise((r) => setTimeout(r, 1500));
     } finally {
@@ -228,9 +345,17 @@ describe('progressive rotation', () => {
     }
     const sets = await replicaSetsFor('alpha', 'settled');
     expect(sets).toHaveLength(2);
-    const recorded = sets.map((rs) => JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')).find((v) => Object.keys(v).length > 0);
-    expect(recorded).toEqual({ 'secret/settle/p1': 2, 'secret/settle/p2': 3, 'secret/settle/p3': 4, 'secret/settle/p4': 5, 'secret/settle/p5': 6 });
-    expect(deps.telemetry.lines.some((l) => l.message === 'settled: one plan for the cluster\'s burst')).toBe(true);
+    const recorded = sets
+      .map((rs) => JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}'))
+      .find((v) => Object.keys(v).length > 0);
+    expect(recorded).toEqual({
+      'secret/settle/p1': 2,
+      'secret/settle/p2': 3,
+      'secret/settle/p3': 4,
+      'secret/settle/p4': 5,
+      'secret/settle/p5': 6,
+    });
+    expect(deps.telemetry.lines.some((l) => l.message === "settled: one plan for the cluster's burst")).toBe(true);
   }, 90_000);
   it('a newer version while wave 1 still rolls: restarted at once with the newest value; the older rotation is superseded and its later waves never run', async () => {
     const queue = memoryRolloutQueue();
@@ -239,13 +364,28 @@ describe('progressive rotation', () => {
     const path = 'secret/newer/newer';
     try {
       await write(queue, path, 2);
-      await waitFor(async () => (await replicaSetsFor('gamma', 'newer', path, 2)).length === 1 || undefined, { timeoutMs: 30_000, what: 'wave 1 (gamma) restarted for version 2' });
+      await waitFor(async () => (await replicaSetsFor('gamma', 'newer', path, 2)).length === 1 || undefined, {
+        timeoutMs: 30_000,
+        what: 'wave 1 (gamma) restarted for version 2',
+      });
       // Version 2 still rolls in gamma (its gate waits) when version 3 is written.
       await write(queue, path, 3);
-      await waitFor(async () => (await replicaSetsFor('beta', 'newer', path, 3)).length === 1 || undefined, { timeoutMs: 150_000, what: 'the last wave (beta) restarted for version 3' });
-      await waitFor(async () => deps.telemetry.lines.some((l) => l.message === 'rotation superseded by a newer version; its later waves will not run') || undefined, { timeoutMs: 30_000, what: 'version 2\'s gate to see it superseded' });
+      await waitFor(async () => (await replicaSetsFor('beta', 'newer', path, 3)).length === 1 || undefined, {
+        timeoutMs: 150_000,
+        what: 'the last wave (beta) restarted for version 3',
+      });
+      await waitFor(
+        async () =>
+          deps.telemetry.lines.some(
+            (l) => l.message === 'rotation superseded by a newer version; its later waves will not run',
+          ) || undefined,
+        { timeoutMs: 30_000, what: "version 2's gate to see it superseded" },
+      );
       // Nothing left to run: every message worked.
-      await waitFor(async () => (queue.counts().available === 0 && queue.counts().inFlight === 0) || undefined, { timeoutMs: 60_000, what: 'the queue empty' });
+      await waitFor(async () => (queue.counts().available === 0 && queue.counts().inFlight === 0) || undefined, {
+        timeoutMs: 60_000,
+        what: 'the queue empty',
+      });
     } finally {
       await worker.stop();
     }

@@ -20,7 +20,8 @@ const PIN_LINE = /^([0-9a-f]{64}) {2}((?:[A-Za-z0-9._-]+\/)+[A-Za-z0-9._-]+)$/;
 /** Files Maven writes beside what it copies in the repository layout: bookkeeping, never loaded. */
 const MAVEN_BOOKKEEPING = /^(_remote\.repositories|maven-metadata-.*\.xml|.*\.lastUpdated)$/;
 
-export const pinsFileOf = (artifact: { artifactId: string; version: string }): string => join(PINS_DIR, `${artifact.artifactId}-${artifact.version}.sha256`);
+export const pinsFileOf = (artifact: { artifactId: string; version: string }): string =>
+  join(PINS_DIR, `${artifact.artifactId}-${artifact.version}.sha256`);
 
 /** The pins of a .sha256 file; throws naming file:line for a line that is neither a comment nor `<sha256>  <path>`. */
 export function parsePins(text: string, source: string): ArtifactPin[] {
@@ -34,7 +35,10 @@ export function parsePins(text: string, source: string): ArtifactPin[] {
     }
     const [, sha256 = '', path = ''] = match;
     const name = basename(path);
-    if (seen.has(name)) throw new Error(`${source}:${index + 1}: ${name} is pinned twice (the installed copy is flat, one file per name)`);
+    if (seen.has(name))
+      throw new Error(
+        `${source}:${index + 1}: ${name} is pinned twice (the installed copy is flat, one file per name)`,
+      );
     seen.add(name);
     pins.push({ sha256, path });
   });

@@ -15,7 +15,17 @@
  * never skips — when it cannot be installed or started.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  closeSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
@@ -41,7 +51,12 @@ export const emulatorCacheDir = (): string =>
   join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'vault-rollout', `elasticmq-${ELASTICMQ_VERSION}`);
 
 /** Installs ElasticMQ into the per-user cache unless it is there already; returns its jar directory. */
-export const installElasticMq = (): Promise<string> => installFromMaven(emulatorCacheDir(), { groupId: 'org.elasticmq', artifactId: 'elasticmq-server_2.13', version: ELASTICMQ_VERSION }, `ElasticMQ ${ELASTICMQ_VERSION}`);
+export const installElasticMq = (): Promise<string> =>
+  installFromMaven(
+    emulatorCacheDir(),
+    { groupId: 'org.elasticmq', artifactId: 'elasticmq-server_2.13', version: ELASTICMQ_VERSION },
+    `ElasticMQ ${ELASTICMQ_VERSION}`,
+  );
 
 /**
  * Installs a Maven artifact and its runtime dependencies into `dir`/lib (also used for DynamoDB Local), unless its
@@ -49,14 +64,24 @@ export const installElasticMq = (): Promise<string> => installFromMaven(emulator
  * test/maven/<artifactId>-<version>.sha256 (test/maven/pin.sh writes them): after the download, before anything
  * runs it, and again each time a cached copy is used. Maven itself runs with strict checksums.
  */
-export async function installFromMaven(dir: string, artifact: { groupId: string; artifactId: string; version: string }, what: string): Promise<string> {
+export async function installFromMaven(
+  dir: string,
+  artifact: { groupId: string; artifactId: string; version: string },
+  what: string,
+): Promise<string> {
   const pinsFile = pinsFileOf(artifact);
-  if (!existsSync(pinsFile)) throw new Error(`${what}: no pinned checksums in ${pinsFile}; write them with test/maven/pin.sh ${artifact.groupId}:${artifact.artifactId}:${artifact.version}`);
+  if (!existsSync(pinsFile))
+    throw new Error(
+      `${what}: no pinned checksums in ${pinsFile}; write them with test/maven/pin.sh ${artifact.groupId}:${artifact.artifactId}:${artifact.version}`,
+    );
   const pins = readPins(pinsFile);
   const lib = join(dir, 'lib');
   if (existsSync(join(dir, 'complete'))) {
     const problems = pinProblems(lib, pins, 'flat');
-    if (problems.length > 0) throw new Error(`${what} cached in ${dir} does not match ${pinsFile}; delete ${dir} to install it again:\n${problems.slice(0, 20).join('\n')}`);
+    if (problems.length > 0)
+      throw new Error(
+        `${what} cached in ${dir} does not match ${pinsFile}; delete ${dir} to install it again:\n${problems.slice(0, 20).join('\n')}`,
+      );
     return lib;
   }
 
@@ -83,10 +108,23 @@ export async function installFromMaven(dir: string, artifact: { groupId: string;
     );
     // Repository layout: each file keeps its group's path, so the pins name it unambiguously.
     const download = join(work, 'download');
-    const { code, output } = await run('mvn', ['-B', '-q', '--strict-checksums', '-f', join(work, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${download}`, '-DincludeScope=runtime', '-Dmdep.useRepositoryLayout=true']);
+    const { code, output } = await run('mvn', [
+      '-B',
+      '-q',
+      '--strict-checksums',
+      '-f',
+      join(work, 'pom.xml'),
+      `${DEPENDENCY_PLUGIN}:copy-dependencies`,
+      `-DoutputDirectory=${download}`,
+      '-DincludeScope=runtime',
+      '-Dmdep.useRepositoryLayout=true',
+    ]);
     if (code !== 0) throw new Error(`installing ${what} with Maven failed (exit ${code}):\n${output.slice(-4000)}`);
     const problems = pinProblems(download, pins, 'repository');
-    if (problems.length > 0) throw new Error(`${what} as downloaded does not match ${pinsFile}; not installed:\n${problems.slice(0, 20).join('\n')}`);
+    if (problems.length > 0)
+      throw new Error(
+        `${what} as downloaded does not match ${pinsFile}; not installed:\n${problems.slice(0, 20).join('\n')}`,
+      );
     mkdirSync(join(work, 'lib'));
     for (const pin of pins) renameSync(join(download, ...pin.path.split('/')), join(work, 'lib', basename(pin.path)));
     rmSync(download, { recursive: true, force: true });
@@ -140,10 +178,22 @@ aws { region = ${EMULATOR_REGION}, accountId = "${EMULATOR_ACCOUNT}" }
   );
   const log = openSync(logFile, 'w');
   // detached: its own process group, so stop() ends the JVM and anything it started.
-  const child = spawn('java', ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', `-Dconfig.file=${config}`, '-cp', join(lib, '*'), 'org.elasticmq.server.Main'], {
-    detached: true,
-    stdio: ['ignore', log, log],
-  });
+  const child = spawn(
+    'java',
+    [
+      '-Xmx256m',
+      '-XX:+UseSerialGC',
+      '-XX:TieredStopAtLevel=1',
+      `-Dconfig.file=${config}`,
+      '-cp',
+      join(lib, '*'),
+      'org.elasticmq.server.Main',
+    ],
+    {
+      detached: true,
+      stdio: ['ignore', log, log],
+    },
+  );
   closeSync(log);
   let exited = false;
   let spawnError: Error | undefined;
@@ -179,7 +229,11 @@ aws { region = ${EMULATOR_REGION}, accountId = "${EMULATOR_ACCOUNT}" }
     if (exited || Date.now() > deadline) {
       const output = existsSync(logFile) ? readFileSync(logFile, 'utf8').slice(-4000) : '';
       await stop();
-      const why = spawnError ? `could not run java: ${spawnError.message}` : exited ? 'exited' : 'did not answer within 60 s';
+      const why = spawnError
+        ? `could not run java: ${spawnError.message}`
+        : exited
+          ? 'exited'
+          : 'did not answer within 60 s';
       throw new Error(`ElasticMQ ${ELASTICMQ_VERSION} on ${endpoint} ${why}\n${output}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -228,7 +282,13 @@ function run(command: string, args: readonly string[]): Promise<{ code: number |
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.once('error', (error) => reject(new Error(`could not run ${command} (needed to install a test emulator from Maven Central): ${error.message}`, { cause: error })));
+    child.once('error', (error) =>
+      reject(
+        new Error(`could not run ${command} (needed to install a test emulator from Maven Central): ${error.message}`, {
+          cause: error,
+        }),
+      ),
+    );
     child.once('close', (code) => resolve({ code, output }));
   });
 }
@@ -244,7 +304,8 @@ export function emulatorClientConfig(endpoint: string): SQSClientConfig {
   };
 }
 
-export const emulatorClient = (endpoint: string, overrides: SQSClientConfig = {}): SQSClient => new SQSClient({ ...emulatorClientConfig(endpoint), ...overrides });
+export const emulatorClient = (endpoint: string, overrides: SQSClientConfig = {}): SQSClient =>
+  new SQSClient({ ...emulatorClientConfig(endpoint), ...overrides });
 
 export interface FifoQueuePair {
   queueUrl: string;
@@ -257,9 +318,13 @@ export async function createFifoQueueWithDlq(
   client: SQSClient,
   options: { name: string; maxReceiveCount?: number; visibilityTimeoutSeconds?: number },
 ): Promise<FifoQueuePair> {
-  const dlq = await client.send(new CreateQueueCommand({ QueueName: `${options.name}-dlq.fifo`, Attributes: { FifoQueue: 'true' } }));
+  const dlq = await client.send(
+    new CreateQueueCommand({ QueueName: `${options.name}-dlq.fifo`, Attributes: { FifoQueue: 'true' } }),
+  );
   const deadLetterQueueUrl = required(dlq.QueueUrl, 'dead-letter QueueUrl');
-  const attributes = await client.send(new GetQueueAttributesCommand({ QueueUrl: deadLetterQueueUrl, AttributeNames: ['QueueArn'] }));
+  const attributes = await client.send(
+    new GetQueueAttributesCommand({ QueueUrl: deadLetterQueueUrl, AttributeNames: ['QueueArn'] }),
+  );
   const deadLetterQueueArn = required(attributes.Attributes?.QueueArn, 'dead-letter QueueArn');
   const queue = await client.send(
     new CreateQueueCommand({
@@ -267,7 +332,10 @@ export async function createFifoQueueWithDlq(
       Attributes: {
         FifoQueue: 'true',
         VisibilityTimeout: String(options.visibilityTimeoutSeconds ?? 30),
-        RedrivePolicy: JSON.stringify({ deadLetterTargetArn: deadLetterQueueArn, maxReceiveCount: options.maxReceiveCount ?? 3 }),
+        RedrivePolicy: JSON.stringify({
+          deadLetterTargetArn: deadLetterQueueArn,
+          maxReceiveCount: options.maxReceiveCount ?? 3,
+        }),
       },
     }),
   );

@@ -6,7 +6,19 @@ import type { RoutingTable } from '../../lib/routing/routing-table.ts';
 
 /** The change of `secret/payments/<name>/db` to `version`. */
 export function queuedChange(name: string, version: number, key = `payments/${name}/db`): QueuedChange {
-  return { namespace: '', mount: 'secret', key, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `req-${name}-${version}`, time: '2026-11-20T10:15:02Z' };
+  return {
+    namespace: '',
+    mount: 'secret',
+    key,
+    operation: 'write',
+    version,
+    kvVersion: 2,
+    kvVersionFrom: 'routes',
+    source: 'audit',
+    via: 'direct',
+    id: `req-${name}-${version}`,
+    time: '2026-11-20T10:15:02Z',
+  };
 }
 
 /**
@@ -14,8 +26,15 @@ export function queuedChange(name: string, version: number, key = `payments/${na
  * changing what it means for `name` (more changes of other paths, 1,000-character keys), for the size tests.
  */
 export function rolloutMessage(cluster: string, name: string, version = 1, padding = 0): RolloutMessage {
-  const pad = Array.from({ length: Math.ceil(padding / 1000) }, (_, i) => queuedChange(`pad${i}`, version, `padding/${String(i).padStart(4, '0')}${'p'.repeat(995)}`));
-  return { v: ROLLOUT_MESSAGE_VERSION, cluster, changes: [queuedChange(name, version), ...pad], acceptedAt: '2026-11-20T10:15:03.000Z' };
+  const pad = Array.from({ length: Math.ceil(padding / 1000) }, (_, i) =>
+    queuedChange(`pad${i}`, version, `padding/${String(i).padStart(4, '0')}${'p'.repeat(995)}`),
+  );
+  return {
+    v: ROLLOUT_MESSAGE_VERSION,
+    cluster,
+    changes: [queuedChange(name, version), ...pad],
+    acceptedAt: '2026-11-20T10:15:03.000Z',
+  };
 }
 
 /** "cluster/name" of a message built by rolloutMessage. */

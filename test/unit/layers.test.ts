@@ -55,14 +55,21 @@ export function importsOf(text: string): string[] {
 }
 
 /** The problems of an import graph (file -> the files it imports, repository-relative). */
-export function layerProblems(graph: ReadonlyMap<string, readonly string[]>, ranks: Readonly<Record<string, number>> = RANKS): Problem[] {
+export function layerProblems(
+  graph: ReadonlyMap<string, readonly string[]>,
+  ranks: Readonly<Record<string, number>> = RANKS,
+): Problem[] {
   const problems: Problem[] = [];
   for (const [file, targets] of graph) {
     const from = ranks[folderOf(file)];
     if (from === undefined) problems.push({ kind: 'unranked', text: `${file}: folder ${folderOf(file)} has no rank` });
     for (const target of targets) {
       const to = ranks[folderOf(target)];
-      if (from !== undefined && to !== undefined && to > from) problems.push({ kind: 'up', text: `${file} (${folderOf(file)}, rank ${from}) imports ${target} (${folderOf(target)}, rank ${to})` });
+      if (from !== undefined && to !== undefined && to > from)
+        problems.push({
+          kind: 'up',
+          text: `${file} (${folderOf(file)}, rank ${from}) imports ${target} (${folderOf(target)}, rank ${to})`,
+        });
     }
   }
   // Cycles: a depth-first search; a file met again while still on the path closes a circle.
@@ -72,7 +79,8 @@ export function layerProblems(graph: ReadonlyMap<string, readonly string[]>, ran
     state.set(file, 'open');
     path.push(file);
     for (const target of graph.get(file) ?? []) {
-      if (state.get(target) === 'open') problems.push({ kind: 'cycle', text: [...path.slice(path.indexOf(target)), target].join(' -> ') });
+      if (state.get(target) === 'open')
+        problems.push({ kind: 'cycle', text: [...path.slice(path.indexOf(target)), target].join(' -> ') });
       else if (!state.has(target)) visit(target);
     }
     path.pop();
@@ -93,7 +101,10 @@ function repositoryGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
   for (const file of [...sourceFiles('lib'), ...sourceFiles('functions')]) {
     const text = readFileSync(join(REPO, file), 'utf8');
-    graph.set(file, importsOf(text).map((s) => relative(REPO, resolve(REPO, dirname(file), s))));
+    graph.set(
+      file,
+      importsOf(text).map((s) => relative(REPO, resolve(REPO, dirname(file), s))),
+    );
   }
   return graph;
 }
@@ -106,18 +117,37 @@ describe('layers', () => {
   });
 
   it.each([
-    { what: 'down and sideways are fine', graph: { 'lib/plan/a.ts': ['lib/routing/b.ts', 'lib/plan/c.ts'], 'lib/routing/b.ts': [], 'lib/plan/c.ts': [] }, problems: [] },
-    { what: 'up is refused', graph: { 'lib/plan/a.ts': ['lib/engine/b.ts'], 'lib/engine/b.ts': [] }, problems: ['up: lib/plan/a.ts (plan, rank 4) imports lib/engine/b.ts (engine, rank 7)'] },
-    { what: 'a circle in one folder is refused', graph: { 'lib/engine/a.ts': ['lib/engine/b.ts'], 'lib/engine/b.ts': ['lib/engine/a.ts'] }, problems: ['cycle: lib/engine/a.ts -> lib/engine/b.ts -> lib/engine/a.ts'] },
-    { what: 'an unranked folder is refused', graph: { 'lib/misc/a.ts': [] }, problems: ['unranked: lib/misc/a.ts: folder misc has no rank'] },
+    {
+      what: 'down and sideways are fine',
+      graph: { 'lib/plan/a.ts': ['lib/routing/b.ts', 'lib/plan/c.ts'], 'lib/routing/b.ts': [], 'lib/plan/c.ts': [] },
+      problems: [],
+    },
+    {
+      what: 'up is refused',
+      graph: { 'lib/plan/a.ts': ['lib/engine/b.ts'], 'lib/engine/b.ts': [] },
+      problems: ['up: lib/plan/a.ts (plan, rank 4) imports lib/engine/b.ts (engine, rank 7)'],
+    },
+    {
+      what: 'a circle in one folder is refused',
+      graph: { 'lib/engine/a.ts': ['lib/engine/b.ts'], 'lib/engine/b.ts': ['lib/engine/a.ts'] },
+      problems: ['cycle: lib/engine/a.ts -> lib/engine/b.ts -> lib/engine/a.ts'],
+    },
+    {
+      what: 'an unranked folder is refused',
+      graph: { 'lib/misc/a.ts': [] },
+      problems: ['unranked: lib/misc/a.ts: folder misc has no rank'],
+    },
   ])('the checker: $what', ({ graph, problems }) => {
     expect(layerProblems(new Map(Object.entries(graph))).map((p) => `${p.kind}: ${p.text}`)).toEqual(problems);
   });
 
   it.each([
     { text: "import { a } from './a.ts';\nimport type { B } from '../b/b.ts';", specifiers: ['./a.ts', '../b/b.ts'] },
-    { text: "export { c } from './c.ts';\nconst d = await import('../d.ts');\nimport './side.ts';", specifiers: ['./c.ts', '../d.ts', './side.ts'] },
-    { text: "import { z } from 'zod';\nimport {\n  e,\n} from \"./e.ts\";", specifiers: ['./e.ts'] },
+    {
+      text: "export { c } from './c.ts';\nconst d = await import('../d.ts');\nimport './side.ts';",
+      specifiers: ['./c.ts', '../d.ts', './side.ts'],
+    },
+    { text: 'import { z } from \'zod\';\nimport {\n  e,\n} from "./e.ts";', specifiers: ['./e.ts'] },
   ])('reads the import statements of $specifiers', ({ text, specifiers }) => {
     expect(importsOf(text)).toEqual(specifiers);
   });

@@ -24,10 +24,16 @@ async function capture(kind: ServerKind): Promise<void> {
     kind,
     auditFile,
     audit: receiver
-      ? [{
-          type: 'http', path: 'http',
-          options: { uri: `${receiver.url}/ingest`, headers: JSON.stringify({ Authorization: ['Bearer capture-bearer'] }) },
-        }]
+      ? [
+          {
+            type: 'http',
+            path: 'http',
+            options: {
+              uri: `${receiver.url}/ingest`,
+              headers: JSON.stringify({ Authorization: ['Bearer capture-bearer'] }),
+            },
+          },
+        ]
       : [],
   });
   const out = join(HERE, 'captured', `${kind}-${server.version}`);
@@ -58,7 +64,9 @@ async function capture(kind: ServerKind): Promise<void> {
     await sleep(500);
     const entries = readAuditFile(auditFile) as Entry[];
     const pick = (path: string, operation: string, type = 'response', nth = 0): Entry => {
-      const found = entries.filter((e) => e.type === type && e.request?.path === path && e.request.operation === operation);
+      const found = entries.filter(
+        (e) => e.type === type && e.request?.path === path && e.request.operation === operation,
+      );
       const entry = found[nth];
       if (!entry) throw new Error(`no ${type} entry for ${operation} ${path}`);
       return entry;
@@ -67,7 +75,10 @@ async function capture(kind: ServerKind): Promise<void> {
       writeFileSync(join(out, name), `${JSON.stringify(value, null, 2)}\n`);
     save('kv2-metadata-read.json', { ...metadata, request_id: '<per request>' });
     // sys/audit-hash: how an operator matches a known value with the HMAC in an audit entry (vault-rollout never calls it).
-    save('sys-audit-hash-response.json', { ...(await c.post('sys/audit-hash/file', { input: 'dummy-1' })), request_id: '<per request>' });
+    save('sys-audit-hash-response.json', {
+      ...(await c.post('sys/audit-hash/file', { input: 'dummy-1' })),
+      request_id: '<per request>',
+    });
     save('audit-kv2-write-request.json', pick('secret2/data/payments/api/db', 'create', 'request'));
     save('audit-kv2-write-response.json', pick('secret2/data/payments/api/db', 'create'));
     save('audit-kv2-update-response.json', pick('secret2/data/payments/api/db', 'update'));

@@ -71,17 +71,27 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
     const url = new URL(request.url ?? '/', 'http://front');
     const prefix = '/v1/sys/events/subscribe/';
     const refuse = (status: number, message: string): void => {
-      socket.end(`HTTP/1.1 ${status} ${message}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ errors: [message] })}`);
+      socket.end(
+        `HTTP/1.1 ${status} ${message}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ errors: [message] })}`,
+      );
     };
     if (!url.pathname.startsWith(prefix)) return refuse(404, 'not found');
     if (url.searchParams.get('json') !== 'true') return refuse(400, 'event front: only json=true is implemented');
-    if (url.searchParams.has('namespaces') || url.searchParams.has('filter')) return refuse(400, 'event front: namespaces and filter are not implemented');
+    if (url.searchParams.has('namespaces') || url.searchParams.has('filter'))
+      return refuse(400, 'event front: namespaces and filter are not implemented');
     const token = request.headers['x-vault-token'];
-    const lookup = await fetch(`${upstream.addr}/v1/auth/token/lookup-self`, { headers: { 'X-Vault-Token': typeof token === 'string' ? token : '' } });
+    const lookup = await fetch(`${upstream.addr}/v1/auth/token/lookup-self`, {
+      headers: { 'X-Vault-Token': typeof token === 'string' ? token : '' },
+    });
     await lookup.body?.cancel();
     if (lookup.status !== 200) return refuse(403, 'permission denied');
     const pattern = decodeURIComponent(url.pathname.slice(prefix.length));
-    const regex = new RegExp(`^${pattern.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\/-]/g, '\\$&')).join('.*')}$`);
+    const regex = new RegExp(
+      `^${pattern
+        .split('*')
+        .map((part) => part.replace(/[.+?^${}()|[\]\\/-]/g, '\\$&'))
+        .join('.*')}$`,
+    );
     wss.handleUpgrade(request, socket, head, (ws) => {
       const subscriber = { socket: ws, pattern: regex };
       subscribers.add(subscriber);
@@ -101,11 +111,23 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
     const body = Buffer.concat(chunks);
     const method = request.method ?? 'GET';
     const headers: Record<string, string> = {};
-    for (const name of ['x-vault-token', 'x-vault-namespace', 'x-vault-request', 'x-vault-index', 'x-vault-inconsistent', 'content-type']) {
+    for (const name of [
+      'x-vault-token',
+      'x-vault-namespace',
+      'x-vault-request',
+      'x-vault-index',
+      'x-vault-inconsistent',
+      'content-type',
+    ]) {
       const value = request.headers[name];
       if (typeof value === 'string') headers[name] = value;
     }
-    const answer = await fetch(`${upstream.addr}${request.url ?? '/'}`, { method, headers, body: body.length > 0 ? body : undefined, redirect: 'manual' });
+    const answer = await fetch(`${upstream.addr}${request.url ?? '/'}`, {
+      method,
+      headers,
+      body: body.length > 0 ? body : undefined,
+      redirect: 'manual',
+    });
     const text = Buffer.from(await answer.arrayBuffer());
     const out: Record<string, string> = {};
     answer.headers.forEach((value, name) => {
@@ -114,7 +136,12 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
     response.writeHead(answer.status, out);
     response.end(text);
     if (answer.status >= 200 && answer.status < 300 && method !== 'GET' && method !== 'LIST') {
-      await announce(method, new URL(request.url ?? '/', 'http://front').pathname, body, answer.headers.get('x-vault-index'));
+      await announce(
+        method,
+        new URL(request.url ?? '/', 'http://front').pathname,
+        body,
+        answer.headers.get('x-vault-index'),
+      );
     }
   }
 
@@ -128,10 +155,14 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
   }
 
   async function mountOf(path: string): Promise<Mount | undefined> {
-    const find = (): Mount | undefined => mounts.filter((m) => path.startsWith(m.path)).sort((a, b) => b.path.length - a.path.length)[0];
+    const find = (): Mount | undefined =>
+      mounts.filter((m) => path.startsWith(m.path)).sort((a, b) => b.path.length - a.path.length)[0];
     if (find()) return find();
     const listed = await upstreamJson('sys/mounts');
-    const table = (listed?.data ?? listed ?? {}) as Record<string, { type?: string; accessor?: string; options?: { version?: string } | null }>;
+    const table = (listed?.data ?? listed ?? {}) as Record<
+      string,
+      { type?: string; accessor?: string; options?: { version?: string } | null }
+    >;
     mounts = Object.entries(table)
       .filter(([, m]) => m.type === 'kv' || m.type === 'generic')
       .map(([p, m]) => ({ path: p, accessor: m.accessor ?? '', version: m.options?.version === '2' ? 2 : 1 }));
@@ -155,7 +186,8 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
     let eventType: string;
     let metadata: Record<string, string>;
     if (mount.version === 1) {
-      if (method === 'DELETE') [eventType, metadata] = ['kv-v1/delete', { modified: 'true', operation: 'delete', path }];
+      if (method === 'DELETE')
+        [eventType, metadata] = ['kv-v1/delete', { modified: 'true', operation: 'delete', path }];
       else [eventType, metadata] = ['kv-v1/write', { data_path: path, modified: 'true', operation: 'write', path }];
     } else {
       const [area, ...key] = rest.split('/');
@@ -163,20 +195,35 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
       if (secret === '' || area === undefined) return;
       const dataPath = `${mount.path}data/${secret}`;
       const versions = async (): Promise<Record<string, string>> => {
-        const meta = (await upstreamJson(`${mount.path}metadata/${secret}`))?.data as { current_version?: number; oldest_version?: number } | undefined;
-        return { current_version: String(meta?.current_version ?? 0), oldest_version: String(meta?.oldest_version ?? 0) };
+        const meta = (await upstreamJson(`${mount.path}metadata/${secret}`))?.data as
+          { current_version?: number; oldest_version?: number } | undefined;
+        return {
+          current_version: String(meta?.current_version ?? 0),
+          oldest_version: String(meta?.oldest_version ?? 0),
+        };
       };
       const list = (name: string): string => JSON.stringify(Array.isArray(request[name]) ? request[name] : []);
       const operation = (op: string, extra: Record<string, string> = {}): Promise<[string, Record<string, string>]> =>
-        versions().then((v) => [`kv-v2/${op}`, { ...v, data_path: dataPath, modified: 'true', operation: op, path, ...index, ...extra }]);
+        versions().then((v) => [
+          `kv-v2/${op}`,
+          { ...v, data_path: dataPath, modified: 'true', operation: op, path, ...index, ...extra },
+        ]);
       if (area === 'data' && method === 'DELETE') [eventType, metadata] = await operation('data-delete');
       else if (area === 'data' && method === 'PATCH') [eventType, metadata] = await operation('data-patch');
       else if (area === 'data') [eventType, metadata] = await operation('data-write');
-      else if (area === 'delete') [eventType, metadata] = await operation('delete', { deleted_versions: list('versions') });
-      else if (area === 'undelete') [eventType, metadata] = await operation('undelete', { undeleted_versions: list('versions') });
-      else if (area === 'destroy') [eventType, metadata] = await operation('destroy', { destroyed_versions: list('versions') });
-      else if (area === 'metadata' && method === 'DELETE') [eventType, metadata] = ['kv-v2/metadata-delete', { data_path: dataPath, modified: 'true', operation: 'metadata-delete', path, ...index }];
-      else if (area === 'metadata') [eventType, metadata] = await operation(method === 'PATCH' ? 'metadata-patch' : 'metadata-write');
+      else if (area === 'delete')
+        [eventType, metadata] = await operation('delete', { deleted_versions: list('versions') });
+      else if (area === 'undelete')
+        [eventType, metadata] = await operation('undelete', { undeleted_versions: list('versions') });
+      else if (area === 'destroy')
+        [eventType, metadata] = await operation('destroy', { destroyed_versions: list('versions') });
+      else if (area === 'metadata' && method === 'DELETE')
+        [eventType, metadata] = [
+          'kv-v2/metadata-delete',
+          { data_path: dataPath, modified: 'true', operation: 'metadata-delete', path, ...index },
+        ];
+      else if (area === 'metadata')
+        [eventType, metadata] = await operation(method === 'PATCH' ? 'metadata-patch' : 'metadata-write');
       else return;
     }
     const id = randomUUID();
@@ -188,7 +235,13 @@ export async function startEventFront(upstream: Upstream): Promise<EventFront> {
       data: {
         event: { id, metadata },
         event_type: eventType,
-        plugin_info: { mount_class: 'secret', mount_accessor: mount.accessor, mount_path: mount.path, plugin: 'kv', version: upstream.kvPluginVersion ?? '' },
+        plugin_info: {
+          mount_class: 'secret',
+          mount_accessor: mount.accessor,
+          mount_path: mount.path,
+          plugin: 'kv',
+          version: upstream.kvPluginVersion ?? '',
+        },
       },
       // Vault really spells it so (1.15 to 2.x).
       datacontentype: 'application/cloudevents',

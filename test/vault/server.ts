@@ -200,15 +200,22 @@ async function startOnce(
   const watchdog =
     child.pid === undefined
       ? undefined
-      : spawn('bash', ['-c', 'while read -r _; do :; done; kill -KILL -- "-$1" 2>/dev/null', 'watchdog', String(child.pid)], {
-          detached: true,
-          stdio: ['pipe', 'ignore', 'ignore'],
-        });
+      : spawn(
+          'bash',
+          ['-c', 'while read -r _; do :; done; kill -KILL -- "-$1" 2>/dev/null', 'watchdog', String(child.pid)],
+          {
+            detached: true,
+            stdio: ['pipe', 'ignore', 'ignore'],
+          },
+        );
   watchdog?.unref();
   (watchdog?.stdin as unknown as { unref?: () => void } | null)?.unref?.();
   let output = '';
   const redact = (text: string): string =>
-    text.split(token).join('<root-token>').replace(/(Unseal Key:\s*)\S+/g, '$1<redacted>');
+    text
+      .split(token)
+      .join('<root-token>')
+      .replace(/(Unseal Key:\s*)\S+/g, '$1<redacted>');
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
   let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -266,7 +273,8 @@ async function startOnce(
       await sleep(100);
     }
     if (kind === 'vault') {
-      for (const device of audit) await client.enableAudit(device.path, device.type, device.options, device.description);
+      for (const device of audit)
+        await client.enableAudit(device.path, device.type, device.options, device.description);
     }
   } catch (error) {
     await stop();
@@ -593,7 +601,8 @@ export class EventSubscription {
   constructor(socket: WebSocket) {
     this.#socket = socket;
     socket.addEventListener('message', (message: MessageEvent) => {
-      const text = typeof message.data === 'string' ? message.data : Buffer.from(message.data as ArrayBuffer).toString();
+      const text =
+        typeof message.data === 'string' ? message.data : Buffer.from(message.data as ArrayBuffer).toString();
       this.raw.push(text);
       this.events.push(JSON.parse(text) as Record<string, unknown>);
       for (const wake of this.#waiters.splice(0)) wake();
@@ -656,7 +665,8 @@ export async function waitForEntries<T>(
   for (;;) {
     const entries = read();
     if (predicate(entries)) return entries;
-    if (Date.now() > deadline) throw new Error(`audit entries did not arrive in ${timeoutMs} ms (${entries.length} seen)`);
+    if (Date.now() > deadline)
+      throw new Error(`audit entries did not arrive in ${timeoutMs} ms (${entries.length} seen)`);
     await sleep(50);
   }
 }

@@ -7,7 +7,9 @@
 const unavailable = (what) =>
   class {
     constructor() {
-      throw new Error(`undici ${what} is not bundled in vault-rollout's Lambda functions; use KubeConfig.applyToHTTPSOptions with node:https (infra/serverless/shims/undici.js)`);
+      throw new Error(
+        `undici ${what} is not bundled in vault-rollout's Lambda functions; use KubeConfig.applyToHTTPSOptions with node:https (infra/serverless/shims/undici.js)`,
+      );
     }
   };
 

@@ -134,19 +134,25 @@ export async function tokenFileProblem(
 ): Promise<string | undefined> {
   const refused = `user ${use.user}: ${credential.field} ${credential.path} is refused`;
   if (use.fromSharedStore) {
-    return `${refused} for a kubeconfig from SSM or Secrets Manager: ` +
+    return (
+      `${refused} for a kubeconfig from SSM or Secrets Manager: ` +
       'whoever can write it would choose which file of this machine is sent, and to which server; ' +
-      'put the token itself in the user\'s token field, or use a client certificate';
+      "put the token itself in the user's token field, or use a client certificate"
+    );
   }
   if (await isPodToken(use.absolute, deps)) {
     if (await isInClusterApi(endpoint, deps)) return undefined;
-    return `${refused}: it is the pod's own ServiceAccount token, which goes only to the in-cluster API server ` +
-      'with the pod\'s CA, and this cluster\'s server or CA is another; ' +
-      'use inCluster: true for the cluster vault-rollout runs in, or give this cluster a credential of its own';
+    return (
+      `${refused}: it is the pod's own ServiceAccount token, which goes only to the in-cluster API server ` +
+      "with the pod's CA, and this cluster's server or CA is another; " +
+      'use inCluster: true for the cluster vault-rollout runs in, or give this cluster a credential of its own'
+    );
   }
   if (operatorAllows(deps.env, ALLOW_TOKEN_FILE_VARIABLE, use.cluster)) return undefined;
-  return `${refused}: it would send a file of this machine as the bearer token; ` +
+  return (
+    `${refused}: it would send a file of this machine as the bearer token; ` +
     `set ${ALLOW_TOKEN_FILE_VARIABLE}=${use.cluster} in vault-rollout's environment to allow it ` +
-    '(the routing table\'s allowTokenFile no longer grants it), ' +
-    'or put the token itself in the user\'s token field, or use a client certificate';
+    "(the routing table's allowTokenFile no longer grants it), " +
+    "or put the token itself in the user's token field, or use a client certificate"
+  );
 }

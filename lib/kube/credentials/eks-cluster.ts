@@ -41,7 +41,9 @@ interface ClusterEndpoint {
 }
 
 /** Returns the resolver for clusters whose routing-table entry has `eks`; its clients and caches live with it. */
-export function createEksAccessResolver(deps: EksAccessDeps): (name: string, config: ClusterConfig) => Promise<ClusterAccess> {
+export function createEksAccessResolver(
+  deps: EksAccessDeps,
+): (name: string, config: ClusterConfig) => Promise<ClusterAccess> {
   const credentialsFor = createCredentialsSource(deps);
   const eksClients = new Map<string, Pick<EKSClient, 'send'>>();
   const eksClientFor = (eks: EksConfig): Pick<EKSClient, 'send'> =>
@@ -53,7 +55,10 @@ export function createEksAccessResolver(deps: EksAccessDeps): (name: string, con
     if (eks === undefined) throw new ClusterAccessError(name, 'has no eks settings');
     const credentials = await loadCredentials(name, eks, credentialsFor(eks));
     const endpoint = await describeCluster(name, eks, eksClientFor(eks));
-    const token = await tokens.get({ clusterName: eks.name, region: eks.region, roleArn: eks.roleArn }, async () => credentials);
+    const token = await tokens.get(
+      { clusterName: eks.name, region: eks.region, roleArn: eks.roleArn },
+      async () => credentials,
+    );
     const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
     return {
       kubeConfig: tokenKubeConfig(name, endpoint, token.token, skipTLSVerify),
@@ -87,10 +92,19 @@ async function assumeRole(sts: Pick<STSClient, 'send'>, roleArn: string): Promis
   if (c?.AccessKeyId === undefined || c.SecretAccessKey === undefined || c.SessionToken === undefined) {
     throw new Error('AssumeRole returned no credentials');
   }
-  return { accessKeyId: c.AccessKeyId, secretAccessKey: c.SecretAccessKey, sessionToken: c.SessionToken, expiration: c.Expiration };
+  return {
+    accessKeyId: c.AccessKeyId,
+    secretAccessKey: c.SecretAccessKey,
+    sessionToken: c.SessionToken,
+    expiration: c.Expiration,
+  };
 }
 
-async function loadCredentials(name: string, eks: EksConfig, provider: AwsCredentialsProvider): Promise<AwsCredentials> {
+async function loadCredentials(
+  name: string,
+  eks: EksConfig,
+  provider: AwsCredentialsProvider,
+): Promise<AwsCredentials> {
   try {
     return await provider();
   } catch (error) {
@@ -99,11 +113,17 @@ async function loadCredentials(name: string, eks: EksConfig, provider: AwsCreden
         ? 'give the function AWS credentials (an execution role, or AWS_* variables locally)'
         : `allow sts:AssumeRole on ${eks.roleArn} for the function's role, and trust it in the role's trust policy`;
     const what = eks.roleArn === undefined ? 'no AWS credentials' : `cannot assume role ${eks.roleArn}`;
-    throw new ClusterAccessError(name, `eks ${eks.name} (${eks.region}): ${what} (${awsErrorName(error)}); ${fix}`, { cause: error });
+    throw new ClusterAccessError(name, `eks ${eks.name} (${eks.region}): ${what} (${awsErrorName(error)}); ${fix}`, {
+      cause: error,
+    });
   }
 }
 
-async function describeCluster(name: string, eks: EksConfig, client: Pick<EKSClient, 'send'>): Promise<ClusterEndpoint> {
+async function describeCluster(
+  name: string,
+  eks: EksConfig,
+  client: Pick<EKSClient, 'send'>,
+): Promise<ClusterEndpoint> {
   const where = `eks ${eks.name} (${eks.region})`;
   let response;
   try {
@@ -113,13 +133,18 @@ async function describeCluster(name: string, eks: EksConfig, client: Pick<EKSCli
       awsErrorName(error) === 'ResourceNotFoundException'
         ? 'check eks.name and eks.region'
         : `allow eks:DescribeCluster on the cluster for ${eks.roleArn ?? "the function's role"}`;
-    throw new ClusterAccessError(name, `${where}: DescribeCluster failed (${awsErrorName(error)}); ${fix}`, { cause: error });
+    throw new ClusterAccessError(name, `${where}: DescribeCluster failed (${awsErrorName(error)}); ${fix}`, {
+      cause: error,
+    });
   }
   const server = response.cluster?.endpoint;
   const caData = response.cluster?.certificateAuthority?.data;
   if (server === undefined || caData === undefined) {
     const status = response.cluster?.status ?? 'unknown';
-    throw new ClusterAccessError(name, `${where}: the cluster has no endpoint or CA yet (status ${status}); wait until it is ACTIVE`);
+    throw new ClusterAccessError(
+      name,
+      `${where}: the cluster has no endpoint or CA yet (status ${status}); wait until it is ACTIVE`,
+    );
   }
   return { server, caData };
 }

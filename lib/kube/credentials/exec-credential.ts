@@ -84,22 +84,33 @@ export interface ExecClientCertificate {
 }
 
 /** What one run of the plugin gave: a token, or a client certificate. */
-export type ExecCredentialResult = ({ kind: 'token' } & CachedToken) | ({ kind: 'certificate' } & ExecClientCertificate);
+export type ExecCredentialResult =
+  ({ kind: 'token' } & CachedToken) | ({ kind: 'certificate' } & ExecClientCertificate);
 
 /**
  * A bearer-token source backed by the plugin. Concurrent callers share one run; a failed run is not kept, so the
  * next request runs the plugin again.
  */
-export function execTokenSource(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps, first?: CachedToken): () => Promise<string> {
+export function execTokenSource(
+  exec: ExecConfig,
+  cluster: ExecClusterInfo,
+  baseDir: string | undefined,
+  deps: ExecDeps,
+  first?: CachedToken,
+): () => Promise<string> {
   checkExecConfig(exec);
   let cached: CachedToken | undefined = first;
   let running: Promise<string> | undefined;
   return () => {
-    if (cached !== undefined && (cached.renewAt === undefined || deps.clock() < cached.renewAt)) return Promise.resolve(cached.token);
+    if (cached !== undefined && (cached.renewAt === undefined || deps.clock() < cached.renewAt))
+      return Promise.resolve(cached.token);
     running ??= runPlugin(exec, cluster, baseDir, deps)
       .then((credential) => {
         // A plugin that turned from tokens to certificates between runs: the access must be built again.
-        if (credential.kind !== 'token') throw new ExecCredentialError('the exec plugin now hands out a client certificate instead of a token; the cluster\'s access is built again on the next request');
+        if (credential.kind !== 'token')
+          throw new ExecCredentialError(
+            "the exec plugin now hands out a client certificate instead of a token; the cluster's access is built again on the next request",
+          );
         cached = credential;
         return credential.token;
       })
@@ -109,22 +120,37 @@ export function execTokenSource(exec: ExecConfig, cluster: ExecClusterInfo, base
 }
 
 /** Runs the plugin once (at start-up: a plugin that cannot work is an error naming the cluster) and says what it gave. */
-export function runExecCredential(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): Promise<ExecCredentialResult> {
+export function runExecCredential(
+  exec: ExecConfig,
+  cluster: ExecClusterInfo,
+  baseDir: string | undefined,
+  deps: ExecDeps,
+): Promise<ExecCredentialResult> {
   checkExecConfig(exec);
   return runPlugin(exec, cluster, baseDir, deps);
 }
 
 function checkExecConfig(exec: ExecConfig): void {
-  if (typeof exec.command !== 'string' || exec.command === '') throw new ExecCredentialError('exec.command is missing; name the plugin to run');
+  if (typeof exec.command !== 'string' || exec.command === '')
+    throw new ExecCredentialError('exec.command is missing; name the plugin to run');
   if (!(EXEC_API_VERSIONS as readonly string[]).includes(exec.apiVersion)) {
-    throw new ExecCredentialError(`exec.apiVersion ${String(exec.apiVersion)} is not supported; use ${EXEC_API_VERSIONS.join(' or ')}`);
+    throw new ExecCredentialError(
+      `exec.apiVersion ${String(exec.apiVersion)} is not supported; use ${EXEC_API_VERSIONS.join(' or ')}`,
+    );
   }
   if (exec.interactiveMode === 'Always') {
-    throw new ExecCredentialError('exec.interactiveMode is Always, but vault-rollout never has a terminal; use a plugin mode that needs no input (IfAvailable or Never)');
+    throw new ExecCredentialError(
+      'exec.interactiveMode is Always, but vault-rollout never has a terminal; use a plugin mode that needs no input (IfAvailable or Never)',
+    );
   }
 }
 
-async function runPlugin(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: string | undefined, deps: ExecDeps): Promise<ExecCredentialResult> {
+async function runPlugin(
+  exec: ExecConfig,
+  cluster: ExecClusterInfo,
+  baseDir: string | undefined,
+  deps: ExecDeps,
+): Promise<ExecCredentialResult> {
   const file = await resolveCommand(exec.command, baseDir, deps);
   const info = {
     apiVersion: exec.apiVersion,
@@ -133,7 +159,11 @@ async function runPlugin(exec: ExecConfig, cluster: ExecClusterInfo, baseDir: st
   };
   const env = pluginEnvironment(exec, deps.env);
   env.KUBERNETES_EXEC_INFO = JSON.stringify(info);
-  const stdout = await (deps.run ?? runFile)(file, exec.args ?? [], { env, timeoutMs: deps.limits?.timeoutMs ?? EXEC_TIMEOUT_MS, maxOutputBytes: deps.limits?.maxOutputBytes ?? EXEC_MAX_OUTPUT_BYTES });
+  const stdout = await (deps.run ?? runFile)(file, exec.args ?? [], {
+    env,
+    timeoutMs: deps.limits?.timeoutMs ?? EXEC_TIMEOUT_MS,
+    maxOutputBytes: deps.limits?.maxOutputBytes ?? EXEC_MAX_OUTPUT_BYTES,
+  });
   return parseExecCredential(stdout, exec.apiVersion, deps.clock());
 }
 
@@ -160,14 +190,18 @@ async function resolveCommand(command: string, baseDir: string | undefined, deps
   if (command.includes('/')) {
     const path = isAbsolute(command) ? command : resolvePath(baseDir ?? '.', command);
     if (await isExecutable(path)) return path;
-    throw new ExecCredentialError(`exec.command ${command} is not an executable file${isAbsolute(command) ? '' : ` (relative to the kubeconfig: ${path})`}; install the plugin or fix the path`);
+    throw new ExecCredentialError(
+      `exec.command ${command} is not an executable file${isAbsolute(command) ? '' : ` (relative to the kubeconfig: ${path})`}; install the plugin or fix the path`,
+    );
   }
   const dirs = (deps.env.PATH ?? '').split(delimiter).filter((d) => d !== '');
   for (const dir of dirs) {
     const path = join(dir, command);
     if (await isExecutable(path)) return path;
   }
-  throw new ExecCredentialError(`exec.command ${command} is not on PATH; install the plugin or put its directory on vault-rollout's PATH`);
+  throw new ExecCredentialError(
+    `exec.command ${command} is not on PATH; install the plugin or put its directory on vault-rollout's PATH`,
+  );
 }
 
 async function executableFile(path: string): Promise<boolean> {
@@ -182,20 +216,54 @@ async function executableFile(path: string): Promise<boolean> {
 /** Runs the plugin: no shell, no stdin, killed when it takes too long or prints too much. */
 function runFile(file: string, args: readonly string[], options: RunOptions): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = execFile(file, args, { env: options.env, timeout: options.timeoutMs, killSignal: 'SIGKILL', maxBuffer: options.maxOutputBytes, encoding: 'utf8', windowsHide: true }, (error, stdout) => {
-      if (error === null) return resolve(stdout);
-      // Only what happened, never stderr or stdout: either may hold the token.
-      const code = (error as { code?: unknown }).code;
-      if (code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') return reject(new ExecCredentialError(`the exec plugin printed more than ${options.maxOutputBytes} bytes; it was stopped`));
-      if (error.killed === true || error.signal === 'SIGKILL') return reject(new ExecCredentialError(`the exec plugin did not finish within ${options.timeoutMs / 1000} s; it was stopped (run it by hand to see why)`));
-      if (typeof code === 'number') return reject(new ExecCredentialError(`the exec plugin exited with code ${code}; run it by hand to see its message`));
-      return reject(new ExecCredentialError(`the exec plugin could not be started (${typeof code === 'string' ? code : 'error'})`));
-    });
+    const child = execFile(
+      file,
+      args,
+      {
+        env: options.env,
+        timeout: options.timeoutMs,
+        killSignal: 'SIGKILL',
+        maxBuffer: options.maxOutputBytes,
+        encoding: 'utf8',
+        windowsHide: true,
+      },
+      (error, stdout) => {
+        if (error === null) return resolve(stdout);
+        // Only what happened, never stderr or stdout: either may hold the token.
+        const code = (error as { code?: unknown }).code;
+        if (code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER')
+          return reject(
+            new ExecCredentialError(
+              `the exec plugin printed more than ${options.maxOutputBytes} bytes; it was stopped`,
+            ),
+          );
+        if (error.killed === true || error.signal === 'SIGKILL')
+          return reject(
+            new ExecCredentialError(
+              `the exec plugin did not finish within ${options.timeoutMs / 1000} s; it was stopped (run it by hand to see why)`,
+            ),
+          );
+        if (typeof code === 'number')
+          return reject(
+            new ExecCredentialError(`the exec plugin exited with code ${code}; run it by hand to see its message`),
+          );
+        return reject(
+          new ExecCredentialError(
+            `the exec plugin could not be started (${typeof code === 'string' ? code : 'error'})`,
+          ),
+        );
+      },
+    );
     child.stdin?.end();
   });
 }
 
-type ExecStatus = { token?: unknown; expirationTimestamp?: unknown; clientCertificateData?: unknown; clientKeyData?: unknown };
+type ExecStatus = {
+  token?: unknown;
+  expirationTimestamp?: unknown;
+  clientCertificateData?: unknown;
+  clientKeyData?: unknown;
+};
 
 function parseExecCredential(stdout: string, apiVersion: string, now: number): ExecCredentialResult {
   let credential: { apiVersion?: unknown; kind?: unknown; status?: ExecStatus };
@@ -205,14 +273,23 @@ function parseExecCredential(stdout: string, apiVersion: string, now: number): E
     throw new ExecCredentialError('the exec plugin printed something that is not an ExecCredential (not JSON)');
   }
   if (credential === null || typeof credential !== 'object' || credential.kind !== 'ExecCredential') {
-    throw new ExecCredentialError('the exec plugin printed something that is not an ExecCredential (kind is not ExecCredential)');
+    throw new ExecCredentialError(
+      'the exec plugin printed something that is not an ExecCredential (kind is not ExecCredential)',
+    );
   }
   if (credential.apiVersion !== apiVersion) {
-    throw new ExecCredentialError(`the exec plugin answered with apiVersion ${String(credential.apiVersion).slice(0, 60)}, not the ${apiVersion} the kubeconfig asks for`);
+    throw new ExecCredentialError(
+      `the exec plugin answered with apiVersion ${String(credential.apiVersion).slice(0, 60)}, not the ${apiVersion} the kubeconfig asks for`,
+    );
   }
   const status = credential.status ?? {};
-  if (typeof status.token === 'string' && status.token !== '') return { kind: 'token', token: status.token, ...renewTime(status.expirationTimestamp, now, 'a token') };
-  return { kind: 'certificate', ...clientCertificate(status), ...renewTime(status.expirationTimestamp, now, 'a client certificate') };
+  if (typeof status.token === 'string' && status.token !== '')
+    return { kind: 'token', token: status.token, ...renewTime(status.expirationTimestamp, now, 'a token') };
+  return {
+    kind: 'certificate',
+    ...clientCertificate(status),
+    ...renewTime(status.expirationTimestamp, now, 'a client certificate'),
+  };
 }
 
 /** kubectl's rule: without a token, status must carry both clientCertificateData and clientKeyData, PEM-encoded. */
@@ -220,10 +297,18 @@ function clientCertificate(status: ExecStatus): { certificate: string; key: stri
   const cert = status.clientCertificateData;
   const key = status.clientKeyData;
   const given = (v: unknown): v is string => typeof v === 'string' && v !== '';
-  if (!given(cert) && !given(key)) throw new ExecCredentialError('the exec plugin\'s ExecCredential carries neither status.token nor status.clientCertificateData and clientKeyData; use a plugin that prints one of them');
-  if (!given(cert) || !given(key)) throw new ExecCredentialError(`the exec plugin's ExecCredential carries ${given(cert) ? 'clientCertificateData without clientKeyData' : 'clientKeyData without clientCertificateData'}; a client certificate needs both`);
-  if (!cert.includes('-----BEGIN CERTIFICATE-----')) throw new ExecCredentialError('the exec plugin\'s status.clientCertificateData is not a PEM certificate');
-  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) throw new ExecCredentialError('the exec plugin\'s status.clientKeyData is not a PEM private key');
+  if (!given(cert) && !given(key))
+    throw new ExecCredentialError(
+      "the exec plugin's ExecCredential carries neither status.token nor status.clientCertificateData and clientKeyData; use a plugin that prints one of them",
+    );
+  if (!given(cert) || !given(key))
+    throw new ExecCredentialError(
+      `the exec plugin's ExecCredential carries ${given(cert) ? 'clientCertificateData without clientKeyData' : 'clientKeyData without clientCertificateData'}; a client certificate needs both`,
+    );
+  if (!cert.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ExecCredentialError("the exec plugin's status.clientCertificateData is not a PEM certificate");
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key))
+    throw new ExecCredentialError("the exec plugin's status.clientKeyData is not a PEM private key");
   return { certificate: cert, key };
 }
 
@@ -231,8 +316,10 @@ function clientCertificate(status: ExecStatus): { certificate: string; key: stri
 function renewTime(expirationTimestamp: unknown, now: number, what: string): { renewAt?: number } {
   if (expirationTimestamp === undefined || expirationTimestamp === null) return {};
   const expires = typeof expirationTimestamp === 'string' ? Date.parse(expirationTimestamp) : Number.NaN;
-  if (Number.isNaN(expires)) throw new ExecCredentialError('the exec plugin\'s status.expirationTimestamp is not an RFC 3339 time');
-  if (expires <= now) throw new ExecCredentialError(`the exec plugin returned ${what} that expired at ${expirationTimestamp as string}`);
+  if (Number.isNaN(expires))
+    throw new ExecCredentialError("the exec plugin's status.expirationTimestamp is not an RFC 3339 time");
+  if (expires <= now)
+    throw new ExecCredentialError(`the exec plugin returned ${what} that expired at ${expirationTimestamp as string}`);
   // A credential shorter-lived than the margin is still used once: better than running the plugin for every request.
   return { renewAt: Math.max(expires - EXPIRY_MARGIN_MS, now + Math.min(EXPIRY_MARGIN_MS, expires - now) / 2) };
 }

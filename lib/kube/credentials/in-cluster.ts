@@ -25,10 +25,17 @@ export interface InClusterDeps {
 
 export { SERVICE_ACCOUNT_DIR_VARIABLE } from './credential-policy.ts';
 
-export async function resolveInClusterAccess(name: string, config: ClusterConfig, deps: InClusterDeps): Promise<ClusterAccess> {
+export async function resolveInClusterAccess(
+  name: string,
+  config: ClusterConfig,
+  deps: InClusterDeps,
+): Promise<ClusterAccess> {
   const server = inClusterServer(deps.env);
   if (server === undefined) {
-    throw new ClusterAccessError(name, 'inCluster: true, but KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: vault-rollout is not running in a pod; give the cluster a kubeconfig instead');
+    throw new ClusterAccessError(
+      name,
+      'inCluster: true, but KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: vault-rollout is not running in a pod; give the cluster a kubeconfig instead',
+    );
   }
   const dir = serviceAccountDir(deps.env);
   const caPath = join(dir, 'ca.crt');
@@ -37,14 +44,20 @@ export async function resolveInClusterAccess(name: string, config: ClusterConfig
     ca = await deps.readFile(caPath);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    throw new ClusterAccessError(name, `inCluster: true, but the cluster CA ${caPath} cannot be read (${typeof code === 'string' ? code : 'unreadable'}); mount the pod's ServiceAccount token (automountServiceAccountToken or a projected volume)`);
+    throw new ClusterAccessError(
+      name,
+      `inCluster: true, but the cluster CA ${caPath} cannot be read (${typeof code === 'string' ? code : 'unreadable'}); mount the pod's ServiceAccount token (automountServiceAccountToken or a projected volume)`,
+    );
   }
   let bearerToken: () => Promise<string>;
   try {
     bearerToken = await tokenFileSource(join(dir, 'token'), { clock: deps.clock ?? Date.now, ...deps.tokenFile });
   } catch (error) {
     if (!(error instanceof TokenFileError)) throw error;
-    throw new ClusterAccessError(name, `inCluster: true, but ${error.message}; mount the pod's ServiceAccount token (automountServiceAccountToken or a projected volume)`);
+    throw new ClusterAccessError(
+      name,
+      `inCluster: true, but ${error.message}; mount the pod's ServiceAccount token (automountServiceAccountToken or a projected volume)`,
+    );
   }
   const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
   const kubeConfig = new KubeConfig();

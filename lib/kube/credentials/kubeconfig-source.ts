@@ -75,10 +75,15 @@ interface DescribedSource {
 
 function describeSource(source: KubeconfigSource): DescribedSource {
   if ('file' in source) return { kind: 'file', ref: source.file, label: `kubeconfig file ${source.file}` };
-  if ('env' in source) return { kind: 'env', ref: source.env, label: `kubeconfig from environment variable ${source.env}` };
+  if ('env' in source)
+    return { kind: 'env', ref: source.env, label: `kubeconfig from environment variable ${source.env}` };
   if ('inline' in source) return { kind: 'inline', ref: source.inline, label: 'inline kubeconfig' };
   if ('ssm' in source) return { kind: 'ssm', ref: source.ssm, label: `kubeconfig from SSM parameter ${source.ssm}` };
-  return { kind: 'secretsManager', ref: source.secretsManager, label: `kubeconfig from Secrets Manager secret ${source.secretsManager}` };
+  return {
+    kind: 'secretsManager',
+    ref: source.secretsManager,
+    label: `kubeconfig from Secrets Manager secret ${source.secretsManager}`,
+  };
 }
 
 /** Resolves a cluster whose routing-table entry has `kubeconfig`. */
@@ -93,8 +98,17 @@ export async function resolveKubeconfigAccess(
     const loaded = await readKubeconfigText(source, deps);
     return await accessFromKubeconfig(name, config, loaded, deps);
   } catch (error) {
-    if (!(error instanceof KubeconfigSourceError || error instanceof ExecCredentialError || error instanceof TokenFileError)) throw error;
-    throw new ClusterAccessError(name, `${source.label}: ${error.message}`, error.cause === undefined ? undefined : { cause: error.cause });
+    if (!(
+      error instanceof KubeconfigSourceError ||
+      error instanceof ExecCredentialError ||
+      error instanceof TokenFileError
+    ))
+      throw error;
+    throw new ClusterAccessError(
+      name,
+      `${source.label}: ${error.message}`,
+      error.cause === undefined ? undefined : { cause: error.cause },
+    );
   }
 }
 
@@ -118,7 +132,10 @@ async function readKubeconfigFile(path: string, deps: KubeconfigSourceDeps): Pro
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     const why = typeof code === 'string' ? code : 'unreadable';
-    throw new KubeconfigSourceError(`cannot read ${path} (${why}); paths are relative to the routing table's directory`, { cause: error });
+    throw new KubeconfigSourceError(
+      `cannot read ${path} (${why}); paths are relative to the routing table's directory`,
+      { cause: error },
+    );
   }
 }
 
@@ -156,20 +173,31 @@ async function readRemoteSecret(store: RemoteStore, id: string, deps: Kubeconfig
     value = await store.fetch(deps, id);
   } catch (error) {
     // AWS errors name the resource and the principal, never the value, so they are safe as the cause.
-    throw new KubeconfigSourceError(`cannot be read (${awsErrorName(error)}); check that it exists and grant ${store.permission}`, {
-      cause: error,
-    });
+    throw new KubeconfigSourceError(
+      `cannot be read (${awsErrorName(error)}); check that it exists and grant ${store.permission}`,
+      {
+        cause: error,
+      },
+    );
   }
   if (value === undefined || value.trim() === '') throw new KubeconfigSourceError(`has no value; ${store.valueHint}`);
   return value;
 }
 
-async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded: KubeconfigText, deps: KubeconfigSourceDeps): Promise<ClusterAccess> {
+async function accessFromKubeconfig(
+  name: string,
+  config: ClusterConfig,
+  loaded: KubeconfigText,
+  deps: KubeconfigSourceDeps,
+): Promise<ClusterAccess> {
   const { kubeConfig: full, users: rawUsers } = parseKubeconfig(loaded.text);
   if (loaded.baseDir !== undefined) full.makePathsAbsolute(loaded.baseDir);
   const context = selectContext(full, config.context);
   const cluster = full.getCluster(context.cluster);
-  if (cluster === null) throw new KubeconfigSourceError(`context ${context.name} names cluster ${context.cluster}, which the kubeconfig does not define`);
+  if (cluster === null)
+    throw new KubeconfigSourceError(
+      `context ${context.name} names cluster ${context.cluster}, which the kubeconfig does not define`,
+    );
   const user = selectUser(full, context);
   const server = checkServer(cluster.server, config.insecureSkipTLSVerify === true);
   const credential = userCredential(name, user, rawUsers.get(user.name) ?? {}, config, deps);
@@ -187,7 +215,11 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
   const skipTLSVerify = skipTLSVerifyFor(name, config, deps.logger);
   const { exec: _exec, authProvider: _authProvider, ...plainUser } = user;
   return {
-    kubeConfig: reducedKubeConfig(context, { ...cluster, skipTLSVerify }, withClientCertificate(plainUser as User, clientCertificate)),
+    kubeConfig: reducedKubeConfig(
+      context,
+      { ...cluster, skipTLSVerify },
+      withClientCertificate(plainUser as User, clientCertificate),
+    ),
     server,
     insecureSkipTLSVerify: skipTLSVerify,
     ...(bearerToken === undefined ? {} : { bearerToken }),
@@ -199,14 +231,16 @@ async function accessFromKubeconfig(name: string, config: ClusterConfig, loaded:
 function withClientCertificate(user: User, certificate: ExecClientCertificate | undefined): User {
   if (certificate === undefined) return user;
   const { certFile: _certFile, keyFile: _keyFile, ...rest } = user;
-  return { ...rest, certData: Buffer.from(certificate.certificate).toString('base64'), keyData: Buffer.from(certificate.key).toString('base64') };
+  return {
+    ...rest,
+    certData: Buffer.from(certificate.certificate).toString('base64'),
+    keyData: Buffer.from(certificate.key).toString('base64'),
+  };
 }
 
 /** How the selected user authenticates: client-node does it (token, certificate, basic), or vault-rollout does. */
 type UserCredential =
-  | { kind: 'kubeconfig' }
-  | { kind: 'exec'; exec: ExecConfig }
-  | { kind: 'tokenFile'; path: string; field: string };
+  { kind: 'kubeconfig' } | { kind: 'exec'; exec: ExecConfig } | { kind: 'tokenFile'; path: string; field: string };
 
 /** The user's raw entry as written, before client-node normalised (and dropped) fields. */
 type RawUser = Record<string, unknown>;
@@ -240,7 +274,7 @@ function userCredential(
       throw new KubeconfigSourceError(
         `user ${user.name}: exec (the credential plugin ${command}) runs only when the operator allows it ` +
           `for this cluster: set ${ALLOW_EXEC_VARIABLE}=${name} in vault-rollout's environment ` +
-          '(the routing table\'s allowExec no longer grants it); ' +
+          "(the routing table's allowExec no longer grants it); " +
           'or give the user a token or client certificate',
       );
     }
@@ -249,7 +283,7 @@ function userCredential(
   if (user.authProvider) {
     throw new KubeconfigSourceError(
       `user ${user.name}: auth-provider (${String(user.authProvider.name ?? '?')}) is refused: kubectl removed these plugins; ` +
-        'use the provider\'s exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token), ' +
+        "use the provider's exec plugin instead (gke-gcloud-auth-plugin, kubelogin, aws eks get-token), " +
         `allowed with ${ALLOW_EXEC_VARIABLE}`,
     );
   }
@@ -264,7 +298,9 @@ function userCredential(
   const hasBasic = typeof user.username === 'string' && user.username !== '' && typeof user.password === 'string';
   if (hasToken || (hasCert && hasKey) || hasBasic) return { kind: 'kubeconfig' };
   if (hasCert !== hasKey) {
-    throw new KubeconfigSourceError(`user ${user.name}: ${hasCert ? 'client-certificate has no client-key' : 'client-key has no client-certificate'}, so the cluster would be called anonymously; give both, or a token`);
+    throw new KubeconfigSourceError(
+      `user ${user.name}: ${hasCert ? 'client-certificate has no client-key' : 'client-key has no client-certificate'}, so the cluster would be called anonymously; give both, or a token`,
+    );
   }
   throw new KubeconfigSourceError(
     `user ${user.name} gives no credential vault-rollout can use (token, client-certificate and client-key, username and password, tokenFile or exec), so the cluster would be called anonymously; ` +
@@ -292,10 +328,19 @@ async function credentialSource(
 ): Promise<AddedCredential> {
   const clock = deps.clock ?? Date.now;
   if (credential.kind === 'tokenFile') {
-    return { bearerToken: await tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), { clock, ...deps.tokenFile }) };
+    return {
+      bearerToken: await tokenFileSource(resolvePath(baseDir ?? deps.routingTableDir, credential.path), {
+        clock,
+        ...deps.tokenFile,
+      }),
+    };
   }
   if (credential.kind === 'exec') {
-    const info = { server: cluster.server, ...(cluster.caData ? { 'certificate-authority-data': cluster.caData } : {}), ...(cluster.skipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}) };
+    const info = {
+      server: cluster.server,
+      ...(cluster.caData ? { 'certificate-authority-data': cluster.caData } : {}),
+      ...(cluster.skipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}),
+    };
     const execDeps = { env: deps.env, clock, ...deps.exec };
     // Run once now: a plugin that cannot work is a start-up error naming the cluster; its credential serves the first request.
     const first = await runExecCredential(credential.exec, info, baseDir, execDeps);
@@ -336,7 +381,8 @@ function parseKubeconfig(text: string): { kubeConfig: KubeConfig; users: Map<str
     throw new KubeconfigSourceError(describeLoadFailure(error));
   }
   // loadFromString accepts any YAML (a list, a scalar, nothing) and just finds no entries in it.
-  if (kubeConfig.getClusters().length === 0 && kubeConfig.getContexts().length === 0) throw new KubeconfigSourceError(NOT_A_KUBECONFIG);
+  if (kubeConfig.getClusters().length === 0 && kubeConfig.getContexts().length === 0)
+    throw new KubeconfigSourceError(NOT_A_KUBECONFIG);
   return { kubeConfig, users };
 }
 
@@ -369,12 +415,18 @@ function describeLoadFailure(error: unknown): string {
 function selectContext(kubeConfig: KubeConfig, wanted: string | undefined): Context {
   const contextName = wanted ?? kubeConfig.getCurrentContext();
   if (contextName === undefined || contextName === '') {
-    throw new KubeconfigSourceError('names no context; set `context` for the cluster in the routing table or current-context in the kubeconfig');
+    throw new KubeconfigSourceError(
+      'names no context; set `context` for the cluster in the routing table or current-context in the kubeconfig',
+    );
   }
   const context = kubeConfig.getContextObject(contextName);
   if (context === null) {
-    const known = kubeConfig.getContexts().map((c) => c.name).join(', ') || 'none';
-    const where = wanted === undefined ? 'current-context' : 'the routing table\'s context';
+    const known =
+      kubeConfig
+        .getContexts()
+        .map((c) => c.name)
+        .join(', ') || 'none';
+    const where = wanted === undefined ? 'current-context' : "the routing table's context";
     throw new KubeconfigSourceError(`${where} ${contextName} is not in the kubeconfig (its contexts: ${known})`);
   }
   return context;
@@ -382,10 +434,15 @@ function selectContext(kubeConfig: KubeConfig, wanted: string | undefined): Cont
 
 function selectUser(kubeConfig: KubeConfig, context: Context): User {
   if (context.user === undefined || context.user === '') {
-    throw new KubeconfigSourceError(`context ${context.name} names no user, so the cluster would be called anonymously; name a user with a token, client certificate or exec plugin`);
+    throw new KubeconfigSourceError(
+      `context ${context.name} names no user, so the cluster would be called anonymously; name a user with a token, client certificate or exec plugin`,
+    );
   }
   const user = kubeConfig.getUser(context.user);
-  if (user === null) throw new KubeconfigSourceError(`context ${context.name} names user ${context.user}, which the kubeconfig does not define`);
+  if (user === null)
+    throw new KubeconfigSourceError(
+      `context ${context.name} names user ${context.user}, which the kubeconfig does not define`,
+    );
   return user;
 }
 
@@ -394,14 +451,18 @@ function checkServer(server: string, skipTLSVerify: boolean): string {
   try {
     url = new URL(server);
   } catch {
-    throw new KubeconfigSourceError('the cluster server is not a URL; set clusters[].cluster.server to https://host:port');
+    throw new KubeconfigSourceError(
+      'the cluster server is not a URL; set clusters[].cluster.server to https://host:port',
+    );
   }
   if (url.username !== '' || url.password !== '') {
     throw new KubeconfigSourceError('the cluster server URL carries credentials; put them in the user entry instead');
   }
   const allowed = skipTLSVerify ? ['https:', 'http:'] : ['https:'];
   if (!allowed.includes(url.protocol)) {
-    throw new KubeconfigSourceError(`the cluster server must be an https URL (got ${url.protocol}); TLS is required unless the routing table says insecureSkipTLSVerify: true`);
+    throw new KubeconfigSourceError(
+      `the cluster server must be an https URL (got ${url.protocol}); TLS is required unless the routing table says insecureSkipTLSVerify: true`,
+    );
   }
   return server;
 }

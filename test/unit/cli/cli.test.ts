@@ -13,7 +13,9 @@ describe('vault-rollout plan', () => {
     expect(io.out).toContain('Changes: 5 of 6 records (1 ignored, 0 rejected)');
     expect(io.out).toMatch(/alpha\s+payments\s+Deployment\s+api\s+payments-db\s+team-a\/secret\/payments\/api\/db@v7/);
     expect(io.out).toContain('Targets: 11');
-    expect(io.out).toContain('Note: legacy is KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.');
+    expect(io.out).toContain(
+      'Note: legacy is KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.',
+    );
     expect(io.err).toBe('');
   });
 
@@ -22,12 +24,34 @@ describe('vault-rollout plan', () => {
     expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '--json'], io)).toBe(0);
     const doc = JSON.parse(io.out);
     expect(Object.keys(doc)).toEqual(['changes', 'ignored', 'rejected', 'targets', 'problems', 'waves']);
-    expect(doc.changes[0]).toMatchObject({ namespace: 'team-a', mount: 'secret', key: 'payments/api/db', path: 'secret/payments/api/db', operation: 'write', version: 7, source: 'audit', id: '4b8f1e0a-6f0e-4c2a-9d3b-2f3f5b2d1a10' });
+    expect(doc.changes[0]).toMatchObject({
+      namespace: 'team-a',
+      mount: 'secret',
+      key: 'payments/api/db',
+      path: 'secret/payments/api/db',
+      operation: 'write',
+      version: 7,
+      source: 'audit',
+      id: '4b8f1e0a-6f0e-4c2a-9d3b-2f3f5b2d1a10',
+    });
     expect(doc.changes[3]).toMatchObject({ mount: 'legacy', version: null, kvVersion: 1 });
     expect(doc.ignored).toEqual([{ record: 'line 3', reason: 'read', detail: 'read is not a change' }]);
-    expect(doc.targets[0]).toMatchObject({ cluster: 'alpha', namespace: 'batch', kind: 'CronJob', annotated: true, routes: ['batch-opt-in'], paths: ['legacy/batch/reports'] });
-    expect(doc.targets.find((t: { kind: string }) => t.kind === 'Harbor')).toMatchObject({ apiVersion: 'example.com/v1', name: 'main', patch: { spec: { secretVersion: '2' } } });
-    expect(doc.targets.find((t: { selector?: string }) => t.selector)).toMatchObject({ selector: 'vault-rollout.io/tls=shared' });
+    expect(doc.targets[0]).toMatchObject({
+      cluster: 'alpha',
+      namespace: 'batch',
+      kind: 'CronJob',
+      annotated: true,
+      routes: ['batch-opt-in'],
+      paths: ['legacy/batch/reports'],
+    });
+    expect(doc.targets.find((t: { kind: string }) => t.kind === 'Harbor')).toMatchObject({
+      apiVersion: 'example.com/v1',
+      name: 'main',
+      patch: { spec: { secretVersion: '2' } },
+    });
+    expect(doc.targets.find((t: { selector?: string }) => t.selector)).toMatchObject({
+      selector: 'vault-rollout.io/tls=shared',
+    });
   });
 
   it('exits 2 when a record cannot be parsed, names it, and still plans the others', async () => {
@@ -35,7 +59,11 @@ describe('vault-rollout plan', () => {
     expect(await main(['plan', '--routes', 'routes.yaml', '--json'], io)).toBe(2);
     const doc = JSON.parse(io.out);
     expect(doc.rejected).toEqual([
-      { record: 'line 7', error: 'not a valid audit entry: request.id: Invalid input: expected string, received number; request.operation: Invalid input: expected string, received undefined; request.path: Invalid input: expected string, received undefined' },
+      {
+        record: 'line 7',
+        error:
+          'not a valid audit entry: request.id: Invalid input: expected string, received number; request.operation: Invalid input: expected string, received undefined; request.path: Invalid input: expected string, received undefined',
+      },
       { record: 'line 8', error: 'invalid JSON' },
     ]);
     expect(doc.targets).toHaveLength(11);
@@ -43,29 +71,52 @@ describe('vault-rollout plan', () => {
   });
 
   it('plan --json shows the Vault index an event carries, and none for an audit entry', async () => {
-    const event = memoryIo({ 'routes.yaml': routes, '-': readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8') });
+    const event = memoryIo({
+      'routes.yaml': routes,
+      '-': readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8'),
+    });
     expect(await main(['plan', '--routes', 'routes.yaml', '--json'], event)).toBe(0);
-    expect(JSON.parse(event.out).changes[0].vaultIndex).toBe(JSON.parse(readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8')).data.event.metadata.vault_index);
-    const audit = memoryIo({ 'routes.yaml': routes, '-': readFileSync(`${vaultSamples}audit-response-kvv2-update.json`, 'utf8') });
+    expect(JSON.parse(event.out).changes[0].vaultIndex).toBe(
+      JSON.parse(readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8')).data.event.metadata.vault_index,
+    );
+    const audit = memoryIo({
+      'routes.yaml': routes,
+      '-': readFileSync(`${vaultSamples}audit-response-kvv2-update.json`, 'utf8'),
+    });
     expect(await main(['plan', '--routes', 'routes.yaml', '--json'], audit)).toBe(0);
     expect(JSON.parse(audit.out).changes[0]).not.toHaveProperty('vaultIndex');
   });
 
   it('honours --format', async () => {
-    const io = memoryIo({ 'routes.yaml': routes, '-': readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8') });
+    const io = memoryIo({
+      'routes.yaml': routes,
+      '-': readFileSync(`${vaultSamples}event-kvv2-data-write.json`, 'utf8'),
+    });
     expect(await main(['plan', '--routes', 'routes.yaml', '--format', 'audit', '--json'], io)).toBe(2);
     expect(JSON.parse(io.out).rejected[0].error).toBe('a event record, but the input format says otherwise');
   });
 
   it.each([
     [['plan'], 64, 'missing --routes FILE'],
-    [['plan', '--routes', 'r', '--format', 'xml'], 64, '--format xml: one of auto, audit, event, cloudwatch, fluent-bit, vector'],
+    [
+      ['plan', '--routes', 'r', '--format', 'xml'],
+      64,
+      '--format xml: one of auto, audit, event, cloudwatch, fluent-bit, vector',
+    ],
     [['plan', '--bogus'], 64, 'unknown option "--bogus"'],
     [['plan', '--routes', 'missing.yaml'], 1, 'cannot read the routing table: missing.yaml: no such file'],
-    [['plan', '--routes', 'routes.yaml', '--input', 'missing.ndjson'], 1, 'cannot read the change records: missing.ndjson: no such file'],
+    [
+      ['plan', '--routes', 'routes.yaml', '--input', 'missing.ndjson'],
+      1,
+      'cannot read the change records: missing.ndjson: no such file',
+    ],
     [['status', '--routes', 'routes.yaml', '--output', 'xml'], 64, '--output xml: one of table, json, yaml, html'],
     [['status', '--routes', 'routes.yaml', '--json', '--output', 'html'], 64, '--json is -o json: give one of them'],
-    [['serve', '--status-page', '--status-refresh', '1s'], 64, '--status-refresh 1s: 1s is out of range: from 5s to 1h'],
+    [
+      ['serve', '--status-page', '--status-refresh', '1s'],
+      64,
+      '--status-refresh 1s: 1s is out of range: from 5s to 1h',
+    ],
     [['frobnicate'], 64, 'unknown command "frobnicate"'],
     [[], 64, 'Usage: vault-rollout'],
   ])('%j exits %i', async (argv, code, message) => {
@@ -80,7 +131,7 @@ describe('vault-rollout plan', () => {
     expect(io.out).toMatch(/validate +Check a routing table/);
   });
 
-  it.each([['--version'], ['version']])('%s prints package.json\'s version', async (flag) => {
+  it.each([['--version'], ['version']])("%s prints package.json's version", async (flag) => {
     const io = memoryIo();
     expect(await main([flag], io)).toBe(0);
     expect(io.out).toBe(`vault-rollout ${JSON.parse(readRepoFile('package.json')).version}\n`);
@@ -95,7 +146,10 @@ describe('vault-rollout validate', () => {
   });
 
   it('exits 1 and lists every problem', async () => {
-    const io = memoryIo({ 'bad.yaml': 'clusters: {}\nroutes:\n  - name: x\n    match: { path: "a/{b}" }\n    targets: [{ clusters: [c], namespace: n, names: ["*"], kind: Deployment, name: "{b}" }]\n' });
+    const io = memoryIo({
+      'bad.yaml':
+        'clusters: {}\nroutes:\n  - name: x\n    match: { path: "a/{b}" }\n    targets: [{ clusters: [c], namespace: n, names: ["*"], kind: Deployment, name: "{b}" }]\n',
+    });
     expect(await main(['validate', 'bad.yaml'], io)).toBe(1);
     expect(io.err).toContain('bad.yaml:5:27: routes[0].targets[0].clusters: unknown cluster "c"; defined: none');
   });

@@ -57,7 +57,9 @@ describe('halts clear', () => {
     const list = memoryIo({}, env);
     expect(await main(['halts'], list)).toBe(0);
     expect(list.out).toContain('No halted rotation');
-    expect(list.out).toMatch(new RegExp(`Latest clears[^\\n]*\\n.*\\n +${rotation} +\\S+ +${userInfo().username} +${hostname()}`));
+    expect(list.out).toMatch(
+      new RegExp(`Latest clears[^\\n]*\\n.*\\n +${rotation} +\\S+ +${userInfo().username} +${hostname()}`),
+    );
     const json = memoryIo({}, env);
     expect(await main(['halts', '-o', 'json'], json)).toBe(0);
     expect((JSON.parse(json.out) as { clearances: unknown[] }).clearances).toEqual([trail]);
@@ -83,7 +85,9 @@ describe('halts clear', () => {
 describe('haltClearedEvent', () => {
   it('is a Normal RotationHaltCleared Event on the failing workload, from vault-rollout, saying who, where and when', () => {
     const clearance = clearanceOf(halt, { user: 'ops', host: 'laptop-7', clearedAt: '2026-11-28T11:00:00.000Z' });
-    const event = haltClearedEvent(clearance) as Record<string, unknown> & { metadata: { name: string; namespace: string } };
+    const event = haltClearedEvent(clearance) as Record<string, unknown> & {
+      metadata: { name: string; namespace: string };
+    };
     expect(event.metadata.namespace).toBe('shop');
     expect(event.metadata.name).toMatch(/^api\.vr-0123456789abcdef\.cleared-[0-9a-z]+$/);
     expect(event).toMatchObject({

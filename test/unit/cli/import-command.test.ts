@@ -11,10 +11,16 @@ describe('vault-rollout import: arguments', () => {
     [['--cluster', 'Alpha=k'], '--cluster Alpha=k: must be NAME=KUBECONFIG with a lowercase name'],
     [['--cluster', 'alpha'], 'must be NAME=KUBECONFIG'],
     [['--cluster', 'a=k', '--cluster', 'a=l'], 'a cluster name is given twice'],
-    [['--cluster', 'a=k', '--label', 'b:env=prod'], '--label b:env=prod: must be CLUSTER:KEY=VALUE for a cluster given with --cluster'],
+    [
+      ['--cluster', 'a=k', '--label', 'b:env=prod'],
+      '--label b:env=prod: must be CLUSTER:KEY=VALUE for a cluster given with --cluster',
+    ],
     [['--cluster', 'a=k', '--from', 'vso,helm'], '--from takes vso, eso, reloader (comma-separated), not helm'],
     [['--cluster', 'a=k', '--namespace', 'Bad_NS'], '--namespace Bad_NS: not a namespace name'],
-    [['--cluster', 'a=k', '--vso-operator-namespace', 'vso/../x'], '--vso-operator-namespace vso/../x: not a namespace name'],
+    [
+      ['--cluster', 'a=k', '--vso-operator-namespace', 'vso/../x'],
+      '--vso-operator-namespace vso/../x: not a namespace name',
+    ],
     [['--cluster', 'a=k', '--bogus'], 'unknown option "--bogus"'],
   ])('%j exits 64: %s', async (argv, message) => {
     const io = memoryIo();

@@ -7,16 +7,37 @@ import { queueSampler, relaySampler } from '../../../lib/cli/metrics.ts';
 import { METRICS } from '../../../lib/kernel/telemetry.ts';
 import { startMetricsServer } from '../../../lib/observability/metrics-server.ts';
 import { PrometheusMetrics } from '../../../lib/observability/prometheus.ts';
-import { followUpMessage, queuedChange, rolloutMessages, ROLLOUT_MESSAGE_VERSION, type GateMessage } from '../../../lib/queue/rollout-message.ts';
+import {
+  followUpMessage,
+  queuedChange,
+  rolloutMessages,
+  ROLLOUT_MESSAGE_VERSION,
+  type GateMessage,
+} from '../../../lib/queue/rollout-message.ts';
 import { SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { RelayCounters } from '../../../lib/relay/counters.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 
-const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
+const change = (key: string, version: number): SecretChange => ({
+  namespace: '',
+  mount: 'secret',
+  key,
+  path: `secret/${key}`,
+  operation: 'write',
+  version,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: `id-${key}-${version}`,
+  time: '2026-11-20T10:00:00Z',
+  record: 'line 1',
+});
 const NOW = Date.parse('2026-11-20T10:10:00Z');
-const byName = (samples: ReadonlyArray<{ name: string; value: number; labels?: object }>) => Object.fromEntries(samples.map((s) => [`${s.name}${s.labels ? JSON.stringify(s.labels) : ''}`, s.value]));
+const byName = (samples: ReadonlyArray<{ name: string; value: number; labels?: object }>) =>
+  Object.fromEntries(samples.map((s) => [`${s.name}${s.labels ? JSON.stringify(s.labels) : ''}`, s.value]));
 
-describe('queueSampler on serve\'s SQLite queue', () => {
+describe("queueSampler on serve's SQLite queue", () => {
   it('an empty queue: zero depth, zero ages', async () => {
     const queue = new SqliteRolloutQueue({ file: ':memory:' });
     expect(byName(await queueSampler(queue, () => NOW)())).toEqual({
@@ -37,7 +58,15 @@ describe('queueSampler on serve\'s SQLite queue', () => {
     // A continuation of a change accepted long ago: its age counts from its step, and not as a change waiting.
     const [first] = rolloutMessages('a', [change('db', 1)], '2026-11-20T09:00:00Z');
     const continuation = followUpMessage(first!, '2026-11-20T10:09:00Z', ['ns/Deployment/db']);
-    const gate: GateMessage = { v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: [queuedChange(change('api', 1))], wave: 0, since: '2026-11-20T08:00:00Z', acceptedAt: '2026-11-20T08:00:00Z', round: 0 };
+    const gate: GateMessage = {
+      v: ROLLOUT_MESSAGE_VERSION,
+      kind: 'gate',
+      changes: [queuedChange(change('api', 1))],
+      wave: 0,
+      since: '2026-11-20T08:00:00Z',
+      acceptedAt: '2026-11-20T08:00:00Z',
+      round: 0,
+    };
     await queue.send([older!, newer!, continuation, gate]);
     await queue.receive({ max: 1 });
     expect(byName(await queueSampler(queue, () => NOW)())).toEqual({
@@ -53,7 +82,7 @@ describe('queueSampler on serve\'s SQLite queue', () => {
 });
 
 describe('relaySampler', () => {
-  it('the counters as totals, the spool bytes, and the oldest spooled batch\'s age', async () => {
+  it("the counters as totals, the spool bytes, and the oldest spooled batch's age", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vr-relay-metrics-'));
     const file = join(dir, '0000000000000001.audit.ndjson');
     writeFileSync(file, 'x\n');
@@ -65,11 +94,24 @@ describe('relaySampler', () => {
     const spool = { usedBytes: 2048, entries: () => [{ seq: 1, kind: 'audit' as const, file, bytes: 2 }] };
     const now = Date.now() + 3000;
     const samples = byName(await relaySampler({ counters, spool } as never, () => now)());
-    expect(samples).toMatchObject({ 'RelayRecords{"stage":"received"}': 10, 'RelayRecords{"stage":"spooled"}': 9, 'RelayRecords{"stage":"delivered"}': 4, 'RelayRecordsDropped{"reason":"spool-full"}': 1, RelaySpoolBytes: 2048 });
+    expect(samples).toMatchObject({
+      'RelayRecords{"stage":"received"}': 10,
+      'RelayRecords{"stage":"spooled"}': 9,
+      'RelayRecords{"stage":"delivered"}': 4,
+      'RelayRecordsDropped{"reason":"spool-full"}': 1,
+      RelaySpoolBytes: 2048,
+    });
     expect(samples.RelayDeliveryLag).toBeGreaterThanOrEqual(3000);
     expect(samples.RelayDeliveryLag).toBeLessThan(60_000);
     // Delivered and removed meanwhile: nothing waits.
-    expect(byName(await relaySampler({ counters, spool: { usedBytes: 0, entries: () => [{ seq: 2, kind: 'audit', file: join(dir, 'gone'), bytes: 1 }] } } as never)()).RelayDeliveryLag).toBe(0);
+    expect(
+      byName(
+        await relaySampler({
+          counters,
+          spool: { usedBytes: 0, entries: () => [{ seq: 2, kind: 'audit', file: join(dir, 'gone'), bytes: 1 }] },
+        } as never)(),
+      ).RelayDeliveryLag,
+    ).toBe(0);
   });
 });
 

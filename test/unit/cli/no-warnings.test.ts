@@ -14,7 +14,9 @@ const run = promisify(execFile);
 const node = join(repoRoot, 'node_modules/.bin/node');
 
 async function stderrOf(args: string[]): Promise<string> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('VITEST')));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => k !== 'NODE_OPTIONS' && !k.startsWith('VITEST')),
+  );
   try {
     return (await run(node, args, { cwd: repoRoot, env, timeout: 50_000 })).stderr;
   } catch (e) {

@@ -42,7 +42,10 @@ describe('vault-rollout notify test', () => {
     const teams: string[] = [];
     const slackUrl = await receiver(200, slack);
     const teamsUrl = await receiver(500, teams);
-    const io = memoryIo({ 'routes.yaml': routes }, { SLACK_URL: slackUrl, TEAMS_URL: teamsUrl, VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1' });
+    const io = memoryIo(
+      { 'routes.yaml': routes },
+      { SLACK_URL: slackUrl, TEAMS_URL: teamsUrl, VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1' },
+    );
     const code = await main(['notify', 'test', '--routes', 'routes.yaml', '--json'], io);
     expect(code).toBe(1);
     const report = JSON.parse(io.out) as { sinks: Array<{ sink: string; outcome: string; detail: string }> };
@@ -59,7 +62,10 @@ describe('vault-rollout notify test', () => {
   it('exit 0 when every sink took the sample; a table without sinks is an error', async () => {
     const slackUrl = await receiver(200, []);
     const only = routes.replace(/ {4}chat:.*\n {4}audit:.*\n/, '');
-    const io = memoryIo({ 'routes.yaml': only }, { SLACK_URL: slackUrl, VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1' });
+    const io = memoryIo(
+      { 'routes.yaml': only },
+      { SLACK_URL: slackUrl, VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1' },
+    );
     expect(await main(['notify', 'test', '--routes', 'routes.yaml'], io)).toBe(0);
     expect(io.out).toMatch(/ops\s+slack\s+sent/);
     const none = memoryIo({ 'routes.yaml': routes.replace(/notifications:[\s\S]*?routes:/, 'routes:') });

@@ -38,24 +38,29 @@ async function run(argv: string[], store: string, env: Record<string, string> = 
 const apply = ['apply', '--routes', 'routes.yaml', '--input', 'in.ndjson', '--no-wait', '-o', 'json'];
 const resetVersion = ['reset-version', '--routes', 'routes.yaml', '--path', 'secret/app/db', '--version', '3'];
 
-describe('a table whose rotationStore is a Lambda stage\'s DynamoDB table', () => {
+describe("a table whose rotationStore is a Lambda stage's DynamoDB table", () => {
   const store = '{ dynamodb: vault-rollout-prod-rotation-state }';
 
-  const commands = [['apply', apply], ['reset-version', resetVersion]] as const;
+  const commands = [
+    ['apply', apply],
+    ['reset-version', resetVersion],
+  ] as const;
   it.each(commands)('%s from a laptop is refused, saying how to point at it', async (_name, argv) => {
     const { code, err } = await run(argv, store);
     expect(code).toBe(1);
-    expect(err).toContain('not started: routes.yaml: the table\'s rotationStore is the DynamoDB table vault-rollout-prod-rotation');
+    expect(err).toContain(
+      "not started: routes.yaml: the table's rotationStore is the DynamoDB table vault-rollout-prod-rotation",
+    );
     expect(err).toContain('VAULT_ROLLOUT_STATE_TABLE=vault-rollout-prod-rotation-state');
     // Refused before any cluster is reached: nothing about alpha's kubeconfig.
     expect(err).not.toContain('no-such.kubeconfig');
   });
 
-  it('reconcile worked here is refused; with --queue-url the deployment\'s worker holds the halts: it goes on', async () => {
+  it("reconcile worked here is refused; with --queue-url the deployment's worker holds the halts: it goes on", async () => {
     const reconcile = ['reconcile', '--routes', 'routes.yaml', '--vault-addr', 'http://127.0.0.1:9'];
     const here = await run(reconcile, store);
     expect(here.code).toBe(1);
-    expect(here.err).toContain('reconcile: not started: routes.yaml: the table\'s rotationStore is the DynamoDB table');
+    expect(here.err).toContain("reconcile: not started: routes.yaml: the table's rotationStore is the DynamoDB table");
     const queueUrl = 'https://sqs.eu-west-1.amazonaws.com/123456789012/q.fifo';
     const queued = await run([...reconcile, '--queue-url', queueUrl], store);
     expect(queued.err).not.toContain('rotationStore');
@@ -68,23 +73,25 @@ describe('a table whose rotationStore is a Lambda stage\'s DynamoDB table', () =
     expect(err).toContain('this would use the DynamoDB table vault-rollout-dev-rotation-state');
   });
 
-  it('a dry run goes on, with a warning that the halts it shows are this store\'s', async () => {
+  it("a dry run goes on, with a warning that the halts it shows are this store's", async () => {
     const { err } = await run([...apply, '--dry-run'], store);
-    expect(err).toContain('warning: routes.yaml: the table\'s rotationStore is the DynamoDB table');
+    expect(err).toContain("warning: routes.yaml: the table's rotationStore is the DynamoDB table");
     expect(err).not.toContain('not started');
   });
 });
 
-describe('a table whose rotationStore is serve\'s SQLite file', () => {
-  it('apply with the laptop\'s own state file is refused', async () => {
+describe("a table whose rotationStore is serve's SQLite file", () => {
+  it("apply with the laptop's own state file is refused", async () => {
     const { code, err } = await run(apply, `{ sqlite: ${JSON.stringify(serveFile)} }`);
     expect(code).toBe(1);
     const laptop = join(dir, 'laptop-state');
-    expect(err).toContain(`the table's rotationStore is the SQLite file ${serveFile} where serve runs, and this would use the SQLite file ${laptop}`);
+    expect(err).toContain(
+      `the table's rotationStore is the SQLite file ${serveFile} where serve runs, and this would use the SQLite file ${laptop}`,
+    );
     expect(err).toContain('kubectl exec');
   });
 
-  it('apply pointed at that path where no such file exists is refused: a missing file is not serve\'s', async () => {
+  it("apply pointed at that path where no such file exists is refused: a missing file is not serve's", async () => {
     const store = `{ sqlite: ${JSON.stringify(serveFile)} }`;
     const { code, err } = await run(apply, store, { VAULT_ROLLOUT_STATE_DB: serveFile });
     expect(code).toBe(1);
@@ -107,10 +114,25 @@ describe('storeDivergence', () => {
   it.each([
     ['no rotationStore: any store', undefined, {}, undefined],
     ['the same DynamoDB table', { dynamodb: 't1' }, { VAULT_ROLLOUT_STATE_TABLE: 't1' }, undefined],
-    ['serve\'s own default file, in its pod', { sqlite: podDefault }, {}, undefined],
-    ['the same file by another spelling', { sqlite: podDefault }, { VAULT_ROLLOUT_STATE_DB: podDefault.replace('/vault-rollout/', '/./vault-rollout/') }, undefined],
-    ['a DynamoDB table where a file is declared', { sqlite: podDefault }, { VAULT_ROLLOUT_STATE_TABLE: 't1' }, /SQLite .* the DynamoDB table t1/],
-    ['a file where a DynamoDB table is declared', { dynamodb: 't1' }, { VAULT_ROLLOUT_STATE_DB: podDefault }, /table t1, and this would use the SQLite/],
+    ["serve's own default file, in its pod", { sqlite: podDefault }, {}, undefined],
+    [
+      'the same file by another spelling',
+      { sqlite: podDefault },
+      { VAULT_ROLLOUT_STATE_DB: podDefault.replace('/vault-rollout/', '/./vault-rollout/') },
+      undefined,
+    ],
+    [
+      'a DynamoDB table where a file is declared',
+      { sqlite: podDefault },
+      { VAULT_ROLLOUT_STATE_TABLE: 't1' },
+      /SQLite .* the DynamoDB table t1/,
+    ],
+    [
+      'a file where a DynamoDB table is declared',
+      { dynamodb: 't1' },
+      { VAULT_ROLLOUT_STATE_DB: podDefault },
+      /table t1, and this would use the SQLite/,
+    ],
   ] as const)('%s', (_name, declared, env, expected) => {
     const why = storeDivergence(declared, env, podDefault, exists);
     if (expected === undefined) expect(why).toBeUndefined();

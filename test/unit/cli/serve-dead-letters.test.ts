@@ -29,7 +29,11 @@ describe('serve: dead letters of its own queue', () => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const event = JSON.parse(Buffer.concat(chunks).toString()) as { kind: string; rotation: string; reason: string };
+        const event = JSON.parse(Buffer.concat(chunks).toString()) as {
+          kind: string;
+          rotation: string;
+          reason: string;
+        };
         received.push({ kind: event.kind, rotation: event.rotation, reason: event.reason });
         res.writeHead(200).end();
       });
@@ -39,7 +43,28 @@ describe('serve: dead letters of its own queue', () => {
     const queueFile = join(dir, 'queue.sqlite');
     // A message that failed its 5 receives (the default redrive limit) while an earlier serve ran.
     const queue = new SqliteRolloutQueue({ file: queueFile });
-    await queue.send(rolloutMessages('alpha', [{ namespace: '', mount: 'secret', key: 'app/db', path: 'secret/app/db', operation: 'write', version: 3, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'id-3', time: '2026-11-20T10:00:00Z' }], '2026-11-20T10:00:01Z'));
+    await queue.send(
+      rolloutMessages(
+        'alpha',
+        [
+          {
+            namespace: '',
+            mount: 'secret',
+            key: 'app/db',
+            path: 'secret/app/db',
+            operation: 'write',
+            version: 3,
+            kvVersion: 2,
+            kvVersionFrom: 'routes',
+            source: 'audit',
+            via: 'direct',
+            id: 'id-3',
+            time: '2026-11-20T10:00:00Z',
+          },
+        ],
+        '2026-11-20T10:00:01Z',
+      ),
+    );
     for (let i = 0; i < 5; i++) {
       const [m] = await queue.receive({ max: 1 });
       await queue.release(m?.receiptHandle ?? '');
@@ -59,18 +84,25 @@ routes:
     match: { path: "secret/app/db" }
     targets: [{ clusters: [alpha], namespace: app, kind: Deployment, name: api }]
 `;
-    const io = memoryIo({ 'routes.yaml': routes }, {
-      HOME: dir,
-      VAULT_ROLLOUT_STATE_DB: join(dir, 'rotations.sqlite'),
-      VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
-      VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1',
-      HOOK_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-      HOOK_KEY: 'serve-dead-letters-test-key',
-      POWERTOOLS_LOG_LEVEL: 'SILENT',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-    });
+    const io = memoryIo(
+      { 'routes.yaml': routes },
+      {
+        HOME: dir,
+        VAULT_ROLLOUT_STATE_DB: join(dir, 'rotations.sqlite'),
+        VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+        VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1',
+        HOOK_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+        HOOK_KEY: 'serve-dead-letters-test-key',
+        POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
+      },
+    );
     const stop = new AbortController();
-    const running = serveCommand(['--routes', 'routes.yaml', '--queue-file', queueFile, '--port', '0'], io, stop.signal);
+    const running = serveCommand(
+      ['--routes', 'routes.yaml', '--queue-file', queueFile, '--port', '0'],
+      io,
+      stop.signal,
+    );
     try {
       for (let i = 0; i < 1000 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
       // Past the next sweep (every 5 s): still one.
@@ -79,6 +111,12 @@ routes:
       stop.abort();
     }
     expect(await running).toBe(0);
-    expect(received).toEqual([{ kind: 'dead-letter', rotation: letter?.messageId, reason: "group alpha: received 5 times without being worked (the queue's redrive limit)" }]);
+    expect(received).toEqual([
+      {
+        kind: 'dead-letter',
+        rotation: letter?.messageId,
+        reason: "group alpha: received 5 times without being worked (the queue's redrive limit)",
+      },
+    ]);
   });
 });

@@ -15,7 +15,14 @@ const queueFile = () => join(mkdtempSync(join(tmpdir(), 'vr-ready-')), 'queue.sq
 describe('serve readiness', () => {
   it('is ready with a writable queue and a worker that iterates', () => {
     const queue = new SqliteRolloutQueue({ file: queueFile() });
-    expect(serveNotReady({ queue, worker: { lastIterationAt: () => Date.now() }, stuckAfterMs: 1000, stopping: () => false })).toEqual([]);
+    expect(
+      serveNotReady({
+        queue,
+        worker: { lastIterationAt: () => Date.now() },
+        stuckAfterMs: 1000,
+        stopping: () => false,
+      }),
+    ).toEqual([]);
     queue.close();
   });
 
@@ -23,13 +30,33 @@ describe('serve readiness', () => {
     const queue = new SqliteRolloutQueue({ file: queueFile() });
     queue.close();
     const now = 1_000_000;
-    expect(serveNotReady({ queue, worker: { lastIterationAt: () => now - 400_000 }, stuckAfterMs: DEFAULT_STUCK_AFTER_MS, stopping: () => true, now: () => now })).toEqual([
+    expect(
+      serveNotReady({
+        queue,
+        worker: { lastIterationAt: () => now - 400_000 },
+        stuckAfterMs: DEFAULT_STUCK_AFTER_MS,
+        stopping: () => true,
+        now: () => now,
+      }),
+    ).toEqual([
       'serve is stopping',
       'the queue cannot be written: the queue is closed',
       'the worker loops are stuck: no iteration for 400 s (bound 300 s)',
     ]);
-    const failing = { probeWrite: () => { throw new Error('database or disk is full'); } };
-    expect(serveNotReady({ queue: failing, worker: { lastIterationAt: () => now }, stuckAfterMs: 1000, stopping: () => false, now: () => now })).toEqual(['the queue cannot be written: database or disk is full']);
+    const failing = {
+      probeWrite: () => {
+        throw new Error('database or disk is full');
+      },
+    };
+    expect(
+      serveNotReady({
+        queue: failing,
+        worker: { lastIterationAt: () => now },
+        stuckAfterMs: 1000,
+        stopping: () => false,
+        now: () => now,
+      }),
+    ).toEqual(['the queue cannot be written: database or disk is full']);
   });
 
   it('reads its bound from VAULT_ROLLOUT_READY_STUCK_SECONDS', () => {
@@ -42,7 +69,13 @@ describe('serve readiness', () => {
     const table = loadRoutingTable(readFileSync(join(repoRoot, 'infra/routes/example.yaml'), 'utf8'));
     let checks = 0;
     let reasons: string[] = [];
-    const app = buildApp({ table, queue: new SqliteRolloutQueue({ file: ':memory:' }), secrets: async () => ({ bearerToken: BEARER_TOKEN }), telemetry: { info() {}, warn() {}, error() {}, metric() {} } as never, notReady: () => (checks++, reasons) });
+    const app = buildApp({
+      table,
+      queue: new SqliteRolloutQueue({ file: ':memory:' }),
+      secrets: async () => ({ bearerToken: BEARER_TOKEN }),
+      telemetry: { info() {}, warn() {}, error() {}, metric() {} } as never,
+      notReady: () => (checks++, reasons),
+    });
     expect((await app.request('/readyz')).status).toBe(200);
     reasons = ['the queue cannot be written: disk full'];
     const res = await app.request('/readyz');
@@ -54,11 +87,30 @@ describe('serve readiness', () => {
   });
 
   it('a running serve is ready', async () => {
-    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--queue-file', queueFile()], {
-      cwd: repoRoot,
-      env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        join(repoRoot, 'lib/cli/main.ts'),
+        'serve',
+        '--port',
+        '0',
+        '--routes',
+        join(repoRoot, 'infra/routes/example.yaml'),
+        '--allow-example-routes',
+        '--queue-file',
+        queueFile(),
+      ],
+      {
+        cwd: repoRoot,
+        env: {
+          PATH: process.env.PATH,
+          VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+          POWERTOOLS_LOG_LEVEL: 'SILENT',
+          POWERTOOLS_METRICS_DISABLED: 'true',
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     try {
       const port = await new Promise<number>((resolve, reject) => {
         let err = '';

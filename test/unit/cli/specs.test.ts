@@ -28,14 +28,19 @@ describe('the specs', () => {
   });
 
   it('give every integer and duration flag its bounds', () => {
-    for (const spec of CLI_SPECS) for (const o of allOptions(spec)) if (o.type === 'integer' || o.type === 'duration') expect([spec.name, o.name, o.min !== undefined && o.max !== undefined]).toEqual([spec.name, o.name, true]);
+    for (const spec of CLI_SPECS)
+      for (const o of allOptions(spec))
+        if (o.type === 'integer' || o.type === 'duration')
+          expect([spec.name, o.name, o.min !== undefined && o.max !== undefined]).toEqual([spec.name, o.name, true]);
   });
 
   it('say -n and --namespace only of a Kubernetes namespace', () => {
-    for (const spec of CLI_SPECS) for (const o of allOptions(spec)) if (o.name === 'namespace' || o.short === 'n') expect(o.summary).toMatch(/Kubernetes namespace/);
+    for (const spec of CLI_SPECS)
+      for (const o of allOptions(spec))
+        if (o.name === 'namespace' || o.short === 'n') expect(o.summary).toMatch(/Kubernetes namespace/);
   });
 
-  it('every command\'s --help shows each of its flags and exits 0', async () => {
+  it("every command's --help shows each of its flags and exits 0", async () => {
     for (const spec of CLI_SPECS) {
       const io = memoryIo();
       expect(await main(['help', spec.name], io)).toBe(0);
@@ -46,19 +51,22 @@ describe('the specs', () => {
 
 describe('the reference and the completions', () => {
   const reference = cliReferenceMarkdown();
-  it.each(CLI_SPECS.map((s) => [s.name, s] as const))('%s: the reference and each shell complete every flag', (name, spec) => {
-    expect(reference).toContain(`## ${name}\n`);
-    const section = reference.slice(reference.indexOf(`## ${name}\n`)).split('\n## ')[0] as string;
-    for (const o of allOptions(spec)) {
-      expect(section, `--${o.name}`).toContain(`--${o.name}`);
-      if (o.env) expect(section).toContain(`\`${o.env}\``);
-    }
-    for (const [code] of spec.exits) expect(section).toContain(`- ${code}: `);
-    for (const script of [bashCompletion(), zshCompletion(), fishCompletion()]) {
-      expect(script).toContain(name);
-      for (const o of allOptions(spec)) expect(script).toMatch(new RegExp(`--${o.name}\\b|-l ${o.name}\\b`));
-    }
-  });
+  it.each(CLI_SPECS.map((s) => [s.name, s] as const))(
+    '%s: the reference and each shell complete every flag',
+    (name, spec) => {
+      expect(reference).toContain(`## ${name}\n`);
+      const section = reference.slice(reference.indexOf(`## ${name}\n`)).split('\n## ')[0] as string;
+      for (const o of allOptions(spec)) {
+        expect(section, `--${o.name}`).toContain(`--${o.name}`);
+        if (o.env) expect(section).toContain(`\`${o.env}\``);
+      }
+      for (const [code] of spec.exits) expect(section).toContain(`- ${code}: `);
+      for (const script of [bashCompletion(), zshCompletion(), fishCompletion()]) {
+        expect(script).toContain(name);
+        for (const o of allOptions(spec)) expect(script).toMatch(new RegExp(`--${o.name}\\b|-l ${o.name}\\b`));
+      }
+    },
+  );
 
   it.each(['bash', 'zsh', 'fish'])('vault-rollout completion %s prints its script', async (shell) => {
     const io = memoryIo();
@@ -81,7 +89,13 @@ describe('durations', () => {
     expect(parseCliDuration(formatDuration(ms))).toBe(ms);
   });
 
-  it.each([['30', 'use a unit: 30s'], ['1.5', 'use a unit: 1.5s'], ['10 s', 'a duration such as'], ['', 'a duration such as'], ['1d', 'a duration such as']])('%j is refused: %s', (text, message) => {
+  it.each([
+    ['30', 'use a unit: 30s'],
+    ['1.5', 'use a unit: 1.5s'],
+    ['10 s', 'a duration such as'],
+    ['', 'a duration such as'],
+    ['1d', 'a duration such as'],
+  ])('%j is refused: %s', (text, message) => {
     expect(() => parseCliDuration(text)).toThrow(message);
   });
 });
@@ -99,7 +113,12 @@ describe('colour', () => {
     let out = '';
     io.stdout = (t: string) => void (out += t);
     expect(colourOn(io)).toBe(coloured);
-    printData(io, 'table', () => ({}), () => table);
+    printData(
+      io,
+      'table',
+      () => ({}),
+      () => table,
+    );
     expect(out.includes('\x1b[31mFAILED\x1b[0m')).toBe(coloured);
     expect(out.includes('\x1b[33mBEHIND\x1b[0m')).toBe(coloured);
   });
@@ -108,14 +127,19 @@ describe('colour', () => {
     const io = { ...memoryIo(), stdoutIsTTY: true };
     let out = '';
     io.stdout = (t: string) => void (out += t);
-    printData(io, output, () => ({ state: 'FAILED' }), () => table);
+    printData(
+      io,
+      output,
+      () => ({ state: 'FAILED' }),
+      () => table,
+    );
     expect(out).toContain('FAILED');
     expect(out).not.toContain('\x1b[');
   });
 });
 
 describe('the wait indicator', () => {
-  it('draws on a terminal\'s stderr and leaves no timer when stopped', () => {
+  it("draws on a terminal's stderr and leaves no timer when stopped", () => {
     vi.useFakeTimers();
     try {
       const io = { ...memoryIo(), stderrIsTTY: true };
@@ -132,7 +156,10 @@ describe('the wait indicator', () => {
     }
   });
 
-  it.each([[false, false], [true, true]])('is silent off a terminal (%s) or with --quiet (%s)', (tty, quiet) => {
+  it.each([
+    [false, false],
+    [true, true],
+  ])('is silent off a terminal (%s) or with --quiet (%s)', (tty, quiet) => {
     const io = { ...memoryIo(), stderrIsTTY: tty };
     let err = '';
     io.stderr = (t: string) => void (err += t);
@@ -143,7 +170,12 @@ describe('the wait indicator', () => {
 
 describe('--quiet and --verbose', () => {
   it('every command takes them', async () => {
-    for (const spec of CLI_SPECS) for (const flag of ['--quiet', '-q', '--verbose', '-v']) expect(allOptions(spec).some((o) => `--${o.name}` === flag || `-${o.short}` === flag), `${spec.name} ${flag}`).toBe(true);
+    for (const spec of CLI_SPECS)
+      for (const flag of ['--quiet', '-q', '--verbose', '-v'])
+        expect(
+          allOptions(spec).some((o) => `--${o.name}` === flag || `-${o.short}` === flag),
+          `${spec.name} ${flag}`,
+        ).toBe(true);
   });
 
   it('--verbose adds debug lines; --quiet drops the hint and information', async () => {
@@ -163,7 +195,12 @@ describe('json and yaml print safely', () => {
   it.each(['json', 'yaml'])('%s escapes what a terminal would obey, and parses to the same data', async (output) => {
     const data = { why: 'evil\u001b]0;title\u0007 \u202emoc.elgoog \u009b31m', n: 1 };
     const io = memoryIo();
-    printData(io, output, () => data, () => '');
+    printData(
+      io,
+      output,
+      () => data,
+      () => '',
+    );
     // No control character but the newlines between lines, no bidirectional override.
     expect([...io.out].filter((c) => c !== '\n' && (/\p{Cc}/u.test(c) || c === '\u202e'))).toEqual([]);
     expect(output === 'json' ? JSON.parse(io.out) : (await import('yaml')).parse(io.out)).toEqual(data);
@@ -173,22 +210,29 @@ describe('json and yaml print safely', () => {
 describe('examples', () => {
   /** The vault-rollout part of an example's line, as argv: up to a pipe, a redirection or the end of a `<(…)`. */
   const argvOf = (line: string): string[] =>
-    (exampleLine(line).split(/(?:^|\s|<\()vault-rollout /)[1] ?? '').split(/ [|>]|\)/)[0]!.trim().split(/\s+/).map((t) => t.replace(/^"(.*)"$/, '$1'));
+    (exampleLine(line).split(/(?:^|\s|<\()vault-rollout /)[1] ?? '')
+      .split(/ [|>]|\)/)[0]!
+      .trim()
+      .split(/\s+/)
+      .map((t) => t.replace(/^"(.*)"$/, '$1'));
 
-  it.each(CLI_SPECS.map((s) => [s.name, s] as const))('%s has 2 or 3, each in its --help and in the reference, each parsing', async (name, spec) => {
-    const examples = EXAMPLES[name] ?? [];
-    expect(examples.length).toBeGreaterThanOrEqual(2);
-    expect(examples.length).toBeLessThanOrEqual(3);
-    const io = memoryIo();
-    expect(await main(['help', name], io)).toBe(0);
-    const reference = cliReferenceMarkdown();
-    for (const [what, line] of examples) {
-      expect(io.out).toContain(`  # ${what}\n  ${exampleLine(line)}\n`);
-      expect(reference).toContain(`# ${what}\n${exampleLine(line)}\n`);
-      const [command, ...argv] = argvOf(line);
-      expect(command).toBe(name);
-      const parseIo = memoryIo();
-      expect(typeof parseCommand(spec, argv, parseIo), `${line}: ${parseIo.err}`).toBe('object');
-    }
-  });
+  it.each(CLI_SPECS.map((s) => [s.name, s] as const))(
+    '%s has 2 or 3, each in its --help and in the reference, each parsing',
+    async (name, spec) => {
+      const examples = EXAMPLES[name] ?? [];
+      expect(examples.length).toBeGreaterThanOrEqual(2);
+      expect(examples.length).toBeLessThanOrEqual(3);
+      const io = memoryIo();
+      expect(await main(['help', name], io)).toBe(0);
+      const reference = cliReferenceMarkdown();
+      for (const [what, line] of examples) {
+        expect(io.out).toContain(`  # ${what}\n  ${exampleLine(line)}\n`);
+        expect(reference).toContain(`# ${what}\n${exampleLine(line)}\n`);
+        const [command, ...argv] = argvOf(line);
+        expect(command).toBe(name);
+        const parseIo = memoryIo();
+        expect(typeof parseCommand(spec, argv, parseIo), `${line}: ${parseIo.err}`).toBe('object');
+      }
+    },
+  );
 });

@@ -26,14 +26,17 @@ const tempDir = (): string => {
 };
 
 describe('--help and --version', () => {
-  it.each([[['plan', '--help']], [['help', 'plan']], [['plan', '-h']]])('%j prints plan\'s own usage and exits 0', async (argv) => {
-    const io = memoryIo();
-    expect(await main(argv, io)).toBe(0);
-    expect(io.out).toContain('Usage: vault-rollout plan [options]');
-    expect(io.out).toContain('--input <FILE>');
-    expect(io.out).toMatch(/Exit codes:\n {2}0 +every record was understood/);
-    expect(io.err).toBe('');
-  });
+  it.each([[['plan', '--help']], [['help', 'plan']], [['plan', '-h']]])(
+    "%j prints plan's own usage and exits 0",
+    async (argv) => {
+      const io = memoryIo();
+      expect(await main(argv, io)).toBe(0);
+      expect(io.out).toContain('Usage: vault-rollout plan [options]');
+      expect(io.out).toContain('--input <FILE>');
+      expect(io.out).toMatch(/Exit codes:\n {2}0 +every record was understood/);
+      expect(io.err).toBe('');
+    },
+  );
 
   it.each([['--version'], ['-V']])('%s prints the package version', async (flag) => {
     const io = memoryIo();
@@ -41,10 +44,12 @@ describe('--help and --version', () => {
     expect(io.out).toBe(`vault-rollout ${version}\n`);
   });
 
-  it('an unknown flag names itself and the command\'s --help, exit 64', async () => {
+  it("an unknown flag names itself and the command's --help, exit 64", async () => {
     const io = memoryIo();
     expect(await main(['validate', '--frobnicate', 'x.yaml'], io)).toBe(64);
-    expect(io.err).toBe('vault-rollout validate: unknown option "--frobnicate"\nRun "vault-rollout validate --help" for usage.\n');
+    expect(io.err).toBe(
+      'vault-rollout validate: unknown option "--frobnicate"\nRun "vault-rollout validate --help" for usage.\n',
+    );
   });
 });
 
@@ -75,20 +80,29 @@ describe('import -o', () => {
   it('-o chooses the format now: a file name is refused, pointing to --file', async () => {
     const io = memoryIo();
     expect(await main(['import', '--cluster', 'alpha=k.yaml', '-o', 'routes.yaml'], io)).toBe(64);
-    expect(io.err).toContain('--output routes.yaml: one of yaml, json, table (-o/--output chooses the format; to write to a file use --file FILE)');
+    expect(io.err).toContain(
+      '--output routes.yaml: one of yaml, json, table (-o/--output chooses the format; to write to a file use --file FILE)',
+    );
   });
 });
 
 describe('--namespace is a Kubernetes namespace', () => {
   it('reset-version --namespace (a Vault namespace) is refused, naming --vault-namespace', async () => {
     const io = memoryIo();
-    expect(await main(['reset-version', '--routes', 'missing.yaml', '--path', 'secret/a', '--version', '3', '--namespace', 'team-a'], io)).toBe(64);
+    expect(
+      await main(
+        ['reset-version', '--routes', 'missing.yaml', '--path', 'secret/a', '--version', '3', '--namespace', 'team-a'],
+        io,
+      ),
+    ).toBe(64);
     expect(io.err).toContain('--namespace is no longer accepted: use --vault-namespace VAULT-NS');
   });
 
   it('relay --namespaces is refused, naming --vault-namespace', async () => {
     const io = memoryIo();
-    expect(await main(['relay', '--events', 'kv-v2/*', '--namespaces', 'a,b', '--to', 'http://127.0.0.1:1'], io)).toBe(64);
+    expect(await main(['relay', '--events', 'kv-v2/*', '--namespaces', 'a,b', '--to', 'http://127.0.0.1:1'], io)).toBe(
+      64,
+    );
     expect(io.err).toContain('--namespaces is no longer accepted: use --vault-namespace NS');
   });
 
@@ -104,8 +118,14 @@ describe('durations take a unit', () => {
   it.each([
     [['serve', '--request-timeout', '30'], '--request-timeout 30: use a unit: 30s'],
     [['serve', '--status-refresh', '30'], '--status-refresh 30: use a unit: 30s'],
-    [['relay', '--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--grace-seconds', '10'], '--grace-seconds is no longer accepted: use --grace DURATION, e.g. --grace 10s'],
-    [['relay', '--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--batch-wait-ms', '1000'], '--batch-wait-ms is no longer accepted: use --batch-wait DURATION'],
+    [
+      ['relay', '--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--grace-seconds', '10'],
+      '--grace-seconds is no longer accepted: use --grace DURATION, e.g. --grace 10s',
+    ],
+    [
+      ['relay', '--audit-file', 'a.log', '--to', 'http://127.0.0.1:1', '--batch-wait-ms', '1000'],
+      '--batch-wait-ms is no longer accepted: use --batch-wait DURATION',
+    ],
     [['status', '--routes', 'routes.yaml', '--timeout', '90'], '--timeout 90: use a unit: 90s'],
     [['apply', '--routes', 'routes.yaml', '--timeout', '48h'], '--timeout 48h: 48h is out of range: from 1s to 24h'],
   ])('%j is refused', async (argv, message) => {
@@ -137,7 +157,9 @@ describe('plan on a terminal', () => {
     let err = '';
     captured.stderr = (t: string) => void (err += t);
     expect(await main(['plan', '--routes', 'routes.yaml'], captured)).toBe(0);
-    expect(err).toContain('vault-rollout plan: reading change records from standard input; pipe a file or use --input FILE; Ctrl-D to end');
+    expect(err).toContain(
+      'vault-rollout plan: reading change records from standard input; pipe a file or use --input FILE; Ctrl-D to end',
+    );
   });
 });
 
@@ -154,7 +176,9 @@ describe('serve and its routing table', () => {
   it('refuses the example table unless told --allow-example-routes', async () => {
     const io = memoryIo({ 'infra/routes/example.yaml': routes }, secret);
     expect(await serveCommand(['--port', '0', '--dry-run'], io, stopped())).toBe(64);
-    expect(io.err).toContain('infra/routes/example.yaml is the example routing table (the demo): give your own with --routes FILE or VAULT_ROLLOUT_ROUTES, or pass --allow-example-routes to serve it');
+    expect(io.err).toContain(
+      'infra/routes/example.yaml is the example routing table (the demo): give your own with --routes FILE or VAULT_ROLLOUT_ROUTES, or pass --allow-example-routes to serve it',
+    );
     const allowed = memoryIo({ 'infra/routes/example.yaml': routes }, secret);
     expect(await serveCommand(['--port', '0', '--dry-run', '--allow-example-routes'], allowed, stopped())).toBe(0);
     expect(allowed.err).toContain('routes infra/routes/example.yaml: 4 routes');
@@ -164,7 +188,12 @@ describe('serve and its routing table', () => {
 describe('numbers are checked', () => {
   it('worker --concurrency abc is a usage error, not NaN pollers', async () => {
     const io = memoryIo();
-    expect(await main(['worker', '--routes', 'missing.yaml', '--queue-url', 'http://127.0.0.1:1/q', '--concurrency', 'abc'], io)).toBe(64);
+    expect(
+      await main(
+        ['worker', '--routes', 'missing.yaml', '--queue-url', 'http://127.0.0.1:1/q', '--concurrency', 'abc'],
+        io,
+      ),
+    ).toBe(64);
     expect(io.err).toContain('--concurrency abc: not a whole number: abc (from 1 to 64)');
   });
 });
@@ -178,7 +207,10 @@ describe('status and reconcile log as themselves', () => {
   ])('%s', async (component, argv) => {
     const io = memoryIo({ 'routes.yaml': routes }, env);
     expect(await main(argv, io)).toBe(1);
-    const lines = io.err.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { component: string; message: string });
+    const lines = io.err
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { component: string; message: string });
     expect(lines.find((l) => l.message.startsWith('VAULT_SKIP_VERIFY is set'))?.component).toBe(component);
   });
 });
@@ -201,13 +233,17 @@ describe('file errors in words', () => {
 });
 
 describe('validate: the verdict in the format asked for', () => {
-  const bad = 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\nroutes:\n  - name: app\n    match: { paht: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
+  const bad =
+    'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\nroutes:\n  - name: app\n    match: { paht: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
   const problems = [
     { line: 2, column: 32, field: 'clusters.a.lables', message: 'unknown field "lables" (did you mean "labels"?)' },
     { line: 5, column: 14, field: 'routes[0].match.paht', message: 'unknown field "paht" (did you mean "path"?)' },
   ];
 
-  it.each([['json', (t: string): unknown => JSON.parse(t)], ['yaml', (t: string): unknown => parseYaml(t)]] as const)('-o %s on a bad table prints ok: false and the problems on stdout, exit 1', async (format, parse) => {
+  it.each([
+    ['json', (t: string): unknown => JSON.parse(t)],
+    ['yaml', (t: string): unknown => parseYaml(t)],
+  ] as const)('-o %s on a bad table prints ok: false and the problems on stdout, exit 1', async (format, parse) => {
     const io = memoryIo({ 'bad.yaml': bad });
     expect(await main(['validate', 'bad.yaml', '-o', format], io)).toBe(1);
     expect(parse(io.out)).toEqual({ file: 'bad.yaml', ok: false, problems });
@@ -217,10 +253,14 @@ describe('validate: the verdict in the format asked for', () => {
   it('-o json on a file that cannot be read prints ok: false too', async () => {
     const io = memoryIo();
     expect(await main(['validate', 'gone.yaml', '--json'], io)).toBe(1);
-    expect(JSON.parse(io.out)).toEqual({ file: 'gone.yaml', ok: false, problems: [{ line: 0, column: 0, field: '', message: 'cannot read the routing table: gone.yaml: no such file' }] });
+    expect(JSON.parse(io.out)).toEqual({
+      file: 'gone.yaml',
+      ok: false,
+      problems: [{ line: 0, column: 0, field: '', message: 'cannot read the routing table: gone.yaml: no such file' }],
+    });
   });
 
-  it('the table output lists each problem, then a count under the command\'s name', async () => {
+  it("the table output lists each problem, then a count under the command's name", async () => {
     const io = memoryIo({ 'bad.yaml': bad });
     expect(await main(['validate', 'bad.yaml'], io)).toBe(1);
     expect(io.out).toBe('');
@@ -252,7 +292,9 @@ describe('first contact with the command line', () => {
   it('an unknown command is three lines: what, the nearest command, where to look', async () => {
     const io = memoryIo();
     expect(await main(['valdate', 'routes.yaml'], io)).toBe(64);
-    expect(io.err).toBe('vault-rollout: unknown command "valdate"\nDid you mean "validate"?\nRun "vault-rollout --help" for the commands.\n');
+    expect(io.err).toBe(
+      'vault-rollout: unknown command "valdate"\nDid you mean "validate"?\nRun "vault-rollout --help" for the commands.\n',
+    );
   });
 
   it('an unknown command near none is two', async () => {
@@ -262,7 +304,9 @@ describe('first contact with the command line', () => {
   });
 
   it('--help | head: the reader going away ends the process quietly, exit 0', async () => {
-    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'help', 'apply'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'help', 'apply'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     // The reader is gone before the first write, so every write meets EPIPE.
     child.stdout.destroy();
     let err = '';
@@ -281,7 +325,10 @@ describe('read commands write nothing', () => {
     ['status', ['status', '--routes', 'routes.yaml']],
   ])('%s creates no state file (nor its folder)', async (_name, argv) => {
     const dir = tempDir();
-    const io = memoryIo({ 'routes.yaml': routes }, { XDG_STATE_HOME: join(dir, 'state'), KUBECONFIG: join(dir, 'none') });
+    const io = memoryIo(
+      { 'routes.yaml': routes },
+      { XDG_STATE_HOME: join(dir, 'state'), KUBECONFIG: join(dir, 'none') },
+    );
     await main(argv, io);
     expect(existsSync(join(dir, 'state'))).toBe(false);
   });
@@ -302,38 +349,63 @@ describe('-o yaml is plain YAML', () => {
     expect(io.out).not.toMatch(/[&*][a-z]+\d*\s*$/m);
     expect(io.out).toMatch(/^ {4}path: secret\/payments\/api\/db$/m);
     expect(io.out).not.toMatch(/: "[a-z][-a-z0-9]*"$/m);
-    expect(parseYaml(io.out)).toEqual(JSON.parse((await (async () => {
-      const json = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
-      await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '-o', 'json'], json);
-      return json.out;
-    })())));
+    expect(parseYaml(io.out)).toEqual(
+      JSON.parse(
+        await (async () => {
+          const json = memoryIo({ 'routes.yaml': routes, 'in.ndjson': demo });
+          await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson', '-o', 'json'], json);
+          return json.out;
+        })(),
+      ),
+    );
   });
 });
 
 describe('-o yaml writes an object met twice twice', () => {
   it('no &a1 / *a1', () => {
     const shared = { cluster: 'alpha' };
-    expect(printableYaml({ first: shared, second: shared, odd: 'x\u001by' })).toBe('first:\n  cluster: alpha\nsecond:\n  cluster: alpha\nodd: "x\\ey"\n');
+    expect(printableYaml({ first: shared, second: shared, odd: 'x\u001by' })).toBe(
+      'first:\n  cluster: alpha\nsecond:\n  cluster: alpha\nodd: "x\\ey"\n',
+    );
   });
 });
 
 describe('one error style', () => {
-  it('a bad routing table: each problem, then the count under the command\'s name', async () => {
-    const io = memoryIo({ 'routes.yaml': 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\n', 'in.ndjson': demo });
+  it("a bad routing table: each problem, then the count under the command's name", async () => {
+    const io = memoryIo({
+      'routes.yaml': 'clusters:\n  a: { kubeconfig: { env: A }, lables: {} }\n',
+      'in.ndjson': demo,
+    });
     expect(await main(['plan', '--routes', 'routes.yaml', '--input', 'in.ndjson'], io)).toBe(1);
-    expect(io.err).toBe('routes.yaml:2:32: clusters.a.lables: unknown field "lables" (did you mean "labels"?)\nvault-rollout plan: routes.yaml: invalid routing table: 1 problem\n');
+    expect(io.err).toBe(
+      'routes.yaml:2:32: clusters.a.lables: unknown field "lables" (did you mean "labels"?)\nvault-rollout plan: routes.yaml: invalid routing table: 1 problem\n',
+    );
   });
 
-  it('commander\'s messages quote as ours do', async () => {
+  it("commander's messages quote as ours do", async () => {
     const io = memoryIo();
     expect(await main(['validate'], io)).toBe(64);
-    expect(io.err).toBe('vault-rollout validate: missing required argument "file"\nRun "vault-rollout validate --help" for usage.\n');
+    expect(io.err).toBe(
+      'vault-rollout validate: missing required argument "file"\nRun "vault-rollout validate --help" for usage.\n',
+    );
   });
 });
 
 describe('VAULT_NAMESPACE wherever --vault-namespace exists', () => {
-  const table = 'clusters:\n  a: { kubeconfig: { env: VR_TEST_NO_KUBECONFIG } }\nvault: { mounts: { team-a/secret: 2 } }\nroutes:\n  - name: app\n    match: { namespace: team-a, path: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
-  const argv = ['reset-version', '--routes', 'routes.yaml', '--path', 'secret/app', '--version', '3', '--dry-run', '-o', 'json'];
+  const table =
+    'clusters:\n  a: { kubeconfig: { env: VR_TEST_NO_KUBECONFIG } }\nvault: { mounts: { team-a/secret: 2 } }\nroutes:\n  - name: app\n    match: { namespace: team-a, path: secret/app }\n    targets: [{ clusters: [a], namespace: ns, kind: Deployment, name: app }]\n';
+  const argv = [
+    'reset-version',
+    '--routes',
+    'routes.yaml',
+    '--path',
+    'secret/app',
+    '--version',
+    '3',
+    '--dry-run',
+    '-o',
+    'json',
+  ];
 
   it('reset-version takes the Vault namespace from VAULT_NAMESPACE', async () => {
     const io = memoryIo({ 'routes.yaml': table }, { VAULT_NAMESPACE: 'team-a' });

@@ -8,7 +8,17 @@ import { workerCommand } from '../../../lib/cli/worker-command.ts';
 import { repoRoot } from '../../helpers.ts';
 
 function io(env: Record<string, string> = {}): CliIo & { err: string } {
-  const captured = { out: '', err: '', env, stdout: () => {}, stderr: (t: string) => void (captured.err += t), readText: (f: string) => readFile(f, 'utf8'), openInput: () => { throw new Error('not used'); } };
+  const captured = {
+    out: '',
+    err: '',
+    env,
+    stdout: () => {},
+    stderr: (t: string) => void (captured.err += t),
+    readText: (f: string) => readFile(f, 'utf8'),
+    openInput: () => {
+      throw new Error('not used');
+    },
+  };
   return captured;
 }
 const routes = `${repoRoot}infra/routes/example.yaml`;
@@ -19,7 +29,9 @@ afterEach(() => vi.unstubAllEnvs());
 describe('vault-rollout worker --metrics-port', () => {
   it('refuses a port that is not one', async () => {
     const captured = io();
-    expect(await workerCommand(['--routes', routes, '--queue-url', queueUrl, '--metrics-port', '99999'], captured)).toBe(64);
+    expect(
+      await workerCommand(['--routes', routes, '--queue-url', queueUrl, '--metrics-port', '99999'], captured),
+    ).toBe(64);
     expect(captured.err).toMatch(/--metrics-port 99999: 99999 is out of range: from 0 to 65535/);
   });
 
@@ -27,7 +39,9 @@ describe('vault-rollout worker --metrics-port', () => {
     // An SQS endpoint with nothing to receive.
     const sqs = createServer((req, res) => {
       req.resume();
-      req.on('end', () => setTimeout(() => res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' }).end('{}'), 50));
+      req.on('end', () =>
+        setTimeout(() => res.writeHead(200, { 'content-type': 'application/x-amz-json-1.0' }).end('{}'), 50),
+      );
     });
     await new Promise<void>((resolve) => sqs.listen(0, '127.0.0.1', resolve));
     vi.stubEnv('AWS_ACCESS_KEY_ID', 'test');
@@ -35,7 +49,11 @@ describe('vault-rollout worker --metrics-port', () => {
     vi.stubEnv('AWS_ENDPOINT_URL_SQS', `http://127.0.0.1:${(sqs.address() as AddressInfo).port}`);
     const captured = io({ AWS_REGION: 'eu-west-1', VAULT_ROLLOUT_STATE_DB: ':memory:' });
     const stop = new AbortController();
-    const exit = workerCommand(['--routes', routes, '--queue-url', queueUrl, '--metrics-port', '0'], captured, stop.signal);
+    const exit = workerCommand(
+      ['--routes', routes, '--queue-url', queueUrl, '--metrics-port', '0'],
+      captured,
+      stop.signal,
+    );
     try {
       let url = '';
       for (let i = 0; i < 100 && url === ''; i++) {

@@ -7,10 +7,18 @@ const log = (fields: Record<string, unknown>, ms = 0): string =>
   JSON.stringify({ level: 'INFO', timestamp: at(ms), service: 'vault-rollout', ...fields });
 type Fields = Record<string, unknown>;
 const web = (fields: Fields): Fields => ({ namespace: 'edge', kind: 'Deployment', name: 'web', reason: '', ...fields });
-const proxy = (fields: Fields): Fields => ({ namespace: 'edge', kind: 'DaemonSet', name: 'ingress-proxy', reason: '', ...fields });
+const proxy = (fields: Fields): Fields => ({
+  namespace: 'edge',
+  kind: 'DaemonSet',
+  name: 'ingress-proxy',
+  reason: '',
+  ...fields,
+});
 /** serve's line for one cluster's message (`done`) or a continuation's look (`looked`) at `ms`. */
-const done = (cluster: string, results: Fields[], ms = 0): string => log({ message: 'rollout message done', cluster, results }, ms);
-const looked = (cluster: string, results: Fields[], ms = 0): string => log({ message: 'continuation looked', cluster, results }, ms);
+const done = (cluster: string, results: Fields[], ms = 0): string =>
+  log({ message: 'rollout message done', cluster, results }, ms);
+const looked = (cluster: string, results: Fields[], ms = 0): string =>
+  log({ message: 'continuation looked', cluster, results }, ms);
 const change = (path: string, version: number | null, targets: number): string =>
   log({ message: 'accepted', changes: [{ id: 'x', path, version }], targets });
 const accepted = change('secret/shared/tls', 3, 4);
@@ -23,9 +31,13 @@ function shown(inputs: Array<string | { replicaSet: [string, string, string, str
   );
 }
 
-describe('what npm start shows of serve\'s log', () => {
+describe("what npm start shows of serve's log", () => {
   it.each([
-    ['an accepted change, with its version and the targets planned', [accepted], ['change    secret/shared/tls v3 -> 4 targets planned']],
+    [
+      'an accepted change, with its version and the targets planned',
+      [accepted],
+      ['change    secret/shared/tls v3 -> 4 targets planned'],
+    ],
     ['one target, singular', [change('a/b', 1, 1)], ['change    a/b v1 -> 1 target planned']],
     [
       'a change without a version (KV v1)',
@@ -57,19 +69,39 @@ describe('what npm start shows of serve\'s log', () => {
   });
 });
 
-describe('one write: each restart once, each rollout\'s end once, with the time since the change', () => {
-  it('serve\'s restart, continuations, a redelivery and the new ReplicaSet: one restart line, one end', () => {
-    expect(shown([
-      accepted,
-      done('alpha', [web({ outcome: 'restarted', rollout: 'progressing' }), proxy({ outcome: 'restarted', rollout: 'progressing' })], 900),
-      { replicaSet: ['alpha', 'edge', 'web', 'web-9849cd44'], ms: 950 },
-      // The same message delivered again finds the workloads already restarted.
-      done('alpha', [web({ outcome: 'restarted', rollout: 'progressing' }), proxy({ outcome: 'restarted', rollout: 'progressing' })], 1_000),
-      looked('alpha', [web({ outcome: 'unchanged', rollout: 'complete' }), proxy({ outcome: 'unchanged', rollout: 'progressing' })], 4_200),
-      looked('alpha', [proxy({ outcome: 'unchanged', rollout: 'complete' })], 8_250),
-      // A later look that still reports it complete adds nothing.
-      looked('alpha', [proxy({ outcome: 'unchanged', rollout: 'complete' })], 9_000),
-    ])).toEqual([
+describe("one write: each restart once, each rollout's end once, with the time since the change", () => {
+  it("serve's restart, continuations, a redelivery and the new ReplicaSet: one restart line, one end", () => {
+    expect(
+      shown([
+        accepted,
+        done(
+          'alpha',
+          [
+            web({ outcome: 'restarted', rollout: 'progressing' }),
+            proxy({ outcome: 'restarted', rollout: 'progressing' }),
+          ],
+          900,
+        ),
+        { replicaSet: ['alpha', 'edge', 'web', 'web-9849cd44'], ms: 950 },
+        // The same message delivered again finds the workloads already restarted.
+        done(
+          'alpha',
+          [
+            web({ outcome: 'restarted', rollout: 'progressing' }),
+            proxy({ outcome: 'restarted', rollout: 'progressing' }),
+          ],
+          1_000,
+        ),
+        looked(
+          'alpha',
+          [web({ outcome: 'unchanged', rollout: 'complete' }), proxy({ outcome: 'unchanged', rollout: 'progressing' })],
+          4_200,
+        ),
+        looked('alpha', [proxy({ outcome: 'unchanged', rollout: 'complete' })], 8_250),
+        // A later look that still reports it complete adds nothing.
+        looked('alpha', [proxy({ outcome: 'unchanged', rollout: 'complete' })], 9_000),
+      ]),
+    ).toEqual([
       'change    secret/shared/tls v3 -> 4 targets planned',
       'restarted alpha  edge/Deployment/web',
       'restarted alpha  edge/DaemonSet/ingress-proxy',
@@ -79,11 +111,13 @@ describe('one write: each restart once, each rollout\'s end once, with the time 
   });
 
   it('a ReplicaSet seen before serve says it restarted: the restart, once', () => {
-    expect(shown([
-      accepted,
-      { replicaSet: ['beta', 'edge', 'web', 'web-5d8f'], ms: 700 },
-      done('beta', [web({ outcome: 'restarted', rollout: 'complete' })], 1_500),
-    ])).toEqual([
+    expect(
+      shown([
+        accepted,
+        { replicaSet: ['beta', 'edge', 'web', 'web-5d8f'], ms: 700 },
+        done('beta', [web({ outcome: 'restarted', rollout: 'complete' })], 1_500),
+      ]),
+    ).toEqual([
       'change    secret/shared/tls v3 -> 4 targets planned',
       'restarted beta   edge/Deployment/web (new ReplicaSet web-5d8f)',
       'complete  beta   edge/Deployment/web, 1.5 s after the change',
@@ -91,11 +125,17 @@ describe('one write: each restart once, each rollout\'s end once, with the time 
   });
 
   it('a rollout that fails or times out says so, with why', () => {
-    expect(shown([
-      accepted,
-      done('gamma', [web({ outcome: 'restarted', rollout: 'progressing' })], 500),
-      looked('gamma', [web({ outcome: 'unchanged', rollout: 'timeout', rolloutReason: 'ProgressDeadlineExceeded' })], 75_000),
-    ]).slice(1)).toEqual([
+    expect(
+      shown([
+        accepted,
+        done('gamma', [web({ outcome: 'restarted', rollout: 'progressing' })], 500),
+        looked(
+          'gamma',
+          [web({ outcome: 'unchanged', rollout: 'timeout', rolloutReason: 'ProgressDeadlineExceeded' })],
+          75_000,
+        ),
+      ]).slice(1),
+    ).toEqual([
       'restarted gamma  edge/Deployment/web',
       'timeout   gamma  edge/Deployment/web (ProgressDeadlineExceeded), 1 min 15 s after the change',
     ]);
@@ -106,7 +146,12 @@ describe('one write: each restart once, each rollout\'s end once, with the time 
     expect(shown([accepted, ...once, accepted, ...once]).filter((l) => l.startsWith('restarted'))).toHaveLength(2);
   });
 
-  it.each([[0, '0.0 s'], [4_249, '4.2 s'], [59_940, '59.9 s'], [65_000, '1 min 5 s']])('%i ms reads %s', (ms, text) => {
+  it.each([
+    [0, '0.0 s'],
+    [4_249, '4.2 s'],
+    [59_940, '59.9 s'],
+    [65_000, '1 min 5 s'],
+  ])('%i ms reads %s', (ms, text) => {
     expect(sinceText(ms)).toBe(text);
   });
 });

@@ -6,15 +6,26 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { readRepoFile } from '../../helpers.ts';
 
-const yml = parse(readRepoFile('serverless.yml'), { logLevel: 'silent' }) as { functions: Record<string, { handler: string; role: string }> };
+const yml = parse(readRepoFile('serverless.yml'), { logLevel: 'silent' }) as {
+  functions: Record<string, { handler: string; role: string }>;
+};
 const functions = Object.keys(yml.functions).sort();
 const roles = functions.map((fn) => yml.functions[fn]?.role ?? '?').sort();
 const page = readRepoFile('docs/how-to/deploy-to-lambda.md');
 const readme = readRepoFile('infra/serverless/README.md');
 const NUMBERS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
 
-const found = (text: string, pattern: RegExp): string[] => [...new Set([...text.matchAll(pattern)].map((m) => m[1] ?? ''))].sort();
-const tableRows = (text: string, pattern: RegExp): string[] => found(text.split('\n').filter((l) => l.startsWith('| ')).map((l) => l.split(' | ')[0]).join('\n'), pattern);
+const found = (text: string, pattern: RegExp): string[] =>
+  [...new Set([...text.matchAll(pattern)].map((m) => m[1] ?? ''))].sort();
+const tableRows = (text: string, pattern: RegExp): string[] =>
+  found(
+    text
+      .split('\n')
+      .filter((l) => l.startsWith('| '))
+      .map((l) => l.split(' | ')[0])
+      .join('\n'),
+    pattern,
+  );
 
 describe('the lists of Lambda functions match serverless.yml', () => {
   it('serverless.yml declares five functions, each with its own role', () => {
@@ -30,7 +41,11 @@ describe('the lists of Lambda functions match serverless.yml', () => {
   });
 
   it('infra/serverless/README.md counts and names the functions, lists every zip and has one IAM row per role', () => {
-    expect(readme).toContain(`describes the ${NUMBERS[functions.length]}\nfunctions (${Object.keys(yml.functions).map((fn) => `\`${fn}\``).join(', ')})`);
+    expect(readme).toContain(
+      `describes the ${NUMBERS[functions.length]}\nfunctions (${Object.keys(yml.functions)
+        .map((fn) => `\`${fn}\``)
+        .join(', ')})`,
+    );
     expect(found(readme, /`(\w+)\.zip`/g)).toEqual(functions);
     expect(tableRows(readme, /^\| `(\w+Role)`/gm)).toEqual(roles);
   });

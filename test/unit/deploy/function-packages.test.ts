@@ -17,7 +17,11 @@ const ROUTES = 'test/fixtures/package-kubeconfigs/routes.yaml';
 const KUBECONFIG_FILE = 'test/fixtures/package-kubeconfigs/by-file.kubeconfig';
 const context = { resolveVariable: async (name: string) => (name === 'param:routes' ? ROUTES : undefined) };
 type Resolved<T> = (c: typeof context) => Promise<T>;
-const { packagePatterns, clusterPackagePatterns, intakeRoutes, compiledRoutes } = packaging as Record<'packagePatterns' | 'clusterPackagePatterns', Resolved<string[]>> & Record<'intakeRoutes' | 'compiledRoutes', Resolved<string>>;
+const { packagePatterns, clusterPackagePatterns, intakeRoutes, compiledRoutes } = packaging as Record<
+  'packagePatterns' | 'clusterPackagePatterns',
+  Resolved<string[]>
+> &
+  Record<'intakeRoutes' | 'compiledRoutes', Resolved<string>>;
 
 const MARKERS = ['INLINE-KUBECONFIG-MARKER', 'FILE-KUBECONFIG-MARKER', 'by-file.kubeconfig', '"inline"'];
 
@@ -37,7 +41,21 @@ describe('kubeconfigs are packaged only where a function reaches clusters', () =
     expect([...intake.clusters.keys()]).toEqual(['by-file', 'by-inline', 'by-ssm']);
     expect(intake.clusters.get('by-inline')).toEqual({ labels: { env: 'it' } });
     expect(intake.clusters.get('by-ssm')).toEqual(full.clusters.get('by-ssm'));
-    const change = { namespace: '', mount: 'secret', key: 'app/db', path: 'secret/app/db', operation: 'write', version: 2, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'r', time: '2026-11-20T10:00:00Z', record: 'line 1' } as const;
+    const change = {
+      namespace: '',
+      mount: 'secret',
+      key: 'app/db',
+      path: 'secret/app/db',
+      operation: 'write',
+      version: 2,
+      kvVersion: 2,
+      kvVersionFrom: 'routes',
+      source: 'audit',
+      via: 'direct',
+      id: 'r',
+      time: '2026-11-20T10:00:00Z',
+      record: 'line 1',
+    } as const;
     expect(planRollouts(intake, [change])).toEqual(planRollouts(full, [change]));
   });
 
@@ -47,14 +65,21 @@ describe('kubeconfigs are packaged only where a function reaches clusters', () =
     expect(readRepoFile(await compiledRoutes(context))).toContain('INLINE-KUBECONFIG-MARKER');
   });
 
-  it('reconcile\'s environment names the full table', async () => {
-    const withVault = { resolveVariable: async (name: string) => (name === 'param:routes' ? ROUTES : name === 'param:vaultAuth' ? 'aws' : '') };
-    const { reconcileEnvironment } = packaging as { reconcileEnvironment: (c: typeof withVault) => Promise<Record<string, string>> };
+  it("reconcile's environment names the full table", async () => {
+    const withVault = {
+      resolveVariable: async (name: string) =>
+        name === 'param:routes' ? ROUTES : name === 'param:vaultAuth' ? 'aws' : '',
+    };
+    const { reconcileEnvironment } = packaging as {
+      reconcileEnvironment: (c: typeof withVault) => Promise<Record<string, string>>;
+    };
     expect((await reconcileEnvironment(withVault)).VAULT_ROLLOUT_ROUTES).toBe(await compiledRoutes(context));
   });
 
   it('serverless.yml gives the full table and the kubeconfig files to the worker and reconcile alone', () => {
-    const yml = parse(readFileSync(new URL('../../../serverless.yml', import.meta.url), 'utf8'), { logLevel: 'silent' }) as {
+    const yml = parse(readFileSync(new URL('../../../serverless.yml', import.meta.url), 'utf8'), {
+      logLevel: 'silent',
+    }) as {
       provider: { environment: Record<string, string> };
       package: { patterns: string };
       functions: Record<string, { package?: { patterns?: string }; environment?: Record<string, string> | string }>;
@@ -65,9 +90,12 @@ describe('kubeconfigs are packaged only where a function reaches clusters', () =
       .filter(([, fn]) => fn.package?.patterns === '${file(./infra/serverless/iam.js):clusterPackagePatterns}')
       .map(([name]) => name);
     expect(fullTable.sort()).toEqual(['reconcile', 'worker']);
-    expect(yml.functions.worker?.environment).toMatchObject({ VAULT_ROLLOUT_ROUTES: '${file(./infra/serverless/iam.js):compiledRoutes}' });
+    expect(yml.functions.worker?.environment).toMatchObject({
+      VAULT_ROLLOUT_ROUTES: '${file(./infra/serverless/iam.js):compiledRoutes}',
+    });
     // Reconcile's environment is derived whole (reconcileEnvironment), with the full table in it.
     expect(yml.functions.reconcile?.environment).toBe('${file(./infra/serverless/iam.js):reconcileEnvironment}');
-    for (const fn of ['http', 'logs']) expect(JSON.stringify(yml.functions[fn])).not.toMatch(/compiledRoutes|clusterPackagePatterns/);
+    for (const fn of ['http', 'logs'])
+      expect(JSON.stringify(yml.functions[fn])).not.toMatch(/compiledRoutes|clusterPackagePatterns/);
   });
 });

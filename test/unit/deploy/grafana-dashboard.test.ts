@@ -47,12 +47,22 @@ const typesOf = (relative: string) => join(grafanaSchema, 'dist/types/raw', rela
 
 /** JSON Schema of one exported type of @grafana/schema, compiled by Ajv. */
 function grafanaValidator(file: string, type: string): ValidateFunction {
-  const schema = createGenerator({ path: typesOf(file), type, skipTypeCheck: true, expose: 'export', topRef: true, additionalProperties: false }).createSchema(type);
+  const schema = createGenerator({
+    path: typesOf(file),
+    type,
+    skipTypeCheck: true,
+    expose: 'export',
+    topRef: true,
+    additionalProperties: false,
+  }).createSchema(type);
   return new Ajv({ allErrors: true, strict: false }).compile(schema);
 }
 
 /** Ajv's errors, short: where and what. */
-const problems = (validate: ValidateFunction, data: unknown, where: string): string[] => (validate(data) ? [] : (validate.errors ?? []).map((e) => `${where}${e.instancePath} ${e.message ?? ''} ${JSON.stringify(e.params)}`));
+const problems = (validate: ValidateFunction, data: unknown, where: string): string[] =>
+  validate(data)
+    ? []
+    : (validate.errors ?? []).map((e) => `${where}${e.instancePath} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
 
 /** The panel plugins the dashboard uses and the types of their options and custom field config. */
 const PANEL_PLUGINS = ['timeseries', 'stat', 'heatmap'] as const;
@@ -63,7 +73,10 @@ beforeAll(() => {
   dashboardSchema = grafanaValidator('dashboard/x/types.gen.d.ts', 'Dashboard');
   for (const plugin of PANEL_PLUGINS) {
     const file = `composable/${plugin}/panelcfg/x/types.gen.d.ts`;
-    pluginSchemas.set(plugin, { options: grafanaValidator(file, 'Options'), ...(plugin === 'stat' ? {} : { fieldConfig: grafanaValidator(file, 'FieldConfig') }) });
+    pluginSchemas.set(plugin, {
+      options: grafanaValidator(file, 'Options'),
+      ...(plugin === 'stat' ? {} : { fieldConfig: grafanaValidator(file, 'FieldConfig') }),
+    });
   }
 }, 180_000);
 
@@ -79,7 +92,12 @@ function schemaProblems(dashboard: Dashboard): string[] {
     }
     out.push(...problems(plugin.options, panel.options ?? {}, `panel ${panel.id} options`));
     const custom = panel.fieldConfig?.defaults.custom;
-    if (custom !== undefined) out.push(plugin.fieldConfig ? problems(plugin.fieldConfig, custom, `panel ${panel.id} fieldConfig.defaults.custom`).join('\n') : `panel ${panel.id}: ${panel.type} has no custom field config`);
+    if (custom !== undefined)
+      out.push(
+        plugin.fieldConfig
+          ? problems(plugin.fieldConfig, custom, `panel ${panel.id} fieldConfig.defaults.custom`).join('\n')
+          : `panel ${panel.id}: ${panel.type} has no custom field config`,
+      );
   }
   return out.filter((p) => p !== '');
 }
@@ -93,7 +111,13 @@ const SERIES: ReadonlyMap<string, readonly string[]> = new Map(
     const spec = METRIC_SPECS[name];
     const labels = [...TARGET_LABELS, ...spec.labels];
     const base = prometheusName(name);
-    return spec.type === 'histogram' ? [[`${base}_bucket`, [...labels, 'le']], [`${base}_sum`, labels], [`${base}_count`, labels]] : [[base, labels]];
+    return spec.type === 'histogram'
+      ? [
+          [`${base}_bucket`, [...labels, 'le']],
+          [`${base}_sum`, labels],
+          [`${base}_count`, labels],
+        ]
+      : [[base, labels]];
   }),
 );
 
@@ -105,7 +129,8 @@ const children = (node: SyntaxNode): SyntaxNode[] => {
   for (let c = node.firstChild; c; c = c.nextSibling) out.push(c);
   return out;
 };
-const descendants = (node: SyntaxNode, name: string): SyntaxNode[] => children(node).flatMap((c) => [...(c.name === name ? [c] : []), ...descendants(c, name)]);
+const descendants = (node: SyntaxNode, name: string): SyntaxNode[] =>
+  children(node).flatMap((c) => [...(c.name === name ? [c] : []), ...descendants(c, name)]);
 
 /**
  * What is wrong with one PromQL expression: a syntax error, a series that is not one of METRIC_SPECS', a label in a
@@ -130,7 +155,8 @@ function queryProblems(expr: string, legendFormat = ''): string[] {
       out.push(`${name} is not a metric of METRIC_SPECS`);
       continue;
     }
-    for (const matcher of descendants(selector, 'LabelName')) if (!labels.includes(at(matcher))) out.push(`${name} has no label ${at(matcher)}`);
+    for (const matcher of descendants(selector, 'LabelName'))
+      if (!labels.includes(at(matcher))) out.push(`${name} has no label ${at(matcher)}`);
   }
   for (const aggregate of descendants(tree.topNode, 'AggregateExpr')) {
     const modifier = aggregate.getChild('AggregateModifier');
@@ -138,13 +164,15 @@ function queryProblems(expr: string, legendFormat = ''): string[] {
     const grouping = descendants(modifier, 'LabelName').map(at);
     for (const selector of descendants(aggregate, 'VectorSelector')) {
       const { name, labels } = labelsOf(selector);
-      for (const label of grouping) if (labels !== undefined && !labels.includes(label)) out.push(`${name} has no label ${label} to aggregate by`);
+      for (const label of grouping)
+        if (labels !== undefined && !labels.includes(label)) out.push(`${name} has no label ${label} to aggregate by`);
     }
   }
   for (const [, label] of legendFormat.matchAll(/\{\{\s*(\w+)\s*\}\}/g)) {
     for (const selector of selectors) {
       const { name, labels } = labelsOf(selector);
-      if (labels !== undefined && label !== undefined && !labels.includes(label)) out.push(`legend {{${label}}}: ${name} has no label ${label}`);
+      if (labels !== undefined && label !== undefined && !labels.includes(label))
+        out.push(`legend {{${label}}}: ${name} has no label ${label}`);
     }
   }
   return out;
@@ -166,11 +194,16 @@ function layoutProblems(panels: readonly Panel[]): string[] {
     if (ids.has(p.id)) out.push(`id ${p.id} used twice`);
     ids.add(p.id);
     const { x, y, w, h } = p.gridPos;
-    if (x < 0 || y < 0 || w <= 0 || h <= 0 || x + w > 24) out.push(`panel ${p.id} (${p.title}) is outside the grid: ${JSON.stringify(p.gridPos)}`);
+    if (x < 0 || y < 0 || w <= 0 || h <= 0 || x + w > 24)
+      out.push(`panel ${p.id} (${p.title}) is outside the grid: ${JSON.stringify(p.gridPos)}`);
   }
   for (const [i, a] of panels.entries()) {
     for (const b of panels.slice(i + 1)) {
-      const overlap = a.gridPos.x < b.gridPos.x + b.gridPos.w && b.gridPos.x < a.gridPos.x + a.gridPos.w && a.gridPos.y < b.gridPos.y + b.gridPos.h && b.gridPos.y < a.gridPos.y + a.gridPos.h;
+      const overlap =
+        a.gridPos.x < b.gridPos.x + b.gridPos.w &&
+        b.gridPos.x < a.gridPos.x + a.gridPos.w &&
+        a.gridPos.y < b.gridPos.y + b.gridPos.h &&
+        b.gridPos.y < a.gridPos.y + a.gridPos.h;
       if (overlap) out.push(`panels ${a.id} (${a.title}) and ${b.id} (${b.title}) overlap`);
     }
   }
@@ -178,10 +211,17 @@ function layoutProblems(panels: readonly Panel[]): string[] {
 }
 
 /** Every query of every panel, with where it is. */
-const panelQueries = (d: Dashboard) => d.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ where: `panel ${p.id} (${p.title}) ${t.refId}`, ...t })));
+const panelQueries = (d: Dashboard) =>
+  d.panels.flatMap((p) => (p.targets ?? []).map((t) => ({ where: `panel ${p.id} (${p.title}) ${t.refId}`, ...t })));
 const allQueryProblems = (d: Dashboard) => [
   ...panelQueries(d).flatMap((q) => queryProblems(q.expr, q.legendFormat).map((p) => `${q.where}: ${p}`)),
-  ...d.templating.list.filter((v) => v.type === 'query').flatMap((v) => variableProblems(typeof v.query === 'string' ? v.query : String((v.query as { query: string }).query)).map((p) => `variable ${v.name}: ${p}`)),
+  ...d.templating.list
+    .filter((v) => v.type === 'query')
+    .flatMap((v) =>
+      variableProblems(typeof v.query === 'string' ? v.query : String((v.query as { query: string }).query)).map(
+        (p) => `variable ${v.name}: ${p}`,
+      ),
+    ),
 ];
 
 const committed = () => JSON.parse(readRepoFile(DASHBOARD_FILE)) as Dashboard;
@@ -208,13 +248,22 @@ describe('the Grafana dashboard', () => {
     const dashboard = committed();
     expect(layoutProblems(dashboard.panels)).toEqual([]);
     // Rows hold no panels of their own (collapsed: false): every panel is at the top level, where the grid is checked.
-    expect(dashboard.panels.filter((p) => p.type === 'row').every((p) => (p as unknown as { panels: unknown[] }).panels.length === 0)).toBe(true);
+    expect(
+      dashboard.panels
+        .filter((p) => p.type === 'row')
+        .every((p) => (p as unknown as { panels: unknown[] }).panels.length === 0),
+    ).toBe(true);
   });
 
   it('queries the data source the datasource variable picks, and offers job, instance and cluster', () => {
     const dashboard = committed();
     const vars = dashboard.templating.list;
-    expect(vars.map((v) => [v.name, v.type])).toEqual([['datasource', 'datasource'], ['job', 'query'], ['instance', 'query'], ['cluster', 'query']]);
+    expect(vars.map((v) => [v.name, v.type])).toEqual([
+      ['datasource', 'datasource'],
+      ['job', 'query'],
+      ['instance', 'query'],
+      ['cluster', 'query'],
+    ]);
     expect(vars[0]?.query).toBe('prometheus');
     for (const v of vars.slice(1)) expect(v.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
     for (const p of dashboard.panels.filter((x) => x.type !== 'row')) {
@@ -228,14 +277,44 @@ describe('the Grafana dashboard', () => {
   });
 
   it('covers the metrics an operator of rotations watches', () => {
-    const exprs = panelQueries(committed()).map((q) => q.expr).join('\n');
+    const exprs = panelQueries(committed())
+      .map((q) => q.expr)
+      .join('\n');
     const series = new Set([...exprs.matchAll(/vault_rollout_\w+/g)].map(([s]) => s));
-    const wanted: MetricName[] = ['ChangesReceived', 'RecordsIgnored', 'RecordsRejected', 'Targets', 'RolloutDuration', 'GateDecisions', 'HaltedRotations', 'ContinuationsPending', 'ContinuationOldestAge', 'QueueDepth', 'QueueOldestMessageAge', 'DeadLetters', 'KubeRequestDuration', 'KubeRequestErrors', 'VaultRequestDuration', 'VaultRequestErrors', 'RelaySpoolBytes', 'RelayDeliveryLag'];
-    const shown = (name: MetricName) => [...series].some((s) => s === prometheusName(name) || s.startsWith(`${prometheusName(name)}_`));
+    const wanted: MetricName[] = [
+      'ChangesReceived',
+      'RecordsIgnored',
+      'RecordsRejected',
+      'Targets',
+      'RolloutDuration',
+      'GateDecisions',
+      'HaltedRotations',
+      'ContinuationsPending',
+      'ContinuationOldestAge',
+      'QueueDepth',
+      'QueueOldestMessageAge',
+      'DeadLetters',
+      'KubeRequestDuration',
+      'KubeRequestErrors',
+      'VaultRequestDuration',
+      'VaultRequestErrors',
+      'RelaySpoolBytes',
+      'RelayDeliveryLag',
+    ];
+    const shown = (name: MetricName) =>
+      [...series].some((s) => s === prometheusName(name) || s.startsWith(`${prometheusName(name)}_`));
     expect(wanted.filter((name) => !shown(name))).toEqual([]);
     // The rollout duration both as a heatmap of its buckets and as quantiles.
-    expect(committed().panels.some((p) => p.type === 'heatmap' && p.targets?.some((t) => t.expr.includes('vault_rollout_rollout_duration_seconds_bucket')))).toBe(true);
-    expect(exprs).toMatch(/histogram_quantile\(0\.99, sum by \(outcome, le\) \(rate\(vault_rollout_rollout_duration_seconds_bucket/);
+    expect(
+      committed().panels.some(
+        (p) =>
+          p.type === 'heatmap' &&
+          p.targets?.some((t) => t.expr.includes('vault_rollout_rollout_duration_seconds_bucket')),
+      ),
+    ).toBe(true);
+    expect(exprs).toMatch(
+      /histogram_quantile\(0\.99, sum by \(outcome, le\) \(rate\(vault_rollout_rollout_duration_seconds_bucket/,
+    );
   });
 });
 
@@ -248,20 +327,111 @@ describe('the dashboard checks', () => {
     return panel;
   };
   const cases: Array<[string, (d: Dashboard) => void, (d: Dashboard) => string[], RegExp]> = [
-    ['a property the model does not have', (d) => Object.assign(d, { refreshInterval: '30s' }), schemaProblems, /must NOT have additional properties.*refreshInterval/],
-    ['a panel without a width', (d) => delete (firstOf(d, 'timeseries').gridPos as Partial<GridPos>).w, schemaProblems, /gridPos must have required property 'w'/],
-    ['a stat option out of its enum', (d) => Object.assign(firstOf(d, 'stat').options ?? {}, { colorMode: 'rainbow' }), schemaProblems, /panel \d+ options\/colorMode must be equal to one of the allowed values/],
-    ['a time series draw style out of its enum', (d) => Object.assign(firstOf(d, 'timeseries').fieldConfig?.defaults.custom ?? {}, { drawStyle: 'dots' }), schemaProblems, /custom\/drawStyle must be equal to one of the allowed values/],
-    ['a metric that does not exist', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum(rate(vault_rollout_changes_recieved_total[5m]))' }), allQueryProblems, /vault_rollout_changes_recieved_total is not a metric of METRIC_SPECS/],
-    ['a counter without its _total', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum(rate(vault_rollout_changes_received[5m]))' }), allQueryProblems, /vault_rollout_changes_received is not a metric/],
-    ['a selector label the metric does not have', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum(rate(vault_rollout_changes_received_total{cluster="a"}[5m]))' }), allQueryProblems, /vault_rollout_changes_received_total has no label cluster/],
-    ['le outside a histogram bucket', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum by (le) (rate(vault_rollout_rollout_duration_seconds_count[5m]))' }), allQueryProblems, /_count has no label le to aggregate by/],
-    ['a by() label the metric does not have', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum by (path) (rate(vault_rollout_targets_total[5m]))' }), allQueryProblems, /vault_rollout_targets_total has no label path to aggregate by/],
-    ['a legend label the metric does not have', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { legendFormat: '{{workload}}' }), allQueryProblems, /legend \{\{workload\}\}: vault_rollout_changes_received_total has no label workload/],
-    ['a query that is not PromQL', (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { expr: 'sum(rate(vault_rollout_changes_received_total[5m])' }), allQueryProblems, /syntax error/],
-    ['a variable over a missing label', (d) => Object.assign(d.templating.list[3] ?? {}, { query: 'label_values(vault_rollout_changes_received_total, cluster)' }), allQueryProblems, /variable cluster: vault_rollout_changes_received_total has no label cluster/],
-    ['two panels on the same cells', (d) => Object.assign(d.panels[2] ?? {}, { gridPos: { ...d.panels[1]?.gridPos } }), (d) => layoutProblems(d.panels), /overlap/],
-    ['an id twice', (d) => Object.assign(d.panels[2] ?? {}, { id: d.panels[1]?.id }), (d) => layoutProblems(d.panels), /used twice/],
+    [
+      'a property the model does not have',
+      (d) => Object.assign(d, { refreshInterval: '30s' }),
+      schemaProblems,
+      /must NOT have additional properties.*refreshInterval/,
+    ],
+    [
+      'a panel without a width',
+      (d) => delete (firstOf(d, 'timeseries').gridPos as Partial<GridPos>).w,
+      schemaProblems,
+      /gridPos must have required property 'w'/,
+    ],
+    [
+      'a stat option out of its enum',
+      (d) => Object.assign(firstOf(d, 'stat').options ?? {}, { colorMode: 'rainbow' }),
+      schemaProblems,
+      /panel \d+ options\/colorMode must be equal to one of the allowed values/,
+    ],
+    [
+      'a time series draw style out of its enum',
+      (d) => Object.assign(firstOf(d, 'timeseries').fieldConfig?.defaults.custom ?? {}, { drawStyle: 'dots' }),
+      schemaProblems,
+      /custom\/drawStyle must be equal to one of the allowed values/,
+    ],
+    [
+      'a metric that does not exist',
+      (d) =>
+        Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, {
+          expr: 'sum(rate(vault_rollout_changes_recieved_total[5m]))',
+        }),
+      allQueryProblems,
+      /vault_rollout_changes_recieved_total is not a metric of METRIC_SPECS/,
+    ],
+    [
+      'a counter without its _total',
+      (d) =>
+        Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, {
+          expr: 'sum(rate(vault_rollout_changes_received[5m]))',
+        }),
+      allQueryProblems,
+      /vault_rollout_changes_received is not a metric/,
+    ],
+    [
+      'a selector label the metric does not have',
+      (d) =>
+        Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, {
+          expr: 'sum(rate(vault_rollout_changes_received_total{cluster="a"}[5m]))',
+        }),
+      allQueryProblems,
+      /vault_rollout_changes_received_total has no label cluster/,
+    ],
+    [
+      'le outside a histogram bucket',
+      (d) =>
+        Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, {
+          expr: 'sum by (le) (rate(vault_rollout_rollout_duration_seconds_count[5m]))',
+        }),
+      allQueryProblems,
+      /_count has no label le to aggregate by/,
+    ],
+    [
+      'a by() label the metric does not have',
+      (d) =>
+        Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, {
+          expr: 'sum by (path) (rate(vault_rollout_targets_total[5m]))',
+        }),
+      allQueryProblems,
+      /vault_rollout_targets_total has no label path to aggregate by/,
+    ],
+    [
+      'a legend label the metric does not have',
+      (d) => Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, { legendFormat: '{{workload}}' }),
+      allQueryProblems,
+      /legend \{\{workload\}\}: vault_rollout_changes_received_total has no label workload/,
+    ],
+    [
+      'a query that is not PromQL',
+      (d) =>
+        Object.assign(firstOf(d, 'timeseries').targets?.[0] ?? {}, {
+          expr: 'sum(rate(vault_rollout_changes_received_total[5m])',
+        }),
+      allQueryProblems,
+      /syntax error/,
+    ],
+    [
+      'a variable over a missing label',
+      (d) =>
+        Object.assign(d.templating.list[3] ?? {}, {
+          query: 'label_values(vault_rollout_changes_received_total, cluster)',
+        }),
+      allQueryProblems,
+      /variable cluster: vault_rollout_changes_received_total has no label cluster/,
+    ],
+    [
+      'two panels on the same cells',
+      (d) => Object.assign(d.panels[2] ?? {}, { gridPos: { ...d.panels[1]?.gridPos } }),
+      (d) => layoutProblems(d.panels),
+      /overlap/,
+    ],
+    [
+      'an id twice',
+      (d) => Object.assign(d.panels[2] ?? {}, { id: d.panels[1]?.id }),
+      (d) => layoutProblems(d.panels),
+      /used twice/,
+    ],
   ];
   it.each(cases)('report %s', (_name, mistake, check, expected) => {
     const d = copy();

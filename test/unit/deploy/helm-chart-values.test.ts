@@ -9,13 +9,18 @@ import { readRepoFile } from '../../helpers.ts';
 
 const valuesText = readRepoFile('deploy/helm/vault-rollout/values.yaml');
 const readme = readRepoFile('deploy/helm/vault-rollout/README.md');
-interface Schema { type?: string | string[]; properties?: Record<string, Schema>; additionalProperties?: boolean | Schema }
+interface Schema {
+  type?: string | string[];
+  properties?: Record<string, Schema>;
+  additionalProperties?: boolean | Schema;
+}
 const schema = JSON.parse(readRepoFile('deploy/helm/vault-rollout/values.schema.json')) as Schema;
 
 /** The schema's closed objects' keys, as dotted paths (Helm's `global` aside). */
 function schemaKeys(s: Schema, prefix: string[] = []): string[] {
   if (s.additionalProperties !== false || !s.properties) return [];
-  return Object.entries(s.properties).filter(([k]) => !(prefix.length === 0 && k === 'global'))
+  return Object.entries(s.properties)
+    .filter(([k]) => !(prefix.length === 0 && k === 'global'))
     .flatMap(([k, child]) => [[...prefix, k].join('.'), ...schemaKeys(child, [...prefix, k])]);
 }
 
@@ -39,7 +44,10 @@ describe('deploy/helm/vault-rollout values', () => {
     const defaults = parse(valuesText) as Record<string, Record<string, unknown>>;
     expect(validate(defaults), JSON.stringify(validate.errors)).toBe(true);
     expect(validate({ ...defaults, image: { ...defaults.image, respository: 'r' } })).toBe(false);
-    expect(validate.errors?.[0]).toMatchObject({ instancePath: '/image', params: { additionalProperty: 'respository' } });
+    expect(validate.errors?.[0]).toMatchObject({
+      instancePath: '/image',
+      params: { additionalProperty: 'respository' },
+    });
     expect(validate({ ...defaults, networkPolicy: { enabled: 'yes' } })).toBe(false);
     expect(validate({ ...defaults, statusPage: { refreshSeconds: 2 } })).toBe(false);
   });
@@ -47,9 +55,27 @@ describe('deploy/helm/vault-rollout values', () => {
 
 describe('deploy/helm/readme.ts', () => {
   it.each([
-    ['a comment above, and one after the value', '# The a.\na:\n  # Its b.\n  b: 1 # in units\n', [['a', 'The a.', false], ['a.b', 'Its b. in units', true]]],
-    ['a map whose keys have no comment is one value', '# R.\nr:\n  requests: { cpu: 1 }\n  limits: {}\n', [['r', 'R.', true]]],
-    ['a blank line ends a comment block', '# header\n\n# K.\nk: 1\n#  - example\n\n# L.\nl: 2\n', [['k', 'K.', true], ['l', 'L.', true]]],
+    [
+      'a comment above, and one after the value',
+      '# The a.\na:\n  # Its b.\n  b: 1 # in units\n',
+      [
+        ['a', 'The a.', false],
+        ['a.b', 'Its b. in units', true],
+      ],
+    ],
+    [
+      'a map whose keys have no comment is one value',
+      '# R.\nr:\n  requests: { cpu: 1 }\n  limits: {}\n',
+      [['r', 'R.', true]],
+    ],
+    [
+      'a blank line ends a comment block',
+      '# header\n\n# K.\nk: 1\n#  - example\n\n# L.\nl: 2\n',
+      [
+        ['k', 'K.', true],
+        ['l', 'L.', true],
+      ],
+    ],
   ])('%s', (_, text, keys) => {
     expect(valueKeys(text).map((k) => [k.path.join('.'), k.description, k.leaf])).toEqual(keys);
   });

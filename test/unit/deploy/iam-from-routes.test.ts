@@ -16,7 +16,13 @@ const LITERAL: ArnPlaceholders = { partition: 'aws', region: 'eu-west-1', accoun
 
 const inputs = (overrides: Partial<IamInputs> = {}): IamInputs => ({
   queueArn: { 'Fn::GetAtt': ['RolloutQueue', 'Arn'] },
-  logGroups: { http: '/aws/lambda/vr-test-http', worker: '/aws/lambda/vr-test-worker', logs: '/aws/lambda/vr-test-logs', reconcile: '/aws/lambda/vr-test-reconcile', notify: '/aws/lambda/vr-test-notify' },
+  logGroups: {
+    http: '/aws/lambda/vr-test-http',
+    worker: '/aws/lambda/vr-test-worker',
+    logs: '/aws/lambda/vr-test-logs',
+    reconcile: '/aws/lambda/vr-test-reconcile',
+    notify: '/aws/lambda/vr-test-notify',
+  },
   webhookParameters: ['/vr/test/hmac', '/vr/test/token'],
   placeholders: LITERAL,
   ...overrides,
@@ -31,7 +37,12 @@ describe('IAM from the routing table: cluster access', () => {
     [
       'an EKS cluster in this account: DescribeCluster on its ARN in its region',
       '  a: { eks: { name: prod-a, region: us-east-1 } }',
-      { DescribeEksClusters: { Action: ['eks:DescribeCluster'], Resource: ['arn:aws:eks:us-east-1:123456789012:cluster/prod-a'] } },
+      {
+        DescribeEksClusters: {
+          Action: ['eks:DescribeCluster'],
+          Resource: ['arn:aws:eks:us-east-1:123456789012:cluster/prod-a'],
+        },
+      },
     ],
     [
       'an EKS cluster behind a role: AssumeRole on the role only (the role describes its cluster)',
@@ -41,34 +52,61 @@ describe('IAM from the routing table: cluster access', () => {
     [
       'a kubeconfig in SSM: GetParameter on the parameter, leading slash folded into the ARN',
       '  c: { kubeconfig: { ssm: /vr/kubeconfigs/c } }',
-      { ReadKubeconfigParameters: { Action: ['ssm:GetParameter'], Resource: ['arn:aws:ssm:eu-west-1:123456789012:parameter/vr/kubeconfigs/c'] } },
+      {
+        ReadKubeconfigParameters: {
+          Action: ['ssm:GetParameter'],
+          Resource: ['arn:aws:ssm:eu-west-1:123456789012:parameter/vr/kubeconfigs/c'],
+        },
+      },
     ],
     [
       'a kubeconfig in SSM named without a slash',
       '  c: { kubeconfig: { ssm: kubeconfig-c } }',
-      { ReadKubeconfigParameters: { Action: ['ssm:GetParameter'], Resource: ['arn:aws:ssm:eu-west-1:123456789012:parameter/kubeconfig-c'] } },
+      {
+        ReadKubeconfigParameters: {
+          Action: ['ssm:GetParameter'],
+          Resource: ['arn:aws:ssm:eu-west-1:123456789012:parameter/kubeconfig-c'],
+        },
+      },
     ],
     [
       'a kubeconfig in SSM given by ARN (a shared parameter): the ARN as is',
       '  c: { kubeconfig: { ssm: "arn:aws:ssm:us-east-1:111122223333:parameter/shared/kc" } }',
-      { ReadKubeconfigParameters: { Action: ['ssm:GetParameter'], Resource: ['arn:aws:ssm:us-east-1:111122223333:parameter/shared/kc'] } },
+      {
+        ReadKubeconfigParameters: {
+          Action: ['ssm:GetParameter'],
+          Resource: ['arn:aws:ssm:us-east-1:111122223333:parameter/shared/kc'],
+        },
+      },
     ],
     [
       'a kubeconfig secret by name: the name with the six random characters Secrets Manager appends',
       '  d: { kubeconfig: { secretsManager: vr/kubeconfigs/d } }',
-      { ReadKubeconfigSecrets: { Action: ['secretsmanager:GetSecretValue'], Resource: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/kubeconfigs/d-??????'] } },
+      {
+        ReadKubeconfigSecrets: {
+          Action: ['secretsmanager:GetSecretValue'],
+          Resource: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/kubeconfigs/d-??????'],
+        },
+      },
     ],
     [
       'a kubeconfig secret by full ARN: the ARN as is',
       '  d: { kubeconfig: { secretsManager: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/d-Ab12Cd" } }',
-      { ReadKubeconfigSecrets: { Action: ['secretsmanager:GetSecretValue'], Resource: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/d-Ab12Cd'] } },
+      {
+        ReadKubeconfigSecrets: {
+          Action: ['secretsmanager:GetSecretValue'],
+          Resource: ['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/d-Ab12Cd'],
+        },
+      },
     ],
     ['a kubeconfig file: nothing', '  e: { kubeconfig: { file: e.yaml } }', {}],
     ['a kubeconfig from the environment: nothing', '  e: { kubeconfig: { env: KUBECONFIG_E } }', {}],
     ['an inline kubeconfig: nothing', '  e: { kubeconfig: { inline: "apiVersion: v1" } }', {}],
   ])('%s', (_name, clusters, expected) => {
     const { statements } = clusterAccessStatements(table(clusters), LITERAL);
-    expect(Object.fromEntries(statements.map((s) => [s.Sid, { Action: s.Action, Resource: s.Resource }]))).toEqual(expected);
+    expect(Object.fromEntries(statements.map((s) => [s.Sid, { Action: s.Action, Resource: s.Resource }]))).toEqual(
+      expected,
+    );
     for (const s of statements) expect(s.Effect).toBe('Allow');
   });
 
@@ -85,8 +123,12 @@ describe('IAM from the routing table: cluster access', () => {
       CLOUDFORMATION_PLACEHOLDERS,
     );
     const s = bySid(statements);
-    expect(s.DescribeEksClusters?.Resource).toEqual([{ 'Fn::Sub': 'arn:${AWS::Partition}:eks:us-east-1:${AWS::AccountId}:cluster/prod-a' }]);
-    expect(s.ReadKubeconfigParameters?.Resource).toEqual([{ 'Fn::Sub': 'arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/vr/c' }]);
+    expect(s.DescribeEksClusters?.Resource).toEqual([
+      { 'Fn::Sub': 'arn:${AWS::Partition}:eks:us-east-1:${AWS::AccountId}:cluster/prod-a' },
+    ]);
+    expect(s.ReadKubeconfigParameters?.Resource).toEqual([
+      { 'Fn::Sub': 'arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/vr/c' },
+    ]);
     expect(s.ReadKubeconfigSecrets?.Resource).toEqual([
       'arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/f-Ab12Cd',
       { 'Fn::Sub': 'arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:vr/d-??????' },
@@ -112,12 +154,20 @@ describe('IAM from the routing table: cluster access', () => {
       'arn:aws:eks:eu-west-1:123456789012:cluster/zed',
       'arn:aws:eks:us-east-1:123456789012:cluster/alpha',
     ]);
-    expect(bySid(statements).AssumeClusterRoles?.Resource).toEqual(['arn:aws-us-gov:iam::333344445555:role/g', 'arn:aws:iam::210987654321:role/r']);
+    expect(bySid(statements).AssumeClusterRoles?.Resource).toEqual([
+      'arn:aws-us-gov:iam::333344445555:role/g',
+      'arn:aws:iam::210987654321:role/r',
+    ]);
     expect(assumedRoles).toEqual([
       {
         roleArn: 'arn:aws-us-gov:iam::333344445555:role/g',
         clusters: ['g'],
-        statement: { Sid: 'DescribeEksClusters', Effect: 'Allow', Action: ['eks:DescribeCluster'], Resource: ['arn:aws-us-gov:eks:us-gov-west-1:333344445555:cluster/gov'] },
+        statement: {
+          Sid: 'DescribeEksClusters',
+          Effect: 'Allow',
+          Action: ['eks:DescribeCluster'],
+          Resource: ['arn:aws-us-gov:eks:us-gov-west-1:333344445555:cluster/gov'],
+        },
       },
       {
         roleArn: 'arn:aws:iam::210987654321:role/r',
@@ -126,14 +176,20 @@ describe('IAM from the routing table: cluster access', () => {
           Sid: 'DescribeEksClusters',
           Effect: 'Allow',
           Action: ['eks:DescribeCluster'],
-          Resource: ['arn:aws:eks:us-east-1:210987654321:cluster/pay-1', 'arn:aws:eks:us-west-2:210987654321:cluster/pay-2'],
+          Resource: [
+            'arn:aws:eks:us-east-1:210987654321:cluster/pay-1',
+            'arn:aws:eks:us-west-2:210987654321:cluster/pay-2',
+          ],
         },
       },
     ]);
   });
 
   it('no clusters that need AWS: no statements at all (never an empty Resource or a wildcard)', () => {
-    expect(clusterAccessStatements(table('  e: { kubeconfig: { file: e.yaml } }'), LITERAL)).toEqual({ statements: [], assumedRoles: [] });
+    expect(clusterAccessStatements(table('  e: { kubeconfig: { file: e.yaml } }'), LITERAL)).toEqual({
+      statements: [],
+      assumedRoles: [],
+    });
   });
 });
 
@@ -146,7 +202,14 @@ describe('IAM from the routing table: one role per function', () => {
       {},
       {
         http: ['WriteOwnLogs', 'SendToRolloutQueue', 'ReadWebhookSecrets'],
-        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'SendFollowUps', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
+        worker: [
+          'WriteOwnLogs',
+          'ConsumeRolloutQueue',
+          'SendFollowUps',
+          'DescribeEksClusters',
+          'AssumeClusterRoles',
+          'ReadKubeconfigSecrets',
+        ],
         logs: ['WriteOwnLogs', 'SendToRolloutQueue'],
       },
     ],
@@ -155,7 +218,14 @@ describe('IAM from the routing table: one role per function', () => {
       { webhookParameters: [] },
       {
         http: ['WriteOwnLogs', 'SendToRolloutQueue'],
-        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'SendFollowUps', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
+        worker: [
+          'WriteOwnLogs',
+          'ConsumeRolloutQueue',
+          'SendFollowUps',
+          'DescribeEksClusters',
+          'AssumeClusterRoles',
+          'ReadKubeconfigSecrets',
+        ],
         logs: ['WriteOwnLogs', 'SendToRolloutQueue'],
       },
     ],
@@ -164,13 +234,24 @@ describe('IAM from the routing table: one role per function', () => {
       { logsFailureQueueArn: { 'Fn::GetAtt': ['LogsFailureQueue', 'Arn'] } },
       {
         http: ['WriteOwnLogs', 'SendToRolloutQueue', 'ReadWebhookSecrets'],
-        worker: ['WriteOwnLogs', 'ConsumeRolloutQueue', 'SendFollowUps', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets'],
+        worker: [
+          'WriteOwnLogs',
+          'ConsumeRolloutQueue',
+          'SendFollowUps',
+          'DescribeEksClusters',
+          'AssumeClusterRoles',
+          'ReadKubeconfigSecrets',
+        ],
         logs: ['WriteOwnLogs', 'SendToRolloutQueue', 'SendToFailureQueue'],
       },
     ],
   ])('%s', (_name, overrides, expected) => {
     const policies = iamFromRoutes(prod, inputs(overrides));
-    expect({ http: policies.http.map((s) => s.Sid), worker: policies.worker.map((s) => s.Sid), logs: policies.logs.map((s) => s.Sid) }).toEqual(expected);
+    expect({
+      http: policies.http.map((s) => s.Sid),
+      worker: policies.worker.map((s) => s.Sid),
+      logs: policies.logs.map((s) => s.Sid),
+    }).toEqual(expected);
   });
 
   it('gives each function exactly its own log group, the queue actions of its side, and the webhook parameters to http', () => {
@@ -181,8 +262,15 @@ describe('IAM from the routing table: one role per function', () => {
       Action: ['logs:CreateLogStream', 'logs:PutLogEvents'],
       Resource: ['arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/vr-test-http:*'],
     });
-    expect(bySid(p.worker).WriteOwnLogs?.Resource).toEqual(['arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/vr-test-worker:*']);
-    expect(bySid(p.http).SendToRolloutQueue).toEqual({ Sid: 'SendToRolloutQueue', Effect: 'Allow', Action: ['sqs:SendMessage'], Resource: [{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }] });
+    expect(bySid(p.worker).WriteOwnLogs?.Resource).toEqual([
+      'arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/vr-test-worker:*',
+    ]);
+    expect(bySid(p.http).SendToRolloutQueue).toEqual({
+      Sid: 'SendToRolloutQueue',
+      Effect: 'Allow',
+      Action: ['sqs:SendMessage'],
+      Resource: [{ 'Fn::GetAtt': ['RolloutQueue', 'Arn'] }],
+    });
     expect(bySid(p.worker).ConsumeRolloutQueue?.Action).toEqual([...QUEUE_CONSUMER_ACTIONS].sort());
     expect(bySid(p.http).ReadWebhookSecrets?.Resource).toEqual([
       'arn:aws:ssm:eu-west-1:123456789012:parameter/vr/test/hmac',
@@ -199,15 +287,34 @@ describe('IAM from the routing table: one role per function', () => {
       'arn:aws:eks:us-east-1:123456789012:cluster/prod-us-1',
     ]);
     expect(worker.AssumeClusterRoles?.Resource).toEqual(['arn:aws:iam::210987654321:role/vault-rollout-restarter']);
-    expect(worker.ReadKubeconfigSecrets?.Resource).toEqual(['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vault-rollout/prod/kubeconfigs/onprem-dc1-Ab12Cd']);
-    expect(p.assumedRoles.map((r) => [r.roleArn, r.clusters])).toEqual([['arn:aws:iam::210987654321:role/vault-rollout-restarter', ['prod-payments-us']]]);
+    expect(worker.ReadKubeconfigSecrets?.Resource).toEqual([
+      'arn:aws:secretsmanager:eu-west-1:123456789012:secret:vault-rollout/prod/kubeconfigs/onprem-dc1-Ab12Cd',
+    ]);
+    expect(p.assumedRoles.map((r) => [r.roleArn, r.clusters])).toEqual([
+      ['arn:aws:iam::210987654321:role/vault-rollout-restarter', ['prod-payments-us']],
+    ]);
   });
 
   it('reconcile: its own logs, sending to the queue, the clusters like the worker, and only its own Vault login credentials', () => {
-    const p = iamFromRoutes(prod, inputs({ vaultCredentials: { ssmParameters: ['/vr/prod/vault/role-id'], secrets: ['vr/prod/vault/secret-id'] } }));
-    expect(p.reconcile.map((s) => s.Sid)).toEqual(['WriteOwnLogs', 'SendToRolloutQueue', 'DescribeEksClusters', 'AssumeClusterRoles', 'ReadKubeconfigSecrets', 'ReadVaultLogin', 'ReadVaultSecretId']);
-    expect(bySid(p.reconcile).ReadVaultLogin?.Resource).toEqual(['arn:aws:ssm:eu-west-1:123456789012:parameter/vr/prod/vault/role-id']);
-    expect(bySid(p.reconcile).ReadVaultSecretId?.Resource).toEqual(['arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/prod/vault/secret-id-??????']);
+    const p = iamFromRoutes(
+      prod,
+      inputs({ vaultCredentials: { ssmParameters: ['/vr/prod/vault/role-id'], secrets: ['vr/prod/vault/secret-id'] } }),
+    );
+    expect(p.reconcile.map((s) => s.Sid)).toEqual([
+      'WriteOwnLogs',
+      'SendToRolloutQueue',
+      'DescribeEksClusters',
+      'AssumeClusterRoles',
+      'ReadKubeconfigSecrets',
+      'ReadVaultLogin',
+      'ReadVaultSecretId',
+    ]);
+    expect(bySid(p.reconcile).ReadVaultLogin?.Resource).toEqual([
+      'arn:aws:ssm:eu-west-1:123456789012:parameter/vr/prod/vault/role-id',
+    ]);
+    expect(bySid(p.reconcile).ReadVaultSecretId?.Resource).toEqual([
+      'arn:aws:secretsmanager:eu-west-1:123456789012:secret:vr/prod/vault/secret-id-??????',
+    ]);
     expect(bySid(p.reconcile).DescribeEksClusters).toEqual(bySid(p.worker).DescribeEksClusters);
     // AWS IAM login: nothing to read, no statement (never a wildcard).
     expect(iamFromRoutes(prod, inputs()).reconcile.map((s) => s.Sid)).not.toContain('ReadVaultLogin');
@@ -236,23 +343,40 @@ describe('IAM from the routing table: one role per function', () => {
     );
     const p = iamFromRoutes(sinks, inputs({ notifySecretPrefix: '/vr/test/notify' }));
     expect(p.notify).toEqual([
-      { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: ['arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/vr-test-notify:*'] },
-      { Sid: 'PublishNotifications', Effect: 'Allow', Action: ['sns:Publish'], Resource: ['arn:aws:sns:eu-west-1:123456789012:pager', 'arn:aws:sns:us-east-1:123456789012:app.fifo'] },
+      {
+        Sid: 'WriteOwnLogs',
+        Effect: 'Allow',
+        Action: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        Resource: ['arn:aws:logs:eu-west-1:123456789012:log-group:/aws/lambda/vr-test-notify:*'],
+      },
+      {
+        Sid: 'PublishNotifications',
+        Effect: 'Allow',
+        Action: ['sns:Publish'],
+        Resource: ['arn:aws:sns:eu-west-1:123456789012:pager', 'arn:aws:sns:us-east-1:123456789012:app.fifo'],
+      },
       {
         Sid: 'ReadNotificationSecrets',
         Effect: 'Allow',
         Action: ['ssm:GetParameter'],
-        Resource: ['AUDIT_KEY', 'SLACK_URL', 'TEAMS_URL'].map((v) => `arn:aws:ssm:eu-west-1:123456789012:parameter/vr/test/notify/${v}`),
+        Resource: ['AUDIT_KEY', 'SLACK_URL', 'TEAMS_URL'].map(
+          (v) => `arn:aws:ssm:eu-west-1:123456789012:parameter/vr/test/notify/${v}`,
+        ),
       },
     ]);
     // No other function publishes; a table without sinks gives notify its logs only (never a wildcard).
     expect([...p.http, ...p.worker, ...p.logs, ...p.reconcile].flatMap((s) => s.Action)).not.toContain('sns:Publish');
-    expect(iamFromRoutes(prod, inputs({ notifySecretPrefix: '/vr/test/notify' })).notify.map((s) => s.Sid)).toEqual(['WriteOwnLogs']);
+    expect(iamFromRoutes(prod, inputs({ notifySecretPrefix: '/vr/test/notify' })).notify.map((s) => s.Sid)).toEqual([
+      'WriteOwnLogs',
+    ]);
   });
 
   it('never grants a wildcard resource, for any stage table', () => {
     for (const stage of ['dev', 'staging', 'prod']) {
-      const p = iamFromRoutes(loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `${stage}.yaml`), inputs({ placeholders: undefined }));
+      const p = iamFromRoutes(
+        loadRoutingTable(readRepoFile(`infra/routes/${stage}.yaml`), `${stage}.yaml`),
+        inputs({ placeholders: undefined }),
+      );
       for (const s of [...p.http, ...p.worker, ...p.logs, ...p.reconcile, ...p.notify]) {
         expect(s.Resource.length).toBeGreaterThan(0);
         for (const r of s.Resource) {

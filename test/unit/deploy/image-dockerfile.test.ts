@@ -5,11 +5,18 @@ import { describe, expect, it } from 'vitest';
 import { imageRuntimeConfig, type ImageProvenance } from '../../../deploy/image/config.ts';
 import { readRepoFile } from '../../helpers.ts';
 
-interface DockerStage { from: string; instructions: Array<{ keyword: string; args: string }> }
+interface DockerStage {
+  from: string;
+  instructions: Array<{ keyword: string; args: string }>;
+}
 
 /** The Dockerfile's stages: instructions with continuation lines joined, comments dropped. */
 export function dockerStages(text: string): DockerStage[] {
-  const lines = text.replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  const lines = text
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
   const stages: DockerStage[] = [];
   for (const line of lines) {
     const [, keyword = '', args = ''] = /^(\S+)\s*(.*)$/.exec(line) ?? [];
@@ -21,7 +28,10 @@ export function dockerStages(text: string): DockerStage[] {
 
 /** `KEY=value KEY2="value 2"` pairs (ENV, LABEL). */
 function pairs(args: string): Array<[string, string]> {
-  return [...args.matchAll(/([^\s=]+)=("(?:[^"\\]|\\.)*"|\S+)/g)].map(([, key, value]) => [key!, value!.startsWith('"') ? (JSON.parse(value!) as string) : value!]);
+  return [...args.matchAll(/([^\s=]+)=("(?:[^"\\]|\\.)*"|\S+)/g)].map(([, key, value]) => [
+    key!,
+    value!.startsWith('"') ? (JSON.parse(value!) as string) : value!,
+  ]);
 }
 
 function runtimeConfigOf(stage: DockerStage) {
@@ -33,8 +43,14 @@ function runtimeConfigOf(stage: DockerStage) {
     Entrypoint: exec('ENTRYPOINT'),
     Cmd: exec('CMD'),
     WorkingDir: last('WORKDIR'),
-    Env: all('ENV').flatMap(pairs).map(([k, v]) => `${k}=${v}`),
-    ExposedPorts: Object.fromEntries(all('EXPOSE').flatMap((a) => a.split(' ')).map((p) => [p.includes('/') ? p : `${p}/tcp`, {}])),
+    Env: all('ENV')
+      .flatMap(pairs)
+      .map(([k, v]) => `${k}=${v}`),
+    ExposedPorts: Object.fromEntries(
+      all('EXPOSE')
+        .flatMap((a) => a.split(' '))
+        .map((p) => [p.includes('/') ? p : `${p}/tcp`, {}]),
+    ),
     Labels: Object.fromEntries(all('LABEL').flatMap(pairs)),
   };
 }
@@ -46,7 +62,13 @@ describe('deploy/image/Dockerfile', () => {
   it('runs what the builder writes: entrypoint, cmd, user, workdir, env, port and labels', () => {
     const stages = dockerStages(dockerfile);
     const runtime = stages.at(-1)!;
-    const provenance: ImageProvenance = { version: '${VERSION}', revision: '${REVISION}', sourceDateEpoch: 0, license: pkg.license, description: pkg.description };
+    const provenance: ImageProvenance = {
+      version: '${VERSION}',
+      revision: '${REVISION}',
+      sourceDateEpoch: 0,
+      license: pkg.license,
+      description: pkg.description,
+    };
     const expected = imageRuntimeConfig(provenance);
     expected.Labels['org.opencontainers.image.created'] = '${CREATED}';
     expect(runtimeConfigOf(runtime)).toEqual(expected);
@@ -58,7 +80,7 @@ describe('deploy/image/Dockerfile', () => {
     expect(args.sort()).toEqual(['CREATED', 'REVISION', 'VERSION']);
   });
 
-  it('copies the Node that bin/setup verified and the bundle into the builder\'s paths, from a shell-less base', () => {
+  it("copies the Node that bin/setup verified and the bundle into the builder's paths, from a shell-less base", () => {
     const stages = dockerStages(dockerfile);
     expect(stages).toHaveLength(2);
     expect(stages[0]!.instructions).toContainEqual({ keyword: 'RUN', args: 'sh bin/setup' });
@@ -68,13 +90,14 @@ describe('deploy/image/Dockerfile', () => {
     expect(copies).toContain('--from=build --chmod=0755 /out-app/vault-rollout.mjs /app/vault-rollout.mjs');
     // vault-rollout on PATH: the build stage links it to the bundle; a directory copy keeps the link.
     expect(copies).toContain('--from=build /out-bin/ /usr/local/bin/');
-    expect(stages[0]!.instructions.find((i) => i.keyword === 'RUN' && i.args.includes('bundle.ts'))?.args)
-      .toContain('ln -s /app/vault-rollout.mjs /out-bin/vault-rollout');
+    expect(stages[0]!.instructions.find((i) => i.keyword === 'RUN' && i.args.includes('bundle.ts'))?.args).toContain(
+      'ln -s /app/vault-rollout.mjs /out-bin/vault-rollout',
+    );
     expect(copies).toContain('--from=build --chown=65532:65532 --chmod=0700 /out-state/ /var/lib/vault-rollout/');
   });
 });
 
-describe('the Dockerfile\'s base images', () => {
+describe("the Dockerfile's base images", () => {
   it('are pinned by digest, each under a comment saying how to check the digest against its tag', () => {
     const lines = dockerfile.split('\n');
     const froms = lines.map((line, i) => ({ line, i })).filter(({ line }) => /^FROM\s/i.test(line));
@@ -89,7 +112,13 @@ describe('the Dockerfile\'s base images', () => {
 
 describe('dockerStages', () => {
   it.each([
-    ['FROM a AS b\nRUN x \\\n  y\n# c\nFROM d\nUSER 1', [{ from: 'a AS b', instructions: [{ keyword: 'RUN', args: 'x y' }] }, { from: 'd', instructions: [{ keyword: 'USER', args: '1' }] }]],
+    [
+      'FROM a AS b\nRUN x \\\n  y\n# c\nFROM d\nUSER 1',
+      [
+        { from: 'a AS b', instructions: [{ keyword: 'RUN', args: 'x y' }] },
+        { from: 'd', instructions: [{ keyword: 'USER', args: '1' }] },
+      ],
+    ],
     ['from a\nenv A=1 B="2 3"', [{ from: 'a', instructions: [{ keyword: 'ENV', args: 'A=1 B="2 3"' }] }]],
   ])('%j', (text, stages) => {
     expect(dockerStages(text)).toEqual(stages);

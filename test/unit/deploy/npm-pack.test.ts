@@ -8,28 +8,41 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../../../deploy/image/bundle.ts';
-import { bundledPackageDirs, packageManifest, packageReadme, REPOSITORY_FILES, thirdPartyLicenses } from '../../../deploy/npm/pack.ts';
+import {
+  bundledPackageDirs,
+  packageManifest,
+  packageReadme,
+  REPOSITORY_FILES,
+  thirdPartyLicenses,
+} from '../../../deploy/npm/pack.ts';
 import { PACKAGE_README } from '../../../deploy/npm/pack.ts';
 import { readRepoFile } from '../../helpers.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vault-rollout-npm-pack-test-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-const checkout = JSON.parse(readRepoFile('package.json')) as Record<string, unknown> & { name: string; version: string };
+const checkout = JSON.parse(readRepoFile('package.json')) as Record<string, unknown> & {
+  name: string;
+  version: string;
+};
 
-describe('the package\'s README', () => {
+describe("the package's README", () => {
   it('points its relative links at the repository (the package has no docs/), and leaves URLs and anchors alone', () => {
-    expect(packageReadme('[a](docs/a.md) [b](./CONTRIBUTING.md#tests) [c](https://x.test/y) [d](#install) [e](mailto:a@b.test)')).toBe(
+    expect(
+      packageReadme(
+        '[a](docs/a.md) [b](./CONTRIBUTING.md#tests) [c](https://x.test/y) [d](#install) [e](mailto:a@b.test)',
+      ),
+    ).toBe(
       `[a](${REPOSITORY_FILES}docs/a.md) [b](${REPOSITORY_FILES}CONTRIBUTING.md#tests) [c](https://x.test/y) [d](#install) [e](mailto:a@b.test)`,
     );
   });
 
-  it('has no relative link left in the package\'s README, and writes every link absolutely itself', () => {
+  it("has no relative link left in the package's README, and writes every link absolutely itself", () => {
     expect(packageReadme(readRepoFile(PACKAGE_README))).not.toMatch(/\]\((?![a-z][a-z0-9+.-]*:|#)/i);
     expect(readRepoFile(PACKAGE_README)).not.toMatch(/\]\((?!https:\/\/)/);
   });
 
-  it('is the package\'s own page: the command and its first commands, no clone-only npm scripts, no Mermaid', () => {
+  it("is the package's own page: the command and its first commands, no clone-only npm scripts, no Mermaid", () => {
     const text = readRepoFile(PACKAGE_README);
     expect(text).toContain('npm install -g ');
     expect(text).toMatch(/^vault-rollout validate /m);
@@ -37,14 +50,15 @@ describe('the package\'s README', () => {
   });
 });
 
-describe('the package\'s package.json', () => {
+describe("the package's package.json", () => {
   const manifest = packageManifest(checkout);
 
   it('keeps what the package is and how it runs', () => {
-    for (const field of ['name', 'version', 'description', 'license', 'type', 'bin', 'engines', 'files']) expect(manifest[field], field).toEqual(checkout[field]);
+    for (const field of ['name', 'version', 'description', 'license', 'type', 'bin', 'engines', 'files'])
+      expect(manifest[field], field).toEqual(checkout[field]);
   });
 
-  it('names where it comes from, absolutely, for the registry\'s page: repository, homepage and bugs on GitHub', () => {
+  it("names where it comes from, absolutely, for the registry's page: repository, homepage and bugs on GitHub", () => {
     expect(manifest.repository).toEqual({ type: 'git', url: 'git+https://github.com/vault-rollout/vault-rollout.git' });
     expect(manifest.homepage).toBe('https://github.com/vault-rollout/vault-rollout#readme');
     expect(manifest.bugs).toEqual({ url: 'https://github.com/vault-rollout/vault-rollout/issues' });
@@ -69,7 +83,11 @@ describe('bundled packages', () => {
     ['a package file', ['node_modules/yaml/dist/index.js'], ['node_modules/yaml']],
     ['a scoped package', ['node_modules/@smithy/core/dist-es/index.js'], ['node_modules/@smithy/core']],
     ['a nested copy', ['node_modules/a/node_modules/@s/b/x.js'], ['node_modules/a/node_modules/@s/b']],
-    ['node_modules reached through a symlink (relative to the repository)', ['../../elsewhere/node_modules/zod/v4/index.js'], ['../../elsewhere/node_modules/zod']],
+    [
+      'node_modules reached through a symlink (relative to the repository)',
+      ['../../elsewhere/node_modules/zod/v4/index.js'],
+      ['../../elsewhere/node_modules/zod'],
+    ],
     ['our own sources', ['lib/cli/main.ts', 'package.json'], []],
     ['one entry per package', ['node_modules/ws/index.js', 'node_modules/ws/lib/sender.js'], ['node_modules/ws']],
   ])('%s', (_, inputs, dirs) => {
@@ -90,7 +108,11 @@ describe('bundled packages', () => {
       pkg('three', 'Apache-2.0', { LICENSE: 'Apache text', NOTICE: 'Notice text', 'index.js': 'not a licence' }),
       pkg('four', 'ISC', {}),
     ]);
-    expect(text.match(/^## .*/gm)).toEqual(['## one@1.0.0 (MIT), two@1.0.0 (MIT)', '## three@1.0.0 (Apache-2.0)', '## four@1.0.0 (ISC)']);
+    expect(text.match(/^## .*/gm)).toEqual([
+      '## one@1.0.0 (MIT), two@1.0.0 (MIT)',
+      '## three@1.0.0 (Apache-2.0)',
+      '## four@1.0.0 (ISC)',
+    ]);
     expect(text).toContain('Apache text\n\nNotice text');
     expect(text).toContain('(the package ships no licence file; its package.json says ISC)');
     expect(text).not.toContain('not a licence');
@@ -98,8 +120,11 @@ describe('bundled packages', () => {
 });
 
 describe('LICENSE', () => {
-  it('is the text of package.json\'s license', () => {
-    const firstLines: Record<string, string> = { 'MPL-2.0': 'Mozilla Public License Version 2.0', 'Apache-2.0': 'Apache License' };
+  it("is the text of package.json's license", () => {
+    const firstLines: Record<string, string> = {
+      'MPL-2.0': 'Mozilla Public License Version 2.0',
+      'Apache-2.0': 'Apache License',
+    };
     const license = checkout.license as string;
     expect(firstLines[license], `no known text for ${license}`).toBeDefined();
     expect(readRepoFile('LICENSE').split('\n')[0]?.trim()).toBe(firstLines[license]);

@@ -10,7 +10,8 @@ import { readRepoFile } from '../../helpers.ts';
 import { workerBatchSize as resolveWorkerBatchSize } from '../../../infra/serverless/iam.js';
 
 const CLUSTERS = 'clusters:\n  alpha: { kubeconfig: { env: KUBECONFIG_ALPHA } }\nvault: { mounts: { secret: 2 } }\n';
-const route = (name: string, rollout = '') => `  - name: ${name}\n    match: { path: "secret/${name}" }\n    targets: [{ clusters: [alpha], namespace: ns, kind: Deployment, name: ${name} }]\n${rollout}`;
+const route = (name: string, rollout = '') =>
+  `  - name: ${name}\n    match: { path: "secret/${name}" }\n    targets: [{ clusters: [alpha], namespace: ns, kind: Deployment, name: ${name} }]\n${rollout}`;
 const tableOf = (yaml: string) => loadRoutingTable(yaml, 'routes.yaml');
 
 const PLAIN = `${CLUSTERS}routes:\n${route('a')}${route('b')}`;
@@ -24,7 +25,7 @@ describe('workerBatchSize', () => {
     ['no settle, the parameter unset', PLAIN, undefined, 1],
     ['no settle, an explicit size', PLAIN, 4, 4],
     ['a top-level settle, auto: the FIFO maximum', TOP_SETTLE, 'auto', 10],
-    ['one route\'s own settle, auto', ROUTE_SETTLE, 'auto', 10],
+    ["one route's own settle, auto", ROUTE_SETTLE, 'auto', 10],
     ['a route that turns the top-level settle off: no route settles', SETTLE_OFF, 'auto', 1],
     ['settle with an explicit size above 1', ROUTE_SETTLE, '5', 5],
     ['an empty parameter is auto', ROUTE_SETTLE, ' ', 10],
@@ -39,7 +40,9 @@ describe('workerBatchSize', () => {
 
   it('refuses a batch of 1 with settle: it would coalesce nothing', () => {
     expect(() => workerBatchSize(tableOf(ROUTE_SETTLE), 1)).toThrow(WorkerBatchSizeError);
-    expect(() => workerBatchSize(tableOf(ROUTE_SETTLE), '1')).toThrow(/workerBatchSize 1 with rollout.settle on route\(s\) b: a batch of 1 coalesces nothing/);
+    expect(() => workerBatchSize(tableOf(ROUTE_SETTLE), '1')).toThrow(
+      /workerBatchSize 1 with rollout.settle on route\(s\) b: a batch of 1 coalesces nothing/,
+    );
   });
 
   it.each(['0', '11', '2.5', 'ten', '-1'])('refuses %j (FIFO event sources take 1 to 10)', (param) => {
@@ -53,7 +56,9 @@ describe('workerBatchSize', () => {
 
 describe('infra/serverless/iam.js workerBatchSize (the osls resolver)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'vr-batch-size-'));
-  const resolver = (routes: string, param: string) => ({ resolveVariable: async (name: string) => ({ 'param:routes': routes, 'param:workerBatchSize': param })[name] });
+  const resolver = (routes: string, param: string) => ({
+    resolveVariable: async (name: string) => ({ 'param:routes': routes, 'param:workerBatchSize': param })[name],
+  });
 
   it('derives 10 from a table with settle, 1 without, and fails packaging on 1 with settle', async () => {
     const settle = join(dir, 'settle.yaml');

@@ -7,7 +7,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { readZipEntries, ZipFormatError } from '../../../lib/deploy/zip-entries.ts';
 
 /** A minimal zip writer for the vectors: stored or deflated entries, Unix "made by". */
-function makeZip(files: Array<{ name: string; data: Buffer; method?: 0 | 8; mode?: number; flags?: number }>, comment = ''): Buffer {
+function makeZip(
+  files: Array<{ name: string; data: Buffer; method?: 0 | 8; mode?: number; flags?: number }>,
+  comment = '',
+): Buffer {
   const locals: Buffer[] = [];
   const centrals: Buffer[] = [];
   let offset = 0;
@@ -83,8 +86,24 @@ describe('readZipEntries', () => {
   it.each([
     ['not a zip', Buffer.from('hello, world, this is not an archive at all'), /no end of central directory/],
     ['an encrypted entry', makeZip([{ name: 'x', data: Buffer.from('x'), flags: 1 }]), /x: encrypted/],
-    ['an unknown compression method', (() => { const z = makeZip([{ name: 'x', data: Buffer.from('x'), method: 0 }]); z.writeUInt16LE(12, 30 + 1 + 1 + 10); return z; })(), /compression method 12/],
-    ['a truncated central directory', (() => { const z = makeZip([{ name: 'x', data: Buffer.from('x'), method: 0 }]); z.writeUInt32LE(0, 30 + 1 + 1); return z; })(), /bad central directory entry 0/],
+    [
+      'an unknown compression method',
+      (() => {
+        const z = makeZip([{ name: 'x', data: Buffer.from('x'), method: 0 }]);
+        z.writeUInt16LE(12, 30 + 1 + 1 + 10);
+        return z;
+      })(),
+      /compression method 12/,
+    ],
+    [
+      'a truncated central directory',
+      (() => {
+        const z = makeZip([{ name: 'x', data: Buffer.from('x'), method: 0 }]);
+        z.writeUInt32LE(0, 30 + 1 + 1);
+        return z;
+      })(),
+      /bad central directory entry 0/,
+    ],
   ])('rejects %s', (_name, zip, message) => {
     expect(() => readZipEntries(zip)).toThrow(ZipFormatError);
     expect(() => readZipEntries(zip)).toThrow(message);

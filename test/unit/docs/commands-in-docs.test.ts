@@ -38,7 +38,7 @@ function markerProblem(file: string, blocks: readonly CodeBlock[], i: number): s
   return undefined;
 }
 
-describe('the documentation\'s commands and markers', () => {
+describe("the documentation's commands and markers", () => {
   it('reads markers, shell words and vault-rollout commands the way sh would', () => {
     const md = [
       '<!-- not-run: needs AWS -->',
@@ -60,7 +60,7 @@ describe('the documentation\'s commands and markers', () => {
     expect(invocations(piped[0]!).map((i) => i.argv)).toEqual([['plan', '--routes', 'r.yaml']]);
   });
 
-  it('refuses a renamed flag, an unknown flag, an unknown command and a bad value, in the parser\'s words', () => {
+  it("refuses a renamed flag, an unknown flag, an unknown command and a bad value, in the parser's words", () => {
     expect(checkInvocation(['plan', '--routes', 'r.yaml', '--input', 'a.log'])).toBeUndefined();
     expect(checkInvocation(['plan', '--routes', 'r.yaml', '--inputs', 'a.log'])).toMatch(/unknown option "--inputs"/);
     expect(checkInvocation(['plann'])).toBe('unknown command "plann"');

@@ -14,7 +14,9 @@ const GITHUB = 'https://github.com/vault-rollout/vault-rollout/blob/main/';
 const markdownFiles = (): string[] => [
   'README.md',
   'CONTRIBUTING.md',
-  ...readdirSync(join(REPO, 'docs'), { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.md')).map((e) => relative(REPO, join(e.parentPath, e.name))),
+  ...readdirSync(join(REPO, 'docs'), { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.md'))
+    .map((e) => relative(REPO, join(e.parentPath, e.name))),
 ];
 
 /** The text outside fenced code blocks and inline code spans: a link written as code is not a link. */
@@ -25,15 +27,25 @@ export function proseOf(markdown: string): string {
 /** Every link target of a Markdown text: `[text](target)`, `![alt](target)` and `<img src="target">`. */
 export function linksOf(markdown: string): string[] {
   const prose = proseOf(markdown);
-  return [...prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g), ...prose.matchAll(/<img[^>]*\ssrc="([^"]+)"/g)].map((m) => m[1]!);
+  return [
+    ...prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g),
+    ...prose.matchAll(/<img[^>]*\ssrc="([^"]+)"/g),
+  ].map((m) => m[1]!);
 }
 
 /** GitHub's anchor for a heading: lowercase, punctuation dropped, spaces to hyphens. */
 export function githubSlug(heading: string): string {
-  return heading.replace(/`/g, '').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1').trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+  return heading
+    .replace(/`/g, '')
+    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
 }
 
-const anchorsOf = (file: string): Set<string> => new Set([...proseOf(readFileSync(file, 'utf8')).matchAll(/^#{1,6} (.+)$/gm)].map((m) => githubSlug(m[1]!)));
+const anchorsOf = (file: string): Set<string> =>
+  new Set([...proseOf(readFileSync(file, 'utf8')).matchAll(/^#{1,6} (.+)$/gm)].map((m) => githubSlug(m[1]!)));
 
 describe('README, CONTRIBUTING and docs/', () => {
   it('README.md is the entrance: at most 300 lines, with the two commands', () => {
@@ -44,10 +56,17 @@ describe('README, CONTRIBUTING and docs/', () => {
   });
 
   it('finds links in prose, not in code', () => {
-    const text = ['[a](x.md) ![b](img/y.png) <img src="z.png" width="3">', '`[no](code.md)`', '```', '[no](fenced.md)', '```', '[c](https://example.com) [d](#here)'].join('\n');
+    const text = [
+      '[a](x.md) ![b](img/y.png) <img src="z.png" width="3">',
+      '`[no](code.md)`',
+      '```',
+      '[no](fenced.md)',
+      '```',
+      '[c](https://example.com) [d](#here)',
+    ].join('\n');
     expect(linksOf(text)).toEqual(['x.md', 'img/y.png', 'https://example.com', '#here', 'z.png']);
-    expect(githubSlug("Tests: what they need, what they keep")).toBe('tests-what-they-need-what-they-keep');
-    expect(githubSlug("`vault-rollout relay`")).toBe('vault-rollout-relay');
+    expect(githubSlug('Tests: what they need, what they keep')).toBe('tests-what-they-need-what-they-keep');
+    expect(githubSlug('`vault-rollout relay`')).toBe('vault-rollout-relay');
   });
 
   it('every relative link names an existing file (and README/CONTRIBUTING anchors exist)', () => {
@@ -64,7 +83,11 @@ describe('README, CONTRIBUTING and docs/', () => {
           broken.push(`${file}: ${link} (no such file)`);
           continue;
         }
-        const checksAnchor = anchor !== undefined && anchor !== '' && path.endsWith('.md') && (file === 'README.md' || file === 'CONTRIBUTING.md' || link.startsWith(GITHUB));
+        const checksAnchor =
+          anchor !== undefined &&
+          anchor !== '' &&
+          path.endsWith('.md') &&
+          (file === 'README.md' || file === 'CONTRIBUTING.md' || link.startsWith(GITHUB));
         if (checksAnchor && !anchorsOf(path).has(anchor)) broken.push(`${file}: ${link} (no heading with that anchor)`);
       }
     }

@@ -24,7 +24,10 @@ import { authModes } from '../../../lib/runtime/config.ts';
 describe('the generated reference pages', () => {
   for (const page of REFERENCE_PAGES) {
     it(`${page.file} is up to date (else: npm run docs:reference)`, () => {
-      expect(readFileSync(join(REPO, page.file), 'utf8'), `${page.file} differs from what the code says: run npm run docs:reference`).toBe(page.render());
+      expect(
+        readFileSync(join(REPO, page.file), 'utf8'),
+        `${page.file} differs from what the code says: run npm run docs:reference`,
+      ).toBe(page.render());
     });
   }
 });
@@ -37,7 +40,10 @@ describe('the environment reference says what the code does', () => {
     for (const refused of ['', 'hmac,iam', 'iam,bearer', 'HMAC', 'none']) {
       expect(() => authModes({ VAULT_ROLLOUT_AUTH: refused }), refused).toThrow(/VAULT_ROLLOUT_AUTH is not valid/);
     }
-    const row = environmentPage().split('\n').find((line) => line.startsWith('| `VAULT_ROLLOUT_AUTH` |')) ?? '';
+    const row =
+      environmentPage()
+        .split('\n')
+        .find((line) => line.startsWith('| `VAULT_ROLLOUT_AUTH` |')) ?? '';
     expect(row).toContain(`| \`${facts.default}\` |`);
     for (const value of facts.values) expect(row).toContain(`\`${value}\``);
   });
@@ -52,7 +58,18 @@ describe('the routing table reference', () => {
 
   it('lists fields from every branch: kubeconfig forms, target forms, sinks, waves', () => {
     const paths = fields.map((f) => f.path);
-    for (const p of ['clusters.<cluster>.kubeconfig.file', 'clusters.<cluster>.kubeconfig.secretsManager', 'clusters.<cluster>.eks.roleArn', 'routes[].targets[].sync.timeout', 'routes[].targets[].consumers.secretProviderClass', 'routes[].targets[].selector', 'rollout.waves[].clusters', 'notifications.sinks.<sink>.topicArn', 'vault.mounts']) expect(paths).toContain(p);
+    for (const p of [
+      'clusters.<cluster>.kubeconfig.file',
+      'clusters.<cluster>.kubeconfig.secretsManager',
+      'clusters.<cluster>.eks.roleArn',
+      'routes[].targets[].sync.timeout',
+      'routes[].targets[].consumers.secretProviderClass',
+      'routes[].targets[].selector',
+      'rollout.waves[].clusters',
+      'notifications.sinks.<sink>.topicArn',
+      'vault.mounts',
+    ])
+      expect(paths).toContain(p);
     expect(new Set(paths).size).toBe(paths.length);
     expect(fields.find((f) => f.path === 'clusters.<cluster>.concurrency')?.bounds).toEqual(['≥ 1', '≤ 100']);
     expect(fields.find((f) => f.path === 'routes[].match.operations')?.default).toEqual(['write', 'undelete']);
@@ -67,28 +84,44 @@ describe('the registries behind the pages', () => {
   it('lists exactly the routes the HTTP app registers (serve with /metrics and /status; Lambda without)', () => {
     const table = loadRoutingTable('clusters: {}\nroutes: []\n');
     const routesOf = (over: object) => {
-      const app = buildApp({ table, queue: { send: async () => undefined }, telemetry: memoryTelemetry(), secrets: async () => ({ bearerToken: 'x'.repeat(32) }), ...over });
+      const app = buildApp({
+        table,
+        queue: { send: async () => undefined },
+        telemetry: memoryTelemetry(),
+        secrets: async () => ({ bearerToken: 'x'.repeat(32) }),
+        ...over,
+      });
       return [...new Set(app.routes.filter((r) => r.method !== 'ALL').map((r) => `${r.method} ${r.path}`))].sort();
     };
-    const listed = (server: 'serve' | 'lambda') => HTTP_ENDPOINTS.filter((e) => e.servers.includes(server)).map((e) => `${e.method} ${e.path}`).sort();
-    expect(routesOf({ metrics: async () => ({ contentType: 'text/plain', body: '' }), statusPage: async () => '' })).toEqual(listed('serve'));
+    const listed = (server: 'serve' | 'lambda') =>
+      HTTP_ENDPOINTS.filter((e) => e.servers.includes(server))
+        .map((e) => `${e.method} ${e.path}`)
+        .sort();
+    expect(
+      routesOf({ metrics: async () => ({ contentType: 'text/plain', body: '' }), statusPage: async () => '' }),
+    ).toEqual(listed('serve'));
     expect(routesOf({})).toEqual(listed('lambda'));
   });
 
   it('documents the labels of every metric as METRIC_SPECS declares them', () => {
     for (const name of Object.keys(METRIC_SPECS) as MetricName[]) {
       const declared = METRIC_SPECS[name].labels;
-      const documented = [...METRIC_DOCS[name].labels.replace(/\([^)]*\)/g, '').matchAll(/`([a-z_]+)`/g)].map((m) => m[1]);
+      const documented = [...METRIC_DOCS[name].labels.replace(/\([^)]*\)/g, '').matchAll(/`([a-z_]+)`/g)].map(
+        (m) => m[1],
+      );
       expect(documented, name).toEqual([...declared]);
     }
   });
 
   it('lists every vault-rollout.io annotation and every Event reason lib/ uses', () => {
-    const files = readdirSync(join(REPO, 'lib'), { withFileTypes: true, recursive: true }).filter((e) => e.isFile() && e.name.endsWith('.ts')).map((e) => join(e.parentPath, e.name));
+    const files = readdirSync(join(REPO, 'lib'), { withFileTypes: true, recursive: true })
+      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+      .map((e) => join(e.parentPath, e.name));
     const annotations = new Set<string>();
     for (const file of files) {
       if (relative(REPO, file) === 'lib/deploy/kubernetes-names.ts') continue;
-      for (const m of readFileSync(file, 'utf8').matchAll(/['"`](vault-rollout\.io\/[a-z-]+)['"`]/g)) annotations.add(m[1]!);
+      for (const m of readFileSync(file, 'utf8').matchAll(/['"`](vault-rollout\.io\/[a-z-]+)['"`]/g))
+        annotations.add(m[1]!);
     }
     expect([...annotations].filter((a) => !ANNOTATION_USES.some((u) => u.name === a)).sort()).toEqual([]);
     expect(annotations.size).toBeGreaterThanOrEqual(8);

@@ -4,8 +4,10 @@ import { classifyKubeError, parseRetryAfter } from '../../../lib/workloads/kube-
 import { ConcurrencyLimiter } from '../../../lib/kernel/limiter.ts';
 import { backoffDelay, DEFAULT_RETRY, withRetries, type RetryEnv } from '../../../lib/engine/retry.ts';
 
-const api = (code: number, headers: Record<string, string> = {}, message = 'nope') => new ApiException(code, 'Unsuccessful HTTP Request', { message }, headers);
-const socket = (code: string) => Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error(code), { code }) });
+const api = (code: number, headers: Record<string, string> = {}, message = 'nope') =>
+  new ApiException(code, 'Unsuccessful HTTP Request', { message }, headers);
+const socket = (code: string) =>
+  Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error(code), { code }) });
 
 describe('classifyKubeError', () => {
   it.each([
@@ -39,7 +41,9 @@ describe('classifyKubeError', () => {
   });
 
   it('keeps the server message but nothing of the request', () => {
-    expect(classifyKubeError(api(403, {}, 'deployments.apps "x" is forbidden: User "vault-rollout" cannot patch')).detail).toContain('forbidden');
+    expect(
+      classifyKubeError(api(403, {}, 'deployments.apps "x" is forbidden: User "vault-rollout" cannot patch')).detail,
+    ).toContain('forbidden');
   });
 });
 
@@ -52,7 +56,14 @@ describe('withRetries', () => {
   it('retries retryable failures with growing jittered backoff, then gives up', async () => {
     const env = fakeEnv();
     let calls = 0;
-    const r = await withRetries(async () => { calls++; throw api(503); }, DEFAULT_RETRY, env);
+    const r = await withRetries(
+      async () => {
+        calls++;
+        throw api(503);
+      },
+      DEFAULT_RETRY,
+      env,
+    );
     expect(r).toMatchObject({ ok: false, attempts: 5, failure: { reason: 'server error' } });
     expect(calls).toBe(5);
     expect(env.slept).toEqual([100, 200, 400, 800]);
@@ -61,20 +72,35 @@ describe('withRetries', () => {
   it('honours Retry-After, bounded', async () => {
     const env = fakeEnv();
     let calls = 0;
-    const r = await withRetries(async () => { if (++calls < 3) throw api(429, { 'retry-after': calls === 1 ? '2' : '600' }); return 'ok'; }, DEFAULT_RETRY, env);
+    const r = await withRetries(
+      async () => {
+        if (++calls < 3) throw api(429, { 'retry-after': calls === 1 ? '2' : '600' });
+        return 'ok';
+      },
+      DEFAULT_RETRY,
+      env,
+    );
     expect(r).toEqual({ ok: true, value: 'ok', attempts: 3 });
     expect(env.slept).toEqual([2000, 30000]);
   });
 
   it('does not retry what cannot succeed', async () => {
     const env = fakeEnv();
-    const r = await withRetries(async () => { throw api(403); }, DEFAULT_RETRY, env);
+    const r = await withRetries(
+      async () => {
+        throw api(403);
+      },
+      DEFAULT_RETRY,
+      env,
+    );
     expect(r).toMatchObject({ ok: false, attempts: 1, failure: { reason: 'forbidden' } });
     expect(env.slept).toEqual([]);
   });
 
   it('caps the backoff', () => {
-    expect(backoffDelay(30, { reason: 'timeout', retryable: true, detail: '' }, DEFAULT_RETRY, () => 0.999)).toBeLessThan(DEFAULT_RETRY.maxDelayMs);
+    expect(
+      backoffDelay(30, { reason: 'timeout', retryable: true, detail: '' }, DEFAULT_RETRY, () => 0.999),
+    ).toBeLessThan(DEFAULT_RETRY.maxDelayMs);
   });
 });
 
@@ -101,7 +127,11 @@ describe('ConcurrencyLimiter', () => {
 
   it('frees the slot when a task fails', async () => {
     const limiter = new ConcurrencyLimiter(1);
-    await expect(limiter.run(async () => { throw new Error('x'); })).rejects.toThrow('x');
+    await expect(
+      limiter.run(async () => {
+        throw new Error('x');
+      }),
+    ).rejects.toThrow('x');
     expect(await limiter.run(async () => 'next')).toBe('next');
   });
 });

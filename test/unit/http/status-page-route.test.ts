@@ -24,7 +24,17 @@ const access: StatusAccess = { token: STATUS_TOKEN };
 function setup(access: StatusAccess, over: Partial<AppDeps> = {}) {
   let rendered = 0;
   let now = NOW;
-  const app = buildApp({ table, queue: { send: async () => undefined }, telemetry: memoryTelemetry(), secrets: async () => intake, now: () => now, replayGuard: new ReplayGuard(), statusPage: async () => (rendered++, PAGE), statusAccess: access, ...over });
+  const app = buildApp({
+    table,
+    queue: { send: async () => undefined },
+    telemetry: memoryTelemetry(),
+    secrets: async () => intake,
+    now: () => now,
+    replayGuard: new ReplayGuard(),
+    statusPage: async () => (rendered++, PAGE),
+    statusAccess: access,
+    ...over,
+  });
   return { app, rendered: () => rendered, advance: (ms: number) => void (now += ms) };
 }
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
@@ -36,25 +46,101 @@ const LOOPBACK = from('127.0.0.1');
 
 describe('GET /status', () => {
   it('is not served without --status-page', async () => {
-    const app = buildApp({ table, queue: { send: async () => undefined }, telemetry: memoryTelemetry(), secrets: async () => intake, now: () => NOW });
+    const app = buildApp({
+      table,
+      queue: { send: async () => undefined },
+      telemetry: memoryTelemetry(),
+      secrets: async () => intake,
+      now: () => NOW,
+    });
     expect((await app.request('/status', { headers: { authorization: `Bearer ${BEARER_TOKEN}` } })).status).toBe(404);
   });
 
   it.each([
     ['the status token', access, 'http://serve/status', { authorization: `Bearer ${STATUS_TOKEN}` }, LAN, 200],
-    ["a browser's Basic prompt from loopback (kubectl port-forward), any user", access, 'http://serve/status', { authorization: basic('ops', STATUS_TOKEN) }, LOOPBACK, 200],
-    ["a browser's Basic prompt over TLS", access, 'https://serve/status', { authorization: basic('ops', STATUS_TOKEN) }, LAN, 200],
-    ['Basic over plain HTTP from another host', access, 'http://serve/status', { authorization: basic('ops', STATUS_TOKEN) }, LAN, 401],
-    ['Basic behind a TLS proxy the operator vouches for', { ...access, behindTlsProxy: true }, 'http://serve/status', { authorization: basic('ops', STATUS_TOKEN), 'x-forwarded-proto': 'https' }, LAN, 200],
-    ['Basic with X-Forwarded-Proto nobody vouched for', access, 'http://serve/status', { authorization: basic('ops', STATUS_TOKEN), 'x-forwarded-proto': 'https' }, LAN, 401],
+    [
+      "a browser's Basic prompt from loopback (kubectl port-forward), any user",
+      access,
+      'http://serve/status',
+      { authorization: basic('ops', STATUS_TOKEN) },
+      LOOPBACK,
+      200,
+    ],
+    [
+      "a browser's Basic prompt over TLS",
+      access,
+      'https://serve/status',
+      { authorization: basic('ops', STATUS_TOKEN) },
+      LAN,
+      200,
+    ],
+    [
+      'Basic over plain HTTP from another host',
+      access,
+      'http://serve/status',
+      { authorization: basic('ops', STATUS_TOKEN) },
+      LAN,
+      401,
+    ],
+    [
+      'Basic behind a TLS proxy the operator vouches for',
+      { ...access, behindTlsProxy: true },
+      'http://serve/status',
+      { authorization: basic('ops', STATUS_TOKEN), 'x-forwarded-proto': 'https' },
+      LAN,
+      200,
+    ],
+    [
+      'Basic with X-Forwarded-Proto nobody vouched for',
+      access,
+      'http://serve/status',
+      { authorization: basic('ops', STATUS_TOKEN), 'x-forwarded-proto': 'https' },
+      LAN,
+      401,
+    ],
     ["the intake's bearer token", access, 'http://serve/status', { authorization: `Bearer ${BEARER_TOKEN}` }, LAN, 401],
-    ["the intake's bearer token as Basic password", access, 'http://serve/status', { authorization: basic('ops', BEARER_TOKEN) }, LOOPBACK, 401],
-    ["an HMAC signature by the intake's key", access, 'http://serve/status', { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(WEBHOOK_SECRET, at, '') }, LAN, 401],
-    ['Basic with a wrong password', access, 'http://serve/status', { authorization: basic('ops', 'wrong') }, LOOPBACK, 401],
-    ['Basic with the token as user name', access, 'http://serve/status', { authorization: basic(STATUS_TOKEN, '') }, LOOPBACK, 401],
+    [
+      "the intake's bearer token as Basic password",
+      access,
+      'http://serve/status',
+      { authorization: basic('ops', BEARER_TOKEN) },
+      LOOPBACK,
+      401,
+    ],
+    [
+      "an HMAC signature by the intake's key",
+      access,
+      'http://serve/status',
+      { [TIMESTAMP_HEADER]: at, [SIGNATURE_HEADER]: sign(WEBHOOK_SECRET, at, '') },
+      LAN,
+      401,
+    ],
+    [
+      'Basic with a wrong password',
+      access,
+      'http://serve/status',
+      { authorization: basic('ops', 'wrong') },
+      LOOPBACK,
+      401,
+    ],
+    [
+      'Basic with the token as user name',
+      access,
+      'http://serve/status',
+      { authorization: basic(STATUS_TOKEN, '') },
+      LOOPBACK,
+      401,
+    ],
     ['no credentials', access, 'http://serve/status', {}, LAN, 401],
     ['nothing, with --insecure-no-auth', { insecureNoAuth: true }, 'http://serve/status', {}, LAN, 200],
-    ['nothing, with no status token and no --insecure-no-auth', {}, 'http://serve/status', { authorization: `Bearer ${BEARER_TOKEN}` }, LAN, 401],
+    [
+      'nothing, with no status token and no --insecure-no-auth',
+      {},
+      'http://serve/status',
+      { authorization: `Bearer ${BEARER_TOKEN}` },
+      LAN,
+      401,
+    ],
   ] as const)('%s: %i', async (_name, given, url, headers, env, status) => {
     const { app, rendered } = setup(given);
     const res = await app.request(url, { headers }, env);
@@ -72,7 +158,9 @@ describe('GET /status', () => {
 
   it('asks the browser for a password only where Basic is taken', async () => {
     const { app } = setup(access);
-    expect((await app.request('http://serve/status', {}, LOOPBACK)).headers.get('www-authenticate')).toBe('Basic realm="vault-rollout status", charset="UTF-8"');
+    expect((await app.request('http://serve/status', {}, LOOPBACK)).headers.get('www-authenticate')).toBe(
+      'Basic realm="vault-rollout status", charset="UTF-8"',
+    );
     expect((await app.request('https://serve/status', {}, LAN)).headers.get('www-authenticate')).not.toBeNull();
     expect((await app.request('http://serve/status', {}, LAN)).headers.get('www-authenticate')).toBeNull();
   });
@@ -80,31 +168,39 @@ describe('GET /status', () => {
   it('is gzipped for a browser that accepts it', async () => {
     const big = `<!DOCTYPE html><html><body>${'<p>fleet row</p>'.repeat(2_000)}</body></html>`;
     const { app } = setup(access, { statusPage: async () => big });
-    const res = await app.request('/status', { headers: { authorization: `Bearer ${STATUS_TOKEN}`, 'accept-encoding': 'gzip' } });
+    const res = await app.request('/status', {
+      headers: { authorization: `Bearer ${STATUS_TOKEN}`, 'accept-encoding': 'gzip' },
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-encoding')).toBe('gzip');
     expect(gunzipSync(Buffer.from(await res.arrayBuffer())).toString('utf8')).toBe(big);
   });
 
-  it('answers a peer past its refused tries 429 with Retry-After, at once, even with the right token; other peers and the window\'s end are unaffected', async () => {
+  it("answers a peer past its refused tries 429 with Retry-After, at once, even with the right token; other peers and the window's end are unaffected", async () => {
     const { app, rendered, advance } = setup(access, { authLimiter: new FailedAuthLimiter() });
-    for (let i = 0; i < MAX_FAILURES; i++) expect((await app.request('/status', { headers: { authorization: 'Bearer guess' } }, LAN)).status).toBe(401);
+    for (let i = 0; i < MAX_FAILURES; i++)
+      expect((await app.request('/status', { headers: { authorization: 'Bearer guess' } }, LAN)).status).toBe(401);
     const blocked = await app.request('/status', { headers: { authorization: `Bearer ${STATUS_TOKEN}` } }, LAN);
     expect(blocked.status).toBe(429);
     expect(blocked.headers.get('retry-after')).toBe('60');
     expect(rendered()).toBe(0);
-    expect((await app.request('/status', { headers: { authorization: `Bearer ${STATUS_TOKEN}` } }, from('10.9.9.9'))).status).toBe(200);
+    expect(
+      (await app.request('/status', { headers: { authorization: `Bearer ${STATUS_TOKEN}` } }, from('10.9.9.9'))).status,
+    ).toBe(200);
     advance(45_000);
     expect((await app.request('/status', {}, LAN)).headers.get('retry-after')).toBe('15');
     advance(15_000);
-    expect((await app.request('/status', { headers: { authorization: `Bearer ${STATUS_TOKEN}` } }, LAN)).status).toBe(200);
+    expect((await app.request('/status', { headers: { authorization: `Bearer ${STATUS_TOKEN}` } }, LAN)).status).toBe(
+      200,
+    );
   });
 });
 
 describe('the intake', () => {
   it('never takes the status token, and slows down a peer that keeps failing', async () => {
     const { app } = setup(access);
-    const post = (authorization: string, env = LAN) => app.request('/v1/vault/audit', { method: 'POST', body: '{}', headers: { authorization } }, env);
+    const post = (authorization: string, env = LAN) =>
+      app.request('/v1/vault/audit', { method: 'POST', body: '{}', headers: { authorization } }, env);
     expect((await post(`Bearer ${STATUS_TOKEN}`)).status).toBe(401);
     for (let i = 1; i < MAX_FAILURES; i++) expect((await post('Bearer guess')).status).toBe(401);
     const blocked = await post(`Bearer ${BEARER_TOKEN}`);

@@ -72,8 +72,15 @@ describe('compileGoRegexp agrees with a backtracking matcher where that one is s
   const piece = fc.tuple(atom, fc.constantFrom('', '', '*', '+', '?', '{2}', '{1,2}', '*?')).map(([a, q]) => a + q);
   const branch = fc.array(piece, { minLength: 0, maxLength: 4 }).map((p) => p.join(''));
   const pattern = fc
-    .tuple(fc.constantFrom('', '^'), fc.array(branch, { minLength: 1, maxLength: 3 }), fc.constantFrom('', '$'), fc.boolean())
-    .map(([start, branches, end, group]) => (group ? `${start}(${branches.join('|')})+${end}` : `${start}${branches.join('|')}${end}`));
+    .tuple(
+      fc.constantFrom('', '^'),
+      fc.array(branch, { minLength: 1, maxLength: 3 }),
+      fc.constantFrom('', '$'),
+      fc.boolean(),
+    )
+    .map(([start, branches, end, group]) =>
+      group ? `${start}(${branches.join('|')})+${end}` : `${start}${branches.join('|')}${end}`,
+    );
 
   it('on random patterns and texts', () => {
     fc.assert(

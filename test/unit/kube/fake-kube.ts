@@ -6,13 +6,27 @@ import type { ExecutorOptions } from '../../../lib/engine/rollout-executor.ts';
 import type { KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { applyJsonPatch } from './json-patch.ts';
 
-export type Call = { op: string; cluster: string; name?: string; body?: Record<string, unknown> | JsonPatchOperation[]; dryRun?: boolean };
+export type Call = {
+  op: string;
+  cluster: string;
+  name?: string;
+  body?: Record<string, unknown> | JsonPatchOperation[];
+  dryRun?: boolean;
+};
 
 /** An in-memory cluster: objects by name, with resourceVersions, and scripted failures. */
-export function fakeClusters(objects: Record<string, string[]>, failures: Array<{ cluster: string; op: string; error: () => unknown; times: number }> = []) {
+export function fakeClusters(
+  objects: Record<string, string[]>,
+  failures: Array<{ cluster: string; op: string; error: () => unknown; times: number }> = [],
+) {
   const calls: Call[] = [];
   const store = new Map<string, KubeObject>();
-  for (const [cluster, names] of Object.entries(objects)) for (const name of names) store.set(`${cluster}/${name}`, { metadata: { name, namespace: 'ns', resourceVersion: '1', uid: `uid-${name}` }, spec: {} });
+  for (const [cluster, names] of Object.entries(objects))
+    for (const name of names)
+      store.set(`${cluster}/${name}`, {
+        metadata: { name, namespace: 'ns', resourceVersion: '1', uid: `uid-${name}` },
+        spec: {},
+      });
   const fail = (cluster: string, op: string) => {
     const f = failures.find((x) => x.cluster === cluster && x.op === op && x.times > 0);
     if (f) {
@@ -36,7 +50,10 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
         stats.requests++;
         calls.push({ op: 'listForWatch', cluster });
         fail(cluster, 'listForWatch');
-        return { items: [...store.entries()].filter(([k]) => k.startsWith(`${cluster}/`)).map(([, o]) => structuredClone(o)), resourceVersion: String(version) };
+        return {
+          items: [...store.entries()].filter(([k]) => k.startsWith(`${cluster}/`)).map(([, o]) => structuredClone(o)),
+          resourceVersion: String(version),
+        };
       },
       watch: async (_k, _ns, options) => {
         stats.requests++;
@@ -46,7 +63,9 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
         const w: Watcher = { cluster, options };
         watchers.add(w);
         // Like the API server: the watch starts with every change after the version asked for.
-        for (const e of history) if (e.cluster === cluster && e.version > Number(options.resourceVersion)) options.onEvent(structuredClone(e.event));
+        for (const e of history)
+          if (e.cluster === cluster && e.version > Number(options.resourceVersion))
+            options.onEvent(structuredClone(e.event));
         try {
           await new Promise<void>((resolve, reject) => {
             w.fail = reject;
@@ -78,16 +97,26 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
           // A JSON Patch guarded by its `test` of the record, not by the resourceVersion.
           const patched = applyJsonPatch(o, body);
           if (dryRun) return patched;
-          const next: KubeObject = { ...patched, metadata: { ...patched.metadata, resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) } };
+          const next: KubeObject = {
+            ...patched,
+            metadata: { ...patched.metadata, resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) },
+          };
           store.set(`${cluster}/${name}`, next);
           return structuredClone(next);
         }
-        if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion) throw new ApiException(409, 'x', { message: 'conflict' }, {});
+        if ((body.metadata as { resourceVersion?: string }).resourceVersion !== o.metadata?.resourceVersion)
+          throw new ApiException(409, 'x', { message: 'conflict' }, {});
         if (dryRun) return structuredClone(o);
-        const template = (body.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined)?.template;
+        const template = (
+          body.spec as { template?: { metadata?: { annotations?: Record<string, string> } } } | undefined
+        )?.template;
         // A merge patch of the object's own annotations (a record without a restart) merges them.
         const annotations = (body.metadata as { annotations?: Record<string, string> }).annotations;
-        const metadata = { ...o.metadata, ...(annotations ? { annotations: { ...o.metadata?.annotations, ...annotations } } : {}), resourceVersion: String(Number(o.metadata?.resourceVersion) + 1) };
+        const metadata = {
+          ...o.metadata,
+          ...(annotations ? { annotations: { ...o.metadata?.annotations, ...annotations } } : {}),
+          resourceVersion: String(Number(o.metadata?.resourceVersion) + 1),
+        };
         const next: KubeObject = { ...o, metadata, spec: { ...o.spec, ...(template ? { template } : {}) } };
         store.set(`${cluster}/${name}`, next);
         return structuredClone(next);
@@ -127,11 +156,13 @@ export function fakeClusters(objects: Record<string, string[]>, failures: Array<
   return { calls, store, apiFor, touch, update, breakWatches, watchers };
 }
 
-export const options = (apiFor: (a: ClusterAccess) => KubeApi, extra: Partial<ExecutorOptions> = {}): ExecutorOptions => ({
+export const options = (
+  apiFor: (a: ClusterAccess) => KubeApi,
+  extra: Partial<ExecutorOptions> = {},
+): ExecutorOptions => ({
   access: async (name) => ({ kubeConfig: {} as never, server: name, insecureSkipTLSVerify: false }),
   apiFor,
   retryEnv: { sleep: async () => {}, random: () => 0, now: () => 0 },
   clock: { now: () => Date.parse('2026-11-21T00:00:00Z'), monotonic: () => 0 },
   ...extra,
 });
-

@@ -8,12 +8,24 @@ const unescape = (token: string): string => token.replaceAll('~1', '/').replaceA
 /** The patched copy; a failed `test` or a missing parent is the API server's 422. */
 export function applyJsonPatch<T>(object: T, operations: readonly JsonPatchOperation[]): T {
   const out = structuredClone(object) as unknown;
-  const rejected = () => new ApiException(422, 'HTTP 422', { kind: 'Status', reason: 'Invalid', code: 422, message: 'the server rejected our request due to an error in our request' }, {});
+  const rejected = () =>
+    new ApiException(
+      422,
+      'HTTP 422',
+      {
+        kind: 'Status',
+        reason: 'Invalid',
+        code: 422,
+        message: 'the server rejected our request due to an error in our request',
+      },
+      {},
+    );
   for (const op of operations) {
     const tokens = op.path.split('/').slice(1).map(unescape);
     const last = tokens.pop() as string;
     let parent: unknown = out;
-    for (const t of tokens) parent = typeof parent === 'object' && parent !== null ? (parent as Record<string, unknown>)[t] : undefined;
+    for (const t of tokens)
+      parent = typeof parent === 'object' && parent !== null ? (parent as Record<string, unknown>)[t] : undefined;
     if (typeof parent !== 'object' || parent === null) throw rejected();
     const record = parent as Record<string, unknown>;
     if (op.op === 'test' && !isDeepStrictEqual(record[last], op.value)) throw rejected();

@@ -18,9 +18,16 @@ const DEPLOYMENT = { apiVersion: 'apps/v1', kind: 'Deployment' };
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'vr-kube-metrics-'));
   const ca = writeCa(dir, 'metrics-test-ca');
-  const serving = issueCert(dir, ca, { name: 'server', commonName: 'localhost', sans: ['IP:127.0.0.1'], usage: 'server' });
+  const serving = issueCert(dir, ca, {
+    name: 'server',
+    commonName: 'localhost',
+    sans: ['IP:127.0.0.1'],
+    usage: 'server',
+  });
   server = createServer({ cert: readFileSync(serving.certFile), key: readFileSync(serving.keyFile) }, (_req, res) => {
-    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ metadata: { name: 'web-7f9c' } }));
+    res
+      .writeHead(status, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ metadata: { name: 'web-7f9c' } }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `https://127.0.0.1:${(server.address() as { port: number }).port}`;
@@ -38,7 +45,13 @@ afterAll(async () => {
   await new Promise((r) => server.close(r));
 });
 
-const value = (text: string, series: string) => Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.split(' ')[1]);
+const value = (text: string, series: string) =>
+  Number(
+    text
+      .split('\n')
+      .find((l) => l.startsWith(`${series} `))
+      ?.split(' ')[1],
+  );
 
 describe('request metrics', () => {
   it('Kubernetes: latency by cluster, method and outcome, errors counted; no name, path or token', async () => {
@@ -56,8 +69,15 @@ describe('request metrics', () => {
       uninstall();
     }
     const { body } = await prometheus.scrape();
-    expect(value(body, 'vault_rollout_kube_request_duration_seconds_count{cluster="alpha",method="GET",outcome="ok"}')).toBe(2);
-    expect(value(body, 'vault_rollout_kube_request_duration_seconds_count{cluster="alpha",method="PATCH",outcome="server_error"}')).toBe(1);
+    expect(
+      value(body, 'vault_rollout_kube_request_duration_seconds_count{cluster="alpha",method="GET",outcome="ok"}'),
+    ).toBe(2);
+    expect(
+      value(
+        body,
+        'vault_rollout_kube_request_duration_seconds_count{cluster="alpha",method="PATCH",outcome="server_error"}',
+      ),
+    ).toBe(1);
     expect(value(body, 'vault_rollout_kube_request_errors_total{cluster="alpha",outcome="server_error"}')).toBe(1);
     expect(value(body, 'vault_rollout_kube_request_errors_total{cluster="alpha",outcome="client_error"}')).toBe(1);
     expect(body).not.toMatch(/web-7f9c|payments|test-token/);
@@ -69,8 +89,24 @@ describe('request metrics', () => {
     const answers = [200, 200, 503];
     const fetch = (async () => new Response('{}', { status: answers.shift() ?? 500 })) as typeof globalThis.fetch;
     try {
-      for (let i = 0; i < 3; i++) await vaultRequest({ vaultAddr: 'http://127.0.0.1:8200', method: 'GET', path: 'secret/metadata/payments/db', token: 'hvs.not-secret', fetch });
-      await expect(vaultRequest({ vaultAddr: 'http://127.0.0.1:8200', method: 'GET', path: 'secret/metadata/payments/db', fetch: (async () => { throw new TypeError('fetch failed'); }) as typeof globalThis.fetch })).rejects.toThrow();
+      for (let i = 0; i < 3; i++)
+        await vaultRequest({
+          vaultAddr: 'http://127.0.0.1:8200',
+          method: 'GET',
+          path: 'secret/metadata/payments/db',
+          token: 'hvs.not-secret',
+          fetch,
+        });
+      await expect(
+        vaultRequest({
+          vaultAddr: 'http://127.0.0.1:8200',
+          method: 'GET',
+          path: 'secret/metadata/payments/db',
+          fetch: (async () => {
+            throw new TypeError('fetch failed');
+          }) as typeof globalThis.fetch,
+        }),
+      ).rejects.toThrow();
     } finally {
       uninstall();
     }

@@ -19,7 +19,12 @@ const DEPLOYMENT = { apiVersion: 'apps/v1', kind: 'Deployment' };
 beforeAll(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'vr-watch-'));
   const ca = writeCa(dir, 'watch-test-ca');
-  const serving = issueCert(dir, ca, { name: 'server', commonName: 'localhost', sans: ['IP:127.0.0.1'], usage: 'server' });
+  const serving = issueCert(dir, ca, {
+    name: 'server',
+    commonName: 'localhost',
+    sans: ['IP:127.0.0.1'],
+    usage: 'server',
+  });
   server = createServer({ cert: readFileSync(serving.certFile), key: readFileSync(serving.keyFile) }, (req, res) => {
     seen.push(req.url ?? '');
     handler(req, res);
@@ -40,12 +45,16 @@ afterAll(async () => {
   await new Promise((r) => server.close(r));
 });
 
-const line = (type: string, name: string, rv: string) => `${JSON.stringify({ type, object: { metadata: { name, resourceVersion: rv } } })}\n`;
+const line = (type: string, name: string, rv: string) =>
+  `${JSON.stringify({ type, object: { metadata: { name, resourceVersion: rv } } })}\n`;
 
 describe('kube-api list-then-watch', () => {
   it('lists with the collection resourceVersion, then streams events split across chunks, bookmarks included', async () => {
     handler = (req, res) => {
-      if (!req.url?.includes('watch=1')) return void res.end(JSON.stringify({ metadata: { resourceVersion: '41' }, items: [{ metadata: { name: 'a' } }] }));
+      if (!req.url?.includes('watch=1'))
+        return void res.end(
+          JSON.stringify({ metadata: { resourceVersion: '41' }, items: [{ metadata: { name: 'a' } }] }),
+        );
       res.writeHead(200, { 'content-type': 'application/json' });
       const text = line('MODIFIED', 'a', '42') + line('BOOKMARK', '', '43') + line('DELETED', 'a', '44');
       res.write(text.slice(0, 17));
@@ -55,17 +64,35 @@ describe('kube-api list-then-watch', () => {
     expect(listed).toEqual({ items: [{ ...DEPLOYMENT, metadata: { name: 'a' } }], resourceVersion: '41' });
     const events: WatchEvent[] = [];
     const before = api.stats.requests;
-    await api.watch(DEPLOYMENT, 'ns', { resourceVersion: listed.resourceVersion, timeoutSeconds: 30, fieldSelector: 'metadata.name=a', onEvent: (e) => events.push(e) });
-    expect(events.map((e) => `${e.type} ${e.object.metadata?.resourceVersion}`)).toEqual(['MODIFIED 42', 'BOOKMARK 43', 'DELETED 44']);
+    await api.watch(DEPLOYMENT, 'ns', {
+      resourceVersion: listed.resourceVersion,
+      timeoutSeconds: 30,
+      fieldSelector: 'metadata.name=a',
+      onEvent: (e) => events.push(e),
+    });
+    expect(events.map((e) => `${e.type} ${e.object.metadata?.resourceVersion}`)).toEqual([
+      'MODIFIED 42',
+      'BOOKMARK 43',
+      'DELETED 44',
+    ]);
     expect(api.stats.requests - before).toBe(1);
-    expect(seen.at(-1)).toBe('/apis/apps/v1/namespaces/ns/deployments?watch=1&resourceVersion=41&allowWatchBookmarks=true&timeoutSeconds=30&fieldSelector=metadata.name%3Da');
+    expect(seen.at(-1)).toBe(
+      '/apis/apps/v1/namespaces/ns/deployments?watch=1&resourceVersion=41&allowWatchBookmarks=true&timeoutSeconds=30&fieldSelector=metadata.name%3Da',
+    );
   });
 
   it('rejects with the code of an ERROR event (410 Gone) and of a refused watch (403)', async () => {
-    handler = (_req, res) => res.end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } })}\n`);
-    await expect(api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} })).rejects.toSatisfy((e) => e instanceof ApiException && e.code === 410);
+    handler = (_req, res) =>
+      res.end(
+        `${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } })}\n`,
+      );
+    await expect(
+      api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} }),
+    ).rejects.toSatisfy((e) => e instanceof ApiException && e.code === 410);
     handler = (_req, res) => res.writeHead(403).end(JSON.stringify({ kind: 'Status', code: 403, reason: 'Forbidden' }));
-    await expect(api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} })).rejects.toSatisfy((e) => e instanceof ApiException && e.code === 403);
+    await expect(
+      api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} }),
+    ).rejects.toSatisfy((e) => e instanceof ApiException && e.code === 403);
   });
 
   it('refuses a line longer than the bound, and a stream that is not JSON', async () => {
@@ -82,9 +109,13 @@ describe('kube-api list-then-watch', () => {
       };
       push();
     };
-    await expect(api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} })).rejects.toThrow(/larger than/);
+    await expect(
+      api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} }),
+    ).rejects.toThrow(/larger than/);
     handler = (_req, res) => res.end('not json\n');
-    await expect(api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} })).rejects.toThrow(/not JSON/);
+    await expect(
+      api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, onEvent: () => {} }),
+    ).rejects.toThrow(/not JSON/);
   });
 
   it('a list answer cut short is an error, never an empty list', async () => {
@@ -102,7 +133,12 @@ describe('kube-api list-then-watch', () => {
     handler = (_req, res) => void res.writeHead(200).write(line('ADDED', 'a', '2'));
     const stop = new AbortController();
     const events: WatchEvent[] = [];
-    const watching = api.watch(DEPLOYMENT, 'ns', { resourceVersion: '1', timeoutSeconds: 5, signal: stop.signal, onEvent: (e) => (events.push(e), stop.abort()) });
+    const watching = api.watch(DEPLOYMENT, 'ns', {
+      resourceVersion: '1',
+      timeoutSeconds: 5,
+      signal: stop.signal,
+      onEvent: (e) => (events.push(e), stop.abort()),
+    });
     await expect(watching).resolves.toBeUndefined();
     expect(events).toHaveLength(1);
   });

@@ -16,7 +16,11 @@ const rulesOf = (file: string): Rule[] =>
     .flatMap((doc) => doc?.rules ?? []);
 
 const workloads: Rule[] = [
-  { apiGroups: ['apps'], resources: ['deployments', 'statefulsets', 'daemonsets'], verbs: ['get', 'list', 'watch', 'patch'] },
+  {
+    apiGroups: ['apps'],
+    resources: ['deployments', 'statefulsets', 'daemonsets'],
+    verbs: ['get', 'list', 'watch', 'patch'],
+  },
   { apiGroups: ['batch'], resources: ['cronjobs'], verbs: ['get', 'list', 'watch', 'patch'] },
   { apiGroups: ['argoproj.io'], resources: ['rollouts'], verbs: ['get', 'list', 'watch', 'patch'] },
   // Events: created for restarts and halts; listed by status to find the RotationHalted Event a gate left.
@@ -30,7 +34,18 @@ describe('infra/rbac grants only what vault-rollout uses', () => {
   // repeat is a 409, never an update); doctor reads the admission policy by name (a cluster-scoped object, so only
   // the ClusterRole can grant it).
   it.each([
-    ['infra/rbac/clusterrole.yaml', [...workloads, { apiGroups: ['admissionregistration.k8s.io'], resources: ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'], resourceNames: ['vault-rollout'], verbs: ['get'] }]],
+    [
+      'infra/rbac/clusterrole.yaml',
+      [
+        ...workloads,
+        {
+          apiGroups: ['admissionregistration.k8s.io'],
+          resources: ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'],
+          resourceNames: ['vault-rollout'],
+          verbs: ['get'],
+        },
+      ],
+    ],
     ['infra/rbac/role-namespaced.yaml', workloads],
   ])('%s', (file, rules) => {
     expect(rulesOf(file)).toEqual(rules);

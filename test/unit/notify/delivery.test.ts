@@ -6,13 +6,25 @@ import { rotationEvent } from '../../../lib/notify/event.ts';
 import { SinkError, type Sink } from '../../../lib/notify/sinks.ts';
 import { MemoryNotificationOutbox } from '../../../lib/rotations/notification-outbox.ts';
 
-const event = rotationEvent({ kind: 'halted', rotation: 'r1', at: '2026-11-27T10:00:00.000Z', secrets: ['secret/app version 2'], wave: 1, waves: 2 });
+const event = rotationEvent({
+  kind: 'halted',
+  rotation: 'r1',
+  at: '2026-11-27T10:00:00.000Z',
+  secrets: ['secret/app version 2'],
+  wave: 1,
+  waves: 2,
+});
 
 function sink(name: string, behave: () => Promise<void>): Sink & { calls: number } {
-  const s = { name, type: 'slack' as const, calls: 0, send: async () => {
-    s.calls += 1;
-    await behave();
-  } };
+  const s = {
+    name,
+    type: 'slack' as const,
+    calls: 0,
+    send: async () => {
+      s.calls += 1;
+      await behave();
+    },
+  };
   return s;
 }
 
@@ -24,7 +36,16 @@ describe('notification delivery', () => {
     const ok = sink('ok', () => Promise.resolve());
     const down = sink('down', () => Promise.reject(new SinkError('sink down: HTTP 500')));
     await outbox.enqueueOnce(event.id, ['ok', 'down'], JSON.stringify(event), now, 3_600_000);
-    const deps = { outbox, sinks: new Map([['ok', ok], ['down', down]]), telemetry, now: () => now, random: () => 1 };
+    const deps = {
+      outbox,
+      sinks: new Map([
+        ['ok', ok],
+        ['down', down],
+      ]),
+      telemetry,
+      now: () => now,
+      random: () => 1,
+    };
     expect(await deliverDue(deps)).toEqual({ sent: 1, retry: 1, dropped: 0 });
     const delays: number[] = [];
     for (let attempt = 2; attempt <= MAX_ATTEMPTS; attempt++) {
@@ -36,7 +57,13 @@ describe('notification delivery', () => {
       now += delay;
       await deliverDue(deps);
     }
-    expect(delays).toEqual([RETRY_BASE_MS, 2 * RETRY_BASE_MS, 4 * RETRY_BASE_MS, 8 * RETRY_BASE_MS, 16 * RETRY_BASE_MS]);
+    expect(delays).toEqual([
+      RETRY_BASE_MS,
+      2 * RETRY_BASE_MS,
+      4 * RETRY_BASE_MS,
+      8 * RETRY_BASE_MS,
+      16 * RETRY_BASE_MS,
+    ]);
     expect(ok.calls).toBe(1);
     expect(down.calls).toBe(MAX_ATTEMPTS);
     expect(outbox.deliveries().sort((a, b) => a.sink.localeCompare(b.sink))).toEqual([
@@ -49,17 +76,31 @@ describe('notification delivery', () => {
     expect(outcomes.filter((o) => o === 'sent')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'retry')).toHaveLength(MAX_ATTEMPTS - 1);
     expect(outcomes.filter((o) => o === 'dropped')).toHaveLength(1);
-    expect(telemetry.lines.find((l) => l.message === 'notification dropped after its last attempt')?.fields).toMatchObject({ sink: 'down', attempts: MAX_ATTEMPTS, why: 'sink down: HTTP 500' });
+    expect(
+      telemetry.lines.find((l) => l.message === 'notification dropped after its last attempt')?.fields,
+    ).toMatchObject({ sink: 'down', attempts: MAX_ATTEMPTS, why: 'sink down: HTTP 500' });
   });
 
   it('a hanging sink holds up no other sink of the pass', async () => {
     const outbox = new MemoryNotificationOutbox();
     const order: string[] = [];
     let release: () => void = () => {};
-    const hang = sink('hang', () => new Promise<void>((r) => { release = r; }).then(() => void order.push('hang done')));
+    const hang = sink('hang', () =>
+      new Promise<void>((r) => {
+        release = r;
+      }).then(() => void order.push('hang done')),
+    );
     const fast = sink('fast', () => Promise.resolve(void order.push('fast sent')));
     await outbox.enqueueOnce(event.id, ['hang', 'fast'], JSON.stringify(event), 0, 3_600_000);
-    const pass = deliverDue({ outbox, sinks: new Map([['hang', hang], ['fast', fast]]), telemetry: memoryTelemetry(), now: () => 0 });
+    const pass = deliverDue({
+      outbox,
+      sinks: new Map([
+        ['hang', hang],
+        ['fast', fast],
+      ]),
+      telemetry: memoryTelemetry(),
+      now: () => 0,
+    });
     await new Promise((r) => setTimeout(r, 20));
     expect(order).toEqual(['fast sent']);
     release();
@@ -71,11 +112,15 @@ describe('notification delivery', () => {
     const outbox = new MemoryNotificationOutbox();
     const telemetry = memoryTelemetry();
     await outbox.enqueueOnce(event.id, ['gone'], JSON.stringify(event), 0, 3_600_000);
-    expect(await deliverDue({ outbox, sinks: new Map(), telemetry, now: () => 0 })).toEqual({ sent: 0, retry: 0, dropped: 1 });
+    expect(await deliverDue({ outbox, sinks: new Map(), telemetry, now: () => 0 })).toEqual({
+      sent: 0,
+      retry: 0,
+      dropped: 1,
+    });
     expect(telemetry.lines.at(-1)).toMatchObject({ level: 'error', fields: { sink: 'gone' } });
   });
 
-  it('by key (Lambda\'s stream records): sent once however often named; a failure handed back, its backoff waited out at the next call', async () => {
+  it("by key (Lambda's stream records): sent once however often named; a failure handed back, its backoff waited out at the next call", async () => {
     const outbox = new MemoryNotificationOutbox();
     const telemetry = memoryTelemetry();
     let now = 0;
@@ -83,12 +128,27 @@ describe('notification delivery', () => {
     const ok = sink('ok', () => Promise.resolve());
     const down = sink('down', () => Promise.reject(new SinkError('sink down: HTTP 500')));
     await outbox.enqueueOnce(event.id, ['ok', 'down'], JSON.stringify(event), now, 3_600_000);
-    const deps = { outbox, sinks: new Map([['ok', ok], ['down', down]]), telemetry, now: () => now, random: () => 1, sleep: (ms: number) => {
-      slept.push(ms);
-      now += ms;
-      return Promise.resolve();
-    } };
-    const named = [{ eventId: event.id, sink: 'ok' }, { eventId: event.id, sink: 'down' }, { eventId: event.id, sink: 'ok' }, { eventId: 'unknown', sink: 'ok' }];
+    const deps = {
+      outbox,
+      sinks: new Map([
+        ['ok', ok],
+        ['down', down],
+      ]),
+      telemetry,
+      now: () => now,
+      random: () => 1,
+      sleep: (ms: number) => {
+        slept.push(ms);
+        now += ms;
+        return Promise.resolve();
+      },
+    };
+    const named = [
+      { eventId: event.id, sink: 'ok' },
+      { eventId: event.id, sink: 'down' },
+      { eventId: event.id, sink: 'ok' },
+      { eventId: 'unknown', sink: 'ok' },
+    ];
     // The same record twice in a batch (one is taken, the other finds it leased and waits past the budget).
     expect(await deliverNamed(deps, named, 0)).toMatchObject({ again: [1, 2] });
     expect([ok.calls, down.calls]).toEqual([1, 1]);
@@ -101,9 +161,13 @@ describe('notification delivery', () => {
     expect(await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 1000)).toEqual({ again: [0], outcomes: [] });
     expect(down.calls).toBe(2);
     // Until its last attempt: then dropped, and done.
-    for (let i = 0; i < MAX_ATTEMPTS; i++) await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 10 * LEASE_MS);
+    for (let i = 0; i < MAX_ATTEMPTS; i++)
+      await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 10 * LEASE_MS);
     expect(down.calls).toBe(MAX_ATTEMPTS);
-    expect(outbox.deliveries().find((d) => d.sink === 'down')).toMatchObject({ state: 'gave-up', attempts: MAX_ATTEMPTS });
+    expect(outbox.deliveries().find((d) => d.sink === 'down')).toMatchObject({
+      state: 'gave-up',
+      attempts: MAX_ATTEMPTS,
+    });
     expect(await deliverNamed(deps, [{ eventId: event.id, sink: 'down' }], 0)).toEqual({ again: [], outcomes: [] });
   });
 });

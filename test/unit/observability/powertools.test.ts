@@ -19,7 +19,10 @@ function emfWritten(run: () => void): EmfDocument[] {
   } finally {
     write.mockRestore();
   }
-  return written.flatMap((w) => w.split('\n')).filter((line) => line.includes('"_aws"')).map((line) => JSON.parse(line) as EmfDocument);
+  return written
+    .flatMap((w) => w.split('\n'))
+    .filter((line) => line.includes('"_aws"'))
+    .map((line) => JSON.parse(line) as EmfDocument);
 }
 
 describe('powertoolsTelemetry metrics', () => {
@@ -34,7 +37,14 @@ describe('powertoolsTelemetry metrics', () => {
       telemetry.metric(METRICS.recordsIgnored, 2, 'Count', { reason: 'read' });
       telemetry.metric(METRICS.refusedMessages, 1, 'Count', { why: 'forged' });
     });
-    expect(docs.map((d) => ({ dims: d._aws.CloudWatchMetrics[0]?.Dimensions, reason: d.reason, why: d.why, value: d[d._aws.CloudWatchMetrics[0]?.Metrics[0]?.Name ?? ''] }))).toEqual([
+    expect(
+      docs.map((d) => ({
+        dims: d._aws.CloudWatchMetrics[0]?.Dimensions,
+        reason: d.reason,
+        why: d.why,
+        value: d[d._aws.CloudWatchMetrics[0]?.Metrics[0]?.Name ?? ''],
+      })),
+    ).toEqual([
       { dims: [['service', 'reason']], reason: 'request-entry', why: undefined, value: 3 },
       { dims: [['service', 'reason']], reason: 'read', why: undefined, value: 2 },
       { dims: [['service', 'why']], reason: undefined, why: 'forged', value: 1 },

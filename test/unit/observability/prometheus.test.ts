@@ -1,7 +1,15 @@
 /** Prometheus metrics: names derived from the one table, labels bounded, and the pipeline's events counted. */
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../../../lib/http/app.ts';
-import { memoryTelemetry, METRIC_LABELS, METRIC_SPECS, METRICS, observeMetric, prometheusName, type MetricName } from '../../../lib/kernel/telemetry.ts';
+import {
+  memoryTelemetry,
+  METRIC_LABELS,
+  METRIC_SPECS,
+  METRICS,
+  observeMetric,
+  prometheusName,
+  type MetricName,
+} from '../../../lib/kernel/telemetry.ts';
 import { MAX_SERIES_PER_METRIC, OTHER_LABEL_VALUE, PrometheusMetrics } from '../../../lib/observability/prometheus.ts';
 import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import type { RolloutMessage } from '../../../lib/queue/rollout-message.ts';
@@ -34,7 +42,9 @@ describe('the metric table', () => {
 
   it('allows only bounded labels: never a path, a workload name, a token or a digest', () => {
     for (const spec of Object.values(METRIC_SPECS)) for (const l of spec.labels) expect(METRIC_LABELS).toContain(l);
-    expect(METRIC_LABELS.filter((l) => /path|name|workload|secret|token|hmac|digest|namespace|key/.test(l))).toEqual([]);
+    expect(METRIC_LABELS.filter((l) => /path|name|workload|secret|token|hmac|digest|namespace|key/.test(l))).toEqual(
+      [],
+    );
   });
 
   it('documents every metric in the metrics reference (docs/reference/metrics.md, generated from this table)', async () => {
@@ -59,15 +69,20 @@ describe('PrometheusMetrics', () => {
     expect(value(body, 'vault_rollout_changes_received_total')).toBe(3);
     expect(value(body, 'vault_rollout_targets_total{cluster="alpha",outcome="restarted"}')).toBe(2);
     expect(value(body, 'vault_rollout_rollout_duration_seconds_sum{cluster="alpha",outcome="complete"}')).toBe(42);
-    expect(value(body, 'vault_rollout_rollout_duration_seconds_bucket{le="60",cluster="alpha",outcome="complete"}')).toBe(1);
-    expect(value(body, 'vault_rollout_rollout_duration_seconds_bucket{le="30",cluster="alpha",outcome="complete"}')).toBe(0);
+    expect(
+      value(body, 'vault_rollout_rollout_duration_seconds_bucket{le="60",cluster="alpha",outcome="complete"}'),
+    ).toBe(1);
+    expect(
+      value(body, 'vault_rollout_rollout_duration_seconds_bucket{le="30",cluster="alpha",outcome="complete"}'),
+    ).toBe(0);
   });
 
   it('drops labels the table does not name, turns free text into `other`, and caps the series per metric', async () => {
     const prometheus = new PrometheusMetrics({ processMetrics: false });
     prometheus.record(METRICS.recordsIgnored, 1, { reason: 'secret/data/payments/db' } as never);
     prometheus.record(METRICS.changesReceived, 1, { path: 'secret/payments/db' } as never);
-    for (let i = 0; i < MAX_SERIES_PER_METRIC + 100; i++) prometheus.record(METRICS.targets, 1, { cluster: `c${i}`, outcome: 'restarted' });
+    for (let i = 0; i < MAX_SERIES_PER_METRIC + 100; i++)
+      prometheus.record(METRICS.targets, 1, { cluster: `c${i}`, outcome: 'restarted' });
     const { body } = await prometheus.scrape();
     expect(body).not.toContain('payments');
     expect(value(body, `vault_rollout_records_ignored_total{reason="${OTHER_LABEL_VALUE}"}`)).toBe(1);
@@ -82,7 +97,9 @@ describe('PrometheusMetrics', () => {
     observeMetric(METRICS.vaultRequestErrors, 1, { outcome: 'server_error' });
     uninstall();
     observeMetric(METRICS.vaultRequestErrors, 1, { outcome: 'server_error' });
-    expect(value((await prometheus.scrape()).body, 'vault_rollout_vault_request_errors_total{outcome="server_error"}')).toBe(1);
+    expect(
+      value((await prometheus.scrape()).body, 'vault_rollout_vault_request_errors_total{outcome="server_error"}'),
+    ).toBe(1);
   });
 
   it('sets sampled counters to their totals at each scrape, and a failing sampler changes nothing', async () => {
@@ -117,18 +134,47 @@ describe('cardinality through the pipeline', () => {
     const uninstall = prometheus.install();
     try {
       const sent: RolloutMessage[] = [];
-      const app = buildApp({ table, queue: { send: async (m) => void sent.push(...(m as RolloutMessage[])) }, telemetry, secrets: async () => ({ insecureNoAuth: true }), metrics: () => prometheus.scrape() });
+      const app = buildApp({
+        table,
+        queue: { send: async (m) => void sent.push(...(m as RolloutMessage[])) },
+        telemetry,
+        secrets: async () => ({ insecureNoAuth: true }),
+        metrics: () => prometheus.scrape(),
+      });
       const time = new Date().toISOString();
-      const entry = (path: string, i: number, operation: string) => JSON.stringify({ time, type: 'response', request: { id: `r-${operation}-${i}`, operation, mount_type: 'kv', mount_point: 'secret/', path: `secret/data/${path}` }, response: { data: { version: 1 } } });
+      const entry = (path: string, i: number, operation: string) =>
+        JSON.stringify({
+          time,
+          type: 'response',
+          request: {
+            id: `r-${operation}-${i}`,
+            operation,
+            mount_type: 'kv',
+            mount_point: 'secret/',
+            path: `secret/data/${path}`,
+          },
+          response: { data: { version: 1 } },
+        });
       // Several requests, as a busy audit device sends them.
       for (let start = 0; start < N; start += 250) {
-        const lines = apps.slice(start, start + 250).flatMap((a, i) => [entry(a, start + i, 'update'), entry(a, start + i, 'read')]);
+        const lines = apps
+          .slice(start, start + 250)
+          .flatMap((a, i) => [entry(a, start + i, 'update'), entry(a, start + i, 'read')]);
         const res = await app.request('/v1/vault/audit', { method: 'POST', body: lines.join('\n') });
         expect(res.status).toBe(202);
       }
       const fake = fakeClusters({ a: apps, b: apps });
-      const records: QueueRecord[] = sent.map((m, i) => ({ messageId: `m${i}`, body: JSON.stringify(m), groupId: m.cluster }));
-      const out = await processBatch(records, { table, rotations: new MemoryRotationStore(), telemetry, executor: options(fake.apiFor) });
+      const records: QueueRecord[] = sent.map((m, i) => ({
+        messageId: `m${i}`,
+        body: JSON.stringify(m),
+        groupId: m.cluster,
+      }));
+      const out = await processBatch(records, {
+        table,
+        rotations: new MemoryRotationStore(),
+        telemetry,
+        executor: options(fake.apiFor),
+      });
       expect(out.results.filter((r) => r.outcome === 'restarted')).toHaveLength(2 * N);
 
       const res = await app.request('/metrics');
@@ -143,7 +189,8 @@ describe('cardinality through the pipeline', () => {
       // Bounded by the table's clusters and the enums, whatever the number of paths.
       const series = new Set(samples(body).map((l) => l.replace(/ [^ ]+$/, '')));
       expect(series.size).toBeLessThan(150);
-      for (const name of Object.values(METRICS) as MetricName[]) expect(prometheus.seriesCount(name)).toBeLessThanOrEqual(4);
+      for (const name of Object.values(METRICS) as MetricName[])
+        expect(prometheus.seriesCount(name)).toBeLessThanOrEqual(4);
     } finally {
       uninstall();
     }

@@ -9,25 +9,64 @@ import { fakeClusters, options } from '../kube/fake-kube.ts';
 import type { KvMetadata } from '../../../lib/vault/metadata-client.ts';
 
 const NOW = Date.parse('2026-11-23T12:00:00Z');
-const meta = (versions: KvMetadata['versions'], current = Math.max(...Object.keys(versions).map(Number))): KvMetadata => ({ namespace: '', mount: 'secret', key: 'app/db', currentVersion: current, oldestVersion: 1, createdTime: '2026-11-01T00:00:00Z', updatedTime: '2026-11-23T11:00:00.123456789Z', versions });
-const v = (createdTime: string, deletionTime: string | null = null, destroyed = false) => ({ createdTime, deletionTime, destroyed });
+const meta = (
+  versions: KvMetadata['versions'],
+  current = Math.max(...Object.keys(versions).map(Number)),
+): KvMetadata => ({
+  namespace: '',
+  mount: 'secret',
+  key: 'app/db',
+  currentVersion: current,
+  oldestVersion: 1,
+  createdTime: '2026-11-01T00:00:00Z',
+  updatedTime: '2026-11-23T11:00:00.123456789Z',
+  versions,
+});
+const v = (createdTime: string, deletionTime: string | null = null, destroyed = false) => ({
+  createdTime,
+  deletionTime,
+  destroyed,
+});
 
-describe('currentChange: the change that stands for a path\'s current state', () => {
+describe("currentChange: the change that stands for a path's current state", () => {
   it.each([
-    ['a written version', meta({ 1: v('2026-11-01T00:00:00Z'), 2: v('2026-11-20T00:00:00.5Z') }), { operation: 'write', version: 2, time: '2026-11-20T00:00:00.5Z' }],
-    ['a deleted current version', meta({ 3: v('2026-11-20T00:00:00Z', '2026-11-21T00:00:00Z') }), { operation: 'delete', version: 3, time: '2026-11-21T00:00:00Z' }],
-    ['a deletion scheduled later (delete_version_after) is still a write', meta({ 3: v('2026-11-20T00:00:00Z', '2026-12-21T00:00:00Z') }), { operation: 'write', version: 3 }],
-    ['a destroyed current version', meta({ 4: v('2026-11-20T00:00:00Z', null, true) }), { operation: 'destroy', version: 4, time: '2026-11-23T11:00:00.123456789Z' }],
+    [
+      'a written version',
+      meta({ 1: v('2026-11-01T00:00:00Z'), 2: v('2026-11-20T00:00:00.5Z') }),
+      { operation: 'write', version: 2, time: '2026-11-20T00:00:00.5Z' },
+    ],
+    [
+      'a deleted current version',
+      meta({ 3: v('2026-11-20T00:00:00Z', '2026-11-21T00:00:00Z') }),
+      { operation: 'delete', version: 3, time: '2026-11-21T00:00:00Z' },
+    ],
+    [
+      'a deletion scheduled later (delete_version_after) is still a write',
+      meta({ 3: v('2026-11-20T00:00:00Z', '2026-12-21T00:00:00Z') }),
+      { operation: 'write', version: 3 },
+    ],
+    [
+      'a destroyed current version',
+      meta({ 4: v('2026-11-20T00:00:00Z', null, true) }),
+      { operation: 'destroy', version: 4, time: '2026-11-23T11:00:00.123456789Z' },
+    ],
   ])('%s', (_what, metadata, expected) => {
-    expect(currentChange(metadata, 'routes', NOW)).toMatchObject({ ...expected, path: 'secret/app/db', source: 'reconcile', kvVersion: 2 });
+    expect(currentChange(metadata, 'routes', NOW)).toMatchObject({
+      ...expected,
+      path: 'secret/app/db',
+      source: 'reconcile',
+      kvVersion: 2,
+    });
   });
 
   it('nothing for a key without versions', () => {
     expect(currentChange({ ...meta({}), currentVersion: 0 }, 'routes', NOW)).toBeUndefined();
   });
 
-  it('the same restart identity as the feed\'s change of that version', () => {
-    expect(currentChange(meta({ 2: v('2026-11-20T00:00:00Z') }), 'routes', NOW)?.id).toBe('reconcile:secret/app/db@2:write');
+  it("the same restart identity as the feed's change of that version", () => {
+    expect(currentChange(meta({ 2: v('2026-11-20T00:00:00Z') }), 'routes', NOW)?.id).toBe(
+      'reconcile:secret/app/db@2:write',
+    );
   });
 });
 
@@ -56,11 +95,31 @@ routes:
     const fake = fakeClusters({ a: ['pw'] });
     const o = fake.store.get('a/pw') as KubeObject;
     o.spec = { template: { metadata: { annotations: { 'vault-rollout.io/versions': '{"secret/app/db":3}' } } } };
-    o.metadata = { ...o.metadata, annotations: { 'vault-rollout.io/versions': JSON.stringify({ 'secret/app/db': { v: skippedAt, skipped: ['password'] }, 'secret/other': { v: 2, skipped: ['x'] } }) } };
-    const deps = { table, vault: { readMetadata: async () => undefined, listMetadata: async () => [] } as never, access: options(fake.apiFor).access, apiFor: fake.apiFor, queue: { send: async () => {} }, now: () => NOW };
+    o.metadata = {
+      ...o.metadata,
+      annotations: {
+        'vault-rollout.io/versions': JSON.stringify({
+          'secret/app/db': { v: skippedAt, skipped: ['password'] },
+          'secret/other': { v: 2, skipped: ['x'] },
+        }),
+      },
+    };
+    const deps = {
+      table,
+      vault: { readMetadata: async () => undefined, listMetadata: async () => [] } as never,
+      access: options(fake.apiFor).access,
+      apiFor: fake.apiFor,
+      queue: { send: async () => {} },
+      now: () => NOW,
+    };
     return { fake, deps, stored: () => fake.store.get('a/pw') as KubeObject };
   }
-  const vaultCurrent = (version: number) => planRollouts(table, [currentChange(meta({ [version]: v('2026-11-20T00:00:00Z') }), 'routes', NOW) as NonNullable<ReturnType<typeof currentChange>>]).targets;
+  const vaultCurrent = (version: number) =>
+    planRollouts(table, [
+      currentChange(meta({ [version]: v('2026-11-20T00:00:00Z') }), 'routes', NOW) as NonNullable<
+        ReturnType<typeof currentChange>
+      >,
+    ]).targets;
 
   it('a skip of the version Vault says is current is recorded as that version; other skips stay', async () => {
     const w = world(4);

@@ -10,7 +10,14 @@ import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { changesByCluster, changeSets, firstWaveMessages } from '../../../lib/pipeline/intake.ts';
 import { processBatch, type QueueRecord } from '../../../lib/pipeline/worker.ts';
 import { planRollouts } from '../../../lib/plan/planner.ts';
-import { changeIdentity, isGateMessage, queuedChange, rolloutMessages, ROLLOUT_MESSAGE_VERSION, type GateMessage } from '../../../lib/queue/rollout-message.ts';
+import {
+  changeIdentity,
+  isGateMessage,
+  queuedChange,
+  rolloutMessages,
+  ROLLOUT_MESSAGE_VERSION,
+  type GateMessage,
+} from '../../../lib/queue/rollout-message.ts';
 import { MemoryRotationStore, type RotationHalt, type RotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { SqliteRotationStore } from '../../../lib/rotations/sqlite-rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
@@ -30,7 +37,21 @@ routes:
     targets: [{ clusters: [alpha, beta, gamma], namespace: ns, kind: Deployment, name: api }]
 `);
 
-const change = (version: number): SecretChange => ({ namespace: '', mount: 'secret', key: 'app/db', path: 'secret/app/db', operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
+const change = (version: number): SecretChange => ({
+  namespace: '',
+  mount: 'secret',
+  key: 'app/db',
+  path: 'secret/app/db',
+  operation: 'write',
+  version,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: `id-${version}`,
+  time: '2026-11-20T10:00:00Z',
+  record: 'line 1',
+});
 const rotationOf = (c: SecretChange): string => changeSets(table, [c], planRollouts(table, [c]))[0]?.key ?? '';
 
 let n = 0;
@@ -42,19 +63,43 @@ const forged = (cluster: string, c: SecretChange, wave?: number): QueueRecord =>
 
 function worker(rotations: RotationStore, deadLetters: Array<{ messageId: string; reason: string }> = []) {
   const fake = fakeClusters({ gamma: ['api'], alpha: ['api'], beta: ['api'] });
-  const deps = { table, rotations, telemetry: memoryTelemetry(), executor: options(fake.apiFor), deadLetter: async (r: QueueRecord, reason: string) => void deadLetters.push({ messageId: r.messageId, reason }) };
-  const patched = () => fake.calls.filter((c) => c.op === 'patch').map((c) => c.cluster).sort();
+  const deps = {
+    table,
+    rotations,
+    telemetry: memoryTelemetry(),
+    executor: options(fake.apiFor),
+    deadLetter: async (r: QueueRecord, reason: string) => void deadLetters.push({ messageId: r.messageId, reason }),
+  };
+  const patched = () =>
+    fake.calls
+      .filter((c) => c.op === 'patch')
+      .map((c) => c.cluster)
+      .sort();
   return { deps, patched, deadLetters };
 }
 
-const halt = (c: SecretChange): RotationHalt => ({ rotation: rotationOf(c), route: 'app', changes: [changeIdentity(queuedChange(c))], secrets: [`secret/app/db version ${c.version}`], wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'timeout' }, why: 'rollout timeout', notRestarted: ['alpha', 'beta'], haltedAt: '2026-11-20T10:05:00Z' });
+const halt = (c: SecretChange): RotationHalt => ({
+  rotation: rotationOf(c),
+  route: 'app',
+  changes: [changeIdentity(queuedChange(c))],
+  secrets: [`secret/app/db version ${c.version}`],
+  wave: 1,
+  waves: 3,
+  failing: { cluster: 'gamma', namespace: 'ns', kind: 'Deployment', name: 'api', state: 'timeout' },
+  why: 'rollout timeout',
+  notRestarted: ['alpha', 'beta'],
+  haltedAt: '2026-11-20T10:05:00Z',
+});
 
 describe('the wave guard', () => {
   it('refuses a later-wave cluster message no gate released, whatever wave it claims; dead-letters it with the reason', async () => {
     const w = worker(new MemoryRotationStore());
     const out = await processBatch([forged('alpha', change(2), 1), forged('beta', change(2))], w.deps);
     expect(w.patched()).toEqual([]);
-    expect(out.refused.map((r) => r.reason)).toEqual([expect.stringMatching(/cluster "alpha" is in wave 2 of 3 of rotation \w+ .*no passed gate released/), expect.stringMatching(/cluster "beta" is in wave 3 of 3/)]);
+    expect(out.refused.map((r) => r.reason)).toEqual([
+      expect.stringMatching(/cluster "alpha" is in wave 2 of 3 of rotation \w+ .*no passed gate released/),
+      expect.stringMatching(/cluster "beta" is in wave 3 of 3/),
+    ]);
     expect(w.deadLetters.map((d) => d.reason)).toEqual(out.refused.map((r) => r.reason));
     expect(out.failed).toEqual([]);
   });
@@ -77,7 +122,10 @@ describe('the wave guard', () => {
     const w = worker(rotations);
     const out = await processBatch([forged('gamma', change(2)), forged('beta', change(2), 2)], w.deps);
     expect(w.patched()).toEqual([]);
-    expect(out.refused.map((r) => r.reason)).toEqual([expect.stringContaining('halted at wave 1 of 3'), expect.stringContaining(`vault-rollout halts clear ${rotationOf(change(2))}`)]);
+    expect(out.refused.map((r) => r.reason)).toEqual([
+      expect.stringContaining('halted at wave 1 of 3'),
+      expect.stringContaining(`vault-rollout halts clear ${rotationOf(change(2))}`),
+    ]);
     await processBatch([forged('gamma', change(3))], w.deps);
     expect(w.patched()).toEqual(['gamma']);
   });
@@ -86,11 +134,21 @@ describe('the wave guard', () => {
     const rotations = new MemoryRotationStore();
     const w = worker(rotations);
     const gate = (c: SecretChange, wave: number): QueueRecord => {
-      const m: GateMessage = { v: ROLLOUT_MESSAGE_VERSION, kind: 'gate', changes: [queuedChange(c)], wave, since: '2026-11-20T10:00:01Z', acceptedAt: '2026-11-20T10:00:01Z', round: 0 };
+      const m: GateMessage = {
+        v: ROLLOUT_MESSAGE_VERSION,
+        kind: 'gate',
+        changes: [queuedChange(c)],
+        wave,
+        since: '2026-11-20T10:00:01Z',
+        acceptedAt: '2026-11-20T10:00:01Z',
+        round: 0,
+      };
       return { messageId: `g${++n}`, body: JSON.stringify(m), groupId: `gate-${rotationOf(c)}` };
     };
     const skipped = await processBatch([gate(change(2), 1)], w.deps);
-    expect(skipped.refused.map((r) => r.reason)).toEqual([expect.stringMatching(/a gate for wave 2 of rotation \w+, which no passed gate released/)]);
+    expect(skipped.refused.map((r) => r.reason)).toEqual([
+      expect.stringMatching(/a gate for wave 2 of rotation \w+, which no passed gate released/),
+    ]);
     await rotations.halt(halt(change(4)));
     const halted = await processBatch([gate(change(4), 0)], w.deps);
     expect(halted.refused.map((r) => r.reason)).toEqual([expect.stringContaining('halted at wave 1 of 3')]);
@@ -99,7 +157,10 @@ describe('the wave guard', () => {
 
   it('redelivers a refused message the dead letters cannot take, rather than dropping it', async () => {
     const w = worker(new MemoryRotationStore());
-    const out = await processBatch([forged('beta', change(2))], { ...w.deps, deadLetter: () => Promise.reject(new Error('DLQ down')) });
+    const out = await processBatch([forged('beta', change(2))], {
+      ...w.deps,
+      deadLetter: () => Promise.reject(new Error('DLQ down')),
+    });
     expect(out.failed).toEqual([out.refused[0]?.messageId]);
   });
 
@@ -107,7 +168,9 @@ describe('the wave guard', () => {
     const w = worker(new MemoryRotationStore());
     const [m] = rolloutMessages('beta', [change(2)], '2026-11-20T10:00:01Z', undefined, 'abcdef0123456789');
     const out = await processBatch([{ messageId: 'x', body: JSON.stringify(m), groupId: 'beta' }], w.deps);
-    expect(out.refused[0]?.reason).toContain(`the sender planned with routing table abcdef0123456789, this worker's is ${table.hash}`);
+    expect(out.refused[0]?.reason).toContain(
+      `the sender planned with routing table abcdef0123456789, this worker's is ${table.hash}`,
+    );
   });
 });
 
@@ -137,7 +200,9 @@ describe.each([
     const h = { ...halt(change(2)), rotation: 'r1' };
     await store.halt(h);
     await store.halt({ ...halt(change(5)), rotation: 'r2', haltedAt: '2026-11-20T10:06:00Z' });
-    expect((await store.haltsOf([changeIdentity(queuedChange(change(2))), 'other'])).map((x) => x.rotation)).toEqual(['r1']);
+    expect((await store.haltsOf([changeIdentity(queuedChange(change(2))), 'other'])).map((x) => x.rotation)).toEqual([
+      'r1',
+    ]);
     expect((await store.haltsOf(['other'])).length).toBe(0);
     expect((await store.halts()).map((x) => x.rotation)).toEqual(['r1', 'r2']);
     expect(await store.clear('r1')).toEqual(h);

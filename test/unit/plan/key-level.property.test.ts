@@ -33,7 +33,13 @@ routes:
       - { clusters: [k], namespace: ns, kind: Deployment, name: w-cd, keys: [c, d] }
       - { clusters: [k], namespace: ns, kind: Deployment, name: w-all }
 `);
-const USES: Record<string, readonly string[]> = { 'w-a': ['a'], 'w-b': ['b'], 'w-ab': ['a', 'b'], 'w-cd': ['c', 'd'], 'w-all': KEYS };
+const USES: Record<string, readonly string[]> = {
+  'w-a': ['a'],
+  'w-b': ['b'],
+  'w-ab': ['a', 'b'],
+  'w-cd': ['c', 'd'],
+  'w-all': KEYS,
+};
 
 type Value = (typeof VALUES)[number];
 type Delivery = 'A' | 'B' | 'AB' | 'event' | 'lost' | 'held' | 'twice';
@@ -44,18 +50,29 @@ type Op =
   | { kind: 'undelete' }
   | { kind: 'expire' };
 
-const valueMap = <V>(value: fc.Arbitrary<V>) => fc.dictionary(fc.constantFrom(...KEYS), value, { maxKeys: 4 }) as fc.Arbitrary<Partial<Record<string, V>>>;
+const valueMap = <V>(value: fc.Arbitrary<V>) =>
+  fc.dictionary(fc.constantFrom(...KEYS), value, { maxKeys: 4 }) as fc.Arbitrary<Partial<Record<string, V>>>;
 const op: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: valueMap(fc.constantFrom(...VALUES)).map((data) => ({ kind: 'write' as const, data })) },
-  { weight: 3, arbitrary: valueMap(fc.option(fc.constantFrom(...VALUES), { nil: null })).filter((s) => Object.keys(s).length > 0).map((set) => ({ kind: 'patch' as const, set })) },
+  {
+    weight: 3,
+    arbitrary: valueMap(fc.option(fc.constantFrom(...VALUES), { nil: null }))
+      .filter((s) => Object.keys(s).length > 0)
+      .map((set) => ({ kind: 'patch' as const, set })),
+  },
   { weight: 1, arbitrary: fc.constant({ kind: 'delete' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'undelete' as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'expire' as const }) },
 );
-const step = fc.record({ op, delivery: fc.constantFrom<Delivery>('A', 'A', 'A', 'B', 'AB', 'event', 'lost', 'held', 'twice'), heldFirst: fc.boolean() });
+const step = fc.record({
+  op,
+  delivery: fc.constantFrom<Delivery>('A', 'A', 'A', 'B', 'AB', 'event', 'lost', 'held', 'twice'),
+  heldFirst: fc.boolean(),
+});
 
 const SALTS = { A: 'salt-of-device-a', B: 'salt-of-device-b' } as const;
-const hmac = (device: keyof typeof SALTS, value: string) => `hmac-sha256:${createHmac('sha256', SALTS[device]).update(value).digest('hex')}`;
+const hmac = (device: keyof typeof SALTS, value: string) =>
+  `hmac-sha256:${createHmac('sha256', SALTS[device]).update(value).digest('hex')}`;
 
 /** Vault's side: versions of the path and whether the current one is deleted. */
 class Vault {
@@ -65,7 +82,8 @@ class Vault {
 }
 
 /** What a workload reads of the path now: its keys' values, or that the secret is deleted. */
-const readable = (vault: Vault, uses: readonly string[]): string => (vault.deleted ? 'DELETED' : uses.map((k) => `${k}=${vault.data[k] ?? '-'}`).join(','));
+const readable = (vault: Vault, uses: readonly string[]): string =>
+  vault.deleted ? 'DELETED' : uses.map((k) => `${k}=${vault.data[k] ?? '-'}`).join(',');
 
 describe('key-level restarts: no workload that uses a changed key is ever skipped', () => {
   it('holds for arbitrary sequences of writes, patches, deletes and undeletes', async () => {
@@ -78,7 +96,9 @@ describe('key-level restarts: no workload that uses a changed key is ever skippe
         const store = new MemoryKeyBaselineStore();
         const records = new Map<string, RecordedVersions>(Object.keys(USES).map((w) => [w, {}]));
         // What each workload runs: what it read when it last started (all start before the first version).
-        const running = new Map<string, string>(Object.keys(USES).map((w) => [w, readable(vault, USES[w] as readonly string[])]));
+        const running = new Map<string, string>(
+          Object.keys(USES).map((w) => [w, readable(vault, USES[w] as readonly string[])]),
+        );
         let held: string[] = [];
         let clock = Date.parse('2026-11-20T10:00:00Z');
 
@@ -96,7 +116,11 @@ describe('key-level restarts: no workload that uses a changed key is ever skippe
             const skip = keyLevelSkip(target, recorded);
             if (skip !== undefined) {
               // The property: a skipped workload already runs what it would read if restarted now.
-              expect([name, skip, running.get(name)]).toEqual([name, skip, readable(vault, USES[name] as readonly string[])]);
+              expect([name, skip, running.get(name)]).toEqual([
+                name,
+                skip,
+                readable(vault, USES[name] as readonly string[]),
+              ]);
               skips++;
             } else {
               running.set(name, readable(vault, USES[name] as readonly string[]));
@@ -115,14 +139,39 @@ describe('key-level restarts: no workload that uses a changed key is ever skippe
           const time = new Date(clock).toISOString();
           const entries: Partial<Record<'A' | 'B' | 'event', string>> = {};
           if (o.kind === 'write' || (o.kind === 'patch' && (vault.version === 0 || vault.deleted))) {
-            const data = o.kind === 'write' ? o.data : (Object.fromEntries(Object.entries(o.set).filter(([, v]) => v !== null)) as Record<string, Value>);
+            const data =
+              o.kind === 'write'
+                ? o.data
+                : (Object.fromEntries(Object.entries(o.set).filter(([, v]) => v !== null)) as Record<string, Value>);
             vault.version++;
             vault.data = { ...data } as Record<string, Value>;
             vault.deleted = false;
             for (const d of ['A', 'B'] as const) {
-              entries[d] = JSON.stringify({ type: 'response', time, request: { id: `r${i}`, operation: vault.version === 1 ? 'create' : 'update', path: `secret/data/app/db`, mount_point: 'secret/', mount_type: 'kv', data: { data: Object.fromEntries(Object.entries(vault.data).map(([k, v]) => [k, hmac(d, v)])) } }, response: { data: { version: vault.version, deletion_time: hmac(d, '') } } });
+              entries[d] = JSON.stringify({
+                type: 'response',
+                time,
+                request: {
+                  id: `r${i}`,
+                  operation: vault.version === 1 ? 'create' : 'update',
+                  path: `secret/data/app/db`,
+                  mount_point: 'secret/',
+                  mount_type: 'kv',
+                  data: { data: Object.fromEntries(Object.entries(vault.data).map(([k, v]) => [k, hmac(d, v)])) },
+                },
+                response: { data: { version: vault.version, deletion_time: hmac(d, '') } },
+              });
             }
-            entries.event = JSON.stringify({ id: `e${i}`, time, data: { event_type: 'kv-v2/data-write', plugin_info: { mount_path: 'secret/', plugin: 'kv' }, event: { metadata: { modified: 'true', path: 'secret/data/app/db', current_version: String(vault.version) } } } });
+            entries.event = JSON.stringify({
+              id: `e${i}`,
+              time,
+              data: {
+                event_type: 'kv-v2/data-write',
+                plugin_info: { mount_path: 'secret/', plugin: 'kv' },
+                event: {
+                  metadata: { modified: 'true', path: 'secret/data/app/db', current_version: String(vault.version) },
+                },
+              },
+            });
           } else if (o.kind === 'patch') {
             vault.version++;
             const next = { ...vault.data };
@@ -132,18 +181,72 @@ describe('key-level restarts: no workload that uses a changed key is ever skippe
             }
             vault.data = next;
             for (const d of ['A', 'B'] as const) {
-              entries[d] = JSON.stringify({ type: 'response', time, request: { id: `r${i}`, operation: 'patch', path: `secret/data/app/db`, mount_point: 'secret/', mount_type: 'kv', data: { data: Object.fromEntries(Object.entries(o.set).map(([k, v]) => [k, v === null || v === undefined ? null : hmac(d, v)])) } }, response: { data: { version: vault.version, deletion_time: hmac(d, '') } } });
+              entries[d] = JSON.stringify({
+                type: 'response',
+                time,
+                request: {
+                  id: `r${i}`,
+                  operation: 'patch',
+                  path: `secret/data/app/db`,
+                  mount_point: 'secret/',
+                  mount_type: 'kv',
+                  data: {
+                    data: Object.fromEntries(
+                      Object.entries(o.set).map(([k, v]) => [k, v === null || v === undefined ? null : hmac(d, v)]),
+                    ),
+                  },
+                },
+                response: { data: { version: vault.version, deletion_time: hmac(d, '') } },
+              });
             }
-            entries.event = JSON.stringify({ id: `e${i}`, time, data: { event_type: 'kv-v2/data-patch', plugin_info: { mount_path: 'secret/', plugin: 'kv' }, event: { metadata: { modified: 'true', path: 'secret/data/app/db', current_version: String(vault.version) } } } });
+            entries.event = JSON.stringify({
+              id: `e${i}`,
+              time,
+              data: {
+                event_type: 'kv-v2/data-patch',
+                plugin_info: { mount_path: 'secret/', plugin: 'kv' },
+                event: {
+                  metadata: { modified: 'true', path: 'secret/data/app/db', current_version: String(vault.version) },
+                },
+              },
+            });
           } else {
             if (vault.version === 0 || vault.deleted === (o.kind === 'delete')) continue;
             vault.deleted = o.kind === 'delete';
             const path = o.kind === 'delete' ? 'secret/data/app/db' : 'secret/undelete/app/db';
-            for (const d of ['A', 'B'] as const) entries[d] = JSON.stringify({ type: 'response', time, request: { id: `r${i}`, operation: o.kind === 'delete' ? 'delete' : 'update', path, mount_point: 'secret/', mount_type: 'kv' }, response: { mount_type: 'kv' } });
-            entries.event = JSON.stringify({ id: `e${i}`, time, data: { event_type: o.kind === 'delete' ? 'kv-v2/data-delete' : 'kv-v2/undelete', plugin_info: { mount_path: 'secret/', plugin: 'kv' }, event: { metadata: { modified: 'true', path, current_version: String(vault.version) } } } });
+            for (const d of ['A', 'B'] as const)
+              entries[d] = JSON.stringify({
+                type: 'response',
+                time,
+                request: {
+                  id: `r${i}`,
+                  operation: o.kind === 'delete' ? 'delete' : 'update',
+                  path,
+                  mount_point: 'secret/',
+                  mount_type: 'kv',
+                },
+                response: { mount_type: 'kv' },
+              });
+            entries.event = JSON.stringify({
+              id: `e${i}`,
+              time,
+              data: {
+                event_type: o.kind === 'delete' ? 'kv-v2/data-delete' : 'kv-v2/undelete',
+                plugin_info: { mount_path: 'secret/', plugin: 'kv' },
+                event: { metadata: { modified: 'true', path, current_version: String(vault.version) } },
+              },
+            });
           }
           const now: string[] =
-            delivery === 'lost' ? [] : delivery === 'held' ? [] : delivery === 'AB' ? [entries.A as string, entries.B as string] : delivery === 'twice' ? [entries.A as string, entries.A as string] : [entries[delivery] as string];
+            delivery === 'lost'
+              ? []
+              : delivery === 'held'
+                ? []
+                : delivery === 'AB'
+                  ? [entries.A as string, entries.B as string]
+                  : delivery === 'twice'
+                    ? [entries.A as string, entries.A as string]
+                    : [entries[delivery] as string];
           if (delivery === 'held') {
             held.push(entries.A as string);
             continue;

@@ -28,17 +28,47 @@ function change(path: string, over: Partial<SecretChange> = {}): SecretChange {
   };
 }
 
-const brief = (t: RolloutTarget) => `${t.cluster}/${t.namespace}/${t.kind}/${t.type !== 'workload' ? t.name : (t.name ?? t.selector ?? 'annotated')}`;
+const brief = (t: RolloutTarget) =>
+  `${t.cluster}/${t.namespace}/${t.kind}/${t.type !== 'workload' ? t.name : (t.name ?? t.selector ?? 'annotated')}`;
 
 describe('planRollouts', () => {
   it.each([
-    ['a namespaced route fans out to every cluster its label selector picks', [change('secret/payments/api/db', { namespace: 'team-a', version: 7 })], ['alpha/payments/Deployment/api', 'beta/payments/Deployment/api']],
+    [
+      'a namespaced route fans out to every cluster its label selector picks',
+      [change('secret/payments/api/db', { namespace: 'team-a', version: 7 })],
+      ['alpha/payments/Deployment/api', 'beta/payments/Deployment/api'],
+    ],
     ['a change in another namespace matches nothing', [change('secret/payments/api/db', { namespace: 'team-b' })], []],
-    ['a route only takes its operations (default: write, undelete)', [change('secret/payments/api/db', { namespace: 'team-a', operation: 'delete' })], []],
-    ['undelete counts by default', [change('secret/payments/api/db', { namespace: 'team-a', operation: 'undelete' })], ['alpha/payments/Deployment/api', 'beta/payments/Deployment/api']],
-    ['destroy counts when the route says so', [change('secret/shared/tls', { operation: 'destroy', version: null })], ['alpha/edge/DaemonSet/ingress-proxy', 'alpha/edge/Deployment/vault-rollout.io/tls=shared', 'beta/edge/Deployment/vault-rollout.io/tls=shared', 'gamma/edge/Deployment/vault-rollout.io/tls=shared']],
-    ['annotated targets are planned per cluster and namespace', [change('legacy/batch/reports', { kvVersion: 1, version: null })], ['alpha/batch/CronJob/annotated', 'gamma/batch/CronJob/annotated']],
-    ['resource targets render their patch', [change('secret/registry/main', { version: 4 })], ['alpha/registry/Harbor/main']],
+    [
+      'a route only takes its operations (default: write, undelete)',
+      [change('secret/payments/api/db', { namespace: 'team-a', operation: 'delete' })],
+      [],
+    ],
+    [
+      'undelete counts by default',
+      [change('secret/payments/api/db', { namespace: 'team-a', operation: 'undelete' })],
+      ['alpha/payments/Deployment/api', 'beta/payments/Deployment/api'],
+    ],
+    [
+      'destroy counts when the route says so',
+      [change('secret/shared/tls', { operation: 'destroy', version: null })],
+      [
+        'alpha/edge/DaemonSet/ingress-proxy',
+        'alpha/edge/Deployment/vault-rollout.io/tls=shared',
+        'beta/edge/Deployment/vault-rollout.io/tls=shared',
+        'gamma/edge/Deployment/vault-rollout.io/tls=shared',
+      ],
+    ],
+    [
+      'annotated targets are planned per cluster and namespace',
+      [change('legacy/batch/reports', { kvVersion: 1, version: null })],
+      ['alpha/batch/CronJob/annotated', 'gamma/batch/CronJob/annotated'],
+    ],
+    [
+      'resource targets render their patch',
+      [change('secret/registry/main', { version: 4 })],
+      ['alpha/registry/Harbor/main'],
+    ],
     ['an unrouted path plans nothing', [change('secret/elsewhere')], []],
   ])('%s', (_name, changes, expected) => {
     expect(planRollouts(table, changes).targets.map(brief)).toEqual(expected);
@@ -51,7 +81,15 @@ describe('planRollouts', () => {
       change('secret/shared/tls', { version: 4, time: '2026-11-20T10:00:02Z' }),
     ]);
     const ds = plan.targets.find((t) => t.kind === 'DaemonSet');
-    expect(ds?.secrets).toEqual([{ path: 'secret/shared/tls', operation: 'write', version: 5, id: expect.any(String), time: '2026-11-20T10:00:01Z' }]);
+    expect(ds?.secrets).toEqual([
+      {
+        path: 'secret/shared/tls',
+        operation: 'write',
+        version: 5,
+        id: expect.any(String),
+        time: '2026-11-20T10:00:01Z',
+      },
+    ]);
     expect(plan.targets).toHaveLength(4);
     expect(plan.routed).toEqual([['shared-tls'], ['shared-tls'], ['shared-tls']]);
   });
@@ -68,7 +106,10 @@ routes:
     targets: [{ clusters: [c], namespace: n, kind: Deployment, name: api }]
 `,
     );
-    const plan = planRollouts(multi, [change('secret/api/db', { version: 2 }), change('secret/api/tls', { version: 9 })]);
+    const plan = planRollouts(multi, [
+      change('secret/api/db', { version: 2 }),
+      change('secret/api/tls', { version: 9 }),
+    ]);
     expect(plan.targets).toHaveLength(1);
     expect(plan.targets[0]).toMatchObject({ routes: ['all', 'db'], paths: ['secret/api/db', 'secret/api/tls'] });
   });
@@ -87,7 +128,9 @@ routes:
 
   it('derives the restart token from the changes only: a replay gets the same token, a new version another', () => {
     const first = planRollouts(table, [change('secret/shared/tls', { version: 13, id: 'x1' })]).targets[0];
-    const replay = planRollouts(table, [change('secret/shared/tls', { version: 13, id: 'x2', time: '2026-11-21T00:00:00Z' })]).targets[0];
+    const replay = planRollouts(table, [
+      change('secret/shared/tls', { version: 13, id: 'x2', time: '2026-11-21T00:00:00Z' }),
+    ]).targets[0];
     const next = planRollouts(table, [change('secret/shared/tls', { version: 14 })]).targets[0];
     expect(replay?.restartToken).toBe(first?.restartToken);
     expect(next?.restartToken).not.toBe(first?.restartToken);
@@ -102,19 +145,31 @@ routes:
   });
 
   it('stamps restartedAt from the newest change, in UTC seconds', () => {
-    const plan = planRollouts(table, [change('secret/shared/tls', { version: 1, time: '2026-11-20T11:15:02.987654321+01:00' })]);
+    const plan = planRollouts(table, [
+      change('secret/shared/tls', { version: 1, time: '2026-11-20T11:15:02.987654321+01:00' }),
+    ]);
     expect(plan.targets[0]?.restartedAt).toBe('2026-11-20T10:15:02Z');
     expect(rfc3339Seconds('not a time')).toBeNull();
     expect(planRollouts(table, [change('secret/shared/tls', { time: '' })]).targets[0]?.restartedAt).toBeNull();
   });
 
   it('renders resource patches from the newest change', () => {
-    const plan = planRollouts(table, [change('secret/registry/main', { version: 4 }), change('secret/registry/main', { version: 2 })]);
-    expect(plan.targets[0]).toMatchObject({ type: 'resource', apiVersion: 'example.com/v1', patch: { spec: { secretVersion: '4' } } });
+    const plan = planRollouts(table, [
+      change('secret/registry/main', { version: 4 }),
+      change('secret/registry/main', { version: 2 }),
+    ]);
+    expect(plan.targets[0]).toMatchObject({
+      type: 'resource',
+      apiVersion: 'example.com/v1',
+      patch: { spec: { secretVersion: '4' } },
+    });
   });
 
   it('refuses captured values that are no Kubernetes name, and says why', () => {
-    const plan = planRollouts(table, [change('secret/payments/Bad_Name/db', { namespace: 'team-a' }), change('secret/payments/{service}/db', { namespace: 'team-a' })]);
+    const plan = planRollouts(table, [
+      change('secret/payments/Bad_Name/db', { namespace: 'team-a' }),
+      change('secret/payments/{service}/db', { namespace: 'team-a' }),
+    ]);
     expect(plan.targets).toEqual([]);
     expect(plan.problems.map((p) => p.error)).toEqual([
       'name "Bad_Name" rendered from the path is not a valid Kubernetes name',
@@ -155,23 +210,88 @@ routes:
   it.each([
     ['a namespace the bound names', 'secret/payments/api', 'c/payments/Deployment/api', null],
     ['a namespace a glob of the bound matches', 'secret/team-blue/api', 'c/team-blue/Deployment/api', null],
-    ['a namespace outside the bound', 'secret/kube-system/coredns', null, 'namespace "kube-system" rendered from the path is outside the target\'s namespaces (payments, team-*)'],
-    ['a glob is no prefix: "team-*" does not take "teams"', 'secret/teams/api', null, 'namespace "teams" rendered from the path is outside the target\'s namespaces (payments, team-*)'],
+    [
+      'a namespace outside the bound',
+      'secret/kube-system/coredns',
+      null,
+      'namespace "kube-system" rendered from the path is outside the target\'s namespaces (payments, team-*)',
+    ],
+    [
+      'a glob is no prefix: "team-*" does not take "teams"',
+      'secret/teams/api',
+      null,
+      'namespace "teams" rendered from the path is outside the target\'s namespaces (payments, team-*)',
+    ],
     ['a label value in a selector', 'sel/api', 'c/n/Deployment/app in (api)', null],
-    ['a list where one label value goes', 'sel/api,billing,admin-console', null, '{apps} = "api,billing,admin-console" from the path is not a valid label value, so it cannot go into the selector'],
-    ['selector syntax where one label value goes', 'sel/x)', null, '{apps} = "x)" from the path is not a valid label value, so it cannot go into the selector'],
-    ['a label value too long for one', `sel/${'a'.repeat(64)}`, null, `{apps} = "${'a'.repeat(64)}" from the path is not a valid label value, so it cannot go into the selector`],
+    [
+      'a list where one label value goes',
+      'sel/api,billing,admin-console',
+      null,
+      '{apps} = "api,billing,admin-console" from the path is not a valid label value, so it cannot go into the selector',
+    ],
+    [
+      'selector syntax where one label value goes',
+      'sel/x)',
+      null,
+      '{apps} = "x)" from the path is not a valid label value, so it cannot go into the selector',
+    ],
+    [
+      'a label value too long for one',
+      `sel/${'a'.repeat(64)}`,
+      null,
+      `{apps} = "${'a'.repeat(64)}" from the path is not a valid label value, so it cannot go into the selector`,
+    ],
     ['a resource namespace inside the bound', 'crd/tenant-a/main', 'c/tenant-a/K/main', null],
-    ['a resource namespace outside the bound', 'crd/kube-system/main', null, 'namespace "kube-system" rendered from the path is outside the target\'s namespaces (tenant-*)'],
-    ['a namespace that is no DNS label, bound or not', 'free/Kube_System', null, 'namespace "Kube_System" rendered from the path is not a valid Kubernetes namespace'],
-    ['a bound of "*" takes any valid namespace, as the table says so', 'free/kube-system', 'c/kube-system/Deployment/app', null],
+    [
+      'a resource namespace outside the bound',
+      'crd/kube-system/main',
+      null,
+      'namespace "kube-system" rendered from the path is outside the target\'s namespaces (tenant-*)',
+    ],
+    [
+      'a namespace that is no DNS label, bound or not',
+      'free/Kube_System',
+      null,
+      'namespace "Kube_System" rendered from the path is not a valid Kubernetes namespace',
+    ],
+    [
+      'a bound of "*" takes any valid namespace, as the table says so',
+      'free/kube-system',
+      'c/kube-system/Deployment/app',
+      null,
+    ],
     ['a name a glob of the bound matches', 'secret/payments/web-eu', 'c/payments/Deployment/web-eu', null],
-    ['a name outside the bound: the path cannot pick any workload of the namespace', 'secret/payments/admin', null, 'name "admin" rendered from the path is outside the target\'s names (api, coredns, web-*)'],
-    ['a name glob is no prefix: "web-*" does not take "web"', 'secret/payments/web', null, 'name "web" rendered from the path is outside the target\'s names (api, coredns, web-*)'],
-    ['a resource name outside the bound', 'crd/tenant-a/other', null, 'name "other" rendered from the path is outside the target\'s names (main)'],
+    [
+      'a name outside the bound: the path cannot pick any workload of the namespace',
+      'secret/payments/admin',
+      null,
+      'name "admin" rendered from the path is outside the target\'s names (api, coredns, web-*)',
+    ],
+    [
+      'a name glob is no prefix: "web-*" does not take "web"',
+      'secret/payments/web',
+      null,
+      'name "web" rendered from the path is outside the target\'s names (api, coredns, web-*)',
+    ],
+    [
+      'a resource name outside the bound',
+      'crd/tenant-a/other',
+      null,
+      'name "other" rendered from the path is outside the target\'s names (main)',
+    ],
     ['a synced resource inside the bound', 'eso/db-main', 'c/apps/ExternalSecret/db-main', null],
-    ['a synced resource outside the bound', 'eso/web', null, 'name "web" rendered from the path is outside the target\'s names (db-*)'],
-    ['a SecretProviderClass outside the bound', 'csi/other', null, 'name "other" rendered from the path is outside the target\'s names (vault-db)'],
+    [
+      'a synced resource outside the bound',
+      'eso/web',
+      null,
+      'name "web" rendered from the path is outside the target\'s names (db-*)',
+    ],
+    [
+      'a SecretProviderClass outside the bound',
+      'csi/other',
+      null,
+      'name "other" rendered from the path is outside the target\'s names (vault-db)',
+    ],
   ])('%s', (_name, path, planned, problem) => {
     const plan = planRollouts(bounded, [change(path)]);
     expect(plan.targets.map(brief)).toEqual(planned === null ? [] : [planned]);

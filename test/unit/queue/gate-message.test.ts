@@ -1,9 +1,36 @@
 /** Gate messages: changes, a wave index and times only; bounded; their own FIFO group; a round in the dedup id. */
 import { describe, expect, it } from 'vitest';
-import { deduplicationId, gateGroupId, messageGroupId, parseRolloutMessage, type GateMessage, type QueuedChange } from '../../../lib/queue/rollout-message.ts';
+import {
+  deduplicationId,
+  gateGroupId,
+  messageGroupId,
+  parseRolloutMessage,
+  type GateMessage,
+  type QueuedChange,
+} from '../../../lib/queue/rollout-message.ts';
 
-const change: QueuedChange = { namespace: '', mount: 'secret', key: 'app', operation: 'write', version: 3, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: 'id-1', time: '2026-11-20T10:00:00Z' };
-const gate: GateMessage = { v: 2, kind: 'gate', changes: [change], wave: 0, since: '2026-11-20T10:00:01Z', acceptedAt: '2026-11-20T10:00:01Z', round: 0 };
+const change: QueuedChange = {
+  namespace: '',
+  mount: 'secret',
+  key: 'app',
+  operation: 'write',
+  version: 3,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: 'id-1',
+  time: '2026-11-20T10:00:00Z',
+};
+const gate: GateMessage = {
+  v: 2,
+  kind: 'gate',
+  changes: [change],
+  wave: 0,
+  since: '2026-11-20T10:00:01Z',
+  acceptedAt: '2026-11-20T10:00:01Z',
+  round: 0,
+};
 
 describe('gate messages', () => {
   it('round-trips; its group is gate-<hash of the changes>, whatever their order', () => {
@@ -27,7 +54,9 @@ describe('gate messages', () => {
     expect(forged).not.toBe(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['password'] }] }));
     expect(forged).not.toBe(deduplicationId(m));
     // The same keys in another order are the same claim.
-    expect(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['b', 'a'] }] })).toBe(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['a', 'b'] }] }));
+    expect(deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['b', 'a'] }] })).toBe(
+      deduplicationId({ ...m, changes: [{ ...change, changedKeys: ['a', 'b'] }] }),
+    );
   });
 
   it('a cluster message of a later wave has its own deduplication id', () => {

@@ -35,7 +35,12 @@ const QUEUES: Array<[string, (options?: LocalQueueOptions) => LocalRolloutQueue]
 describe.each(QUEUES)('%s', (_name, makeQueue) => {
   it('delivers the messages of one group in order and groups side by side', async () => {
     const queue = makeQueue();
-    await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('beta', 'b1'), rolloutMessage('alpha', 'a2'), rolloutMessage('alpha', 'a3')]);
+    await queue.send([
+      rolloutMessage('alpha', 'a1'),
+      rolloutMessage('beta', 'b1'),
+      rolloutMessage('alpha', 'a2'),
+      rolloutMessage('alpha', 'a3'),
+    ]);
 
     const received = await queue.receive();
     expect(names(received)).toEqual(['alpha/a1', 'alpha/a2', 'alpha/a3', 'beta/b1']);
@@ -46,7 +51,12 @@ describe.each(QUEUES)('%s', (_name, makeQueue) => {
 
   it('blocks a group while one of its messages is in flight, but not the other groups', async () => {
     const queue = makeQueue();
-    await queue.send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2'), rolloutMessage('beta', 'b1'), rolloutMessage('beta', 'b2')]);
+    await queue.send([
+      rolloutMessage('alpha', 'a1'),
+      rolloutMessage('alpha', 'a2'),
+      rolloutMessage('beta', 'b1'),
+      rolloutMessage('beta', 'b2'),
+    ]);
 
     const first = await queue.receive({ max: 1 });
     expect(names(first)).toEqual(['alpha/a1']);
@@ -243,7 +253,7 @@ describe('SqliteRolloutQueue on disk', () => {
     second.close();
   });
 
-  it('remembers seen keys (serve\'s replay window) until their time, across a reopen', () => {
+  it("remembers seen keys (serve's replay window) until their time, across a reopen", () => {
     const file = sqliteFile();
     const first = new SqliteRolloutQueue({ file });
     expect(first.firstSeen('sig-1', 1000, 1600)).toBe(true);

@@ -1,7 +1,17 @@
-import { SendMessageBatchCommand, SQSClient, SQSServiceException, type SendMessageBatchCommandInput } from '@aws-sdk/client-sqs';
+import {
+  SendMessageBatchCommand,
+  SQSClient,
+  SQSServiceException,
+  type SendMessageBatchCommandInput,
+} from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { deduplicationId, parseRolloutMessage, QueueUnavailableError, type RolloutMessage } from '../../../lib/queue/rollout-message.ts';
+import {
+  deduplicationId,
+  parseRolloutMessage,
+  QueueUnavailableError,
+  type RolloutMessage,
+} from '../../../lib/queue/rollout-message.ts';
 import { MAX_BATCH_BYTES, packCalls, SqsRolloutQueue } from '../../../lib/queue/sqs-queue.ts';
 import { messageName, rolloutMessage } from '../../sqs/fixtures.ts';
 
@@ -16,7 +26,8 @@ function queue(sleeps: number[] = []): SqsRolloutQueue {
   });
 }
 
-const calls = (): SendMessageBatchCommandInput[] => sqsMock.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input);
+const calls = (): SendMessageBatchCommandInput[] =>
+  sqsMock.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input);
 /** "cluster/name" of each entry of each call. */
 const sent = (): string[][] =>
   calls().map((input) =>
@@ -27,7 +38,9 @@ const sent = (): string[][] =>
   );
 
 /** Answers every call with success, except the entries whose message `fail` picks (by "cluster/name"). */
-function answer(fail: (name: string, call: number) => { Code: string; SenderFault?: boolean } | undefined = () => undefined): void {
+function answer(
+  fail: (name: string, call: number) => { Code: string; SenderFault?: boolean } | undefined = () => undefined,
+): void {
   let call = 0;
   sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommandInput) => {
     call += 1;
@@ -55,7 +68,12 @@ describe('SqsRolloutQueue.send', () => {
     const input = calls()[0];
     expect(input?.QueueUrl).toBe(QUEUE_URL);
     expect(input?.Entries).toEqual(
-      messages.map((m, i) => ({ Id: `m${i}`, MessageBody: JSON.stringify(m), MessageGroupId: m.cluster, MessageDeduplicationId: deduplicationId(m) })),
+      messages.map((m, i) => ({
+        Id: `m${i}`,
+        MessageBody: JSON.stringify(m),
+        MessageGroupId: m.cluster,
+        MessageDeduplicationId: deduplicationId(m),
+      })),
     );
   });
 
@@ -76,21 +94,33 @@ describe('SqsRolloutQueue.send', () => {
     answer();
     const messages = Array.from({ length: 5 }, (_, i) => rolloutMessage(`cluster-${i}`, 'api', 1, 100 * 1024));
     await queue().send(messages);
-    const callBytes = calls().map((c) => (c.Entries ?? []).reduce((sum, e) => sum + Buffer.byteLength(e.MessageBody ?? ''), 0));
+    const callBytes = calls().map((c) =>
+      (c.Entries ?? []).reduce((sum, e) => sum + Buffer.byteLength(e.MessageBody ?? ''), 0),
+    );
     expect(calls().map((c) => c.Entries?.length)).toEqual([2, 2, 1]);
     expect(Math.max(...callBytes)).toBeLessThanOrEqual(MAX_BATCH_BYTES);
   });
 
   it('keeps the order of one group: its next message goes out only after the previous one was accepted', async () => {
     answer();
-    await queue().send([rolloutMessage('alpha', 'a1'), rolloutMessage('beta', 'b1'), rolloutMessage('alpha', 'a2'), rolloutMessage('alpha', 'a3')]);
+    await queue().send([
+      rolloutMessage('alpha', 'a1'),
+      rolloutMessage('beta', 'b1'),
+      rolloutMessage('alpha', 'a2'),
+      rolloutMessage('alpha', 'a3'),
+    ]);
     expect(sent()).toEqual([['alpha/a1', 'beta/b1'], ['alpha/a2'], ['alpha/a3']]);
   });
 
   it('retries entries reported as Failed, with backoff, before sending their group on', async () => {
     answer((name, call) => (name === 'alpha/a1' && call <= 2 ? { Code: 'InternalError' } : undefined));
     const sleeps: number[] = [];
-    await queue(sleeps).send([rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2'), rolloutMessage('beta', 'b1'), rolloutMessage('beta', 'b2')]);
+    await queue(sleeps).send([
+      rolloutMessage('alpha', 'a1'),
+      rolloutMessage('alpha', 'a2'),
+      rolloutMessage('beta', 'b1'),
+      rolloutMessage('beta', 'b2'),
+    ]);
 
     expect(sent()).toEqual([['alpha/a1', 'beta/b1'], ['alpha/a1', 'beta/b2'], ['alpha/a1'], ['alpha/a2']]);
     expect(sleeps).toEqual([100, 200]);
@@ -100,12 +130,18 @@ describe('SqsRolloutQueue.send', () => {
     answer((name) => (name === 'alpha/a1' ? { Code: 'InternalError' } : undefined));
     const sleeps: number[] = [];
     const messages = [rolloutMessage('alpha', 'a1'), rolloutMessage('alpha', 'a2'), rolloutMessage('beta', 'b1')];
-    const error = await queue(sleeps).send(messages).catch((e: unknown) => e);
+    const error = await queue(sleeps)
+      .send(messages)
+      .catch((e: unknown) => e);
 
     expect(error).toBeInstanceOf(QueueUnavailableError);
     expect((error as Error).message).toBe('2 of 3 rollout message(s) were not queued (InternalError ×2)');
     // a1 was sent 1 + 3 times; a2 never, as it would have overtaken a1; beta went through.
-    expect(sent().flat().filter((n) => n === 'alpha/a1')).toHaveLength(4);
+    expect(
+      sent()
+        .flat()
+        .filter((n) => n === 'alpha/a1'),
+    ).toHaveLength(4);
     expect(sent().flat()).not.toContain('alpha/a2');
     expect(sent().flat()).toContain('beta/b1');
     expect(sleeps).toEqual([100, 200, 400]);
@@ -113,26 +149,48 @@ describe('SqsRolloutQueue.send', () => {
 
   it('does not retry an entry the service calls a sender fault', async () => {
     answer((name) => (name === 'alpha/a1' ? { Code: 'InvalidParameterValue', SenderFault: true } : undefined));
-    const error = await queue().send([rolloutMessage('alpha', 'a1')]).catch((e: unknown) => e);
+    const error = await queue()
+      .send([rolloutMessage('alpha', 'a1')])
+      .catch((e: unknown) => e);
     expect((error as Error).message).toBe('1 of 1 rollout message(s) were not queued (InvalidParameterValue ×1)');
     expect(calls()).toHaveLength(1);
   });
 
   it('does not send a message over 256 KiB, and counts it', async () => {
     answer();
-    const error = await queue().send([rolloutMessage('alpha', 'huge', 1, 300 * 1024), rolloutMessage('beta', 'b1')]).catch((e: unknown) => e);
+    const error = await queue()
+      .send([rolloutMessage('alpha', 'huge', 1, 300 * 1024), rolloutMessage('beta', 'b1')])
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QueueUnavailableError);
     expect((error as Error).message).toBe('1 of 2 rollout message(s) were not queued (MessageTooLong ×1)');
     expect(sent()).toEqual([['beta/b1']]);
   });
 
   it.each([
-    ['throttling', new SQSServiceException({ name: 'ThrottlingException', $fault: 'client', $metadata: { httpStatusCode: 400 }, message: 'Rate exceeded' })],
-    ['credentials', new SQSServiceException({ name: 'InvalidClientTokenId', $fault: 'client', $metadata: { httpStatusCode: 403 }, message: 'invalid token' })],
+    [
+      'throttling',
+      new SQSServiceException({
+        name: 'ThrottlingException',
+        $fault: 'client',
+        $metadata: { httpStatusCode: 400 },
+        message: 'Rate exceeded',
+      }),
+    ],
+    [
+      'credentials',
+      new SQSServiceException({
+        name: 'InvalidClientTokenId',
+        $fault: 'client',
+        $metadata: { httpStatusCode: 403 },
+        message: 'invalid token',
+      }),
+    ],
     ['network', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { name: 'Error', code: 'ECONNREFUSED' })],
   ])('turns a failed call (%s) into QueueUnavailableError with the cause', async (_kind, cause) => {
     sqsMock.on(SendMessageBatchCommand).rejects(cause);
-    const error = await queue().send([rolloutMessage('alpha', 'a1')]).catch((e: unknown) => e);
+    const error = await queue()
+      .send([rolloutMessage('alpha', 'a1')])
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(QueueUnavailableError);
     expect((error as Error).message).toBe(`the rollout queue did not accept a batch of 1 message(s): ${cause.name}`);
     expect((error as Error).cause).toBe(cause);

@@ -26,13 +26,22 @@ describe('LineSplitter', () => {
   it('splits across chunks, strips CR, skips blank lines, reports end positions, and bounds line length', () => {
     const lines: Array<[string, number]> = [];
     let overlong = 0;
-    const splitter = new LineSplitter({ maxLineBytes: 10, startPosition: 100, onLine: (l, end) => lines.push([l, end]), onOverlong: () => (overlong += 1) });
+    const splitter = new LineSplitter({
+      maxLineBytes: 10,
+      startPosition: 100,
+      onLine: (l, end) => lines.push([l, end]),
+      onOverlong: () => (overlong += 1),
+    });
     splitter.push(Buffer.from('ab'));
     expect(splitter.pendingBytes).toBe(2);
     splitter.push(Buffer.from('c\r\n\n  \nde'));
     splitter.push(Buffer.from('f\n0123456789'));
     splitter.push(Buffer.from('X and more\nok\n'));
-    expect(lines).toEqual([['abc', 105], ['def', 113], ['ok', 137]]);
+    expect(lines).toEqual([
+      ['abc', 105],
+      ['def', 113],
+      ['ok', 137],
+    ]);
     expect(overlong).toBe(1);
     // Multi-byte characters split across chunks come out whole.
     const euro = Buffer.from('€\n');
@@ -45,19 +54,28 @@ describe('LineSplitter', () => {
 
   it('gives the last line at the end of the stream even without its newline, unless it was too long', () => {
     const out: Array<[string, number]> = [];
-    const splitter = new LineSplitter({ maxLineBytes: 5, onLine: (l, end) => out.push([l, end]), onOverlong: () => undefined });
+    const splitter = new LineSplitter({
+      maxLineBytes: 5,
+      onLine: (l, end) => out.push([l, end]),
+      onOverlong: () => undefined,
+    });
     splitter.push(Buffer.from('one\ntwo'));
     splitter.end();
     splitter.push(Buffer.from('toolong'));
     splitter.end();
-    expect(out).toEqual([['one', 4], ['two', 7]]);
+    expect(out).toEqual([
+      ['one', 4],
+      ['two', 7],
+    ]);
   });
 });
 
 describe('Batcher', () => {
   it('keeps one batch per kind, sends an oversized line alone, and flushes on demand', () => {
     const batches: Array<[string, string[], number]> = [];
-    const batcher = new Batcher({ maxBytes: 10, maxRecords: 3, maxDelayMs: 60_000 }, (kind, lines, acks) => batches.push([kind, lines, acks.length]));
+    const batcher = new Batcher({ maxBytes: 10, maxRecords: 3, maxDelayMs: 60_000 }, (kind, lines, acks) =>
+      batches.push([kind, lines, acks.length]),
+    );
     batcher.add('audit', 'a', () => undefined);
     batcher.add('events', 'e');
     batcher.add('audit', 'this is larger than ten bytes');
@@ -83,7 +101,10 @@ describe('Spool', () => {
     writeFileSync(join(dir, `${spoolFileName(11, 'audit')}.tmp`), 'half');
     writeFileSync(join(dir, 'audit-file-offset.json'), '{}');
     const spool = await Spool.open(dir, { maxBytes: 1000, log: memoryLog() });
-    expect(spool.entries().map((e) => [e.seq, e.kind])).toEqual([[2, 'audit'], [10, 'events']]);
+    expect(spool.entries().map((e) => [e.seq, e.kind])).toEqual([
+      [2, 'audit'],
+      [10, 'events'],
+    ]);
     expect(spool.usedBytes).toBe(4);
     expect(readdirSync(dir).some((f) => f.endsWith('.tmp'))).toBe(false);
     expect(await spool.append('audit', ['x'])).toBe('spooled');
@@ -116,7 +137,12 @@ describe('Deliverer', () => {
     const log = memoryLog();
     const sent: string[] = [];
     const stop = new AbortController();
-    const running = new Deliverer({ spool, counters, log, sender: { target: 't', send: (_k, body) => (sent.push(body), Promise.resolve({ type: 'delivered' })) } }).run(stop.signal);
+    const running = new Deliverer({
+      spool,
+      counters,
+      log,
+      sender: { target: 't', send: (_k, body) => (sent.push(body), Promise.resolve({ type: 'delivered' })) },
+    }).run(stop.signal);
     await waitFor(() => sent.length === 1);
     stop.abort();
     await running;
@@ -196,7 +222,11 @@ describe('HttpBatchSender', () => {
     try {
       const sender = new HttpBatchSender({ baseUrl: fn.url, bearerToken: 'only-bearer' });
       const signal = new AbortController().signal;
-      expect(await sender.send('events', 'x\n', signal)).toMatchObject({ type: 'retry', loud: true, reason: expect.stringMatching(/^HTTP 404: ; check --to|^HTTP 404; check --to/) });
+      expect(await sender.send('events', 'x\n', signal)).toMatchObject({
+        type: 'retry',
+        loud: true,
+        reason: expect.stringMatching(/^HTTP 404: ; check --to|^HTTP 404; check --to/),
+      });
       expect(await sender.send('events', 'x\n', signal)).toMatchObject({ type: 'retry', loud: true });
       expect(await sender.send('events', 'x\n', signal)).toEqual({ type: 'rejected', error: 'HTTP 418' });
       expect(await sender.send('events', 'x\n', signal)).toEqual({ type: 'retry', reason: 'HTTP 500' });
@@ -213,38 +243,83 @@ describe('HttpBatchSender', () => {
 describe('SqsBatchSender', () => {
   const table = loadRoutingTable('clusters:\n  a:\n    kubeconfig: { inline: "x" }\nroutes: []\n', 'inline.yaml');
   it('retries when the queue is unavailable, loudly on anything unexpected', async () => {
-    const down = new SqsBatchSender({ table, queueUrl: 'q', queue: { send: () => Promise.reject(new QueueUnavailableError('throttled')) } });
-    const line = '{"type":"response","request":{"id":"1","operation":"update","mount_type":"kv","path":"secret/data/a"},"response":{"data":{"version":1}}}\n';
-    const broken = new SqsBatchSender({ table: { ...table, routes: [] }, queueUrl: 'q', queue: { send: () => Promise.reject(new TypeError('bug')) } });
+    const down = new SqsBatchSender({
+      table,
+      queueUrl: 'q',
+      queue: { send: () => Promise.reject(new QueueUnavailableError('throttled')) },
+    });
+    const line =
+      '{"type":"response","request":{"id":"1","operation":"update","mount_type":"kv","path":"secret/data/a"},"response":{"data":{"version":1}}}\n';
+    const broken = new SqsBatchSender({
+      table: { ...table, routes: [] },
+      queueUrl: 'q',
+      queue: { send: () => Promise.reject(new TypeError('bug')) },
+    });
     // No route matches: nothing to queue, so delivered.
     expect(await down.send('audit', line)).toMatchObject({ type: 'delivered' });
-    const routed = loadRoutingTable('clusters:\n  a:\n    kubeconfig: { inline: "x" }\nroutes:\n  - name: r\n    match: { path: "secret/**" }\n    targets:\n      - { clusters: [a], namespace: n, kind: Deployment, name: w }\n', 'inline.yaml');
-    expect(await new SqsBatchSender({ table: routed, queueUrl: 'q', queue: { send: () => Promise.reject(new QueueUnavailableError('throttled')) } }).send('audit', line)).toEqual({ type: 'retry', reason: 'throttled' });
-    expect(await new SqsBatchSender({ table: routed, queueUrl: 'q', queue: { send: () => Promise.reject(new TypeError('bug')) } }).send('audit', line)).toEqual({ type: 'retry', reason: 'unexpected: TypeError', loud: true });
+    const routed = loadRoutingTable(
+      'clusters:\n  a:\n    kubeconfig: { inline: "x" }\nroutes:\n  - name: r\n    match: { path: "secret/**" }\n    targets:\n      - { clusters: [a], namespace: n, kind: Deployment, name: w }\n',
+      'inline.yaml',
+    );
+    expect(
+      await new SqsBatchSender({
+        table: routed,
+        queueUrl: 'q',
+        queue: { send: () => Promise.reject(new QueueUnavailableError('throttled')) },
+      }).send('audit', line),
+    ).toEqual({ type: 'retry', reason: 'throttled' });
+    expect(
+      await new SqsBatchSender({
+        table: routed,
+        queueUrl: 'q',
+        queue: { send: () => Promise.reject(new TypeError('bug')) },
+      }).send('audit', line),
+    ).toEqual({ type: 'retry', reason: 'unexpected: TypeError', loud: true });
     expect(broken.target).toBe('q');
   });
 
   it('keeps key baselines when given a store: the second write queues the keys it changed', async () => {
     const { MemoryKeyBaselineStore } = await import('../../../lib/rotations/key-baselines.ts');
-    const routed = loadRoutingTable('clusters:\n  a:\n    kubeconfig: { inline: "x" }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: r\n    match: { path: "secret/**" }\n    targets:\n      - { clusters: [a], namespace: n, kind: Deployment, name: w, keys: [api_key] }\n', 'inline.yaml');
+    const routed = loadRoutingTable(
+      'clusters:\n  a:\n    kubeconfig: { inline: "x" }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: r\n    match: { path: "secret/**" }\n    targets:\n      - { clusters: [a], namespace: n, kind: Deployment, name: w, keys: [api_key] }\n',
+      'inline.yaml',
+    );
     const sent: unknown[] = [];
-    const sender = new SqsBatchSender({ table: routed, queueUrl: 'q', queue: { send: (m) => Promise.resolve(void sent.push(...m)) }, baselines: new MemoryKeyBaselineStore() });
+    const sender = new SqsBatchSender({
+      table: routed,
+      queueUrl: 'q',
+      queue: { send: (m) => Promise.resolve(void sent.push(...m)) },
+      baselines: new MemoryKeyBaselineStore(),
+    });
     const hmac = (c: string) => `hmac-sha256:${c.repeat(64)}`;
-    const write = (version: number, password: string) => `${JSON.stringify({ time: '2026-11-27T10:00:00Z', type: 'response', request: { id: `r${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/a', data: { data: { password: hmac(password), api_key: hmac('a') } } }, response: { data: { version, deletion_time: hmac('d') } } })}\n`;
+    const write = (version: number, password: string) =>
+      `${JSON.stringify({ time: '2026-11-27T10:00:00Z', type: 'response', request: { id: `r${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: 'secret/data/a', data: { data: { password: hmac(password), api_key: hmac('a') } } }, response: { data: { version, deletion_time: hmac('d') } } })}\n`;
     expect(await sender.send('audit', write(1, 'b'))).toMatchObject({ type: 'delivered' });
     expect(await sender.send('audit', write(2, 'c'))).toMatchObject({ type: 'delivered' });
     const changes = sent.flatMap((m) => (m as { changes: Array<{ version: number; changedKeys?: string[] }> }).changes);
-    expect(changes.map((c) => [c.version, c.changedKeys])).toEqual([[1, undefined], [2, ['password']]]);
+    expect(changes.map((c) => [c.version, c.changedKeys])).toEqual([
+      [1, undefined],
+      [2, ['password']],
+    ]);
   });
 });
 
 describe('logs and counters', () => {
   it('writes JSON lines and counts drops by reason', () => {
     const out: string[] = [];
-    const log = jsonLinesLog((t) => out.push(t), () => 0);
+    const log = jsonLinesLog(
+      (t) => out.push(t),
+      () => 0,
+    );
     log.info('hello', { n: 1 });
     log.error('bad');
-    expect(JSON.parse(out[0] as string)).toEqual({ time: '1970-01-01T00:00:00.000Z', level: 'info', component: 'relay', message: 'hello', n: 1 });
+    expect(JSON.parse(out[0] as string)).toEqual({
+      time: '1970-01-01T00:00:00.000Z',
+      level: 'info',
+      component: 'relay',
+      message: 'hello',
+      n: 1,
+    });
     expect(JSON.parse(out[1] as string)).toMatchObject({ level: 'error' });
     const counters = new RelayCounters();
     counters.drop('spool-full', 2);

@@ -7,7 +7,17 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HttpBatchSender } from '../../../lib/relay/http-sender.ts';
 import { startRelay, type RelayOptions } from '../../../lib/relay/relay.ts';
 import { memoryLog } from '../../../lib/kernel/log.ts';
-import { auditLine, fastSleep, linesOf, SECRET, sendLines, startFunctionServer, temporaryDir, waitFor, type Reply } from './helpers.ts';
+import {
+  auditLine,
+  fastSleep,
+  linesOf,
+  SECRET,
+  sendLines,
+  startFunctionServer,
+  temporaryDir,
+  waitFor,
+  type Reply,
+} from './helpers.ts';
 
 let tmp: ReturnType<typeof temporaryDir>;
 const cleanups: Array<() => Promise<void> | void> = [];
@@ -19,7 +29,11 @@ afterEach(async () => {
   tmp.remove();
 });
 
-async function setup(reply?: (request: Parameters<NonNullable<Parameters<typeof startFunctionServer>[0]>>[0], index: number) => Reply, options: Partial<RelayOptions> = {}, senderOptions: { bearerToken?: string } = {}) {
+async function setup(
+  reply?: (request: Parameters<NonNullable<Parameters<typeof startFunctionServer>[0]>>[0], index: number) => Reply,
+  options: Partial<RelayOptions> = {},
+  senderOptions: { bearerToken?: string } = {},
+) {
   const server = await startFunctionServer(reply);
   cleanups.push(() => server.close());
   const log = memoryLog();
@@ -58,19 +72,29 @@ describe('relay delivery', () => {
   });
 
   it('closes batches at the record limit, at the byte limit, and after the delay', async () => {
-    const { server, relay, address } = await setup(undefined, { batch: { maxRecords: 3, maxBytes: 1024 * 1024, maxDelayMs: 30 } });
+    const { server, relay, address } = await setup(undefined, {
+      batch: { maxRecords: 3, maxBytes: 1024 * 1024, maxDelayMs: 30 },
+    });
     await sendLines(address, lines(7));
     await waitFor(() => relay.counters.delivered === 7);
     expect(server.requests.map((r) => r.body.split('\n').filter(Boolean).length)).toEqual([3, 3, 1]);
 
-    const bySize = await setup(undefined, { spoolDir: `${tmp.dir}/by-size`, batch: { maxRecords: 500, maxBytes: 2 * (auditLine(10).length + 1), maxDelayMs: 30 } });
+    const bySize = await setup(undefined, {
+      spoolDir: `${tmp.dir}/by-size`,
+      batch: { maxRecords: 500, maxBytes: 2 * (auditLine(10).length + 1), maxDelayMs: 30 },
+    });
     await sendLines(bySize.address, lines(5, 10));
     await waitFor(() => bySize.relay.counters.delivered === 5);
     expect(bySize.server.requests.map((r) => r.body.split('\n').filter(Boolean).length)).toEqual([2, 2, 1]);
   });
 
   it('retries 503 and network errors with backoff, and honours Retry-After on 429', async () => {
-    const replies: Reply[] = [{ status: 503, body: { error: 'the queue is unavailable' } }, 'hang-up', { status: 429, headers: { 'retry-after': '2' } }, { status: 202, body: { accepted: 2 } }];
+    const replies: Reply[] = [
+      { status: 503, body: { error: 'the queue is unavailable' } },
+      'hang-up',
+      { status: 429, headers: { 'retry-after': '2' } },
+      { status: 202, body: { accepted: 2 } },
+    ];
     const { server, relay, address, sleep, log } = await setup((_r, i) => replies[i] ?? { status: 202 });
     await sendLines(address, lines(2));
     await waitFor(() => relay.counters.delivered === 2);
@@ -84,7 +108,9 @@ describe('relay delivery', () => {
   });
 
   it('splits a batch the function finds too large (413) and sends the halves in order', async () => {
-    const { server, relay, address } = await setup((r) => (r.body.split('\n').filter(Boolean).length > 2 ? { status: 413, body: { error: 'too large' } } : { status: 202 }));
+    const { server, relay, address } = await setup((r) =>
+      r.body.split('\n').filter(Boolean).length > 2 ? { status: 413, body: { error: 'too large' } } : { status: 202 },
+    );
     await sendLines(address, lines(7));
     await waitFor(() => relay.counters.delivered === 7);
     const accepted = server.requests.filter((r) => r.body.split('\n').filter(Boolean).length <= 2);
@@ -99,17 +125,25 @@ describe('relay delivery', () => {
   });
 
   it("drops a batch the function rejects (400) with reason rejected, logging the function's error, and goes on", async () => {
-    const { server, relay, address, log } = await setup((_r, i) => (i === 0 ? { status: 400, body: { error: 'the body is not UTF-8 text' } } : { status: 202 }));
+    const { server, relay, address, log } = await setup((_r, i) =>
+      i === 0 ? { status: 400, body: { error: 'the body is not UTF-8 text' } } : { status: 202 },
+    );
     await sendLines(address, lines(2));
     await waitFor(() => relay.counters.dropped('rejected') === 2);
     await sendLines(address, lines(1, 2));
     await waitFor(() => relay.counters.delivered === 1);
     expect(linesOf(server.requests.slice(1))).toEqual(lines(1, 2));
-    expect(log.lines.find((l) => l.message.startsWith('the receiver rejected'))?.fields).toMatchObject({ reason: 'rejected', error: 'HTTP 400: the body is not UTF-8 text', records: 2 });
+    expect(log.lines.find((l) => l.message.startsWith('the receiver rejected'))?.fields).toMatchObject({
+      reason: 'rejected',
+      error: 'HTTP 400: the body is not UTF-8 text',
+      records: 2,
+    });
   });
 
   it('keeps retrying on 401 (a configuration error), logging loudly, and drops nothing', async () => {
-    const { relay, address, log } = await setup((_r, i) => (i < 3 ? { status: 401, body: { error: 'the signature does not match the body' } } : { status: 202 }));
+    const { relay, address, log } = await setup((_r, i) =>
+      i < 3 ? { status: 401, body: { error: 'the signature does not match the body' } } : { status: 202 },
+    );
     await sendLines(address, lines(1));
     await waitFor(() => relay.counters.delivered === 1);
     expect(log.lines.filter((l) => l.level === 'error' && l.message.startsWith('DELIVERY BLOCKED'))).toHaveLength(3);
@@ -117,7 +151,9 @@ describe('relay delivery', () => {
   });
 
   it('preserves order across many batches and intermittent failures', async () => {
-    const { server, relay, address } = await setup((_r, i) => (i % 3 === 1 ? { status: 503 } : { status: 202 }), { batch: { maxRecords: 7, maxBytes: 1024 * 1024, maxDelayMs: 10 } });
+    const { server, relay, address } = await setup((_r, i) => (i % 3 === 1 ? { status: 503 } : { status: 202 }), {
+      batch: { maxRecords: 7, maxBytes: 1024 * 1024, maxDelayMs: 10 },
+    });
     await sendLines(address, lines(60));
     await waitFor(() => relay.counters.delivered === 60);
     const accepted = server.requests.filter((_r, i) => i % 3 !== 1);
@@ -142,7 +178,10 @@ describe('relay delivery', () => {
 
   it('drops new lines with reason spool-full when the spool is full, and says so', async () => {
     const one = auditLine(0).length + 1;
-    const { relay, address, log } = await setup(() => ({ status: 503 }), { spoolMaxBytes: 3 * one + 10, batch: { maxRecords: 1, maxBytes: 1024 * 1024, maxDelayMs: 10 } });
+    const { relay, address, log } = await setup(() => ({ status: 503 }), {
+      spoolMaxBytes: 3 * one + 10,
+      batch: { maxRecords: 1, maxBytes: 1024 * 1024, maxDelayMs: 10 },
+    });
     await sendLines(address, lines(5));
     await waitFor(() => relay.counters.spooled + relay.counters.dropped('spool-full') === 5);
     expect(relay.counters.spooled).toBe(3);
@@ -151,7 +190,9 @@ describe('relay delivery', () => {
   });
 
   it('on stop, flushes the open batch into the spool, tries to deliver for the grace period, and keeps the rest', async () => {
-    const { relay, address } = await setup(() => ({ status: 503 }), { batch: { maxRecords: 500, maxBytes: 1024 * 1024, maxDelayMs: 60_000 } });
+    const { relay, address } = await setup(() => ({ status: 503 }), {
+      batch: { maxRecords: 500, maxBytes: 1024 * 1024, maxDelayMs: 60_000 },
+    });
     await sendLines(address, lines(4));
     await waitFor(() => relay.counters.received === 4);
     expect(relay.counters.spooled).toBe(0); // still in the open batch

@@ -21,15 +21,28 @@ async function vault(options: Parameters<typeof startFakeVault>[0] = {}): Promis
 function subscriber(vaultAddr: string, options: Partial<ConstructorParameters<typeof EventSubscriber>[0]> = {}) {
   const messages: string[] = [];
   const log = memoryLog();
-  const s = new EventSubscriber({ vaultAddr, eventType: 'kv-v2/*', auth: staticTokenSource('good-token'), onMessage: (m) => messages.push(m), log, sleep: fastSleep().sleep, reconnectBaseMs: 1, ...options });
+  const s = new EventSubscriber({
+    vaultAddr,
+    eventType: 'kv-v2/*',
+    auth: staticTokenSource('good-token'),
+    onMessage: (m) => messages.push(m),
+    log,
+    sleep: fastSleep().sleep,
+    reconnectBaseMs: 1,
+    ...options,
+  });
   cleanups.push(() => s.stop());
   return { s, messages, log };
 }
 
 describe('subscribeUrl', () => {
   it('builds the WebSocket URL with json=true, repeated namespaces and the filter', () => {
-    expect(subscribeUrl('https://vault:8200/', 'kv-v2/*', ['a', 'b/c'], 'data_path == "secret/data/x"')).toBe('wss://vault:8200/v1/sys/events/subscribe/kv-v2/*?json=true&namespaces=a&namespaces=b%2Fc&filter=data_path+%3D%3D+%22secret%2Fdata%2Fx%22');
-    expect(subscribeUrl('http://127.0.0.1:8200', 'kv-v1/*')).toBe('ws://127.0.0.1:8200/v1/sys/events/subscribe/kv-v1/*?json=true');
+    expect(subscribeUrl('https://vault:8200/', 'kv-v2/*', ['a', 'b/c'], 'data_path == "secret/data/x"')).toBe(
+      'wss://vault:8200/v1/sys/events/subscribe/kv-v2/*?json=true&namespaces=a&namespaces=b%2Fc&filter=data_path+%3D%3D+%22secret%2Fdata%2Fx%22',
+    );
+    expect(subscribeUrl('http://127.0.0.1:8200', 'kv-v1/*')).toBe(
+      'ws://127.0.0.1:8200/v1/sys/events/subscribe/kv-v1/*?json=true',
+    );
   });
 });
 
@@ -39,7 +52,11 @@ describe('EventSubscriber', () => {
     const { s, messages } = subscriber(v.url, { namespaces: ['team-a'], vaultNamespace: 'root-ns' });
     s.start();
     await waitFor(() => v.sockets.length === 1);
-    expect(v.upgrades[0]).toEqual({ url: '/v1/sys/events/subscribe/kv-v2/*?json=true&namespaces=team-a', token: 'good-token', namespace: 'root-ns' });
+    expect(v.upgrades[0]).toEqual({
+      url: '/v1/sys/events/subscribe/kv-v2/*?json=true&namespaces=team-a',
+      token: 'good-token',
+      namespace: 'root-ns',
+    });
     v.sockets[0]?.send(kvEvent(1));
     v.sockets[0]?.send(kvEvent(2));
     await waitFor(() => messages.length === 2);
@@ -88,7 +105,11 @@ describe('EventSubscriber', () => {
   it('on 403, says so and asks the token source for a new token', async () => {
     const v = await vault({ tokens: new Set(['other']) });
     let invalidated = 0;
-    const auth: VaultTokenSource = { token: () => Promise.resolve('bad'), invalidate: () => void (invalidated += 1), stop: () => undefined };
+    const auth: VaultTokenSource = {
+      token: () => Promise.resolve('bad'),
+      invalidate: () => void (invalidated += 1),
+      stop: () => undefined,
+    };
     const { s, log } = subscriber(v.url, { auth });
     s.start();
     await waitFor(() => invalidated >= 2);
@@ -98,7 +119,11 @@ describe('EventSubscriber', () => {
   it('keeps trying while no token can be had', async () => {
     const v = await vault();
     let asked = 0;
-    const auth: VaultTokenSource = { token: () => (asked++ < 2 ? Promise.reject(new Error('login failed')) : Promise.resolve('t')), invalidate: () => undefined, stop: () => undefined };
+    const auth: VaultTokenSource = {
+      token: () => (asked++ < 2 ? Promise.reject(new Error('login failed')) : Promise.resolve('t')),
+      invalidate: () => undefined,
+      stop: () => undefined,
+    };
     const { s } = subscriber(v.url, { auth });
     s.start();
     await waitFor(() => v.sockets.length === 1);
@@ -112,10 +137,24 @@ describe('relay with event subscriptions', () => {
     cleanups.push(() => fn.close());
     const tmp = temporaryDir();
     cleanups.push(() => tmp.remove());
-    const relay = await startRelay({ spoolDir: tmp.dir, sender: new HttpBatchSender({ baseUrl: fn.url, hmacSecret: SECRET }), log: memoryLog(), batch: { maxRecords: 500, maxBytes: 1 << 20, maxDelayMs: 20 }, events: { vaultAddr: v.url, eventTypes: ['kv-v1/*', 'kv-v2/*'], auth: staticTokenSource('good-token'), filter: 'operation == "data-write"' } });
+    const relay = await startRelay({
+      spoolDir: tmp.dir,
+      sender: new HttpBatchSender({ baseUrl: fn.url, hmacSecret: SECRET }),
+      log: memoryLog(),
+      batch: { maxRecords: 500, maxBytes: 1 << 20, maxDelayMs: 20 },
+      events: {
+        vaultAddr: v.url,
+        eventTypes: ['kv-v1/*', 'kv-v2/*'],
+        auth: staticTokenSource('good-token'),
+        filter: 'operation == "data-write"',
+      },
+    });
     cleanups.push(() => relay.stop(0));
     await waitFor(() => v.sockets.length === 2);
-    expect(v.upgrades.map((u) => decodeURIComponent(u.url)).sort()).toEqual(['/v1/sys/events/subscribe/kv-v1/*?json=true&filter=operation+==+"data-write"', '/v1/sys/events/subscribe/kv-v2/*?json=true&filter=operation+==+"data-write"']);
+    expect(v.upgrades.map((u) => decodeURIComponent(u.url)).sort()).toEqual([
+      '/v1/sys/events/subscribe/kv-v1/*?json=true&filter=operation+==+"data-write"',
+      '/v1/sys/events/subscribe/kv-v2/*?json=true&filter=operation+==+"data-write"',
+    ]);
     v.sockets[0]?.send(kvEvent(1));
     v.sockets[0]?.send('not json');
     await waitFor(() => relay.counters.delivered === 1 && relay.counters.dropped('invalid-event') === 1);

@@ -11,7 +11,10 @@ export interface FakeVaultOptions {
   /** Answer every upgrade with 307 to this address (a standby node). */
   redirectTo?: string;
   /** The HTTP API (login, renewal); default 404. */
-  api?: (request: IncomingMessage, body: string) => { status: number; body?: unknown; headers?: Record<string, string> };
+  api?: (
+    request: IncomingMessage,
+    body: string,
+  ) => { status: number; body?: unknown; headers?: Record<string, string> };
 }
 
 export interface FakeVault {
@@ -31,7 +34,10 @@ export async function startFakeVault(options: FakeVaultOptions = {}): Promise<Fa
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       const answer = options.api?.(req, body) ?? { status: 404, body: { errors: ['no handler'] } };
-      res.writeHead(answer.status, { 'content-type': 'application/json', ...('headers' in answer ? answer.headers : {}) });
+      res.writeHead(answer.status, {
+        'content-type': 'application/json',
+        ...('headers' in answer ? answer.headers : {}),
+      });
       res.end(JSON.stringify(answer.body ?? {}));
     });
   });
@@ -53,9 +59,15 @@ export async function startFakeVault(options: FakeVaultOptions = {}): Promise<Fa
     // drops the connection resets it (read ECONNRESET), which is expected here and must not be an uncaught error.
     socket.on('error', () => undefined);
     const token = req.headers['x-vault-token'] as string | undefined;
-    vault.upgrades.push({ url: req.url ?? '', token, namespace: req.headers['x-vault-namespace'] as string | undefined });
+    vault.upgrades.push({
+      url: req.url ?? '',
+      token,
+      namespace: req.headers['x-vault-namespace'] as string | undefined,
+    });
     if (options.redirectTo) {
-      socket.end(`HTTP/1.1 307 Temporary Redirect\r\nLocation: ${options.redirectTo}${req.url ?? ''}\r\nContent-Length: 0\r\n\r\n`);
+      socket.end(
+        `HTTP/1.1 307 Temporary Redirect\r\nLocation: ${options.redirectTo}${req.url ?? ''}\r\nContent-Length: 0\r\n\r\n`,
+      );
       return;
     }
     if (options.tokens && (token === undefined || !options.tokens.has(token))) {
@@ -80,7 +92,20 @@ export const kvEvent = (i: number): string =>
       source: 'vault://node',
       specversion: '1.0',
       type: '*',
-      data: { event: { id: `event-${i}`, metadata: { current_version: String(i), data_path: `secret/data/app-${i}`, modified: 'true', operation: 'data-write', path: `secret/data/app-${i}` } }, event_type: 'kv-v2/data-write', plugin_info: { mount_class: 'secret', mount_accessor: 'kv_1', mount_path: 'secret/', plugin: 'kv' } },
+      data: {
+        event: {
+          id: `event-${i}`,
+          metadata: {
+            current_version: String(i),
+            data_path: `secret/data/app-${i}`,
+            modified: 'true',
+            operation: 'data-write',
+            path: `secret/data/app-${i}`,
+          },
+        },
+        event_type: 'kv-v2/data-write',
+        plugin_info: { mount_class: 'secret', mount_accessor: 'kv_1', mount_path: 'secret/', plugin: 'kv' },
+      },
       datacontentype: 'application/cloudevents',
       time: '2026-11-20T10:15:02Z',
     },

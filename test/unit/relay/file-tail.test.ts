@@ -22,7 +22,16 @@ function tail(options: { startAt?: 'end' | 'start'; maxLineBytes?: number; rotat
   const dropped: string[] = [];
   const store = new OffsetStore(storeFile);
   const log = memoryLog();
-  const instance = new FileTail({ path: logFile, store, log, pollMs: 60_000, readChunkBytes: 16, onLine: (line, ack) => (lines.push(line), ack()), onDropped: (reason) => dropped.push(reason), ...options });
+  const instance = new FileTail({
+    path: logFile,
+    store,
+    log,
+    pollMs: 60_000,
+    readChunkBytes: 16,
+    onLine: (line, ack) => (lines.push(line), ack()),
+    onDropped: (reason) => dropped.push(reason),
+    ...options,
+  });
   return { instance, lines, dropped, store, log };
 }
 
@@ -171,7 +180,14 @@ describe('FileTail', () => {
   it('polls on its own timer', async () => {
     writeFileSync(logFile, '');
     const lines: string[] = [];
-    const instance = new FileTail({ path: logFile, store: new OffsetStore(storeFile), log: memoryLog(), pollMs: 10, onLine: (line) => lines.push(line), onDropped: () => undefined });
+    const instance = new FileTail({
+      path: logFile,
+      store: new OffsetStore(storeFile),
+      log: memoryLog(),
+      pollMs: 10,
+      onLine: (line) => lines.push(line),
+      onDropped: () => undefined,
+    });
     await instance.start();
     appendFileSync(logFile, 'timed\n');
     const until = Date.now() + 2000;
@@ -184,7 +200,15 @@ describe('FileTail', () => {
     writeFileSync(logFile, '');
     const lines: string[] = [];
     const log = memoryLog();
-    const instance = new FileTail({ path: logFile, store: new OffsetStore(storeFile), log, pollMs: 60_000, sweepMs: 60_000, onLine: (line) => lines.push(line), onDropped: () => undefined });
+    const instance = new FileTail({
+      path: logFile,
+      store: new OffsetStore(storeFile),
+      log,
+      pollMs: 60_000,
+      sweepMs: 60_000,
+      onLine: (line) => lines.push(line),
+      onDropped: () => undefined,
+    });
     await instance.start();
     expect(instance.watching).toBe(true);
     expect(log.lines.some((l) => l.message.includes('by filesystem notifications'))).toBe(true);
@@ -198,7 +222,14 @@ describe('FileTail', () => {
   it('falls back to polling, and says so, where the filesystem gives no notifications', async () => {
     const missingDir = join(tmp.dir, 'not-there-yet', 'audit.log');
     const log = memoryLog();
-    const instance = new FileTail({ path: missingDir, store: new OffsetStore(storeFile), log, pollMs: 60_000, onLine: () => undefined, onDropped: () => undefined });
+    const instance = new FileTail({
+      path: missingDir,
+      store: new OffsetStore(storeFile),
+      log,
+      pollMs: 60_000,
+      onLine: () => undefined,
+      onDropped: () => undefined,
+    });
     await instance.start();
     expect(instance.watching).toBe(false);
     expect(log.lines.some((l) => l.level === 'warn' && l.message.includes('polling it instead'))).toBe(true);
@@ -211,7 +242,17 @@ describe('FileTail', () => {
     const dropped: string[] = [];
     const store = new OffsetStore(storeFile);
     // Notifications only: the sweep never runs during the test, so every line is read because a notification came.
-    const instance = new FileTail({ path: logFile, store, log: memoryLog(), pollMs: 60_000, sweepMs: 60_000, readChunkBytes: 4096, onLine: (line, ack) => (lines.push(line), ack()), onDropped: (reason) => dropped.push(reason), startAt: 'start' });
+    const instance = new FileTail({
+      path: logFile,
+      store,
+      log: memoryLog(),
+      pollMs: 60_000,
+      sweepMs: 60_000,
+      readChunkBytes: 4096,
+      onLine: (line, ack) => (lines.push(line), ack()),
+      onDropped: (reason) => dropped.push(reason),
+      startAt: 'start',
+    });
     await instance.start();
     expect(instance.watching).toBe(true);
     const TOTAL = 10_000;
@@ -248,7 +289,11 @@ describe('FileTail', () => {
     expect(dropped).toEqual([]);
     const seen = lines.map((l) => (JSON.parse(l) as { n: number }).n);
     const missing = Array.from({ length: TOTAL }, (_, i) => i).filter((n) => !seen.includes(n));
-    expect({ count: lines.length, missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({ count: TOTAL, missing: [], missingCount: 0 });
+    expect({ count: lines.length, missing: missing.slice(0, 5), missingCount: missing.length }).toEqual({
+      count: TOTAL,
+      missing: [],
+      missingCount: 0,
+    });
     expect(lines.map((l) => (JSON.parse(l) as { n: number }).n)).toEqual(Array.from({ length: TOTAL }, (_, i) => i));
   }, 30_000);
 });

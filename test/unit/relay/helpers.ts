@@ -14,7 +14,11 @@ export function temporaryDir(): { dir: string; remove: () => void } {
 }
 
 /** Resolves once `check` is true; fails the test after `timeoutMs`. */
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 3000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 3000,
+  what = 'condition',
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
@@ -33,7 +37,12 @@ export interface ReceivedRequest {
 export type Reply = { status: number; body?: unknown; headers?: Record<string, string> } | 'hang-up';
 
 /** A local stand-in for the function: records each request (authenticated as the real app does) and answers with `reply`. */
-export async function startFunctionServer(reply: (request: ReceivedRequest, index: number) => Reply = () => ({ status: 202, body: { accepted: 1, ignored: 0, rejected: 0, queued: 1 } })): Promise<{ url: string; requests: ReceivedRequest[]; close: () => Promise<void>; server: Server }> {
+export async function startFunctionServer(
+  reply: (request: ReceivedRequest, index: number) => Reply = () => ({
+    status: 202,
+    body: { accepted: 1, ignored: 0, rejected: 0, queued: 1 },
+  }),
+): Promise<{ url: string; requests: ReceivedRequest[]; close: () => Promise<void>; server: Server }> {
   const requests: ReceivedRequest[] = [];
   const replay = new ReplayGuard();
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -41,7 +50,13 @@ export async function startFunctionServer(reply: (request: ReceivedRequest, inde
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const raw = Buffer.concat(chunks);
-      const auth = authenticate((name) => req.headers[name] as string | undefined, raw, { hmacSecret: SECRET }, Math.floor(Date.now() / 1000), replay);
+      const auth = authenticate(
+        (name) => req.headers[name] as string | undefined,
+        raw,
+        { hmacSecret: SECRET },
+        Math.floor(Date.now() / 1000),
+        replay,
+      );
       const received: ReceivedRequest = { path: req.url ?? '', headers: req.headers, body: raw.toString('utf8'), auth };
       requests.push(received);
       const answer = reply(received, requests.length - 1);
@@ -68,14 +83,22 @@ export async function startFunctionServer(reply: (request: ReceivedRequest, inde
 }
 
 /** The lines of every request body, in order. */
-export const linesOf = (requests: readonly ReceivedRequest[]): string[] => requests.flatMap((r) => r.body.split('\n').filter(Boolean));
+export const linesOf = (requests: readonly ReceivedRequest[]): string[] =>
+  requests.flatMap((r) => r.body.split('\n').filter(Boolean));
 
-export const auditLine = (i: number): string => JSON.stringify({ type: 'response', request: { id: `req-${i}`, operation: 'update', path: `secret/data/app-${i}` }, response: { data: { version: i } } });
+export const auditLine = (i: number): string =>
+  JSON.stringify({
+    type: 'response',
+    request: { id: `req-${i}`, operation: 'update', path: `secret/data/app-${i}` },
+    response: { data: { version: i } },
+  });
 
 /** Writes lines to a TCP (`tcp://h:p`) or unix (`unix:///p`) address and resolves once all were written and the connection closed. */
 export async function sendLines(address: string, lines: readonly string[]): Promise<void> {
   const { connect } = await import('node:net');
-  const socket = address.startsWith('unix://') ? connect(address.slice('unix://'.length)) : connect(Number(/:(\d+)$/.exec(address)?.[1]), /^tcp:\/\/\[?([^\]]+?)\]?:\d+$/.exec(address)?.[1] ?? '127.0.0.1');
+  const socket = address.startsWith('unix://')
+    ? connect(address.slice('unix://'.length))
+    : connect(Number(/:(\d+)$/.exec(address)?.[1]), /^tcp:\/\/\[?([^\]]+?)\]?:\d+$/.exec(address)?.[1] ?? '127.0.0.1');
   await new Promise<void>((resolve, reject) => {
     socket.once('error', reject);
     socket.once('connect', () => {

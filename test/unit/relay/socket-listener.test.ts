@@ -21,7 +21,9 @@ const hungSender = (): BatchSender & { calls: number } => {
     calls: 0,
     send: (_kind: string, _body: string, signal: AbortSignal) => {
       sender.calls += 1;
-      return new Promise<never>((_resolve, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+      return new Promise<never>((_resolve, reject) =>
+        signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }),
+      );
     },
   };
   return sender as BatchSender & { calls: number };
@@ -33,8 +35,13 @@ describe('parseListenAddress', () => {
     expect(parseListenAddress('tcp://[::1]:0')).toEqual({ type: 'tcp', host: '::1', port: 0 });
     expect(parseListenAddress('unix:///run/audit.sock')).toEqual({ type: 'unix', path: '/run/audit.sock' });
     expect(() => parseListenAddress('unix://relative.sock')).toThrow(/absolute path/);
-    expect(parseListenAddress('/run/vault-rollout/audit.sock')).toEqual({ type: 'unix', path: '/run/vault-rollout/audit.sock' });
-    expect(() => parseListenAddress('udp://127.0.0.1:1')).toThrow(/unix:\/\/\/PATH \(or an absolute path\), or tcp:\/\/HOST:PORT/);
+    expect(parseListenAddress('/run/vault-rollout/audit.sock')).toEqual({
+      type: 'unix',
+      path: '/run/vault-rollout/audit.sock',
+    });
+    expect(() => parseListenAddress('udp://127.0.0.1:1')).toThrow(
+      /unix:\/\/\/PATH \(or an absolute path\), or tcp:\/\/HOST:PORT/,
+    );
     expect(() => parseListenAddress('tcp://127.0.0.1:70000')).toThrow();
   });
 });
@@ -42,7 +49,13 @@ describe('parseListenAddress', () => {
 describe('audit socket listener', () => {
   it('over TCP, takes many lines fast while the receiver hangs: nothing blocks, everything goes to the spool, memory stays bounded', async () => {
     const sender = hungSender();
-    const relay = await startRelay({ spoolDir: tmp.dir, auditListen: 'tcp://127.0.0.1:0', sender, log: memoryLog(), batch: { maxRecords: 500, maxBytes: 256 * 1024, maxDelayMs: 20 } });
+    const relay = await startRelay({
+      spoolDir: tmp.dir,
+      auditListen: 'tcp://127.0.0.1:0',
+      sender,
+      log: memoryLog(),
+      batch: { maxRecords: 500, maxBytes: 256 * 1024, maxDelayMs: 20 },
+    });
     const count = 20_000;
     const lines = Array.from({ length: count }, (_, i) => auditLine(i));
     const heapBefore = process.memoryUsage().heapUsed;
@@ -52,7 +65,9 @@ describe('audit socket listener', () => {
     expect(Date.now() - started).toBeLessThan(3000);
     await waitFor(() => relay.counters.received === count, 3000, 'all lines received');
     await waitFor(() => relay.counters.spooled === count, 3000, 'all lines spooled');
-    const spooled = readdirSync(tmp.dir).filter((f) => f.endsWith('.ndjson')).sort();
+    const spooled = readdirSync(tmp.dir)
+      .filter((f) => f.endsWith('.ndjson'))
+      .sort();
     expect(spooled.length).toBeGreaterThanOrEqual(count / 500);
     expect(spooled.flatMap((f) => readFileSync(join(tmp.dir, f), 'utf8').split('\n').filter(Boolean))).toEqual(lines);
     expect(sender.calls).toBe(1); // the first batch, still in flight
@@ -66,11 +81,23 @@ describe('audit socket listener', () => {
     const lines: string[] = [];
     const dropped: string[] = [];
     const log = memoryLog();
-    const first = new AuditSocketListener({ address: { type: 'unix', path }, onLine: (l) => lines.push(l), onDropped: (r) => dropped.push(r), log, maxLineBytes: 64 });
+    const first = new AuditSocketListener({
+      address: { type: 'unix', path },
+      onLine: (l) => lines.push(l),
+      onDropped: (r) => dropped.push(r),
+      log,
+      maxLineBytes: 64,
+    });
     expect(await first.start()).toBe(`unix://${path}`);
     await first.stop();
     // A crash leaves the socket file behind; the next start must not fail on it.
-    const listener = new AuditSocketListener({ address: { type: 'unix', path }, onLine: (l) => lines.push(l), onDropped: (r) => dropped.push(r), log, maxLineBytes: 64 });
+    const listener = new AuditSocketListener({
+      address: { type: 'unix', path },
+      onLine: (l) => lines.push(l),
+      onDropped: (r) => dropped.push(r),
+      log,
+      maxLineBytes: 64,
+    });
     await listener.start();
     await sendLines(`unix://${path}`, ['vault-audit: {"a":1}', 'x'.repeat(100), '{"b":2}']);
     await waitFor(() => lines.length === 2);
@@ -82,7 +109,9 @@ describe('audit socket listener', () => {
     await new Promise<void>((resolve) => socket.once('connect', () => socket.end('{"unfinished":', () => resolve())));
     await waitFor(() => dropped.length === 2);
     expect(dropped[1]).toBe('partial-line');
-    expect(log.lines.some((l) => l.level === 'warn' && l.message.includes("must not be Vault's only audit device"))).toBe(true);
+    expect(
+      log.lines.some((l) => l.level === 'warn' && l.message.includes("must not be Vault's only audit device")),
+    ).toBe(true);
     await listener.stop();
   });
 
@@ -90,7 +119,12 @@ describe('audit socket listener', () => {
     chmodSync(tmp.dir, 0o755); // the directory does not protect it: the socket's own mode must
     const path = join(tmp.dir, 'audit.sock');
     const lines: string[] = [];
-    const listener = new AuditSocketListener({ address: { type: 'unix', path }, onLine: (l) => lines.push(l), onDropped: () => undefined, log: memoryLog() });
+    const listener = new AuditSocketListener({
+      address: { type: 'unix', path },
+      onLine: (l) => lines.push(l),
+      onDropped: () => undefined,
+      log: memoryLog(),
+    });
     const umask = process.umask(0); // a careless service manager: everything it creates would be world-writable
     try {
       await listener.start();
@@ -118,29 +152,58 @@ describe('audit socket listener', () => {
     }
   });
 
-  it('admits the socket\'s group with mode 0660, and warns loudly when asked for TCP', async () => {
+  it("admits the socket's group with mode 0660, and warns loudly when asked for TCP", async () => {
     const path = join(tmp.dir, 'group.sock');
-    const listener = new AuditSocketListener({ address: { type: 'unix', path }, onLine: () => undefined, onDropped: () => undefined, log: memoryLog(), socketMode: 0o660 });
+    const listener = new AuditSocketListener({
+      address: { type: 'unix', path },
+      onLine: () => undefined,
+      onDropped: () => undefined,
+      log: memoryLog(),
+      socketMode: 0o660,
+    });
     await listener.start();
     expect(statSync(path).mode & 0o777).toBe(0o660);
     await listener.stop();
     const log = memoryLog();
-    const tcp = new AuditSocketListener({ address: { type: 'tcp', host: '127.0.0.1', port: 0 }, onLine: () => undefined, onDropped: () => undefined, log });
+    const tcp = new AuditSocketListener({
+      address: { type: 'tcp', host: '127.0.0.1', port: 0 },
+      onLine: () => undefined,
+      onDropped: () => undefined,
+      log,
+    });
     await tcp.start();
-    expect(log.lines.some((l) => l.level === 'warn' && l.message.startsWith('the audit socket listens on TCP: any process that can reach this port'))).toBe(true);
+    expect(
+      log.lines.some(
+        (l) =>
+          l.level === 'warn' &&
+          l.message.startsWith('the audit socket listens on TCP: any process that can reach this port'),
+      ),
+    ).toBe(true);
     await tcp.stop();
   });
 
   it('refuses to replace a path that is not a socket', async () => {
     const path = join(tmp.dir, 'not-a-socket');
     writeFileSync(path, 'data');
-    const listener = new AuditSocketListener({ address: { type: 'unix', path }, onLine: () => undefined, onDropped: () => undefined, log: memoryLog() });
+    const listener = new AuditSocketListener({
+      address: { type: 'unix', path },
+      onLine: () => undefined,
+      onDropped: () => undefined,
+      log: memoryLog(),
+    });
     await expect(listener.start()).rejects.toThrow(/not a socket/);
     expect(existsSync(path)).toBe(true);
   });
 
   it('drops batches as overload when the disk falls behind by more than the memory bound', async () => {
-    const relay = await startRelay({ spoolDir: tmp.dir, auditListen: 'tcp://127.0.0.1:0', sender: hungSender(), log: memoryLog(), spoolMaxPendingBytes: 1, batch: { maxRecords: 1, maxBytes: 1024, maxDelayMs: 10 } });
+    const relay = await startRelay({
+      spoolDir: tmp.dir,
+      auditListen: 'tcp://127.0.0.1:0',
+      sender: hungSender(),
+      log: memoryLog(),
+      spoolMaxPendingBytes: 1,
+      batch: { maxRecords: 1, maxBytes: 1024, maxDelayMs: 10 },
+    });
     await sendLines(relay.listenAddress as string, [auditLine(1)]);
     await waitFor(() => relay.counters.dropped('overload') === 1);
     await relay.stop(0);

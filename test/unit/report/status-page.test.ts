@@ -6,7 +6,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { MAX_ROWS, MAX_ROWS_PER_PATH, MAX_PATHS, renderStatusPage, type StatusPageInput } from '../../../lib/report/status-page.ts';
+import {
+  MAX_ROWS,
+  MAX_ROWS_PER_PATH,
+  MAX_PATHS,
+  renderStatusPage,
+  type StatusPageInput,
+} from '../../../lib/report/status-page.ts';
 import type { RotationHalt } from '../../../lib/rotations/rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { ConsumerStatus, FleetStatus, PathStatus } from '../../../lib/status/fleet-status.ts';
@@ -33,21 +39,66 @@ routes:
 
 const NOW = Date.parse('2026-11-27T13:00:00Z');
 
-const consumer = (cluster: string, name: string, o: Partial<ConsumerStatus> = {}): ConsumerStatus => ({ cluster, namespace: 'apps', kind: 'Deployment', name, recorded: 2, state: 'current', rollout: 'complete', pods: { desired: 2, updated: 2, ready: 2 }, routed: true, ok: true, detail: '', ...o });
-const behind = (cluster: string, name: string): ConsumerStatus => consumer(cluster, name, { recorded: 1, state: 'behind', ok: false, detail: 'records 1, current is 2' });
+const consumer = (cluster: string, name: string, o: Partial<ConsumerStatus> = {}): ConsumerStatus => ({
+  cluster,
+  namespace: 'apps',
+  kind: 'Deployment',
+  name,
+  recorded: 2,
+  state: 'current',
+  rollout: 'complete',
+  pods: { desired: 2, updated: 2, ready: 2 },
+  routed: true,
+  ok: true,
+  detail: '',
+  ...o,
+});
+const behind = (cluster: string, name: string): ConsumerStatus =>
+  consumer(cluster, name, { recorded: 1, state: 'behind', ok: false, detail: 'records 1, current is 2' });
 
 function path(key: string, consumers: ConsumerStatus[], o: Partial<PathStatus> = {}): PathStatus {
   const routed = consumers.filter((c) => c.routed);
-  return { path: `secret/${key}`, vaultNamespace: '', mount: 'secret', key, kvVersion: 2, current: 2, currentFrom: 'vault', vault: { currentVersion: 2, createdTime: '2026-11-27T12:50:00.123Z' }, consumers, notes: [], ok: routed.every((c) => c.ok), ...o };
+  return {
+    path: `secret/${key}`,
+    vaultNamespace: '',
+    mount: 'secret',
+    key,
+    kvVersion: 2,
+    current: 2,
+    currentFrom: 'vault',
+    vault: { currentVersion: 2, createdTime: '2026-11-27T12:50:00.123Z' },
+    consumers,
+    notes: [],
+    ok: routed.every((c) => c.ok),
+    ...o,
+  };
 }
 
 function halt(o: Partial<RotationHalt> = {}): RotationHalt {
-  return { rotation: '0123456789abcdef0123', route: 'apps', changes: ['secret/app/api|2|write'], secrets: ['secret/app/api version 2'], wave: 1, waves: 3, failing: { cluster: 'gamma', namespace: 'apps', kind: 'Deployment', name: 'api', state: 'timeout' }, why: 'Deployment apps/api in cluster gamma: rollout timeout: 0 of 1 new pods Ready', notRestarted: ['alpha', 'beta'], haltedAt: '2026-11-27T12:55:00.000Z', ...o };
+  return {
+    rotation: '0123456789abcdef0123',
+    route: 'apps',
+    changes: ['secret/app/api|2|write'],
+    secrets: ['secret/app/api version 2'],
+    wave: 1,
+    waves: 3,
+    failing: { cluster: 'gamma', namespace: 'apps', kind: 'Deployment', name: 'api', state: 'timeout' },
+    why: 'Deployment apps/api in cluster gamma: rollout timeout: 0 of 1 new pods Ready',
+    notRestarted: ['alpha', 'beta'],
+    haltedAt: '2026-11-27T12:55:00.000Z',
+    ...o,
+  };
 }
 
 function input(paths: PathStatus[], halts: RotationHalt[] = [], extra: Partial<StatusPageInput> = {}): StatusPageInput {
   const fleet: FleetStatus = { paths, unreadable: [], notes: [], ok: paths.every((p) => p.ok) };
-  return { status: { ...fleet, halts, ok: fleet.ok && halts.length === 0 }, rotations: pathRotations(table, paths, halts), store: { name: 'SQLite file /var/lib/vault-rollout/rotations.sqlite' }, generatedAt: NOW, ...extra };
+  return {
+    status: { ...fleet, halts, ok: fleet.ok && halts.length === 0 },
+    rotations: pathRotations(table, paths, halts),
+    store: { name: 'SQLite file /var/lib/vault-rollout/rotations.sqlite' },
+    generatedAt: NOW,
+    ...extra,
+  };
 }
 
 /** What a reader sees: the text of the body, tags dropped, entities decoded, white space collapsed. */
@@ -67,7 +118,21 @@ function pageText(page: string): string {
 const cases: Array<{ name: string; input: StatusPageInput; shows: string[]; hides?: string[] }> = [
   {
     name: 'a halted rotation: its reason, wave, failing workload, what was not restarted and the command that clears it',
-    input: input([path('app/api', [consumer('gamma', 'api', { rollout: 'timeout', ok: false, halted: 'wave 1 failed', detail: 'halted: wave 1 failed' }), behind('alpha', 'api'), behind('beta', 'api')])], [halt()]),
+    input: input(
+      [
+        path('app/api', [
+          consumer('gamma', 'api', {
+            rollout: 'timeout',
+            ok: false,
+            halted: 'wave 1 failed',
+            detail: 'halted: wave 1 failed',
+          }),
+          behind('alpha', 'api'),
+          behind('beta', 'api'),
+        ]),
+      ],
+      [halt()],
+    ),
     shows: [
       'NOT YET SAFE TO REVOKE',
       'Halted rotations (1)',
@@ -88,7 +153,18 @@ const cases: Array<{ name: string; input: StatusPageInput; shows: string[]; hide
   },
   {
     name: 'a rotation in progress: each wave in words, the gate, and what the table says per consumer',
-    input: input([path('app/web', [consumer('gamma', 'web'), consumer('alpha', 'web', { rollout: 'progressing', ok: false, pods: { desired: 2, updated: 1, ready: 1 }, detail: '1 of 2 new pods Ready' }), behind('beta', 'web')])]),
+    input: input([
+      path('app/web', [
+        consumer('gamma', 'web'),
+        consumer('alpha', 'web', {
+          rollout: 'progressing',
+          ok: false,
+          pods: { desired: 2, updated: 1, ready: 1 },
+          detail: '1 of 2 new pods Ready',
+        }),
+        behind('beta', 'web'),
+      ]),
+    ]),
     shows: [
       'Rotations in progress (1)',
       'secret/app/web at wave 2 of 3',
@@ -104,8 +180,29 @@ const cases: Array<{ name: string; input: StatusPageInput; shows: string[]; hide
   {
     name: 'failures: a failed rollout, a poisoned record with its repair, an unreadable cluster, dead letters',
     input: {
-      ...input([path('flat/db', [consumer('alpha', 'db', { rollout: 'failed', ok: false, detail: 'ProgressDeadlineExceeded' }), consumer('alpha', 'db2', { recorded: 9, state: 'poisoned', ok: false, detail: 'records version 9, above Vault' })])]),
-      deadLetters: { recent: [{ messageId: 'm1', groupId: 'alpha', receiveCount: 1, deadLetteredAt: NOW - 60_000, reason: 'refused: a change of a halted rotation' }], total: 3 },
+      ...input([
+        path('flat/db', [
+          consumer('alpha', 'db', { rollout: 'failed', ok: false, detail: 'ProgressDeadlineExceeded' }),
+          consumer('alpha', 'db2', {
+            recorded: 9,
+            state: 'poisoned',
+            ok: false,
+            detail: 'records version 9, above Vault',
+          }),
+        ]),
+      ]),
+      deadLetters: {
+        recent: [
+          {
+            messageId: 'm1',
+            groupId: 'alpha',
+            receiveCount: 1,
+            deadLetteredAt: NOW - 60_000,
+            reason: 'refused: a change of a halted rotation',
+          },
+        ],
+        total: 3,
+      },
     },
     shows: [
       'Recent failures',
@@ -121,13 +218,23 @@ const cases: Array<{ name: string; input: StatusPageInput; shows: string[]; hide
   {
     name: 'an empty fleet: says so, and is safe',
     input: input([]),
-    shows: ['SAFE TO REVOKE: every consumer runs the current version and is rolled out.', 'Secrets (0 paths)', 'No routed path is recorded in the clusters read.', '0 path(s), 0 consumer(s)'],
+    shows: [
+      'SAFE TO REVOKE: every consumer runs the current version and is rolled out.',
+      'Secrets (0 paths)',
+      'No routed path is recorded in the clusters read.',
+      '0 path(s), 0 consumer(s)',
+    ],
     hides: ['Halted rotations', 'Rotations in progress', 'Recent failures', 'NOT YET'],
   },
   {
     name: 'a complete rotation: every wave done, nothing in progress',
     input: input([path('app/api', [consumer('gamma', 'api'), consumer('alpha', 'api'), consumer('beta', 'api')])]),
-    shows: ['SAFE TO REVOKE', 'ok secret/app/api', '3 of 3 consumers current and rolled out', 'beta apps/Deployment/api 2 current complete 2/2'],
+    shows: [
+      'SAFE TO REVOKE',
+      'ok secret/app/api',
+      '3 of 3 consumers current and rolled out',
+      'beta apps/Deployment/api 2 current complete 2/2',
+    ],
     hides: ['Rotations in progress', 'NOT YET'],
   },
 ];
@@ -152,12 +259,47 @@ describe('renderStatusPage', () => {
     expect(renderStatusPage(input([], [], { refreshSeconds: 0 }))).not.toContain('http-equiv="refresh"');
   });
 
-  const attacks = ['<img src=x onerror=alert(1)>', '"><script>alert(document.cookie)</script>', "' onmouseover='alert(1)", '</textarea></style><svg onload=alert(1)>', 'a\u202eevil\u001b[2J'];
+  const attacks = [
+    '<img src=x onerror=alert(1)>',
+    '"><script>alert(document.cookie)</script>',
+    "' onmouseover='alert(1)",
+    '</textarea></style><svg onload=alert(1)>',
+    'a\u202eevil\u001b[2J',
+  ];
   it.each(attacks)('escapes what the clusters wrote: %j', (attack) => {
     const page = input(
-      [path(`app/${attack}`, [consumer('gamma', attack, { namespace: attack, detail: attack, rollout: 'failed', ok: false, halted: attack }), consumer('alpha', 'x', { routed: false, recorded: attack, detail: attack })], { notes: [attack] })],
-      [halt({ secrets: [`secret/app/${attack} version 2`], why: attack, route: attack, failing: { cluster: attack, namespace: attack, kind: attack, name: attack, state: attack }, notRestarted: [attack] })],
-      { source: attack, deadLetters: { recent: [{ messageId: attack, groupId: attack, receiveCount: 1, deadLetteredAt: NOW, reason: attack }], total: 1 } },
+      [
+        path(
+          `app/${attack}`,
+          [
+            consumer('gamma', attack, {
+              namespace: attack,
+              detail: attack,
+              rollout: 'failed',
+              ok: false,
+              halted: attack,
+            }),
+            consumer('alpha', 'x', { routed: false, recorded: attack, detail: attack }),
+          ],
+          { notes: [attack] },
+        ),
+      ],
+      [
+        halt({
+          secrets: [`secret/app/${attack} version 2`],
+          why: attack,
+          route: attack,
+          failing: { cluster: attack, namespace: attack, kind: attack, name: attack, state: attack },
+          notRestarted: [attack],
+        }),
+      ],
+      {
+        source: attack,
+        deadLetters: {
+          recent: [{ messageId: attack, groupId: attack, receiveCount: 1, deadLetteredAt: NOW, reason: attack }],
+          total: 1,
+        },
+      },
     );
     page.status.unreadable.push({ cluster: attack, error: attack });
     page.status.notes.push(attack);
@@ -173,13 +315,22 @@ describe('renderStatusPage', () => {
   });
 
   it('is bounded: at most MAX_ROWS_PER_PATH rows per path, those needing a look first, MAX_PATHS paths and MAX_ROWS rows, the rest counted', () => {
-    const many = Array.from({ length: MAX_ROWS_PER_PATH + 30 }, (_, i) => (i === MAX_ROWS_PER_PATH + 20 ? behind('beta', `w${i}`) : consumer('alpha', `w${String(i).padStart(3, '0')}`)));
+    const many = Array.from({ length: MAX_ROWS_PER_PATH + 30 }, (_, i) =>
+      i === MAX_ROWS_PER_PATH + 20 ? behind('beta', `w${i}`) : consumer('alpha', `w${String(i).padStart(3, '0')}`),
+    );
     const one = pageText(renderStatusPage(input([path('app/big', many)])));
-    expect(one).toContain('30 more consumers of this path (all of them: vault-rollout status --path secret/app/big --json)');
+    expect(one).toContain(
+      '30 more consumers of this path (all of them: vault-rollout status --path secret/app/big --json)',
+    );
     // The one BEHIND consumer is listed although it sorts last.
     expect(one).toContain(`beta apps/Deployment/w${MAX_ROWS_PER_PATH + 20} 1 BEHIND`);
 
-    const paths = Array.from({ length: MAX_PATHS + 7 }, (_, i) => path(`flat/p${String(i).padStart(4, '0')}`, Array.from({ length: MAX_ROWS_PER_PATH }, (__, j) => consumer('alpha', `w${j}`))));
+    const paths = Array.from({ length: MAX_PATHS + 7 }, (_, i) =>
+      path(
+        `flat/p${String(i).padStart(4, '0')}`,
+        Array.from({ length: MAX_ROWS_PER_PATH }, (__, j) => consumer('alpha', `w${j}`)),
+      ),
+    );
     const html = renderStatusPage(input(paths));
     const rows = html.match(/<tr><td data-label="Cluster">/g)?.length ?? 0;
     expect(rows).toBe(MAX_ROWS);
@@ -193,33 +344,60 @@ describe('renderStatusPage', () => {
 describe('the commands the page suggests', () => {
   // Record keys are text tenants write on their own objects; the page offers its commands for copying whole.
   const commandsOf = (html: string): string[] =>
-    [...html.matchAll(/<code class="cmd">([^<]*)<\/code>/g)].map((m) => (m[1] ?? '').replace(/&#39;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&'));
+    [...html.matchAll(/<code class="cmd">([^<]*)<\/code>/g)].map((m) =>
+      (m[1] ?? '')
+        .replace(/&#39;/g, "'")
+        .replace(/&quot;/g, '"')
+        .replace(/&lt;/g, '<')
+        .replace(/&gt;/g, '>')
+        .replace(/&amp;/g, '&'),
+    );
   /** vault-rollout's arguments as a real shell passes them (NUL-separated): the command word becomes a function. */
   const argv = (command: string): string[] =>
-    execFileSync('sh', ['-c', `args() { printf '%s\\0' "$@"; }\n${command.replace(/^vault-rollout /, 'args ')}`], { encoding: 'utf8' }).split('\0').slice(0, -1);
-  const many = (n: number, o: Partial<ConsumerStatus> = {}) => Array.from({ length: n }, (_, i) => consumer('alpha', `w${i}`, o));
+    execFileSync('sh', ['-c', `args() { printf '%s\\0' "$@"; }\n${command.replace(/^vault-rollout /, 'args ')}`], {
+      encoding: 'utf8',
+    })
+      .split('\0')
+      .slice(0, -1);
+  const many = (n: number, o: Partial<ConsumerStatus> = {}) =>
+    Array.from({ length: n }, (_, i) => consumer('alpha', `w${i}`, o));
 
   const keys = ['app/x$(touch /nonexistent/pwned)', 'app/a`id`;b', "app/it's|sh", 'app/a b&c'];
   it.each(keys)('quote every value as one word a shell takes literally: secret/%s', (key) => {
     const poisoned = consumer('alpha', 'p', { recorded: 9, state: 'poisoned', ok: false, detail: 'poisoned' });
     const env = "VAULT_ROLLOUT_STATE_DB='/tmp/a b'";
-    const html = renderStatusPage(input([path(key, [...many(MAX_ROWS_PER_PATH), poisoned])], [halt({ rotation: 'r$(id)' })], { store: { name: 's', env } }));
+    const html = renderStatusPage(
+      input([path(key, [...many(MAX_ROWS_PER_PATH), poisoned])], [halt({ rotation: 'r$(id)' })], {
+        store: { name: 's', env },
+      }),
+    );
     const commands = commandsOf(html).map((c) => (c.startsWith(`${env} `) ? c.slice(env.length + 1) : c));
-    expect(commands.map(argv).sort()).toEqual([
-      ['halts', 'clear', 'r$(id)'],
-      ['reset-version', '--path', `secret/${key}`, '--version', '2'],
-      ['status', '--path', `secret/${key}`, '--json'],
-    ].sort());
+    expect(commands.map(argv).sort()).toEqual(
+      [
+        ['halts', 'clear', 'r$(id)'],
+        ['reset-version', '--path', `secret/${key}`, '--version', '2'],
+        ['status', '--path', `secret/${key}`, '--json'],
+      ].sort(),
+    );
   });
 
   it('offer no command for a key no Vault path could be', () => {
     const html = renderStatusPage(input([path('app/../x', many(MAX_ROWS_PER_PATH + 2))]));
     expect(commandsOf(html)).toEqual([]);
-    expect(pageText(html)).toContain('2 more consumers of this path (all of them: (no command: the key is no Vault path))');
+    expect(pageText(html)).toContain(
+      '2 more consumers of this path (all of them: (no command: the key is no Vault path))',
+    );
   });
 
   it('list only the consumers the routes target: a record on an object no route restarts is not shown or counted', () => {
-    const html = renderStatusPage(input([path('app/api', [...many(3), ...Array.from({ length: MAX_ROWS_PER_PATH + 5 }, (_, i) => consumer('beta', `tenant${i}`, { routed: false }))])]));
+    const html = renderStatusPage(
+      input([
+        path('app/api', [
+          ...many(3),
+          ...Array.from({ length: MAX_ROWS_PER_PATH + 5 }, (_, i) => consumer('beta', `tenant${i}`, { routed: false })),
+        ]),
+      ]),
+    );
     expect(pageText(html)).not.toContain('tenant');
     expect(pageText(html)).not.toContain('more consumers');
     expect(commandsOf(html)).toEqual([]);

@@ -27,9 +27,14 @@ const keyBaselineCases: Array<[string, (store: KeyBaselineStore, other: KeyBasel
   [
     'forget drops one device, clear every device of the path, and nothing of another path',
     async (a, b) => {
-      for (const device of ['A', 'B']) for (const path of ['secret/x', 'secret/y']) await a.putBaseline(path, { device, version: 1, digests: {} }, 10_000, 0);
+      for (const device of ['A', 'B'])
+        for (const path of ['secret/x', 'secret/y'])
+          await a.putBaseline(path, { device, version: 1, digests: {} }, 10_000, 0);
       await b.forgetBaseline('A', 'secret/x');
-      expect([await a.baseline('A', 'secret/x', 1), (await a.baseline('B', 'secret/x', 1))?.version]).toEqual([undefined, 1]);
+      expect([await a.baseline('A', 'secret/x', 1), (await a.baseline('B', 'secret/x', 1))?.version]).toEqual([
+        undefined,
+        1,
+      ]);
       await b.clearBaselines('secret/x');
       expect(await a.baseline('B', 'secret/x', 1)).toBeUndefined();
       expect((await a.baseline('A', 'secret/y', 1))?.version).toBe(1);

@@ -19,7 +19,10 @@ describe.each([
     const o = make();
     expect(await o.enqueueOnce('e1', ['ops', 'audit'], '{"a":1}', 1000, TTL)).toBe(true);
     expect(await o.enqueueOnce('e1', ['ops', 'audit'], '{"a":2}', 2000, TTL)).toBe(false);
-    expect((await o.takeDue(2000, 10, 30_000)).map((d) => [d.eventId, d.sink, d.body, d.attempts]).sort()).toEqual([['e1', 'audit', '{"a":1}', 0], ['e1', 'ops', '{"a":1}', 0]]);
+    expect((await o.takeDue(2000, 10, 30_000)).map((d) => [d.eventId, d.sink, d.body, d.attempts]).sort()).toEqual([
+      ['e1', 'audit', '{"a":1}', 0],
+      ['e1', 'ops', '{"a":1}', 0],
+    ]);
     expect(await o.enqueueOnce('e1', ['ops'], '{"a":3}', 1000 + TTL + 1, TTL)).toBe(true);
   });
 

@@ -42,7 +42,10 @@ describe('routing-table errors', () => {
     ],
     [
       'a misspelt patch of a resource target',
-      table('{ path: "secret/app" }', '{ clusters: [a], resource: { apiVersion: v1, kind: X, name: y }, pach: { a: 1 } }'),
+      table(
+        '{ path: "secret/app" }',
+        '{ clusters: [a], resource: { apiVersion: v1, kind: X, name: y }, pach: { a: 1 } }',
+      ),
       ['routes.yaml:7:74: routes[0].targets[0].pach: unknown field "pach" (did you mean "patch"?)'],
     ],
     [
@@ -58,7 +61,9 @@ describe('routing-table errors', () => {
     [
       'a kind misspelt, with the nearest kind',
       table('{ path: "secret/app" }', '{ clusters: [a], namespace: ns, kind: Deployement, name: app }'),
-      ['routes.yaml:7:47: routes[0].targets[0].kind: unsupported value "Deployement" (did you mean "Deployment"?); supported values: "Deployment", "StatefulSet", "DaemonSet", "Rollout", "CronJob"'],
+      [
+        'routes.yaml:7:47: routes[0].targets[0].kind: unsupported value "Deployement" (did you mean "Deployment"?); supported values: "Deployment", "StatefulSet", "DaemonSet", "Rollout", "CronJob"',
+      ],
     ],
     [
       'a value of the wrong type',
@@ -108,7 +113,9 @@ describe('routing-table errors', () => {
   });
 
   it('takes the durations the CLI takes: 1m30s, 1h30m, 500ms', () => {
-    const loaded = loadRoutingTable(`clusters:\n  a: { kubeconfig: { env: A }, rolloutTimeout: 1m30s }\nrollout: { timeout: 1h30m, settle: 500ms }\n`);
+    const loaded = loadRoutingTable(
+      `clusters:\n  a: { kubeconfig: { env: A }, rolloutTimeout: 1m30s }\nrollout: { timeout: 1h30m, settle: 500ms }\n`,
+    );
     expect(loaded.rolloutTimeoutMs).toBe(5_400_000);
     expect(loaded.clusters.get('a')?.rolloutTimeout).toBe('1m30s');
   });

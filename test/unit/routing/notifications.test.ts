@@ -18,25 +18,69 @@ ${route}    targets:
 
 describe('notifications in the routing table', () => {
   it.each([
-    ['a Slack URL written in the table', 'notifications:\n  sinks:\n    ops: { type: slack, url: "https://hooks.slack.com/services/T/B/X" }\n', 'notifications.sinks.ops'],
-    ['a lowercase variable name', 'notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: slack_url }\n', 'must be an environment variable name'],
-    ['a webhook with a plain http URL', 'notifications:\n  sinks:\n    audit: { type: webhook, url: "http://example.com/hook", secretFromEnv: K }\n', 'must be an https URL'],
-    ['a webhook with both url and urlFromEnv', 'notifications:\n  sinks:\n    audit: { type: webhook, url: "https://example.com/hook", urlFromEnv: U, secretFromEnv: K }\n', 'give exactly one of url or urlFromEnv'],
-    ['a webhook without its HMAC key', 'notifications:\n  sinks:\n    audit: { type: webhook, url: "https://example.com/hook" }\n', 'notifications.sinks.audit'],
-    ['an SNS topic that is not an ARN', 'notifications:\n  sinks:\n    pager: { type: sns, topicArn: "arn:aws:sqs:us-east-1:123456789012:q" }\n', 'must be an SNS topic ARN'],
+    [
+      'a Slack URL written in the table',
+      'notifications:\n  sinks:\n    ops: { type: slack, url: "https://hooks.slack.com/services/T/B/X" }\n',
+      'notifications.sinks.ops',
+    ],
+    [
+      'a lowercase variable name',
+      'notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: slack_url }\n',
+      'must be an environment variable name',
+    ],
+    [
+      'a webhook with a plain http URL',
+      'notifications:\n  sinks:\n    audit: { type: webhook, url: "http://example.com/hook", secretFromEnv: K }\n',
+      'must be an https URL',
+    ],
+    [
+      'a webhook with both url and urlFromEnv',
+      'notifications:\n  sinks:\n    audit: { type: webhook, url: "https://example.com/hook", urlFromEnv: U, secretFromEnv: K }\n',
+      'give exactly one of url or urlFromEnv',
+    ],
+    [
+      'a webhook without its HMAC key',
+      'notifications:\n  sinks:\n    audit: { type: webhook, url: "https://example.com/hook" }\n',
+      'notifications.sinks.audit',
+    ],
+    [
+      'an SNS topic that is not an ARN',
+      'notifications:\n  sinks:\n    pager: { type: sns, topicArn: "arn:aws:sqs:us-east-1:123456789012:q" }\n',
+      'must be an SNS topic ARN',
+    ],
     ['an unknown event', 'notifications:\n  events: [halted, exploded]\n', 'notifications.events[1]'],
-    ['an unknown sink type', 'notifications:\n  sinks:\n    x: { type: pagerduty, urlFromEnv: X }\n', 'notifications.sinks.x'],
-    ['a progressing limit that is no duration', 'notifications: { progressingAfter: soon }\n', 'notifications.progressingAfter'],
+    [
+      'an unknown sink type',
+      'notifications:\n  sinks:\n    x: { type: pagerduty, urlFromEnv: X }\n',
+      'notifications.sinks.x',
+    ],
+    [
+      'a progressing limit that is no duration',
+      'notifications: { progressingAfter: soon }\n',
+      'notifications.progressingAfter',
+    ],
   ])('refuses %s', (_, top, expected) => {
     expect(problems(yaml(top)).join('\n')).toContain(expected);
   });
 
   it('refuses a route that defines a sink name the table already uses, with other settings (a sink name is one sink)', () => {
-    const found = problems(yaml('notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n', '    notifications:\n      sinks:\n        ops: { type: teams, urlFromEnv: TEAMS_URL }\n')).join('\n');
+    const found = problems(
+      yaml(
+        'notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n',
+        '    notifications:\n      sinks:\n        ops: { type: teams, urlFromEnv: TEAMS_URL }\n',
+      ),
+    ).join('\n');
     expect(found).toContain('routes[0].notifications.sinks.ops');
     expect(found).toContain('the sink name "ops" is already defined at the top level with other settings');
     // The same settings again are the same sink.
-    expect(problems(yaml('notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n', '    notifications:\n      sinks:\n        ops: { type: slack, urlFromEnv: SLACK_URL }\n'))).toEqual([]);
+    expect(
+      problems(
+        yaml(
+          'notifications:\n  sinks:\n    ops: { type: slack, urlFromEnv: SLACK_URL }\n',
+          '    notifications:\n      sinks:\n        ops: { type: slack, urlFromEnv: SLACK_URL }\n',
+        ),
+      ),
+    ).toEqual([]);
   });
 
   it('a route adds sinks; its events replace the top-level list', () => {

@@ -122,7 +122,10 @@ describe('the segment matcher agrees with the regex it replaced', () => {
     .map((parts) => {
       let n = 0;
       // unique capture names; no `**` inside a segment
-      return parts.map((p) => (p === '{x}' ? `{x${n++}}` : p)).join('').replace(/\*\*+/g, '*');
+      return parts
+        .map((p) => (p === '{x}' ? `{x${n++}}` : p))
+        .join('')
+        .replace(/\*\*+/g, '*');
     })
     .filter((s) => (s.match(/\*|\{/g) ?? []).length <= 4);
 
@@ -134,7 +137,9 @@ describe('the segment matcher agrees with the regex it replaced', () => {
         if (segment?.kind !== 'wild') return;
         expect(matchSegment(segment.tokens, text)).toEqual(regexMatch(pattern, text));
         const expected = regexMatch(pattern, text);
-        expect(matchOne(`m/${pattern}`, `m/${text}`)).toEqual(expected && Object.fromEntries(segment.captures.map((name, k) => [name, expected[k]])));
+        expect(matchOne(`m/${pattern}`, `m/${text}`)).toEqual(
+          expected && Object.fromEntries(segment.captures.map((name, k) => [name, expected[k]])),
+        );
       }),
       { numRuns: 3000 },
     );
@@ -143,7 +148,13 @@ describe('the segment matcher agrees with the regex it replaced', () => {
 
 describe('"**" does not multiply the work by the ways to split a path', () => {
   /** One pattern, every split tried in the order the trie walk tries them (`**` taking fewest segments first), no memory. */
-  function reference(pattern: ReturnType<typeof compilePattern>, path: readonly string[], k = 0, i = 0, captures: Record<string, string> = {}): Record<string, string> | undefined {
+  function reference(
+    pattern: ReturnType<typeof compilePattern>,
+    path: readonly string[],
+    k = 0,
+    i = 0,
+    captures: Record<string, string> = {},
+  ): Record<string, string> | undefined {
     const segment = pattern.segments[k];
     if (!segment) return i === path.length ? captures : undefined;
     if (segment.kind === 'globstar') {
@@ -155,10 +166,14 @@ describe('"**" does not multiply the work by the ways to split a path', () => {
     }
     const text = path[i];
     if (text === undefined) return undefined;
-    if (segment.kind === 'literal') return segment.source === text ? reference(pattern, path, k + 1, i + 1, captures) : undefined;
+    if (segment.kind === 'literal')
+      return segment.source === text ? reference(pattern, path, k + 1, i + 1, captures) : undefined;
     const values = matchSegment(segment.tokens, text);
     if (!values) return undefined;
-    return reference(pattern, path, k + 1, i + 1, { ...captures, ...Object.fromEntries(segment.captures.map((name, n) => [name, values[n] ?? ''])) });
+    return reference(pattern, path, k + 1, i + 1, {
+      ...captures,
+      ...Object.fromEntries(segment.captures.map((name, n) => [name, values[n] ?? ''])),
+    });
   }
 
   it('matches two "**" against a long path, with the captures of the first split', () => {
@@ -172,22 +187,26 @@ describe('"**" does not multiply the work by the ways to split a path', () => {
     const segment = fc.constantFrom('a', 'b', 'ab');
     const patternSegment = fc.constantFrom('a', 'b', '*', '**', '{x}', 'a*', '{y}b');
     fc.assert(
-      fc.property(fc.array(fc.array(patternSegment, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 3 }), fc.array(segment, { minLength: 1, maxLength: 6 }), (patterns, path) => {
-        const index = new PatternIndex();
-        const expected = new Map<number, Record<string, string>>();
-        patterns.forEach((parts, id) => {
-          let pattern: ReturnType<typeof compilePattern>;
-          try {
-            pattern = compilePattern(parts.join('/'));
-          } catch {
-            return;
-          }
-          index.add(id, pattern);
-          const m = reference(pattern, path);
-          if (m) expected.set(id, m);
-        });
-        expect(index.match(path.join('/'))).toEqual(expected);
-      }),
+      fc.property(
+        fc.array(fc.array(patternSegment, { minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 3 }),
+        fc.array(segment, { minLength: 1, maxLength: 6 }),
+        (patterns, path) => {
+          const index = new PatternIndex();
+          const expected = new Map<number, Record<string, string>>();
+          patterns.forEach((parts, id) => {
+            let pattern: ReturnType<typeof compilePattern>;
+            try {
+              pattern = compilePattern(parts.join('/'));
+            } catch {
+              return;
+            }
+            index.add(id, pattern);
+            const m = reference(pattern, path);
+            if (m) expected.set(id, m);
+          });
+          expect(index.match(path.join('/'))).toEqual(expected);
+        },
+      ),
       { numRuns: 2000 },
     );
   });

@@ -16,7 +16,12 @@ describe('routing table', () => {
   it('loads the example table', () => {
     const table = loadRoutingTable(readRepoFile('infra/routes/example.yaml'), 'example.yaml');
     expect([...table.clusters.keys()]).toEqual(['alpha', 'beta', 'gamma']);
-    expect(table.routes.map((r) => r.name)).toEqual(['payments-db', 'shared-tls', 'batch-opt-in', 'registry-credentials']);
+    expect(table.routes.map((r) => r.name)).toEqual([
+      'payments-db',
+      'shared-tls',
+      'batch-opt-in',
+      'registry-credentials',
+    ]);
     expect(table.routes[0]?.targets[0]?.clusters).toEqual(['alpha', 'beta']);
     expect([...(table.routes[0]?.operations ?? [])]).toEqual(['write', 'undelete']);
     expect(table.mounts.get('team-a/secret')).toBe(2);
@@ -289,18 +294,36 @@ describe('routing table', () => {
 `,
       'routes.yaml:3:17: clusters.c.kubeconfig: must be exactly one of { file }, { env }, { inline } (each with optional allowExec, allowTokenFile), { ssm } or { secretsManager }',
     ],
-    ...([
-      ['an SSM parameter', 'kubeconfig: { ssm: "/vr/kubeconfigs/*" }', '2:27: clusters.c.kubeconfig.ssm'],
-      ['a Secrets Manager secret', 'kubeconfig: { secretsManager: "vr/prod-?" }', '2:38: clusters.c.kubeconfig.secretsManager'],
-      ['an EKS cluster name', 'eks: { name: "prod-*", region: us-east-1 }', '2:21: clusters.c.eks.name'],
-      ['a role ARN', 'eks: { name: p, region: us-east-1, roleArn: "arn:aws:iam::123456789012:role/*" }', '2:52: clusters.c.eks.roleArn'],
-    ] as const).map(([what, cluster, where]) => [
+    ...(
+      [
+        ['an SSM parameter', 'kubeconfig: { ssm: "/vr/kubeconfigs/*" }', '2:27: clusters.c.kubeconfig.ssm'],
+        [
+          'a Secrets Manager secret',
+          'kubeconfig: { secretsManager: "vr/prod-?" }',
+          '2:38: clusters.c.kubeconfig.secretsManager',
+        ],
+        ['an EKS cluster name', 'eks: { name: "prod-*", region: us-east-1 }', '2:21: clusters.c.eks.name'],
+        [
+          'a role ARN',
+          'eks: { name: p, region: us-east-1, roleArn: "arn:aws:iam::123456789012:role/*" }',
+          '2:52: clusters.c.eks.roleArn',
+        ],
+      ] as const
+    ).map(([what, cluster, where]) => [
       `an IAM wildcard in ${what}`,
       `clusters:\n  c: { ${cluster} }\n`,
       `routes.yaml:${where}: must not contain * or ?: the IAM policy derived from the routing table would read it as a wildcard`,
     ]),
-    ['broken YAML', 'clusters: {\n  a: [\n', 'routes.yaml:3:1: YAML syntax: Flow sequence in block collection must be sufficiently indented and end with a ]'],
-    ['an unknown top-level field', `${clusters}rutes: []\n`, 'routes.yaml:8:1: rutes: unknown field "rutes" (did you mean "routes"?)'],
+    [
+      'broken YAML',
+      'clusters: {\n  a: [\n',
+      'routes.yaml:3:1: YAML syntax: Flow sequence in block collection must be sufficiently indented and end with a ]',
+    ],
+    [
+      'an unknown top-level field',
+      `${clusters}rutes: []\n`,
+      'routes.yaml:8:1: rutes: unknown field "rutes" (did you mean "routes"?)',
+    ],
   ])('reports %s with file, line and field', (_name, yaml, expected) => {
     // Problems come in the order of the text; the one named may follow another the same table has.
     expect(problems(yaml)).toContainEqual(expect.stringContaining(expected));
@@ -325,6 +348,8 @@ describe('routing table', () => {
       - { clusters: [prod-eu], names: [api], resource: { apiVersion: a.io/v1, kind: K, name: "{app}" }, patch: { spec: { v: "{version}", p: "{path}" } } }
       - { clusters: [prod-eu], namespace: n, names: ["api-*"], kind: Deployment, name: "{app}-{version}" }
 `),
-    ).toEqual(['routes.yaml:13:88: routes[0].targets[1].name: undefined capture {version}: the path "secret/{app}" captures {app}']);
+    ).toEqual([
+      'routes.yaml:13:88: routes[0].targets[1].name: undefined capture {version}: the path "secret/{app}" captures {app}',
+    ]);
   });
 });

@@ -14,18 +14,37 @@ routes:
     targets:
 `;
 
-const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
+const change = (key: string, version: number): SecretChange => ({
+  namespace: '',
+  mount: 'secret',
+  key,
+  path: `secret/${key}`,
+  operation: 'write',
+  version,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: `id-${key}`,
+  time: '2026-11-20T10:00:00Z',
+  record: 'line 1',
+});
 
 describe('sync and consumers targets', () => {
   it('plan: a sync target per cluster, restart consumers by default, and consumers of a Secret or a SecretProviderClass', () => {
-    const table = loadRoutingTable(`${head}      - { clusters: { env: prod }, namespace: payments, names: ["*-db"], sync: { kind: ExternalSecret, name: "{service}-db", timeout: 2m } }
+    const table =
+      loadRoutingTable(`${head}      - { clusters: { env: prod }, namespace: payments, names: ["*-db"], sync: { kind: ExternalSecret, name: "{service}-db", timeout: 2m } }
       - { clusters: [prod-eu], namespace: payments, names: [orders], sync: { kind: VaultStaticSecret, name: "{service}" }, restart: none }
       - { clusters: [prod-eu], namespace: payments, names: ["*-creds"], consumers: { secret: "{service}-creds" } }
       - { clusters: [prod-eu], namespace: web, consumers: { secretProviderClass: vault-web } }
 `);
     const plan = planRollouts(table, [change('orders/db', 4)]);
     expect(plan.problems).toEqual([]);
-    expect(plan.targets.map((t) => (t.type === 'consumers' ? [t.cluster, t.namespace, t.kind, t.name, t.restart, t.syncTimeoutMs] : []))).toEqual([
+    expect(
+      plan.targets.map((t) =>
+        t.type === 'consumers' ? [t.cluster, t.namespace, t.kind, t.name, t.restart, t.syncTimeoutMs] : [],
+      ),
+    ).toEqual([
       ['prod-eu', 'payments', 'ExternalSecret', 'orders-db', 'consumers', 120_000],
       ['prod-eu', 'payments', 'Secret', 'orders-creds', 'consumers', undefined],
       ['prod-eu', 'payments', 'VaultStaticSecret', 'orders', 'none', undefined],
@@ -37,20 +56,50 @@ describe('sync and consumers targets', () => {
   });
 
   it('a captured name that is no Kubernetes name is a plan problem, never a patch', () => {
-    const table = loadRoutingTable(`${head}      - { clusters: [prod-eu], namespace: payments, names: ["*-db"], sync: { kind: ExternalSecret, name: "{service}-db" } }
+    const table =
+      loadRoutingTable(`${head}      - { clusters: [prod-eu], namespace: payments, names: ["*-db"], sync: { kind: ExternalSecret, name: "{service}-db" } }
 `);
     const plan = planRollouts(table, [change('Bad_Name/db', 1)]);
     expect(plan.targets).toEqual([]);
-    expect(plan.problems.map((p) => p.error)).toEqual(['name "Bad_Name-db" rendered from the path is not a valid Kubernetes name']);
+    expect(plan.problems.map((p) => p.error)).toEqual([
+      'name "Bad_Name-db" rendered from the path is not a valid Kubernetes name',
+    ]);
   });
 
   it.each([
-    ['an unknown operator kind', '      - { clusters: [prod-eu], namespace: p, sync: { kind: SealedSecret, name: "{service}" } }\n', 'routes.yaml:8:60: routes[0].targets[0].sync.kind: unsupported value "SealedSecret"; supported values: "ExternalSecret", "VaultStaticSecret"'],
-    ['an undefined capture in the sync name', '      - { clusters: [prod-eu], namespace: p, names: [api], sync: { kind: ExternalSecret, name: "{app}" } }\n', ['routes.yaml:6:20: routes[0].match.path: unused capture {service}: no target uses it (use * to match without capturing)', 'routes.yaml:8:96: routes[0].targets[0].sync.name: undefined capture {app}: the path "secret/{service}/db" captures {service}']],
-    ['a restart mode that does not exist', '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{service}" }, restart: all }\n', 'routes.yaml:8:106: routes[0].targets[0].restart: unsupported value "all"; supported values: "consumers", "none"'],
-    ['a sync timeout out of bounds', '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{service}", timeout: 2d } }\n', 'routes.yaml:8:104: routes[0].targets[0].sync.timeout: must be a duration such as 500ms, 30s, 10m, 1h or 1m30s'],
-    ['both secret and secretProviderClass', '      - { clusters: [prod-eu], namespace: p, consumers: { secret: "{service}", secretProviderClass: x } }\n', 'routes.yaml:8:57: routes[0].targets[0].consumers: must be exactly one of { secret: NAME } or { secretProviderClass: NAME }'],
-    ['a rendered namespace without bounds', '      - { clusters: [prod-eu], namespace: "{service}", consumers: { secret: db } }\n', 'routes.yaml:8:43: routes[0].targets[0].namespace: the namespace "{service}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]'],
+    [
+      'an unknown operator kind',
+      '      - { clusters: [prod-eu], namespace: p, sync: { kind: SealedSecret, name: "{service}" } }\n',
+      'routes.yaml:8:60: routes[0].targets[0].sync.kind: unsupported value "SealedSecret"; supported values: "ExternalSecret", "VaultStaticSecret"',
+    ],
+    [
+      'an undefined capture in the sync name',
+      '      - { clusters: [prod-eu], namespace: p, names: [api], sync: { kind: ExternalSecret, name: "{app}" } }\n',
+      [
+        'routes.yaml:6:20: routes[0].match.path: unused capture {service}: no target uses it (use * to match without capturing)',
+        'routes.yaml:8:96: routes[0].targets[0].sync.name: undefined capture {app}: the path "secret/{service}/db" captures {service}',
+      ],
+    ],
+    [
+      'a restart mode that does not exist',
+      '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{service}" }, restart: all }\n',
+      'routes.yaml:8:106: routes[0].targets[0].restart: unsupported value "all"; supported values: "consumers", "none"',
+    ],
+    [
+      'a sync timeout out of bounds',
+      '      - { clusters: [prod-eu], namespace: p, sync: { kind: ExternalSecret, name: "{service}", timeout: 2d } }\n',
+      'routes.yaml:8:104: routes[0].targets[0].sync.timeout: must be a duration such as 500ms, 30s, 10m, 1h or 1m30s',
+    ],
+    [
+      'both secret and secretProviderClass',
+      '      - { clusters: [prod-eu], namespace: p, consumers: { secret: "{service}", secretProviderClass: x } }\n',
+      'routes.yaml:8:57: routes[0].targets[0].consumers: must be exactly one of { secret: NAME } or { secretProviderClass: NAME }',
+    ],
+    [
+      'a rendered namespace without bounds',
+      '      - { clusters: [prod-eu], namespace: "{service}", consumers: { secret: db } }\n',
+      'routes.yaml:8:43: routes[0].targets[0].namespace: the namespace "{service}" is rendered from the path: list the namespaces it may reach in namespaces: [names or globs such as team-*]',
+    ],
   ])('refuses %s, naming file, line and field', (_name, target, expected) => {
     expect(problems(`${head}${target}`)).toEqual(Array.isArray(expected) ? expected : [expected]);
   });

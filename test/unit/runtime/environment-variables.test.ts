@@ -19,7 +19,8 @@ function sourceFiles(dir: string): string[] {
 }
 
 /** Comments cite variables in prose; only code reads them. A `//` after `:` (a URL) is not a comment. */
-const withoutComments = (text: string): string => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`\\])\/\/.*$/gm, '$1');
+const withoutComments = (text: string): string =>
+  text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|[^:'"`\\])\/\/.*$/gm, '$1');
 
 /**
  * The variables a source text reads: `env.X`, `env?.X`, `env['X']` (process.env, io.env, deps.env …), names
@@ -34,37 +35,52 @@ export function environmentReads(source: string): Set<string> {
   for (const m of text.matchAll(/\{([^{}]*)\}\s*=\s*(?:[\w.]+\.)?env\b/g)) {
     for (const n of m[1]!.matchAll(/(?:^|,)\s*([A-Z][A-Z0-9_]*)\s*(?=[:,=]|$)/g)) found.add(n[1]!);
   }
-  for (const m of text.matchAll(/['"`]((?:VAULT|AWS|XDG|KUBERNETES|POWERTOOLS|LAMBDA)_[A-Z0-9_]+)['"`]/g)) found.add(m[1]!);
+  for (const m of text.matchAll(/['"`]((?:VAULT|AWS|XDG|KUBERNETES|POWERTOOLS|LAMBDA)_[A-Z0-9_]+)['"`]/g))
+    found.add(m[1]!);
   return found;
 }
 
 describe('environment variables', () => {
   const reads = new Map<string, string[]>();
   for (const file of [...sourceFiles('lib'), ...sourceFiles('functions')]) {
-    for (const name of environmentReads(readFileSync(join(REPO, file), 'utf8'))) reads.set(name, [...(reads.get(name) ?? []), file]);
+    for (const name of environmentReads(readFileSync(join(REPO, file), 'utf8')))
+      reads.set(name, [...(reads.get(name) ?? []), file]);
   }
   const listed = new Set(ENVIRONMENT_VARIABLES.map((v) => v.name));
 
   it('finds the forms the code uses', () => {
     const sample = [
-      "const a = process.env.VAULT_ROLLOUT_DLQ_URL;",
+      'const a = process.env.VAULT_ROLLOUT_DLQ_URL;',
       "const b = io.env['AWS_REGION'];",
-      "const { VAULT_CACERT: caCert, VAULT_CAPATH } = env;",
+      'const { VAULT_CACERT: caCert, VAULT_CAPATH } = env;',
       "required(env, 'VAULT_ROLLOUT_ROUTES', 'the table');",
       '// env.NOT_READ in a comment',
       '/** `VAULT_NOT_READ` in prose */',
       "const url = 'https://sts.amazonaws.com'; const c = deps.env.HOME;",
     ].join('\n');
-    expect([...environmentReads(sample)].sort()).toEqual(['AWS_REGION', 'HOME', 'VAULT_CACERT', 'VAULT_CAPATH', 'VAULT_ROLLOUT_DLQ_URL', 'VAULT_ROLLOUT_ROUTES']);
+    expect([...environmentReads(sample)].sort()).toEqual([
+      'AWS_REGION',
+      'HOME',
+      'VAULT_CACERT',
+      'VAULT_CAPATH',
+      'VAULT_ROLLOUT_DLQ_URL',
+      'VAULT_ROLLOUT_ROUTES',
+    ]);
   });
 
   it('lists every variable lib/ and functions/ read', () => {
-    const missing = [...reads.keys()].filter((n) => !listed.has(n)).sort().map((n) => `${n} (read in ${reads.get(n)!.join(', ')})`);
+    const missing = [...reads.keys()]
+      .filter((n) => !listed.has(n))
+      .sort()
+      .map((n) => `${n} (read in ${reads.get(n)!.join(', ')})`);
     expect(missing, `add these to ${REGISTRY}, then npm run docs:reference`).toEqual([]);
   });
 
   it('lists only variables some source reads', () => {
-    expect([...listed].filter((n) => !reads.has(n)).sort(), `read nowhere in lib/ or functions/: remove them from ${REGISTRY}`).toEqual([]);
+    expect(
+      [...listed].filter((n) => !reads.has(n)).sort(),
+      `read nowhere in lib/ or functions/: remove them from ${REGISTRY}`,
+    ).toEqual([]);
   });
 
   it('lists each variable once, with a description and a reader', () => {

@@ -36,11 +36,27 @@ const dir = mkdtempSync(join(tmpdir(), 'vr-local-worker-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let files = 0;
 
-const change = (key: string, version: number): SecretChange => ({ namespace: '', mount: 'secret', key, path: `secret/${key}`, operation: 'write', version, kvVersion: 2, kvVersionFrom: 'routes', source: 'audit', via: 'direct', id: `id-${key}-${version}`, time: '2026-11-20T10:00:00Z', record: 'line 1' });
+const change = (key: string, version: number): SecretChange => ({
+  namespace: '',
+  mount: 'secret',
+  key,
+  path: `secret/${key}`,
+  operation: 'write',
+  version,
+  kvVersion: 2,
+  kvVersionFrom: 'routes',
+  source: 'audit',
+  via: 'direct',
+  id: `id-${key}-${version}`,
+  time: '2026-11-20T10:00:00Z',
+  record: 'line 1',
+});
 
 async function queueChange(queue: LocalRolloutQueue, c: SecretChange): Promise<void> {
   const plan = planRollouts(table, [c]);
-  await queue.send([...changesByCluster([c], plan)].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, '2026-11-20T10:00:01Z')));
+  await queue.send(
+    [...changesByCluster([c], plan)].flatMap(([cluster, cs]) => rolloutMessages(cluster, cs, '2026-11-20T10:00:01Z')),
+  );
 }
 
 /** The fake cluster with every read delayed: the worker's step takes longer than the visibility timeout. */
@@ -48,20 +64,41 @@ function slowCluster() {
   const fake = fakeClusters({ a: ['api'] });
   const apiFor: typeof fake.apiFor = (access) => {
     const api = fake.apiFor(access);
-    return { ...api, read: async (...args: Parameters<typeof api.read>) => (await new Promise((r) => setTimeout(r, SLOW_READ_MS)), api.read(...args)) };
+    return {
+      ...api,
+      read: async (...args: Parameters<typeof api.read>) => (
+        await new Promise((r) => setTimeout(r, SLOW_READ_MS)),
+        api.read(...args)
+      ),
+    };
   };
   return { fake, apiFor };
 }
 
 describe.each([
-  ['SqliteRolloutQueue', () => new SqliteRolloutQueue({ file: join(dir, `q${++files}.sqlite`), visibilityTimeoutMs: VISIBILITY_MS, maxReceiveCount: 2 })],
-  ['SqliteRolloutQueue in memory', () => memoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS, maxReceiveCount: 2 })],
+  [
+    'SqliteRolloutQueue',
+    () =>
+      new SqliteRolloutQueue({
+        file: join(dir, `q${++files}.sqlite`),
+        visibilityTimeoutMs: VISIBILITY_MS,
+        maxReceiveCount: 2,
+      }),
+  ],
+  [
+    'SqliteRolloutQueue in memory',
+    () => memoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS, maxReceiveCount: 2 }),
+  ],
 ] as Array<[string, () => LocalRolloutQueue]>)('startLocalWorker on %s', (_name, makeQueue) => {
   it('works a message that outlasts the visibility timeout once: no re-run, no dead letter', async () => {
     const queue = makeQueue();
     const { fake, apiFor } = slowCluster();
     const telemetry = memoryTelemetry();
-    const worker = startLocalWorker(queue, { table, rotations: new MemoryRotationStore(), telemetry, executor: options(apiFor) }, { pollMs: 20 });
+    const worker = startLocalWorker(
+      queue,
+      { table, rotations: new MemoryRotationStore(), telemetry, executor: options(apiFor) },
+      { pollMs: 20 },
+    );
     try {
       await queueChange(queue, change('api', 1));
       await worker.idle();
@@ -84,21 +121,37 @@ describe('startLocalWorker: the queue took a message back before the worker hand
     ['extendVisibility', true],
     // The hand-back itself is refused.
     ['delete', false],
-  ] as const)('%s answering false is an error with the message id and a VisibilityLost metric', async (operation, slow) => {
-    const queue = Object.assign(memoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS }), { [operation]: async () => false });
-    const { fake, apiFor } = slowCluster();
-    const telemetry = memoryTelemetry();
-    const worker = startLocalWorker(queue, { table, rotations: new MemoryRotationStore(), telemetry, executor: options(slow ? apiFor : fake.apiFor) }, { pollMs: 20 });
-    try {
-      await queueChange(queue, change('api', 1));
-      // Bounded wait for the first error line (at most 10 s), then stop before any redelivery is worked.
-      for (let i = 0; i < 1000 && !telemetry.lines.some((l) => l.level === 'error'); i++) await new Promise((r) => setTimeout(r, 10));
-    } finally {
-      await worker.stop();
-    }
-    const [first] = telemetry.lines.filter((l) => l.level === 'error');
-    expect(first).toEqual({ level: 'error', message: 'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it', fields: { messageId: expect.stringMatching(/^[0-9a-f-]{36}$/), group: 'a', operation } });
-    expect(telemetry.metrics.filter((m) => m.name === METRICS.visibilityLost).length).toBeGreaterThanOrEqual(1);
-    queue.close();
-  }, 30_000);
+  ] as const)(
+    '%s answering false is an error with the message id and a VisibilityLost metric',
+    async (operation, slow) => {
+      const queue = Object.assign(memoryRolloutQueue({ visibilityTimeoutMs: VISIBILITY_MS }), {
+        [operation]: async () => false,
+      });
+      const { fake, apiFor } = slowCluster();
+      const telemetry = memoryTelemetry();
+      const worker = startLocalWorker(
+        queue,
+        { table, rotations: new MemoryRotationStore(), telemetry, executor: options(slow ? apiFor : fake.apiFor) },
+        { pollMs: 20 },
+      );
+      try {
+        await queueChange(queue, change('api', 1));
+        // Bounded wait for the first error line (at most 10 s), then stop before any redelivery is worked.
+        for (let i = 0; i < 1000 && !telemetry.lines.some((l) => l.level === 'error'); i++)
+          await new Promise((r) => setTimeout(r, 10));
+      } finally {
+        await worker.stop();
+      }
+      const [first] = telemetry.lines.filter((l) => l.level === 'error');
+      expect(first).toEqual({
+        level: 'error',
+        message:
+          'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it',
+        fields: { messageId: expect.stringMatching(/^[0-9a-f-]{36}$/), group: 'a', operation },
+      });
+      expect(telemetry.metrics.filter((m) => m.name === METRICS.visibilityLost).length).toBeGreaterThanOrEqual(1);
+      queue.close();
+    },
+    30_000,
+  );
 });

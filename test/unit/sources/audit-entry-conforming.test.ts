@@ -29,7 +29,11 @@ function auditSamples(): Record<string, unknown>[] {
       }
     }
   }
-  const isEntry = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && ['request', 'response'].includes((v as { type?: unknown }).type as string);
+  const isEntry = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' &&
+    v !== null &&
+    !Array.isArray(v) &&
+    ['request', 'response'].includes((v as { type?: unknown }).type as string);
   return values.filter(isEntry);
 }
 
@@ -44,10 +48,43 @@ function agrees(value: unknown): void {
 }
 
 /** Values the schema is picky about: wrong types, null, arrays, non-finite numbers, objects without a prototype. */
-const ODD_VALUES: readonly unknown[] = [undefined, null, [], {}, Number.NaN, Number.POSITIVE_INFINITY, -0, 1.5, '', 'request', 'response', 'update', 'kv', Object.create(null), { version: 3 }, JSON.parse('{"__proto__":{"version":9},"version":2}')];
+const ODD_VALUES: readonly unknown[] = [
+  undefined,
+  null,
+  [],
+  {},
+  Number.NaN,
+  Number.POSITIVE_INFINITY,
+  -0,
+  1.5,
+  '',
+  'request',
+  'response',
+  'update',
+  'kv',
+  Object.create(null),
+  { version: 3 },
+  JSON.parse('{"__proto__":{"version":9},"version":2}'),
+];
 const oddValue = fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom(...ODD_VALUES));
 
-const FIELDS = ['type', 'time', 'date', 'error', 'request', 'response', 'data', 'id', 'operation', 'path', 'mount_type', 'mount_point', 'namespace', 'version', 'metadata'] as const;
+const FIELDS = [
+  'type',
+  'time',
+  'date',
+  'error',
+  'request',
+  'response',
+  'data',
+  'id',
+  'operation',
+  'path',
+  'mount_type',
+  'mount_point',
+  'namespace',
+  'version',
+  'metadata',
+] as const;
 
 /**
  * A fresh copy of an edit's value for each place it goes. The values are shared (ODD_VALUES are constants, and
@@ -59,18 +96,35 @@ function freshValue(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) return value;
   if (Array.isArray(value)) return value.map(freshValue);
   const copy: object = Object.getPrototypeOf(value) === null ? Object.create(null) : {};
-  for (const k of Object.keys(value)) Object.defineProperty(copy, k, { value: freshValue((value as Record<string, unknown>)[k]), enumerable: true, writable: true, configurable: true });
+  for (const k of Object.keys(value))
+    Object.defineProperty(copy, k, {
+      value: freshValue((value as Record<string, unknown>)[k]),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   return copy;
 }
 
-type Edit = { kind: 'replace' | 'remove'; field: string; value: unknown } | { kind: 'set'; at: readonly string[]; field: string; value: unknown };
+type Edit =
+  | { kind: 'replace' | 'remove'; field: string; value: unknown }
+  | { kind: 'set'; at: readonly string[]; field: string; value: unknown };
 
 /** The objects an entry is made of, where a field may be added. */
 const PLACES = [[], ['request'], ['request', 'namespace'], ['response'], ['response', 'data']] as const;
 
 const edit: fc.Arbitrary<Edit> = fc.oneof(
-  fc.record({ kind: fc.constantFrom('replace' as const, 'remove' as const), field: fc.constantFrom(...FIELDS), value: oddValue }),
-  fc.record({ kind: fc.constant('set' as const), at: fc.constantFrom(...PLACES), field: fc.constantFrom(...FIELDS, '__proto__'), value: oddValue }),
+  fc.record({
+    kind: fc.constantFrom('replace' as const, 'remove' as const),
+    field: fc.constantFrom(...FIELDS),
+    value: oddValue,
+  }),
+  fc.record({
+    kind: fc.constant('set' as const),
+    at: fc.constantFrom(...PLACES),
+    field: fc.constantFrom(...FIELDS, '__proto__'),
+    value: oddValue,
+  }),
 );
 
 /** A sample with up to 3 edits: a field (at any depth) replaced by an odd value or removed, or one added. */
@@ -78,9 +132,18 @@ const variant = fc.tuple(fc.constantFrom(...samples), fc.array(edit, { maxLength
   const copy = structuredClone(sample);
   for (const e of edits) {
     if (e.kind === 'set') {
-      const target = e.at.reduce<unknown>((o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined), copy);
+      const target = e.at.reduce<unknown>(
+        (o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined),
+        copy,
+      );
       // defineProperty: an own `__proto__` key, as JSON.parse makes one.
-      if (typeof target === 'object' && target !== null) Object.defineProperty(target, e.field, { value: freshValue(e.value), enumerable: true, writable: true, configurable: true });
+      if (typeof target === 'object' && target !== null)
+        Object.defineProperty(target, e.field, {
+          value: freshValue(e.value),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
       continue;
     }
     const visit = (o: unknown): void => {
@@ -111,14 +174,21 @@ describe('conformingAuditEntry', () => {
   });
 
   it('agrees on every single odd field, added or replaced, in every place of a request, a read and a write entry', () => {
-    const kinds = [samples.find((v) => v.type === 'request'), samples.find((v) => JSON.stringify(v).includes('"operation":"read"') && v.type === 'response'), samples.find((v) => JSON.stringify(v).includes('"operation":"update"') && v.type === 'response')];
+    const kinds = [
+      samples.find((v) => v.type === 'request'),
+      samples.find((v) => JSON.stringify(v).includes('"operation":"read"') && v.type === 'response'),
+      samples.find((v) => JSON.stringify(v).includes('"operation":"update"') && v.type === 'response'),
+    ];
     for (const sample of kinds) {
       expect(sample).toBeDefined();
       for (const at of PLACES) {
         for (const field of [...FIELDS, '__proto__']) {
           for (const value of ODD_VALUES) {
             const copy = structuredClone(sample) as Record<string, unknown>;
-            const target = at.reduce<unknown>((o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined), copy);
+            const target = at.reduce<unknown>(
+              (o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined),
+              copy,
+            );
             if (typeof target !== 'object' || target === null) continue;
             Object.defineProperty(target, field, { value, enumerable: true, writable: true, configurable: true });
             agrees(copy);
@@ -133,7 +203,24 @@ describe('conformingAuditEntry', () => {
   });
 
   it('on arbitrary values', () => {
-    fc.assert(fc.property(fc.oneof(fc.anything(), oddValue, fc.record({ type: fc.constantFrom('request', 'response', 'x'), request: fc.oneof(oddValue, fc.dictionary(fc.constantFrom(...FIELDS), oddValue)), response: oddValue }, { requiredKeys: [] })), agrees), { numRuns: 3000 });
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.anything(),
+          oddValue,
+          fc.record(
+            {
+              type: fc.constantFrom('request', 'response', 'x'),
+              request: fc.oneof(oddValue, fc.dictionary(fc.constantFrom(...FIELDS), oddValue)),
+              response: oddValue,
+            },
+            { requiredKeys: [] },
+          ),
+        ),
+        agrees,
+      ),
+      { numRuns: 3000 },
+    );
   });
 
   it('leaves the refusals, and their messages, to the schema', () => {

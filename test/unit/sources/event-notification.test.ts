@@ -9,17 +9,37 @@ import { parseInput } from '../../../lib/sources/parse.ts';
 import { isVaultIndex, MAX_VAULT_INDEX_LENGTH } from '../../../lib/sources/vault-index.ts';
 
 /** The example of the Events page (Vault 1.21 docs, developer.hashicorp.com/vault/docs/concepts/events). */
-const DOCS_INDEX = 'djE6MDAwYjdlMWMtZmU2Yy05NWU1LTExYzMtOGIzNjJmZjRmNDg3Ojc0NDkwNTo3NDQ5MDU6N2Q4NGFhN2NmYzc5ZWMzMjEzOGMxYTc4ZDI1YzdjYTMxN2IxOWFmZTA3NjFiZWYyMzA5NDFjOTA4Zjk4YzM0Mw==';
+const DOCS_INDEX =
+  'djE6MDAwYjdlMWMtZmU2Yy05NWU1LTExYzMtOGIzNjJmZjRmNDg3Ojc0NDkwNTo3NDQ5MDU6N2Q4NGFhN2NmYzc5ZWMzMjEzOGMxYTc4ZDI1YzdjYTMxN2IxOWFmZTA3NjFiZWYyMzA5NDFjOTA4Zjk4YzM0Mw==';
 
 /** The current (1.16+) `kv-v2/data-write` shape, with `vault_index` set to `index` (absent when undefined). */
 function dataWrite(index?: unknown, extra: Record<string, unknown> = {}): string {
-  const metadata = { current_version: '7', data_path: 'secret/data/web/db', modified: 'true', oldest_version: '0', operation: 'data-write', path: 'secret/data/web/db', ...(index === undefined ? {} : { vault_index: index }) };
+  const metadata = {
+    current_version: '7',
+    data_path: 'secret/data/web/db',
+    modified: 'true',
+    oldest_version: '0',
+    operation: 'data-write',
+    path: 'secret/data/web/db',
+    ...(index === undefined ? {} : { vault_index: index }),
+  };
   return JSON.stringify({
     id: 'a3be9fb1-b514-519f-5b25-b6f144a8c1ce',
     source: 'vault://vault-node-1',
     specversion: '1.0',
     type: '*',
-    data: { event: { id: 'a3be9fb1-b514-519f-5b25-b6f144a8c1ce', metadata }, event_type: 'kv-v2/data-write', plugin_info: { mount_class: 'secret', mount_accessor: 'kv_5dc4d18e', mount_path: 'secret/', plugin: 'kv', version: 'v0.25.0+builtin' }, ...extra },
+    data: {
+      event: { id: 'a3be9fb1-b514-519f-5b25-b6f144a8c1ce', metadata },
+      event_type: 'kv-v2/data-write',
+      plugin_info: {
+        mount_class: 'secret',
+        mount_accessor: 'kv_5dc4d18e',
+        mount_path: 'secret/',
+        plugin: 'kv',
+        version: 'v0.25.0+builtin',
+      },
+      ...extra,
+    },
     datacontentype: 'application/cloudevents',
     time: '2026-10-14T09:12:03.551872Z',
   });
@@ -46,23 +66,47 @@ describe('an event notification keeps its vault_index when it is bounded base64'
     const result = parseInput(dataWrite(index));
     expect(result.rejected).toEqual([]);
     expect(result.changes).toHaveLength(1);
-    expect(result.changes[0]).toMatchObject({ mount: 'secret', key: 'web/db', operation: 'write', version: 7, source: 'event' });
+    expect(result.changes[0]).toMatchObject({
+      mount: 'secret',
+      key: 'web/db',
+      operation: 'write',
+      version: 7,
+      source: 'event',
+    });
     expect(result.changes[0]?.vaultIndex).toBe(kept);
     expect(isVaultIndex(index)).toBe(kept !== undefined);
   });
 
   it('reads the current shape in a namespace: data.namespace, namespace-relative path, plugin_info.version', () => {
     const result = parseInput(dataWrite(DOCS_INDEX, { namespace: 'team-a/' }));
-    expect(result.changes[0]).toMatchObject({ namespace: 'team-a', mount: 'secret', key: 'web/db', path: 'secret/web/db', version: 7, vaultIndex: DOCS_INDEX });
+    expect(result.changes[0]).toMatchObject({
+      namespace: 'team-a',
+      mount: 'secret',
+      key: 'web/db',
+      path: 'secret/web/db',
+      version: 7,
+      vaultIndex: DOCS_INDEX,
+    });
   });
 
   it('keeps it on every KV event type that carries one, not only data writes', () => {
-    const deleted = dataWrite(DOCS_INDEX).replace('"event_type":"kv-v2/data-write"', '"event_type":"kv-v2/destroy"').replaceAll('secret/data/web/db', 'secret/destroy/web/db');
-    expect(parseInput(deleted).changes[0]).toMatchObject({ operation: 'destroy', key: 'web/db', vaultIndex: DOCS_INDEX });
+    const deleted = dataWrite(DOCS_INDEX)
+      .replace('"event_type":"kv-v2/data-write"', '"event_type":"kv-v2/destroy"')
+      .replaceAll('secret/data/web/db', 'secret/destroy/web/db');
+    expect(parseInput(deleted).changes[0]).toMatchObject({
+      operation: 'destroy',
+      key: 'web/db',
+      vaultIndex: DOCS_INDEX,
+    });
   });
 
   it('never carries an audit entry a vault index (audit entries have none)', () => {
-    const audit = JSON.stringify({ type: 'response', time: '2026-10-14T09:12:03Z', request: { id: 'r1', operation: 'create', path: 'secret/data/web/db', mount_type: 'kv', vault_index: DOCS_INDEX }, response: { data: { version: 7 } } });
+    const audit = JSON.stringify({
+      type: 'response',
+      time: '2026-10-14T09:12:03Z',
+      request: { id: 'r1', operation: 'create', path: 'secret/data/web/db', mount_type: 'kv', vault_index: DOCS_INDEX },
+      response: { data: { version: 7 } },
+    });
     const change = parseInput(audit, { mounts: new Map([['secret', 2]]) }).changes[0];
     expect(change).toMatchObject({ source: 'audit', version: 7 });
     expect(change).not.toHaveProperty('vaultIndex');

@@ -12,7 +12,11 @@ const HMAC_OR_DIGEST = /[0-9a-f]{64}/;
 
 describe('key digests from real audit entries', () => {
   it.each(SERVERS)('%s: create and update carry their keys, a patch the keys it changes, from one device', (server) => {
-    const changes = ['audit-kv2-write-response.json', 'audit-kv2-update-response.json', 'audit-kv2-patch-response.json'].map((f) => parseInput(read(server, f)).changes[0]);
+    const changes = [
+      'audit-kv2-write-response.json',
+      'audit-kv2-update-response.json',
+      'audit-kv2-patch-response.json',
+    ].map((f) => parseInput(read(server, f)).changes[0]);
     expect(changes.map((c) => [c?.version, c?.keyDigests?.mode, c?.keyDigests?.names])).toEqual([
       [1, 'write', ['password']],
       [2, 'write', ['password']],
@@ -26,13 +30,24 @@ describe('key digests from real audit entries', () => {
   });
 
   it('two servers (two audit devices, two salts) are two devices', () => {
-    const [a, b] = SERVERS.map((s) => parseInput(read(s, 'audit-kv2-update-response.json')).changes[0]?.keyDigests?.device());
+    const [a, b] = SERVERS.map((s) =>
+      parseInput(read(s, 'audit-kv2-update-response.json')).changes[0]?.keyDigests?.device(),
+    );
     expect(a).not.toBe(b);
   });
 
   it.each(SERVERS)('%s: deletes, undeletes, destroys, reads and KV v1 writes carry no keys (every key)', (server) => {
-    for (const file of ['audit-kv2-delete-response.json', 'audit-kv2-delete-versions-response.json', 'audit-kv2-undelete-response.json', 'audit-kv2-destroy-response.json', 'audit-kv2-metadata-delete-response.json', 'audit-kv1-write-response.json', 'audit-kv1-update-response.json']) {
-      for (const change of parseInput(read(server, file)).changes) expect([file, change.keyDigests]).toEqual([file, undefined]);
+    for (const file of [
+      'audit-kv2-delete-response.json',
+      'audit-kv2-delete-versions-response.json',
+      'audit-kv2-undelete-response.json',
+      'audit-kv2-destroy-response.json',
+      'audit-kv2-metadata-delete-response.json',
+      'audit-kv1-write-response.json',
+      'audit-kv1-update-response.json',
+    ]) {
+      for (const change of parseInput(read(server, file)).changes)
+        expect([file, change.keyDigests]).toEqual([file, undefined]);
     }
   });
 
@@ -44,7 +59,10 @@ describe('key digests from real audit entries', () => {
     expect(inspect(parsed, { depth: 10 })).not.toMatch(HMAC_OR_DIGEST);
   });
 
-  const entry = (data: unknown, deletion: unknown = `hmac-sha256:${'a'.repeat(64)}`) => ({ request: { data: { data } }, response: { data: { deletion_time: deletion } } });
+  const entry = (data: unknown, deletion: unknown = `hmac-sha256:${'a'.repeat(64)}`) => ({
+    request: { data: { data } },
+    response: { data: { deletion_time: deletion } },
+  });
   const hmac = (c: string) => `hmac-sha256:${c.repeat(64)}`;
 
   it.each([
@@ -62,7 +80,11 @@ describe('key digests from real audit entries', () => {
 
   it('a patch that removes a key (null) carries it as removed; an entry without an HMAC deletion_time has no device', () => {
     const patch = keyDigestsOf(entry({ old: null, password: hmac('d') }), 'patch');
-    expect([patch?.names, patch?.digests().get('old'), typeof patch?.digests().get('password')]).toEqual([['old', 'password'], null, 'string']);
+    expect([patch?.names, patch?.digests().get('old'), typeof patch?.digests().get('password')]).toEqual([
+      ['old', 'password'],
+      null,
+      'string',
+    ]);
     expect(keyDigestsOf(entry({ password: hmac('d') }, ''), 'update')?.device()).toBeUndefined();
     expect(keyDigestsOf(entry({ password: hmac('d') }, '2026-12-01T00:00:00Z'), 'update')?.device()).toBeUndefined();
   });

@@ -15,7 +15,31 @@ const total = (r: ReturnType<typeof parseInput>) => r.changes.length + r.ignored
 
 /** A sample with one field replaced by an arbitrary JSON value, or removed. */
 const mutatedSample = fc
-  .tuple(fc.constantFrom(...samples), fc.array(fc.constantFrom('type', 'time', 'request', 'response', 'data', 'path', 'operation', 'mount_point', 'namespace', 'version', 'metadata', 'event_type', 'error', 'modified', 'id'), { maxLength: 3 }), fc.jsonValue({ maxDepth: 2 }), fc.boolean())
+  .tuple(
+    fc.constantFrom(...samples),
+    fc.array(
+      fc.constantFrom(
+        'type',
+        'time',
+        'request',
+        'response',
+        'data',
+        'path',
+        'operation',
+        'mount_point',
+        'namespace',
+        'version',
+        'metadata',
+        'event_type',
+        'error',
+        'modified',
+        'id',
+      ),
+      { maxLength: 3 },
+    ),
+    fc.jsonValue({ maxDepth: 2 }),
+    fc.boolean(),
+  )
   .map(([sample, keys, value, remove]) => {
     const copy = structuredClone(sample) as Record<string, unknown>;
     const visit = (o: unknown): void => {
@@ -37,24 +61,31 @@ const recordLine = fc.oneof(
   mutatedSample.map((v) => `vault-audit: ${JSON.stringify(v)}`),
   mutatedSample.map((v) => JSON.stringify({ date: 1700000000.5, log: JSON.stringify(v) })),
   mutatedSample.map((v) => JSON.stringify({ message: JSON.stringify(v), host: 'h', source_type: 'file' })),
-  fc.jsonValue({ maxDepth: 3 }).filter((v) => !Array.isArray(v)).map((v) => JSON.stringify(v)),
+  fc
+    .jsonValue({ maxDepth: 3 })
+    .filter((v) => !Array.isArray(v))
+    .map((v) => JSON.stringify(v)),
   fc.string({ maxLength: 40 }).map((s) => `x${s.replace(/[\r\n]/g, ' ')}`),
 );
 
 describe('parsers never crash and count every record once', () => {
   it('for NDJSON batches of mutated samples and noise', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(recordLine, { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 64 }), async (lines, chunk) => {
-        const text = lines.join('\n');
-        const whole = parseInput(text);
-        expect(total(whole)).toBe(lines.length);
-        const streamed = await parseStream(
-          (async function* () {
-            for (let i = 0; i < text.length; i += chunk) yield text.slice(i, i + chunk);
-          })(),
-        );
-        expect(streamed).toEqual(whole);
-      }),
+      fc.asyncProperty(
+        fc.array(recordLine, { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 1, max: 64 }),
+        async (lines, chunk) => {
+          const text = lines.join('\n');
+          const whole = parseInput(text);
+          expect(total(whole)).toBe(lines.length);
+          const streamed = await parseStream(
+            (async function* () {
+              for (let i = 0; i < text.length; i += chunk) yield text.slice(i, i + chunk);
+            })(),
+          );
+          expect(streamed).toEqual(whole);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -72,7 +103,14 @@ describe('parsers never crash and count every record once', () => {
   it('for CloudWatch envelopes of any log events', () => {
     fc.assert(
       fc.property(fc.array(recordLine, { maxLength: 6 }), (lines) => {
-        const data = gzipSync(JSON.stringify({ messageType: 'DATA_MESSAGE', logGroup: 'g', logStream: 's', logEvents: lines.map((message, i) => ({ id: String(i), timestamp: i, message })) })).toString('base64');
+        const data = gzipSync(
+          JSON.stringify({
+            messageType: 'DATA_MESSAGE',
+            logGroup: 'g',
+            logStream: 's',
+            logEvents: lines.map((message, i) => ({ id: String(i), timestamp: i, message })),
+          }),
+        ).toString('base64');
         const r = parseInput(JSON.stringify({ awslogs: { data } }));
         expect(total(r)).toBe(lines.length);
       }),
@@ -85,11 +123,15 @@ describe('path matcher properties', () => {
   const segment = fc.stringMatching(/^[a-z0-9._-]{1,6}$/);
   it('a literal pattern matches exactly its own path', () => {
     fc.assert(
-      fc.property(fc.array(segment, { minLength: 1, maxLength: 6 }), fc.array(segment, { minLength: 1, maxLength: 6 }), (a, b) => {
-        const index = new PatternIndex();
-        index.add(0, compilePattern(a.join('/')));
-        expect(index.match(b.join('/')).has(0)).toBe(a.join('/') === b.join('/'));
-      }),
+      fc.property(
+        fc.array(segment, { minLength: 1, maxLength: 6 }),
+        fc.array(segment, { minLength: 1, maxLength: 6 }),
+        (a, b) => {
+          const index = new PatternIndex();
+          index.add(0, compilePattern(a.join('/')));
+          expect(index.match(b.join('/')).has(0)).toBe(a.join('/') === b.join('/'));
+        },
+      ),
     );
   });
 

@@ -19,12 +19,19 @@ afterEach(async () => {
 });
 
 /** A Vault answering every request with KV v2 metadata (or `answer`), recording each URL it receives. */
-async function recordingVault(answer?: (url: string) => { status: number; body?: unknown; headers?: Record<string, string> }): Promise<{ vault: FakeVault; seen: string[] }> {
+async function recordingVault(
+  answer?: (url: string) => { status: number; body?: unknown; headers?: Record<string, string> },
+): Promise<{ vault: FakeVault; seen: string[] }> {
   const seen: string[] = [];
   const vault = await startFakeVault({
     api: (req) => {
       seen.push(`${req.method} ${req.url}`);
-      return answer?.(req.url ?? '') ?? { status: 200, body: { data: { current_version: 1, versions: { 1: { created_time: '2026-01-01T00:00:00Z' } } } } };
+      return (
+        answer?.(req.url ?? '') ?? {
+          status: 200,
+          body: { data: { current_version: 1, versions: { 1: { created_time: '2026-01-01T00:00:00Z' } } } },
+        }
+      );
     },
   });
   closing.push(vault);
@@ -76,30 +83,55 @@ describe('the metadata client sends nothing outside <mount>/metadata/', () => {
 
   it('a redirect out of the metadata prefix is refused, not followed', async () => {
     const { vault: active, seen: activeSeen } = await recordingVault();
-    const { vault: standby } = await recordingVault(() => ({ status: 307, headers: { location: `${active.url}/v1/kv/data/app` } }));
+    const { vault: standby } = await recordingVault(() => ({
+      status: 307,
+      headers: { location: `${active.url}/v1/kv/data/app` },
+    }));
     const client = new VaultMetadataClient({ vaultAddr: standby.url, auth: staticTokenSource('t'), maxAttempts: 1 });
-    await expect(client.readMetadata('kv', 'app/db')).rejects.toThrow(/resolves to \/v1\/kv\/data\/app, outside \/v1\/kv\/metadata\/: refused, not sent/);
+    await expect(client.readMetadata('kv', 'app/db')).rejects.toThrow(
+      /resolves to \/v1\/kv\/data\/app, outside \/v1\/kv\/metadata\/: refused, not sent/,
+    );
     expect(activeSeen).toEqual([]);
   });
 
   it('vaultRequest checks the path URL resolution makes of it, before sending', async () => {
     const { vault, seen } = await recordingVault();
-    await expect(vaultRequest({ vaultAddr: vault.url, method: 'GET', path: 'kv/metadata/app/../../data/app', pathPrefix: 'kv/metadata/' })).rejects.toThrow(/resolves to \/v1\/kv\/data\/app, outside \/v1\/kv\/metadata\//);
-    await expect(vaultRequest({ vaultAddr: vault.url, method: 'GET', path: 'kv/metadata/app/%2e%2e/%2E%2e/data/app', pathPrefix: 'kv/metadata/' })).rejects.toBeInstanceOf(VaultPathError);
+    await expect(
+      vaultRequest({
+        vaultAddr: vault.url,
+        method: 'GET',
+        path: 'kv/metadata/app/../../data/app',
+        pathPrefix: 'kv/metadata/',
+      }),
+    ).rejects.toThrow(/resolves to \/v1\/kv\/data\/app, outside \/v1\/kv\/metadata\//);
+    await expect(
+      vaultRequest({
+        vaultAddr: vault.url,
+        method: 'GET',
+        path: 'kv/metadata/app/%2e%2e/%2E%2e/data/app',
+        pathPrefix: 'kv/metadata/',
+      }),
+    ).rejects.toBeInstanceOf(VaultPathError);
     expect(seen).toEqual([]);
   });
 });
 
-describe('reconcile\'s expansion ignores listed names that are no segment', () => {
+describe("reconcile's expansion ignores listed names that are no segment", () => {
   it('skips "..", ".", empty and control-character names Vault lists, and says how many', async () => {
     const lists: string[] = [];
     const list = (_ns: string, _mount: string, folder: string) => {
       lists.push(folder);
-      const keys = folder === 'app' ? ['../', './', '/', 'ok', '..', 'x\u001by', 'sub/'] : folder === 'app/sub' ? ['deep'] : [];
+      const keys =
+        folder === 'app' ? ['../', './', '/', 'ok', '..', 'x\u001by', 'sub/'] : folder === 'app/sub' ? ['deep'] : [];
       return Promise.resolve({ keys, truncated: false, total: keys.length });
     };
     const out = await expandPattern(compilePattern('kv/app/**'), '', new Map([['kv', 2 as const]]), list);
-    expect(out).toMatchObject({ kind: 'kv2', keys: ['app/ok', 'app/sub/deep'], ignored: 'ignored 5 name(s) Vault listed that are no path segment (empty, ".", "..", a "/" or a control character)' });
+    expect(out).toMatchObject({
+      kind: 'kv2',
+      keys: ['app/ok', 'app/sub/deep'],
+      ignored:
+        'ignored 5 name(s) Vault listed that are no path segment (empty, ".", "..", a "/" or a control character)',
+    });
     expect(lists).toEqual(['app', 'app/sub']);
   });
 });

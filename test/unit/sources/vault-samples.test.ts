@@ -16,11 +16,73 @@ const expectations: Record<string, Expectation> = {
   'audit-request-token-lookup.json': { ignored: 'request-entry' },
   'audit-response-token-lookup.json': { ignored: 'auth' },
   'audit-response-kvv2-read.json': { ignored: 'read' },
-  'audit-response-kvv1-create.json': { change: { namespace: '', mount: 'kvv1', key: 'app/db', path: 'kvv1/app/db', operation: 'write', version: null, kvVersion: 1, source: 'audit', id: 'r1' } },
-  'audit-response-kvv2-create.json': { change: { namespace: '', mount: 'kv', key: 'app/jwt', path: 'kv/app/jwt', operation: 'write', version: 1, kvVersion: 2, source: 'audit', id: 'r2' } },
-  'audit-response-kvv2-update.json': { change: { namespace: '', mount: 'kv', key: 'app/db', path: 'kv/app/db', operation: 'write', version: 3, kvVersion: 2, source: 'audit', id: 'r1' } },
-  'audit-response-kvv2-delete.json': { change: { namespace: '', mount: 'kv', key: 'app/db', path: 'kv/app/db', operation: 'delete', version: null, kvVersion: 2, source: 'audit', id: 'r3' } },
-  'event-kvv2-data-write.json': { change: { namespace: '', mount: 'secret', key: 'foo', path: 'secret/foo', operation: 'write', version: 1, kvVersion: 2, source: 'event', id: 'a3be9fb1-b514-519f-5b25-b6f144a8c1ce', vaultIndex: 'djE6MDAwYjdlMWMtZmU2Yy05NWU1LTExYzMtOGIzNjJmZjRmNDg3Ojc0NDkwNTo3NDQ5MDU6N2Q4NGFhN2NmYzc5ZWMzMjEzOGMxYTc4ZDI1YzdjYTMxN2IxOWFmZTA3NjFiZWYyMzA5NDFjOTA4Zjk4YzM0Mw==' } },
+  'audit-response-kvv1-create.json': {
+    change: {
+      namespace: '',
+      mount: 'kvv1',
+      key: 'app/db',
+      path: 'kvv1/app/db',
+      operation: 'write',
+      version: null,
+      kvVersion: 1,
+      source: 'audit',
+      id: 'r1',
+    },
+  },
+  'audit-response-kvv2-create.json': {
+    change: {
+      namespace: '',
+      mount: 'kv',
+      key: 'app/jwt',
+      path: 'kv/app/jwt',
+      operation: 'write',
+      version: 1,
+      kvVersion: 2,
+      source: 'audit',
+      id: 'r2',
+    },
+  },
+  'audit-response-kvv2-update.json': {
+    change: {
+      namespace: '',
+      mount: 'kv',
+      key: 'app/db',
+      path: 'kv/app/db',
+      operation: 'write',
+      version: 3,
+      kvVersion: 2,
+      source: 'audit',
+      id: 'r1',
+    },
+  },
+  'audit-response-kvv2-delete.json': {
+    change: {
+      namespace: '',
+      mount: 'kv',
+      key: 'app/db',
+      path: 'kv/app/db',
+      operation: 'delete',
+      version: null,
+      kvVersion: 2,
+      source: 'audit',
+      id: 'r3',
+    },
+  },
+  'event-kvv2-data-write.json': {
+    change: {
+      namespace: '',
+      mount: 'secret',
+      key: 'foo',
+      path: 'secret/foo',
+      operation: 'write',
+      version: 1,
+      kvVersion: 2,
+      source: 'event',
+      id: 'a3be9fb1-b514-519f-5b25-b6f144a8c1ce',
+      vaultIndex:
+        'djE6MDAwYjdlMWMtZmU2Yy05NWU1LTExYzMtOGIzNjJmZjRmNDg3Ojc0NDkwNTo3NDQ5MDU6N2Q4NGFhN2NmYzc5ZWMzMjEzOGMxYTc4ZDI1YzdjYTMxN2IxOWFmZTA3NjFiZWYyMzA5NDFjOTA4Zjk4YzM0Mw==',
+    },
+  },
 };
 
 describe('the public Vault samples', () => {

@@ -18,10 +18,13 @@ describe('test vectors', () => {
     const text = readFileSync(`${repoRoot}test/events/${c.file}`, 'latin1');
     const result = parseInput(text, { mounts: new Map(Object.entries(c.mounts ?? {})) });
     const fields = ['namespace', 'mount', 'key', 'path', 'operation', 'version', 'kvVersion', 'source'] as const;
-    expect(result.changes.map((ch) => Object.fromEntries(fields.map((f) => [f, ch[f]])))).toEqual(c.expect.changes.map((ch) => Object.fromEntries(fields.map((f) => [f, ch[f]]))));
+    expect(result.changes.map((ch) => Object.fromEntries(fields.map((f) => [f, ch[f]])))).toEqual(
+      c.expect.changes.map((ch) => Object.fromEntries(fields.map((f) => [f, ch[f]]))),
+    );
     // A case that names `vaultIndex` (null: none) holds the event's index kept on the change, or left out.
     c.expect.changes.forEach((ch, i) => {
-      if ('vaultIndex' in ch) expect(result.changes[i]?.vaultIndex ?? null, `change ${i} vaultIndex`).toEqual(ch.vaultIndex);
+      if ('vaultIndex' in ch)
+        expect(result.changes[i]?.vaultIndex ?? null, `change ${i} vaultIndex`).toEqual(ch.vaultIndex);
     });
     expect(result.ignored.map((i) => i.reason)).toEqual(c.expect.ignored);
     expect(result.rejected).toHaveLength(c.expect.rejected);

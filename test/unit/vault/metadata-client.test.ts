@@ -21,7 +21,8 @@ afterEach(async () => {
 });
 
 const METADATA = { data: { current_version: 7, versions: { 7: { created_time: '2026-10-14T09:12:03.551872Z' } } } };
-const INDEX = 'djE6MDAwYjdlMWMtZmU2Yy05NWU1LTExYzMtOGIzNjJmZjRmNDg3Ojc0NDkwNTo3NDQ5MDU6N2Q4NGFhN2NmYzc5ZWMzMjEzOGMxYTc4ZDI1YzdjYTMxN2IxOWFmZTA3NjFiZWYyMzA5NDFjOTA4Zjk4YzM0Mw==';
+const INDEX =
+  'djE6MDAwYjdlMWMtZmU2Yy05NWU1LTExYzMtOGIzNjJmZjRmNDg3Ojc0NDkwNTo3NDQ5MDU6N2Q4NGFhN2NmYzc5ZWMzMjEzOGMxYTc4ZDI1YzdjYTMxN2IxOWFmZTA3NjFiZWYyMzA5NDFjOTA4Zjk4YzM0Mw==';
 
 interface Seen {
   method: string | undefined;
@@ -30,7 +31,12 @@ interface Seen {
 }
 
 /** A Vault recording each request; `answer` picks the reply from the request's place in the sequence. */
-async function recordingVault(answer: (n: number, url: string) => { status: number; body?: unknown; headers?: Record<string, string> } = () => ({ status: 200, body: METADATA })) {
+async function recordingVault(
+  answer: (n: number, url: string) => { status: number; body?: unknown; headers?: Record<string, string> } = () => ({
+    status: 200,
+    body: METADATA,
+  }),
+) {
   const seen: Seen[] = [];
   const vault = await startFakeVault({
     api: (req) => {
@@ -49,14 +55,21 @@ const client = (vaultAddr: string, extra: Partial<ConstructorParameters<typeof V
 async function readAfter(record: string, vaultAddr: string) {
   const change = parseInput(record, { mounts: new Map([['secret', 2]]) }).changes[0];
   if (!change) throw new Error('the record is no change');
-  return client(vaultAddr).readMetadata(change.mount, change.key, { namespace: change.namespace, ...(change.vaultIndex === undefined ? {} : { vaultIndex: change.vaultIndex }) });
+  return client(vaultAddr).readMetadata(change.mount, change.key, {
+    namespace: change.namespace,
+    ...(change.vaultIndex === undefined ? {} : { vaultIndex: change.vaultIndex }),
+  });
 }
 
 describe('X-Vault-Index on metadata reads', () => {
   it.each<[string, string, string | undefined]>([
     ['an event with vault_index (the docs example, current shape)', `${vaultSamples}event-kvv2-data-write.json`, INDEX],
     ['a 1.15 event (no vault_index)', `${repoRoot}test/events/event-1.15/kvv2-data-write.json`, undefined],
-    ['an event whose vault_index is no bounded base64', `${repoRoot}test/events/event-1.21/kvv2-vault-index-malformed.ndjson`, undefined],
+    [
+      'an event whose vault_index is no bounded base64',
+      `${repoRoot}test/events/event-1.21/kvv2-vault-index-malformed.ndjson`,
+      undefined,
+    ],
     ['an audit entry', `${vaultSamples}audit-response-kvv2-update.json`, undefined],
   ])('the read made for %s', async (_what, file, header) => {
     const { vault, seen } = await recordingVault();
@@ -84,7 +97,11 @@ describe('X-Vault-Index on metadata reads', () => {
       sent.push({ ...(init?.headers as Record<string, string>), method: String(init?.method) });
       return Promise.resolve(new Response(JSON.stringify({ data: { keys: ['db'] } }), { status: 200 }));
     };
-    const listing = await client('http://vault.invalid:8200', { fetch: fetch as typeof globalThis.fetch }).listMetadata('secret', 'web', index === undefined ? {} : { vaultIndex: index });
+    const listing = await client('http://vault.invalid:8200', { fetch: fetch as typeof globalThis.fetch }).listMetadata(
+      'secret',
+      'web',
+      index === undefined ? {} : { vaultIndex: index },
+    );
     expect(listing.keys).toEqual(['db']);
     expect(sent).toHaveLength(1);
     expect(sent[0]?.method).toBe('LIST');
@@ -92,7 +109,9 @@ describe('X-Vault-Index on metadata reads', () => {
   });
 
   it('a standby not yet at the index answers 412: retried, with the index again, until it answers', async () => {
-    const { vault, seen } = await recordingVault((n) => (n < 3 ? { status: 412, body: { errors: ['required index state not present'] } } : { status: 200, body: METADATA }));
+    const { vault, seen } = await recordingVault((n) =>
+      n < 3 ? { status: 412, body: { errors: ['required index state not present'] } } : { status: 200, body: METADATA },
+    );
     const sleep = fastSleep();
     const m = await client(vault.url, { sleep: sleep.sleep }).readMetadata('secret', 'web/db', { vaultIndex: INDEX });
     expect(m?.currentVersion).toBe(7);
@@ -101,14 +120,22 @@ describe('X-Vault-Index on metadata reads', () => {
   });
 
   it('a standby still behind after every attempt: the read fails (HTTP 412), it is never answered stale', async () => {
-    const { vault, seen } = await recordingVault(() => ({ status: 412, body: { errors: ['required index state not present'] } }));
-    await expect(client(vault.url, { maxAttempts: 3 }).readMetadata('secret', 'web/db', { vaultIndex: INDEX })).rejects.toMatchObject({ status: 412 });
+    const { vault, seen } = await recordingVault(() => ({
+      status: 412,
+      body: { errors: ['required index state not present'] },
+    }));
+    await expect(
+      client(vault.url, { maxAttempts: 3 }).readMetadata('secret', 'web/db', { vaultIndex: INDEX }),
+    ).rejects.toMatchObject({ status: 412 });
     expect(seen).toHaveLength(3);
   });
 
-  it('follows a standby\'s 307 to the active node with the index', async () => {
+  it("follows a standby's 307 to the active node with the index", async () => {
     const { vault: active, seen: activeSeen } = await recordingVault();
-    const { vault: standby } = await recordingVault((_n, url) => ({ status: 307, headers: { location: `${active.url}${url}` } }));
+    const { vault: standby } = await recordingVault((_n, url) => ({
+      status: 307,
+      headers: { location: `${active.url}${url}` },
+    }));
     await client(standby.url).readMetadata('secret', 'web/db', { vaultIndex: INDEX });
     expect(activeSeen.map((s) => s.headers['x-vault-index'])).toEqual([INDEX]);
   });

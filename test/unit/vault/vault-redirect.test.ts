@@ -33,18 +33,28 @@ async function activeVault(): Promise<{ v: FakeVault; logins: string[] }> {
   const v = await vault({
     api: (req, body) => {
       logins.push(body);
-      return req.url === '/v1/auth/approle/login' ? { status: 200, body: { auth: { client_token: 'token-1', lease_duration: 60, renewable: false } } } : { status: 404 };
+      return req.url === '/v1/auth/approle/login'
+        ? { status: 200, body: { auth: { client_token: 'token-1', lease_duration: 60, renewable: false } } }
+        : { status: 404 };
     },
   });
   return { v, logins };
 }
 
 /** A standby: every API call answers 307 to `to` + the same path. */
-const standbyTo = (to: () => string) => vault({ api: (req) => ({ status: 307, headers: { location: `${to()}${req.url ?? ''}` } }) });
+const standbyTo = (to: () => string) =>
+  vault({ api: (req) => ({ status: 307, headers: { location: `${to()}${req.url ?? ''}` } }) });
 
 function approle(vaultAddr: string, extra: Partial<ConstructorParameters<typeof AppRoleTokenSource>[0]> = {}) {
   const log = memoryLog();
-  const s = new AppRoleTokenSource({ vaultAddr, roleId: 'role', secretId: 'planted-secret-id', log, sleep: fastSleep().sleep, ...extra });
+  const s = new AppRoleTokenSource({
+    vaultAddr,
+    roleId: 'role',
+    secretId: 'planted-secret-id',
+    log,
+    sleep: fastSleep().sleep,
+    ...extra,
+  });
   cleanups.push(() => s.stop());
   return { s, log };
 }
@@ -95,11 +105,19 @@ describe('AppRole login redirects', () => {
     const tmp = temporaryDir();
     cleanups.push(() => tmp.remove());
     const ca = writeCa(tmp.dir, 'test-vault-ca');
-    const cert = issueCert(tmp.dir, ca, { name: 'vault', commonName: '127.0.0.1', sans: ['IP:127.0.0.1'], usage: 'server' });
-    const tls = createHttpsServer({ cert: readFileSync(cert.certFile), key: readFileSync(cert.keyFile) }, (req, res) => {
-      res.writeHead(307, { location: `${active.v.url}${req.url ?? ''}` });
-      res.end();
+    const cert = issueCert(tmp.dir, ca, {
+      name: 'vault',
+      commonName: '127.0.0.1',
+      sans: ['IP:127.0.0.1'],
+      usage: 'server',
     });
+    const tls = createHttpsServer(
+      { cert: readFileSync(cert.certFile), key: readFileSync(cert.keyFile) },
+      (req, res) => {
+        res.writeHead(307, { location: `${active.v.url}${req.url ?? ''}` });
+        res.end();
+      },
+    );
     await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise<void>((resolve) => tls.close(() => resolve())));
     const caPem = readFileSync(ca.certFile);
@@ -108,17 +126,34 @@ describe('AppRole login redirects', () => {
       new Promise((resolve, reject) => {
         const url = String(input);
         const send = url.startsWith('https:') ? httpsRequest : httpRequest;
-        const req = send(url, { method: init?.method ?? 'GET', headers: init?.headers as Record<string, string>, ...(url.startsWith('https:') ? { ca: caPem } : {}) }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => resolve(new Response(res.statusCode === 204 ? null : Buffer.concat(chunks), { status: res.statusCode ?? 500, headers: Object.entries(res.headers as IncomingHttpHeaders).map(([k, v]) => [k, String(v)]) })));
-        });
+        const req = send(
+          url,
+          {
+            method: init?.method ?? 'GET',
+            headers: init?.headers as Record<string, string>,
+            ...(url.startsWith('https:') ? { ca: caPem } : {}),
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () =>
+              resolve(
+                new Response(res.statusCode === 204 ? null : Buffer.concat(chunks), {
+                  status: res.statusCode ?? 500,
+                  headers: Object.entries(res.headers as IncomingHttpHeaders).map(([k, v]) => [k, String(v)]),
+                }),
+              ),
+            );
+          },
+        );
         req.on('error', reject);
         req.end(typeof init?.body === 'string' ? init.body : undefined);
       });
     const { s, log } = approle(`https://127.0.0.1:${(tls.address() as AddressInfo).port}`, { fetch: fetchWithCa });
     void s.token().catch(() => undefined);
-    await waitFor(() => log.lines.some((l) => String(l.fields?.error ?? '').includes('it would send the Vault token unencrypted')));
+    await waitFor(() =>
+      log.lines.some((l) => String(l.fields?.error ?? '').includes('it would send the Vault token unencrypted')),
+    );
     expect(active.logins).toEqual([]);
   });
 });
@@ -126,7 +161,16 @@ describe('AppRole login redirects', () => {
 describe('event subscription redirects', () => {
   function subscriber(vaultAddr: string, redirects?: { allowedHosts: string[] }) {
     const log = memoryLog();
-    const s = new EventSubscriber({ vaultAddr, eventType: 'kv-v2/*', auth: staticTokenSource('planted-vault-token'), onMessage: () => undefined, log, sleep: fastSleep().sleep, reconnectBaseMs: 1, ...(redirects ? { redirects } : {}) });
+    const s = new EventSubscriber({
+      vaultAddr,
+      eventType: 'kv-v2/*',
+      auth: staticTokenSource('planted-vault-token'),
+      onMessage: () => undefined,
+      log,
+      sleep: fastSleep().sleep,
+      reconnectBaseMs: 1,
+      ...(redirects ? { redirects } : {}),
+    });
     cleanups.push(() => s.stop());
     return { s, log };
   }

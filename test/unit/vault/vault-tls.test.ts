@@ -22,12 +22,21 @@ beforeAll(async () => {
   const serving = issueCert(dir, ca, { name: 'vault', commonName: 'vault', sans: ['IP:127.0.0.1'], usage: 'server' });
   const clientCa = writeCa(dir, 'test-client-ca', 'client-ca');
   issueCert(dir, clientCa, { name: 'client', commonName: 'vault-rollout-client', usage: 'client' });
-  server = createServer({ cert: readFileSync(serving.certFile), key: readFileSync(serving.keyFile), ca: readFileSync(clientCa.certFile), requestCert: true, rejectUnauthorized: false }, (req, res) => {
-    const peer = (req.socket as TLSSocket).getPeerCertificate();
-    clientCn = (req.socket as TLSSocket).authorized ? String(peer.subject?.CN) : undefined;
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ data: { path: req.url } }));
-  });
+  server = createServer(
+    {
+      cert: readFileSync(serving.certFile),
+      key: readFileSync(serving.keyFile),
+      ca: readFileSync(clientCa.certFile),
+      requestCert: true,
+      rejectUnauthorized: false,
+    },
+    (req, res) => {
+      const peer = (req.socket as TLSSocket).getPeerCertificate();
+      clientCn = (req.socket as TLSSocket).authorized ? String(peer.subject?.CN) : undefined;
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ data: { path: req.url } }));
+    },
+  );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   addr = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -37,14 +46,18 @@ afterAll(() => {
 });
 
 const warnings: string[] = [];
-const deps = { readFile: (p: string) => readFile(p, 'utf8'), readDir: (d: string) => readdir(d), log: { warn: (m: string) => void warnings.push(m) } };
+const deps = {
+  readFile: (p: string) => readFile(p, 'utf8'),
+  readDir: (d: string) => readdir(d),
+  log: { warn: (m: string) => void warnings.push(m) },
+};
 const get = async (env: Record<string, string>) => {
   const tls = await vaultTlsFromEnv(env, deps);
   return vaultRequest({ vaultAddr: addr, method: 'GET', path: 'sys/health', ...(tls ? { fetch: tlsFetch(tls) } : {}) });
 };
 
 describe('TLS to Vault from the environment', () => {
-  it('asks for nothing without the variables (Node\'s CAs), so a private CA is refused', async () => {
+  it("asks for nothing without the variables (Node's CAs), so a private CA is refused", async () => {
     expect(await vaultTlsFromEnv({}, deps)).toBeUndefined();
     await expect(get({})).rejects.toThrow(/sys\/health: fetch failed/);
   });
@@ -64,14 +77,20 @@ describe('TLS to Vault from the environment', () => {
 
   it('presents VAULT_CLIENT_CERT and VAULT_CLIENT_KEY', async () => {
     clientCn = undefined;
-    await get({ VAULT_CACERT: join(dir, 'ca.crt'), VAULT_CLIENT_CERT: join(dir, 'client.crt'), VAULT_CLIENT_KEY: join(dir, 'client.key') });
+    await get({
+      VAULT_CACERT: join(dir, 'ca.crt'),
+      VAULT_CLIENT_CERT: join(dir, 'client.crt'),
+      VAULT_CLIENT_KEY: join(dir, 'client.key'),
+    });
     expect(clientCn).toBe('vault-rollout-client');
   });
 
   it('skips verification with VAULT_SKIP_VERIFY, warning loudly', async () => {
     warnings.length = 0;
     expect((await get({ VAULT_SKIP_VERIFY: 'true' })).status).toBe(200);
-    expect(warnings).toEqual([expect.stringMatching(/^VAULT_SKIP_VERIFY is set: the Vault server's certificate is NOT verified/)]);
+    expect(warnings).toEqual([
+      expect.stringMatching(/^VAULT_SKIP_VERIFY is set: the Vault server's certificate is NOT verified/),
+    ]);
   });
 
   it.each([

@@ -48,7 +48,10 @@ describe('ClusterClients', () => {
   it('keeps clusters apart', async () => {
     const fake = fakeResolver();
     const clients = new ClusterClients(fake.resolver, () => START);
-    const [a, b] = await Promise.all([clients.get('eu', eu), clients.get('us', { eks: { name: 'us', region: 'us-east-1' }, labels: {} })]);
+    const [a, b] = await Promise.all([
+      clients.get('eu', eu),
+      clients.get('us', { eks: { name: 'us', region: 'us-east-1' }, labels: {} }),
+    ]);
     expect(a.server).not.toBe(b.server);
     expect(fake.calls.sort()).toEqual(['eu', 'us']);
   });
@@ -98,16 +101,23 @@ describe('ClusterClients', () => {
 
   it('keeps a resolver that throws synchronously from breaking the cache', async () => {
     let calls = 0;
-    const clients = new ClusterClients(((name: string) => {
-      calls += 1;
-      if (calls === 1) throw new Error('boom');
-      return Promise.resolve({ kubeConfig: new KubeConfig(), server: `https://${name}`, insecureSkipTLSVerify: false });
-    }) as ClusterAccessResolver, () => START);
+    const clients = new ClusterClients(
+      ((name: string) => {
+        calls += 1;
+        if (calls === 1) throw new Error('boom');
+        return Promise.resolve({
+          kubeConfig: new KubeConfig(),
+          server: `https://${name}`,
+          insecureSkipTLSVerify: false,
+        });
+      }) as ClusterAccessResolver,
+      () => START,
+    );
     expect((await rejectionOf(clients.get('eu', eu))).message).toBe('boom');
     await expect(clients.get('eu', eu)).resolves.toMatchObject({ server: 'https://eu' });
   });
 
-  it('resolves again when the cluster\'s access settings change, but not for labels or concurrency', async () => {
+  it("resolves again when the cluster's access settings change, but not for labels or concurrency", async () => {
     const fake = fakeResolver();
     const clients = new ClusterClients(fake.resolver, () => START);
     await clients.get('eu', eu);
@@ -127,7 +137,7 @@ describe('ClusterClients', () => {
     expect(fake.calls).toEqual(['eu', 'eu']);
   });
 
-  it('does not let a stale failure of an old config evict the new config\'s entry', async () => {
+  it("does not let a stale failure of an old config evict the new config's entry", async () => {
     const fake = fakeResolver();
     fake.holdAnswers();
     const clients = new ClusterClients(fake.resolver, () => START);
@@ -154,13 +164,24 @@ describe('ClusterClients', () => {
 
 describe('accessConfigFingerprint', () => {
   it('depends on where the credentials come from, not on key order, labels or concurrency', () => {
-    const a: ClusterConfig = { eks: { name: 'x', region: 'eu-west-1', roleArn: 'arn:aws:iam::111122223333:role/r' }, labels: {} };
-    const reordered = { labels: { a: 'b' }, concurrency: 4, eks: { roleArn: 'arn:aws:iam::111122223333:role/r', region: 'eu-west-1', name: 'x' } } as ClusterConfig;
+    const a: ClusterConfig = {
+      eks: { name: 'x', region: 'eu-west-1', roleArn: 'arn:aws:iam::111122223333:role/r' },
+      labels: {},
+    };
+    const reordered = {
+      labels: { a: 'b' },
+      concurrency: 4,
+      eks: { roleArn: 'arn:aws:iam::111122223333:role/r', region: 'eu-west-1', name: 'x' },
+    } as ClusterConfig;
     expect(accessConfigFingerprint(reordered)).toBe(accessConfigFingerprint(a));
     expect(accessConfigFingerprint({ ...a, insecureSkipTLSVerify: false })).toBe(accessConfigFingerprint(a));
     expect(accessConfigFingerprint({ ...a, insecureSkipTLSVerify: true })).not.toBe(accessConfigFingerprint(a));
-    expect(accessConfigFingerprint({ ...a, eks: { name: 'x', region: 'eu-west-1' } })).not.toBe(accessConfigFingerprint(a));
-    expect(accessConfigFingerprint({ kubeconfig: { ssm: '/a' }, labels: {} })).not.toBe(accessConfigFingerprint({ kubeconfig: { secretsManager: '/a' }, labels: {} }));
+    expect(accessConfigFingerprint({ ...a, eks: { name: 'x', region: 'eu-west-1' } })).not.toBe(
+      accessConfigFingerprint(a),
+    );
+    expect(accessConfigFingerprint({ kubeconfig: { ssm: '/a' }, labels: {} })).not.toBe(
+      accessConfigFingerprint({ kubeconfig: { secretsManager: '/a' }, labels: {} }),
+    );
     expect(accessConfigFingerprint(a)).toMatch(/^[0-9a-f]{64}$/);
   });
 });

@@ -17,7 +17,12 @@ const stsMock = mockClient(STSClient);
 const START = Date.parse('2026-03-01T08:00:00Z');
 const ROLE = 'arn:aws:iam::111122223333:role/vault-rollout';
 const base: AwsCredentials = { accessKeyId: 'AKIABASE', secretAccessKey: planted.secretAccessKey };
-const assumed = { AccessKeyId: 'ASIAASSUMED', SecretAccessKey: planted.assumedSecretAccessKey, SessionToken: planted.sessionToken, Expiration: new Date(START + 3600_000) };
+const assumed = {
+  AccessKeyId: 'ASIAASSUMED',
+  SecretAccessKey: planted.assumedSecretAccessKey,
+  SessionToken: planted.sessionToken,
+  Expiration: new Date(START + 3600_000),
+};
 const ENDPOINT = 'https://ABCDEF0123.gr7.eu-west-1.eks.amazonaws.com';
 
 interface Harness {
@@ -57,12 +62,18 @@ function harness(): Harness {
   };
 }
 
-const eksCluster = (eks: NonNullable<ClusterConfig['eks']>, extra: Partial<ClusterConfig> = {}): ClusterConfig => ({ eks, labels: {}, ...extra });
+const eksCluster = (eks: NonNullable<ClusterConfig['eks']>, extra: Partial<ClusterConfig> = {}): ClusterConfig => ({
+  eks,
+  labels: {},
+  ...extra,
+});
 
 beforeEach(() => {
   eksMock.reset();
   stsMock.reset();
-  eksMock.on(DescribeClusterCommand).resolves({ cluster: { name: 'prod-eu', endpoint: ENDPOINT, certificateAuthority: { data: CA_DATA }, status: 'ACTIVE' } });
+  eksMock.on(DescribeClusterCommand).resolves({
+    cluster: { name: 'prod-eu', endpoint: ENDPOINT, certificateAuthority: { data: CA_DATA }, status: 'ACTIVE' },
+  });
   stsMock.on(AssumeRoleCommand).resolves({ Credentials: assumed });
 });
 
@@ -71,7 +82,9 @@ describe('EKS access', () => {
     const h = harness();
     const access = await createEksAccessResolver(h.deps)('prod', eksCluster({ name: 'prod-eu', region: 'eu-west-1' }));
 
-    expect(eksMock.commandCalls(DescribeClusterCommand).map((call) => call.args[0].input)).toEqual([{ name: 'prod-eu' }]);
+    expect(eksMock.commandCalls(DescribeClusterCommand).map((call) => call.args[0].input)).toEqual([
+      { name: 'prod-eu' },
+    ]);
     expect(h.eksClients.map((c) => c.region)).toEqual(['eu-west-1']);
     expect(h.stsRegions).toEqual([]);
     expect(stsMock.commandCalls(AssumeRoleCommand)).toHaveLength(0);
@@ -88,26 +101,45 @@ describe('EKS access', () => {
     expect(access.refreshAfter).toBe(START + 14 * 60_000);
   });
 
-  it('signs the token for the EKS cluster name, not the routing table\'s name', async () => {
-    const access = await createEksAccessResolver(harness().deps)('prod', eksCluster({ name: 'prod-eu', region: 'eu-west-1' }));
+  it("signs the token for the EKS cluster name, not the routing table's name", async () => {
+    const access = await createEksAccessResolver(harness().deps)(
+      'prod',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1' }),
+    );
     const url = decodeEksToken(access.kubeConfig.getCurrentUser()?.token ?? '');
-    const signature = recomputePresignedSignature(url, { host: url.host, 'x-k8s-aws-id': 'prod-eu' }, planted.secretAccessKey).signature;
+    const signature = recomputePresignedSignature(
+      url,
+      { host: url.host, 'x-k8s-aws-id': 'prod-eu' },
+      planted.secretAccessKey,
+    ).signature;
     expect(url.searchParams.get('X-Amz-Signature')).toBe(signature);
   });
 
-  it('assumes the cluster\'s role in its region, and the assumed credentials sign DescribeCluster and the token', async () => {
+  it("assumes the cluster's role in its region, and the assumed credentials sign DescribeCluster and the token", async () => {
     const h = harness();
-    const access = await createEksAccessResolver(h.deps)('prod', eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }));
+    const access = await createEksAccessResolver(h.deps)(
+      'prod',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }),
+    );
 
-    expect(stsMock.commandCalls(AssumeRoleCommand).map((call) => call.args[0].input)).toEqual([{ RoleArn: ROLE, RoleSessionName: 'vault-rollout' }]);
+    expect(stsMock.commandCalls(AssumeRoleCommand).map((call) => call.args[0].input)).toEqual([
+      { RoleArn: ROLE, RoleSessionName: 'vault-rollout' },
+    ]);
     expect(h.stsRegions).toEqual(['eu-west-1']);
     const [eksClient] = h.eksClients;
     expect(eksClient?.region).toBe('eu-west-1');
-    expect(await eksClient?.credentials()).toMatchObject({ accessKeyId: 'ASIAASSUMED', sessionToken: planted.sessionToken });
+    expect(await eksClient?.credentials()).toMatchObject({
+      accessKeyId: 'ASIAASSUMED',
+      sessionToken: planted.sessionToken,
+    });
     const url = decodeEksToken(access.kubeConfig.getCurrentUser()?.token ?? '');
     expect(url.searchParams.get('X-Amz-Credential')).toMatch(/^ASIAASSUMED\//);
     expect(url.searchParams.get('X-Amz-Security-Token')).toBe(planted.sessionToken);
-    const signature = recomputePresignedSignature(url, { host: url.host, 'x-k8s-aws-id': 'prod-eu' }, planted.assumedSecretAccessKey).signature;
+    const signature = recomputePresignedSignature(
+      url,
+      { host: url.host, 'x-k8s-aws-id': 'prod-eu' },
+      planted.assumedSecretAccessKey,
+    ).signature;
     expect(url.searchParams.get('X-Amz-Signature')).toBe(signature);
     expect(stsMock.commandCalls(AssumeRoleCommand)).toHaveLength(1); // the EKS client reused the assumed credentials
   });
@@ -136,25 +168,75 @@ describe('EKS access', () => {
 
   it('honours insecureSkipTLSVerify with one warning naming the cluster', async () => {
     const h = harness();
-    const access = await createEksAccessResolver(h.deps)('lab', eksCluster({ name: 'lab', region: 'eu-west-1' }, { insecureSkipTLSVerify: true }));
+    const access = await createEksAccessResolver(h.deps)(
+      'lab',
+      eksCluster({ name: 'lab', region: 'eu-west-1' }, { insecureSkipTLSVerify: true }),
+    );
     expect(access.kubeConfig.getCurrentCluster()?.skipTLSVerify).toBe(true);
-    expect(h.deps.logger.lines).toEqual([JSON.stringify({ message: 'cluster lab: TLS verification is disabled (insecureSkipTLSVerify: true in the routing table)', cluster: 'lab' })]);
+    expect(h.deps.logger.lines).toEqual([
+      JSON.stringify({
+        message: 'cluster lab: TLS verification is disabled (insecureSkipTLSVerify: true in the routing table)',
+        cluster: 'lab',
+      }),
+    ]);
   });
 });
 
 describe('EKS errors name the cluster, the step and the fix', () => {
   const cases: [string, ClusterConfig, RegExp, (h: Harness) => void][] = [
-    ['no base credentials', eksCluster({ name: 'prod-eu', region: 'eu-west-1' }), /^cluster prod: eks prod-eu \(eu-west-1\): no AWS credentials \(CredentialsProviderError\); give the function AWS credentials/,
-      (h) => void (h.deps.baseCredentials = async () => Promise.reject(awsError('CredentialsProviderError', 'Could not load credentials from any providers')))],
-    ['AssumeRole denied', eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }), new RegExp(`^cluster prod: eks prod-eu \\(eu-west-1\\): cannot assume role ${ROLE} \\(AccessDenied\\); allow sts:AssumeRole on ${ROLE}`),
-      () => void stsMock.on(AssumeRoleCommand).rejects(awsError('AccessDenied', `User: arn:aws:sts::1:assumed-role/fn is not authorized to perform: sts:AssumeRole on resource: ${ROLE}`))],
-    ['AssumeRole without credentials', eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }), /cannot assume role .* \(Error\)/, () => void stsMock.on(AssumeRoleCommand).resolves({})],
-    ['cluster not found', eksCluster({ name: 'prod-eu', region: 'eu-west-1' }), /^cluster prod: eks prod-eu \(eu-west-1\): DescribeCluster failed \(ResourceNotFoundException\); check eks.name and eks.region$/,
-      () => void eksMock.on(DescribeClusterCommand).rejects(awsError('ResourceNotFoundException', 'No cluster found for name: prod-eu.'))],
-    ['DescribeCluster denied', eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }), new RegExp(`DescribeCluster failed \\(AccessDeniedException\\); allow eks:DescribeCluster on the cluster for ${ROLE}$`),
-      () => void eksMock.on(DescribeClusterCommand).rejects(awsError('AccessDeniedException', 'not authorized'))],
-    ['cluster still creating', eksCluster({ name: 'prod-eu', region: 'eu-west-1' }), /the cluster has no endpoint or CA yet \(status CREATING\); wait until it is ACTIVE$/,
-      () => void eksMock.on(DescribeClusterCommand).resolves({ cluster: { name: 'prod-eu', status: 'CREATING' } })],
+    [
+      'no base credentials',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1' }),
+      /^cluster prod: eks prod-eu \(eu-west-1\): no AWS credentials \(CredentialsProviderError\); give the function AWS credentials/,
+      (h) =>
+        void (h.deps.baseCredentials = async () =>
+          Promise.reject(awsError('CredentialsProviderError', 'Could not load credentials from any providers'))),
+    ],
+    [
+      'AssumeRole denied',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }),
+      new RegExp(
+        `^cluster prod: eks prod-eu \\(eu-west-1\\): cannot assume role ${ROLE} \\(AccessDenied\\); allow sts:AssumeRole on ${ROLE}`,
+      ),
+      () =>
+        void stsMock
+          .on(AssumeRoleCommand)
+          .rejects(
+            awsError(
+              'AccessDenied',
+              `User: arn:aws:sts::1:assumed-role/fn is not authorized to perform: sts:AssumeRole on resource: ${ROLE}`,
+            ),
+          ),
+    ],
+    [
+      'AssumeRole without credentials',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }),
+      /cannot assume role .* \(Error\)/,
+      () => void stsMock.on(AssumeRoleCommand).resolves({}),
+    ],
+    [
+      'cluster not found',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1' }),
+      /^cluster prod: eks prod-eu \(eu-west-1\): DescribeCluster failed \(ResourceNotFoundException\); check eks.name and eks.region$/,
+      () =>
+        void eksMock
+          .on(DescribeClusterCommand)
+          .rejects(awsError('ResourceNotFoundException', 'No cluster found for name: prod-eu.')),
+    ],
+    [
+      'DescribeCluster denied',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE }),
+      new RegExp(
+        `DescribeCluster failed \\(AccessDeniedException\\); allow eks:DescribeCluster on the cluster for ${ROLE}$`,
+      ),
+      () => void eksMock.on(DescribeClusterCommand).rejects(awsError('AccessDeniedException', 'not authorized')),
+    ],
+    [
+      'cluster still creating',
+      eksCluster({ name: 'prod-eu', region: 'eu-west-1' }),
+      /the cluster has no endpoint or CA yet \(status CREATING\); wait until it is ACTIVE$/,
+      () => void eksMock.on(DescribeClusterCommand).resolves({ cluster: { name: 'prod-eu', status: 'CREATING' } }),
+    ],
   ];
 
   it.each(cases)('%s', async (_label, config, message, arrange) => {
@@ -168,7 +250,9 @@ describe('EKS errors name the cluster, the step and the fix', () => {
   it('carries the AWS error as the cause', async () => {
     const notFound = awsError('ResourceNotFoundException', 'No cluster found');
     eksMock.on(DescribeClusterCommand).rejects(notFound);
-    const error = await rejectionOf(createEksAccessResolver(harness().deps)('prod', eksCluster({ name: 'x', region: 'eu-west-1' })));
+    const error = await rejectionOf(
+      createEksAccessResolver(harness().deps)('prod', eksCluster({ name: 'x', region: 'eu-west-1' })),
+    );
     expect(error.cause).toBe(notFound);
   });
 
@@ -178,7 +262,10 @@ describe('EKS errors name the cluster, the step and the fix', () => {
   });
 
   it('does not keep a failed AssumeRole: the next resolution assumes again', async () => {
-    stsMock.on(AssumeRoleCommand).rejectsOnce(awsError('Throttling', 'Rate exceeded')).resolves({ Credentials: assumed });
+    stsMock
+      .on(AssumeRoleCommand)
+      .rejectsOnce(awsError('Throttling', 'Rate exceeded'))
+      .resolves({ Credentials: assumed });
     const resolve = createEksAccessResolver(harness().deps);
     const config = eksCluster({ name: 'prod-eu', region: 'eu-west-1', roleArn: ROLE });
     await rejectionOf(resolve('prod', config));

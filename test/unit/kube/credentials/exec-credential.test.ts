@@ -56,7 +56,9 @@ function kubeconfig(exec: Record<string, unknown>): string {
   return JSON.stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'main', cluster: { server: 'https://api.main.example:6443', 'certificate-authority-data': CA_DATA } }],
+    clusters: [
+      { name: 'main', cluster: { server: 'https://api.main.example:6443', 'certificate-authority-data': CA_DATA } },
+    ],
     contexts: [{ name: 'main', context: { cluster: 'main', user: 'plugin' } }],
     users: [{ name: 'plugin', user: { exec } }],
     'current-context': 'main',
@@ -67,7 +69,11 @@ const exec = (env: Record<string, string> = {}, apiVersion = 'client.authenticat
   apiVersion,
   command: 'vr-test-plugin',
   args: ['get-token', '--cluster', 'main'],
-  env: [{ name: 'EXTRA', value: 'from-kubeconfig' }, { name: 'API', value: apiVersion }, ...Object.entries(env).map(([name, value]) => ({ name, value }))],
+  env: [
+    { name: 'EXTRA', value: 'from-kubeconfig' },
+    { name: 'API', value: apiVersion },
+    ...Object.entries(env).map(([name, value]) => ({ name, value })),
+  ],
   interactiveMode: 'Never',
   provideClusterInfo: true,
 });
@@ -75,7 +81,13 @@ const exec = (env: Record<string, string> = {}, apiVersion = 'client.authenticat
 function deps(extra: Partial<KubeconfigSourceDeps> = {}): KubeconfigSourceDeps {
   return {
     routingTableDir: dir,
-    env: { PATH: `/usr/bin:/bin:${dir}`, HOME: dir, VAULT_ROLLOUT_ALLOW_EXEC: 'other,lab', VAULT_TOKEN: 'planted-vault-token', AWS_SECRET_ACCESS_KEY: 'planted' },
+    env: {
+      PATH: `/usr/bin:/bin:${dir}`,
+      HOME: dir,
+      VAULT_ROLLOUT_ALLOW_EXEC: 'other,lab',
+      VAULT_TOKEN: 'planted-vault-token',
+      AWS_SECRET_ACCESS_KEY: 'planted',
+    },
     readFile: async () => '',
     ssm: new SSMClient({ region: 'eu-west-1' }),
     secretsManager: new SecretsManagerClient({ region: 'eu-west-1' }),
@@ -85,7 +97,10 @@ function deps(extra: Partial<KubeconfigSourceDeps> = {}): KubeconfigSourceDeps {
   };
 }
 
-const inline = (text: string, options: { allowExec?: boolean } = { allowExec: true }): ClusterConfig => ({ kubeconfig: { inline: text, ...options }, labels: {} });
+const inline = (text: string, options: { allowExec?: boolean } = { allowExec: true }): ClusterConfig => ({
+  kubeconfig: { inline: text, ...options },
+  labels: {},
+});
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'vr-exec-'));
@@ -102,9 +117,18 @@ describe('exec credential plugins', () => {
       expect(await access.bearerToken?.()).toBe(`${EXEC_TOKEN}-1`);
       expect(readFileSync(join(dir, 'args'), 'utf8').trim()).toBe('get-token --cluster main EXTRA=from-kubeconfig');
       const info = JSON.parse(readFileSync(join(dir, 'exec-info'), 'utf8')) as Record<string, unknown>;
-      expect(info).toEqual({ apiVersion, kind: 'ExecCredential', spec: { interactive: false, cluster: { server: 'https://api.main.example:6443', 'certificate-authority-data': CA_DATA } } });
+      expect(info).toEqual({
+        apiVersion,
+        kind: 'ExecCredential',
+        spec: {
+          interactive: false,
+          cluster: { server: 'https://api.main.example:6443', 'certificate-authority-data': CA_DATA },
+        },
+      });
       // The plugin sees PATH, HOME, its kubeconfig's exec.env and KUBERNETES_EXEC_INFO: none of this process's secrets.
-      const names = readFileSync(join(dir, 'env-names'), 'utf8').split('\n').filter((n) => n !== '' && !['PWD', 'SHLVL', '_'].includes(n));
+      const names = readFileSync(join(dir, 'env-names'), 'utf8')
+        .split('\n')
+        .filter((n) => n !== '' && !['PWD', 'SHLVL', '_'].includes(n));
       expect(names).toEqual(['API', 'EXTRA', 'HOME', 'KUBERNETES_EXEC_INFO', 'PATH']);
       // The plugin's token is never left in the KubeConfig client-node holds.
       expect(access.kubeConfig.getCurrentUser()?.exec).toBeUndefined();
@@ -113,7 +137,11 @@ describe('exec credential plugins', () => {
 
   it('runs once per token lifetime, not per request', async () => {
     const expiry = new Date(now + 15 * 60_000).toISOString();
-    const access = await resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ EXPIRY: `,"expirationTimestamp":"${expiry}"` }))), deps());
+    const access = await resolveKubeconfigAccess(
+      'lab',
+      inline(kubeconfig(exec({ EXPIRY: `,"expirationTimestamp":"${expiry}"` }))),
+      deps(),
+    );
     const tokens = await Promise.all(Array.from({ length: 20 }, () => access.bearerToken?.()));
     expect(new Set(tokens)).toEqual(new Set([`${EXEC_TOKEN}-1`]));
     expect(runs()).toBe(1);
@@ -132,27 +160,106 @@ describe('exec credential plugins', () => {
   });
 
   const refusals: [string, () => Promise<unknown>, RegExp][] = [
-    ['without the operator\'s VAULT_ROLLOUT_ALLOW_EXEC, whatever the routing table says', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec()), { allowExec: true }), deps({ env: { PATH: `/usr/bin:/bin:${dir}`, VAULT_ROLLOUT_ALLOW_EXEC: 'labs' } })),
-      /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) runs only when the operator allows it for this cluster: set VAULT_ROLLOUT_ALLOW_EXEC=lab in vault-rollout's environment \(the routing table's allowExec no longer grants it\)/],
-    ['in the Lambda runtime, even with allowExec', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec())), deps({ runtime: 'lambda' })),
-      /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) cannot run in the Lambda runtime, which has no plugins; give the user a token or client certificate/],
-    ['from SSM, even when the operator allows exec for the cluster', async () => {
-      mockClient(SSMClient).on(GetParameterCommand).resolves({ Parameter: { Value: kubeconfig(exec()) } });
-      return resolveKubeconfigAccess('lab', { kubeconfig: { ssm: '/kc' }, labels: {} }, deps());
-    }, /^cluster lab: kubeconfig from SSM parameter \/kc: user plugin: exec \(the credential plugin vr-test-plugin\) is refused for a kubeconfig from SSM or Secrets Manager/],
-    ['not on PATH', () => resolveKubeconfigAccess('lab', inline(kubeconfig({ ...exec(), command: 'no-such-plugin' })), deps()),
-      /^cluster lab: inline kubeconfig: exec.command no-such-plugin is not on PATH; install the plugin or put its directory on vault-rollout's PATH$/],
-    ['an old protocol', () => resolveKubeconfigAccess('lab', inline(kubeconfig({ ...exec(), apiVersion: 'client.authentication.k8s.io/v1alpha1' })), deps()),
-      /exec.apiVersion client.authentication.k8s.io\/v1alpha1 is not supported; use client.authentication.k8s.io\/v1 or client.authentication.k8s.io\/v1beta1/],
-    ['an interactive plugin', () => resolveKubeconfigAccess('lab', inline(kubeconfig({ ...exec(), interactiveMode: 'Always' })), deps()), /exec.interactiveMode is Always, but vault-rollout never has a terminal/],
-    ['a failing plugin (its stderr is not shown)', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'fail' }))), deps()), /^cluster lab: inline kubeconfig: the exec plugin exited with code 3; run it by hand to see its message$/],
-    ['a plugin that takes too long', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'slow' }))), deps({ exec: { limits: { timeoutMs: 300 } } })), /the exec plugin did not finish within 0.3 s; it was stopped/],
-    ['a plugin that prints too much', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'big' }))), deps()), /the exec plugin printed more than 262144 bytes; it was stopped/],
-    ['output that is not JSON (not quoted)', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'notjson' }))), deps()), /the exec plugin printed something that is not an ExecCredential \(not JSON\)$/],
-    ['a client certificate without its key', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'certonly' }))), deps()), /carries clientCertificateData without clientKeyData; a client certificate needs both/],
-    ['a client certificate that is not PEM', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'notpem' }))), deps()), /status.clientCertificateData is not a PEM certificate/],
-    ['an expired client certificate', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'cert', EXPIRY: ',"expirationTimestamp":"2020-01-01T00:00:00Z"' }))), deps()), /returned a client certificate that expired at 2020-01-01T00:00:00Z/],
-    ['an expired token', () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ EXPIRY: ',"expirationTimestamp":"2020-01-01T00:00:00Z"' }))), deps()), /returned a token that expired at 2020-01-01T00:00:00Z/],
+    [
+      "without the operator's VAULT_ROLLOUT_ALLOW_EXEC, whatever the routing table says",
+      () =>
+        resolveKubeconfigAccess(
+          'lab',
+          inline(kubeconfig(exec()), { allowExec: true }),
+          deps({ env: { PATH: `/usr/bin:/bin:${dir}`, VAULT_ROLLOUT_ALLOW_EXEC: 'labs' } }),
+        ),
+      /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) runs only when the operator allows it for this cluster: set VAULT_ROLLOUT_ALLOW_EXEC=lab in vault-rollout's environment \(the routing table's allowExec no longer grants it\)/,
+    ],
+    [
+      'in the Lambda runtime, even with allowExec',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec())), deps({ runtime: 'lambda' })),
+      /^cluster lab: inline kubeconfig: user plugin: exec \(the credential plugin vr-test-plugin\) cannot run in the Lambda runtime, which has no plugins; give the user a token or client certificate/,
+    ],
+    [
+      'from SSM, even when the operator allows exec for the cluster',
+      async () => {
+        mockClient(SSMClient)
+          .on(GetParameterCommand)
+          .resolves({ Parameter: { Value: kubeconfig(exec()) } });
+        return resolveKubeconfigAccess('lab', { kubeconfig: { ssm: '/kc' }, labels: {} }, deps());
+      },
+      /^cluster lab: kubeconfig from SSM parameter \/kc: user plugin: exec \(the credential plugin vr-test-plugin\) is refused for a kubeconfig from SSM or Secrets Manager/,
+    ],
+    [
+      'not on PATH',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig({ ...exec(), command: 'no-such-plugin' })), deps()),
+      /^cluster lab: inline kubeconfig: exec.command no-such-plugin is not on PATH; install the plugin or put its directory on vault-rollout's PATH$/,
+    ],
+    [
+      'an old protocol',
+      () =>
+        resolveKubeconfigAccess(
+          'lab',
+          inline(kubeconfig({ ...exec(), apiVersion: 'client.authentication.k8s.io/v1alpha1' })),
+          deps(),
+        ),
+      /exec.apiVersion client.authentication.k8s.io\/v1alpha1 is not supported; use client.authentication.k8s.io\/v1 or client.authentication.k8s.io\/v1beta1/,
+    ],
+    [
+      'an interactive plugin',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig({ ...exec(), interactiveMode: 'Always' })), deps()),
+      /exec.interactiveMode is Always, but vault-rollout never has a terminal/,
+    ],
+    [
+      'a failing plugin (its stderr is not shown)',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'fail' }))), deps()),
+      /^cluster lab: inline kubeconfig: the exec plugin exited with code 3; run it by hand to see its message$/,
+    ],
+    [
+      'a plugin that takes too long',
+      () =>
+        resolveKubeconfigAccess(
+          'lab',
+          inline(kubeconfig(exec({ MODE: 'slow' }))),
+          deps({ exec: { limits: { timeoutMs: 300 } } }),
+        ),
+      /the exec plugin did not finish within 0.3 s; it was stopped/,
+    ],
+    [
+      'a plugin that prints too much',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'big' }))), deps()),
+      /the exec plugin printed more than 262144 bytes; it was stopped/,
+    ],
+    [
+      'output that is not JSON (not quoted)',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'notjson' }))), deps()),
+      /the exec plugin printed something that is not an ExecCredential \(not JSON\)$/,
+    ],
+    [
+      'a client certificate without its key',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'certonly' }))), deps()),
+      /carries clientCertificateData without clientKeyData; a client certificate needs both/,
+    ],
+    [
+      'a client certificate that is not PEM',
+      () => resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'notpem' }))), deps()),
+      /status.clientCertificateData is not a PEM certificate/,
+    ],
+    [
+      'an expired client certificate',
+      () =>
+        resolveKubeconfigAccess(
+          'lab',
+          inline(kubeconfig(exec({ MODE: 'cert', EXPIRY: ',"expirationTimestamp":"2020-01-01T00:00:00Z"' }))),
+          deps(),
+        ),
+      /returned a client certificate that expired at 2020-01-01T00:00:00Z/,
+    ],
+    [
+      'an expired token',
+      () =>
+        resolveKubeconfigAccess(
+          'lab',
+          inline(kubeconfig(exec({ EXPIRY: ',"expirationTimestamp":"2020-01-01T00:00:00Z"' }))),
+          deps(),
+        ),
+      /returned a token that expired at 2020-01-01T00:00:00Z/,
+    ],
   ];
 
   it.each(refusals)('is refused %s, naming the cluster and never the token', async (_label, attempt, message) => {
@@ -163,14 +270,24 @@ describe('exec credential plugins', () => {
   });
 
   it('resolves a command with a path relative to the kubeconfig file', async () => {
-    const access = await resolveKubeconfigAccess('lab', { kubeconfig: { file: 'kc.json', allowExec: true }, labels: {} },
-      deps({ readFile: async () => kubeconfig({ ...exec(), command: './vr-test-plugin' }), env: { PATH: '/usr/bin:/bin', VAULT_ROLLOUT_ALLOW_EXEC: 'lab' } }));
+    const access = await resolveKubeconfigAccess(
+      'lab',
+      { kubeconfig: { file: 'kc.json', allowExec: true }, labels: {} },
+      deps({
+        readFile: async () => kubeconfig({ ...exec(), command: './vr-test-plugin' }),
+        env: { PATH: '/usr/bin:/bin', VAULT_ROLLOUT_ALLOW_EXEC: 'lab' },
+      }),
+    );
     expect(await access.bearerToken?.()).toBe(`${EXEC_TOKEN}-1`);
   });
 
   it('takes a client certificate and key from the plugin, as kubectl does (tsh kube credentials): into the TLS options, no bearer token, built again before it expires', async () => {
     const expires = new Date(now + 3_600_000).toISOString();
-    const access = await resolveKubeconfigAccess('lab', inline(kubeconfig(exec({ MODE: 'cert', EXPIRY: `,"expirationTimestamp":"${expires}"` }))), deps());
+    const access = await resolveKubeconfigAccess(
+      'lab',
+      inline(kubeconfig(exec({ MODE: 'cert', EXPIRY: `,"expirationTimestamp":"${expires}"` }))),
+      deps(),
+    );
     expect(access.bearerToken).toBeUndefined();
     const user = access.kubeConfig.getCurrentUser();
     expect(Buffer.from(user?.certData ?? '', 'base64').toString()).toBe(CERT_PEM.replaceAll('\\n', '\n'));
@@ -179,4 +296,3 @@ describe('exec credential plugins', () => {
     expect(runs()).toBe(1);
   });
 });
-

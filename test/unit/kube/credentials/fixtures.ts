@@ -12,7 +12,9 @@ export const planted = {
   sessionToken: 'planted-session-token-77aa',
 } as const;
 
-export const CA_DATA = Buffer.from('-----BEGIN CERTIFICATE-----\nnot really\n-----END CERTIFICATE-----\n').toString('base64');
+export const CA_DATA = Buffer.from('-----BEGIN CERTIFICATE-----\nnot really\n-----END CERTIFICATE-----\n').toString(
+  'base64',
+);
 
 interface KubeconfigOptions {
   server?: string | null;

@@ -37,9 +37,14 @@ describe('createClusterAccessResolver', () => {
 
   it('sends EKS clusters to EKS', async () => {
     const eks = mockClient(EKSClient);
-    eks.on(DescribeClusterCommand).resolves({ cluster: { endpoint: 'https://eks.example', certificateAuthority: { data: CA_DATA } } });
+    eks
+      .on(DescribeClusterCommand)
+      .resolves({ cluster: { endpoint: 'https://eks.example', certificateAuthority: { data: CA_DATA } } });
     try {
-      const access = await createClusterAccessResolver(deps())('b', { eks: { name: 'b', region: 'eu-west-1' }, labels: {} });
+      const access = await createClusterAccessResolver(deps())('b', {
+        eks: { name: 'b', region: 'eu-west-1' },
+        labels: {},
+      });
       expect(access.server).toBe('https://eks.example');
       expect(access.refreshAfter).toBeTypeOf('number');
     } finally {
@@ -50,23 +55,34 @@ describe('createClusterAccessResolver', () => {
   it('refuses a cluster with neither', async () => {
     const error = await rejectionOf(createClusterAccessResolver(deps())('c', { labels: {} }));
     expect(error).toBeInstanceOf(ClusterAccessError);
-    expect(error.message).toBe('cluster c: has no kubeconfig, eks or inCluster: true; give exactly one in the routing table');
+    expect(error.message).toBe(
+      'cluster c: has no kubeconfig, eks or inCluster: true; give exactly one in the routing table',
+    );
   });
 });
 
 describe('defaultClusterAccessDeps', () => {
-  it('builds real clients in the environment\'s region without calling AWS, and reads files from disk', async () => {
+  it("builds real clients in the environment's region without calling AWS, and reads files from disk", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vault-rollout-'));
     await mkdir(join(dir, 'kubeconfigs'));
     await writeFile(join(dir, 'kubeconfigs', 'a.yaml'), kubeconfigYaml());
-    const real = defaultClusterAccessDeps({ routingTableDir: dir, env: { AWS_REGION: 'eu-central-1' }, logger: recordingLogger() });
+    const real = defaultClusterAccessDeps({
+      routingTableDir: dir,
+      env: { AWS_REGION: 'eu-central-1' },
+      logger: recordingLogger(),
+    });
 
     expect(await (real.ssm as SSMClient).config.region()).toBe('eu-central-1');
     expect(await (real.secretsManager as SecretsManagerClient).config.region()).toBe('eu-central-1');
-    expect(await (real.createEksClient('us-east-1', real.baseCredentials) as EKSClient).config.region()).toBe('us-east-1');
+    expect(await (real.createEksClient('us-east-1', real.baseCredentials) as EKSClient).config.region()).toBe(
+      'us-east-1',
+    );
     expect(await (real.createStsClient('ap-south-1') as STSClient).config.region()).toBe('ap-south-1');
     expect(real.clock()).toBeGreaterThan(0);
-    const access = await createClusterAccessResolver(real)('a', { kubeconfig: { file: 'kubeconfigs/a.yaml' }, labels: {} });
+    const access = await createClusterAccessResolver(real)('a', {
+      kubeconfig: { file: 'kubeconfigs/a.yaml' },
+      labels: {},
+    });
     expect(access.server).toBe('https://api.main.example:6443');
   });
 });

@@ -26,7 +26,13 @@ const ROLE = 'arn:aws:iam::111122223333:role/vault-rollout';
 const secretYamlLine = `  token: ${planted.token}\n password: ${planted.password}\n`; // bad indentation on a secret line
 const badYaml = `users:\n- name: admin\n  user:\n  client-key-data: ${planted.clientKeyData}\n${secretYamlLine}`;
 const ssmValue = `${kubeconfigYaml()}# planted-ssm-value-marker\n`;
-const exec = kubeconfigYaml({ user: { token: planted.token, 'client-key-data': planted.clientKeyData, exec: { command: 'aws', env: [{ name: 'AWS_SECRET_ACCESS_KEY', value: planted.secretAccessKey }] } } });
+const exec = kubeconfigYaml({
+  user: {
+    token: planted.token,
+    'client-key-data': planted.clientKeyData,
+    exec: { command: 'aws', env: [{ name: 'AWS_SECRET_ACCESS_KEY', value: planted.secretAccessKey }] },
+  },
+});
 
 function deps(logger: RecordingLogger, env: Record<string, string> = {}): ClusterAccessDeps {
   return {
@@ -52,23 +58,72 @@ const insecure = { insecureSkipTLSVerify: true, labels: {} } as const;
 // the logger, so the warning line is checked too.
 const cases: [string, ClusterConfig, () => void][] = [
   ['bad YAML inline', { kubeconfig: { inline: badYaml }, ...insecure }, () => {}],
-  ['bad YAML from SSM', { kubeconfig: { ssm: '/k' }, ...insecure }, () => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: badYaml } })],
-  ['bad YAML from Secrets Manager', { kubeconfig: { secretsManager: 'k' }, ...insecure }, () => void secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretString: badYaml })],
+  [
+    'bad YAML from SSM',
+    { kubeconfig: { ssm: '/k' }, ...insecure },
+    () => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: badYaml } }),
+  ],
+  [
+    'bad YAML from Secrets Manager',
+    { kubeconfig: { secretsManager: 'k' }, ...insecure },
+    () => void secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretString: badYaml }),
+  ],
   ['exec plugin from a file', { kubeconfig: { file: 'exec.yaml' }, ...insecure }, () => {}],
   ['exec plugin from the environment', { kubeconfig: { env: 'KC_EXEC' }, ...insecure }, () => {}],
-  ['missing context from SSM', { kubeconfig: { ssm: '/k' }, context: 'nope', ...insecure }, () => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: ssmValue } })],
+  [
+    'missing context from SSM',
+    { kubeconfig: { ssm: '/k' }, context: 'nope', ...insecure },
+    () => void ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: ssmValue } }),
+  ],
   ['missing server', { kubeconfig: { inline: kubeconfigYaml({ server: null }) }, ...insecure }, () => {}],
-  ['credentials in the server URL', { kubeconfig: { inline: kubeconfigYaml({ server: `https://admin:${planted.password}@api.example` }) }, ...insecure }, () => {}],
+  [
+    'credentials in the server URL',
+    {
+      kubeconfig: { inline: kubeconfigYaml({ server: `https://admin:${planted.password}@api.example` }) },
+      ...insecure,
+    },
+    () => {},
+  ],
   ['missing file', { kubeconfig: { file: 'missing.yaml' }, labels: {} }, () => {}],
   ['missing env var', { kubeconfig: { env: 'NOPE' }, labels: {} }, () => {}],
-  ['SSM denied', { kubeconfig: { ssm: '/k' }, labels: {} }, () => void ssmMock.on(GetParameterCommand).rejects(awsError('AccessDeniedException', 'not authorized to perform ssm:GetParameter on /k'))],
-  ['Secrets Manager empty', { kubeconfig: { secretsManager: 'k' }, labels: {} }, () => void secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretString: '  ' })],
-  ['AssumeRole denied', { eks: { name: 'e', region: 'eu-west-1', roleArn: ROLE }, ...insecure }, () => void stsMock.on(AssumeRoleCommand).rejects(awsError('AccessDenied', 'not authorized'))],
-  ['DescribeCluster denied after AssumeRole', { eks: { name: 'e', region: 'eu-west-1', roleArn: ROLE }, ...insecure }, () => {
-    stsMock.on(AssumeRoleCommand).resolves({ Credentials: { AccessKeyId: 'ASIA', SecretAccessKey: planted.assumedSecretAccessKey, SessionToken: planted.sessionToken, Expiration: new Date('2026-01-01T01:00:00Z') } });
-    eksMock.on(DescribeClusterCommand).rejects(awsError('AccessDeniedException', 'not authorized'));
-  }],
-  ['DescribeCluster without endpoint', { eks: { name: 'e', region: 'eu-west-1' }, ...insecure }, () => void eksMock.on(DescribeClusterCommand).resolves({ cluster: { status: 'FAILED' } })],
+  [
+    'SSM denied',
+    { kubeconfig: { ssm: '/k' }, labels: {} },
+    () =>
+      void ssmMock
+        .on(GetParameterCommand)
+        .rejects(awsError('AccessDeniedException', 'not authorized to perform ssm:GetParameter on /k')),
+  ],
+  [
+    'Secrets Manager empty',
+    { kubeconfig: { secretsManager: 'k' }, labels: {} },
+    () => void secretsManagerMock.on(GetSecretValueCommand).resolves({ SecretString: '  ' }),
+  ],
+  [
+    'AssumeRole denied',
+    { eks: { name: 'e', region: 'eu-west-1', roleArn: ROLE }, ...insecure },
+    () => void stsMock.on(AssumeRoleCommand).rejects(awsError('AccessDenied', 'not authorized')),
+  ],
+  [
+    'DescribeCluster denied after AssumeRole',
+    { eks: { name: 'e', region: 'eu-west-1', roleArn: ROLE }, ...insecure },
+    () => {
+      stsMock.on(AssumeRoleCommand).resolves({
+        Credentials: {
+          AccessKeyId: 'ASIA',
+          SecretAccessKey: planted.assumedSecretAccessKey,
+          SessionToken: planted.sessionToken,
+          Expiration: new Date('2026-01-01T01:00:00Z'),
+        },
+      });
+      eksMock.on(DescribeClusterCommand).rejects(awsError('AccessDeniedException', 'not authorized'));
+    },
+  ],
+  [
+    'DescribeCluster without endpoint',
+    { eks: { name: 'e', region: 'eu-west-1' }, ...insecure },
+    () => void eksMock.on(DescribeClusterCommand).resolves({ cluster: { status: 'FAILED' } }),
+  ],
 ];
 
 beforeEach(() => {
@@ -76,7 +131,7 @@ beforeEach(() => {
 });
 
 describe('no secret in any error or log line', () => {
-  it('has a meaningful bad-YAML case: the parser\'s own error does quote the secret', () => {
+  it("has a meaningful bad-YAML case: the parser's own error does quote the secret", () => {
     let parserMessage = '';
     try {
       new KubeConfig().loadFromString(badYaml);
@@ -96,9 +151,14 @@ describe('no secret in any error or log line', () => {
   });
 
   it('a successful EKS resolution logs neither the token nor the keys', async () => {
-    eksMock.on(DescribeClusterCommand).resolves({ cluster: { endpoint: 'https://e.example', certificateAuthority: { data: 'Q0E=' } } });
+    eksMock
+      .on(DescribeClusterCommand)
+      .resolves({ cluster: { endpoint: 'https://e.example', certificateAuthority: { data: 'Q0E=' } } });
     const logger = recordingLogger();
-    const access = await createClusterAccessResolver(deps(logger))('ok', { eks: { name: 'e', region: 'eu-west-1' }, ...insecure });
+    const access = await createClusterAccessResolver(deps(logger))('ok', {
+      eks: { name: 'e', region: 'eu-west-1' },
+      ...insecure,
+    });
     const token = access.kubeConfig.getCurrentUser()?.token ?? '';
     expect(token).not.toBe('');
     expect(logger.lines).toHaveLength(1);
