@@ -30,20 +30,18 @@ import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import {
+  clearanceOf,
   identityKey,
+  MAX_LISTED_CLEARANCES,
   MAX_LISTED_HALTS,
+  parseStoredClearance,
   parseStoredHalt,
+  type ClearedBy,
+  type HaltClearance,
   type RotationHalt,
   type RotationStore,
   type WaveMark,
   type WaveTimes,
-} from './rotation-store.ts';
-import {
-  clearanceOf,
-  MAX_LISTED_CLEARANCES,
-  parseStoredClearance,
-  type ClearedBy,
-  type HaltClearance,
 } from './rotation-store.ts';
 
 /** Pages a listing reads at most. */

@@ -113,20 +113,35 @@ describe('npm start', () => {
     });
     expect(tried.status, tried.stderr).toBe(0);
 
-    // Live, per cluster and workload: serve's results and the clusters' new ReplicaSets.
+    // Live, per cluster and workload, each once: the restart (with its new ReplicaSet when the cluster made one) and the
+    // rollout's end with the time since the change was accepted.
     const expected = [
-      /^\S+ {2}change {4}secret\/shared\/tls v\d+ -> 4 target\(s\) planned$/m,
-      ...CLUSTERS.map((c) => new RegExp(`^\\S+  restarted ${c} +edge/Deployment/web$`, 'm')),
+      /^\S+ {2}change {4}secret\/shared\/tls v\d+ -> 4 targets planned$/m,
+      ...CLUSTERS.map(
+        (c) => new RegExp(`^\\S+  restarted ${c} +edge/Deployment/web( \\(new ReplicaSet web-\\w+\\))?$`, 'm'),
+      ),
       /^\S+ {2}restarted alpha +edge\/DaemonSet\/ingress-proxy$/m,
-      ...CLUSTERS.map((c) => new RegExp(`^\\S+  rollout +${c} +edge/Deployment/web: new ReplicaSet web-\\w+$`, 'm')),
+      ...CLUSTERS.map(
+        (c) => new RegExp(`^\\S+  complete +${c} +edge/Deployment/web, [\\d.]+ s after the change$`, 'm'),
+      ),
     ];
     await waitFor(async () => expected.every((re) => re.test(output)), {
-      timeoutMs: 30_000,
+      timeoutMs: 60_000,
       intervalMs: 200,
       what: 'every restart line',
     }).catch((e: unknown) => {
       throw new Error(`${String(e)}; missing ${expected.filter((re) => !re.test(output)).join(', ')} in:\n${output}`);
     });
+
+    // Each restart and each completion shown once, whichever of serve and the cluster told of it first.
+    for (const c of CLUSTERS) {
+      for (const what of ['restarted', 'complete']) {
+        expect(
+          output.match(new RegExp(`^\\S+  ${what} +${c} +edge/Deployment/web\\b`, 'gm')),
+          `${what} ${c}`,
+        ).toHaveLength(1);
+      }
+    }
 
     for (const c of CLUSTERS) {
       const after = await replicaSetsOf(c, 'edge', 'web');

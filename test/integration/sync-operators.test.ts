@@ -389,6 +389,14 @@ describe('key-level restarts of ExternalSecret consumers, no keys: line', () => 
       );
       const count = async () =>
         Object.fromEntries(await Promise.all(apps.map(async (a) => [a, (await replicaSets(a)).length] as const)));
+      // A restart records the version; a key-level skip records `{ v, skipped: [keys] }` (never a bare version, so a
+      // later change of that version naming a used key still restarts): either way the consumer is at v.
+      const versionOf = (entry: unknown): number =>
+        typeof entry === 'number'
+          ? entry
+          : typeof entry === 'object' && entry !== null && 'v' in entry
+            ? Number(entry.v)
+            : 0;
       const recorded = async (name: string) => {
         const d = await ok<{
           metadata: { annotations?: Record<string, string> };
@@ -398,7 +406,7 @@ describe('key-level restarts of ExternalSecret consumers, no keys: line', () => 
           d.spec.template.metadata.annotations?.['vault-rollout.io/versions'],
           d.metadata.annotations?.['vault-rollout.io/versions'],
         ]
-          .map((r) => (r ? ((JSON.parse(r) as Record<string, number>)[`${vault.mount}/eso/keys-db`] ?? 0) : 0))
+          .map((r) => (r ? versionOf((JSON.parse(r) as Record<string, unknown>)[`${vault.mount}/eso/keys-db`]) : 0))
           .reduce((a, b) => Math.max(a, b), 0);
       };
       const atVersion = (v: number) =>
