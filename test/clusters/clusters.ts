@@ -98,7 +98,8 @@ const bin = (name: string): string => join(BIN_DIR, name);
 
 // Controllers needed for Deployments → ReplicaSets, namespace deletion,
 // ownerReference cleanup and per-namespace `default` ServiceAccounts; pod GC
-// (pods of deleted nodes, terminated pods) and finished-Job TTLs.
+// (pods of deleted nodes, terminated pods) and finished-Job TTLs; and claims bound to PersistentVolumes (a
+// StatefulSet's volumeClaimTemplates on the real node), with the protection that keeps a used claim until its pod goes.
 const CONTROLLERS = [
   'deployment-controller',
   'replicaset-controller',
@@ -113,6 +114,9 @@ const CONTROLLERS = [
   'garbage-collector-controller',
   'pod-garbage-collector-controller',
   'ttl-after-finished-controller',
+  'persistentvolume-binder-controller',
+  'persistentvolume-protection-controller',
+  'persistentvolumeclaim-protection-controller',
 ];
 
 /** The simulated nodes of every cluster; kwok manages the nodes carrying KWOK_NODE_ANNOTATION. */
@@ -247,7 +251,7 @@ function componentProcess(name: string, component: Component): Managed {
 function allProcesses(): Managed[] {
   const node = realNode();
   return [
-    ...(REAL_NODE_ENABLED ? realNodeProcesses(node.paths.dir, node.net, BIN_DIR) : []),
+    ...(REAL_NODE_ENABLED ? realNodeProcesses(node.paths.dir, node.net, BIN_DIR, CLUSTER_NAMES) : []),
     registryProcess(),
     componentProcess(ARGO_CLUSTER, 'rollouts-controller'),
     componentProcess(OPERATORS_CLUSTER, 'external-secrets'),
@@ -809,7 +813,8 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     const dir = clusterDir(name);
     mkdirSync(join(dir, 'logs'), { recursive: true });
     const withNode = REAL_NODE_ENABLED && name === REAL_NODE_CLUSTER;
-    const pki = makePki(name, withNode ? [`IP:${realNode().net.hostIp}`] : []);
+    // The real node's pods reach every API server of the lane at the host's end of the node's link.
+    const pki = makePki(name, REAL_NODE_ENABLED ? [`IP:${realNode().net.hostIp}`] : []);
     pkis.set(name, pki);
     if (withNode) nodeCerts = issueRealNodeCerts(join(clusterDir(name), 'pki'), pki.ca, realNode().net);
     const port = p.apiserver(i);
@@ -1008,6 +1013,9 @@ async function startAll(log: Logger): Promise<ClustersFile> {
     etcd: { endpoint: etcdEndpoint },
     clusters: infos,
     ...images,
+    ...(nodeCerts
+      ? { realNode: { name: REAL_NODE_NAME, cluster: REAL_NODE_CLUSTER, apiServersAt: realNode().net.hostIp } }
+      : {}),
   };
   writeFileSync(CLUSTERS_FILE, `${JSON.stringify(file, null, 2)}\n`);
   return file;
@@ -1063,7 +1071,7 @@ async function startTheRealNode(
     cluster,
     certs,
     binDir: BIN_DIR,
-    apiPort: p.apiserver(i),
+    apiPorts: Object.fromEntries(CLUSTER_NAMES.map((name, j) => [name, p.apiserver(j)])),
     registry: images.registry,
     pauseImage: images.testImages.pause,
   });
@@ -1440,7 +1448,10 @@ export async function status(log: Logger = defaultLog): Promise<boolean> {
   }
   if (REAL_NODE_ENABLED) {
     const node = realNode();
-    const procs = realNodeProcesses(node.paths.dir, node.net, BIN_DIR).map((x) => ({ x, pid: runningPid(x) }));
+    const procs = realNodeProcesses(node.paths.dir, node.net, BIN_DIR, CLUSTER_NAMES).map((x) => ({
+      x,
+      pid: runningPid(x),
+    }));
     ok &&= procs.every(({ pid }) => pid !== undefined);
     log(
       `${REAL_NODE_CLUSTER}: real node ${REAL_NODE_NAME} (netns ${node.net.netns}, ${node.net.nodeIp}): ` +

@@ -40,6 +40,11 @@ export interface ClustersFile {
   registry?: string;
   /** The pause and busybox images built and pushed there. */
   testImages?: { pause: string; busybox: string };
+  /**
+   * The real node (test/clusters/real-node.ts), in the lanes that have one: its cluster, and the address where its
+   * pods reach every API server of the lane, each at its own port (the API servers' certificates name it).
+   */
+  realNode?: { name: string; cluster: string; apiServersAt: string };
 }
 
 /** Reads clusters.json; throws (never returns empty) when the clusters were not set up. */

@@ -5,8 +5,9 @@
 // Network: everything of the node runs in a network namespace of its own (`vr-node-<port base>`), so two lanes'
 // nodes (their kube-proxy iptables rules, their pod bridge `vr0` and pod range 10.88.0.0/24) never meet. A veth pair
 // links it to the host: HOST_IP on the host, NODE_IP in the node's namespace, a /30 of 10.250.0.0/16 chosen by the
-// port base. The API server (127.0.0.1 only) advertises HOST_IP, and socat, bound to HOST_IP, carries the node's
-// connections to it and to the lane's registry on 127.0.0.1. The node's namespace has no default route and the pods
+// port base. The API servers (127.0.0.1 only) are reached at HOST_IP: socat, bound there, carries the node's and its
+// pods' connections to each cluster's API server of the lane (alpha's advertises HOST_IP; a pod reaches beta and gamma
+// there as a management cluster reaches remote clusters) and to the lane's registry on 127.0.0.1. The node's namespace has no default route and the pods
 // resolve no name: pod traffic reaches the host's two forwarders and nothing else. kubelet and containerd share the
 // host's mount namespace (`nsenter --net` only), so the volumes kubelet mounts are the ones runc sees.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -118,8 +119,16 @@ subjects:
 
 const nsenter = (net: NodeNetwork): string[] => ['/usr/bin/nsenter', `--net=/run/netns/${net.netns}`];
 
-/** The node's processes, in the order they stop: kube-proxy and kubelet, containerd, then the host's forwarders. */
-export function realNodeProcesses(dir: string, net: NodeNetwork, binDir: string): Managed[] {
+/**
+ * The node's processes, in the order they stop: kube-proxy and kubelet, containerd, then the host's forwarders (one per
+ * cluster of the lane, named by cluster, and the registry's).
+ */
+export function realNodeProcesses(
+  dir: string,
+  net: NodeNetwork,
+  binDir: string,
+  clusters: readonly string[],
+): Managed[] {
   const m = (label: string, binary: string, inNode: boolean): Managed => ({
     label: `alpha/${label}`,
     binary,
@@ -131,7 +140,7 @@ export function realNodeProcesses(dir: string, net: NodeNetwork, binDir: string)
     m('kube-proxy', join(binDir, 'kube-proxy'), true),
     m('kubelet', join(binDir, 'kubelet'), true),
     m('containerd', '/usr/bin/containerd', true),
-    m('forward-apiserver', '/usr/bin/socat', false),
+    ...clusters.map((name) => m(`forward-apiserver-${name}`, '/usr/bin/socat', false)),
     m('forward-registry', '/usr/bin/socat', false),
   ];
 }
@@ -305,7 +314,7 @@ function kubeProxyConfig(c: NodeConfigInput): string {
 }
 
 /** Writes every configuration file; returns each process's arguments by label. */
-export function writeNodeConfig(c: NodeConfigInput, apiPort: number): Record<string, string[]> {
+export function writeNodeConfig(c: NodeConfigInput, apiPorts: Record<string, number>): Record<string, string[]> {
   const d = c.paths.dir;
   for (const sub of ['logs', 'cni', 'cni-ipam', 'containerd', 'kubelet', 'pod-logs'])
     mkdirSync(join(d, sub), { recursive: true });
@@ -331,7 +340,9 @@ export function writeNodeConfig(c: NodeConfigInput, apiPort: number): Record<str
       `--node-labels=${REAL_NODE_LABEL}=true`,
     ],
     'alpha/kube-proxy': [`--config=${join(d, 'kube-proxy.json')}`],
-    'alpha/forward-apiserver': forward(String(apiPort)),
+    ...Object.fromEntries(
+      Object.entries(apiPorts).map(([name, port]) => [`alpha/forward-apiserver-${name}`, forward(String(port))]),
+    ),
     'alpha/forward-registry': forward(c.registry.split(':')[1]!),
   };
 }
@@ -399,7 +410,8 @@ export interface StartRealNodeInput {
   net: NodeNetwork;
   certs: RealNodeCerts;
   binDir: string;
-  apiPort: number;
+  /** The lane's API server ports by cluster name; the node's own cluster is `cluster.name`. */
+  apiPorts: Record<string, number>;
   registry: string;
   pauseImage: string;
   cgroupRoot: string;
@@ -407,7 +419,7 @@ export interface StartRealNodeInput {
 
 /** kube-proxy's binding, the namespace and link, containerd, kubelet and kube-proxy; waits for the Node to be Ready. */
 export async function startRealNode(s: StartRealNodeInput): Promise<void> {
-  const server = `https://${s.net.hostIp}:${s.apiPort}`;
+  const server = `https://${s.net.hostIp}:${s.apiPorts[s.cluster.name]}`;
   const kubeletKubeconfig = join(s.paths.dir, 'kubelet.kubeconfig');
   const kubeProxyKubeconfig = join(s.paths.dir, 'kube-proxy.kubeconfig');
   mkdirSync(s.paths.dir, { recursive: true });
@@ -439,14 +451,19 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
     { input: REAL_NODE_RBAC },
   );
   createNodeNetwork(s.net);
-  const args = writeNodeConfig({ ...s, caFile: s.cluster.caFile, kubeletKubeconfig, kubeProxyKubeconfig }, s.apiPort);
-  const procs = new Map(realNodeProcesses(s.paths.dir, s.net, s.binDir).map((p) => [p.label, p]));
+  const args = writeNodeConfig({ ...s, caFile: s.cluster.caFile, kubeletKubeconfig, kubeProxyKubeconfig }, s.apiPorts);
+  const clusters = Object.keys(s.apiPorts);
+  const procs = new Map(realNodeProcesses(s.paths.dir, s.net, s.binDir, clusters).map((p) => [p.label, p]));
   const start = (label: string): [Managed, number] => {
     const p = procs.get(label)!;
     return [p, startProcess(p, args[label]!)];
   };
-  const started = ['alpha/forward-apiserver', 'alpha/forward-registry', 'alpha/containerd'].map(start);
-  const [containerd, containerdPid] = started[2]!;
+  const started = [
+    ...clusters.map((name) => `alpha/forward-apiserver-${name}`),
+    'alpha/forward-registry',
+    'alpha/containerd',
+  ].map(start);
+  const [containerd, containerdPid] = started.at(-1)!;
   await waitFor(
     async () => {
       if (!isAlive(containerdPid)) throw new DiedError(containerd);

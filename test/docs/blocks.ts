@@ -6,6 +6,8 @@
  *   <!-- not-run: <reason> -->    do not run it, and say why (needs AWS, a cluster of yours, runs for an hour)
  *   <!-- output -->               a `text` block: what the shell block right before it prints (each line, in order)
  *   <!-- file: <path> -->         write this block to <path> (relative to the checkout) before the next blocks run
+ *   <!-- run-on-cluster -->       not run here: a cluster test runs it (the install how-to's blocks, by
+ *                                 test/integration/helm-chart-in-cluster.test.ts on the test cluster with a real node)
  *
  * Every `vault-rollout …` line of a shell block, run or not, is parsed by the real CLI specs (lib/cli/specs.ts), so a
  * renamed or unknown command or flag fails.
@@ -15,7 +17,11 @@ import { parseCommand } from '../../lib/cli/spec.ts';
 import type { CliIo } from '../../lib/cli/io.ts';
 
 export type Marker =
-  { kind: 'run' } | { kind: 'not-run'; reason: string } | { kind: 'output' } | { kind: 'file'; path: string };
+  | { kind: 'run' }
+  | { kind: 'run-on-cluster' }
+  | { kind: 'not-run'; reason: string }
+  | { kind: 'output' }
+  | { kind: 'file'; path: string };
 
 export interface CodeBlock {
   /** The Markdown file, relative to the checkout. */
@@ -87,6 +93,7 @@ export function missingLines(expected: string, printed: string): string[] {
 function markerOf(comment: string): Marker | undefined {
   const body = comment.trim();
   if (body === 'run') return { kind: 'run' };
+  if (body === 'run-on-cluster') return { kind: 'run-on-cluster' };
   if (body === 'output') return { kind: 'output' };
   const notRun = /^not-run:\s*(\S.*)$/.exec(body);
   if (notRun) return { kind: 'not-run', reason: notRun[1]!.trim() };

@@ -21,13 +21,19 @@ const markdownFiles = (): string[] => ['README.md', 'CONTRIBUTING.md', 'deploy/n
 const blocksOf = (file: string): CodeBlock[] => codeBlocks(file, readFileSync(join(REPO, file), 'utf8'));
 const where = (b: CodeBlock): string => `${b.file}:${b.line}`;
 
+/** The page whose run-on-cluster blocks test/integration/helm-chart-in-cluster.test.ts runs. */
+const CLUSTER_RUN_PAGE = 'docs/how-to/install-in-a-cluster.md';
+
 /** What is wrong with a block's marker, where it stands among the page's blocks; undefined when nothing is. */
 function markerProblem(file: string, blocks: readonly CodeBlock[], i: number): string | undefined {
   const b = blocks[i]!;
   const kind = b.marker?.kind;
   if (b.unknownMarker !== undefined) return `unknown marker <!--${b.unknownMarker}-->`;
   const notShell = !isShell(b);
-  if ((kind === 'run' || kind === 'not-run') && notShell) return `${kind} marks a ${b.lang} block, not a shell block`;
+  if ((kind === 'run' || kind === 'not-run' || kind === 'run-on-cluster') && notShell)
+    return `${kind} marks a ${b.lang} block, not a shell block`;
+  if (kind === 'run-on-cluster' && file !== CLUSTER_RUN_PAGE)
+    return `only ${CLUSTER_RUN_PAGE} has a test that runs blocks on a cluster`;
   if (kind === 'run' && runsByDefault(file)) return `shell blocks of ${file} run without <!-- run -->`;
   if (kind === 'run' && !file.startsWith('docs/how-to/')) return 'only how-to pages mark blocks to run';
   if (kind === 'file' && isShell(b)) return 'a file: marker writes a file, not a shell block';
