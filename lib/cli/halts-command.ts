@@ -45,7 +45,10 @@ export async function haltsCommand(argv: string[], io: CliIo): Promise<number> {
       "halts clear takes the ROTATION key that `halts` (or status, or the halt's log line) shows",
     );
   // The table first: a clear whose Event cannot be recorded for want of a readable table is not started.
-  const table = action === 'clear' && values.routes !== undefined ? await loadRoutes(io, values.routes) : undefined;
+  const table =
+    action === 'clear' && values.routes !== undefined
+      ? await loadRoutes(io, values.routes, { command: 'halts', values: values['cluster-kubeconfig'] })
+      : undefined;
   if (typeof table === 'number') return table;
   // Neither a read nor a clear creates the store: where nothing was recorded, there is no halt to list or clear.
   const store = await cliRotationStoreToRead(io);

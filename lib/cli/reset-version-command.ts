@@ -34,9 +34,8 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   if (typeof table === 'number') return table;
   if (refusedForOtherStore(io, 'reset-version', table, values['dry-run'])) return EXIT.failure;
 
-  // --vault-namespace, else VAULT_NAMESPACE (as the vault CLI and status read it), else the root namespace.
-  const given = argv.some((a) => a === '--vault-namespace' || a.startsWith('--vault-namespace='));
-  const namespace = trimSlashes(given ? values['vault-namespace'] : (io.env.VAULT_NAMESPACE ?? ''));
+  // --vault-namespace, else VAULT_NAMESPACE (the spec reads it, as the vault CLI does), else the root namespace.
+  const namespace = trimSlashes(values['vault-namespace']);
   const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
   const mount = guessMount(table.mounts, namespace, path);
   const key = underMount(path, mount) ?? '';

@@ -377,7 +377,14 @@ export const resetVersion = {
     routes,
     { name: 'path', type: 'string', arg: 'MOUNT/KEY', summary: 'the secret' },
     { name: 'version', type: 'integer', min: 1, max: 2 ** 31 - 1, summary: "Vault's current_version of the path" },
-    { name: 'vault-namespace', type: 'string', arg: 'NS', default: '', summary: 'the Vault namespace of the path' },
+    {
+      name: 'vault-namespace',
+      type: 'string',
+      arg: 'NS',
+      env: 'VAULT_NAMESPACE',
+      default: '',
+      summary: 'the Vault namespace of the path',
+    },
     cluster,
     clusterKubeconfig,
     dryRun,
@@ -442,7 +449,10 @@ export const halts = {
     { name: 'action', summary: 'list (the default) or clear', choices: ['list', 'clear'] },
     { name: 'rotation', summary: 'the rotation key to clear' },
   ],
-  options: [{ ...routes, summary: "the routing table: clear records its Event in the failing workload's cluster" }],
+  options: [
+    { ...routes, summary: "the routing table: clear records its Event in the failing workload's cluster" },
+    clusterKubeconfig,
+  ],
   outputs: TABLE_JSON_YAML,
   exits: [
     [0, 'listed, or cleared'],

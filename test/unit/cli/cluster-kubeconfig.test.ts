@@ -91,6 +91,7 @@ describe('--cluster-kubeconfig NAME=PATH[#CONTEXT]', () => {
     ['plan', []],
     ['reset-version', ['--path', 'secret/payments/api/db', '--version', '3']],
     ['reconcile', ['--dry-run', '--vault-addr', 'http://127.0.0.1:1']],
+    ['halts', ['clear', 'c0ffee0123456789']],
   ])('%s refuses an unknown cluster name with usage exit 64, before reaching any cluster', async (command, extra) => {
     const io = memoryIo({ 'routes.yaml': helmTable, '-': demo });
     expect(
