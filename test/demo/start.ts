@@ -26,7 +26,8 @@ import { down, KUBERNETES_VERSION, up } from '../clusters/clusters.ts';
 import { credentialsFor, kubeRequest, waitFor, type ClusterInfo } from '../clusters/kube-http.ts';
 import { ensureServerBinary, startDevServer, type DevServer } from '../vault/server.ts';
 import { LiveView } from './live-lines.ts';
-import { exampleWorkloads, toYamlStream, workloadsOf } from './workloads.ts';
+import { prepareTlsReader, TLS_READER, tlsReaderObjects, watchTlsReader } from './tls-reader.ts';
+import { exampleWorkloads, TLS_LABEL, toYamlStream, workloadsOf } from './workloads.ts';
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const ROUTES = 'infra/routes/example.yaml';
@@ -383,6 +384,31 @@ async function startAll(): Promise<void> {
   for (const note of notes) say(`[openbao] ${note}`);
   checkStop();
 
+  // 2b. The consumer that really runs, on alpha's real node, reading OpenBao at start-up.
+  const reader = await prepareTlsReader(clusters.clusters, bao);
+  if (reader !== undefined) {
+    cleanups.push({ what: 'tls-reader forwarder', stop: reader.stop });
+    const alpha = clusters.clusters.clusters.find((c) => c.name === 'alpha')!;
+    const kubectl = (args: string[], input: string) =>
+      run(KUBECTL, [`--kubeconfig=${alpha.adminKubeconfig}`, ...args], input);
+    const objects = tlsReaderObjects(reader.image, reader.baoAddr, reader.token, TLS_LABEL);
+    // A new OpenBao each run: the earlier run's reader recorded versions of another Vault, and its token is dead.
+    await kubectl(
+      ['delete', '--ignore-not-found', '--wait=true', '--timeout=60s', '--filename=-'],
+      toYamlStream(objects),
+    );
+    await kubectl(
+      ['apply', '--server-side', '--force-conflicts', '--field-manager=vault-rollout-demo', '--filename=-'],
+      toYamlStream(objects),
+    );
+    const stopWatch = watchTlsReader(clusters.clusters, (word, text) => live(`${word.padEnd(10)}alpha  ${text}`));
+    cleanups.push({ what: 'tls-reader watch', stop: async () => stopWatch() });
+    say(
+      `[consumer] ${TLS_READER.namespace}/${TLS_READER.name} in alpha: a real container on the real node, reading secret/shared/tls from OpenBao at start-up`,
+    );
+  }
+  checkStop();
+
   // 3. serve, then the relay pointed at it.
   const secret = process.env.VAULT_ROLLOUT_WEBHOOK_SECRET || randomBytes(32).toString('hex');
   const common = { VAULT_ROLLOUT_WEBHOOK_SECRET: secret, POWERTOOLS_METRICS_DISABLED: 'true' };
@@ -472,6 +498,10 @@ async function startAll(): Promise<void> {
   );
   if (notes.length === 0)
     say('-namespace=team-a -mount=secret payments/checkout/db (Deployment payments/checkout in the prod clusters).');
+  if (reader !== undefined)
+    say(
+      "One of them, edge/tls-reader in alpha, runs on the real node: each new pod's `read` line is the version it read.",
+    );
   say("Watching; each change, each restart and each rollout's end show below:");
 }
 

@@ -81,7 +81,7 @@ const harborGrant = [
   },
 ];
 
-const TLS_LABEL = { 'vault-rollout.io/tls': 'shared' };
+export const TLS_LABEL = { 'vault-rollout.io/tls': 'shared' };
 
 /**
  * Objects per cluster, in apply order (namespaces and CRDs before what lives in them). The second list holds what

@@ -102,6 +102,18 @@ describe('npm start', () => {
     const token = readFileSync(TOKEN_FILE, 'utf8');
     expect(token.length).toBeGreaterThan(10);
 
+    // Before any write, the consumer's first pod found nothing to read.
+    await waitFor(
+      async () =>
+        /^\S+ {2}read {6}alpha {2}edge\/tls-reader pod \S+ on real-node-0 read secret\/shared\/tls version none$/m.test(
+          output,
+        ),
+      {
+        timeoutMs: 120_000,
+        intervalMs: 200,
+        what: `the consumer's first read in:\n${output}`,
+      },
+    );
     const before = Object.fromEntries(
       await Promise.all(CLUSTERS.map(async (c) => [c, await replicaSetsOf(c, 'edge', 'web')] as const)),
     );
@@ -121,6 +133,10 @@ describe('npm start', () => {
         (c) => new RegExp(`^\\S+  restarted ${c} +edge/Deployment/web( \\(new ReplicaSet web-\\w+\\))?$`, 'm'),
       ),
       /^\S+ {2}restarted alpha +edge\/DaemonSet\/ingress-proxy$/m,
+      // The consumer on the real node: a new pod read the version just written, and the old one is gone.
+      /^\S+ {2}restarted alpha +edge\/Deployment\/tls-reader( \(new ReplicaSet tls-reader-\w+\))?$/m,
+      /^\S+ {2}read {6}alpha {2}edge\/tls-reader pod tls-reader-\S+ on real-node-0 read secret\/shared\/tls version 1$/m,
+      /^\S+ {2}gone {6}alpha {2}edge\/tls-reader pod tls-reader-\S+$/m,
       ...CLUSTERS.map(
         (c) => new RegExp(`^\\S+  complete +${c} +edge/Deployment/web, [\\d.]+ s after the change$`, 'm'),
       ),
