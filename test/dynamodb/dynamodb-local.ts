@@ -85,7 +85,13 @@ export async function startDynamoDbLocal(): Promise<DynamoDbLocal> {
   const logFile = join(runDir, 'dynamodb.log');
   const log = openSync(logFile, 'w');
   const command = dynamoDbLocalCommand(lib, port);
-  const child = spawn('java', command.args, { detached: true, stdio: ['ignore', log, log], env: command.env });
+  // Its own directory as the working directory: DynamoDB Local writes dynamodb-local-metadata.json there.
+  const child = spawn('java', command.args, {
+    cwd: runDir,
+    detached: true,
+    stdio: ['ignore', log, log],
+    env: command.env,
+  });
   closeSync(log);
   let exited = false;
   const exit = new Promise<void>((resolve) => {
