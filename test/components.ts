@@ -4,7 +4,7 @@
  * setup calls it (so no test waits minutes for a build inside its own timeout), and so does test/run-suite.ts before
  * it starts its lanes, so that two processes never build the same thing at once.
  */
-import { ensureMkdocsVenv } from '../deploy/site/build.ts';
+import { ensureMkdocsVenv } from '../tools/site/build.ts';
 import { ensureHelm } from './clusters/helm.ts';
 import { imageLayout } from './image/image.ts';
 import { ensureServerBinary } from './vault/server.ts';

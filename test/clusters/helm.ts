@@ -1,4 +1,4 @@
-// helm for the chart's tests (deploy/helm/vault-rollout): built from its Go module by build-helm.sh, cached in
+// helm for the chart's tests (infra/helm/vault-rollout): built from its Go module by build-helm.sh, cached in
 // ~/.cache/vault-rollout/helm-<version>/ and linked as .local/bin/helm. The integration global setup builds it
 // before any test file runs; a test that needs helm and finds it missing fails, never skips.
 import { execFile } from 'node:child_process';

@@ -8,9 +8,9 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
-import { MEDIA, layerTar } from '../../deploy/image/build.ts';
-import { sha256 } from '../../deploy/image/deb.ts';
-import { pushLayout } from '../../deploy/image/push.ts';
+import { MEDIA, layerTar } from '../../tools/image/build.ts';
+import { sha256 } from '../../tools/image/deb.ts';
+import { pushLayout } from '../../tools/image/push.ts';
 import { CLUSTERS_DIR, waitFor } from './kube-http.ts';
 import { DiedError, httpGet, isAlive, rethrowWithLog, startProcess, type Managed } from './processes.ts';
 

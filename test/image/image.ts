@@ -1,5 +1,5 @@
 /**
- * The container image (deploy/image/) for tests, without a container runtime: build it (or reuse the cache), read
+ * The container image (tools/image/) for tests, without a container runtime: build it (or reuse the cache), read
  * its manifest and config, unpack its layers into a directory, and run a command in that directory as the image
  * would: its root as `/` (unshare --root), its user, working directory and environment, the root file system
  * read-only (a read-only bind mount in a mount namespace of its own) with writable host directories mounted where
@@ -11,8 +11,8 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { buildImage, type BuiltImage } from '../../deploy/image/build.ts';
-import type { ImageRuntimeConfig } from '../../deploy/image/config.ts';
+import { buildImage, type BuiltImage } from '../../tools/image/build.ts';
+import type { ImageRuntimeConfig } from '../../tools/image/config.ts';
 
 export interface ImageDescriptor {
   mediaType: string;

@@ -1,4 +1,4 @@
-// The documentation site (mkdocs.yml, deploy/site/build.ts): built with mkdocs-material from PyPI in its cached venv,
+// The documentation site (mkdocs.yml, tools/site/build.ts): built with mkdocs-material from PyPI in its cached venv,
 // strictly, so that a broken link or anchor anywhere in docs/ fails the build, and therefore this test. It needs
 // Python 3 with venv and PyPI (the venv is made by test/components.ts before the lanes start, or here); without
 // python3 it fails, never skips. A copy of the docs with a broken link and a broken anchor proves the build refuses them.
@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildSite, REPO } from '../../deploy/site/build.ts';
+import { buildSite, REPO } from '../../tools/site/build.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'vr-docs-site-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

@@ -40,7 +40,7 @@ import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
 import { loadClusters, waitFor } from '../clusters/kube-http.ts';
 import { REAL_NODE_NAME, REAL_NODE_POD_PLACEMENT } from '../clusters/real-node.ts';
 import { codeBlocks, type CodeBlock } from '../docs/blocks.ts';
-import { RUNTIME_GID, RUNTIME_UID, ROUTES_FILE, SERVE_PORT } from '../../deploy/image/config.ts';
+import { RUNTIME_GID, RUNTIME_UID, ROUTES_FILE, SERVE_PORT } from '../../tools/image/config.ts';
 import { SqliteRotationStore } from '../../lib/rotations/sqlite-rotation-store.ts';
 import {
   admin,

@@ -1,4 +1,4 @@
-// The chart deploy/helm/vault-rollout as a user meets it at `helm install`, with the real helm: what it refuses and
+// The chart infra/helm/vault-rollout as a user meets it at `helm install`, with the real helm: what it refuses and
 // the message that says what to set (no image, no admission policy, a NetworkPolicy with no API server, a misspelt
 // key through values.schema.json, a Kubernetes older than kubeVersion), and the install notes `helm install` prints
 // (a dry run against the alpha cluster): how to operate the pod with `kubectl exec … vault-rollout`, the uninstall

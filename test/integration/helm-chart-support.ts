@@ -1,5 +1,5 @@
 /**
- * The chart deploy/helm/vault-rollout under helm v3 built from its Go module (test/clusters/build-helm.sh), for
+ * The chart infra/helm/vault-rollout under helm v3 built from its Go module (test/clusters/build-helm.sh), for
  * helm-chart.test.ts (lint, template, the alpha cluster) and helm-chart-install.test.ts (what a user meets at install:
  * refusals, the values schema, the install notes): running helm, rendering values into objects, and the values and
  * admission policy the tests share.
@@ -15,7 +15,7 @@ import { helmBinary } from '../clusters/helm.ts';
 import { repoRootDir } from './support.ts';
 
 const run = promisify(execFile);
-export const CHART = join(repoRootDir, 'deploy/helm/vault-rollout');
+export const CHART = join(repoRootDir, 'infra/helm/vault-rollout');
 export const work = mkdtempSync(join(tmpdir(), 'vr-helm-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 

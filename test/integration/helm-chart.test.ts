@@ -1,4 +1,4 @@
-// The Helm chart deploy/helm/vault-rollout, with helm v3 built from its Go module (test/clusters/build-helm.sh):
+// The Helm chart infra/helm/vault-rollout, with helm v3 built from its Go module (test/clusters/build-helm.sh):
 // `helm lint` and `helm template` over several values sets, and what each renders. The chart installed as the install
 // guide says, on a real node, its pod running the image: helm-chart-in-cluster.test.ts; what a user meets at install
 // (refusals, schema, notes): helm-chart-install.test.ts.
@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot as repoRootDir } from '../helpers.ts';
-import { ROUTES_FILE, SERVE_PORT } from '../../deploy/image/config.ts';
+import { ROUTES_FILE, SERVE_PORT } from '../../tools/image/config.ts';
 import {
   admissionPolicyFor,
   CHART,
@@ -109,7 +109,7 @@ function fullValues(): Values {
   };
 }
 
-describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
+describe('helm chart infra/helm/vault-rollout: lint and template', () => {
   it('helm lint passes with the minimal and the full values', async () => {
     for (const values of [MINIMAL, fullValues()]) {
       const out = await helm([
@@ -155,7 +155,7 @@ describe('helm chart deploy/helm/vault-rollout: lint and template', () => {
       capabilities: { drop: ['ALL'] },
     });
     expect(c.image).toBe('registry.example/vault-rollout:0.1.0');
-    // The image's port and routing table path (deploy/image/config.ts): one of each, whichever starts serve.
+    // The image's port and routing table path (tools/image/config.ts): one of each, whichever starts serve.
     expect(c.args.slice(0, 9)).toEqual([
       'serve',
       '--routes',

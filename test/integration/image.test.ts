@@ -1,4 +1,4 @@
-// The container image (deploy/image/build.ts) without a container runtime: its layout and config as written, its
+// The container image (tools/image/build.ts) without a container runtime: its layout and config as written, its
 // file system unpacked layer by layer, and its entrypoint run from that root as its user with the root read-only
 // (test/image/image.ts): --version, worker and relay loading from the bundle, and serve answering /healthz and
 // /readyz, then restarting a Deployment in the real alpha cluster from an audit entry, its queue on the state
@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImage, type BuiltImage } from '../../deploy/image/build.ts';
+import { buildImage, type BuiltImage } from '../../tools/image/build.ts';
 import {
   APP_BUNDLE,
   CLI_PATH,
@@ -29,8 +29,8 @@ import {
   RUNTIME_GID,
   RUNTIME_UID,
   STATE_DIR,
-} from '../../deploy/image/config.ts';
-import { SBOM_PATH } from '../../deploy/image/sbom.ts';
+} from '../../tools/image/config.ts';
+import { SBOM_PATH } from '../../tools/image/sbom.ts';
 import {
   blobPath,
   imageLayout,

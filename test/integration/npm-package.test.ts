@@ -159,7 +159,7 @@ describe('the npm package', () => {
     expect(r.stderr).toBe('vault-rollout: needs Node.js 24 or later; `node` on PATH is v22.12.0\n');
   });
 
-  it("carries the checkout's LICENSE (test/unit/deploy/npm-pack.test.ts: the text of package.json's license)", () => {
+  it("carries the checkout's LICENSE (test/unit/tools/npm-pack.test.ts: the text of package.json's license)", () => {
     expect(readFileSync(join(prefix, 'lib', 'node_modules', pkg.name, 'LICENSE'), 'utf8')).toBe(
       readRepoFile('LICENSE'),
     );

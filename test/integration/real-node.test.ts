@@ -84,7 +84,7 @@ describe('the registry', () => {
       const tag = `it-${Date.now().toString(36)}`;
       const { stdout } = await run(
         process.execPath,
-        ['deploy/image/build.ts', '--push', `${registry}/vault-rollout:${tag}`],
+        ['tools/image/build.ts', '--push', `${registry}/vault-rollout:${tag}`],
         { cwd: repoRootDir, maxBuffer: 1 << 20 },
       );
       const out = JSON.parse(stdout) as { manifestDigest: string; pushed: { reference: string; digest: string } };

@@ -1,6 +1,6 @@
 /**
- * The layers of lib/ (CONTRIBUTING.md "Layout"): every import points down a rank or stays in its rank, and no files import
- * each other in a circle. The ranks are CONTRIBUTING.md's diagram; a new folder gets a rank here before it gets code.
+ * The layers of lib/ (CONTRIBUTING.md "Layout"), with functions/ and tools/ on top: every import points down a rank or
+ * stays in its rank, never out to test/ or bench/, and no files import each other in a circle. The ranks are CONTRIBUTING.md's diagram; a new folder gets a rank here before it gets code.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -34,6 +34,7 @@ export const RANKS: Readonly<Record<string, number>> = {
   runtime: 11, // composition roots
   cli: 12,
   functions: 12,
+  tools: 13, // what builds what ships (image, docs site, npm package, references): may import it, never imported by it
 };
 
 export interface Problem {
@@ -65,6 +66,10 @@ export function layerProblems(
     if (from === undefined) problems.push({ kind: 'unranked', text: `${file}: folder ${folderOf(file)} has no rank` });
     for (const target of targets) {
       const to = ranks[folderOf(target)];
+      // Outside the ranked folders (test/, bench/, …): what ships never imports it; a file at the root (package.json)
+      // may be read.
+      if (to === undefined && target.includes('/'))
+        problems.push({ kind: 'up', text: `${file} imports ${target}, outside the ranked folders` });
       if (from !== undefined && to !== undefined && to > from)
         problems.push({
           kind: 'up',
@@ -99,7 +104,7 @@ function sourceFiles(dir: string): string[] {
 
 function repositoryGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  for (const file of [...sourceFiles('lib'), ...sourceFiles('functions')]) {
+  for (const file of [...sourceFiles('lib'), ...sourceFiles('functions'), ...sourceFiles('tools')]) {
     const text = readFileSync(join(REPO, file), 'utf8');
     graph.set(
       file,
@@ -110,7 +115,7 @@ function repositoryGraph(): Map<string, string[]> {
 }
 
 describe('layers', () => {
-  it('lib/ and functions/: no import points up a rank, no files import each other in a circle, every folder is ranked', () => {
+  it('lib/, functions/ and tools/: no import points up a rank or out of them, no files import each other in a circle, every folder is ranked', () => {
     const graph = repositoryGraph();
     expect(graph.size).toBeGreaterThan(100);
     expect(layerProblems(graph).map((p) => `${p.kind}: ${p.text}`)).toEqual([]);
@@ -131,6 +136,11 @@ describe('layers', () => {
       what: 'a circle in one folder is refused',
       graph: { 'lib/engine/a.ts': ['lib/engine/b.ts'], 'lib/engine/b.ts': ['lib/engine/a.ts'] },
       problems: ['cycle: lib/engine/a.ts -> lib/engine/b.ts -> lib/engine/a.ts'],
+    },
+    {
+      what: 'what ships importing a test helper is refused',
+      graph: { 'lib/plan/a.ts': ['test/helpers.ts'] },
+      problems: ['up: lib/plan/a.ts imports test/helpers.ts, outside the ranked folders'],
     },
     {
       what: 'an unranked folder is refused',

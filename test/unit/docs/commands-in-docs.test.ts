@@ -17,7 +17,7 @@ const docsPages = (): string[] =>
   readdirSync(join(REPO, 'docs'), { withFileTypes: true, recursive: true })
     .filter((e) => e.isFile() && e.name.endsWith('.md'))
     .map((e) => relative(REPO, join(e.parentPath, e.name)));
-const markdownFiles = (): string[] => ['README.md', 'CONTRIBUTING.md', 'deploy/npm/README.md', ...docsPages()];
+const markdownFiles = (): string[] => ['README.md', 'CONTRIBUTING.md', 'tools/npm/README.md', ...docsPages()];
 const blocksOf = (file: string): CodeBlock[] => codeBlocks(file, readFileSync(join(REPO, file), 'utf8'));
 const where = (b: CodeBlock): string => `${b.file}:${b.line}`;
 

@@ -1,5 +1,5 @@
 /**
- * The generated reference pages (docs/reference/, deploy/site/reference.ts) are what the code says: each is rendered
+ * The generated reference pages (docs/reference/, tools/site/reference.ts) are what the code says: each is rendered
  * in memory and compared with the committed page, so adding a flag, an environment variable, a metric, an endpoint,
  * an annotation or a routing-table field without `npm run docs:reference` fails here. And the registries the pages
  * are rendered from are checked against the code they describe.
@@ -17,8 +17,8 @@ import { memoryTelemetry, METRIC_SPECS, type MetricName } from '../../../lib/ker
 import { METRIC_DOCS } from '../../../lib/observability/metric-docs.ts';
 import { routingTableJsonSchema } from '../../../lib/routing/json-schema.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
-import { REFERENCE_PAGES, REPO, schemaFields } from '../../../deploy/site/reference.ts';
-import { environmentPage, webhookAuthFacts } from '../../../deploy/site/reference.ts';
+import { REFERENCE_PAGES, REPO, schemaFields } from '../../../tools/site/reference.ts';
+import { environmentPage, webhookAuthFacts } from '../../../tools/site/reference.ts';
 import { authModes } from '../../../lib/runtime/config.ts';
 
 describe('the generated reference pages', () => {
