@@ -13,11 +13,12 @@ import { parseInput } from '../lib/sources/parse.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { alternate, rawPatcher } from './raw-baseline.ts';
 
-const PER_CLUSTER = 20;
-const ROUNDS = 30;
-const WARMUP = 3;
+const PER_CLUSTER = size(20, 2);
+const ROUNDS = size(30, 1);
+const WARMUP = size(3, 0);
 
 function auditWrite(version: number): string {
   return JSON.stringify({

@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Figure } from './figures.ts';
-import { checkout, codeDigest, codeFiles, readWorkingTree } from './provenance.ts';
+import { BENCH_ENTRIES, checkout, codeDigest, codeFiles, readWorkingTree } from './provenance.ts';
 import { resultsMarkdown, staleBenchmarks, type Recorded, type Results } from './quote-figures.ts';
 import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
@@ -49,6 +49,14 @@ const BENCHMARKS: Record<string, () => Promise<Figure[]>> = {
   eso: esoBench,
   'go-regexp': goRegexpBench,
 };
+
+// Each benchmark's code must be known to say when its figures are stale, and the tests run every benchmark by that list.
+const unlisted = Object.keys(BENCHMARKS).filter((n) => !(n in BENCH_ENTRIES));
+const gone = Object.keys(BENCH_ENTRIES).filter((n) => !(n in BENCHMARKS));
+if (unlisted.length > 0 || gone.length > 0)
+  throw new Error(
+    `bench/provenance.ts's BENCH_ENTRIES: add ${unlisted.join(', ') || 'nothing'}, remove ${gone.join(', ') || 'nothing'}`,
+  );
 
 // `--report`: write RESULTS.md from results.json again, measuring nothing (after merging figures from several runs).
 const args = process.argv.slice(2);
