@@ -31,7 +31,7 @@ const BUNDLE_GOAL_KB = 1536; // 1.5 MB
 const COLD_INIT_GOAL_RATIO = 3;
 const BIG_TABLE_GOAL_RATIO = 1.3;
 const SMALL_ROUTES = 10;
-const BIG_ROUTES = 10_000;
+const BIG_ROUTES = size(10_000, 200);
 /** Issue 15: the compiled table loads within 2x a bare JSON.parse of the same file, with at most 100 MB more. */
 const TABLE_LOAD_GOAL_RATIO = 2;
 const TABLE_LOAD_GOAL_EXTRA_MB = 100;
