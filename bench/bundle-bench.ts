@@ -18,23 +18,24 @@ import { gzipSync } from 'node:zlib';
 import { readZipEntries } from '../lib/deploy/zip-entries.ts';
 import { compileRoutingTable } from '../lib/routing/compiled-table.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { syntheticRoutes } from './plan-bench.ts';
 
 export const FUNCTIONS = ['http', 'worker', 'logs'] as const;
 export type FunctionName = (typeof FUNCTIONS)[number];
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
-const SAMPLES = 20;
+const SAMPLES = size(20, 2);
 const BUNDLE_GOAL_KB = 1536; // 1.5 MB
 /** Issue 15: cold init within 3x a bare `node -e ''`, and 10,000 routes within 1.3x of 10. */
 const COLD_INIT_GOAL_RATIO = 3;
 const BIG_TABLE_GOAL_RATIO = 1.3;
 const SMALL_ROUTES = 10;
-const BIG_ROUTES = 10_000;
+const BIG_ROUTES = size(10_000, 200);
 /** Issue 15: the compiled table loads within 2x a bare JSON.parse of the same file, with at most 100 MB more. */
 const TABLE_LOAD_GOAL_RATIO = 2;
 const TABLE_LOAD_GOAL_EXTRA_MB = 100;
-const TABLE_SAMPLES = 7;
+const TABLE_SAMPLES = size(7, 1);
 
 export interface PackageResult {
   dir: string;

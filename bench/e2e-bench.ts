@@ -13,11 +13,12 @@ import { BEARER_TOKEN } from '../test/secrets.ts';
 import { startRelay, startServe, watchRestarts } from '../test/vault/e2e-stack.ts';
 import { startDevServer } from '../test/vault/server.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { rawPatcher } from './raw-baseline.ts';
 
-const WRITES = 200;
+const WRITES = size(200, 3);
 const BATCH_WAIT_MS = 0;
-/** Each relay figure within this many times the direct-PATCH baseline (issue 15). */
+/** Each relay figure within this many times the direct-PATCH baseline: the write-to-patch goal. */
 const GOAL_RATIO = 3;
 
 /**

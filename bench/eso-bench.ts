@@ -29,10 +29,11 @@ import {
 import { BEARER_TOKEN } from '../test/secrets.ts';
 import { startServe, type Serve } from '../test/vault/e2e-stack.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { alternate } from './raw-baseline.ts';
 
-const ROUNDS = Number(process.env.BENCH_ESO_ROUNDS ?? 5);
-const WARMUP = 1;
+const ROUNDS = Number(process.env.BENCH_ESO_ROUNDS ?? size(5, 1));
+const WARMUP = size(1, 0);
 const PERIODIC_INTERVAL_S = 15;
 const POLL_MS = 100;
 const ROUND_LIMIT_MS = 90_000;

@@ -13,11 +13,13 @@ import { parseInput } from '../lib/sources/parse.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { alternate, rawPatcher } from './raw-baseline.ts';
+import { clientNodePatcher, type ClientNodePool } from './client-node-baseline.ts';
 
-const PER_CLUSTER = 20;
-const ROUNDS = 30;
-const WARMUP = 3;
+const PER_CLUSTER = size(20, 2);
+const ROUNDS = size(30, 1);
+const WARMUP = size(3, 0);
 
 function auditWrite(version: number): string {
   return JSON.stringify({
@@ -64,23 +66,37 @@ async function createFixtures(clusters: ClusterInfo[], ns: string): Promise<void
   }
 }
 
+/** The PATCH body of the baselines: the restart annotations, with a token of the arm so each round changes them. */
+const restartBody = (arm: string, version: number) => ({
+  spec: {
+    template: {
+      metadata: {
+        annotations: {
+          'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(),
+          'vault-rollout.io/restart-token': `${arm}-${version}`,
+        },
+      },
+    },
+  },
+});
+
+/** The same PATCHes through client-node's generated client: all of a cluster's at once. */
+function clientNodeFanout(c: ClusterInfo, ns: string, pool: ClientNodePool) {
+  const patcher = clientNodePatcher(c, ns, pool);
+  return (version: number) =>
+    Promise.all(
+      Array.from({ length: PER_CLUSTER }, (_, i) =>
+        patcher.patch(`app-${String(i).padStart(2, '0')}`, restartBody(`client-node-${pool}`, version)),
+      ),
+    );
+}
+
 /** The raw baseline: all of a cluster's PATCHes at once. */
 function rawFanout(c: ClusterInfo, ns: string) {
   const patcher = rawPatcher(c, ns);
   return {
     run: (version: number) => {
-      const body = JSON.stringify({
-        spec: {
-          template: {
-            metadata: {
-              annotations: {
-                'kubectl.kubernetes.io/restartedAt': new Date(Date.UTC(2026, 10, 21, 0, 0, version)).toISOString(),
-                'vault-rollout.io/restart-token': `raw-${version}`,
-              },
-            },
-          },
-        },
-      });
+      const body = JSON.stringify(restartBody('raw', version));
       return Promise.all(
         Array.from({ length: PER_CLUSTER }, (_, i) => patcher.patch(`app-${String(i).padStart(2, '0')}`, body)),
       );
@@ -140,10 +156,22 @@ export async function fanoutBench(): Promise<Figure[]> {
       // Until every patch was accepted: parse and plan, then the latest outcome (events are recorded after).
       return t1 - t0 + Math.max(...results.map((r) => r.durationMs));
     };
+    // client-node's arms run right after the raw baseline in each round, so all three see the same machine.
+    const clientNode = {
+      default: clusters.map((c) => clientNodeFanout(c, ns, 'default')),
+      shared: clusters.map((c) => clientNodeFanout(c, ns, 'shared')),
+    };
+    const clientNodeMs: Record<ClientNodePool, number[]> = { default: [], shared: [] };
     const baseline = async (version: number) => {
       const t0 = performance.now();
       await Promise.all(raw.map((r) => r.run(version)));
-      return performance.now() - t0;
+      const rawMs = performance.now() - t0;
+      for (const pool of ['default', 'shared'] as const) {
+        const t1 = performance.now();
+        await Promise.all(clientNode[pool].map((run) => run(version)));
+        clientNodeMs[pool].push(performance.now() - t1);
+      }
+      return rawMs;
     };
 
     const { ours: oursMs, baseline: rawMs } = await alternate(ours, baseline, ROUNDS, WARMUP);
@@ -151,6 +179,26 @@ export async function fanoutBench(): Promise<Figure[]> {
     const p50 = median(oursMs);
     const rawP50 = median(rawMs);
     const ratio = p50 / rawP50;
+    const cnDefault = clientNodeMs.default.slice(WARMUP);
+    const cnShared = clientNodeMs.shared.slice(WARMUP);
+    const clientNodeFigures = (suffix: string, ms: number[], how: string): Figure[] => [
+      {
+        name: `fanout_client_node${suffix}_p50_ms`,
+        value: round(median(ms), 1),
+        unit: 'ms',
+        baseline: { name: 'raw parallel PATCHes', value: round(rawP50, 1) },
+        spread: [round(Math.min(...ms), 1), round(Math.max(...ms), 1)],
+        runs: ms.length,
+        note: `the raw baseline's PATCHes (no LIST) through @kubernetes/client-node's AppsV1Api.patchNamespacedDeployment, ${how}; run right after the raw baseline in each round`,
+      },
+      {
+        name: `fanout_client_node${suffix}_ratio_to_raw`,
+        value: round(median(ms) / rawP50),
+        unit: '× (p50)',
+        runs: ms.length,
+        note: `fanout_client_node${suffix}_p50_ms / the raw baseline's p50, same rounds`,
+      },
+    ];
     const note = `3 clusters × ${PER_CLUSTER} Deployments found by label selector, per-cluster concurrency ${PER_CLUSTER}; ${ROUNDS} rounds after ${WARMUP} warm-ups, alternating`;
     return [
       {
@@ -178,6 +226,20 @@ export async function fanoutBench(): Promise<Figure[]> {
         met: ratio <= 1.1,
         runs: oursMs.length,
         note: `vault-rollout reads each cluster once (LIST), then patches each guarded by a JSON Patch test of the record it read; ${conflicts} of ${patchedTargets} targets (all rounds) took more than one attempt`,
+      },
+      ...clientNodeFigures(
+        '',
+        cnDefault,
+        'its default transport (a new connection pool, so a TLS handshake, per request)',
+      ),
+      ...clientNodeFigures('_shared_pool', cnShared, 'one connection pool kept for all its requests to a cluster'),
+      {
+        name: 'fanout_ratio_to_client_node',
+        value: round(p50 / median(cnDefault)),
+        unit: '× (p50)',
+        baseline: { name: 'client-node, default transport, p50 ms', value: round(median(cnDefault), 1) },
+        runs: oursMs.length,
+        note: 'fanout_p50_ms (vault-rollout: LIST, then guarded PATCHes over its own transport) / fanout_client_node_p50_ms (PATCHes only), same rounds',
       },
     ];
   } finally {

@@ -6,8 +6,9 @@
  */
 import { compileGoRegexp, type GoRegexp } from '../lib/importer/go-regexp.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 
-const RUNS = 15;
+const RUNS = size(15, 2);
 const NAMES = Array.from({ length: 500 }, (_, i) => `app-${i}-db-credentials`);
 const NAMESPACES = Array.from({ length: 500 }, (_, i) => `team-${i % 20}-prod-${i}`);
 const RELOADER = ['app-1-db-credentials', 'app-.*-db-credentials', '(app|svc)-[0-9]+-db-credentials', 'db-creds', '.*'];

@@ -15,14 +15,15 @@ import { BEARER_TOKEN } from '../test/secrets.ts';
 import { startServe } from '../test/vault/e2e-stack.ts';
 import { startDevServer } from '../test/vault/server.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 
 const ENTRIES = 1_000;
-const ROUNDS = 7;
-const REQUESTS_PER_ROUND = 10;
+const ROUNDS = size(7, 1);
+const REQUESTS_PER_ROUND = size(10, 2);
 /** Issue 15: intake over HTTP at least half as fast as JSON.parse alone; the http device adds <= 1 ms at p50. */
 const INTAKE_GOAL = 0.5;
 const DEVICE_GOAL_MS = 1;
-const READS = 300;
+const READS = size(300, 10);
 
 const ROUTES =
   'clusters:\n  a: { kubeconfig: { env: BENCH_UNUSED_KUBECONFIG } }\nvault: { mounts: { secret: 2 } }\nroutes:\n  - name: app\n    match: { path: "secret/apps/{app}/db" }\n    targets: [{ clusters: [a], namespace: apps, names: ["*"], kind: Deployment, name: "{app}" }]\n';
@@ -187,7 +188,7 @@ export function deviceBench(): Promise<Figure[]> {
         await server.client.kv2Read('secret', 'apps/web/config');
         return performance.now() - started;
       };
-      for (let i = 0; i < 20; i++) {
+      for (let i = 0; i < size(20, 2); i++) {
         await read(off);
         await read(on);
       }

@@ -13,11 +13,12 @@ import { parseInput } from '../lib/sources/parse.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { alternate, rawPatcher } from './raw-baseline.ts';
 
-export const PATHS = 500;
+export const PATHS = size(500, 3);
 const CONCURRENCY = 10;
-const ROUNDS = 3;
+const ROUNDS = size(3, 1);
 export const names = (i: number) => [`app-${i}-a`, `app-${i}-b`];
 
 export async function createFixtures(c: ClusterInfo, ns: string): Promise<void> {
@@ -144,7 +145,7 @@ export async function massRotationBench(): Promise<Figure[]> {
       await Promise.all(raw.map((r) => r.run(version)));
       return performance.now() - t0;
     };
-    const { ours: oursMs, baseline: rawMs } = await alternate(ours, baseline, ROUNDS, 1);
+    const { ours: oursMs, baseline: rawMs } = await alternate(ours, baseline, ROUNDS, size(1, 0));
     raw.forEach((r) => r.close());
     const targets = 3 * 2 * PATHS;
     const perSecond = targets / (median(oursMs) / 1000);

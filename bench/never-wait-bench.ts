@@ -35,6 +35,7 @@ import { BEARER_TOKEN } from '../test/secrets.ts';
 import { adminWatch, startServe, watchRestarts } from '../test/vault/e2e-stack.ts';
 import { startDevServer } from '../test/vault/server.ts';
 import { median, percentile, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { rawPatcher } from './raw-baseline.ts';
 
 const GOAL_RATIO = 3;
@@ -145,8 +146,8 @@ const rolledOut = (d: DeploymentView): boolean => {
 const goal = (baseline: number) => round(GOAL_RATIO * Math.max(1, baseline), 1);
 
 export async function behindBench(): Promise<Figure[]> {
-  const WRITES = 60;
-  const WARMUP = 5;
+  const WRITES = size(60, 2);
+  const WARMUP = size(5, 0);
   const s = await stage('behind', ['alpha', 'beta']);
   const alpha = s.clusters.get('alpha') as ClusterInfo;
   const beta = s.clusters.get('beta') as ClusterInfo;
@@ -287,11 +288,11 @@ routes:
 }
 
 export async function wakeBench(): Promise<Figure[]> {
-  const ROUNDS = 4;
+  const ROUNDS = size(4, 1);
   const s = await stage('wake', ['alpha']);
   const alpha = s.clusters.get('alpha') as ClusterInfo;
   // 2 replicas one at a time, 10 s each: a 20 s rollout, so the continuation's looks are 1-5 s apart at its end.
-  await deployments(alpha, s.ns, [{ name: 'wake', replicas: 2, slow: true }]);
+  await deployments(alpha, s.ns, [{ name: 'wake', replicas: size(2, 1), slow: true }]);
   const routesFile = join(s.dir, 'routes.yaml');
   writeFileSync(
     routesFile,
@@ -414,9 +415,9 @@ export function looksOver(rolloutMs: number): number {
 }
 
 export async function lambdaCostBench(): Promise<Figure[]> {
-  const WORKLOADS = 100;
-  const ROUNDS = 3;
-  const LOOKS_PER_ROUND = 3;
+  const WORKLOADS = size(100, 3);
+  const ROUNDS = size(3, 1);
+  const LOOKS_PER_ROUND = size(3, 1);
   const ROLLOUT_MS = 120_000;
   /** serverless.yml's workerMemory (the default stage): GB-seconds = seconds × this. */
   const MEMORY_GB =

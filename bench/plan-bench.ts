@@ -12,13 +12,14 @@ import { planRollouts } from '../lib/plan/planner.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { parseInput } from '../lib/sources/parse.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 
-const ROUTES = 10_000;
-const BATCH = 1_000;
-/** Issue 15: within 3x JSON.parse of the same lines at 10,000 routes; within 1.5x from 100 to 10,000 routes. */
+const ROUTES = size(10_000, 200);
+const BATCH = size(1_000, 100);
+/** The goals: within 3x JSON.parse of the same lines at 10,000 routes; within 1.5x from 100 to 10,000 routes. */
 const RATIO_GOAL = 3;
 const FLAT_GOAL = 1.5;
-const FLAT_SIZES = [100, 1_000, 10_000] as const;
+const FLAT_SIZES: readonly [number, ...number[]] = size([100, 1_000, 10_000], [100, 200, 400]);
 
 /** A routing table of `n` routes of mixed shapes, over 3 clusters. */
 export function syntheticRoutes(n: number): string {
@@ -97,7 +98,7 @@ export async function planBench(): Promise<Figure[]> {
   const floor = (text: string) => text.split('\n').reduce((n, l) => n + (JSON.parse(l) ? 1 : 0), 0);
 
   // warm up the JIT
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < size(3, 1); i++) {
     for (const b of batches) {
       plan(b);
       floor(b);
@@ -105,7 +106,7 @@ export async function planBench(): Promise<Figure[]> {
   }
   const ours: number[] = [];
   const base: number[] = [];
-  for (let rep = 0; rep < 15; rep++) {
+  for (let rep = 0; rep < size(15, 1); rep++) {
     for (const b of batches) {
       let t = process.hrtime.bigint();
       const targets = plan(b);
@@ -152,7 +153,7 @@ function flatness(): Figure[] {
     Array.from({ length: BATCH }, (_, k) => auditLine((k * 7 + b * 13) % FLAT_SIZES[0], b + 1)).join('\n'),
   );
   const us = FLAT_SIZES.map(() => [] as number[]);
-  for (let rep = 0; rep < 18; rep++) {
+  for (let rep = 0; rep < size(18, 4); rep++) {
     for (const b of batches) {
       tables.forEach((table, t) => {
         const started = process.hrtime.bigint();
@@ -192,7 +193,7 @@ function peakMemory(routes: number): Figure[] {
     const input = join(dir, 'audit.ndjson');
     const lines: string[] = [];
     let bytes = 0;
-    for (let i = 0; bytes < 10 * 1024 * 1024; i++) {
+    for (let i = 0; bytes < size(10 * 1024 * 1024, 200 * 1024); i++) {
       const line = `${auditLine(i % routes, 1 + Math.floor(i / routes))}\n`;
       bytes += line.length;
       lines.push(line);
@@ -201,8 +202,10 @@ function peakMemory(routes: number): Figure[] {
     const script = new URL('./plan-memory-child.ts', import.meta.url).pathname;
     const run = (mode: string) => {
       const peaks: number[] = [];
-      for (let i = 0; i < 3; i++)
-        peaks.push(Number(execFileSync(process.execPath, [script, mode, input], { encoding: 'utf8' }).trim()));
+      for (let i = 0; i < size(3, 1); i++)
+        peaks.push(
+          Number(execFileSync(process.execPath, [script, mode, input, String(routes)], { encoding: 'utf8' }).trim()),
+        );
       return peaks;
     };
     const ours = run('plan');

@@ -17,9 +17,10 @@ import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { VaultMetadataClient } from '../lib/vault/metadata-client.ts';
 import { startDevServer } from '../test/vault/server.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 
-const PATHS = 1000;
-const RUNS = 5;
+const PATHS = size(1000, 20);
+const RUNS = size(5, 1);
 const NS = 'bench';
 
 function fakeApi(deployments: () => KubeObject[], pods: KubeObject[]): KubeApi {

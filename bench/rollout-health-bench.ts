@@ -19,12 +19,13 @@ import { parseInput } from '../lib/sources/parse.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 import { alternate, rawPatcher } from './raw-baseline.ts';
 
-const PER_CLUSTER = 20;
+const PER_CLUSTER = size(20, 2);
 const REPLICAS = 3;
-const ROUNDS = Number(process.env.BENCH_ROLLOUT_ROUNDS ?? 5);
-const WARMUP = 1;
+const ROUNDS = Number(process.env.BENCH_ROLLOUT_ROUNDS ?? size(5, 1));
+const WARMUP = size(1, 0);
 const POLL_MS = 250;
 const ROUND_LIMIT_MS = 300_000;
 

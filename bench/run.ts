@@ -2,11 +2,18 @@
  * `npm run bench`: runs every benchmark (or those named: `npm run bench -- fanout mass`) and writes
  * bench/results.json and bench/RESULTS.md. Figures are medians over repetitions, each beside its baseline
  * measured in the same run; nothing here is asserted by the unit tests. A partial run keeps the figures of the
- * benchmarks it did not run, each with the date it was measured.
+ * benchmarks it did not run, each with the date, the commit and the digest of the code it measured
+ * (bench/provenance.ts), so the pages can say which figures are older than their code.
+ *
+ * `--tiny` runs each benchmark at a size that only proves it still runs (bench/size.ts), and `--out <dir>` writes
+ * results.json and RESULTS.md there instead of bench/: the tests run the benchmarks so, and judge no figure.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
 import type { Figure } from './figures.ts';
+import { BENCH_ENTRIES, checkout, codeDigest, codeFiles, readWorkingTree } from './provenance.ts';
+import { resultsMarkdown, staleBenchmarks, type Recorded, type Results } from './quote-figures.ts';
 import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
 import { esoBench } from './eso-bench.ts';
@@ -43,32 +50,57 @@ const BENCHMARKS: Record<string, () => Promise<Figure[]>> = {
   'go-regexp': goRegexpBench,
 };
 
-type Measured = Figure & { benchmark: string; measuredAt: string };
+// Each benchmark's code must be known to say when its figures are stale, and the tests run every benchmark by that list.
+const unlisted = Object.keys(BENCHMARKS).filter((n) => !(n in BENCH_ENTRIES));
+const gone = Object.keys(BENCH_ENTRIES).filter((n) => !(n in BENCHMARKS));
+if (unlisted.length > 0 || gone.length > 0)
+  throw new Error(
+    `bench/provenance.ts's BENCH_ENTRIES: add ${unlisted.join(', ') || 'nothing'}, remove ${gone.join(', ') || 'nothing'}`,
+  );
 
 // `--report`: write RESULTS.md from results.json again, measuring nothing (after merging figures from several runs).
-const reportOnly = process.argv.includes('--report');
-const only = process.argv.slice(2).filter((a) => a !== '--report');
+const args = process.argv.slice(2);
+const reportOnly = args.includes('--report');
+const outAt = args.indexOf('--out');
+const outDir = outAt >= 0 ? resolve(args[outAt + 1] ?? '.') : undefined;
+if (outAt >= 0 && args[outAt + 1] === undefined) throw new Error('--out needs a directory');
+const only = args.filter((a, i) => !a.startsWith('--') && !(outAt >= 0 && i === outAt + 1));
 const unknown = only.filter((n) => !(n in BENCHMARKS));
 if (unknown.length > 0)
   throw new Error(`unknown benchmark(s) ${unknown.join(', ')}; known: ${Object.keys(BENCHMARKS).join(', ')}`);
 
-const resultsFile = new URL('./results.json', import.meta.url);
-const previous: Measured[] = existsSync(resultsFile)
-  ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Measured[] }).figures ?? []).filter(
+const resultsFile = outDir ? join(outDir, 'results.json') : new URL('./results.json', import.meta.url);
+const resultsPage = outDir ? join(outDir, 'RESULTS.md') : new URL('./RESULTS.md', import.meta.url);
+if (outDir) mkdirSync(outDir, { recursive: true });
+const previous: Recorded[] = existsSync(resultsFile)
+  ? ((JSON.parse(readFileSync(resultsFile, 'utf8')) as { figures?: Recorded[] }).figures ?? []).filter(
       (f) => f.benchmark !== undefined,
     )
   : [];
-const fresh: Measured[] = [];
+const fresh: Recorded[] = [];
 // Written after each benchmark, so a later one that fails keeps the figures measured before it.
 write();
 for (const [name, run] of Object.entries(BENCHMARKS)) {
   if (reportOnly || (only.length > 0 && !only.includes(name))) continue;
   process.stderr.write(`bench: ${name}...\n`);
   const measuredAt = new Date().toISOString();
-  fresh.push(...(await run()).map((f) => ({ ...f, benchmark: name, measuredAt })));
+  // Read before the run: the code as measured, even if it is edited while the benchmark runs.
+  const codeDigestNow = codeDigest(name, readWorkingTree);
+  const { commit, uncommitted } = checkout(codeFiles(name, readWorkingTree));
+  fresh.push(
+    ...(await run()).map((f): Recorded => ({
+      ...f,
+      benchmark: name,
+      measuredAt,
+      commit,
+      commitSource: 'run',
+      uncommitted,
+      codeDigest: codeDigestNow,
+    })),
+  );
   write();
 }
-process.stdout.write(readFileSync(new URL('./RESULTS.md', import.meta.url), 'utf8'));
+process.stdout.write(readFileSync(resultsPage, 'utf8'));
 
 function write(): void {
   const ran = new Set(fresh.map((f) => f.benchmark));
@@ -84,24 +116,7 @@ function write(): void {
     node: process.version,
     platform: `${process.platform}-${process.arch}`,
   };
-  const date = new Date().toISOString();
-  writeFileSync(resultsFile, `${JSON.stringify({ date, machine, figures }, null, 2)}\n`);
-
-  const cell = (f: Figure) => `${f.value} ${f.unit}`;
-  const md = [
-    '# Benchmark results',
-    '',
-    `Written ${date} on ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node} (${machine.platform}). Reproduce with \`npm run bench\` (one benchmark: \`npm run bench -- fanout\`).`,
-    'Each figure is the median of its runs; the spread is min–max; the baseline was measured in the same run, on the same machine, at the same time.',
-    'The machine is shared (2 cores also run the three test clusters): expect noise, compare a figure with its baseline.',
-    '',
-    '| Figure | Value | Goal | Met | Baseline (same run) | Spread | Runs | Measured | Notes |',
-    '|---|---|---|---|---|---|---|---|---|',
-    ...figures.map(
-      (f) =>
-        `| \`${f.name}\` | ${cell(f)} | ${f.goal ?? ''} | ${f.met === undefined ? '' : f.met ? 'yes' : '**no**'} | ${f.baseline ? `${f.baseline.value} (${f.baseline.name})` : ''} | ${f.spread ? `${f.spread[0]}–${f.spread[1]}` : ''} | ${f.runs ?? ''} | ${f.measuredAt.slice(0, 16)} | ${f.note ?? ''} |`,
-    ),
-    '',
-  ].join('\n');
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), md);
+  const results: Results = { date: new Date().toISOString(), machine, figures };
+  writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(resultsPage, resultsMarkdown(results, staleBenchmarks(results)));
 }

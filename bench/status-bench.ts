@@ -12,10 +12,11 @@ import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters } from '../test/clusters/kube-http.ts';
 import { memoryIo } from '../test/helpers.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 
-const CLUSTERS = 100;
-const WORKLOADS = 50;
-const RUNS = 3;
+const CLUSTERS = size(100, 3);
+const WORKLOADS = size(50, 2);
+const RUNS = size(3, 1);
 const ns = (i: number) => `bench-status-${String(i).padStart(3, '0')}`;
 const app = (j: number) => `app-${String(j).padStart(2, '0')}`;
 

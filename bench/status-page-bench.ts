@@ -22,10 +22,11 @@ import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { fleetStatus, listKey, type ClusterListing, type VaultAnswer } from '../lib/status/fleet-status.ts';
 import type { KubeObject } from '../lib/workloads/workload-kinds.ts';
 import { median, round, type Figure } from './figures.ts';
+import { size } from './size.ts';
 
 const CLUSTERS = 100;
 const WORKLOADS = 50;
-const RUNS = 30;
+const RUNS = size(30, 2);
 const TOKEN = 'bench-status-page-token';
 const c = (i: number) => `c${String(i).padStart(3, '0')}`;
 const app = (j: number) => `app-${String(j).padStart(2, '0')}`;
@@ -139,6 +140,8 @@ async function served(
     telemetry: memoryTelemetry(),
     secrets: async () => ({ bearerToken: TOKEN }),
     statusPage: async () => body(),
+    // The page has its own read-only credential, apart from the intake's bearer token.
+    statusAccess: { token: TOKEN },
   });
   const server = serve({ fetch: appServer.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((r) => server.once('listening', () => r()));
