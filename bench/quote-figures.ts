@@ -168,7 +168,7 @@ export function resultsMarkdown(results: Results, stale: ReadonlySet<string>): s
 
 const SKIPPED_DIRS = new Set(['node_modules', '.local', '.git', 'coverage', 'dist', '.serverless', '.esbuild']);
 
-/** The pages that may quote figures: README.md, CONTRIBUTING.md, docs/**, and every README.md under deploy/. */
+/** The pages that may quote figures: README.md, CONTRIBUTING.md, docs/**, and every README.md under infra/ and tools/. */
 export function pages(): string[] {
   const walk = (dir: string, keep: (name: string) => boolean): string[] =>
     readdirSync(join(REPO, dir), { withFileTypes: true }).flatMap((e) =>
@@ -184,7 +184,8 @@ export function pages(): string[] {
     'README.md',
     'CONTRIBUTING.md',
     ...walk('docs', (n) => n.endsWith('.md')),
-    ...walk('deploy', (n) => n === 'README.md'),
+    ...walk('infra', (n) => n === 'README.md'),
+    ...walk('tools', (n) => n === 'README.md'),
   ].sort();
 }
 
