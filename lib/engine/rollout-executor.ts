@@ -18,7 +18,7 @@ import { failedResult, identity, limiterFor, realClock, targetName } from './clu
 import { followDone } from './follow-deferred.ts';
 import { restartWorkload } from './restart.ts';
 import { DEFAULT_RETRY, realRetryEnv, withRetries } from './retry.ts';
-import { executeConsumersTarget } from './sync-step.ts';
+import { executeConsumersTarget, type ConsumersStepContext } from './sync-step.ts';
 import type { ClusterRun, ExecutorOptions, RolloutResult, WorkloadDone } from './types.ts';
 
 export { recordHalt } from './events.ts';
@@ -79,6 +79,7 @@ export async function executeRollouts(
   return done.map((d) => d.result);
 }
 
+/** One cluster's targets: its access, then the name and selector targets and the consumers targets side by side. */
 async function executeCluster(
   table: RoutingTable,
   cluster: string,
@@ -88,6 +89,34 @@ async function executeCluster(
   followUntil: number | undefined,
   admission: Admission | undefined,
 ): Promise<WorkloadDone[]> {
+  const run = await clusterRun(table, cluster, targets, options, started, admission);
+  if (Array.isArray(run)) return run;
+  const consumers = targets
+    .filter((t) => t.type === 'consumers')
+    .map((t) => executeConsumersTarget(consumersStep(run, followUntil), t));
+  const groups = await Promise.all(
+    readGroups(targets.filter((t) => t.type !== 'consumers')).map((group) => expandGroup(run, group)),
+  );
+  const restarted = await Promise.all(
+    groups
+      .flat()
+      .map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))),
+  );
+  return [...restarted, ...(await Promise.all(consumers)).flat()];
+}
+
+/**
+ * The cluster's share of the call (its API, limiter and retry budget); without access to the cluster, every target
+ * fails with the reason instead.
+ */
+async function clusterRun(
+  table: RoutingTable,
+  cluster: string,
+  targets: readonly RolloutTarget[],
+  options: ExecutorOptions,
+  started: number,
+  admission: Admission | undefined,
+): Promise<ClusterRun | WorkloadDone[]> {
   const clock = options.clock ?? realClock;
   const config = table.clusters.get(cluster);
   let access: ClusterAccess;
@@ -104,11 +133,12 @@ async function executeCluster(
       result: failedResult(t, cluster, targetName(t), failure, 0, clock.monotonic() - started),
     }));
   }
-  const run: ClusterRun = {
+  const api = options.apiFor(access);
+  return {
     table,
     admission,
     cluster,
-    api: options.apiFor(access),
+    api,
     limiter: limiterFor(cluster, config.concurrency ?? options.defaultConcurrency ?? 10),
     options,
     retry: options.retry ?? DEFAULT_RETRY,
@@ -116,35 +146,25 @@ async function executeCluster(
     clock,
     started,
   };
-  const consumersTargets = targets.filter((t) => t.type === 'consumers');
-  const consumers = consumersTargets.map((t) =>
-    executeConsumersTarget(
-      {
-        cluster,
-        api: run.api,
-        dryRun: options.dryRun === true,
-        clock,
-        started,
-        read: (descriptor, namespace, name) =>
-          withRetries(() => run.limiter.run(() => run.api.read(descriptor, namespace, name)), run.retry, run.env),
-        list: (kind, namespace) =>
-          withRetries(() => run.limiter.run(() => run.api.list(kind, namespace)), run.retry, run.env),
-        restart: (target, descriptor, object) => restartWorkload(run, target, object, started, descriptor),
-        ...(followUntil === undefined ? {} : { followUntil }),
-        ...(options.follow?.since === undefined ? {} : { since: options.follow.since }),
-      },
-      t,
-    ),
-  );
-  const groups = await Promise.all(
-    readGroups(targets.filter((t) => t.type !== 'consumers')).map((group) => expandGroup(run, group)),
-  );
-  const restarted = await Promise.all(
-    groups
-      .flat()
-      .map((w) => (w.kind === 'result' ? { result: w.result } : restartWorkload(run, w.target, w.object, w.started))),
-  );
-  return [...restarted, ...(await Promise.all(consumers)).flat()];
+}
+
+/** What a consumers target's steps use of the cluster's run: reads and lists under its limiter, and the restart. */
+function consumersStep(run: ClusterRun, followUntil: number | undefined): ConsumersStepContext {
+  const { options } = run;
+  return {
+    cluster: run.cluster,
+    api: run.api,
+    dryRun: options.dryRun === true,
+    clock: run.clock,
+    started: run.started,
+    read: (descriptor, namespace, name) =>
+      withRetries(() => run.limiter.run(() => run.api.read(descriptor, namespace, name)), run.retry, run.env),
+    list: (kind, namespace) =>
+      withRetries(() => run.limiter.run(() => run.api.list(kind, namespace)), run.retry, run.env),
+    restart: (target, descriptor, object) => restartWorkload(run, target, object, run.started, descriptor),
+    ...(followUntil === undefined ? {} : { followUntil }),
+    ...(options.follow?.since === undefined ? {} : { since: options.follow.since }),
+  };
 }
 
 /** Name targets of one namespace and kind are read with one LIST when there are several of them. */
@@ -182,10 +202,44 @@ type Expanded =
 /** Reads the objects a group of targets names; a target that names nothing becomes a result right away. */
 async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[]> {
   const { started } = run;
+  const read = await readGroup(run, group);
+  if (!read.ok)
+    return group.targets.map((t) => ({
+      kind: 'result',
+      result: failedResult(t, run.cluster, targetName(t), read.failure, read.attempts, run.clock.monotonic() - started),
+    }));
+  if (group.mode === 'get' || group.mode === 'list-names') return byName(run, group, read.value, read.attempts);
+  const first = group.targets[0] as RolloutTarget;
+  const ignored: string[] = [];
+  const objects =
+    group.mode === 'annotated' ? read.value.filter((o) => watches(run, group, o, first.paths, ignored)) : read.value;
+  if (objects.length > 0) return objects.map((object) => ({ kind: 'workload', target: first, object, started }));
+  const kind = group.descriptor.kind;
+  const why =
+    group.mode === 'annotated'
+      ? `no ${kind} in ${group.namespace} watches ${first.paths.join(', ')} (annotation ${ANNOTATIONS.watch})${ignored.length > 0 ? `; ignored: ${ignored.join('; ')}` : ''}`
+      : `no ${kind} in ${group.namespace} matches ${targetName(first)}`;
+  return [
+    {
+      kind: 'result',
+      result: {
+        ...identity(first, run.cluster, targetName(first)),
+        outcome: 'skipped',
+        reason: 'no workload matched',
+        detail: why,
+        attempts: read.attempts,
+        durationMs: run.clock.monotonic() - started,
+      },
+    },
+  ];
+}
+
+/** One request for the group: a GET by name, a LIST by selector, or a LIST of the namespace's objects of the kind. */
+function readGroup(run: ClusterRun, group: ReadGroup) {
   const { api, limiter } = run;
   const kind = group.descriptor;
   const first = group.targets[0] as RolloutTarget;
-  const read = await withRetries(
+  return withRetries(
     () =>
       limiter.run(async (): Promise<KubeObject[]> => {
         if (group.mode === 'get') return [await api.read(kind, group.namespace, targetName(first))];
@@ -196,51 +250,24 @@ async function expandGroup(run: ClusterRun, group: ReadGroup): Promise<Expanded[
     run.retry,
     run.env,
   );
-  if (!read.ok)
-    return group.targets.map((t) => ({
-      kind: 'result',
-      result: failedResult(t, run.cluster, targetName(t), read.failure, read.attempts, run.clock.monotonic() - started),
-    }));
+}
 
-  if (group.mode === 'get' || group.mode === 'list-names') {
-    const byName = new Map(read.value.map((o) => [o.metadata?.name ?? '', o]));
-    return group.targets.map((t): Expanded => {
-      const object = byName.get(targetName(t));
-      if (object) return { kind: 'workload', target: t, object, started };
-      const failure: KubeFailure = {
-        reason: 'not found',
-        retryable: false,
-        detail: `${kind.kind} ${group.namespace}/${targetName(t)} does not exist`,
-      };
-      return {
-        kind: 'result',
-        result: failedResult(t, run.cluster, targetName(t), failure, read.attempts, run.clock.monotonic() - started),
-      };
-    });
-  }
-  const ignored: string[] = [];
-  const objects =
-    group.mode === 'annotated' ? read.value.filter((o) => watches(run, group, o, first.paths, ignored)) : read.value;
-  if (objects.length === 0) {
-    const why =
-      group.mode === 'annotated'
-        ? `no ${kind.kind} in ${group.namespace} watches ${first.paths.join(', ')} (annotation ${ANNOTATIONS.watch})${ignored.length > 0 ? `; ignored: ${ignored.join('; ')}` : ''}`
-        : `no ${kind.kind} in ${group.namespace} matches ${targetName(first)}`;
-    return [
-      {
-        kind: 'result',
-        result: {
-          ...identity(first, run.cluster, targetName(first)),
-          outcome: 'skipped',
-          reason: 'no workload matched',
-          detail: why,
-          attempts: read.attempts,
-          durationMs: run.clock.monotonic() - started,
-        },
-      },
-    ];
-  }
-  return objects.map((object) => ({ kind: 'workload', target: first, object, started }));
+/** Named targets matched to the objects read; a name not among them fails as not found. */
+function byName(run: ClusterRun, group: ReadGroup, objects: readonly KubeObject[], attempts: number): Expanded[] {
+  const named = new Map(objects.map((o) => [o.metadata?.name ?? '', o]));
+  return group.targets.map((t): Expanded => {
+    const object = named.get(targetName(t));
+    if (object) return { kind: 'workload', target: t, object, started: run.started };
+    const failure: KubeFailure = {
+      reason: 'not found',
+      retryable: false,
+      detail: `${group.descriptor.kind} ${group.namespace}/${targetName(t)} does not exist`,
+    };
+    return {
+      kind: 'result',
+      result: failedResult(t, run.cluster, targetName(t), failure, attempts, run.clock.monotonic() - run.started),
+    };
+  });
 }
 
 /**

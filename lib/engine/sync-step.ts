@@ -49,17 +49,6 @@ export async function executeConsumersTarget(
   ctx: ConsumersStepContext,
   target: ConsumersRolloutTarget,
 ): Promise<WorkloadDone[]> {
-  const base = {
-    cluster: ctx.cluster,
-    namespace: target.namespace,
-    routes: target.routes,
-    paths: target.paths,
-    restartToken: target.restartToken,
-  };
-  const result = (
-    r: Pick<RolloutResult, 'kind' | 'name' | 'outcome' | 'reason' | 'attempts'> & Partial<RolloutResult>,
-  ): WorkloadDone => ({ result: { ...base, durationMs: ctx.clock.monotonic() - ctx.started, ...r } });
-
   if (!isSyncKind(target.kind)) {
     const consumed: ConsumedObject =
       target.kind === 'Secret' ? { secret: target.name } : { secretProviderClass: target.name };
@@ -67,46 +56,74 @@ export async function executeConsumersTarget(
   }
   const descriptor = SYNC_KINDS[target.kind];
   const read = await ctx.read(descriptor, target.namespace, target.name);
-  if (!read.ok)
-    return [
-      result({
-        kind: target.kind,
-        name: target.name,
-        outcome: 'failed',
-        reason: read.failure.reason,
-        detail:
-          read.failure.reason === 'not found'
-            ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)`
-            : read.failure.detail,
-        attempts: read.attempts,
-      }),
-    ];
-
+  if (!read.ok) return [unreadable(ctx, target, descriptor, read.failure, read.attempts)];
   // The operator always syncs: only its consumers may be skipped for keys they do not use.
   const nudged = await ctx.restart(everyKey(target), descriptor, read.value);
   const nudge = nudged.result;
-  if (nudge.outcome !== 'restarted' && nudge.outcome !== 'unchanged') {
-    if (nudge.outcome !== 'dry-run') return [{ result: nudge }];
-    // A dry run: say which consumers would restart once the operator has synced.
-    const consumers = await restartConsumers(
-      ctx,
-      target,
-      { secret: descriptor.secretName(read.value) },
-      descriptor.restartedByOperator(read.value),
-      descriptor,
-    );
-    return [
-      {
-        result: {
-          ...nudge,
-          detail: `would nudge ${target.kind} ${target.name}, wait for ${descriptor.operator}, then restart its consumers`,
-        },
-      },
-      ...consumers,
-    ];
-  }
-
+  if (nudge.outcome === 'dry-run') return dryRunNudge(ctx, target, descriptor, read.value, nudge);
+  if (nudge.outcome !== 'restarted' && nudge.outcome !== 'unchanged') return [{ result: nudge }];
   const synced = await waitForSync(ctx, target, descriptor, nudged);
+  return afterSync(ctx, target, descriptor, nudged, synced, read.value);
+}
+
+/** The synced resource could not be read: the target fails, saying whether it (or its operator's CRD) is missing. */
+function unreadable(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  descriptor: SyncDescriptor,
+  failure: KubeFailure,
+  attempts: number,
+): WorkloadDone {
+  const detail =
+    failure.reason === 'not found'
+      ? `${target.kind} ${target.namespace}/${target.name} does not exist (or the ${descriptor.operator} CRD is not installed)`
+      : failure.detail;
+  return {
+    result: {
+      cluster: ctx.cluster,
+      namespace: target.namespace,
+      routes: target.routes,
+      paths: target.paths,
+      restartToken: target.restartToken,
+      durationMs: ctx.clock.monotonic() - ctx.started,
+      kind: target.kind,
+      name: target.name,
+      outcome: 'failed',
+      reason: failure.reason,
+      detail,
+      attempts,
+    },
+  };
+}
+
+/** A dry run: say which consumers would restart once the operator has synced. */
+async function dryRunNudge(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  descriptor: SyncDescriptor,
+  object: KubeObject,
+  nudge: RolloutResult,
+): Promise<WorkloadDone[]> {
+  const consumed = { secret: descriptor.secretName(object) };
+  const consumers = await restartConsumers(ctx, target, consumed, descriptor.restartedByOperator(object), descriptor);
+  const detail = `would nudge ${target.kind} ${target.name}, wait for ${descriptor.operator}, then restart its consumers`;
+  return [{ result: { ...nudge, detail } }, ...consumers];
+}
+
+/**
+ * The nudge's result once the sync's state is known: failed or timed out (the consumers keep running on the value
+ * they have: restarting them now would bring nothing new), still under way (a follow-up checks again), or complete,
+ * when the consumers restart unless the target says `restart: none`. The nudge itself is not followed as a rollout.
+ */
+async function afterSync(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  descriptor: SyncDescriptor,
+  nudged: WorkloadDone,
+  synced: FollowedRollout & { object?: KubeObject },
+  read: KubeObject,
+): Promise<WorkloadDone[]> {
+  const nudge = nudged.result;
   const state = synced.rollout;
   const syncResult: RolloutResult = {
     ...nudge,
@@ -115,47 +132,31 @@ export async function executeConsumersTarget(
     rolloutReason: synced.message,
     ...(synced.rolloutMs === undefined ? {} : { rolloutMs: synced.rolloutMs }),
   };
-  if (state === 'failed' || state === 'timeout') {
-    // The consumers keep running on the value they have: restarting them now would bring nothing new.
+  const nudgeDone = (result: RolloutResult): WorkloadDone => ({ ...nudged, follow: undefined, result });
+  if (state === 'failed' || state === 'timeout')
     return [
-      {
-        ...nudged,
-        follow: undefined,
-        result: {
-          ...syncResult,
-          outcome: 'failed',
-          reason: state === 'failed' ? 'sync failed' : 'sync timeout',
-          detail: `${synced.message}; its consumers were not restarted`,
-        },
-      },
+      nudgeDone({
+        ...syncResult,
+        outcome: 'failed',
+        reason: state === 'failed' ? 'sync failed' : 'sync timeout',
+        detail: `${synced.message}; its consumers were not restarted`,
+      }),
     ];
-  }
   if (state !== 'complete')
     return [
-      {
-        ...nudged,
-        follow: undefined,
-        result: {
-          ...syncResult,
-          detail: `${descriptor.operator} has not written the Secret yet; its consumers restart once it has (a follow-up checks again)`,
-        },
-      },
+      nudgeDone({
+        ...syncResult,
+        detail: `${descriptor.operator} has not written the Secret yet; its consumers restart once it has (a follow-up checks again)`,
+      }),
     ];
-  if (target.restart === 'none') return [{ ...nudged, follow: undefined, result: syncResult }];
-
-  const latest = synced.object ?? read.value;
+  if (target.restart === 'none') return [nudgeDone(syncResult)];
+  const latest = synced.object ?? read;
   const byOperator = descriptor.restartedByOperator(latest);
-  const consumers = await restartConsumers(
-    ctx,
-    target,
-    { secret: descriptor.secretName(latest) },
-    byOperator,
-    descriptor,
-    latest,
-  );
+  const secret = descriptor.secretName(latest);
+  const consumers = await restartConsumers(ctx, target, { secret }, byOperator, descriptor, latest);
   const names = consumers.filter((c) => c.result.kind !== target.kind).map((c) => `${c.result.kind}/${c.result.name}`);
   const notes = [
-    `restarting the consumers of Secret ${descriptor.secretName(latest)}: ${names.join(', ') || 'none found'}`,
+    `restarting the consumers of Secret ${secret}: ${names.join(', ') || 'none found'}`,
     ...(byOperator.length > 0
       ? [
           `${descriptor.operator} restarts ${byOperator.map((b) => `${b.kind}/${b.name}`).join(', ')} itself (rolloutRestartTargets): not restarted again`,
@@ -163,7 +164,7 @@ export async function executeConsumersTarget(
       : []),
   ];
   return [
-    { ...nudged, follow: undefined, result: { ...syncResult, detail: notes.join('; ') } },
+    nudgeDone({ ...syncResult, detail: notes.join('; ') }),
     ...consumers.filter((c) => c.result.kind !== target.kind || c.result.outcome !== 'skipped'),
   ];
 }
@@ -182,23 +183,8 @@ async function waitForSync(
   const object = current.ok ? current.value : undefined;
   const recorded = Date.parse(object?.metadata?.annotations?.[SYNC_ANNOTATIONS.requestedAt] ?? '');
   const startedAt = Number.isNaN(recorded) ? patchedAt : recorded;
-  if (object) {
-    const health = descriptor.health(object);
-    if (health.state === 'complete')
-      return {
-        rollout: 'complete',
-        message: health.message,
-        rolloutMs: Math.max(0, ctx.clock.now() - startedAt),
-        object,
-      };
-    if (health.state === 'failed') return { rollout: 'failed', message: health.message, object };
-    if (ctx.clock.now() >= startedAt + timeoutMs)
-      return {
-        rollout: 'timeout',
-        message: `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${health.message}`,
-        object,
-      };
-  }
+  const now = object && syncStateNow(ctx, descriptor, object, startedAt, timeoutMs);
+  if (now) return now;
   const budgetMs = ctx.followUntil === undefined ? 0 : ctx.followUntil - ctx.clock.now();
   if (budgetMs <= 0)
     return {
@@ -207,6 +193,42 @@ async function waitForSync(
         ? descriptor.health(object).message
         : `could not read the ${target.kind}: ${current.ok ? '' : current.failure.detail}`,
     };
+  return followSync(ctx, target, descriptor, object, { startedAt, timeoutMs, budgetMs });
+}
+
+/** The sync's end as the object read says it: complete, failed, or past its deadline; undefined while under way. */
+function syncStateNow(
+  ctx: ConsumersStepContext,
+  descriptor: SyncDescriptor,
+  object: KubeObject,
+  startedAt: number,
+  timeoutMs: number,
+): (FollowedRollout & { object: KubeObject }) | undefined {
+  const health = descriptor.health(object);
+  if (health.state === 'complete')
+    return {
+      rollout: 'complete',
+      message: health.message,
+      rolloutMs: Math.max(0, ctx.clock.now() - startedAt),
+      object,
+    };
+  if (health.state === 'failed') return { rollout: 'failed', message: health.message, object };
+  if (ctx.clock.now() >= startedAt + timeoutMs)
+    return { rollout: 'timeout', message: notSyncedWithin(descriptor, timeoutMs, health.message), object };
+  return undefined;
+}
+
+const notSyncedWithin = (descriptor: SyncDescriptor, timeoutMs: number, why: string): string =>
+  `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${why}`;
+
+/** Follows the synced resource like a rollout, within the budget, keeping the last object seen (its Secret's name). */
+async function followSync(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  descriptor: SyncDescriptor,
+  object: KubeObject | undefined,
+  times: { startedAt: number; timeoutMs: number; budgetMs: number },
+): Promise<FollowedRollout & { object?: KubeObject }> {
   let last: KubeObject | undefined = object;
   const watched: WorkloadDescriptor = {
     ...descriptor,
@@ -222,17 +244,14 @@ async function waitForSync(
         namespace: target.namespace,
         name: target.name,
         restartToken: target.restartToken,
-        startedAt,
-        timeoutMs,
+        startedAt: times.startedAt,
+        timeoutMs: times.timeoutMs,
       },
     ],
-    { budgetMs, clock: ctx.clock },
+    { budgetMs: times.budgetMs, clock: ctx.clock },
   );
   const f = followed.get('sync') ?? { rollout: 'progressing', message: 'no answer' };
-  const message =
-    f.rollout === 'timeout'
-      ? `${descriptor.operator} did not sync within ${Math.round(timeoutMs / 1000)} s of the nudge: ${f.message}`
-      : f.message;
+  const message = f.rollout === 'timeout' ? notSyncedWithin(descriptor, times.timeoutMs, f.message) : f.message;
   return { ...f, message, ...(last ? { object: last } : {}) };
 }
 
@@ -248,50 +267,15 @@ async function restartConsumers(
   sync: SyncDescriptor | undefined,
   synced?: KubeObject,
 ): Promise<WorkloadDone[]> {
-  const base = {
-    cluster: ctx.cluster,
-    namespace: target.namespace,
-    routes: target.routes,
-    paths: target.paths,
-    restartToken: target.restartToken,
-  };
   const found = await discoverConsumers(ctx.list, target.namespace, consumed);
-  const durationMs = () => ctx.clock.monotonic() - ctx.started;
-  if (!found.ok)
-    return [
-      {
-        result: {
-          ...base,
-          kind: target.kind,
-          name: target.name,
-          outcome: 'failed',
-          reason: found.reason,
-          detail: found.detail,
-          attempts: 1,
-          durationMs: durationMs(),
-        },
-      },
-    ];
+  if (!found.ok) return [targetResult(ctx, target, 'failed', found.reason, found.detail)];
   const mine = found.consumers.filter((c) => !byOperator.some((b) => b.kind === c.kind && b.name === c.name));
   if (mine.length === 0) {
     const why =
       found.consumers.length > 0
         ? `every consumer of ${describeConsumed(consumed)} is restarted by ${sync?.operator ?? 'its operator'} itself (rolloutRestartTargets)`
         : `no workload in ${target.namespace} references ${describeConsumed(consumed)}`;
-    return [
-      {
-        result: {
-          ...base,
-          kind: target.kind,
-          name: target.name,
-          outcome: 'skipped',
-          reason: 'no workload matched',
-          detail: why,
-          attempts: 1,
-          durationMs: durationMs(),
-        },
-      },
-    ];
+    return [targetResult(ctx, target, 'skipped', 'no workload matched', why)];
   }
   return Promise.all(
     mine.map(async (c) => {
@@ -312,4 +296,30 @@ async function restartConsumers(
       };
     }),
   );
+}
+
+/** The consumers target's own result, in one attempt: its consumers could not be listed, or none is to restart. */
+function targetResult(
+  ctx: ConsumersStepContext,
+  target: ConsumersRolloutTarget,
+  outcome: 'failed' | 'skipped',
+  reason: string,
+  detail: string,
+): WorkloadDone {
+  return {
+    result: {
+      cluster: ctx.cluster,
+      namespace: target.namespace,
+      routes: target.routes,
+      paths: target.paths,
+      restartToken: target.restartToken,
+      kind: target.kind,
+      name: target.name,
+      outcome,
+      reason,
+      detail,
+      attempts: 1,
+      durationMs: ctx.clock.monotonic() - ctx.started,
+    },
+  };
 }

@@ -3,10 +3,10 @@
  * rotation (lib/plan/waves.ts decides, this acts).
  */
 import { NOT_RESTARTED_YET, type RolloutResult } from '../engine/types.ts';
-import { executeRollouts, recordHalt } from './kube-executor.ts';
+import { recordHalt } from './kube-executor.ts';
 import { METRICS } from '../kernel/telemetry.ts';
 import { planRollouts, type RolloutTarget } from '../plan/planner.ts';
-import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
+import { decideGate, type ChangeSet, type GateAction, type WaveTargetState } from '../plan/waves.ts';
 import {
   changeFromQueue,
   changeSetHash,
@@ -25,8 +25,8 @@ import { decideWait } from '../plan/look-again.ts';
 import { SUPERSEDED_REASON } from '../engine/types.ts';
 import { lookAgainAfter } from './look-again.ts';
 import { noticeHalt } from './rotation-notices.ts';
+import { lookAtWave, type Gate } from './gate-look.ts';
 import { refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
-import type { WaveTimes } from '../rotations/rotation-store.ts';
 
 /** Where a gate message stands under this worker's table: its change set, its waves, the plan's targets. */
 export type GatePlan = { set: ChangeSet; targets: RolloutTarget[] } | { refused: string };
@@ -68,183 +68,163 @@ export async function workGate(
   deps: WorkerDeps,
   outcome: BatchOutcome,
 ): Promise<boolean> {
+  // Refused: acknowledged, dead-lettered with the reason.
+  const refused = (why: string) => (refuse(deps, outcome, record, why), true);
   const planned = planGate(deps.table, message, record.messageId);
-  if ('refused' in planned) {
-    refuse(deps, outcome, record, planned.refused);
-    return true;
-  }
+  if ('refused' in planned) return refused(planned.refused);
   const { set, targets } = planned;
-  // A halted rotation's gate, or a gate for a wave no passed gate released, is refused (lib/pipeline/wave-guard.ts).
-  const halted = await haltOf(deps.rotations, message.changes);
-  if (halted) {
-    refuse(deps, outcome, record, haltedReason(halted));
-    return true;
-  }
-  if (message.wave > 0 && (await deps.rotations.releasedWave(set.key)) < message.wave) {
-    refuse(
-      deps,
-      outcome,
-      record,
-      `a gate for wave ${message.wave + 1} of rotation ${set.key}, which no passed gate released`,
-    );
-    return true;
-  }
+  const refusal = await gateRefusal(deps, message, set);
+  if (refusal !== undefined) return refused(refusal);
   if (!deps.queue) {
     deps.telemetry.warn('a gate message needs a queue to send the next wave to; it will be redelivered', {
       messageId: record.messageId,
     });
     return false;
   }
-  const now = deps.now ?? Date.now;
-  const wave = set.waves[message.wave];
-  const next = set.waves[message.wave + 1];
-  if (!wave || !next) return true;
-  const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
-  // The wave's clock is the rotation store's, written by the workers that saw the wave start and complete; a
-  // gate message's own times (a forger's `since: 1970`) are never read.
-  let times: WaveTimes;
-  try {
-    times = await deps.rotations.waveTimes(set.key, message.wave);
-  } catch (e) {
-    deps.telemetry.warn("could not read the wave's times; the gate will be redelivered", {
-      messageId: record.messageId,
-      error: e instanceof Error ? e.name : String(e),
-    });
-    return false;
-  }
-  const since = times.startedAt === undefined ? undefined : Date.parse(times.startedAt);
-  // One look at the wave: where each rollout stands now, never a wait in line.
-  const results = await executeRollouts(deps.table, waveTargets, {
-    ...deps.executor,
-    observeOnly: true,
-    follow: { budgetMs: 0, once: true, since: since ?? now() },
-  });
-  const secrets = [
-    ...new Set(
-      targets.flatMap((t) =>
-        t.secrets.map((s) => (s.version === null ? `${s.path} (${s.operation})` : `${s.path} version ${s.version}`)),
-      ),
-    ),
-  ].sort();
-  const fields = {
-    messageId: record.messageId,
-    route: set.route,
-    secrets,
-    wave: message.wave + 1,
-    waves: set.waves.length,
-    clusters: wave.clusters,
-  };
-  // A newer version of the secret already restarted this wave's workloads: this rotation is superseded. The newest
-  // value wins; this rotation's later waves never run (the newer rotation's own gates release them).
-  const superseded = results.filter((r) => r.outcome === 'skipped' && r.reason === SUPERSEDED_REASON);
-  if (superseded.length > 0) {
-    deps.telemetry.info('rotation superseded by a newer version; its later waves will not run', {
-      ...fields,
-      rotation: set.key,
-      newer: superseded
-        .slice(0, 5)
-        .map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, detail: r.detail })),
-    });
-    return true;
-  }
-  const states: WaveTargetState[] = results.map((r) => ({
-    cluster: r.cluster,
-    namespace: r.namespace,
-    kind: r.kind,
-    name: r.name,
-    state: waveTargetState(r),
-    reason: r.rolloutReason ?? r.detail ?? r.reason,
-  }));
-  const decision = await gateDecision(deps, set, message.wave, { states, since, completeAt: times.completeAt });
+  const gate = await lookAtWave(record, message, deps, outcome, set, targets);
+  if (typeof gate === 'boolean') return gate;
+  if (superseded(gate)) return true;
+  const states = gate.results.map(waveTargetStateOf);
+  const { since, completeAt } = gate;
+  const decision = await gateDecision(deps, set, message.wave, { states, since, completeAt });
   if (decision === undefined) {
     deps.telemetry.warn("could not record the wave's completion; the gate will be redelivered", {
       messageId: record.messageId,
     });
     return false;
   }
-
-  if (decision.action === 'wait') {
-    // The one waiting decision: the gate's own delay is its hint (a pause ends exactly; a rolling wave is woken
-    // earlier by a watch where one runs).
-    const wait = decideWait({ pending: true, now: now(), since: since ?? now(), hintMs: decision.delayMs });
-    const ms = wait.action === 'lookAgainAfter' ? wait.ms : decision.delayMs;
-    const rolling = results.filter((r) => r.rollout === 'progressing');
-    return lookAgainAfter(deps, outcome, {
-      records: [record],
-      ms,
-      watch: rolling.map((r) => ({
-        cluster: r.cluster,
-        namespace: r.namespace,
-        kind: r.kind,
-        name: r.name,
-        restartToken: r.restartToken,
-      })),
-      fields: { ...fields, why: decision.why, round: message.round },
-      fresh: (lookAt) => (message.round + 1 > MAX_GATE_ROUNDS ? undefined : freshGate(message, lookAt)),
-    });
-  }
-
-  if (decision.action === 'fail' && decision.onFailure === 'halt') {
-    // decideGate fails only a wave with a recorded start, so only a rotation the store shows started halts.
-    const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
-    const halt: HaltRecord = {
-      secrets,
-      wave: message.wave + 1,
-      waves: set.waves.length,
-      failing: {
-        cluster: decision.failing.cluster,
-        namespace: decision.failing.namespace,
-        kind: decision.failing.kind,
-        name: decision.failing.name,
-        state: decision.failing.state,
-      },
-      why: decision.why,
-      notRestarted,
-    };
-    // Durable before anything else: from here every path that restarts refuses these changes (wave-guard.ts).
-    try {
-      await deps.rotations.halt({
-        rotation: set.key,
-        route: set.route,
-        changes: set.changes.map((c) => changeIdentity(queuedChange(c))),
-        ...halt,
-        haltedAt: new Date(now()).toISOString(),
-      });
-    } catch (e) {
-      deps.telemetry.warn('could not record the halt; the gate will be redelivered', {
-        ...fields,
-        error: e instanceof Error ? e.name : String(e),
-      });
-      return false;
-    }
-    outcome.halts.push(halt);
-    await noticeHalt(deps, set, halt);
-    deps.telemetry.error('rotation halted', {
-      ...fields,
-      rotation: set.key,
-      failing: halt.failing,
-      why: decision.why,
-      notRestarted,
-    });
-    // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
-    deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
-    deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'halted' });
-    const target = waveTargets.find(
-      (t) =>
-        t.cluster === decision.failing.cluster &&
-        t.namespace === decision.failing.namespace &&
-        results.some((r) => r.restartToken === t.restartToken && r.name === decision.failing.name),
-    );
-    if (target) {
-      const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`;
-      await recordHalt(deps.table, target, decision.failing.name, deps.executor, eventMessage);
-    }
-    return true;
-  }
+  if (decision.action === 'wait') return waitForWave(gate, decision);
+  if (decision.action === 'fail' && decision.onFailure === 'halt') return haltRotation(gate, decision);
   if (decision.action === 'fail')
-    deps.telemetry.warn('wave gate failed; continuing (onFailure: continue)', { ...fields, why: decision.why });
+    deps.telemetry.warn('wave gate failed; continuing (onFailure: continue)', { ...gate.fields, why: decision.why });
+  return releaseNextWave(gate, targets, deps.queue);
+}
 
-  // Advance: the next wave's clusters, and its gate unless it is the last wave.
+/** A halted rotation's gate, or a gate for a wave no passed gate released, is refused (lib/pipeline/wave-guard.ts). */
+async function gateRefusal(deps: WorkerDeps, message: GateMessage, set: ChangeSet): Promise<string | undefined> {
+  const halted = await haltOf(deps.rotations, message.changes);
+  if (halted) return haltedReason(halted);
+  if (message.wave > 0 && (await deps.rotations.releasedWave(set.key)) < message.wave)
+    return `a gate for wave ${message.wave + 1} of rotation ${set.key}, which no passed gate released`;
+  return undefined;
+}
+
+const waveTargetStateOf = (r: RolloutResult): WaveTargetState => ({
+  cluster: r.cluster,
+  namespace: r.namespace,
+  kind: r.kind,
+  name: r.name,
+  state: waveTargetState(r),
+  reason: r.rolloutReason ?? r.detail ?? r.reason,
+});
+
+/**
+ * A newer version of the secret already restarted this wave's workloads: this rotation is superseded. The newest
+ * value wins; this rotation's later waves never run (the newer rotation's own gates release them).
+ */
+function superseded({ deps, set, results, fields }: Gate): boolean {
+  const newer = results.filter((r) => r.outcome === 'skipped' && r.reason === SUPERSEDED_REASON);
+  if (newer.length === 0) return false;
+  deps.telemetry.info('rotation superseded by a newer version; its later waves will not run', {
+    ...fields,
+    rotation: set.key,
+    newer: newer
+      .slice(0, 5)
+      .map((r) => ({ cluster: r.cluster, namespace: r.namespace, kind: r.kind, name: r.name, detail: r.detail })),
+  });
+  return true;
+}
+
+/**
+ * The one waiting decision: the gate's own delay is its hint (a pause ends exactly; a rolling wave is woken
+ * earlier by a watch where one runs).
+ */
+function waitForWave(
+  { deps, outcome, record, message, results, fields, now, since }: Gate,
+  decision: Extract<GateAction, { action: 'wait' }>,
+): Promise<boolean> {
+  const wait = decideWait({ pending: true, now: now(), since: since ?? now(), hintMs: decision.delayMs });
+  const ms = wait.action === 'lookAgainAfter' ? wait.ms : decision.delayMs;
+  const rolling = results.filter((r) => r.rollout === 'progressing');
+  return lookAgainAfter(deps, outcome, {
+    records: [record],
+    ms,
+    watch: rolling.map((r) => ({
+      cluster: r.cluster,
+      namespace: r.namespace,
+      kind: r.kind,
+      name: r.name,
+      restartToken: r.restartToken,
+    })),
+    fields: { ...fields, why: decision.why, round: message.round },
+    fresh: (lookAt) => (message.round + 1 > MAX_GATE_ROUNDS ? undefined : freshGate(message, lookAt)),
+  });
+}
+
+/**
+ * The wave failed its gate under `onFailure: halt`: the halt recorded (durable before anything else), noticed,
+ * logged and counted, and an Event on the workload that failed it. False: the halt could not be recorded.
+ */
+async function haltRotation(gate: Gate, decision: Extract<GateAction, { action: 'fail' }>): Promise<boolean> {
+  const { deps, set, message, secrets, fields } = gate;
+  // decideGate fails only a wave with a recorded start, so only a rotation the store shows started halts.
+  const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
+  const { cluster, namespace, kind, name, state } = decision.failing;
+  const halt: HaltRecord = {
+    secrets,
+    wave: message.wave + 1,
+    waves: set.waves.length,
+    failing: { cluster, namespace, kind, name, state },
+    why: decision.why,
+    notRestarted,
+  };
+  // From here every path that restarts refuses these changes (wave-guard.ts).
+  try {
+    await deps.rotations.halt({
+      rotation: set.key,
+      route: set.route,
+      changes: set.changes.map((c) => changeIdentity(queuedChange(c))),
+      ...halt,
+      haltedAt: new Date(gate.now()).toISOString(),
+    });
+  } catch (e) {
+    deps.telemetry.warn('could not record the halt; the gate will be redelivered', {
+      ...fields,
+      error: e instanceof Error ? e.name : String(e),
+    });
+    return false;
+  }
+  gate.outcome.halts.push(halt);
+  await noticeHalt(deps, set, halt);
+  deps.telemetry.error('rotation halted', {
+    ...fields,
+    rotation: set.key,
+    failing: halt.failing,
+    why: decision.why,
+    notRestarted,
+  });
+  // No dimension but the service's: the alarm (serverless.yml HaltedRotationsAlarm) watches exactly that metric.
+  deps.telemetry.metric(METRICS.haltedRotations, 1, 'Count');
+  deps.telemetry.metric(METRICS.gateDecisions, 1, 'Count', { decision: 'halted' });
+  const target = gate.waveTargets.find(
+    (t) =>
+      t.cluster === cluster &&
+      t.namespace === namespace &&
+      gate.results.some((r) => r.restartToken === t.restartToken && r.name === name),
+  );
+  if (target) {
+    const eventMessage = `vault-rollout halted the rotation of ${secrets.join(', ')} at wave ${halt.wave} of ${halt.waves}: ${decision.why}. Not restarted: ${notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`;
+    await recordHalt(deps.table, target, name, deps.executor, eventMessage);
+  }
+  return true;
+}
+
+/** Advance: the next wave's clusters, and its gate unless it is the last wave. False: they could not be queued. */
+async function releaseNextWave(
+  { deps, set, message, next, fields, now }: Gate,
+  targets: RolloutTarget[],
+  queue: NonNullable<WorkerDeps['queue']>,
+): Promise<boolean> {
   const startedAt = new Date(now()).toISOString();
   const inSet = new Set(set.changes);
   const byCluster = changesByCluster(set.changes, { targets });
@@ -268,7 +248,7 @@ export async function workGate(
     // messages the guard refuses. Its gate times it from this start (the first one written stays).
     await deps.rotations.markWave(set.key, message.wave + 1, 'startedAt', startedAt);
     await deps.rotations.releaseWave(set.key, message.wave + 1);
-    await deps.queue.send(messages);
+    await queue.send(messages);
   } catch (e) {
     deps.telemetry.warn('could not queue the next wave; the gate will be redelivered', {
       ...fields,

@@ -10,16 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../lib/http/app.ts';
-import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
-import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import type { QueueMessage, RolloutMessage } from '../../lib/queue/rollout-message.ts';
 import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { startSqsWorker } from '../../lib/runtime/sqs-worker.ts';
 import { waitFor } from '../clusters/kube-http.ts';
-import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import {
   cluster,
@@ -30,6 +26,7 @@ import {
   settledWorkload,
   uniqueName,
 } from './support.ts';
+import { kvWriteAudit, postToIntake, workerClients } from './wave-fixtures.ts';
 import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-follow');
@@ -81,38 +78,10 @@ describe('follow-ups', () => {
       visibilityTimeoutSeconds: 30,
     });
     const rolloutQueue = new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl });
-    const app = buildApp({
-      table,
-      queue: rolloutQueue,
-      telemetry: memoryTelemetry(),
-      secrets: async () => ({ bearerToken: BEARER_TOKEN }),
-    });
-    const audit = JSON.stringify({
-      time: new Date().toISOString(),
-      type: 'response',
-      request: {
-        id: 'follow-1',
-        operation: 'update',
-        mount_type: 'kv',
-        mount_point: 'secret/',
-        path: 'secret/data/follow/slow',
-      },
-      response: { data: { version: 2 } },
-    });
-    expect(
-      (
-        await app.request('/v1/vault/audit', {
-          method: 'POST',
-          body: audit,
-          headers: { authorization: `Bearer ${BEARER_TOKEN}` },
-        })
-      ).status,
-    ).toBe(202);
+    await postToIntake(table, rolloutQueue, kvWriteAudit('follow-1', 'secret/follow/slow', 2));
 
     const telemetry = memoryTelemetry();
-    const clients = new ClusterClients(
-      createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
-    );
+    const clients = workerClients(dir, telemetry);
     const requeued: RolloutMessage[] = [];
     const follow = {
       requeue: async (m: RolloutMessage) => {

@@ -9,17 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GetQueueAttributesCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../lib/http/app.ts';
-import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
-import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { SqsRolloutQueue } from '../../lib/queue/sqs-queue.ts';
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { startSqsWorker } from '../../lib/runtime/sqs-worker.ts';
 import { waitFor } from '../clusters/kube-http.ts';
-import { BEARER_TOKEN } from '../secrets.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import { cluster, createNamespace, createWorkload, deleteNamespace, getWorkload, uniqueName } from './support.ts';
+import { kvWriteAudit, postToIntake, workerClients } from './wave-fixtures.ts';
 import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-forged');
@@ -170,38 +167,14 @@ describe('forged queue messages', () => {
       );
     }
     // The real change, through the intake, queued behind the forged ones in alpha's group.
-    const app = buildApp({
+    await postToIntake(
       table,
-      queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
-      telemetry: memoryTelemetry(),
-      secrets: async () => ({ bearerToken: BEARER_TOKEN }),
-    });
-    const audit = JSON.stringify({
-      time: new Date().toISOString(),
-      type: 'response',
-      request: {
-        id: 'real-1',
-        operation: 'update',
-        mount_type: 'kv',
-        mount_point: 'secret/',
-        path: 'secret/data/forged/api',
-      },
-      response: { data: { version: 3 } },
-    });
-    expect(
-      (
-        await app.request('/v1/vault/audit', {
-          method: 'POST',
-          body: audit,
-          headers: { authorization: `Bearer ${BEARER_TOKEN}` },
-        })
-      ).status,
-    ).toBe(202);
+      new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
+      kvWriteAudit('real-1', 'secret/forged/api', 3),
+    );
 
     const telemetry = memoryTelemetry();
-    const clients = new ClusterClients(
-      createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
-    );
+    const clients = workerClients(dir, telemetry);
     const worker = startSqsWorker(
       sqs,
       { table, rotations: new MemoryRotationStore(), telemetry, executor: { access: (n, c) => clients.get(n, c) } },

@@ -20,8 +20,6 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
-import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
-import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { processBatch, type QueueRecord } from '../../lib/pipeline/worker.ts';
 import { memoryRolloutQueue } from '../../lib/queue/sqlite-queue.ts';
@@ -37,15 +35,15 @@ import type { SecretChange } from '../../lib/sources/secret-change.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { REPO_ROOT, startDevServer, type DevServer } from '../vault/server.ts';
+import { admin, createNamespace, deleteNamespace, uniqueName } from './support.ts';
 import {
-  admin,
-  cluster,
-  createNamespace,
-  createWorkload,
-  deleteNamespace,
-  getWorkload,
-  uniqueName,
-} from './support.ts';
+  clustersYaml,
+  deployGoodAndHeld,
+  deploymentComplete,
+  kvWriteAudit,
+  replicaSetsFor as replicaSetsOf,
+  workerClients,
+} from './wave-fixtures.ts';
 
 const NS = uniqueName('vr-halts');
 const CLUSTERS = ['alpha', 'beta', 'gamma'] as const;
@@ -63,13 +61,10 @@ beforeAll(async () => {
   await server.client.writePolicy('vault-rollout-reconcile', POLICY);
   ({ token } = await server.client.createToken({ policies: ['vault-rollout-reconcile'] }));
   routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map(
-    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
-  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
-${kubeconfigs}
+${clustersYaml(CLUSTERS)}
 vault: { mounts: { secret: 2 } }
 rotationStore: { sqlite: ${JSON.stringify(stateDb)} }
 rollout:
@@ -88,33 +83,7 @@ routes:
   new SqliteRotationStore(stateDb).close();
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
   // `held`: its version-2 pods never become Ready in gamma (the first wave) only.
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map(async (c) => {
-        const annotations =
-          name === 'held' && c === 'gamma'
-            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/halts/held': 2 }) }
-            : {};
-        const template = {
-          metadata: { labels: { app: name }, annotations },
-          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
-        };
-        await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
-      }),
-    ),
-  );
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map((c) =>
-        waitFor(
-          async () =>
-            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
-              ?.readyReplicas === 1 || undefined,
-          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
-        ),
-      ),
-    ),
-  );
+  await deployGoodAndHeld(NS, CLUSTERS, 'gamma', 'secret/halts/held');
   // The versions exist in Vault after the pods started, so reconcile finds the clusters that were not restarted behind.
   for (const app of ['good', 'held'])
     for (const v of [1, 2]) await server.client.kv2Write('secret', `halts/${app}`, { v: `${v}` });
@@ -138,21 +107,11 @@ async function cli(
 }
 
 const auditLine = (app: string, version: number) =>
-  `${JSON.stringify({ time: new Date().toISOString(), type: 'response', request: { id: `halts-${app}-${version}`, operation: 'update', mount_type: 'kv', mount_point: 'secret/', path: `secret/data/halts/${app}` }, response: { data: { version } } })}\n`;
+  `${kvWriteAudit(`halts-${app}-${version}`, `secret/halts/${app}`, version)}\n`;
 
-interface ReplicaSetView {
-  metadata: { creationTimestamp: string };
-  spec: { template: { metadata?: { annotations?: Record<string, string> } } };
-}
-async function replicaSetsFor(c: string, app: string, version: number): Promise<ReplicaSetView[]> {
-  const res = await admin(c).request('GET', `/apis/apps/v1/namespaces/${NS}/replicasets?labelSelector=app%3D${app}`);
-  return (res.body as { items: ReplicaSetView[] }).items.filter(
-    (rs) =>
-      JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')[
-        `secret/halts/${app}`
-      ] === version,
-  );
-}
+/** The ReplicaSets vault-rollout made for `secret/halts/<app>` at `version`. */
+const replicaSetsFor = (c: string, app: string, version: number) =>
+  replicaSetsOf(NS, c, app, `secret/halts/${app}`, version);
 
 describe('a halt holds on every path', () => {
   it('apply runs a three-wave table wave by wave', async () => {
@@ -236,9 +195,7 @@ describe('a halt holds on every path', () => {
     await queue.send([toBeta as NonNullable<typeof toBeta>, gate]);
     const received = await queue.receive({ max: 10 });
     const telemetry = memoryTelemetry();
-    const clients = new ClusterClients(
-      createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
-    );
+    const clients = workerClients(dir, telemetry);
     const rotations = new SqliteRotationStore(stateDb);
     const dead: string[] = [];
     const out = await processBatch(
@@ -282,22 +239,10 @@ describe('a halt holds on every path', () => {
       body: [{ op: 'remove', path: '/spec/template/metadata/annotations/vault-rollout.test~1unready-versions' }],
       contentType: 'application/json-patch+json',
     });
-    await waitFor(
-      async () => {
-        const d = (await getWorkload('gamma', NS, 'Deployment', 'held')) as {
-          metadata: { generation?: number };
-          status?: { observedGeneration?: number; updatedReplicas?: number; readyReplicas?: number; replicas?: number };
-        };
-        return (
-          (d.status?.observedGeneration === d.metadata.generation &&
-            d.status?.updatedReplicas === 1 &&
-            d.status?.readyReplicas === 1 &&
-            d.status?.replicas === 1) ||
-          undefined
-        );
-      },
-      { timeoutMs: 60_000, what: 'gamma held complete after the fix' },
-    );
+    await waitFor(async () => (await deploymentComplete(NS, 'gamma', 'held')) || undefined, {
+      timeoutMs: 60_000,
+      what: 'gamma held complete after the fix',
+    });
 
     const cleared = await cli(['halts', 'clear', rotation, '--routes', routesFile]);
     expect(cleared.code).toBe(0);

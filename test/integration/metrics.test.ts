@@ -11,16 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
-import {
-  cluster,
-  createNamespace,
-  createWorkload,
-  deleteNamespace,
-  getWorkload,
-  spawnServe,
-  uniqueName,
-  type ServeChild,
-} from './support.ts';
+import { createNamespace, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
+import { clustersYaml, deployGoodAndHeld, kvWriteAudit, serveEnv } from './wave-fixtures.ts';
 
 const NS = uniqueName('vr-metrics');
 const CLUSTERS = ['gamma', 'alpha'] as const;
@@ -29,13 +21,10 @@ let serve: ServeChild;
 
 beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map(
-    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
-  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
-${kubeconfigs}
+${clustersYaml(CLUSTERS)}
 vault: { mounts: { secret: 2 } }
 rollout:
   waves: [{ clusters: [gamma] }, { clusters: [alpha] }]
@@ -50,44 +39,12 @@ routes:
   );
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
   // `held`: its version-2 pods never become Ready in gamma (the first wave).
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map(async (c) => {
-        const annotations =
-          name === 'held' && c === 'gamma'
-            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/metrics/held': 2 }) }
-            : {};
-        const template = {
-          metadata: { labels: { app: name }, annotations },
-          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
-        };
-        await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
-      }),
-    ),
-  );
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map((c) =>
-        waitFor(
-          async () =>
-            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
-              ?.readyReplicas === 1 || undefined,
-          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
-        ),
-      ),
-    ),
-  );
+  await deployGoodAndHeld(NS, CLUSTERS, 'gamma', 'secret/metrics/held');
   serve = await spawnServe({
     routesFile,
     queueFile: join(dir, 'queue.sqlite'),
     listenTimeoutMs: 180_000,
-    env: {
-      HOME: dir,
-      VAULT_ROLLOUT_STATE_DB: join(dir, 'state', 'rotations.sqlite'),
-      VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
-      POWERTOOLS_LOG_LEVEL: 'SILENT',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-    },
+    env: serveEnv(dir, join(dir, 'state', 'rotations.sqlite')),
   });
 }, 300_000);
 
@@ -97,18 +54,7 @@ afterAll(async () => {
 });
 
 const auditLine = (app: string, version: number) =>
-  JSON.stringify({
-    time: new Date().toISOString(),
-    type: 'response',
-    request: {
-      id: `metrics-${app}-${version}`,
-      operation: 'update',
-      mount_type: 'kv',
-      mount_point: 'secret/',
-      path: `secret/data/metrics/${app}`,
-    },
-    response: { data: { version } },
-  });
+  kvWriteAudit(`metrics-${app}-${version}`, `secret/metrics/${app}`, version);
 const readLine = (app: string) =>
   JSON.stringify({
     time: new Date().toISOString(),

@@ -23,7 +23,6 @@ import { GetItemCommand, ScanCommand, type DynamoDBClient } from '@aws-sdk/clien
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../lib/http/app.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { eventId } from '../../lib/notify/event.ts';
 import { noticeDeadLetter } from '../../lib/pipeline/rotation-notices.ts';
@@ -33,7 +32,6 @@ import { loadRoutingTable } from '../../lib/routing/routing-table.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { createRotationStateTable, startDynamoDbLocal, type DynamoDbLocal } from '../dynamodb/dynamodb-local.ts';
 import { recordOutput } from '../hygiene/capture.ts';
-import { BEARER_TOKEN } from '../secrets.ts';
 import { verifyNotification } from '../../lib/notify/sinks.ts';
 import { createFifoQueueWithDlq, emulatorClient, startSqsEmulator, type SqsEmulator } from '../sqs/emulator.ts';
 import {
@@ -45,6 +43,7 @@ import {
   repoRootDir,
   uniqueName,
 } from './support.ts';
+import { kvWriteAudit, postToIntake } from './wave-fixtures.ts';
 
 const NS = uniqueName('vr-notify-aws');
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-notify-aws-'));
@@ -308,33 +307,11 @@ ${sinksBlock('[complete, dead-letter]')}routes:
     worker.stdout?.on('data', capture);
     worker.stderr?.on('data', capture);
     try {
-      const app = buildApp({
-        table: loadRoutingTable(routes, routesFile),
-        queue: new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
-        telemetry: memoryTelemetry(),
-        secrets: async () => ({ bearerToken: BEARER_TOKEN }),
-      });
-      const audit = JSON.stringify({
-        time: new Date().toISOString(),
-        type: 'response',
-        request: {
-          id: 'notify-worker-1',
-          operation: 'update',
-          mount_type: 'kv',
-          mount_point: 'secret/',
-          path: 'secret/data/notify-worker/api',
-        },
-        response: { data: { version: 2 } },
-      });
-      expect(
-        (
-          await app.request('/v1/vault/audit', {
-            method: 'POST',
-            body: audit,
-            headers: { authorization: `Bearer ${BEARER_TOKEN}` },
-          })
-        ).status,
-      ).toBe(202);
+      await postToIntake(
+        loadRoutingTable(routes, routesFile),
+        new SqsRolloutQueue({ client: sqs, queueUrl: queue.queueUrl }),
+        kvWriteAudit('notify-worker-1', 'secret/notify-worker/api', 2),
+      );
       await waitFor(
         async () =>
           (await getWorkload('alpha', NS, 'Deployment', 'api')).spec.template?.metadata?.annotations?.[

@@ -20,16 +20,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyNotification } from '../../lib/notify/sinks.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../secrets.ts';
-import {
-  cluster,
-  createNamespace,
-  createWorkload,
-  deleteNamespace,
-  getWorkload,
-  spawnServe,
-  uniqueName,
-  type ServeChild,
-} from './support.ts';
+import { createNamespace, deleteNamespace, getWorkload, spawnServe, uniqueName, type ServeChild } from './support.ts';
+import { clustersYaml, deployGoodAndHeld, kvWriteAudit, serveEnv } from './wave-fixtures.ts';
 
 const NS = uniqueName('vr-notify');
 const CLUSTERS = ['gamma', 'alpha'] as const;
@@ -63,18 +55,14 @@ async function listen(
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
 }
 
-const env = (urls: { ok: string; hang: string; err: string }) => ({
-  HOME: dir,
-  VAULT_ROLLOUT_STATE_DB: join(dir, 'state', 'rotations.sqlite'),
-  VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
-  POWERTOOLS_LOG_LEVEL: 'SILENT',
-  POWERTOOLS_METRICS_DISABLED: 'true',
-  VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1',
-  NOTIFY_OK_URL: urls.ok,
-  NOTIFY_HANG_URL: urls.hang,
-  NOTIFY_ERR_URL: urls.err,
-  NOTIFY_KEY: KEY,
-});
+const env = (urls: { ok: string; hang: string; err: string }) =>
+  serveEnv(dir, join(dir, 'state', 'rotations.sqlite'), {
+    VAULT_ROLLOUT_NOTIFY_ALLOW_LOOPBACK_HTTP: '1',
+    NOTIFY_OK_URL: urls.ok,
+    NOTIFY_HANG_URL: urls.hang,
+    NOTIFY_ERR_URL: urls.err,
+    NOTIFY_KEY: KEY,
+  });
 let urls: { ok: string; hang: string; err: string };
 
 beforeAll(async () => {
@@ -98,13 +86,10 @@ beforeAll(async () => {
     }),
   };
   routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map(
-    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
-  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
-${kubeconfigs}
+${clustersYaml(CLUSTERS)}
 vault: { mounts: { secret: 2 } }
 rollout:
   waves: [{ clusters: [gamma] }, { clusters: [alpha] }]
@@ -124,33 +109,8 @@ routes:
 `,
   );
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map(async (c) => {
-        const annotations =
-          name === 'held' && c === 'gamma'
-            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/notify/held': 2 }) }
-            : {};
-        const template = {
-          metadata: { labels: { app: name }, annotations },
-          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
-        };
-        await createWorkload(c, NS, 'Deployment', name, {}, { replicas: 1, template });
-      }),
-    ),
-  );
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map((c) =>
-        waitFor(
-          async () =>
-            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
-              ?.readyReplicas === 1 || undefined,
-          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
-        ),
-      ),
-    ),
-  );
+  // `held`: its version-2 pods never become Ready in gamma (the first wave).
+  await deployGoodAndHeld(NS, CLUSTERS, 'gamma', 'secret/notify/held');
   serve = await spawnServe({
     routesFile,
     queueFile: join(dir, 'queue.sqlite'),
@@ -175,18 +135,7 @@ afterAll(async () => {
 
 /** `again`: the same write seen again under another request id (a second feed, a replayed log): a new queue message, the same rotation. */
 const auditLine = (app: string, version: number, again = '') =>
-  JSON.stringify({
-    time: new Date().toISOString(),
-    type: 'response',
-    request: {
-      id: `notify-${app}-${version}${again}`,
-      operation: 'update',
-      mount_type: 'kv',
-      mount_point: 'secret/',
-      path: `secret/data/notify/${app}`,
-    },
-    response: { data: { version } },
-  });
+  kvWriteAudit(`notify-${app}-${version}${again}`, `secret/notify/${app}`, version);
 const post = async (body: string) => {
   const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
     method: 'POST',

@@ -17,16 +17,15 @@ import { waitFor } from '../clusters/kube-http.ts';
 import { BEARER_TOKEN, STATUS_TOKEN } from '../secrets.ts';
 import { ensureDebianChromium, launchChromium, type Browser } from './chromium.ts';
 import {
-  cluster,
   createNamespace,
   createWorkload,
   deleteNamespace,
-  getWorkload,
   repoRootDir,
   spawnServe,
   uniqueName,
   type ServeChild,
 } from './support.ts';
+import { clustersYaml, deployGoodAndHeld, kvWriteAudit, podTemplate, serveEnv } from './wave-fixtures.ts';
 
 const NS = uniqueName('vr-status-page');
 const CLUSTERS = ['gamma', 'alpha', 'beta'] as const;
@@ -47,13 +46,10 @@ let serve: ServeChild;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
-  const kubeconfigs = CLUSTERS.map(
-    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
-  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
-${kubeconfigs}
+${clustersYaml(CLUSTERS)}
 vault: { mounts: { secret: 2 } }
 rollout:
   waves: [{ clusters: [gamma] }, { clusters: [alpha] }, { clusters: [beta] }]
@@ -67,65 +63,26 @@ routes:
 `,
   );
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
-  const template = (name: string, annotations: Record<string, string> = {}) => ({
-    metadata: { labels: { app: name }, annotations },
-    spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
-  });
-  await Promise.all([
-    ...['good', 'held'].flatMap((name) =>
-      CLUSTERS.map((c) =>
-        createWorkload(
-          c,
-          NS,
-          'Deployment',
-          name,
-          {},
-          {
-            replicas: 1,
-            template: template(
-              name,
-              name === 'held' && c === 'gamma'
-                ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/status/held': 2 }) }
-                : {},
-            ),
-          },
-        ),
-      ),
-    ),
-    createWorkload(
-      'gamma',
-      NS,
-      'Deployment',
-      'tenant',
-      {},
-      { replicas: 1, template: template('tenant', { 'vault-rollout.io/versions': JSON.stringify({ [XSS_PATH]: 1 }) }) },
-    ),
-  ]);
-  await Promise.all(
-    ['good', 'held'].flatMap((name) =>
-      CLUSTERS.map((c) =>
-        waitFor(
-          async () =>
-            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
-              ?.readyReplicas === 1 || undefined,
-          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
-        ),
-      ),
-    ),
+  // `tenant` records a path whose name is markup; it is not waited for (nothing restarts it).
+  await createWorkload(
+    'gamma',
+    NS,
+    'Deployment',
+    'tenant',
+    {},
+    {
+      replicas: 1,
+      template: podTemplate('tenant', { 'vault-rollout.io/versions': JSON.stringify({ [XSS_PATH]: 1 }) }),
+    },
   );
+  // `held`: its version-2 pods never become Ready in gamma (the first wave).
+  await deployGoodAndHeld(NS, CLUSTERS, 'gamma', 'secret/status/held');
   serve = await spawnServe({
     routesFile,
     queueFile: join(dir, 'queue.sqlite'),
     args: ['--status-page', '--status-refresh', '5s'],
     listenTimeoutMs: 180_000,
-    env: {
-      HOME: dir,
-      VAULT_ROLLOUT_STATE_DB: stateDb,
-      VAULT_ROLLOUT_WEBHOOK_TOKEN: BEARER_TOKEN,
-      VAULT_ROLLOUT_STATUS_TOKEN: STATUS_TOKEN,
-      POWERTOOLS_LOG_LEVEL: 'SILENT',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-    },
+    env: serveEnv(dir, stateDb, { VAULT_ROLLOUT_STATUS_TOKEN: STATUS_TOKEN }),
   });
 }, 300_000);
 
@@ -136,18 +93,7 @@ afterAll(async () => {
 });
 
 const auditLine = (app: string, version: number) =>
-  JSON.stringify({
-    time: new Date().toISOString(),
-    type: 'response',
-    request: {
-      id: `status-page-${app}-${version}`,
-      operation: 'update',
-      mount_type: 'kv',
-      mount_point: 'secret/',
-      path: `secret/data/status/${app}`,
-    },
-    response: { data: { version } },
-  });
+  kvWriteAudit(`status-page-${app}-${version}`, `secret/status/${app}`, version);
 const auth = { authorization: `Bearer ${BEARER_TOKEN}` };
 /** The page's own read-only credential: the intake's token is not taken there. */
 const pageAuth = { authorization: `Bearer ${STATUS_TOKEN}` };

@@ -9,10 +9,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../lib/http/app.ts';
-import { ClusterClients } from '../../lib/kube/cluster-clients.ts';
 import { haltEventName } from '../../lib/plan/restart-record.ts';
-import { createClusterAccessResolver, defaultClusterAccessDeps } from '../../lib/kube/credentials/resolve.ts';
 import { memoryTelemetry } from '../../lib/kernel/telemetry.ts';
 import { processBatch, type WorkerDeps } from '../../lib/pipeline/worker.ts';
 import { memoryRolloutQueue, type SqliteRolloutQueue } from '../../lib/queue/sqlite-queue.ts';
@@ -20,17 +17,17 @@ import { isGateMessage, parseRolloutMessage } from '../../lib/queue/rollout-mess
 import { loadRoutingTable, type RoutingTable } from '../../lib/routing/routing-table.ts';
 import { startLocalWorker } from '../../lib/runtime/local-worker.ts';
 import { waitFor } from '../clusters/kube-http.ts';
-import { BEARER_TOKEN } from '../secrets.ts';
+import { admin, createNamespace, deleteNamespace, events, getWorkload, uniqueName } from './support.ts';
 import {
-  admin,
-  cluster,
-  createNamespace,
-  createWorkload,
-  deleteNamespace,
-  events,
-  getWorkload,
-  uniqueName,
-} from './support.ts';
+  clustersYaml,
+  deployReady,
+  deploymentComplete,
+  kvWriteAudit,
+  postToIntake,
+  replicaSetsFor as replicaSetsOf,
+  unreadyVersions,
+  workerClients,
+} from './wave-fixtures.ts';
 import { MemoryRotationStore } from '../../lib/rotations/rotation-store.ts';
 
 const NS = uniqueName('vr-waves');
@@ -48,13 +45,10 @@ const REPLICAS: Record<string, number> = { newer: 2 };
 
 beforeAll(async () => {
   const routesFile = join(dir, 'routes.yaml');
-  const kubeconfigs = CLUSTERS.map(
-    (c) => `  ${c}: { kubeconfig: { file: ${JSON.stringify(cluster(c).vaultRolloutKubeconfig)} } }`,
-  ).join('\n');
   writeFileSync(
     routesFile,
     `clusters:
-${kubeconfigs}
+${clustersYaml(CLUSTERS)}
 vault: { mounts: { secret: 2 } }
 rollout:
   waves: [{ clusters: [gamma] }, { clusters: [alpha] }, { clusters: [beta] }]
@@ -77,35 +71,15 @@ routes:
   );
   table = loadRoutingTable(readFileSync(routesFile, 'utf8'), routesFile);
   await Promise.all(CLUSTERS.map((c) => createNamespace(c, NS)));
-  await Promise.all(
-    Object.entries(WORKLOADS).flatMap(([name, where]) =>
-      where.map(async (c) => {
-        const annotations =
-          name === 'bad'
-            ? { 'vault-rollout.test/unready-versions': JSON.stringify({ 'secret/waves/bad': 2 }) }
-            : name === 'newer'
-              ? { 'vault-rollout.test/readiness': 'slow' }
-              : {};
-        const template = {
-          metadata: { labels: { app: name }, annotations },
-          spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
-        };
-        await createWorkload(c, NS, 'Deployment', name, {}, { replicas: REPLICAS[name] ?? 1, template });
-      }),
-    ),
-  );
-  await Promise.all(
-    Object.entries(WORKLOADS).flatMap(([name, where]) =>
-      where.map((c) =>
-        waitFor(
-          async () =>
-            ((await getWorkload(c, NS, 'Deployment', name)) as { status?: { readyReplicas?: number } }).status
-              ?.readyReplicas === (REPLICAS[name] ?? 1) || undefined,
-          { timeoutMs: 90_000, what: `${name} Ready in ${c}` },
-        ),
-      ),
-    ),
-  );
+  await deployReady(NS, WORKLOADS, {
+    annotations: (name) =>
+      name === 'bad'
+        ? unreadyVersions({ 'secret/waves/bad': 2 })
+        : name === 'newer'
+          ? { 'vault-rollout.test/readiness': 'slow' }
+          : {},
+    replicas: (name) => REPLICAS[name] ?? 1,
+  });
 }, 300_000);
 
 afterAll(async () => {
@@ -114,9 +88,7 @@ afterAll(async () => {
 
 function workerDeps(queue: SqliteRolloutQueue): WorkerDeps & { telemetry: ReturnType<typeof memoryTelemetry> } {
   const telemetry = memoryTelemetry();
-  const clients = new ClusterClients(
-    createClusterAccessResolver(defaultClusterAccessDeps({ routingTableDir: dir, env: {}, logger: telemetry })),
-  );
+  const clients = workerClients(dir, telemetry);
   return {
     table,
     rotations: new MemoryRotationStore(),
@@ -129,60 +101,15 @@ function workerDeps(queue: SqliteRolloutQueue): WorkerDeps & { telemetry: Return
 }
 
 let request = 0;
-async function write(queue: SqliteRolloutQueue, path: string, version: number): Promise<void> {
-  const app = buildApp({
-    table,
-    queue,
-    telemetry: memoryTelemetry(),
-    secrets: async () => ({ bearerToken: BEARER_TOKEN }),
-  });
-  const audit = JSON.stringify({
-    time: new Date().toISOString(),
-    type: 'response',
-    request: {
-      id: `waves-${++request}`,
-      operation: 'update',
-      mount_type: 'kv',
-      mount_point: 'secret/',
-      path: path.replace(/^secret\//, 'secret/data/'),
-    },
-    response: { data: { version } },
-  });
-  const res = await app.request('/v1/vault/audit', {
-    method: 'POST',
-    body: audit,
-    headers: { authorization: `Bearer ${BEARER_TOKEN}` },
-  });
-  expect(res.status).toBe(202);
-}
-
-interface ReplicaSetView {
-  metadata: { creationTimestamp: string };
-  spec: { template: { metadata?: { annotations?: Record<string, string> } } };
-}
+/** A KV write of `path` at `version`, through the intake into `queue`, as the audit device reports it. */
+const write = (queue: SqliteRolloutQueue, path: string, version: number): Promise<void> =>
+  postToIntake(table, queue, kvWriteAudit(`waves-${++request}`, path, version));
 
 /** The ReplicaSets of a Deployment that vault-rollout made for `path` at `version` (by the restart record in their template). */
-async function replicaSetsFor(c: string, app: string, path?: string, version?: number): Promise<ReplicaSetView[]> {
-  const res = await admin(c).request('GET', `/apis/apps/v1/namespaces/${NS}/replicasets?labelSelector=app%3D${app}`);
-  const items = (res.body as { items: ReplicaSetView[] }).items;
-  if (path === undefined) return items;
-  return items.filter(
-    (rs) => JSON.parse(rs.spec.template.metadata?.annotations?.['vault-rollout.io/versions'] ?? '{}')[path] === version,
-  );
-}
+const replicaSetsFor = (c: string, app: string, path?: string, version?: number) =>
+  replicaSetsOf(NS, c, app, path, version);
 
-const complete = async (c: string, app: string) => {
-  const d = (await getWorkload(c, NS, 'Deployment', app)) as {
-    metadata: { generation?: number };
-    status?: { observedGeneration?: number; updatedReplicas?: number; readyReplicas?: number; replicas?: number };
-  };
-  return (
-    d.status?.observedGeneration === d.metadata.generation &&
-    d.status?.updatedReplicas === 1 &&
-    d.status?.readyReplicas === 1 &&
-    d.status?.replicas === 1
-  );
-};
+const complete = (c: string, app: string) => deploymentComplete(NS, c, app);
 
 describe('progressive rotation', () => {
   it('three waves: gamma, then alpha, then beta, each after the previous is complete plus the pause', async () => {
