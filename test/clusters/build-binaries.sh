@@ -2,7 +2,7 @@
 # Builds the Kubernetes control-plane binaries used by the integration
 # clusters (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
 # kubelet and kube-proxy for the real node, etcd), the kwok node simulator, and the Argo Rollouts, External Secrets (Vault provider only) and Vault Secrets
-# Operator controllers from their Go modules, caches them outside the checkout and symlinks them into
+# Operator controllers and kube-router (its NetworkPolicy firewall, for the real node) from their Go modules, caches them outside the checkout and symlinks them into
 # <repo>/.local/bin/.
 #
 # Idempotent: a component whose cache dir carries a complete stamp is reused.
@@ -20,6 +20,8 @@
 #                 its providers, apis and runtime are nested modules the module proxy does not serve)
 #   VSO_VERSION   github.com/hashicorp/vault-secrets-operator version (default v0.10.0, the version
 #                 the module proxy serves here)
+#   KUBE_ROUTER_VERSION  github.com/cloudnativelabs/kube-router/v2 version (default v2.1.0, the only one the module
+#                 proxy serves here); only its NetworkPolicy firewall runs, on the real node
 #   GO            go binary (default: `go` on PATH, else /usr/local/go/bin/go)
 #   BUILD_P       go build -p value (default 2)
 set -euo pipefail
@@ -31,6 +33,7 @@ KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 ARGO_ROLLOUTS_VERSION="${ARGO_ROLLOUTS_VERSION:-v1.10.1}"
 ESO_VERSION="${ESO_VERSION:-v0.20.4}"
 VSO_VERSION="${VSO_VERSION:-v0.10.0}"
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../go-env.sh
@@ -76,6 +79,8 @@ ESO_DIR="$CACHE_ROOT/external-secrets-$ESO_VERSION"
 ESO_STAMP="external-secrets $ESO_VERSION; external-secrets (vault provider only) crds; v1"
 VSO_DIR="$CACHE_ROOT/vault-secrets-operator-$VSO_VERSION"
 VSO_STAMP="vault-secrets-operator $VSO_VERSION; vault-secrets-operator crds; v1"
+KUBE_ROUTER_DIR="$CACHE_ROOT/kube-router-$KUBE_ROUTER_VERSION"
+KUBE_ROUTER_STAMP="kube-router $KUBE_ROUTER_VERSION; kube-router; v1"
 
 is_complete() { # dir stamp bins...
   local dir="$1" stamp="$2"; shift 2
@@ -358,7 +363,33 @@ build_vault_secrets_operator() {
   log "vault-secrets-operator $VSO_VERSION done in $(( $(now) - t0 ))s"
 }
 
-# The operators (kwok, Argo Rollouts, External Secrets, VSO) build beside etcd and Kubernetes, each under its own
+# kube-router, for its NetworkPolicy firewall alone (iptables and ipset) in the real node's network namespace. The
+# reference implementation, sigs.k8s.io/kube-network-policies v0.8.0, cannot run here: it hands packets to user space
+# with nftables' `queue` expression, which this kernel lacks (CONFIG_NFT_QUEUE is not set and no module can be
+# loaded; adding such a rule answers ENOENT). v2.1.0 is the only kube-router the module proxy serves here, and later
+# releases fix security flaws reported in it: acceptable only as a test-only component, on loopback and inside the
+# node's own namespace, never as something to deploy. Its go.mod has no replace directives, so its requirements
+# (k8s.io/* v0.29) resolve as they are; the whole command is built, its router and service proxy stay off at run time.
+build_kube_router() {
+  local t0; t0=$(now)
+  find_go
+  log "building kube-router $KUBE_ROUTER_VERSION with $("$GO" version)"
+  local src="$CACHE_ROOT/src/kube-router-$KUBE_ROUTER_VERSION"
+  rm -rf "$src" "$KUBE_ROUTER_DIR"
+  mkdir -p "$src"
+  printf 'module vault-rollout.local/kube-router-binaries\n\ngo 1.26.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n' \
+    "$KUBE_ROUTER_VERSION" > "$src/go.mod"
+  local out="$KUBE_ROUTER_DIR.partial"
+  rm -rf "$out"; mkdir -p "$out"
+  (cd "$src" && "$GO" build -p "$BUILD_P" -trimpath \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+    -o "$out/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router)
+  echo "$KUBE_ROUTER_STAMP" > "$out/.complete"
+  mv "$out" "$KUBE_ROUTER_DIR"
+  log "kube-router $KUBE_ROUTER_VERSION done in $(( $(now) - t0 ))s"
+}
+
+# The operators (kwok, Argo Rollouts, External Secrets, VSO) and kube-router build beside etcd and Kubernetes, each under its own
 # lock: the builds are CPU-bound on the whole, but one alone leaves a core idle through downloads, links and the narrow
 # parts of its package graph, and another build fills it. A failure in either stream fails the script.
 build_locked() { # name dir stamp build-function bins...
@@ -374,6 +405,7 @@ build_operators() {
   build_locked argo-rollouts "$ARGO_DIR" "$ARGO_STAMP" build_argo_rollouts rollouts-controller
   build_locked external-secrets "$ESO_DIR" "$ESO_STAMP" build_external_secrets external-secrets
   build_locked vault-secrets-operator "$VSO_DIR" "$VSO_STAMP" build_vault_secrets_operator vault-secrets-operator
+  build_locked kube-router "$KUBE_ROUTER_DIR" "$KUBE_ROUTER_STAMP" build_kube_router kube-router
 }
 # Not under the shared lock (fd 9 closed): a long operator build does not hold up a checkout that needs only the
 # clusters.
@@ -421,4 +453,5 @@ ln -sfn "$ESO_DIR/external-secrets" "$BIN_DIR/external-secrets"
 ln -sfn "$ESO_DIR/crds" "$BIN_DIR/external-secrets-crds"
 ln -sfn "$VSO_DIR/vault-secrets-operator" "$BIN_DIR/vault-secrets-operator"
 ln -sfn "$VSO_DIR/crds" "$BIN_DIR/vault-secrets-operator-crds"
+ln -sfn "$KUBE_ROUTER_DIR/kube-router" "$BIN_DIR/kube-router"
 log "binaries linked into $BIN_DIR (total $(( $(now) - T_START ))s)"

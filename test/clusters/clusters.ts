@@ -275,6 +275,7 @@ const SERVER_BINARIES = [
   'vault-secrets-operator',
   'kubelet',
   'kube-proxy',
+  'kube-router',
   REGISTRY_BINARY,
   '/usr/bin/containerd',
 ].flatMap((b) => [
@@ -662,6 +663,7 @@ export async function buildBinaries(log: Logger = defaultLog): Promise<void> {
     'kubectl',
     'kubelet',
     'kube-proxy',
+    'kube-router',
     'kwok',
     'rollouts-controller',
     'external-secrets',

@@ -4,14 +4,15 @@
 import { spawnSync } from 'node:child_process';
 
 /** containerd 1.6 and runc 1.1 (CRI), the CNI plugins (bridge, host-local, loopback), iptables and conntrack for
- * kube-proxy, socat for the host side of the node's link, Distribution's registry, and the static busybox the test
- * images are made of. */
+ * kube-proxy, ipset for kube-router's NetworkPolicy firewall, socat for the host side of the node's link,
+ * Distribution's registry, and the static busybox the test images are made of. */
 export const NODE_PACKAGES = [
   'containerd',
   'runc',
   'containernetworking-plugins',
   'iptables',
   'conntrack',
+  'ipset',
   'socat',
   'docker-registry',
   'busybox-static',

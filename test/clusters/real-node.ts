@@ -10,6 +10,11 @@
 // there as a management cluster reaches remote clusters) and to the lane's registry on 127.0.0.1. The node's namespace has no default route and the pods
 // resolve no name: pod traffic reaches the host's two forwarders and nothing else. kubelet and containerd share the
 // host's mount namespace (`nsenter --net` only), so the volumes kubelet mounts are the ones runc sees.
+//
+// NetworkPolicy: kube-router's firewall alone (`--run-firewall`, router and service proxy off) enforces the
+// NetworkPolicies of the node's pods with iptables and ipset in the node's namespace, as its own user with read-only
+// rights (REAL_NODE_RBAC). It is a test-only component (build-binaries.sh says why this version and not the reference
+// implementation).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -70,8 +75,14 @@ export interface RealNodeCerts {
   kubelet: CertFiles;
   kubeletServing: CertFiles;
   kubeProxy: CertFiles;
+  kubeRouter: CertFiles;
   apiserverKubeletClient: CertFiles;
 }
+
+/** kube-router's user, bound only to the ClusterRole of the same name in REAL_NODE_RBAC. */
+export const KUBE_ROUTER_USER = 'vault-rollout-test:kube-router';
+/** The chain kube-router puts in the node's FORWARD chain once its first sync ran: the firewall is in place. */
+export const KUBE_ROUTER_FORWARD_CHAIN = 'KUBE-ROUTER-FORWARD';
 
 /** kubelet's identity (system:node:<name> in system:nodes, for the Node authorizer) and serving certificate,
  * kube-proxy's (system:kube-proxy, bound to system:node-proxier) and the API server's client certificate to kubelet. */
@@ -90,6 +101,7 @@ export function issueRealNodeCerts(pkiDir: string, ca: CertFiles, net: NodeNetwo
       sans: [`IP:${net.nodeIp}`, `DNS:${REAL_NODE_NAME}`],
     }),
     kubeProxy: issueCert(pkiDir, ca, { name: 'kube-proxy', commonName: 'system:kube-proxy', usage: 'client' }),
+    kubeRouter: issueCert(pkiDir, ca, { name: 'kube-router', commonName: KUBE_ROUTER_USER, usage: 'client' }),
     apiserverKubeletClient: issueCert(pkiDir, ca, {
       name: 'apiserver-kubelet-client',
       commonName: 'kube-apiserver-kubelet-client',
@@ -99,8 +111,49 @@ export function issueRealNodeCerts(pkiDir: string, ca: CertFiles, net: NodeNetwo
   };
 }
 
-/** kube-proxy's rights: the bootstrap ClusterRole system:node-proxier, as kubeadm binds it. */
+/**
+ * kube-proxy's rights: the bootstrap ClusterRole system:node-proxier, as kubeadm binds it. kube-router's: list and
+ * watch what its informers watch — pods, namespaces and NetworkPolicies for the firewall; nodes, Services, Endpoints
+ * and EndpointSlices because it starts those informers whichever controllers run — and get its own Node (its address)
+ * when it starts; nothing it could write (its upstream ClusterRole also grants events and leases, which the firewall
+ * never uses).
+ */
 export const REAL_NODE_RBAC = `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: ${KUBE_ROUTER_USER}
+  labels:
+    app.kubernetes.io/component: test-clusters
+rules:
+  - apiGroups: [""]
+    resources: [nodes]
+    verbs: [get, list, watch]
+  - apiGroups: [""]
+    resources: [pods, namespaces, services, endpoints]
+    verbs: [list, watch]
+  - apiGroups: [networking.k8s.io]
+    resources: [networkpolicies]
+    verbs: [list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: ${KUBE_ROUTER_USER}
+  labels:
+    app.kubernetes.io/component: test-clusters
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: ${KUBE_ROUTER_USER}
+subjects:
+  - apiGroup: rbac.authorization.k8s.io
+    kind: User
+    name: ${KUBE_ROUTER_USER}
+---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
@@ -120,8 +173,8 @@ subjects:
 const nsenter = (net: NodeNetwork): string[] => ['/usr/bin/nsenter', `--net=/run/netns/${net.netns}`];
 
 /**
- * The node's processes, in the order they stop: kube-proxy and kubelet, containerd, then the host's forwarders (one per
- * cluster of the lane, named by cluster, and the registry's).
+ * The node's processes, in the order they stop: kube-router, kube-proxy and kubelet, containerd, then the host's
+ * forwarders (one per cluster of the lane, named by cluster, and the registry's).
  */
 export function realNodeProcesses(
   dir: string,
@@ -137,6 +190,7 @@ export function realNodeProcesses(
     ...(inNode ? { launcher: nsenter(net) } : {}),
   });
   return [
+    m('kube-router', join(binDir, 'kube-router'), true),
     m('kube-proxy', join(binDir, 'kube-proxy'), true),
     m('kubelet', join(binDir, 'kubelet'), true),
     m('containerd', '/usr/bin/containerd', true),
@@ -177,6 +231,7 @@ export interface NodeConfigInput {
   registry: string;
   kubeletKubeconfig: string;
   kubeProxyKubeconfig: string;
+  kubeRouterKubeconfig: string;
   cgroupRoot: string;
 }
 
@@ -340,6 +395,19 @@ export function writeNodeConfig(c: NodeConfigInput, apiPorts: Record<string, num
       `--node-labels=${REAL_NODE_LABEL}=true`,
     ],
     'alpha/kube-proxy': [`--config=${join(d, 'kube-proxy.json')}`],
+    // The firewall only: no BGP router, no IPVS service proxy (kube-proxy's iptables rules stay), no CNI set-up; its
+    // health endpoint on :20244 inside the node's namespace, no metrics.
+    'alpha/kube-router': [
+      `--kubeconfig=${c.kubeRouterKubeconfig}`,
+      `--hostname-override=${REAL_NODE_NAME}`,
+      '--run-firewall=true',
+      '--run-router=false',
+      '--run-service-proxy=false',
+      '--run-loadbalancer=false',
+      '--enable-cni=false',
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--metrics-port=0',
+    ],
     ...Object.fromEntries(
       Object.entries(apiPorts).map(([name, port]) => [`alpha/forward-apiserver-${name}`, forward(String(port))]),
     ),
@@ -452,6 +520,7 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
   const server = `https://${s.net.hostIp}:${s.apiPorts[s.cluster.name]}`;
   const kubeletKubeconfig = join(s.paths.dir, 'kubelet.kubeconfig');
   const kubeProxyKubeconfig = join(s.paths.dir, 'kube-proxy.kubeconfig');
+  const kubeRouterKubeconfig = join(s.paths.dir, 'kube-router.kubeconfig');
   mkdirSync(s.paths.dir, { recursive: true });
   writeKubeconfig(
     kubeletKubeconfig,
@@ -469,6 +538,7 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
     'system:kube-proxy',
     s.certs.kubeProxy,
   );
+  writeKubeconfig(kubeRouterKubeconfig, s.cluster.name, server, s.cluster.caFile, KUBE_ROUTER_USER, s.certs.kubeRouter);
   await run(
     join(s.binDir, 'kubectl'),
     [
@@ -482,7 +552,10 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
   );
   raiseInotifyInstances();
   createNodeNetwork(s.net);
-  const args = writeNodeConfig({ ...s, caFile: s.cluster.caFile, kubeletKubeconfig, kubeProxyKubeconfig }, s.apiPorts);
+  const args = writeNodeConfig(
+    { ...s, caFile: s.cluster.caFile, kubeletKubeconfig, kubeProxyKubeconfig, kubeRouterKubeconfig },
+    s.apiPorts,
+  );
   const clusters = Object.keys(s.apiPorts);
   const procs = new Map(realNodeProcesses(s.paths.dir, s.net, s.binDir, clusters).map((p) => [p.label, p]));
   const start = (label: string): [Managed, number] => {
@@ -534,4 +607,26 @@ export async function startRealNode(s: StartRealNodeInput): Promise<void> {
     contentType: 'application/merge-patch+json',
   });
   if (r.status !== 200) throw new Error(`${s.cluster.name}: untainting node ${REAL_NODE_NAME}: HTTP ${r.status}`);
+  // kube-router reads its Node's address when it starts (it exits without it), then creates its chains once its
+  // informers synced: from then on a NetworkPolicy is enforced moments after it is written.
+  const [kubeRouter, kubeRouterPid] = start('alpha/kube-router');
+  await waitFor(
+    async () => {
+      if (!isAlive(kubeRouterPid)) throw new DiedError(kubeRouter);
+      return hasForwardChain(s.net);
+    },
+    { timeoutMs: 90_000, intervalMs: 250, what: `${s.cluster.name}: kube-router's ${KUBE_ROUTER_FORWARD_CHAIN} chain` },
+  ).catch(rethrowWithLog(kubeRouter));
+}
+
+/** Whether kube-router's firewall chain is in the node's namespace (iptables -S answers 1 for a missing chain). */
+export function hasForwardChain(net: NodeNetwork): boolean {
+  const r = spawnSync(
+    nsenter(net)[0]!,
+    [...nsenter(net).slice(1), 'iptables', '-w', '5', '-S', KUBE_ROUTER_FORWARD_CHAIN],
+    {
+      stdio: 'ignore',
+    },
+  );
+  return r.status === 0;
 }

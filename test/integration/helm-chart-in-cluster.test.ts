@@ -19,7 +19,7 @@
  * - the chart's ServiceAccount among the users the test cluster's own policy (the one named vault-rollout, which doctor
  *   reads) binds, as the page says to do in a cluster that has the policy already; the file's users again after.
  */
-import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import {
   chownSync,
   mkdirSync,
@@ -32,7 +32,6 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 
@@ -52,11 +51,19 @@ import {
   repoRootDir,
   uniqueName,
 } from './support.ts';
+import {
+  createLocalVolume,
+  deleteLocalVolume,
+  HELM,
+  KUBECTL,
+  kubeconfigForPods,
+  kubectl,
+  kubectlInput,
+} from './real-node-chart.ts';
 
 const PAGE = 'docs/how-to/install-in-a-cluster.md';
 const SLOW = 600_000;
-const KUBECTL = join(repoRootDir, '.local/bin/kubectl');
-const { registry, realNode } = loadClusters();
+const { registry } = loadClusters();
 const suffix = uniqueName('x').slice(-6);
 // The release's name contains the chart's, so its objects are named after it alone (the pod is $RELEASE-0).
 const RELEASE = `vault-rollout-${suffix}`;
@@ -133,13 +140,6 @@ function runBlocks(blocks: CodeBlock[]): string {
   return printed;
 }
 
-const kubectl = async (...args: string[]): Promise<string> =>
-  (
-    await promisify(execFile)(KUBECTL, [`--kubeconfig=${cluster(REAL_NODE_CLUSTER).adminKubeconfig}`, ...args], {
-      maxBuffer: 16 * 1024 * 1024,
-    })
-  ).stdout;
-
 /** `kubectl exec` in the pod's serve container: exit code and everything it printed. */
 function exec(...argv: string[]): { code: number; stdout: string; all: string } {
   const r = spawnSync(
@@ -184,20 +184,6 @@ async function seedHalt(): Promise<string> {
   return rotation;
 }
 
-/** beta's vault-rollout kubeconfig, certificates inline, its server where the real node's pods reach it. */
-function prodEuKubeconfig(): string {
-  if (realNode === undefined) throw new Error('this lane has no real node (clusters.json has no realNode)');
-  const beta = cluster('beta');
-  const flat = execFileSync(
-    KUBECTL,
-    ['config', 'view', '--raw', '--flatten', '--minify', `--kubeconfig=${beta.vaultRolloutKubeconfig}`],
-    { encoding: 'utf8' },
-  );
-  const port = new URL(beta.server).port;
-  expect(flat).toContain(`server: ${beta.server}`);
-  return flat.replace(`server: ${beta.server}`, `server: https://${realNode.apiServersAt}:${port}`);
-}
-
 /** The test cluster's admission policy (test/clusters/admission-policy.yaml), binding `users` too when given. */
 async function applyClusterPolicy(users: string[] = []): Promise<void> {
   const routes = join(repoRootDir, 'test/clusters/admission-routes.yaml');
@@ -221,17 +207,6 @@ async function applyClusterPolicy(users: string[] = []): Promise<void> {
           { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
         );
   await kubectlInput(manifest, 'apply', '--server-side', '--field-manager=vault-rollout-clusters', '-f', '-');
-}
-
-async function kubectlInput(input: string, ...args: string[]): Promise<void> {
-  await new Promise<void>((resolve, reject) => {
-    const child = execFile(
-      KUBECTL,
-      [`--kubeconfig=${cluster(REAL_NODE_CLUSTER).adminKubeconfig}`, ...args],
-      (error, _stdout, stderr) => (error ? reject(new Error(`kubectl ${args[0]}: ${stderr}`)) : resolve()),
-    );
-    child.stdin?.end(input);
-  });
 }
 
 const kube = () => admin(REAL_NODE_CLUSTER);
@@ -258,51 +233,21 @@ routes:
       - { clusters: [mgmt, prod-eu], namespace: ${APPS}, kind: Deployment, name: app }
 `,
   );
-  writeFileSync(join(checkout, 'prod-eu.kubeconfig'), prodEuKubeconfig(), { mode: 0o600 });
+  writeFileSync(join(checkout, 'prod-eu.kubeconfig'), kubeconfigForPods('beta'), { mode: 0o600 });
   writeFileSync(
     TEST_VALUES,
     stringify({ ...REAL_NODE_POD_PLACEMENT, persistence: { storageClassName: STORAGE_CLASS } }),
   );
-  // A local PersistentVolume on the real node, of a class with no provisioner (Kubernetes' local volumes): the
-  // StatefulSet's claim binds to it when the pod is scheduled; kubelet gives it to the pod's fsGroup.
   mkdirSync(volume, { recursive: true });
   halted = await seedHalt();
-  const objects = [
-    {
-      apiVersion: 'storage.k8s.io/v1',
-      kind: 'StorageClass',
-      metadata: { name: STORAGE_CLASS },
-      provisioner: 'kubernetes.io/no-provisioner',
-      volumeBindingMode: 'WaitForFirstConsumer',
-    },
-    {
-      apiVersion: 'v1',
-      kind: 'PersistentVolume',
-      metadata: { name: PV },
-      spec: {
-        capacity: { storage: '1Gi' },
-        accessModes: ['ReadWriteOnce'],
-        persistentVolumeReclaimPolicy: 'Retain',
-        storageClassName: STORAGE_CLASS,
-        local: { path: volume },
-        nodeAffinity: {
-          required: {
-            nodeSelectorTerms: [
-              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [REAL_NODE_NAME] }] },
-            ],
-          },
-        },
-      },
-    },
-  ];
-  await kubectlInput(objects.map((o) => stringify(o)).join('---\n'), 'apply', '-f', '-');
+  await createLocalVolume(STORAGE_CLASS, PV, volume);
   await applyClusterPolicy([`system:serviceaccount:${NAMESPACE}:${RELEASE}`]);
   installLog = runBlocks(pageBlocks().install);
 }, SLOW);
 
 afterAll(async () => {
   // What the page's uninstall did not get to, when a test failed before it.
-  spawnSync(join(repoRootDir, '.local/bin/helm'), [
+  spawnSync(HELM, [
     'uninstall',
     RELEASE,
     '--namespace',
@@ -312,8 +257,7 @@ afterAll(async () => {
   ]);
   await deleteNamespace(REAL_NODE_CLUSTER, NAMESPACE);
   await applyClusterPolicy();
-  await kube().request('DELETE', `/api/v1/persistentvolumes/${PV}`);
-  await kube().request('DELETE', `/apis/storage.k8s.io/v1/storageclasses/${STORAGE_CLASS}`);
+  await deleteLocalVolume(STORAGE_CLASS, PV);
   for (const c of ['alpha', 'beta']) await deleteNamespace(c, APPS);
   rmSync(work, { recursive: true, force: true });
 }, SLOW);

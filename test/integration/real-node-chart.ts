@@ -1,0 +1,95 @@
+// What the tests that install the chart on alpha's real node share (helm-chart-in-cluster.test.ts,
+// network-policy.test.ts): kubectl as alpha's admin, a remote cluster's kubeconfig as the node's pods reach it, and a
+// local PersistentVolume on the node with a StorageClass of its own for the StatefulSet's claim.
+import { execFile, execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { stringify } from 'yaml';
+
+import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
+import { loadClusters } from '../clusters/kube-http.ts';
+import { REAL_NODE_NAME } from '../clusters/real-node.ts';
+import { cluster, repoRootDir } from './support.ts';
+
+export const KUBECTL = join(repoRootDir, '.local/bin/kubectl');
+export const HELM = join(repoRootDir, '.local/bin/helm');
+const adminKubeconfig = () => cluster(REAL_NODE_CLUSTER).adminKubeconfig;
+
+/** kubectl as alpha's admin; what it printed on stdout. */
+export const kubectl = async (...args: string[]): Promise<string> =>
+  (
+    await promisify(execFile)(KUBECTL, [`--kubeconfig=${adminKubeconfig()}`, ...args], {
+      maxBuffer: 16 * 1024 * 1024,
+    })
+  ).stdout;
+
+/** kubectl as alpha's admin with `input` on its stdin (`apply -f -`). */
+export async function kubectlInput(input: string, ...args: string[]): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const child = execFile(KUBECTL, [`--kubeconfig=${adminKubeconfig()}`, ...args], (error, _stdout, stderr) =>
+      error ? reject(new Error(`kubectl ${args[0]}: ${stderr}`)) : resolve(),
+    );
+    child.stdin?.end(input);
+  });
+}
+
+/** A cluster's vault-rollout kubeconfig, certificates inline, its server where the real node's pods reach it. */
+export function kubeconfigForPods(name: string): string {
+  const { realNode } = loadClusters();
+  if (realNode === undefined) throw new Error('this lane has no real node (clusters.json has no realNode)');
+  const c = cluster(name);
+  const flat = execFileSync(
+    KUBECTL,
+    ['config', 'view', '--raw', '--flatten', '--minify', `--kubeconfig=${c.vaultRolloutKubeconfig}`],
+    { encoding: 'utf8' },
+  );
+  if (!flat.includes(`server: ${c.server}`)) throw new Error(`${name}'s kubeconfig does not name ${c.server}`);
+  return flat.replace(`server: ${c.server}`, `server: https://${realNode.apiServersAt}:${new URL(c.server).port}`);
+}
+
+/**
+ * A local PersistentVolume at `path` on the real node, of a StorageClass with no provisioner (Kubernetes' local
+ * volumes): the StatefulSet's claim binds to it when the pod is scheduled; kubelet gives it to the pod's fsGroup.
+ */
+export async function createLocalVolume(storageClass: string, pv: string, path: string): Promise<void> {
+  const objects = [
+    {
+      apiVersion: 'storage.k8s.io/v1',
+      kind: 'StorageClass',
+      metadata: { name: storageClass },
+      provisioner: 'kubernetes.io/no-provisioner',
+      volumeBindingMode: 'WaitForFirstConsumer',
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name: pv },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        persistentVolumeReclaimPolicy: 'Retain',
+        storageClassName: storageClass,
+        local: { path },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [REAL_NODE_NAME] }] },
+            ],
+          },
+        },
+      },
+    },
+  ];
+  await kubectlInput(objects.map((o) => stringify(o)).join('---\n'), 'apply', '-f', '-');
+}
+
+/** Deletes what createLocalVolume made (the claim's namespace goes first). */
+export async function deleteLocalVolume(storageClass: string, pv: string): Promise<void> {
+  await kubectl(
+    'delete',
+    '--ignore-not-found',
+    '--wait=false',
+    `persistentvolume/${pv}`,
+    `storageclass/${storageClass}`,
+  );
+}
