@@ -22,7 +22,7 @@ import { stringify } from 'yaml';
 import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
 import { loadClusters, waitFor } from '../clusters/kube-http.ts';
 import { REAL_NODE_NAME, REAL_NODE_POD_PLACEMENT } from '../clusters/real-node.ts';
-import { ROUTES_FILE, SERVE_PORT } from '../../deploy/image/config.ts';
+import { ROUTES_FILE, SERVE_PORT } from '../../tools/image/config.ts';
 import {
   createLocalVolume,
   deleteLocalVolume,
@@ -224,7 +224,7 @@ routes:
   helm(
     'install',
     RELEASE,
-    join(repoRootDir, 'deploy/helm/vault-rollout'),
+    join(repoRootDir, 'infra/helm/vault-rollout'),
     '--wait',
     '--timeout=5m',
     ...['--set', `image.repository=${registry}/vault-rollout-netpol`, '--set', `image.digest=${image.pushed.digest}`],
@@ -337,7 +337,7 @@ describe("the chart's NetworkPolicy on alpha's real node (kube-router's firewall
     helm(
       'upgrade',
       RELEASE,
-      join(repoRootDir, 'deploy/helm/vault-rollout'),
+      join(repoRootDir, 'infra/helm/vault-rollout'),
       '--reuse-values',
       '--wait',
       '--timeout=5m',
