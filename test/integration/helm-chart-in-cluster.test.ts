@@ -47,17 +47,16 @@ import {
   createNamespace,
   createWorkload,
   deleteNamespace,
-  getWorkload,
   repoRootDir,
   uniqueName,
 } from './support.ts';
 import {
   createLocalVolume,
   deleteLocalVolume,
+  expectRestartedInAlphaAndBeta,
   HELM,
   KUBECTL,
   kubeconfigForPods,
-  kubectl,
   kubectlInput,
 } from './real-node-chart.ts';
 
@@ -344,20 +343,7 @@ describe(`${PAGE}, run as written on alpha's real node`, () => {
         fetch(`${base}/v1/vault/audit`, { method: 'POST', body: audit, headers: { authorization: `Bearer ${token}` } });
       expect((await post('wrong-token-of-the-right-length-0123456789')).status).toBe(401);
       expect((await post(bearer)).status).toBe(202);
-      for (const c of ['alpha', 'beta']) {
-        const versions = await waitFor(
-          async () =>
-            (await getWorkload(c, APPS, 'Deployment', 'app')).spec.template?.metadata?.annotations?.[
-              'vault-rollout.io/versions'
-            ],
-          { timeoutMs: 90_000, what: `app restarted in ${c}` },
-        ).catch(async (error: unknown) => {
-          throw new Error(
-            `${String(error)}\nserve's log:\n${(await kubectl('-n', NAMESPACE, 'logs', POD)).slice(-4000)}`,
-          );
-        });
-        expect(versions).toBe(`{"secret/${APPS}/db":3}`);
-      }
+      await expectRestartedInAlphaAndBeta(APPS, 3, { namespace: NAMESPACE, pod: POD });
     } finally {
       forward.kill();
     }

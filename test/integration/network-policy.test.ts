@@ -26,6 +26,7 @@ import { ROUTES_FILE, SERVE_PORT } from '../../tools/image/config.ts';
 import {
   createLocalVolume,
   deleteLocalVolume,
+  expectRestartedInAlphaAndBeta,
   HELM,
   KUBECTL,
   kubeconfigForPods,
@@ -385,20 +386,7 @@ describe("the chart's NetworkPolicy on alpha's real node (kube-router's firewall
 
   it('an audit entry through kubectl port-forward restarts app in alpha (inCluster) and beta (kubeconfig Secret)', async () => {
     expect(await postThroughPortForward(`secret/${APPS}/db`, 3)).toBe(202);
-    for (const c of ['alpha', 'beta']) {
-      const versions = await waitFor(
-        async () =>
-          (await getWorkload(c, APPS, 'Deployment', 'app')).spec.template?.metadata?.annotations?.[
-            'vault-rollout.io/versions'
-          ],
-        { timeoutMs: 90_000, what: `app restarted in ${c}` },
-      ).catch(async (error: unknown) => {
-        throw new Error(
-          `${String(error)}\nserve's log:\n${(await kubectl('-n', NAMESPACE, 'logs', POD)).slice(-4000)}`,
-        );
-      });
-      expect(versions).toBe(`{"secret/${APPS}/db":3}`);
-    }
+    await expectRestartedInAlphaAndBeta(APPS, 3, { namespace: NAMESPACE, pod: POD });
     // gamma's Deployment was never a target of that path: nothing there moved.
     const far = await getWorkload('gamma', APPS, 'Deployment', 'app');
     expect(far.spec.template?.metadata?.annotations?.['vault-rollout.io/versions']).toBeUndefined();

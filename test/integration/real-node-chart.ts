@@ -1,15 +1,17 @@
 // What the tests that install the chart on alpha's real node share (helm-chart-in-cluster.test.ts,
-// network-policy.test.ts): kubectl as alpha's admin, a remote cluster's kubeconfig as the node's pods reach it, and a
-// local PersistentVolume on the node with a StorageClass of its own for the StatefulSet's claim.
+// network-policy.test.ts): kubectl as alpha's admin, a remote cluster's kubeconfig as the node's pods reach it, a
+// local PersistentVolume on the node with a StorageClass of its own for the StatefulSet's claim, and the wait for the
+// restart the chart's serve makes in alpha and beta.
 import { execFile, execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { expect } from 'vitest';
 import { stringify } from 'yaml';
 
 import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
-import { loadClusters } from '../clusters/kube-http.ts';
+import { loadClusters, waitFor } from '../clusters/kube-http.ts';
 import { REAL_NODE_NAME } from '../clusters/real-node.ts';
-import { cluster, repoRootDir } from './support.ts';
+import { cluster, getWorkload, repoRootDir } from './support.ts';
 
 export const KUBECTL = join(repoRootDir, '.local/bin/kubectl');
 export const HELM = join(repoRootDir, '.local/bin/helm');
@@ -92,4 +94,28 @@ export async function deleteLocalVolume(storageClass: string, pv: string): Promi
     `persistentvolume/${pv}`,
     `storageclass/${storageClass}`,
   );
+}
+
+/**
+ * Waits until Deployment `apps`/app records `version` of `secret/<apps>/db` in alpha and in beta: the restart serve
+ * (the pod `namespace`/`pod`) made; on a timeout the error carries the end of serve's log.
+ */
+export async function expectRestartedInAlphaAndBeta(
+  apps: string,
+  version: number,
+  serve: { namespace: string; pod: string },
+): Promise<void> {
+  for (const c of ['alpha', 'beta']) {
+    const versions = await waitFor(
+      async () =>
+        (await getWorkload(c, apps, 'Deployment', 'app')).spec.template?.metadata?.annotations?.[
+          'vault-rollout.io/versions'
+        ],
+      { timeoutMs: 90_000, what: `app restarted in ${c}` },
+    ).catch(async (error: unknown) => {
+      const log = await kubectl('-n', serve.namespace, 'logs', serve.pod).catch((e: unknown) => String(e));
+      throw new Error(`${String(error)}\nserve's log:\n${log.slice(-4000)}`);
+    });
+    expect(versions).toBe(`{"secret/${apps}/db":${version}}`);
+  }
 }
