@@ -27,6 +27,7 @@ import {
   uniqueName,
 } from './support.ts';
 import { WEBHOOK_SECRET } from '../secrets.ts';
+import { podTemplate, unreadyVersions } from './wave-fixtures.ts';
 import { createFifoQueueWithDlq, emulatorClient, EMULATOR_REGION, startSqsEmulator } from '../sqs/emulator.ts';
 
 const NS = uniqueName('vr-e2e');
@@ -64,7 +65,19 @@ routes:
 `,
   );
   await createNamespace('alpha', NS);
-  for (const name of ['api', 'worker']) await createWorkload('alpha', NS, 'Deployment', name);
+  await createWorkload('alpha', NS, 'Deployment', 'api');
+  // The worker's restart to version 2 never becomes Ready (kwok reads the annotation): its rollout cannot have ended by
+  // the invocation's one look, however slow the machine, so it must go on in a continuation.
+  await createWorkload(
+    'alpha',
+    NS,
+    'Deployment',
+    'worker',
+    {},
+    {
+      template: podTemplate('worker', unreadyVersions({ 'secret/e2e/worker': 2 })),
+    },
+  );
 });
 afterAll(async () => {
   await deleteNamespace('alpha', NS);
