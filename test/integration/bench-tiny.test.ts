@@ -9,8 +9,10 @@ import { CLUSTER_FREE_BENCHMARKS, runTiny } from '../bench/run-tiny.ts';
 // bench/run.ts refuses to run when its benchmarks and these entries differ, so this is every benchmark.
 const names = Object.keys(BENCH_ENTRIES).filter((n) => !(CLUSTER_FREE_BENCHMARKS as readonly string[]).includes(n));
 
+// Side by side (vitest's maxConcurrency, 5): each is its own process with namespaces of its own, and most of their time
+// is waiting on rollouts, ESO and OpenBao.
 describe('bench/run.ts --tiny on the test clusters', () => {
-  it.each(names)(
+  it.concurrent.each(names)(
     '%s runs and gives finite figures',
     async (name) => {
       const results = await runTiny([name]);
