@@ -28,6 +28,8 @@ export interface FollowTarget {
    */
   uid?: string;
   generation?: number;
+  /** Its resourceVersion then: a single look needs the cluster's state no older than this, not the newest. */
+  resourceVersion?: string;
 }
 
 export interface FollowedRollout {

@@ -38,6 +38,7 @@ const isWorkloadKind = (kind: string): kind is WorkloadKind => (WorkloadKinds as
 const restartedFrom = (o: KubeObject): Restarted => ({
   ...(o.metadata?.uid === undefined ? {} : { uid: o.metadata.uid }),
   ...(o.metadata?.generation === undefined ? {} : { generation: o.metadata.generation }),
+  ...(o.metadata?.resourceVersion === undefined ? {} : { resourceVersion: o.metadata.resourceVersion }),
 });
 
 /** One restart under way: what it restarts, the slot it may take, and the attempts it has spent of its budget. */

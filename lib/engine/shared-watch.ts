@@ -35,6 +35,21 @@ type Seen =
   | { deleted: false; uid?: string; generation: number; token?: string; health: Health }
   | { deleted: true; uid?: string };
 
+/**
+ * The newest of the members' versions, so one look sees every member's restart: etcd's revisions are 64-bit
+ * integers and the API server hands them out as such. Any version that is not one (another storage), or a member without one,
+ * leaves the look a consistent read.
+ */
+export function newestVersion(versions: ReadonlyArray<string | undefined>): string | undefined {
+  let newest: bigint | undefined;
+  for (const v of versions) {
+    if (v === undefined || !/^[1-9][0-9]{0,18}$/.test(v)) return undefined;
+    const n = BigInt(v);
+    if (newest === undefined || n > newest) newest = n;
+  }
+  return newest?.toString();
+}
+
 /** A member's answer when nothing more will be read: its last health and error, in the state given. */
 function lastWord(m: Member, state: RolloutState, now: number): FollowedRollout {
   const message = describeRollout(state, m.last, now - m.target.startedAt, m.lastError);
@@ -258,11 +273,11 @@ export class SharedWatch {
   async #lookOnce(): Promise<void> {
     const { api, descriptor, namespace, name } = this.#first;
     try {
-      const answer = await api.listForWatch(
-        descriptor,
-        namespace,
-        this.#several ? undefined : { fieldSelector: `metadata.name=${name}` },
-      );
+      const notOlderThan = newestVersion(this.#waiting().map((m) => m.target.resourceVersion));
+      const answer = await api.listForWatch(descriptor, namespace, {
+        ...(this.#several ? {} : { fieldSelector: `metadata.name=${name}` }),
+        ...(notOlderThan === undefined ? {} : { notOlderThan }),
+      });
       this.#known = new Map(answer.items.map((o) => [o.metadata?.name ?? '', this.#seen(o, false)]));
       this.#listed = true;
       for (const m of this.#waiting()) this.#evaluate(m, this.#known.get(m.target.name));

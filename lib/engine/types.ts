@@ -145,4 +145,4 @@ export interface ClusterRun {
 }
 
 /** The object a rollout belongs to (the patch's answer, or the object found restarted): older generations of it are stale. */
-export type Restarted = { uid?: string; generation?: number };
+export type Restarted = { uid?: string; generation?: number; resourceVersion?: string };

@@ -345,6 +345,10 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
         const query = new URLSearchParams({ limit: '500' });
         if (options?.fieldSelector) query.set('fieldSelector', options.fieldSelector);
         if (continueToken) query.set('continue', continueToken);
+        else if (options?.notOlderThan) {
+          query.set('resourceVersion', options.notOlderThan);
+          query.set('resourceVersionMatch', 'NotOlderThan');
+        }
         const page = (await send('GET', `${await collection(kind, namespace)}?${query}`)).body as
           { items?: KubeObject[]; metadata?: { continue?: string; resourceVersion?: string } } | undefined;
         // A list without items is no list: following would read it as "every workload deleted".

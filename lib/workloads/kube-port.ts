@@ -60,7 +60,15 @@ export interface KubeApi {
   listForWatch(
     kind: ApiKind,
     namespace: string,
-    options?: { fieldSelector?: string },
+    options?: {
+      fieldSelector?: string;
+      /**
+       * Any state at least this recent (resourceVersionMatch=NotOlderThan), answered from the API server's watch
+       * cache as soon as it holds this version; without it the read is consistent, which a cache that also follows
+       * other resources' writes answers only after asking etcd for its progress (tens of milliseconds).
+       */
+      notOlderThan?: string;
+    },
   ): Promise<{ items: KubeObject[]; resourceVersion: string }>;
   /**
    * Streams changes after `resourceVersion` (with bookmarks) until the server ends the watch after `timeoutSeconds`,

@@ -9,6 +9,7 @@ import {
   type FollowedRollout,
   type FollowTarget,
 } from '../../../lib/engine/rollout-follower.ts';
+import { newestVersion } from '../../../lib/engine/shared-watch.ts';
 import { WORKLOAD_KINDS, type KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { fakeClusters } from '../kube/fake-kube.ts';
 
@@ -134,6 +135,32 @@ describe('followRollouts', () => {
       rollout: 'timeout',
       message: '3 of 3 new pods not Ready after 700 s (deadline): 1 of 3 new pods created',
     });
+  });
+
+  it('one look asks for a state no older than the newest of its restarts, not for a consistent read', async () => {
+    const fake = fakeClusters({ a: ['x', 'y'] });
+    fake.update('a/x', deployment(rolling));
+    fake.update('a/y', deployment(rolling));
+    const api = fake.apiFor(access('a'));
+    const asked: unknown[] = [];
+    const spied: KubeApi = { ...api, listForWatch: (k, ns, o) => (asked.push(o), api.listForWatch(k, ns, o)) };
+    const look = (targets: FollowTarget[]) => followRollouts(targets, { budgetMs: 0, once: true, clock });
+    await look([target(spied, 'x', { resourceVersion: '97' }), target(spied, 'y', { resourceVersion: '120' })]);
+    await look([target(spied, 'x', { resourceVersion: '97' }), target(spied, 'y')]);
+    expect(asked).toEqual([{ notOlderThan: '120' }, {}]);
+  });
+
+  it.each([
+    [['5', '12', '9'], '12'],
+    [['9223372036854775806', '9223372036854775807'], '9223372036854775807'],
+    [['100000000000000000000'], undefined],
+    [['7'], '7'],
+    [['7', undefined], undefined],
+    [['7', 'abc'], undefined],
+    [['007'], undefined],
+    [[], undefined],
+  ])('the newest of %j is %s', (versions, newest) => {
+    expect(newestVersion(versions)).toBe(newest);
   });
 
   it('relists after 410 Gone and keeps following', async () => {

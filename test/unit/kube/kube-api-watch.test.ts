@@ -81,6 +81,22 @@ describe('kube-api list-then-watch', () => {
     );
   });
 
+  it('a look that needs no state older than a version asks for it NotOlderThan on the first page only', async () => {
+    handler = (req, res) =>
+      res.end(
+        JSON.stringify({
+          metadata: { resourceVersion: '52', ...(req.url?.includes('continue=') ? {} : { continue: 'next' }) },
+          items: [{ metadata: { name: req.url?.includes('continue=') ? 'b' : 'a' } }],
+        }),
+      );
+    const listed = await api.listForWatch(DEPLOYMENT, 'ns', { fieldSelector: 'metadata.name=a', notOlderThan: '50' });
+    expect(listed.items.map((o) => o.metadata?.name)).toEqual(['a', 'b']);
+    expect(seen.slice(-2)).toEqual([
+      '/apis/apps/v1/namespaces/ns/deployments?limit=500&fieldSelector=metadata.name%3Da&resourceVersion=50&resourceVersionMatch=NotOlderThan',
+      '/apis/apps/v1/namespaces/ns/deployments?limit=500&fieldSelector=metadata.name%3Da&continue=next',
+    ]);
+  });
+
   it('rejects with the code of an ERROR event (410 Gone) and of a refused watch (403)', async () => {
     handler = (_req, res) =>
       res.end(
