@@ -27,12 +27,12 @@ export type FunctionName = (typeof FUNCTIONS)[number];
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const SAMPLES = size(20, 2);
 const BUNDLE_GOAL_KB = 1536; // 1.5 MB
-/** Issue 15: cold init within 3x a bare `node -e ''`, and 10,000 routes within 1.3x of 10. */
+/** The goal: cold init within 3x a bare `node -e ''`, and 10,000 routes within 1.3x of 10. */
 const COLD_INIT_GOAL_RATIO = 3;
 const BIG_TABLE_GOAL_RATIO = 1.3;
 const SMALL_ROUTES = 10;
 const BIG_ROUTES = size(10_000, 200);
-/** Issue 15: the compiled table loads within 2x a bare JSON.parse of the same file, with at most 100 MB more. */
+/** The goal: the compiled table loads within 2x a bare JSON.parse of the same file, with at most 100 MB more. */
 const TABLE_LOAD_GOAL_RATIO = 2;
 const TABLE_LOAD_GOAL_EXTRA_MB = 100;
 const TABLE_SAMPLES = size(7, 1);

@@ -1,5 +1,5 @@
 /**
- * External Secrets Operator users (issue 13): time from a KV v2 write in a real OpenBao to the consumer's new pods
+ * External Secrets Operator users: time from a KV v2 write in a real OpenBao to the consumer's new pods
  * Ready, through the real ESO controller (v0.20.4, on the operators' test cluster) and vault-rollout: write -> the
  * http audit device -> `vault-rollout serve` -> the worker nudges the ExternalSecret -> ESO writes the Secret -> the
  * worker restarts the Deployment that reads it -> its new pod Ready (Available, as the Deployment controller reports).

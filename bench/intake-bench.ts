@@ -20,7 +20,7 @@ import { size } from './size.ts';
 const ENTRIES = 1_000;
 const ROUNDS = size(7, 1);
 const REQUESTS_PER_ROUND = size(10, 2);
-/** Issue 15: intake over HTTP at least half as fast as JSON.parse alone; the http device adds <= 1 ms at p50. */
+/** The goal: intake over HTTP at least half as fast as JSON.parse alone; the http device adds <= 1 ms at p50. */
 const INTAKE_GOAL = 0.5;
 const DEVICE_GOAL_MS = 1;
 const READS = size(300, 10);

@@ -57,6 +57,39 @@ export function rawPatcher(c: ClusterInfo, namespace: string, concurrency = 64):
 }
 
 /** Runs ours then the baseline, round after round (each given the round number), dropping the warm-up rounds. */
+/** A consistent LIST of a namespace's Deployments by label selector, raw, as the vault-rollout identity. */
+export function rawLister(
+  c: ClusterInfo,
+  namespace: string,
+): { list(selector: string): Promise<string[]>; close(): void } {
+  const agent = new Agent({
+    keepAlive: true,
+    ca: readFileSync(c.caFile),
+    cert: readFileSync(c.vaultRollout.certFile),
+    key: readFileSync(c.vaultRollout.keyFile),
+  });
+  return {
+    list: (selector) =>
+      new Promise<string[]>((resolve, reject) => {
+        const path = `/apis/apps/v1/namespaces/${namespace}/deployments?labelSelector=${encodeURIComponent(selector)}`;
+        const req = request(new URL(path, c.server), { agent, headers: { Accept: 'application/json' } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (b: Buffer) => chunks.push(b));
+          res.on('end', () => {
+            if ((res.statusCode ?? 0) >= 300) return reject(new Error(`raw LIST: HTTP ${res.statusCode}`));
+            const list = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+              items: { metadata: { name: string } }[];
+            };
+            resolve(list.items.map((o) => o.metadata.name));
+          });
+        });
+        req.on('error', reject);
+        req.end();
+      }),
+    close: () => agent.destroy(),
+  };
+}
+
 export async function alternate(
   ours: (round: number) => Promise<number>,
   baseline: (round: number) => Promise<number>,
