@@ -22,6 +22,7 @@ export const REPO = fileURLToPath(new URL('..', import.meta.url));
 export const BENCH_ENTRIES: Record<string, readonly string[]> = {
   plan: ['bench/plan-bench.ts', 'bench/plan-memory-child.ts'],
   fanout: ['bench/fanout-bench.ts'],
+  fleet: ['bench/fleet-bench.ts'],
   mass: ['bench/mass-rotation-bench.ts'],
   slots: ['bench/max-unavailable-bench.ts'],
   bundle: [

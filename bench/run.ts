@@ -18,6 +18,7 @@ import { bundleBench } from './bundle-bench.ts';
 import { e2eBench } from './e2e-bench.ts';
 import { esoBench } from './eso-bench.ts';
 import { fanoutBench } from './fanout-bench.ts';
+import { fleetBench } from './fleet-bench.ts';
 import { goRegexpBench } from './go-regexp-bench.ts';
 import { deviceBench, intakeBench } from './intake-bench.ts';
 import { massRotationBench } from './mass-rotation-bench.ts';
@@ -32,6 +33,7 @@ import { statusPageBench } from './status-page-bench.ts';
 const BENCHMARKS: Record<string, () => Promise<Figure[]>> = {
   plan: planBench,
   fanout: fanoutBench,
+  fleet: fleetBench,
   mass: massRotationBench,
   slots: maxUnavailableBench,
   bundle: bundleBench,
