@@ -106,6 +106,33 @@ export function conformingAuditEntry(value: unknown): AuditEntry | undefined {
   return entry;
 }
 
+/**
+ * A line the audit device wrote for a request entry, recognised without parsing it. Vault and OpenBao marshal an
+ * entry's top-level fields in a fixed order around a timestamp that holds no quote or escape: OpenBao and Vault up to
+ * 1.15 begin with `{"time":…,"type":"request",`, Vault 1.21 ends with `,"time":…,"type":"request"}`. Inside a JSON
+ * string every quote is escaped, so these bytes at the line's very start or end can only be the entry's own
+ * top-level `type` (at the end, the last of duplicate keys, which JSON.parse keeps too). Half of a busy audit log is
+ * request entries and each is ignored whatever it holds, so the intake skips their JSON.parse; any other layout (a
+ * prefix, spaces, another order) is parsed and judged as before.
+ */
+const TIME = '"time":"[0-9A-Za-z:.+-]{1,40}"';
+const REQUEST_ENTRY_START = new RegExp(`^\\{${TIME},"type":"request",`);
+const REQUEST_ENTRY_END = new RegExp(`,${TIME},"type":"request"\\}$`);
+
+export function isAuditRequestEntryLine(line: string): boolean {
+  return (
+    line.startsWith('{') &&
+    line.endsWith('}') &&
+    (REQUEST_ENTRY_START.test(line) || REQUEST_ENTRY_END.test(line.slice(-90)))
+  );
+}
+
+/** What a request entry line stands for once recognised: it is ignored as a parsed request entry is. */
+export const RECOGNISED_REQUEST_ENTRY: unknown = Object.freeze({
+  type: 'request',
+  request: Object.freeze({ id: '', operation: '', path: '' }),
+});
+
 export function parseAuditEntry(value: unknown, ctx: RecordContext): RecordOutcome {
   let entry = conformingAuditEntry(value);
   if (entry === undefined) {

@@ -3,6 +3,7 @@
  * or not), NDJSON, or lines with raw text before the JSON (the audit device's `prefix` option). A line that is
  * not JSON becomes one rejected record; the lines around it still count.
  */
+import { isAuditRequestEntryLine, RECOGNISED_REQUEST_ENTRY } from './audit-entry.ts';
 
 export type RawRecord = { record: string; value: unknown } | { record: string; error: string };
 
@@ -85,6 +86,11 @@ export class JsonRecordSplitter {
       return;
     }
     if (line.trim() === '') return;
+    if (isAuditRequestEntryLine(line)) {
+      this.#mode = 'lines';
+      yield { record: `line ${this.#lineNo}`, value: RECOGNISED_REQUEST_ENTRY };
+      return;
+    }
     const parsed = parseLine(line);
     if (this.#mode === 'undecided') {
       const opensDocument = /^\s*[{[]/.test(line) && 'error' in parsed;

@@ -1,5 +1,8 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { isAuditRequestEntryLine } from '../../../lib/sources/audit-entry.ts';
 import { JsonRecordSplitter, parseLine, type RawRecord } from '../../../lib/sources/json-records.ts';
+import { parseInput } from '../../../lib/sources/parse.ts';
 
 function split(text: string, chunk = text.length || 1, maxDocumentBytes?: number): RawRecord[] {
   const s = new JsonRecordSplitter(maxDocumentBytes);
@@ -70,5 +73,72 @@ describe('JsonRecordSplitter: every framing Vault and the shippers use', () => {
     expect(parseLine('x[]')).toHaveProperty('error');
     expect(parseLine('x[1,2]')).toHaveProperty('error');
     expect(split('x[]\n{"a":1}\n').map((r) => ('error' in r ? 'error' : r.value))).toEqual(['error', { a: 1 }]);
+  });
+});
+
+const captured = new URL('../../vault/captured/', import.meta.url);
+
+describe('audit request entries recognised without JSON.parse', () => {
+  const request = (extra: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      time: '2026-11-23T22:00:00.123456789Z',
+      type: 'request',
+      auth: { metadata: { type: 'response' } },
+      request: { id: 'r1', operation: 'update', path: 'secret/data/a' },
+      ...extra,
+    });
+  it.each([
+    ['a request entry as Vault writes it', request(), true],
+    ['one with an offset in its time', request().replace('123456789Z', '123+02:00'), true],
+    [
+      'a request entry as Vault 1.21 writes it',
+      '{"request":{"path":"a"},"time":"2026-11-27T17:14:43.9617Z","type":"request"}',
+      true,
+    ],
+    ['a response entry', request().replace('"type":"request"', '"type":"response"'), false],
+    [
+      'a nested object that ends the line',
+      '{"type":"response","x":{"time":"2026-11-27T17:14:43Z","type":"request"}}',
+      false,
+    ],
+    [
+      'a response whose nested data says "type":"request"',
+      JSON.stringify({ time: 't', type: 'response', request: { type: 'request' } }),
+      false,
+    ],
+    ['another field order', JSON.stringify({ type: 'request', time: '2026-11-23T22:00:00Z', request: {} }), false],
+    ['a time that holds a quote', '{"time":"2026\\"x","type":"request","a":1}', false],
+    ['spaces after the colons', '{"time": "2026-11-23T22:00:00Z", "type": "request", "a": 1}', false],
+    ['a prefix before the entry', `vault: ${request()}`, false],
+    ['a cut line', request().slice(0, -5), false],
+  ])('%s: %s', (_what, line, recognised) => {
+    expect(isAuditRequestEntryLine(line)).toBe(recognised);
+  });
+
+  const servers = readdirSync(captured).filter((d) => statSync(new URL(d, captured)).isDirectory());
+  it.each(servers)('recognises every request entry %s wrote, and parses to the same result', (server) => {
+    const lines = readFileSync(new URL(`${server}/audit-file.ndjson`, captured), 'utf8')
+      .split('\n')
+      .filter(Boolean);
+    const requests = lines.filter((l) => (JSON.parse(l) as { type?: string }).type === 'request');
+    expect(requests.length).toBeGreaterThan(0);
+    expect(requests.filter((l) => !isAuditRequestEntryLine(l))).toEqual([]);
+    expect(lines.filter((l) => isAuditRequestEntryLine(l))).toHaveLength(requests.length);
+    expect(parseInput(lines.join('\n'))).toEqual(parseInput(lines.map((l) => ` ${l}`).join('\n')));
+  });
+
+  it('gives what parsing the whole entry gives, beside lines that are parsed', () => {
+    const lines = [
+      request(),
+      request({ error: 'permission denied' }),
+      request().replace('"type":"request"', '"type":"response"'),
+    ];
+    // A leading space keeps a line off the recognised layout: the same entries, parsed the whole way.
+    const parsedWhole = parseInput(lines.map((l) => ` ${l}`).join('\n'));
+    expect(parseInput(lines.join('\n'))).toEqual(parsedWhole);
+    expect(parsedWhole.ignored.filter((i) => i.reason === 'request-entry').map((i) => i.record)).toEqual([
+      'line 1',
+      'line 2',
+    ]);
   });
 });
