@@ -19,7 +19,7 @@
  * - the chart's ServiceAccount among the users the test cluster's own policy (the one named vault-rollout, which doctor
  *   reads) binds, as the page says to do in a cluster that has the policy already; the file's users again after.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import {
   chownSync,
   mkdirSync,
@@ -36,7 +36,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 
 import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
-import { loadClusters, waitFor } from '../clusters/kube-http.ts';
+import { loadClusters } from '../clusters/kube-http.ts';
 import { REAL_NODE_NAME, REAL_NODE_POD_PLACEMENT } from '../clusters/real-node.ts';
 import { codeBlocks, type CodeBlock } from '../docs/blocks.ts';
 import { RUNTIME_GID, RUNTIME_UID, ROUTES_FILE, SERVE_PORT } from '../../tools/image/config.ts';
@@ -58,6 +58,7 @@ import {
   KUBECTL,
   kubeconfigForPods,
   kubectlInput,
+  postThroughPortForward,
 } from './real-node-chart.ts';
 
 const PAGE = 'docs/how-to/install-in-a-cluster.md';
@@ -306,47 +307,16 @@ describe(`${PAGE}, run as written on alpha's real node`, () => {
   });
 
   it('an audit entry through kubectl port-forward svc/… restarts app in alpha (inCluster) and beta (kubeconfig Secret)', async () => {
-    const secret = (await kube().request('GET', `/api/v1/namespaces/${NAMESPACE}/secrets/vault-rollout-webhook`))
-      .body as { data: { token: string } };
-    const bearer = Buffer.from(secret.data.token, 'base64').toString('utf8');
-    const forward = spawn(KUBECTL, [
-      `--kubeconfig=${cluster(REAL_NODE_CLUSTER).adminKubeconfig}`,
-      '-n',
-      NAMESPACE,
-      'port-forward',
-      `svc/${RELEASE}`,
-      `:${SERVE_PORT}`,
-    ]);
-    try {
-      let out = '';
-      forward.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      forward.stderr.on('data', (d: Buffer) => (out += d.toString()));
-      const port = await waitFor(async () => /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out)?.[1], {
-        timeoutMs: 30_000,
-        what: `kubectl port-forward svc/${RELEASE}: ${out}`,
-      });
-      const base = `http://127.0.0.1:${port}`;
-      expect((await fetch(`${base}/readyz`)).status).toBe(200);
-      const audit = JSON.stringify({
-        time: new Date().toISOString(),
-        type: 'response',
-        request: {
-          id: `howto-${Date.now()}`,
-          operation: 'update',
-          mount_type: 'kv',
-          mount_point: 'secret/',
-          path: `secret/data/${APPS}/db`,
-        },
-        response: { data: { version: 3 } },
-      });
-      const post = (token: string) =>
-        fetch(`${base}/v1/vault/audit`, { method: 'POST', body: audit, headers: { authorization: `Bearer ${token}` } });
-      expect((await post('wrong-token-of-the-right-length-0123456789')).status).toBe(401);
-      expect((await post(bearer)).status).toBe(202);
-      await expectRestartedInAlphaAndBeta(APPS, 3, { namespace: NAMESPACE, pod: POD });
-    } finally {
-      forward.kill();
-    }
+    const wrong = await postThroughPortForward(NAMESPACE, RELEASE, SERVE_PORT, {
+      path: `secret/${APPS}/db`,
+      version: 3,
+      token: 'wrong-token-of-the-right-length-0123456789',
+    });
+    expect(wrong).toEqual({ readyz: 200, status: 401 });
+    expect(
+      await postThroughPortForward(NAMESPACE, RELEASE, SERVE_PORT, { path: `secret/${APPS}/db`, version: 3 }),
+    ).toEqual({ readyz: 200, status: 202 });
+    await expectRestartedInAlphaAndBeta(APPS, 3, { namespace: NAMESPACE, pod: POD });
   });
 
   it("the page's uninstall removes the release and its cluster-wide objects", async () => {

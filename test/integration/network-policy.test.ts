@@ -12,7 +12,7 @@
  * `kubectl port-forward` restarts a Deployment in alpha and in beta, and only the allowed namespace's busybox reaches
  * /healthz. So what the second half shows is the policy at work, not a network that was broken to begin with.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +32,7 @@ import {
   kubeconfigForPods,
   kubectl,
   kubectlInput,
+  postThroughPortForward,
 } from './real-node-chart.ts';
 import {
   admin,
@@ -276,45 +277,6 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 }, SLOW);
 
-/** Posts a Vault audit entry for `path` to serve through `kubectl port-forward svc/…`; the HTTP status. */
-async function postThroughPortForward(path: string, version: number): Promise<number> {
-  const secret = (await kube().request('GET', `/api/v1/namespaces/${NAMESPACE}/secrets/vault-rollout-webhook`))
-    .body as { data: { token: string } };
-  const forward = spawn(KUBECTL, [
-    `--kubeconfig=${adminKubeconfig}`,
-    ...['-n', NAMESPACE, 'port-forward', `svc/${RELEASE}`, `:${SERVE_PORT}`],
-  ]);
-  try {
-    let out = '';
-    forward.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    forward.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    const port = await waitFor(async () => /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out)?.[1], {
-      timeoutMs: 30_000,
-      what: `kubectl port-forward svc/${RELEASE}: ${out}`,
-    });
-    const audit = JSON.stringify({
-      time: new Date().toISOString(),
-      type: 'response',
-      request: {
-        id: `netpol-${Date.now()}`,
-        operation: 'update',
-        mount_type: 'kv',
-        mount_point: 'secret/',
-        path: path.replace(/^secret\//, 'secret/data/'),
-      },
-      response: { data: { version } },
-    });
-    const r = await fetch(`http://127.0.0.1:${port}/v1/vault/audit`, {
-      method: 'POST',
-      body: audit,
-      headers: { authorization: `Bearer ${Buffer.from(secret.data.token, 'base64').toString('utf8')}` },
-    });
-    return r.status;
-  } finally {
-    forward.kill();
-  }
-}
-
 describe("the chart's NetworkPolicy on alpha's real node (kube-router's firewall)", () => {
   it('without the policy (the negative control): doctor reaches all three clusters, both namespaces reach /healthz', () => {
     const reach = doctorReach();
@@ -385,7 +347,11 @@ describe("the chart's NetworkPolicy on alpha's real node (kube-router's firewall
   });
 
   it('an audit entry through kubectl port-forward restarts app in alpha (inCluster) and beta (kubeconfig Secret)', async () => {
-    expect(await postThroughPortForward(`secret/${APPS}/db`, 3)).toBe(202);
+    const posted = await postThroughPortForward(NAMESPACE, RELEASE, SERVE_PORT, {
+      path: `secret/${APPS}/db`,
+      version: 3,
+    });
+    expect(posted.status).toBe(202);
     await expectRestartedInAlphaAndBeta(APPS, 3, { namespace: NAMESPACE, pod: POD });
     // gamma's Deployment was never a target of that path: nothing there moved.
     const far = await getWorkload('gamma', APPS, 'Deployment', 'app');

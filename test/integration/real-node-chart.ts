@@ -1,8 +1,8 @@
 // What the tests that install the chart on alpha's real node share (helm-chart-in-cluster.test.ts,
 // network-policy.test.ts): kubectl as alpha's admin, a remote cluster's kubeconfig as the node's pods reach it, a
 // local PersistentVolume on the node with a StorageClass of its own for the StatefulSet's claim, and the wait for the
-// restart the chart's serve makes in alpha and beta.
-import { execFile, execFileSync } from 'node:child_process';
+// restart the chart's serve makes in alpha and beta, and an audit entry posted to serve through `kubectl port-forward`.
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
@@ -11,7 +11,8 @@ import { stringify } from 'yaml';
 import { REAL_NODE_CLUSTER } from '../clusters/clusters.ts';
 import { loadClusters, waitFor } from '../clusters/kube-http.ts';
 import { REAL_NODE_NAME } from '../clusters/real-node.ts';
-import { cluster, getWorkload, repoRootDir } from './support.ts';
+import { admin, cluster, getWorkload, repoRootDir } from './support.ts';
+import { kvWriteAudit } from './wave-fixtures.ts';
 
 export const KUBECTL = join(repoRootDir, '.local/bin/kubectl');
 export const HELM = join(repoRootDir, '.local/bin/helm');
@@ -117,5 +118,49 @@ export async function expectRestartedInAlphaAndBeta(
       throw new Error(`${String(error)}\nserve's log:\n${log.slice(-4000)}`);
     });
     expect(versions).toBe(`{"secret/${apps}/db":${version}}`);
+  }
+}
+
+/**
+ * Posts a KV v2 write of `path` (as `secret/a/b`) at `version` to the release's serve through `kubectl port-forward
+ * svc/…`, with the bearer token of its webhook Secret (or `token` when given); the HTTP status. `readyz`: the
+ * forwarded /readyz status, read first.
+ */
+export async function postThroughPortForward(
+  namespace: string,
+  release: string,
+  port: number,
+  audit: { path: string; version: number; token?: string },
+): Promise<{ status: number; readyz: number }> {
+  const secret = (
+    await admin(REAL_NODE_CLUSTER).request('GET', `/api/v1/namespaces/${namespace}/secrets/vault-rollout-webhook`)
+  ).body as { data: { token: string } };
+  const forward = spawn(KUBECTL, [
+    `--kubeconfig=${adminKubeconfig()}`,
+    '-n',
+    namespace,
+    'port-forward',
+    `svc/${release}`,
+    `:${port}`,
+  ]);
+  try {
+    let out = '';
+    forward.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    forward.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const local = await waitFor(async () => /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out)?.[1], {
+      timeoutMs: 30_000,
+      what: `kubectl port-forward svc/${release}: ${out}`,
+    });
+    const base = `http://127.0.0.1:${local}`;
+    const readyz = (await fetch(`${base}/readyz`)).status;
+    const token = audit.token ?? Buffer.from(secret.data.token, 'base64').toString('utf8');
+    const response = await fetch(`${base}/v1/vault/audit`, {
+      method: 'POST',
+      body: kvWriteAudit(`port-forward-${Date.now()}`, audit.path, audit.version),
+      headers: { authorization: `Bearer ${token}` },
+    });
+    return { status: response.status, readyz };
+  } finally {
+    forward.kill();
   }
 }
