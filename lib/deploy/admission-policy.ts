@@ -30,7 +30,7 @@
 import { stringify } from 'yaml';
 import type { CompiledTarget, RoutingTable } from '../routing/routing-table.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget } from '../routing/routing-table.ts';
-import { WorkloadKinds, type Target } from '../routing/schema.ts';
+import { WorkloadKinds, type Target } from '../routing/target-schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { ANNOTATIONS, recordOnlyPatch } from '../plan/restart-record.ts';
 import { SYNC_KINDS } from '../workloads/sync-kinds.ts';

@@ -6,7 +6,8 @@
  */
 import { POLICY_ANNOTATIONS, POLICY_NAME, restartableKinds, type NamespaceScope } from './admission-policy.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget, type RoutingTable } from '../routing/routing-table.ts';
-import { WorkloadKinds, type ClusterConfig, type Target } from '../routing/schema.ts';
+import { WorkloadKinds, type Target } from '../routing/target-schema.ts';
+import { type ClusterConfig } from '../routing/schema.ts';
 import { isSyncKind, SYNC_KINDS } from '../workloads/sync-kinds.ts';
 import { WORKLOAD_KINDS } from '../workloads/workload-kinds.ts';
 import type { ClusterAccess } from '../kube/cluster-access.ts';

@@ -6,7 +6,7 @@
  */
 import { Document, isMap, isSeq, type YAMLMap } from 'yaml';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import type { WorkloadKind } from '../routing/target-schema.ts';
 import { esoSources } from './eso-sources.ts';
 import { reloaderRestarts, referencesSecret } from './reloader.ts';
 import {

@@ -5,7 +5,7 @@
  * sources and reasons come out; nothing here reads a Secret or its data.
  */
 import type { KubeObject } from '../workloads/workload-kinds.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import type { WorkloadKind } from '../routing/target-schema.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
 import type { WorkloadRef } from '../workloads/workload-ref.ts';

@@ -16,7 +16,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { signNotification, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../kernel/hmac-signature.ts';
-import type { NotificationSink } from '../routing/schema.ts';
+import type { NotificationSink } from '../routing/notifications-schema.ts';
 import type { NotificationEvent } from './event.ts';
 import { boundedJson, slackPayload, snsPayload, teamsPayload, webhookPayload } from './payloads.ts';
 

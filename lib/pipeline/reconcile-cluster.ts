@@ -25,7 +25,7 @@ import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../wor
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import type { ConsumersRolloutTarget, RolloutTarget, SecretRef } from '../plan/planner.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
-import { WorkloadKinds } from '../routing/schema.ts';
+import { WorkloadKinds } from '../routing/target-schema.ts';
 
 import type { ReconcileDeps, ReconcileLimits, WorkloadReport, WorkloadState } from './reconcile-model.ts';
 import { parseTime } from './reconcile-vault.ts';

@@ -20,7 +20,7 @@ import type { ChangeSet } from '../plan/waves.ts';
 import type { LocalRolloutQueue } from '../queue/local-queue.ts';
 import { pendingName } from '../queue/rollout-message.ts';
 import { NOTIFICATION_TTL_MS, type NotificationOutbox } from '../rotations/notification-outbox.ts';
-import type { NotificationEventKind } from '../routing/schema.ts';
+import type { NotificationEventKind } from '../routing/notifications-schema.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { HaltRecord, QueueRecord, WorkerDeps } from './worker-deps.ts';
 

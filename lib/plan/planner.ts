@@ -17,7 +17,8 @@ import {
   type NameBound,
   type RoutingTable,
 } from '../routing/routing-table.ts';
-import { parseDuration, type SyncKind, type WorkloadKind } from '../routing/schema.ts';
+import { parseDuration } from '../routing/schema.ts';
+import { type SyncKind, type WorkloadKind } from '../routing/target-schema.ts';
 import { placeholders, render, renderDeep } from '../routing/template.ts';
 
 /** The secret version a target is restarted for: the newest change of one Vault path. */

@@ -13,16 +13,15 @@ import {
   type CompiledPattern,
   type PatternSegment,
 } from './path-pattern.ts';
+import { NotificationEvents, type NotificationsSettings } from './notifications-schema.ts';
 import {
-  NotificationEvents,
   parseDuration,
   RoutingTableSchema,
-  type NotificationsSettings,
   type Route,
   type RolloutSettings,
   type RoutingTableDocument,
-  type Target,
 } from './schema.ts';
+import { type Target } from './target-schema.ts';
 import { BUILTIN_PLACEHOLDERS, placeholders, stringsIn } from './template.ts';
 import { fieldName, locator, schemaProblems, type FieldPath, type SchemaIssue } from './table-problems.ts';
 
