@@ -23,15 +23,11 @@ const region = process.env.AWS_REGION;
 // The login is kept across invocations of a warm container and renewed by its token source.
 let auth: ReturnType<typeof vaultTokenSourceFromEnv> | undefined;
 
-export async function handler(): Promise<{
-  paths: number;
-  behind: number;
-  recorded: number;
-  queued: number;
-  vaultRequests: number;
-}> {
-  const { env, telemetry, table } = runtime;
-  const vaultAddr = required(env, 'VAULT_ADDR', 'the Vault address (https://HOST:8200)');
+type Runtime = typeof runtime;
+type ReconcileReport = Awaited<ReturnType<typeof reconcile>>;
+
+/** The function's Vault login, made once per warm container; a failed login is tried afresh next time. */
+async function vaultLogin(env: Runtime['env'], vaultAddr: string, telemetry: Runtime['telemetry']) {
   const log = {
     info: telemetry.info.bind(telemetry),
     warn: telemetry.warn.bind(telemetry),
@@ -45,27 +41,16 @@ export async function handler(): Promise<{
     secretsManager: () => new SecretsManagerClient({ region }),
     awsCredentials: () => fromNodeProviderChain(),
   });
-  let source;
   try {
-    source = (await auth).source;
+    return (await auth).source;
   } catch (e) {
     auth = undefined;
     throw e;
   }
-  const vault = new VaultMetadataClient({
-    vaultAddr,
-    auth: source,
-    ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}),
-  });
-  const report = await reconcile({ table, vault, access, rotations, queue: runtime.intakeDeps().queue, now: Date.now });
-  const count = (state: string) => report.workloads.filter((w) => w.state === state).length;
-  const summary = {
-    paths: report.paths.length,
-    behind: count('behind'),
-    recorded: count('recorded'),
-    queued: report.queued.changes,
-    vaultRequests: vault.requests,
-  };
+}
+
+/** One log line per route not fully reconciled, unreadable path, failed workload and halted rotation. */
+function logProblems(telemetry: Runtime['telemetry'], report: ReconcileReport): void {
   for (const r of report.routes)
     if (r.status !== 'kv2' || r.truncated)
       telemetry.warn('route not fully reconciled', {
@@ -91,6 +76,33 @@ export async function handler(): Promise<{
       waves: h.waves,
       why: h.why,
     });
+}
+
+export async function handler(): Promise<{
+  paths: number;
+  behind: number;
+  recorded: number;
+  queued: number;
+  vaultRequests: number;
+}> {
+  const { env, telemetry, table } = runtime;
+  const vaultAddr = required(env, 'VAULT_ADDR', 'the Vault address (https://HOST:8200)');
+  const source = await vaultLogin(env, vaultAddr, telemetry);
+  const vault = new VaultMetadataClient({
+    vaultAddr,
+    auth: source,
+    ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}),
+  });
+  const report = await reconcile({ table, vault, access, rotations, queue: runtime.intakeDeps().queue, now: Date.now });
+  const count = (state: string) => report.workloads.filter((w) => w.state === state).length;
+  const summary = {
+    paths: report.paths.length,
+    behind: count('behind'),
+    recorded: count('recorded'),
+    queued: report.queued.changes,
+    vaultRequests: vault.requests,
+  };
+  logProblems(telemetry, report);
   telemetry.info('reconcile done', { ...summary, failed: count('failed'), halted: report.halted.length });
   telemetry.flush();
   if (report.pathErrors.length > 0 || count('failed') > 0 || report.routes.some((r) => r.status === 'error'))

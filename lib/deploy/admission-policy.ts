@@ -30,11 +30,12 @@
 import { stringify } from 'yaml';
 import type { CompiledTarget, RoutingTable } from '../routing/routing-table.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget } from '../routing/routing-table.ts';
-import { WorkloadKinds, type Target } from '../routing/schema.ts';
+import { WorkloadKinds, type Target } from '../routing/target-schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { ANNOTATIONS, recordOnlyPatch } from '../plan/restart-record.ts';
 import { SYNC_KINDS } from '../workloads/sync-kinds.ts';
 import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import { celList, celString, fieldPaths, globRegex, sameExcept, type FieldTree } from './admission-cel.ts';
 
 export const POLICY_NAME = 'vault-rollout';
 
@@ -65,11 +66,6 @@ export const DEFAULT_IDENTITY: AdmissionIdentity = {
 
 export class AdmissionPolicyError extends Error {
   override readonly name = 'AdmissionPolicyError';
-}
-
-/** Where a restart may write: a key maps to `true` (anything at or under it) or to the keys below it that may change. */
-export interface FieldTree {
-  [key: string]: FieldTree | true;
 }
 
 /** The fields the API server writes on every update, whoever sends it. */
@@ -207,9 +203,6 @@ export function restartableKinds(table: Pick<RoutingTable, 'routes'>): Restartab
     .map(([kind, { fields, namespaces }]) => ({ kind, fields, namespaces }));
 }
 
-/** An anchored RE2 (CEL `matches`) regex for a namespace glob: `*` is any run of characters, everything else literal. */
-export const globRegex = (glob: string): string => `^${glob.split('*').map(escapeRegex).join('.*')}$`;
-
 /** CEL that holds when the request's namespace is one of a scope's names or matches one of its globs. */
 export function namespaceCondition(
   scope: Pick<NamespaceScope, 'names' | 'globs'>,
@@ -227,70 +220,6 @@ export const describeScope = (scope: NamespaceScope): string =>
   scope.anywhere.length > 0
     ? 'every namespace'
     : [...scope.names.map((n) => (n === '' ? '(cluster-scoped)' : n)), ...scope.globs].join(', ');
-
-// ---------------------------------------------------------------------------------------------------------------
-// CEL
-// ---------------------------------------------------------------------------------------------------------------
-
-/** A CEL string literal (CEL's escapes are a superset of JSON's). */
-export const celString = (s: string): string => JSON.stringify(s);
-const celList = (items: readonly string[]): string => `[${items.map(celString).join(', ')}]`;
-
-const PLACEHOLDER = /\{[A-Za-z_][A-Za-z0-9_]*\}/;
-const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-
-/** A patch-template key with `{captures}` is a pattern: its rendered value may be any text. */
-const keyPattern = (key: string): string =>
-  `^${key.split(new RegExp(PLACEHOLDER.source, 'g')).map(escapeRegex).join('.*')}$`;
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
-/** CEL for the map under `key` of map `m`, or an empty map when there is none (optional field selection). */
-const below = (m: string, key: string): string => {
-  const base = m.endsWith('.orValue({})') ? m.slice(0, -'.orValue({})'.length) : m;
-  return `${base}${IDENTIFIER.test(key) ? `.?${key}` : `[?${celString(key)}]`}.orValue({})`;
-};
-
-/**
- * CEL that holds when maps `a` and `b` are equal except at the keys of `tree` (recursively). `bind` may turn the
- * map below a key into a policy variable, so that it is computed once instead of once per key compared. Keys that are absent
- * on one side compare as absent; a missing map below a tree key compares as an empty map.
- */
-export function sameExcept(
-  a: string,
-  b: string,
-  tree: FieldTree,
-  bind: (expression: string) => string = (e) => e,
-): string {
-  const literal = Object.keys(tree)
-    .filter((k) => !PLACEHOLDER.test(k))
-    .sort();
-  const patterns = Object.keys(tree)
-    .filter((k) => PLACEHOLDER.test(k))
-    .sort();
-  const exempt = [
-    ...(literal.length > 0 ? [`k in ${celList(literal)}`] : []),
-    ...patterns.map((p) => `k.matches(${celString(keyPattern(p))})`),
-  ];
-  const skip = exempt.length > 0 ? `${exempt.join(' || ')} || ` : '';
-  const clauses = [`${a}.all(k, ${skip}(k in ${b} && ${a}[k] == ${b}[k]))`, `${b}.all(k, ${skip}k in ${a})`];
-  for (const key of literal) {
-    const sub = tree[key];
-    if (sub === true || sub === undefined) continue;
-    clauses.push(sameExcept(bind(below(a, key)), bind(below(b, key)), sub, bind));
-  }
-  return clauses.join(' &&\n');
-}
-
-/** Human-readable paths of a tree's leaves, e.g. `spec.template.metadata.annotations["vault-rollout.io/versions"]`. */
-export function fieldPaths(tree: FieldTree, prefix = ''): string[] {
-  return Object.entries(tree)
-    .sort(([x], [y]) => x.localeCompare(y))
-    .flatMap(([key, sub]) => {
-      const path = IDENTIFIER.test(key) ? `${prefix}${prefix ? '.' : ''}${key}` : `${prefix}[${celString(key)}]`;
-      return sub === true ? [path] : fieldPaths(sub, path);
-    });
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The manifests
@@ -320,27 +249,25 @@ function identityCondition({ users, groups }: { users: string[]; groups: string[
 
 const labels = { 'app.kubernetes.io/name': 'vault-rollout' };
 
-/** The policy and its binding for a routing table and the identity vault-rollout runs as. */
-export function admissionPolicy(
-  table: Pick<RoutingTable, 'routes'>,
-  identity: AdmissionIdentity = DEFAULT_IDENTITY,
-): AdmissionPolicyManifests {
-  const users = [...new Set(identity.users)].sort();
-  const groups = [...new Set(identity.groups)].sort();
-  const kinds = restartableKinds(table);
-  const restartable = kinds.map((k) => k.kind);
-  const warnings = kinds
-    .filter((k) => k.namespaces.anywhere.length > 0)
-    .map((k) => `${k.kind} may be patched in every namespace: ${k.namespaces.anywhere.join('; ')}`);
-  // One validation per kind that some route bounds: UPDATEs of it only in the namespaces its routes target.
-  const namespaceRules = kinds
+/** One validation per kind that some route bounds: UPDATEs of it only in the namespaces its routes target. */
+function namespaceRules(kinds: readonly RestartableKind[]): Array<Record<string, string>> {
+  return kinds
     .filter((k) => k.namespaces.anywhere.length === 0)
     .map(({ kind, namespaces }) => ({
       expression: `request.operation != "UPDATE" || variables.kind != ${celString(kind)} ||\n${namespaceCondition(namespaces)}`,
       messageExpression: `"vault-rollout may not patch a ${kind.replace(/^\//, '')} in " + (variables.requestNamespace == "" ? "the cluster scope" : "namespace " + variables.requestNamespace) + ": its routes target it only in " + ${celString(describeScope(namespaces))}`,
       reason: 'Forbidden',
     }));
-  // Each kind's sub-maps become variables (evaluated lazily, once per request, only for the kind requested).
+}
+
+/**
+ * One validation per kind: an UPDATE changes only what its restart writes. Each kind's sub-maps become variables
+ * (evaluated lazily, once per request, only for the kind requested), returned with the validations.
+ */
+function fieldProfiles(kinds: readonly RestartableKind[]): {
+  profiles: Array<Record<string, string>>;
+  variables: Array<{ name: string; expression: string }>;
+} {
   const variables: Array<{ name: string; expression: string }> = [];
   const profiles = kinds.map(({ kind, fields }, i) => {
     const allowed = fieldPaths(fields);
@@ -355,26 +282,55 @@ export function admissionPolicy(
       reason: 'Forbidden',
     };
   });
+  return { profiles, variables };
+}
+
+/** What `doctor` reads back from the policy: the kinds and their namespaces, and whom it binds. */
+function policyAnnotations(
+  kinds: readonly RestartableKind[],
+  users: readonly string[],
+  groups: readonly string[],
+): Record<string, string> {
+  return {
+    [POLICY_ANNOTATIONS.kinds]: JSON.stringify(kinds.map((k) => k.kind)),
+    [POLICY_ANNOTATIONS.namespaces]: JSON.stringify(
+      Object.fromEntries(
+        kinds.map((k) => [
+          k.kind,
+          k.namespaces.anywhere.length > 0 ? ['*'] : [...k.namespaces.names, ...k.namespaces.globs],
+        ]),
+      ),
+    ),
+    [POLICY_ANNOTATIONS.users]: JSON.stringify(users),
+    [POLICY_ANNOTATIONS.groups]: JSON.stringify(groups),
+  };
+}
+
+/** The first validation: CREATE only of the creatable kinds, UPDATE only of a restartable kind's main resource. */
+function kindRule(restartable: readonly string[]): Record<string, string> {
+  return {
+    expression: `(request.operation == "CREATE" && variables.kind in ${celList(CREATABLE_KINDS)}) ||\n(request.operation == "UPDATE" && variables.subResource == "" && variables.kind in ${celList(restartable)})`,
+    messageExpression: `"vault-rollout may not " + request.operation + " " + request.resource.resource + (variables.subResource == "" ? "" : "/" + variables.subResource) + ": it only patches restarts into " + ${celString(restartable.map((k) => k.replace(/^\//, '')).join(', '))} + " and creates Events"`,
+    reason: 'Forbidden',
+  };
+}
+
+/** The policy and its binding for a routing table and the identity vault-rollout runs as. */
+export function admissionPolicy(
+  table: Pick<RoutingTable, 'routes'>,
+  identity: AdmissionIdentity = DEFAULT_IDENTITY,
+): AdmissionPolicyManifests {
+  const users = [...new Set(identity.users)].sort();
+  const groups = [...new Set(identity.groups)].sort();
+  const kinds = restartableKinds(table);
+  const warnings = kinds
+    .filter((k) => k.namespaces.anywhere.length > 0)
+    .map((k) => `${k.kind} may be patched in every namespace: ${k.namespaces.anywhere.join('; ')}`);
+  const { profiles, variables } = fieldProfiles(kinds);
   const policy = {
     apiVersion: 'admissionregistration.k8s.io/v1',
     kind: 'ValidatingAdmissionPolicy',
-    metadata: {
-      name: POLICY_NAME,
-      labels,
-      annotations: {
-        [POLICY_ANNOTATIONS.kinds]: JSON.stringify(restartable),
-        [POLICY_ANNOTATIONS.namespaces]: JSON.stringify(
-          Object.fromEntries(
-            kinds.map((k) => [
-              k.kind,
-              k.namespaces.anywhere.length > 0 ? ['*'] : [...k.namespaces.names, ...k.namespaces.globs],
-            ]),
-          ),
-        ),
-        [POLICY_ANNOTATIONS.users]: JSON.stringify(users),
-        [POLICY_ANNOTATIONS.groups]: JSON.stringify(groups),
-      },
-    },
+    metadata: { name: POLICY_NAME, labels, annotations: policyAnnotations(kinds, users, groups) },
     spec: {
       failurePolicy: 'Fail',
       matchConstraints: {
@@ -389,15 +345,7 @@ export function admissionPolicy(
         { name: 'requestNamespace', expression: 'has(request.namespace) ? request.namespace : ""' },
         ...variables,
       ],
-      validations: [
-        {
-          expression: `(request.operation == "CREATE" && variables.kind in ${celList(CREATABLE_KINDS)}) ||\n(request.operation == "UPDATE" && variables.subResource == "" && variables.kind in ${celList(restartable)})`,
-          messageExpression: `"vault-rollout may not " + request.operation + " " + request.resource.resource + (variables.subResource == "" ? "" : "/" + variables.subResource) + ": it only patches restarts into " + ${celString(restartable.map((k) => k.replace(/^\//, '')).join(', '))} + " and creates Events"`,
-          reason: 'Forbidden',
-        },
-        ...namespaceRules,
-        ...profiles,
-      ],
+      validations: [kindRule(kinds.map((k) => k.kind)), ...namespaceRules(kinds), ...profiles],
     },
   };
   const binding = {

@@ -71,63 +71,76 @@ interface MetricWidget {
   label?: string;
 }
 
-export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDashboardOptions): DashboardBody {
-  if (!/^[\w.\-/#:]{1,255}$/.test(namespace) || namespace.startsWith('AWS/'))
-    throw new Error(`metrics namespace "${namespace}": CloudWatch takes letters, digits and . - _ / # : (not AWS/)`);
-  let ids = 0;
-  const id = () => `m${++ids}`;
+/** The rows of metrics of one dashboard: each row's id is the next of the dashboard (`m1`, `m2`, ...). */
+class MetricRows {
+  #ids = 0;
+  readonly namespace: string;
+  readonly service: string;
+
+  constructor(namespace: string, service: string) {
+    this.namespace = namespace;
+    this.service = service;
+  }
+
+  #id(): string {
+    return `m${++this.#ids}`;
+  }
+
   /** A metric without labels: its one series, `service` its only dimension. */
-  const single = (name: MetricName, stat: string, label: string): MetricRow => {
+  single(name: MetricName, stat: string, label: string): MetricRow {
     if (METRIC_SPECS[name].labels.length > 0) throw new Error(`${name} has labels: read it with search()`);
-    return [namespace, name, 'service', service, { stat, label, id: id() }];
-  };
+    return [this.namespace, name, 'service', this.service, { stat, label, id: this.#id() }];
+  }
+
   /** A metric with labels: every series of its dimension set, one line per label set. */
-  const search = (name: MetricName, stat: string, label = ''): MetricRow => {
-    const schema = [namespace, ...emfDimensions(name)].map((d) => (/^[\w/]+$/.test(d) ? d : `"${d}"`)).join(',');
+  search(name: MetricName, stat: string, label = ''): MetricRow {
+    const schema = [this.namespace, ...emfDimensions(name)].map((d) => (/^[\w/]+$/.test(d) ? d : `"${d}"`)).join(',');
     return [
       {
-        expression: `SEARCH('{${schema}} MetricName="${name}" service="${service}"', '${stat}', ${PERIOD})`,
-        id: id(),
+        expression: `SEARCH('{${schema}} MetricName="${name}" service="${this.service}"', '${stat}', ${PERIOD})`,
+        id: this.#id(),
         label,
       },
     ];
-  };
-  const lambda = (metric: string, stat: string, what = ''): MetricRow[] =>
-    FUNCTIONS.map((fn) => [
+  }
+
+  lambda(metric: string, stat: string, what = ''): MetricRow[] {
+    return FUNCTIONS.map((fn) => [
       'AWS/Lambda',
       metric,
       'FunctionName',
       functionRef(fn),
-      { stat, label: `${fn}${what}`, id: id() },
+      { stat, label: `${fn}${what}`, id: this.#id() },
     ]);
-  const queue = (metric: string, ref: string, label: string): MetricRow => [
-    'AWS/SQS',
-    metric,
-    'QueueName',
-    `\${${ref}.QueueName}`,
-    { stat: 'Maximum', label, id: id() },
-  ];
+  }
 
-  const rows: MetricWidget[][] = [
+  queue(metric: string, ref: string, label: string): MetricRow {
+    return ['AWS/SQS', metric, 'QueueName', `\${${ref}.QueueName}`, { stat: 'Maximum', label, id: this.#id() }];
+  }
+}
+
+/** The first rows: what came in and what it restarted, and how long rollouts took. */
+function changeRows(m: MetricRows): MetricWidget[][] {
+  return [
     [
       {
         title: 'Changes received, records ignored and rejected',
         width: 8,
         stat: 'Sum',
         metrics: [
-          single(METRICS.changesReceived, 'Sum', 'received'),
-          single(METRICS.recordsRejected, 'Sum', 'rejected'),
-          search(METRICS.recordsIgnored, 'Sum'),
+          m.single(METRICS.changesReceived, 'Sum', 'received'),
+          m.single(METRICS.recordsRejected, 'Sum', 'rejected'),
+          m.search(METRICS.recordsIgnored, 'Sum'),
         ],
       },
-      { title: 'Restarts by cluster and outcome', width: 8, stat: 'Sum', metrics: [search(METRICS.targets, 'Sum')] },
+      { title: 'Restarts by cluster and outcome', width: 8, stat: 'Sum', metrics: [m.search(METRICS.targets, 'Sum')] },
       {
         title: 'Refused messages, lost visibility',
         width: 8,
         stat: 'Sum',
         metrics: [
-          single(METRICS.refusedMessages, 'Sum', 'refused'),
-          single(METRICS.visibilityLost, 'Sum', 'visibility lost'),
+          m.single(METRICS.refusedMessages, 'Sum', 'refused'),
+          m.single(METRICS.visibilityLost, 'Sum', 'visibility lost'),
         ],
       },
     ],
@@ -136,32 +149,43 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
         title: 'Rollout duration p90 by cluster and outcome (ms)',
         width: 8,
         stat: 'p90',
-        metrics: [search(METRICS.rolloutDuration, 'p90')],
+        metrics: [m.search(METRICS.rolloutDuration, 'p90')],
       },
       {
         title: 'Rollouts by cluster and outcome',
         width: 8,
         stat: 'SampleCount',
-        metrics: [search(METRICS.rolloutDuration, 'SampleCount')],
+        metrics: [m.search(METRICS.rolloutDuration, 'SampleCount')],
       },
       {
         title: 'Vault change to patch p90 by cluster (ms)',
         width: 8,
         stat: 'p90',
-        metrics: [search(METRICS.lag, 'p90')],
+        metrics: [m.search(METRICS.lag, 'p90')],
       },
     ],
+  ];
+}
+
+/** The last rows: gates and halts, the queues, the functions, the notifications. */
+function operationRows(m: MetricRows): MetricWidget[][] {
+  return [
     [
-      { title: 'Gate decisions', width: 8, stat: 'Sum', metrics: [search(METRICS.gateDecisions, 'Sum')] },
-      { title: 'Halted rotations', width: 8, stat: 'Sum', metrics: [single(METRICS.haltedRotations, 'Sum', 'halted')] },
+      { title: 'Gate decisions', width: 8, stat: 'Sum', metrics: [m.search(METRICS.gateDecisions, 'Sum')] },
+      {
+        title: 'Halted rotations',
+        width: 8,
+        stat: 'Sum',
+        metrics: [m.single(METRICS.haltedRotations, 'Sum', 'halted')],
+      },
       {
         title: 'Rollout queue and dead letters',
         width: 8,
         metrics: [
-          queue('ApproximateNumberOfMessagesVisible', 'RolloutQueue', 'waiting'),
-          queue('ApproximateNumberOfMessagesNotVisible', 'RolloutQueue', 'in flight or held'),
-          queue('ApproximateNumberOfMessagesVisible', 'RolloutDeadLetterQueue', 'dead letters'),
-          queue('ApproximateNumberOfMessagesVisible', 'LogsFailureQueue', 'failed log batches'),
+          m.queue('ApproximateNumberOfMessagesVisible', 'RolloutQueue', 'waiting'),
+          m.queue('ApproximateNumberOfMessagesNotVisible', 'RolloutQueue', 'in flight or held'),
+          m.queue('ApproximateNumberOfMessagesVisible', 'RolloutDeadLetterQueue', 'dead letters'),
+          m.queue('ApproximateNumberOfMessagesVisible', 'LogsFailureQueue', 'failed log batches'),
         ],
       },
     ],
@@ -169,27 +193,30 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
       {
         title: 'Oldest rollout message age (s)',
         width: 8,
-        metrics: [queue('ApproximateAgeOfOldestMessage', 'RolloutQueue', 'oldest message')],
+        metrics: [m.queue('ApproximateAgeOfOldestMessage', 'RolloutQueue', 'oldest message')],
       },
       {
         title: 'Function errors and throttles',
         width: 8,
         stat: 'Sum',
-        metrics: [...lambda('Errors', 'Sum', ' errors'), ...lambda('Throttles', 'Sum', ' throttled')],
+        metrics: [...m.lambda('Errors', 'Sum', ' errors'), ...m.lambda('Throttles', 'Sum', ' throttled')],
       },
-      { title: 'Function duration p99 (ms)', width: 8, stat: 'p99', metrics: lambda('Duration', 'p99') },
+      { title: 'Function duration p99 (ms)', width: 8, stat: 'p99', metrics: m.lambda('Duration', 'p99') },
     ],
     [
       {
         title: 'Notification deliveries by outcome',
         width: 8,
         stat: 'Sum',
-        metrics: [search(METRICS.notifications, 'Sum')],
+        metrics: [m.search(METRICS.notifications, 'Sum')],
       },
     ],
   ];
+}
 
-  const widgets: DashboardWidget[] = [
+/** The title and the stack's alarms, above the metric rows. */
+function headerWidgets({ namespace, service, stage }: CloudWatchDashboardOptions): DashboardWidget[] {
+  return [
     {
       type: 'text',
       x: 0,
@@ -215,6 +242,12 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
       },
     },
   ];
+}
+
+/** The metric rows laid out on the grid below the header, each widget as wide as it says. */
+function metricWidgets(rows: readonly MetricWidget[][]): DashboardWidget[] {
+  const widgets: DashboardWidget[] = [];
+
   let y = 3;
   for (const row of rows) {
     let x = 0;
@@ -241,6 +274,16 @@ export function cloudWatchDashboard({ namespace, service, stage }: CloudWatchDas
     }
     y += HEIGHT;
   }
+  return widgets;
+}
+
+export function cloudWatchDashboard(options: CloudWatchDashboardOptions): DashboardBody {
+  const { namespace, service } = options;
+  if (!/^[\w.\-/#:]{1,255}$/.test(namespace) || namespace.startsWith('AWS/'))
+    throw new Error(`metrics namespace "${namespace}": CloudWatch takes letters, digits and . - _ / # : (not AWS/)`);
+  const m = new MetricRows(namespace, service);
+  const rows = [...changeRows(m), ...operationRows(m)];
+  const widgets = [...headerWidgets(options), ...metricWidgets(rows)];
   return { start: '-PT12H', periodOverride: 'inherit', widgets };
 }
 

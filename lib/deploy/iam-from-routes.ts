@@ -210,6 +210,42 @@ export function clusterAccessStatements(
   };
 }
 
+/** The Vault login credentials reconcile reads: SSM parameters and Secrets Manager secrets, nothing else. */
+function vaultLoginStatements(inputs: IamInputs, p: ArnPlaceholders): IamStatement[] {
+  return [
+    ...statement(
+      'ReadVaultLogin',
+      ['ssm:GetParameter'],
+      (inputs.vaultCredentials?.ssmParameters ?? []).map((n) => ssmParameterArn(n, p)),
+    ),
+    ...statement(
+      'ReadVaultSecretId',
+      ['secretsmanager:GetSecretValue'],
+      (inputs.vaultCredentials?.secrets ?? []).map((n) => secretArn(n, p)),
+    ),
+  ];
+}
+
+/** What the notify function needs: the table's SNS topics, and its sinks' secrets under the stage's prefix. */
+function notificationStatements(
+  table: Pick<RoutingTable, 'allSinks'>,
+  inputs: IamInputs,
+  p: ArnPlaceholders,
+): IamStatement[] {
+  return [
+    ...statement('PublishNotifications', ['sns:Publish'], sinkTopics(table.allSinks)),
+    ...statement(
+      'ReadNotificationSecrets',
+      ['ssm:GetParameter'],
+      inputs.notifySecretPrefix === undefined
+        ? []
+        : sinkVariables(table.allSinks).map((v) =>
+            ssmParameterArn(sinkParameterName(inputs.notifySecretPrefix as string, v), p),
+          ),
+    ),
+  ];
+}
+
 /** The IAM statements of each function's own role. */
 export function iamFromRoutes(table: Pick<RoutingTable, 'clusters' | 'allSinks'>, inputs: IamInputs): FunctionPolicies {
   const p = inputs.placeholders ?? CLOUDFORMATION_PLACEHOLDERS;
@@ -245,35 +281,9 @@ export function iamFromRoutes(table: Pick<RoutingTable, 'clusters' | 'allSinks'>
     ],
     // Reconcile reads the clusters like the worker (and records versions their pods already run), queues what is
     // behind, and reads only its own Vault login credentials.
-    reconcile: [
-      ...logs('reconcile'),
-      ...send,
-      ...access.statements,
-      ...statement(
-        'ReadVaultLogin',
-        ['ssm:GetParameter'],
-        (inputs.vaultCredentials?.ssmParameters ?? []).map((n) => ssmParameterArn(n, p)),
-      ),
-      ...statement(
-        'ReadVaultSecretId',
-        ['secretsmanager:GetSecretValue'],
-        (inputs.vaultCredentials?.secrets ?? []).map((n) => secretArn(n, p)),
-      ),
-    ],
+    reconcile: [...logs('reconcile'), ...send, ...access.statements, ...vaultLoginStatements(inputs, p)],
     // The notify function sends what the worker put in the outbox: to the table's SNS topics, with its sinks' secrets.
-    notify: [
-      ...logs('notify'),
-      ...statement('PublishNotifications', ['sns:Publish'], sinkTopics(table.allSinks)),
-      ...statement(
-        'ReadNotificationSecrets',
-        ['ssm:GetParameter'],
-        inputs.notifySecretPrefix === undefined
-          ? []
-          : sinkVariables(table.allSinks).map((v) =>
-              ssmParameterArn(sinkParameterName(inputs.notifySecretPrefix as string, v), p),
-            ),
-      ),
-    ],
+    notify: [...logs('notify'), ...notificationStatements(table, inputs, p)],
     assumedRoles: access.assumedRoles,
   };
 }

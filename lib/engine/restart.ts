@@ -19,7 +19,7 @@ import { maxUnavailableFor, rolloutTimeoutMs } from '../routing/routing-table.ts
 import type { SlotClaim } from '../slots/admission.ts';
 import { LEASE_MARGIN_MS, slotHolder, slotScopes } from '../slots/slot-store.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
-import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
+import { WorkloadKinds, type WorkloadKind } from '../routing/target-schema.ts';
 import { identity, targetName } from './cluster-run.ts';
 import { recordEvent } from './events.ts';
 import { withRetries } from './retry.ts';

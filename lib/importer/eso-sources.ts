@@ -146,6 +146,77 @@ function esoPath(store: VaultStore, remoteKey: string): { mount: string; key: st
   return { mount, key: rest.join('/') };
 }
 
+/** Why ESO never refreshes this ExternalSecret's Secret, so no rotation could reach it; undefined when it does. */
+function refreshProblem(spec: Record<string, unknown>): string | undefined {
+  const policy = str(spec.refreshPolicy);
+  if (policy === 'CreatedOnce') return 'refreshPolicy: CreatedOnce: ESO never updates the Secret after creating it';
+  if (
+    (policy === undefined || policy === 'Periodic') &&
+    (spec.refreshInterval === '0' || spec.refreshInterval === '0s' || spec.refreshInterval === 0)
+  )
+    return 'refreshInterval: 0 with a periodic refresh: ESO never refreshes it (use refreshPolicy: OnChange)';
+  return undefined;
+}
+
+/** One remote reference of an ExternalSecret: where it is written, its key, pinned version and store. */
+interface RemoteEntry {
+  what: string;
+  key: unknown;
+  version?: unknown;
+  sourceRef?: unknown;
+}
+
+/** The remote references of `data` and `dataFrom[].extract`; what has no one KV path is skipped with why. */
+function remoteEntries(spec: Record<string, unknown>, skip: (reason: string) => void): RemoteEntry[] {
+  const entries: RemoteEntry[] = [];
+  arr(spec.data).forEach((d, i) =>
+    entries.push({
+      what: `data[${i}]`,
+      key: rec(rec(d).remoteRef).key,
+      version: rec(rec(d).remoteRef).version,
+      sourceRef: rec(d).sourceRef,
+    }),
+  );
+  arr(spec.dataFrom).forEach((d, i) => {
+    const from = rec(d);
+    if (from.find !== undefined)
+      return skip(
+        `dataFrom[${i}].find searches Vault by path or name regexp: no one KV path to route (list the keys under data or dataFrom.extract)`,
+      );
+    if (rec(from.sourceRef).generatorRef !== undefined)
+      return skip(`dataFrom[${i}] uses a generator: generated values have no KV path`);
+    if (from.extract !== undefined)
+      entries.push({
+        what: `dataFrom[${i}].extract`,
+        key: rec(from.extract).key,
+        version: rec(from.extract).version,
+        sourceRef: from.sourceRef,
+      });
+  });
+  return entries;
+}
+
+/** The Vault store and KV path of one remote reference, or why it has none a route could name. */
+function entryPath(
+  inv: ClusterInventory,
+  ns: string,
+  entry: RemoteEntry,
+  defaultStore: Record<string, unknown>,
+): { store: VaultStore; path: { mount: string; key: string } } | string {
+  const storeRef = rec(rec(entry.sourceRef).storeRef);
+  const store = storeOf(inv, ns, storeRef.name !== undefined ? storeRef : defaultStore);
+  if (typeof store === 'string') return `${entry.what}: ${store}`;
+  const remoteKey = str(entry.key);
+  if (remoteKey === undefined) return `${entry.what}: no key`;
+  if (entry.version !== undefined && entry.version !== '')
+    return `${entry.what}: pinned to version ${String(entry.version)}: a new version in Vault changes nothing`;
+  const problem = keyProblem(trimSlashes(remoteKey));
+  if (problem) return `${entry.what}: ${problem}`;
+  const path = esoPath(store, remoteKey);
+  if (typeof path === 'string') return `${entry.what}: ${path}`;
+  return { store, path };
+}
+
 /** ExternalSecrets (external-secrets.io) backed by a Vault store → sources, one per distinct key. */
 export function esoSources(inv: ClusterInventory): Extracted {
   const sources: VaultSource[] = [];
@@ -156,77 +227,22 @@ export function esoSources(inv: ClusterInventory): Extracted {
     const name = nameOf(es);
     const skip = (reason: string) =>
       unmapped.push({ cluster: inv.cluster, kind: 'ExternalSecret', namespace: ns, name, reason });
-    const policy = str(spec.refreshPolicy);
-    if (policy === 'CreatedOnce') {
-      skip('refreshPolicy: CreatedOnce: ESO never updates the Secret after creating it');
-      continue;
-    }
-    if (
-      (policy === undefined || policy === 'Periodic') &&
-      (spec.refreshInterval === '0' || spec.refreshInterval === '0s' || spec.refreshInterval === 0)
-    ) {
-      skip('refreshInterval: 0 with a periodic refresh: ESO never refreshes it (use refreshPolicy: OnChange)');
+    const refresh = refreshProblem(spec);
+    if (refresh !== undefined) {
+      skip(refresh);
       continue;
     }
     const target = rec(spec.target);
     const secret = str(target.name) ?? name;
     const secretAnnotations = stringMap(rec(rec(rec(target.template).metadata).annotations));
-    const defaultStore = rec(spec.secretStoreRef);
-    const entries: Array<{ what: string; key: unknown; version?: unknown; sourceRef?: unknown }> = [];
-    arr(spec.data).forEach((d, i) =>
-      entries.push({
-        what: `data[${i}]`,
-        key: rec(rec(d).remoteRef).key,
-        version: rec(rec(d).remoteRef).version,
-        sourceRef: rec(d).sourceRef,
-      }),
-    );
-    arr(spec.dataFrom).forEach((d, i) => {
-      const from = rec(d);
-      if (from.find !== undefined)
-        return skip(
-          `dataFrom[${i}].find searches Vault by path or name regexp: no one KV path to route (list the keys under data or dataFrom.extract)`,
-        );
-      if (rec(from.sourceRef).generatorRef !== undefined)
-        return skip(`dataFrom[${i}] uses a generator: generated values have no KV path`);
-      if (from.extract !== undefined)
-        entries.push({
-          what: `dataFrom[${i}].extract`,
-          key: rec(from.extract).key,
-          version: rec(from.extract).version,
-          sourceRef: from.sourceRef,
-        });
-    });
     const seen = new Set<string>();
-    for (const entry of entries) {
-      const store = storeOf(
-        inv,
-        ns,
-        rec(rec(entry.sourceRef).storeRef).name !== undefined ? rec(rec(entry.sourceRef).storeRef) : defaultStore,
-      );
-      if (typeof store === 'string') {
-        skip(`${entry.what}: ${store}`);
+    for (const entry of remoteEntries(spec, skip)) {
+      const found = entryPath(inv, ns, entry, rec(spec.secretStoreRef));
+      if (typeof found === 'string') {
+        skip(found);
         continue;
       }
-      const remoteKey = str(entry.key);
-      if (remoteKey === undefined) {
-        skip(`${entry.what}: no key`);
-        continue;
-      }
-      if (entry.version !== undefined && entry.version !== '') {
-        skip(`${entry.what}: pinned to version ${String(entry.version)}: a new version in Vault changes nothing`);
-        continue;
-      }
-      const problem = keyProblem(trimSlashes(remoteKey));
-      if (problem) {
-        skip(`${entry.what}: ${problem}`);
-        continue;
-      }
-      const path = esoPath(store, remoteKey);
-      if (typeof path === 'string') {
-        skip(`${entry.what}: ${path}`);
-        continue;
-      }
+      const { store, path } = found;
       const id = `${store.vaultNamespace ?? ''}|${path.mount}|${path.key}`;
       if (seen.has(id)) continue;
       seen.add(id);

@@ -6,7 +6,7 @@
  */
 import { Document, isMap, isSeq, type YAMLMap } from 'yaml';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import type { WorkloadKind } from '../routing/target-schema.ts';
 import { esoSources } from './eso-sources.ts';
 import { reloaderRestarts, referencesSecret } from './reloader.ts';
 import {
@@ -171,9 +171,8 @@ function clusterSelector(names: string[], clusters: ImportCluster[]): string[] |
   return sorted;
 }
 
-/** Maps every cluster's inventory to one routing table. */
-export function importRoutes(inventories: ClusterInventory[], options: ImportOptions): ImportResult {
-  const unmapped: Unmapped[] = [];
+/** The sources of every inventory, as the options import them, and what of them was not imported (and why). */
+function sourcesOf(inventories: ClusterInventory[], options: ImportOptions, unmapped: Unmapped[]): VaultSource[] {
   const sources: VaultSource[] = [];
   for (const inv of inventories) {
     // VSO's and ESO's objects are read whenever Reloader is imported: they say which Secret holds which Vault path.
@@ -188,52 +187,60 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
       if (options.from.has('eso')) unmapped.push(...eso.unmapped);
     }
   }
-  const servers = [...new Set(sources.map((s) => s.server?.replace(/\/+$/, '')).filter((s) => s !== undefined))].sort();
+  return sources;
+}
 
-  const mounts: Record<string, 1 | 2> = {};
+/** One future route: the source that names its path, its targets with the clusters of each, and notes. */
+interface PathEntry {
+  source: VaultSource;
+  targets: Map<string, { target: ImportedTarget; clusters: Set<string> }>;
+  notes: string[];
+}
+
+/** The sources gathered by Vault path and by mount, as they are added. */
+interface Gathered {
+  readonly mounts: Record<string, 1 | 2>;
   /** Per mount, the first source seen reading it as KV v1 and as KV v2: two entries are a conflict. */
-  const mountFirstSeen = new Map<string, Map<1 | 2, VaultSource>>();
-  const byPath = new Map<
-    string,
-    { source: VaultSource; targets: Map<string, { target: ImportedTarget; clusters: Set<string> }>; notes: string[] }
-  >();
-  for (const source of sources) {
-    const skip = (reason: string) =>
-      unmapped.push({
-        cluster: source.cluster,
-        kind: source.operator.kind,
-        namespace: source.operator.namespace,
-        name: source.operator.name,
-        reason,
-      });
-    if (
-      options.vaultAddr !== undefined &&
-      source.server !== undefined &&
-      !sameServer(source.server, options.vaultAddr)
-    ) {
-      skip(`reads Vault at ${source.server}, not --vault-addr ${options.vaultAddr}`);
-      continue;
-    }
-    const mountKey = source.vaultNamespace ? `${source.vaultNamespace}/${source.mount}` : source.mount;
-    const workloads = inventories.find((i) => i.cluster === source.cluster)?.workloads ?? [];
-    const { targets, notes } = targetsOf(source, workloads, options.from);
-    if (targets.length === 0) continue;
-    const first = mountFirstSeen.get(mountKey) ?? new Map<1 | 2, VaultSource>();
-    mountFirstSeen.set(mountKey, first);
-    if (!first.has(source.kvVersion)) first.set(source.kvVersion, source);
-    mounts[mountKey] = source.kvVersion;
-    const pathKey = `${source.vaultNamespace ?? ''}|${source.mount}/${source.key}`;
-    let entry = byPath.get(pathKey);
-    if (!entry) byPath.set(pathKey, (entry = { source, targets: new Map(), notes: [] }));
-    entry.notes.push(...notes);
-    for (const target of targets) {
-      const id = JSON.stringify(target);
-      let t = entry.targets.get(id);
-      if (!t) entry.targets.set(id, (t = { target, clusters: new Set() }));
-      t.clusters.add(source.cluster);
-    }
-  }
+  readonly mountFirstSeen: Map<string, Map<1 | 2, VaultSource>>;
+  readonly byPath: Map<string, PathEntry>;
+}
 
+/** Adds one source's targets under its path, and its mount's KV version; a source of another Vault is skipped. */
+function gather(
+  g: Gathered,
+  source: VaultSource,
+  inventories: ClusterInventory[],
+  options: ImportOptions,
+  unmapped: Unmapped[],
+): void {
+  if (options.vaultAddr !== undefined && source.server !== undefined && !sameServer(source.server, options.vaultAddr)) {
+    const { kind, namespace, name } = source.operator;
+    const reason = `reads Vault at ${source.server}, not --vault-addr ${options.vaultAddr}`;
+    unmapped.push({ cluster: source.cluster, kind, namespace, name, reason });
+    return;
+  }
+  const mountKey = source.vaultNamespace ? `${source.vaultNamespace}/${source.mount}` : source.mount;
+  const workloads = inventories.find((i) => i.cluster === source.cluster)?.workloads ?? [];
+  const { targets, notes } = targetsOf(source, workloads, options.from);
+  if (targets.length === 0) return;
+  const first = g.mountFirstSeen.get(mountKey) ?? new Map<1 | 2, VaultSource>();
+  g.mountFirstSeen.set(mountKey, first);
+  if (!first.has(source.kvVersion)) first.set(source.kvVersion, source);
+  g.mounts[mountKey] = source.kvVersion;
+  const pathKey = `${source.vaultNamespace ?? ''}|${source.mount}/${source.key}`;
+  let entry = g.byPath.get(pathKey);
+  if (!entry) g.byPath.set(pathKey, (entry = { source, targets: new Map(), notes: [] }));
+  entry.notes.push(...notes);
+  for (const target of targets) {
+    const id = JSON.stringify(target);
+    let t = entry.targets.get(id);
+    if (!t) entry.targets.set(id, (t = { target, clusters: new Set() }));
+    t.clusters.add(source.cluster);
+  }
+}
+
+/** Refuses a mount read as KV v1 by one object and as KV v2 by another, naming both. */
+function checkKvVersions(mountFirstSeen: Gathered['mountFirstSeen']): void {
   const conflicts = [...mountFirstSeen.entries()]
     .filter(([, seen]) => seen.size > 1)
     .sort(([a], [b]) => (a < b ? -1 : 1))
@@ -247,9 +254,19 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
       );
     });
   if (conflicts.length > 0) throw new KvVersionConflictError(conflicts);
+}
+
+/** Maps every cluster's inventory to one routing table. */
+export function importRoutes(inventories: ClusterInventory[], options: ImportOptions): ImportResult {
+  const unmapped: Unmapped[] = [];
+  const sources = sourcesOf(inventories, options, unmapped);
+  const servers = [...new Set(sources.map((s) => s.server?.replace(/\/+$/, '')).filter((s) => s !== undefined))].sort();
+  const g: Gathered = { mounts: {}, mountFirstSeen: new Map(), byPath: new Map() };
+  for (const source of sources) gather(g, source, inventories, options, unmapped);
+  checkKvVersions(g.mountFirstSeen);
 
   const taken = new Set<string>();
-  const routes: ImportedRoute[] = [...byPath.entries()]
+  const routes: ImportedRoute[] = [...g.byPath.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([, { source, targets, notes }]) => ({
       name: routeName(source, taken),
@@ -271,7 +288,7 @@ export function importRoutes(inventories: ClusterInventory[], options: ImportOpt
         { kubeconfig: { file: c.kubeconfig }, ...(Object.keys(c.labels).length > 0 ? { labels: c.labels } : {}) },
       ]),
   );
-  const sortedMounts = Object.fromEntries(Object.entries(mounts).sort(([a], [b]) => (a < b ? -1 : 1)));
+  const sortedMounts = Object.fromEntries(Object.entries(g.mounts).sort(([a], [b]) => (a < b ? -1 : 1)));
   return { clusters, mounts: sortedMounts, routes, unmapped: sortUnmapped(unmapped), servers };
 }
 

@@ -5,7 +5,7 @@
  * sources and reasons come out; nothing here reads a Secret or its data.
  */
 import type { KubeObject } from '../workloads/workload-kinds.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import type { WorkloadKind } from '../routing/target-schema.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
@@ -149,6 +149,65 @@ export const VSO_RESTART_KINDS: Readonly<Record<string, WorkloadKind>> = {
   'argo.Rollout': 'Rollout',
 };
 
+/** What a VaultStaticSecret reads and writes: its KV type, mount, key and Secret; or why no rotation reaches it. */
+function staticSecretPath(
+  spec: Record<string, unknown>,
+): { type: 'kv-v1' | 'kv-v2'; mount: string; key: string; secret: string } | string {
+  const type = str(spec.type);
+  if (type !== 'kv-v1' && type !== 'kv-v2') return `type ${type ?? '(none)'} is not kv-v1 or kv-v2`;
+  const mount = trimSlashes(str(spec.mount) ?? '');
+  const key = trimSlashes(str(spec.path) ?? '');
+  if (mount === '') return 'spec.mount is empty';
+  const problem = keyProblem(key);
+  if (problem) return problem;
+  if (spec.version !== undefined && spec.version !== 0)
+    return `spec.version pins version ${String(spec.version)}: a new version in Vault changes nothing in the cluster`;
+  const secret = str(rec(spec.destination).name);
+  if (secret === undefined) return 'spec.destination.name is empty';
+  return { type, mount, key, secret };
+}
+
+/** The workloads VSO itself restarts after a sync; none when hmacSecretData is false (it cannot tell the data changed). */
+function operatorRestartsOf(spec: Record<string, unknown>): NamedWorkload[] {
+  const operatorRestarts: NamedWorkload[] = [];
+  for (const t of spec.hmacSecretData === false ? [] : arr(spec.rolloutRestartTargets)) {
+    const kind = VSO_RESTART_KINDS[str(rec(t).kind) ?? ''];
+    const name = str(rec(t).name);
+    if (kind && name) operatorRestarts.push({ kind, name });
+  }
+  return operatorRestarts;
+}
+
+/** One VaultStaticSecret as a source, or why it is none. */
+function staticSecretSource(inv: ClusterInventory, vss: KubeObject, operatorNamespace: string): VaultSource | string {
+  const spec = rec(vss.spec);
+  const ns = namespaceOf(vss);
+  const found = staticSecretPath(spec);
+  if (typeof found === 'string') return found;
+  const auth = findRef(inv.vaultAuths, str(spec.vaultAuthRef), ns, operatorNamespace);
+  if (auth && !authServes(auth, ns, operatorNamespace))
+    return `VaultAuth ${namespaceOf(auth)}/${nameOf(auth)} does not allow namespace ${ns} (spec.allowedNamespaces): VSO refuses to sync it`;
+  const authSpec = rec(auth?.spec);
+  const connection = findRef(
+    inv.vaultConnections,
+    str(authSpec.vaultConnectionRef),
+    namespaceOf(auth ?? {}) || ns,
+    operatorNamespace,
+  );
+  return {
+    cluster: inv.cluster,
+    vaultNamespace: vaultNamespace(spec.namespace ?? authSpec.namespace),
+    mount: found.mount,
+    kvVersion: found.type === 'kv-v1' ? 1 : 2,
+    key: found.key,
+    server: str(rec(connection?.spec).address),
+    operator: { kind: 'VaultStaticSecret', namespace: ns, name: nameOf(vss) },
+    secret: found.secret,
+    secretAnnotations: stringMap(rec(spec.destination).annotations),
+    operatorRestarts: operatorRestartsOf(spec),
+  };
+}
+
 /**
  * VaultStaticSecrets (secrets.hashicorp.com/v1beta1) → sources; dynamic and PKI secrets → why not. Defaults (no
  * vaultAuthRef, no vaultConnectionRef) resolve only in `operatorNamespace`, as VSO resolves them.
@@ -159,73 +218,9 @@ export function vsoSources(inv: ClusterInventory, operatorNamespace: string = VS
   const skip = (o: KubeObject, kind: string, reason: string) =>
     unmapped.push({ cluster: inv.cluster, kind, namespace: namespaceOf(o), name: nameOf(o), reason });
   for (const vss of inv.vaultStaticSecrets) {
-    const spec = rec(vss.spec);
-    const ns = namespaceOf(vss);
-    const type = str(spec.type);
-    if (type !== 'kv-v1' && type !== 'kv-v2') {
-      skip(vss, 'VaultStaticSecret', `type ${type ?? '(none)'} is not kv-v1 or kv-v2`);
-      continue;
-    }
-    const mount = trimSlashes(str(spec.mount) ?? '');
-    const key = trimSlashes(str(spec.path) ?? '');
-    if (mount === '') {
-      skip(vss, 'VaultStaticSecret', 'spec.mount is empty');
-      continue;
-    }
-    const problem = keyProblem(key);
-    if (problem) {
-      skip(vss, 'VaultStaticSecret', problem);
-      continue;
-    }
-    if (spec.version !== undefined && spec.version !== 0) {
-      skip(
-        vss,
-        'VaultStaticSecret',
-        `spec.version pins version ${String(spec.version)}: a new version in Vault changes nothing in the cluster`,
-      );
-      continue;
-    }
-    const destination = rec(spec.destination);
-    const secret = str(destination.name);
-    if (secret === undefined) {
-      skip(vss, 'VaultStaticSecret', 'spec.destination.name is empty');
-      continue;
-    }
-    const auth = findRef(inv.vaultAuths, str(spec.vaultAuthRef), ns, operatorNamespace);
-    if (auth && !authServes(auth, ns, operatorNamespace)) {
-      skip(
-        vss,
-        'VaultStaticSecret',
-        `VaultAuth ${namespaceOf(auth)}/${nameOf(auth)} does not allow namespace ${ns} (spec.allowedNamespaces): VSO refuses to sync it`,
-      );
-      continue;
-    }
-    const authSpec = rec(auth?.spec);
-    const connection = findRef(
-      inv.vaultConnections,
-      str(authSpec.vaultConnectionRef),
-      namespaceOf(auth ?? {}) || ns,
-      operatorNamespace,
-    );
-    const operatorRestarts: NamedWorkload[] = [];
-    // VSO ignores rolloutRestartTargets when hmacSecretData is false (it cannot tell the data changed).
-    for (const t of spec.hmacSecretData === false ? [] : arr(spec.rolloutRestartTargets)) {
-      const kind = VSO_RESTART_KINDS[str(rec(t).kind) ?? ''];
-      const name = str(rec(t).name);
-      if (kind && name) operatorRestarts.push({ kind, name });
-    }
-    sources.push({
-      cluster: inv.cluster,
-      vaultNamespace: vaultNamespace(spec.namespace ?? authSpec.namespace),
-      mount,
-      kvVersion: type === 'kv-v1' ? 1 : 2,
-      key,
-      server: str(rec(connection?.spec).address),
-      operator: { kind: 'VaultStaticSecret', namespace: ns, name: nameOf(vss) },
-      secret,
-      secretAnnotations: stringMap(destination.annotations),
-      operatorRestarts,
-    });
+    const source = staticSecretSource(inv, vss, operatorNamespace);
+    if (typeof source === 'string') skip(vss, 'VaultStaticSecret', source);
+    else sources.push(source);
   }
   for (const o of inv.vaultDynamicSecrets)
     skip(o, 'VaultDynamicSecret', 'a dynamic secret: VSO renews its lease, no KV write announces a new value');

@@ -1,7 +1,7 @@
 /** Stakater Reloader's annotations: which workloads it restarts when a Secret changes (regexps matched in linear time). */
 import { podSpecOf, referencesIn } from '../workloads/consumers.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
-import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
+import { WorkloadKinds, type WorkloadKind } from '../routing/target-schema.ts';
 import { compileGoRegexp } from './go-regexp.ts';
 
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */

@@ -5,7 +5,7 @@
  * same id: the outbox keeps one of them (lib/rotations/notification-outbox.ts).
  */
 import { createHash } from 'node:crypto';
-import type { NotificationEventKind } from '../routing/schema.ts';
+import type { NotificationEventKind } from '../routing/notifications-schema.ts';
 
 export interface NotificationEvent {
   /** Stable: the same event seen again (a redelivery, a restart) has the same id. */

@@ -16,7 +16,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { signNotification, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../kernel/hmac-signature.ts';
-import type { NotificationSink } from '../routing/schema.ts';
+import type { NotificationSink } from '../routing/notifications-schema.ts';
 import type { NotificationEvent } from './event.ts';
 import { boundedJson, slackPayload, snsPayload, teamsPayload, webhookPayload } from './payloads.ts';
 
@@ -148,27 +148,7 @@ export function resolveSinks(
 
 function resolveSink(name: string, config: NotificationSink, options: SinkOptions): Sink | string {
   const { env } = options;
-  if (config.type === 'sns') {
-    const client = options.sns ?? new SNSClient({ region: config.topicArn.split(':')[3] });
-    return {
-      name,
-      type: 'sns',
-      send: async (event) => {
-        const { subject, message } = snsPayload(event);
-        const fifo = config.topicArn.endsWith('.fifo')
-          ? { MessageGroupId: event.rotation.slice(0, 128), MessageDeduplicationId: event.id }
-          : {};
-        try {
-          await client.send(
-            new PublishCommand({ TopicArn: config.topicArn, Subject: subject, Message: message, ...fifo }),
-            { abortSignal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS) },
-          );
-        } catch (e) {
-          throw new SinkError(`sink ${name}: SNS Publish failed: ${e instanceof Error ? e.name : 'error'}`);
-        }
-      },
-    };
-  }
+  if (config.type === 'sns') return snsSink(name, config.topicArn, options);
   const variable = config.type === 'webhook' ? config.urlFromEnv : config.urlFromEnv;
   const url = variable === undefined ? (config.type === 'webhook' ? config.url : undefined) : env[variable];
   const problem = urlProblem(url, variable ?? 'url', env);
@@ -176,54 +156,95 @@ function resolveSink(name: string, config: NotificationSink, options: SinkOption
   let secret: string | undefined;
   if (config.type === 'webhook') {
     secret = env[config.secretFromEnv];
-    if (!secret) return `${config.secretFromEnv} is not set (the webhook sink's HMAC key)`;
-    if (secret.length < 16) return `${config.secretFromEnv} is shorter than 16 characters`;
-    const reused = INTAKE_SECRET_VARIABLES.find((name) => env[name] === secret);
-    if (reused !== undefined) {
-      return (
-        `${config.secretFromEnv} is the same key as ${reused}: ` +
-        'give notifications a key of their own (a receiver holding it could sign changes)'
-      );
-    }
+    const keyProblem = webhookKeyProblem(config.secretFromEnv, secret, env);
+    if (keyProblem !== undefined) return keyProblem;
   }
   const render = config.type === 'slack' ? slackPayload : config.type === 'teams' ? teamsPayload : webhookPayload;
-  const doFetch = options.fetch ?? fetch;
+  const endpoint: Endpoint = { name, url: url as string, secret, fetch: options.fetch ?? fetch };
+  return { name, type: config.type, send: (event) => postEvent(endpoint, event.id, () => render(event), options) };
+}
+
+/** A sink that publishes to an SNS topic, through the AWS SDK and the process's credentials. */
+function snsSink(name: string, topicArn: string, options: SinkOptions): Sink {
+  const client = options.sns ?? new SNSClient({ region: topicArn.split(':')[3] });
   return {
     name,
-    type: config.type,
+    type: 'sns',
     send: async (event) => {
-      await checkResolvedHost(name, url as string, options);
-      const body = boundedJson(render(event));
-      const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'vault-rollout' };
-      if (secret !== undefined) {
-        const timestamp = String(Math.floor(options.nowSeconds?.() ?? Date.now() / 1000));
-        headers[TIMESTAMP_HEADER] = timestamp;
-        headers[SIGNATURE_HEADER] = signNotification(secret, timestamp, body);
-        headers['x-vault-rollout-event-id'] = event.id;
-      }
-      let response: Response;
+      const { subject, message } = snsPayload(event);
+      const fifo = topicArn.endsWith('.fifo')
+        ? { MessageGroupId: event.rotation.slice(0, 128), MessageDeduplicationId: event.id }
+        : {};
       try {
-        response = await doFetch(url as string, {
-          method: 'POST',
-          headers,
-          body,
-          redirect: 'manual',
-          signal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS),
+        await client.send(new PublishCommand({ TopicArn: topicArn, Subject: subject, Message: message, ...fifo }), {
+          abortSignal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS),
         });
       } catch (e) {
-        const why =
-          e instanceof Error
-            ? e.name === 'TimeoutError' || e.name === 'AbortError'
-              ? `no answer within ${options.timeoutMs ?? SINK_TIMEOUT_MS} ms`
-              : e.name
-            : 'error';
-        throw new SinkError(`sink ${name}: ${why}`);
+        throw new SinkError(`sink ${name}: SNS Publish failed: ${e instanceof Error ? e.name : 'error'}`);
       }
-      // The body is read (and dropped) so the connection is released; its text is never logged (it may echo the URL).
-      await response.arrayBuffer().catch(() => undefined);
-      if (response.status < 200 || response.status > 299) throw new SinkError(`sink ${name}: HTTP ${response.status}`);
     },
   };
+}
+
+/** Why the webhook's HMAC key cannot be used: unset, short, or one of the intake's own keys. */
+function webhookKeyProblem(variable: string, secret: string | undefined, env: SinkOptions['env']): string | undefined {
+  if (!secret) return `${variable} is not set (the webhook sink's HMAC key)`;
+  if (secret.length < 16) return `${variable} is shorter than 16 characters`;
+  const reused = INTAKE_SECRET_VARIABLES.find((name) => env[name] === secret);
+  if (reused !== undefined) {
+    return (
+      `${variable} is the same key as ${reused}: ` +
+      'give notifications a key of their own (a receiver holding it could sign changes)'
+    );
+  }
+  return undefined;
+}
+
+/** Where a sink's events are POSTed, the key they are signed with (webhook), and the fetch that sends them. */
+interface Endpoint {
+  name: string;
+  url: string;
+  secret: string | undefined;
+  fetch: typeof fetch;
+}
+
+/** POSTs one event's payload to the sink's URL, signed when the sink has a key; throws SinkError when it fails. */
+async function postEvent(
+  { name, url, secret, fetch: doFetch }: Endpoint,
+  eventId: string,
+  payload: () => unknown,
+  options: SinkOptions,
+): Promise<void> {
+  await checkResolvedHost(name, url, options);
+  const body = boundedJson(payload());
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'vault-rollout' };
+  if (secret !== undefined) {
+    const timestamp = String(Math.floor(options.nowSeconds?.() ?? Date.now() / 1000));
+    headers[TIMESTAMP_HEADER] = timestamp;
+    headers[SIGNATURE_HEADER] = signNotification(secret, timestamp, body);
+    headers['x-vault-rollout-event-id'] = eventId;
+  }
+  let response: Response;
+  try {
+    response = await doFetch(url, {
+      method: 'POST',
+      headers,
+      body,
+      redirect: 'manual',
+      signal: AbortSignal.timeout(options.timeoutMs ?? SINK_TIMEOUT_MS),
+    });
+  } catch (e) {
+    const why =
+      e instanceof Error
+        ? e.name === 'TimeoutError' || e.name === 'AbortError'
+          ? `no answer within ${options.timeoutMs ?? SINK_TIMEOUT_MS} ms`
+          : e.name
+        : 'error';
+    throw new SinkError(`sink ${name}: ${why}`);
+  }
+  // The body is read (and dropped) so the connection is released; its text is never logged (it may echo the URL).
+  await response.arrayBuffer().catch(() => undefined);
+  if (response.status < 200 || response.status > 299) throw new SinkError(`sink ${name}: HTTP ${response.status}`);
 }
 
 /** Refuses to send when the sink's host name resolves to a link-local or metadata address (unless allowed). */

@@ -8,8 +8,8 @@
 import type { RolloutResult } from '../engine/types.ts';
 import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
-import { decideGate, type ChangeSet, type WaveTargetState } from '../plan/waves.ts';
-import { changeIdentity, queuedChange } from '../queue/rollout-message.ts';
+import { decideGate, type ChangeSet, type GateAction, type WaveTargetState } from '../plan/waves.ts';
+import { changeIdentity, queuedChange, type QueuedChange } from '../queue/rollout-message.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
@@ -62,14 +62,25 @@ export async function applyInForeground(
   return outcome;
 }
 
+/** One rotation being run in the foreground: what every wave of it needs. */
+interface RotationRun {
+  readonly set: ChangeSet;
+  readonly deps: ForegroundDeps;
+  readonly outcome: ForegroundOutcome;
+  readonly queued: QueuedChange[];
+  /** The plan's targets of this rotation's changes (and of `only`). */
+  readonly targets: RolloutTarget[];
+  readonly now: () => number;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly baseFollow: ExecutorSettings['follow'];
+}
+
 async function runRotation(
   set: ChangeSet,
   plan: Plan,
   deps: ForegroundDeps,
   outcome: ForegroundOutcome,
 ): Promise<void> {
-  const now = deps.now ?? Date.now;
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const queued = set.changes.map(queuedChange);
   const halt = await haltOf(deps.rotations, queued);
   if (halt) {
@@ -87,95 +98,135 @@ async function runRotation(
   const baseFollow = deps.executor.follow ?? deps.followWaves;
   if (!baseFollow && !deps.executor.dryRun)
     throw new Error('a rotation with waves runs in the foreground only while following its rollouts (--wait)');
-  for (const [index, wave] of set.waves.entries()) {
-    const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
-    const since = now();
-    const follow = baseFollow
-      ? { ...baseFollow, since, budgetMs: Math.min(baseFollow.budgetMs, set.policy.gate.timeoutMs + 5000) }
-      : undefined;
-    let results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, ...(follow ? { follow } : {}) });
-    outcome.results.push(...results);
-    if (deps.executor.dryRun || index === set.waves.length - 1) continue;
-    let completeAt: number | undefined;
-    for (;;) {
-      const states: WaveTargetState[] = results.map((r) => ({
-        cluster: r.cluster,
-        namespace: r.namespace,
-        kind: r.kind,
-        name: r.name,
-        state: waveTargetState(r),
-        reason: r.rolloutReason ?? r.detail ?? r.reason,
-      }));
-      const decision = decideGate({
-        states,
-        now: now(),
-        since,
-        ...(completeAt === undefined ? {} : { completeAt }),
-        policy: set.policy,
-        recheckMs: RECHECK_MS,
-      });
-      if (decision.action === 'advance') break;
-      if (decision.action === 'wait') {
-        if (decision.completeAt !== undefined) {
-          completeAt = decision.completeAt;
-          await sleep(decision.delayMs);
-        } else {
-          // Still rolling when the follow ended (an apply --timeout shorter than the gate): look again, patching nothing.
-          results = await executeRollouts(deps.table, waveTargets, {
-            ...deps.executor,
-            observeOnly: true,
-            follow: { budgetMs: decision.delayMs, since },
-          });
-        }
-        continue;
-      }
-      if (decision.onFailure === 'continue') {
-        deps.log?.warn('wave gate failed; continuing (onFailure: continue)', {
-          rotation: set.key,
-          wave: index + 1,
-          why: decision.why,
-        });
-        break;
-      }
-      const halted: RotationHalt = {
-        rotation: set.key,
-        route: set.route,
-        changes: queued.map(changeIdentity),
-        secrets: [
-          ...new Set(
-            set.changes.map((c) =>
-              c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`,
-            ),
-          ),
-        ].sort(),
-        wave: index + 1,
-        waves: set.waves.length,
-        failing: {
-          cluster: decision.failing.cluster,
-          namespace: decision.failing.namespace,
-          kind: decision.failing.kind,
-          name: decision.failing.name,
-          state: decision.failing.state,
-        },
-        why: decision.why,
-        notRestarted: set.waves.slice(index + 1).flatMap((w) => w.clusters),
-        haltedAt: new Date(now()).toISOString(),
-      };
-      await deps.rotations.halt(halted);
-      outcome.halts.push(halted);
-      const target = waveTargets.find(
-        (t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace,
-      );
-      if (target)
-        await recordHalt(
-          deps.table,
-          target,
-          decision.failing.name,
-          deps.executor,
-          `vault-rollout halted the rotation of ${halted.secrets.join(', ')} at wave ${halted.wave} of ${halted.waves}: ${decision.why}. Not restarted: ${halted.notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`,
-        );
-      return;
-    }
-    await deps.rotations.releaseWave(set.key, index + 1);
+  const run: RotationRun = {
+    set,
+    deps,
+    outcome,
+    queued,
+    targets,
+    now: deps.now ?? Date.now,
+    sleep: deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms))),
+    baseFollow,
+  };
+  for (const index of set.waves.keys()) {
+    if (!(await runWave(run, index))) return;
   }
+}
+
+/** Restarts one wave, then waits at its gate; false when the gate halted the rotation. */
+async function runWave(run: RotationRun, index: number): Promise<boolean> {
+  const { set, deps, baseFollow } = run;
+  const wave = set.waves[index] as ChangeSet['waves'][number];
+  const waveTargets = run.targets.filter((t) => wave.clusters.includes(t.cluster));
+  const since = run.now();
+  const follow = baseFollow
+    ? { ...baseFollow, since, budgetMs: Math.min(baseFollow.budgetMs, set.policy.gate.timeoutMs + 5000) }
+    : undefined;
+  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, ...(follow ? { follow } : {}) });
+  run.outcome.results.push(...results);
+  if (deps.executor.dryRun || index === set.waves.length - 1) return true;
+  const failed = await awaitGate(run, waveTargets, results, since);
+  if (failed === undefined) {
+    await deps.rotations.releaseWave(set.key, index + 1);
+    return true;
+  }
+  if (failed.onFailure === 'continue') {
+    deps.log?.warn('wave gate failed; continuing (onFailure: continue)', {
+      rotation: set.key,
+      wave: index + 1,
+      why: failed.why,
+    });
+    await deps.rotations.releaseWave(set.key, index + 1);
+    return true;
+  }
+  await haltRotation(run, index, waveTargets, failed);
+  return false;
+}
+
+/** Waits until the wave's gate decides: undefined when it advances, the failure when it fails. */
+async function awaitGate(
+  run: RotationRun,
+  waveTargets: RolloutTarget[],
+  firstResults: RolloutResult[],
+  since: number,
+): Promise<Extract<GateAction, { action: 'fail' }> | undefined> {
+  const { set, deps } = run;
+  let results = firstResults;
+  let completeAt: number | undefined;
+  for (;;) {
+    const states: WaveTargetState[] = results.map((r) => ({
+      cluster: r.cluster,
+      namespace: r.namespace,
+      kind: r.kind,
+      name: r.name,
+      state: waveTargetState(r),
+      reason: r.rolloutReason ?? r.detail ?? r.reason,
+    }));
+    const decision = decideGate({
+      states,
+      now: run.now(),
+      since,
+      ...(completeAt === undefined ? {} : { completeAt }),
+      policy: set.policy,
+      recheckMs: RECHECK_MS,
+    });
+    if (decision.action === 'advance') return undefined;
+    if (decision.action === 'fail') return decision;
+    if (decision.completeAt !== undefined) {
+      completeAt = decision.completeAt;
+      await run.sleep(decision.delayMs);
+    } else {
+      // Still rolling when the follow ended (an apply --timeout shorter than the gate): look again, patching nothing.
+      results = await executeRollouts(deps.table, waveTargets, {
+        ...deps.executor,
+        observeOnly: true,
+        follow: { budgetMs: decision.delayMs, since },
+      });
+    }
+  }
+}
+
+/** Records the halt of the rotation at this wave, and says so on the failing workload. */
+async function haltRotation(
+  run: RotationRun,
+  index: number,
+  waveTargets: RolloutTarget[],
+  decision: Extract<GateAction, { action: 'fail' }>,
+): Promise<void> {
+  const { set, deps } = run;
+  const halted: RotationHalt = {
+    rotation: set.key,
+    route: set.route,
+    changes: run.queued.map(changeIdentity),
+    secrets: [
+      ...new Set(
+        set.changes.map((c) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`)),
+      ),
+    ].sort(),
+    wave: index + 1,
+    waves: set.waves.length,
+    failing: {
+      cluster: decision.failing.cluster,
+      namespace: decision.failing.namespace,
+      kind: decision.failing.kind,
+      name: decision.failing.name,
+      state: decision.failing.state,
+    },
+    why: decision.why,
+    notRestarted: set.waves.slice(index + 1).flatMap((w) => w.clusters),
+    haltedAt: new Date(run.now()).toISOString(),
+  };
+  await deps.rotations.halt(halted);
+  run.outcome.halts.push(halted);
+  const target = waveTargets.find(
+    (t) => t.cluster === decision.failing.cluster && t.namespace === decision.failing.namespace,
+  );
+  if (target)
+    await recordHalt(
+      deps.table,
+      target,
+      decision.failing.name,
+      deps.executor,
+      `vault-rollout halted the rotation of ${halted.secrets.join(', ')} at wave ${halted.wave} of ${halted.waves}: ${decision.why}. Not restarted: ${halted.notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`,
+    );
 }

@@ -25,7 +25,7 @@ import { WORKLOAD_KINDS, type KubeObject, type WorkloadDescriptor } from '../wor
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import type { ConsumersRolloutTarget, RolloutTarget, SecretRef } from '../plan/planner.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
-import { WorkloadKinds } from '../routing/schema.ts';
+import { WorkloadKinds } from '../routing/target-schema.ts';
 
 import type { ReconcileDeps, ReconcileLimits, WorkloadReport, WorkloadState } from './reconcile-model.ts';
 import { parseTime } from './reconcile-vault.ts';
@@ -130,6 +130,24 @@ export interface Verdict {
   behind: string[];
 }
 
+/** One cluster as reconcile reads it: its API, through the limiter and retries, each LIST made at most once. */
+interface ClusterReader {
+  readonly deps: ReconcileDeps;
+  readonly api: KubeApi;
+  readonly cluster: string;
+  readonly call: <T>(fn: () => Promise<T>) => Promise<T>;
+  readonly listOnce: (key: string, fn: () => Promise<KubeObject[]>) => Promise<KubeObject[]>;
+  readonly podsOf: (namespace: string) => Promise<PodView[]>;
+}
+
+/** A verdict of a target that could not be decided: failed, nothing queued. */
+function failed(cluster: string, t: RolloutTarget, name: string, detail: string): Verdict {
+  return {
+    report: { cluster, namespace: t.namespace, kind: t.kind, name, state: 'failed', paths: t.paths, detail },
+    behind: [],
+  };
+}
+
 /** Step 3: one cluster's workloads, decided. */
 export async function reconcileCluster(
   deps: ReconcileDeps,
@@ -138,18 +156,21 @@ export async function reconcileCluster(
   targets: readonly RolloutTarget[],
 ): Promise<Verdict[]> {
   const config = deps.table.clusters.get(cluster);
-  const fail = (t: RolloutTarget, name: string, detail: string): Verdict => ({
-    report: { cluster, namespace: t.namespace, kind: t.kind, name, state: 'failed', paths: t.paths, detail },
-    behind: [],
-  });
   let api: KubeApi;
   try {
     if (!config) throw new Error(`cluster ${cluster} is not in the routing table`);
     api = (deps.apiFor ?? ((a) => kubeApiFor(a)))(await deps.access(cluster, config));
   } catch (e) {
-    return targets.map((t) => fail(t, t.name ?? '', `cluster access: ${e instanceof Error ? e.message : String(e)}`));
+    const detail = `cluster access: ${e instanceof Error ? e.message : String(e)}`;
+    return targets.map((t) => failed(cluster, t, t.name ?? '', detail));
   }
   const limiter = new ConcurrencyLimiter(config.concurrency ?? limits.kubeConcurrency);
+  const reader = clusterReader(deps, api, cluster, limiter);
+  const verdicts = await Promise.all(targets.map((planned) => decidePlanned(reader, planned)));
+  return verdicts.flat();
+}
+
+function clusterReader(deps: ReconcileDeps, api: KubeApi, cluster: string, limiter: ConcurrencyLimiter): ClusterReader {
   const retry = deps.retry ?? DEFAULT_RETRY;
   const env = deps.retryEnv ?? realRetryEnv;
   const call = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -177,63 +198,56 @@ export async function reconcileCluster(
           return { labels: p.metadata?.labels ?? {}, startedAt: start === undefined ? undefined : Date.parse(start) };
         }),
     );
+  return { deps, api, cluster, call, listOnce, podsOf };
+}
 
-  const verdicts = await Promise.all(
-    targets.map(async (planned): Promise<Verdict[]> => {
-      if (planned.type === 'consumers') {
-        let decided: DecidedTarget[];
-        try {
-          decided = await consumerTargets(planned, (d, namespace) =>
-            listOnce(`${d.apiVersion}/${d.kind}\u0000${namespace}`, () => api.list(d, namespace)),
-          );
-        } catch (e) {
-          return [
-            fail(
-              planned,
-              planned.name,
-              `cannot find the consumers of ${planned.kind} ${planned.name} in ${planned.namespace}: ${e instanceof Error ? e.message : String(e)}`,
-            ),
-          ];
-        }
-        return (await Promise.all(decided.map((t) => decideTarget(t)))).flat();
-      }
-      return decideTarget(planned);
-    }),
-  );
-  return verdicts.flat();
-
-  async function decideTarget(t: DecidedTarget): Promise<Verdict[]> {
-    const descriptor = descriptorOf(t);
-    let objects: KubeObject[];
-    try {
-      const all = await (t.type === 'workload' && t.selector !== undefined
-        ? listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}\u0000${t.selector}`, () =>
-            api.list(descriptor, t.namespace, t.selector),
-          )
-        : listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}`, () =>
-            api.list(descriptor, t.namespace),
-          ));
-      const name = t.name;
-      objects =
-        name !== undefined
-          ? all.filter((o) => o.metadata?.name === name)
-          : t.type === 'workload' && t.annotated
-            ? all.filter((o) => watchesAny(o, t.paths))
-            : all;
-    } catch (e) {
-      return [
-        fail(
-          t,
-          t.name ?? '',
-          `cannot list ${descriptor.kind} in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`,
-        ),
-      ];
-    }
-    // A target naming nothing that exists: nothing runs an old version there; the worker reports it when a change comes.
-    return Promise.all(
-      objects.map((object) => decideWorkload(deps, api, cluster, t, descriptor, object, podsOf, call)),
+/** A planned target, decided: a consumers target through what it stands for. */
+async function decidePlanned(reader: ClusterReader, planned: RolloutTarget): Promise<Verdict[]> {
+  if (planned.type !== 'consumers') return decideTarget(reader, planned);
+  const { api, listOnce } = reader;
+  let decided: DecidedTarget[];
+  try {
+    decided = await consumerTargets(planned, (d, namespace) =>
+      listOnce(`${d.apiVersion}/${d.kind}\u0000${namespace}`, () => api.list(d, namespace)),
     );
+  } catch (e) {
+    return [
+      failed(
+        reader.cluster,
+        planned,
+        planned.name,
+        `cannot find the consumers of ${planned.kind} ${planned.name} in ${planned.namespace}: ${e instanceof Error ? e.message : String(e)}`,
+      ),
+    ];
   }
+  return (await Promise.all(decided.map((t) => decideTarget(reader, t)))).flat();
+}
+
+async function decideTarget(reader: ClusterReader, t: DecidedTarget): Promise<Verdict[]> {
+  const { api, listOnce } = reader;
+  const descriptor = descriptorOf(t);
+  let objects: KubeObject[];
+  try {
+    const all = await (t.type === 'workload' && t.selector !== undefined
+      ? listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}\u0000${t.selector}`, () =>
+          api.list(descriptor, t.namespace, t.selector),
+        )
+      : listOnce(`${descriptor.apiVersion}/${descriptor.kind}\u0000${t.namespace}`, () =>
+          api.list(descriptor, t.namespace),
+        ));
+    const name = t.name;
+    objects =
+      name !== undefined
+        ? all.filter((o) => o.metadata?.name === name)
+        : t.type === 'workload' && t.annotated
+          ? all.filter((o) => watchesAny(o, t.paths))
+          : all;
+  } catch (e) {
+    const detail = `cannot list ${descriptor.kind} in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`;
+    return [failed(reader.cluster, t, t.name ?? '', detail)];
+  }
+  // A target naming nothing that exists: nothing runs an old version there; the worker reports it when a change comes.
+  return Promise.all(objects.map((object) => decideWorkload({ reader, t, descriptor, object })));
 }
 
 function watchesAny(object: KubeObject, paths: readonly string[]): boolean {
@@ -243,26 +257,28 @@ function watchesAny(object: KubeObject, paths: readonly string[]): boolean {
   return paths.some((p) => index.match(p).size > 0);
 }
 
-async function decideWorkload(
-  deps: ReconcileDeps,
-  api: KubeApi,
-  cluster: string,
-  t: DecidedTarget,
-  descriptor: WorkloadDescriptor,
-  object: KubeObject,
-  podsOf: (ns: string) => Promise<PodView[]>,
-  call: <T>(fn: () => Promise<T>) => Promise<T>,
-): Promise<Verdict> {
-  const name = object.metadata?.name ?? '';
-  const report = (state: WorkloadState, paths: string[], detail?: string): WorkloadReport => ({
-    cluster,
-    namespace: t.namespace,
-    kind: t.kind,
-    name,
+/** One object of a target being decided. */
+interface ObjectAt {
+  readonly reader: ClusterReader;
+  readonly t: DecidedTarget;
+  readonly descriptor: WorkloadDescriptor;
+  readonly object: KubeObject;
+}
+
+function reportOf(o: ObjectAt, state: WorkloadState, paths: string[], detail?: string): WorkloadReport {
+  return {
+    cluster: o.reader.cluster,
+    namespace: o.t.namespace,
+    kind: o.t.kind,
+    name: o.object.metadata?.name ?? '',
     state,
     paths,
     ...(detail ? { detail } : {}),
-  });
+  };
+}
+
+async function decideWorkload(o: ObjectAt): Promise<Verdict> {
+  const { t, descriptor, object } = o;
   const recorded = readRecord(descriptor, object);
   const skips = recordedSkips(object);
   const stale: SecretRef[] = t.secrets.filter((s) => decideRestart(recorded, { secrets: [s] }).action === 'restart');
@@ -272,32 +288,23 @@ async function decideWorkload(
     (s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version,
   );
   const behind = stale.filter((s) => !confirmed.includes(s));
-  if (stale.length === 0) return { report: report('current', []), behind: [] };
-  if (behind.length === 0)
-    return recordWithoutRestart(
-      deps,
-      api,
-      t,
-      descriptor,
-      object,
-      confirmed,
-      call,
-      report,
-      'a key-level skip confirmed with Vault',
-    );
+  if (stale.length === 0) return { report: reportOf(o, 'current', []), behind: [] };
+  if (behind.length === 0) return recordWithoutRestart(o, confirmed, 'a key-level skip confirmed with Vault');
 
   const since = Math.max(...behind.map((s) => parseTime(s.time)).filter((n) => !Number.isNaN(n)));
   const neverRecorded = behind.every((s) => recorded[recordKey(s)] === undefined);
   let pods: PodView[] | undefined;
   if (t.type === 'workload' && t.kind !== 'CronJob') {
     try {
-      pods = await podsOf(t.namespace);
+      pods = await o.reader.podsOf(t.namespace);
     } catch (e) {
+      const detail = `cannot list pods in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`;
       return {
-        report: report(
+        report: reportOf(
+          o,
           'failed',
           behind.map((s) => s.path),
-          `cannot list pods in ${t.namespace}: ${e instanceof Error ? e.message : String(e)}`,
+          detail,
         ),
         behind: [],
       };
@@ -305,31 +312,22 @@ async function decideWorkload(
   }
   const paths = behind.map((s) => s.path);
   if (!Number.isFinite(since) || !podsRunVersion(t, object, pods, since, neverRecorded))
-    return { report: report('behind', paths), behind: paths };
+    return { report: reportOf(o, 'behind', paths), behind: paths };
 
   // Its pods already run these versions: record them where the worker will see them, and restart nothing.
-  return recordWithoutRestart(deps, api, t, descriptor, object, [...behind, ...confirmed], call, report);
+  return recordWithoutRestart(o, [...behind, ...confirmed]);
 }
 
 /**
  * Records versions on the object's metadata without a restart (recordOnlyPatch), keeping what else is recorded
  * there (other versions, key-level skips of other paths).
  */
-async function recordWithoutRestart(
-  deps: ReconcileDeps,
-  api: KubeApi,
-  t: DecidedTarget,
-  descriptor: WorkloadDescriptor,
-  object: KubeObject,
-  secrets: readonly SecretRef[],
-  call: <T>(fn: () => Promise<T>) => Promise<T>,
-  report: (state: WorkloadState, paths: string[], detail?: string) => WorkloadReport,
-  why?: string,
-): Promise<Verdict> {
+async function recordWithoutRestart(o: ObjectAt, secrets: readonly SecretRef[], why?: string): Promise<Verdict> {
+  const { reader, t, descriptor, object } = o;
   const paths = secrets.map((s) => s.path);
-  if (deps.dryRun)
+  if (reader.deps.dryRun)
     return {
-      report: report('recorded', paths, `dry run: would record without a restart${why ? ` (${why})` : ''}`),
+      report: reportOf(o, 'recorded', paths, `dry run: would record without a restart${why ? ` (${why})` : ''}`),
       behind: [],
     };
   const versions: MetadataRecord = { ...metadataRecord(object) };
@@ -338,13 +336,14 @@ async function recordWithoutRestart(
   body.metadata.resourceVersion = object.metadata?.resourceVersion;
   try {
     // A merge patch on the metadata alone, conditional on the version read: a concurrent restart is not overwritten.
-    await call(() =>
-      api.patch(descriptor, t.namespace, object.metadata?.name ?? '', body, PatchStrategy.MergePatch, false),
+    await reader.call(() =>
+      reader.api.patch(descriptor, t.namespace, object.metadata?.name ?? '', body, PatchStrategy.MergePatch, false),
     );
   } catch (e) {
     // Not recorded: queueing its change would restart a workload that runs the version already, so nothing is queued.
     return {
-      report: report(
+      report: reportOf(
+        o,
         'failed',
         paths,
         `cannot record without a restart: ${e instanceof Error ? e.message : String(e)} (the next reconcile tries again)`,
@@ -352,5 +351,5 @@ async function recordWithoutRestart(
       behind: [],
     };
   }
-  return { report: report('recorded', paths, why), behind: [] };
+  return { report: reportOf(o, 'recorded', paths, why), behind: [] };
 }

@@ -54,6 +54,16 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, task: (item:
   return Promise.all(items.map((item) => limiter.run(() => task(item))));
 }
 
+/** A path to read: its Vault namespace, mount and key. */
+interface WantedPath {
+  namespace: string;
+  mount: string;
+  key: string;
+}
+
+type Lister = (namespace: string, mount: string, folder: string) => Promise<MetadataListing>;
+type CompiledRoute = ReconcileDeps['table']['routes'][number];
+
 /** Step 1 and 2: every routed path Vault holds, and its current state. */
 export async function readVault(
   deps: ReconcileDeps,
@@ -62,7 +72,7 @@ export async function readVault(
   const { table, vault } = deps;
   // One LIST per folder, however many routes share it.
   const listings = new Map<string, Promise<MetadataListing>>();
-  const list = (namespace: string, mount: string, folder: string): Promise<MetadataListing> => {
+  const list: Lister = (namespace, mount, folder) => {
     const key = `${namespace}\u0000${mount}\u0000${folder}`;
     let listing = listings.get(key);
     if (!listing)
@@ -70,54 +80,74 @@ export async function readVault(
     return listing;
   };
   const routes: RouteExpansionReport[] = [];
-  const wanted = new Map<string, { namespace: string; mount: string; key: string }>();
-  for (const route of table.routes) {
-    const base = { route: route.name, namespace: route.namespace, pattern: route.pattern.source, paths: 0, lists: 0 };
-    let expansion;
-    try {
-      expansion = await expandPattern(route.pattern, route.namespace, table.mounts, list, limits);
-    } catch (e) {
-      routes.push({ ...base, status: 'error', reason: e instanceof Error ? e.message : String(e) });
-      continue;
-    }
-    if (expansion.kind === 'kv1') {
-      routes.push({
-        ...base,
-        status: 'kv1',
-        mount: expansion.mount,
-        reason: `${expansion.mount} is KV v1: it keeps no versions, so reconcile cannot see its changes (only the change feed can)`,
-      });
-      continue;
-    }
-    if (expansion.kind === 'unexpandable') {
-      routes.push({ ...base, status: 'unexpandable', reason: expansion.reason });
-      continue;
-    }
-    let truncated = expansion.truncated;
-    let paths = 0;
-    for (const key of expansion.keys) {
-      const id = `${route.namespace}\u0000${expansion.mount}\u0000${key}`;
-      if (!wanted.has(id) && wanted.size >= limits.maxPaths) {
-        truncated ??= `more than ${limits.maxPaths} paths in one reconcile`;
-        break;
-      }
-      wanted.set(id, { namespace: route.namespace, mount: expansion.mount, key });
-      paths++;
-    }
-    routes.push({
-      ...base,
-      status: 'kv2',
-      mount: expansion.mount,
-      paths,
-      lists: expansion.lists,
-      ...(truncated ? { truncated } : {}),
-      ...(expansion.ignored ? { reason: expansion.ignored } : {}),
-    });
-  }
+  const wanted = new Map<string, WantedPath>();
+  for (const route of table.routes) routes.push(await expandRoute(route, list, wanted, deps, limits));
+  const { changes, pathErrors } = await readCurrent(deps, limits, [...wanted.values()]);
+  const paths = changes.map((c) => ({
+    path: qualify(c.namespace, c.path),
+    version: c.version as number,
+    operation: c.operation,
+    time: c.time,
+  }));
+  return { routes, paths, pathErrors, changes };
+}
 
+/** Step 1 for one route: the keys its pattern matches in Vault, added to `wanted` up to maxPaths in all. */
+async function expandRoute(
+  route: CompiledRoute,
+  list: Lister,
+  wanted: Map<string, WantedPath>,
+  deps: ReconcileDeps,
+  limits: ReconcileLimits,
+): Promise<RouteExpansionReport> {
+  const base = { route: route.name, namespace: route.namespace, pattern: route.pattern.source, paths: 0, lists: 0 };
+  let expansion;
+  try {
+    expansion = await expandPattern(route.pattern, route.namespace, deps.table.mounts, list, limits);
+  } catch (e) {
+    return { ...base, status: 'error', reason: e instanceof Error ? e.message : String(e) };
+  }
+  if (expansion.kind === 'kv1') {
+    return {
+      ...base,
+      status: 'kv1',
+      mount: expansion.mount,
+      reason: `${expansion.mount} is KV v1: it keeps no versions, so reconcile cannot see its changes (only the change feed can)`,
+    };
+  }
+  if (expansion.kind === 'unexpandable') return { ...base, status: 'unexpandable', reason: expansion.reason };
+  let truncated = expansion.truncated;
+  let paths = 0;
+  for (const key of expansion.keys) {
+    const id = `${route.namespace}\u0000${expansion.mount}\u0000${key}`;
+    if (!wanted.has(id) && wanted.size >= limits.maxPaths) {
+      truncated ??= `more than ${limits.maxPaths} paths in one reconcile`;
+      break;
+    }
+    wanted.set(id, { namespace: route.namespace, mount: expansion.mount, key });
+    paths++;
+  }
+  return {
+    ...base,
+    status: 'kv2',
+    mount: expansion.mount,
+    paths,
+    lists: expansion.lists,
+    ...(truncated ? { truncated } : {}),
+    ...(expansion.ignored ? { reason: expansion.ignored } : {}),
+  };
+}
+
+/** Step 2: each wanted path's metadata, as the change that stands for its current state. */
+async function readCurrent(
+  deps: ReconcileDeps,
+  limits: ReconcileLimits,
+  wanted: readonly WantedPath[],
+): Promise<{ changes: SecretChange[]; pathErrors: ReconcileReport['pathErrors'] }> {
+  const { table, vault } = deps;
   const now = deps.now();
   const pathErrors: ReconcileReport['pathErrors'] = [];
-  const read = await mapLimited([...wanted.values()], limits.vaultConcurrency, async (p) => {
+  const read = await mapLimited(wanted, limits.vaultConcurrency, async (p) => {
     try {
       return await vault.readMetadata(p.mount, p.key, { namespace: p.namespace });
     } catch (e) {
@@ -138,11 +168,5 @@ export async function readVault(
     );
     if (change) changes.push(change);
   }
-  const paths = changes.map((c) => ({
-    path: qualify(c.namespace, c.path),
-    version: c.version as number,
-    operation: c.operation,
-    time: c.time,
-  }));
-  return { routes, paths, pathErrors, changes };
+  return { changes, pathErrors };
 }

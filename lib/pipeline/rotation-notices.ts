@@ -20,7 +20,7 @@ import type { ChangeSet } from '../plan/waves.ts';
 import type { LocalRolloutQueue } from '../queue/local-queue.ts';
 import { pendingName } from '../queue/rollout-message.ts';
 import { NOTIFICATION_TTL_MS, type NotificationOutbox } from '../rotations/notification-outbox.ts';
-import type { NotificationEventKind } from '../routing/schema.ts';
+import type { NotificationEventKind } from '../routing/notifications-schema.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { HaltRecord, QueueRecord, WorkerDeps } from './worker-deps.ts';
 
@@ -134,115 +134,131 @@ export function noticeLook(
   phase: { sinceMs: number; finished: boolean; expired?: readonly RolloutResult[] },
 ): Promise<void> {
   return guarded(deps, 'look', async (outbox) => {
-    const nowMs = (deps.now ?? Date.now)();
-    const sets = changeSets(deps.table, looked.changes, looked.plan);
-    const secrets = secretsOf(looked.targets);
-    const base = (r: RolloutResult, set: ChangeSet | undefined) => ({
-      rotation: set?.key ?? 'unknown',
-      ...(set ? { route: set.route } : {}),
-      at: at(deps),
-      secrets,
-      cluster: r.cluster,
-      workload: workloadOf(r),
-    });
-    const where = (r: RolloutResult) => `${r.cluster}/${pendingName(r)}`;
-    for (const r of out) {
-      const set = setOf(sets, r);
-      const routes = set ? [set.route] : r.routes;
-      if (r.outcome === 'failed') {
-        await emit(
-          deps,
-          outbox,
-          rotationEvent(
-            { kind: 'target-failed', ...base(r, set), reason: [r.reason, r.detail].filter(Boolean).join(': ') },
-            where(r),
-          ),
-          routes,
-        );
-      } else if (r.rollout === 'failed' || r.rollout === 'timeout') {
-        if (set) await outbox.note(set.key, `failed ${r.cluster}`, nowMs, NOTIFICATION_TTL_MS);
-        await emit(
-          deps,
-          outbox,
-          rotationEvent(
-            {
-              kind: 'rollout-failed',
-              ...base(r, set),
-              reason: `rollout ${r.rollout}${r.rolloutReason ? `: ${r.rolloutReason}` : ''}`,
-            },
-            where(r),
-          ),
-          routes,
-        );
-      } else if (r.rollout === 'progressing') {
-        const limit = Math.min(
-          ...deps.table.routes.filter((x) => routes.includes(x.name)).map((x) => x.notifications.progressingAfterMs),
-        );
-        if (Number.isFinite(limit) && nowMs - phase.sinceMs >= limit)
-          await emit(
-            deps,
-            outbox,
-            rotationEvent(
-              {
-                kind: 'progressing',
-                ...base(r, set),
-                reason: `still progressing ${Math.round((nowMs - phase.sinceMs) / 1000)} s after its restart${r.rolloutReason ? `: ${r.rolloutReason}` : ''}`,
-              },
-              where(r),
-            ),
-            routes,
-          );
-      }
-    }
-    for (const r of phase.expired ?? []) {
-      const set = setOf(sets, r);
-      if (set) await outbox.note(set.key, `failed ${r.cluster}`, nowMs, NOTIFICATION_TTL_MS);
-      // The same id as a rollout that ended `timeout`: one notification whichever look saw it first.
-      await emit(
-        deps,
-        outbox,
-        rotationEvent(
-          {
-            kind: 'rollout-failed',
-            ...base(r, set),
-            reason: 'rollout still under way when vault-rollout stopped following it',
-          },
-          where(r),
-        ),
-        set ? [set.route] : r.routes,
-      );
-    }
+    const look: Look = {
+      deps,
+      outbox,
+      looked,
+      nowMs: (deps.now ?? Date.now)(),
+      sets: changeSets(deps.table, looked.changes, looked.plan),
+      secrets: secretsOf(looked.targets),
+    };
+    for (const r of out) await noticeResult(look, r, phase.sinceMs);
+    for (const r of phase.expired ?? []) await noticeExpired(look, r);
     if (!phase.finished || out.some((r) => r.outcome === 'failed')) return;
-    for (const set of sets) {
-      const clusters = set.waves.flatMap((w) => w.clusters);
-      if (!clusters.includes(looked.cluster)) continue;
-      await outbox.note(set.key, `done ${looked.cluster}`, nowMs, NOTIFICATION_TTL_MS);
-      const notes = new Set(await outbox.notes(set.key, nowMs));
-      if ([...notes].some((n) => n.startsWith('failed '))) continue;
-      if (!clusters.every((c) => notes.has(`done ${c}`))) continue;
-      const setSecrets = [
-        ...new Set(
-          set.changes.map((c) =>
-            c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`,
-          ),
-        ),
-      ].sort();
+    for (const set of look.sets) await noticeClusterDone(look, set);
+  });
+}
+
+/** One look's notifications: where they go and what they are about. */
+interface Look {
+  readonly deps: Deps;
+  readonly outbox: NotificationOutbox;
+  readonly looked: LookedAt;
+  readonly nowMs: number;
+  readonly sets: readonly ChangeSet[];
+  readonly secrets: string[];
+}
+
+/** The fields every notification of a result has: its rotation, route, time, secrets, cluster and workload. */
+function resultBase(look: Look, r: RolloutResult, set: ChangeSet | undefined) {
+  return {
+    rotation: set?.key ?? 'unknown',
+    ...(set ? { route: set.route } : {}),
+    at: at(look.deps),
+    secrets: look.secrets,
+    cluster: r.cluster,
+    workload: workloadOf(r),
+  };
+}
+
+const whereOf = (r: RolloutResult) => `${r.cluster}/${pendingName(r)}`;
+
+/** A failed target, a failed or timed-out rollout, or one progressing past its routes' limit. */
+async function noticeResult(look: Look, r: RolloutResult, sinceMs: number): Promise<void> {
+  const { deps, outbox, nowMs } = look;
+  const set = setOf(look.sets, r);
+  const routes = set ? [set.route] : r.routes;
+  if (r.outcome === 'failed') {
+    const reason = [r.reason, r.detail].filter(Boolean).join(': ');
+    await emit(
+      deps,
+      outbox,
+      rotationEvent({ kind: 'target-failed', ...resultBase(look, r, set), reason }, whereOf(r)),
+      routes,
+    );
+  } else if (r.rollout === 'failed' || r.rollout === 'timeout') {
+    if (set) await outbox.note(set.key, `failed ${r.cluster}`, nowMs, NOTIFICATION_TTL_MS);
+    const reason = `rollout ${r.rollout}${r.rolloutReason ? `: ${r.rolloutReason}` : ''}`;
+    await emit(
+      deps,
+      outbox,
+      rotationEvent({ kind: 'rollout-failed', ...resultBase(look, r, set), reason }, whereOf(r)),
+      routes,
+    );
+  } else if (r.rollout === 'progressing') {
+    const limit = Math.min(
+      ...deps.table.routes.filter((x) => routes.includes(x.name)).map((x) => x.notifications.progressingAfterMs),
+    );
+    if (Number.isFinite(limit) && nowMs - sinceMs >= limit) {
+      const reason = `still progressing ${Math.round((nowMs - sinceMs) / 1000)} s after its restart${r.rolloutReason ? `: ${r.rolloutReason}` : ''}`;
       await emit(
         deps,
         outbox,
-        rotationEvent({
-          kind: 'complete',
-          rotation: set.key,
-          route: set.route,
-          at: at(deps),
-          secrets: setSecrets,
-          waves: set.waves.length,
-          clusters,
-        }),
-        [set.route],
+        rotationEvent({ kind: 'progressing', ...resultBase(look, r, set), reason }, whereOf(r)),
+        routes,
       );
     }
-  });
+  }
+}
+
+/** A rollout a continuation stopped following while still under way. */
+async function noticeExpired(look: Look, r: RolloutResult): Promise<void> {
+  const set = setOf(look.sets, r);
+  if (set) await look.outbox.note(set.key, `failed ${r.cluster}`, look.nowMs, NOTIFICATION_TTL_MS);
+  // The same id as a rollout that ended `timeout`: one notification whichever look saw it first.
+  await emit(
+    look.deps,
+    look.outbox,
+    rotationEvent(
+      {
+        kind: 'rollout-failed',
+        ...resultBase(look, r, set),
+        reason: 'rollout still under way when vault-rollout stopped following it',
+      },
+      whereOf(r),
+    ),
+    set ? [set.route] : r.routes,
+  );
+}
+
+/** This cluster's part of a rotation is done; the rotation is complete when every cluster's is, none failed. */
+async function noticeClusterDone(look: Look, set: ChangeSet): Promise<void> {
+  const { deps, outbox, nowMs, looked } = look;
+  const clusters = set.waves.flatMap((w) => w.clusters);
+  if (!clusters.includes(looked.cluster)) return;
+  await outbox.note(set.key, `done ${looked.cluster}`, nowMs, NOTIFICATION_TTL_MS);
+  const notes = new Set(await outbox.notes(set.key, nowMs));
+  if ([...notes].some((n) => n.startsWith('failed '))) return;
+  if (!clusters.every((c) => notes.has(`done ${c}`))) return;
+  const setSecrets = [
+    ...new Set(
+      set.changes.map((c) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`)),
+    ),
+  ].sort();
+  await emit(
+    deps,
+    outbox,
+    rotationEvent({
+      kind: 'complete',
+      rotation: set.key,
+      route: set.route,
+      at: at(deps),
+      secrets: setSecrets,
+      waves: set.waves.length,
+      clusters,
+    }),
+    [set.route],
+  );
 }
 
 /** A refused message went to the dead letters: one notification per message id (the top-level sinks). */

@@ -14,7 +14,7 @@ import type { KeyDigests } from '../sources/key-digests.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import { agentTemplateKeys, secretKeysRead, vaultKeysOf } from '../workloads/consumed-keys.ts';
 import { podSpecOf, podTemplateAnnotationsOf } from '../workloads/consumers.ts';
-import type { WorkloadKind } from '../routing/schema.ts';
+import type { WorkloadKind } from '../routing/target-schema.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import type { KeysUsed, RolloutTarget } from './planner.ts';
 import { recordKey, type RecordedSkips, type RecordedVersions } from './restart-record.ts';

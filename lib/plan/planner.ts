@@ -9,16 +9,25 @@ import type { Operation, SecretChange } from '../sources/secret-change.ts';
 import type { Captures } from '../routing/path-pattern.ts';
 import { matchRoutes } from '../routing/router.ts';
 import {
-  boundAllows,
   consumersOf,
   isConsumersTarget,
   isResourceTarget,
   isSyncTarget,
+  type CompiledTarget,
   type NameBound,
   type RoutingTable,
 } from '../routing/routing-table.ts';
-import { parseDuration, type SyncKind, type WorkloadKind } from '../routing/schema.ts';
-import { placeholders, render, renderDeep } from '../routing/template.ts';
+import { parseDuration } from '../routing/schema.ts';
+import {
+  type ConsumersTarget,
+  type ResourceTarget,
+  type SyncKind,
+  type SyncTarget,
+  type WorkloadKind,
+  type WorkloadTarget,
+} from '../routing/target-schema.ts';
+import { renderDeep } from '../routing/template.ts';
+import { renderName, renderNamespace, renderSelector } from './render-target.ts';
 
 /** The secret version a target is restarted for: the newest change of one Vault path. */
 export interface SecretRef {
@@ -115,11 +124,6 @@ export interface Plan {
   problems: PlanProblem[];
 }
 
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-/** A Kubernetes label value: what a capture may be inside a selector, so it is data there, never selector syntax. */
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
-
 /** Newer wins: higher version, then later time, then larger id, so the choice never depends on order. */
 function newer(a: SecretRef, b: SecretRef): boolean {
   if (a.version !== null && b.version !== null && a.version !== b.version) return a.version > b.version;
@@ -181,52 +185,12 @@ function addUse(
   });
 }
 
-type Rendered = string | { error: string };
-
-function render1(template: string, values: Captures, kind: 'namespace' | 'name'): Rendered {
-  const out = render(template, values);
-  const ok = kind === 'namespace' ? DNS_LABEL.test(out) : DNS_SUBDOMAIN.test(out);
-  return ok
-    ? out
-    : { error: `${kind} ${JSON.stringify(out.slice(0, 80))} rendered from the path is not a valid Kubernetes ${kind}` };
-}
-
-/** A namespace, rendered, and inside the target's bound when it has one. */
-function renderNamespace(template: string, values: Captures, bound: NameBound | undefined): Rendered {
-  const out = render1(template, values, 'namespace');
-  if (typeof out !== 'string' || bound === undefined || boundAllows(bound, out)) return out;
-  return {
-    error: `namespace ${JSON.stringify(out)} rendered from the path is outside the target's namespaces (${bound.sources.join(', ')})`,
-  };
-}
-
-/** An object name, rendered, and inside the target's `names` when it has them. */
-function renderName(template: string, values: Captures, bound: NameBound | undefined): Rendered {
-  const out = render1(template, values, 'name');
-  if (typeof out !== 'string' || bound === undefined || boundAllows(bound, out)) return out;
-  return {
-    error: `name ${JSON.stringify(out.slice(0, 80))} rendered from the path is outside the target's names (${bound.sources.join(', ')})`,
-  };
-}
-
-/** A selector whose every placeholder is filled with a valid label value (`app in ({apps})` stays one value). */
-function renderSelector(template: string, values: Captures): Rendered {
-  for (const name of placeholders(template)) {
-    const value = values[name];
-    if (value !== undefined && !LABEL_VALUE.test(value)) {
-      return {
-        error: `{${name}} = ${JSON.stringify(value.slice(0, 80))} from the path is not a valid label value, so it cannot go into the selector`,
-      };
-    }
-  }
-  return render(template, values);
-}
+type Planned = Accumulator['target'];
 
 export function planRollouts(table: RoutingTable, changes: readonly SecretChange[]): Plan {
   const byKey = new Map<string, Accumulator>();
   const routed: string[][] = [];
   const problems: PlanProblem[] = [];
-
   for (const change of changes) {
     const matches = matchRoutes(table, change);
     routed.push(matches.map((m) => m.route.name));
@@ -241,98 +205,141 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
     for (const { route, captures } of matches) {
       // The built-ins only resource targets may use: made for the first one (most routes have none).
       let builtins: Record<string, string> | undefined;
-      for (const { target, clusters, namespaces: bound, names: nameBound } of route.targets) {
-        let planned: Accumulator['target'];
-        if (isResourceTarget(target)) {
-          builtins ??= {
-            ...captures,
-            version: change.version === null ? '' : String(change.version),
-            path: change.path,
-            key: change.key,
-            mount: change.mount,
-            vaultNamespace: change.namespace,
-            operation: change.operation,
-          };
-          const name = renderName(target.resource.name, builtins, nameBound);
-          const namespace =
-            target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
-          const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');
-          if (bad) {
-            problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
-            continue;
-          }
-          planned = {
-            type: 'resource',
-            cluster: '',
-            namespace: namespace as string,
-            apiVersion: target.resource.apiVersion,
-            kind: target.resource.kind,
-            name: name as string,
-            patch: renderDeep(target.patch, builtins) as Record<string, unknown>,
-          };
-          if (target.wait) planned.wait = { condition: target.wait.condition };
-        } else if (isSyncTarget(target) || isConsumersTarget(target)) {
-          const named = isSyncTarget(target)
-            ? { kind: target.sync.kind, name: target.sync.name }
-            : (({ field, name: n }) => ({
-                kind: field === 'secret' ? ('Secret' as const) : ('SecretProviderClass' as const),
-                name: n,
-              }))(consumersOf(target));
-          const namespace = renderNamespace(target.namespace, captures, bound);
-          const name = renderName(named.name, captures, nameBound);
-          const bad = [namespace, name].find((v): v is { error: string } => typeof v !== 'string');
-          if (bad) {
-            problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
-            continue;
-          }
-          planned = {
-            type: 'consumers',
-            cluster: '',
-            namespace: namespace as string,
-            kind: named.kind,
-            name: name as string,
-            restart: isSyncTarget(target) ? target.restart : 'consumers',
-          };
-          const timeout =
-            isSyncTarget(target) && target.sync.timeout !== undefined ? parseDuration(target.sync.timeout) : undefined;
-          if (timeout !== undefined) planned.syncTimeoutMs = timeout;
-        } else {
-          const namespace = renderNamespace(target.namespace, captures, bound);
-          const name = target.name === undefined ? undefined : renderName(target.name, captures, nameBound);
-          const selector = target.selector === undefined ? undefined : renderSelector(target.selector, captures);
-          const bad = [namespace, name, selector].find((v): v is { error: string } => typeof v === 'object');
-          if (bad) {
-            problems.push({ route: route.name, path: secret.path, record: change.record, error: bad.error });
-            continue;
-          }
-          planned = { type: 'workload', cluster: '', namespace: namespace as string, kind: target.kind };
-          if (name !== undefined) planned.name = name as string;
-          if (selector !== undefined) planned.selector = selector as string;
-          if (target.annotated) planned.annotated = true;
+      const builtinsOf = (): Record<string, string> =>
+        (builtins ??= {
+          ...captures,
+          version: change.version === null ? '' : String(change.version),
+          path: change.path,
+          key: change.key,
+          mount: change.mount,
+          vaultNamespace: change.namespace,
+          operation: change.operation,
+        });
+      for (const compiled of route.targets) {
+        const planned = planTarget(compiled, captures, builtinsOf);
+        if ('error' in planned) {
+          problems.push({ route: route.name, path: secret.path, record: change.record, error: planned.error });
+          continue;
         }
-        for (const cluster of clusters) {
-          const t = { ...planned, cluster };
-          const key = targetKey(t);
-          let acc = byKey.get(key);
-          if (!acc)
-            byKey.set(
-              key,
-              (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map() }),
-            );
-          else if (newer(secret, acc.renderedFrom)) {
-            // A resource patch may use {version}: it is rendered from the newest change that hit the target.
-            acc.target = t;
-            acc.renderedFrom = secret;
-          }
-          acc.routes.add(route.name);
-          addUse(acc.uses, secret.path, target.keys, `route ${route.name}`);
-          const known = acc.secrets.get(secret.path);
-          if (!known || newer(secret, known)) acc.secrets.set(secret.path, secret);
-        }
+        for (const cluster of compiled.clusters)
+          accumulate(byKey, { ...planned, cluster }, secret, route.name, compiled.target.keys);
       }
     }
   }
+  return { targets: finishTargets(byKey), routed, problems };
+}
 
+/** One target of a route, rendered for a change (its cluster still to fill in), or why it cannot be. */
+function planTarget(
+  { target, namespaces: bound, names: nameBound }: CompiledTarget,
+  captures: Captures,
+  builtinsOf: () => Record<string, string>,
+): Planned | { error: string } {
+  if (isResourceTarget(target)) return planResource(target, builtinsOf(), bound, nameBound);
+  if (isSyncTarget(target) || isConsumersTarget(target)) return planConsumers(target, captures, bound, nameBound);
+  return planWorkload(target, captures, bound, nameBound);
+}
+
+/** A custom resource: its name, namespace and merge patch rendered with the captures and the built-ins. */
+function planResource(
+  target: ResourceTarget,
+  builtins: Record<string, string>,
+  bound: NameBound | undefined,
+  nameBound: NameBound | undefined,
+): Planned | { error: string } {
+  const name = renderName(target.resource.name, builtins, nameBound);
+  const namespace =
+    target.resource.namespace === undefined ? '' : renderNamespace(target.resource.namespace, builtins, bound);
+  const bad = [name, namespace].find((v): v is { error: string } => typeof v !== 'string');
+  if (bad) return bad;
+  const planned: Planned = {
+    type: 'resource',
+    cluster: '',
+    namespace: namespace as string,
+    apiVersion: target.resource.apiVersion,
+    kind: target.resource.kind,
+    name: name as string,
+    patch: renderDeep(target.patch, builtins) as Record<string, unknown>,
+  };
+  if (target.wait) planned.wait = { condition: target.wait.condition };
+  return planned;
+}
+
+/** A sync through an operator, or the consumers of a Secret or SecretProviderClass. */
+function planConsumers(
+  target: SyncTarget | ConsumersTarget,
+  captures: Captures,
+  bound: NameBound | undefined,
+  nameBound: NameBound | undefined,
+): Planned | { error: string } {
+  const named = isSyncTarget(target)
+    ? { kind: target.sync.kind, name: target.sync.name }
+    : (({ field, name: n }) => ({
+        kind: field === 'secret' ? ('Secret' as const) : ('SecretProviderClass' as const),
+        name: n,
+      }))(consumersOf(target));
+  const namespace = renderNamespace(target.namespace, captures, bound);
+  const name = renderName(named.name, captures, nameBound);
+  const bad = [namespace, name].find((v): v is { error: string } => typeof v !== 'string');
+  if (bad) return bad;
+  const planned: Planned = {
+    type: 'consumers',
+    cluster: '',
+    namespace: namespace as string,
+    kind: named.kind,
+    name: name as string,
+    restart: isSyncTarget(target) ? target.restart : 'consumers',
+  };
+  const timeout =
+    isSyncTarget(target) && target.sync.timeout !== undefined ? parseDuration(target.sync.timeout) : undefined;
+  if (timeout !== undefined) planned.syncTimeoutMs = timeout;
+  return planned;
+}
+
+/** A workload by name, by selector, or every one of its kind that opts in by annotation. */
+function planWorkload(
+  target: WorkloadTarget,
+  captures: Captures,
+  bound: NameBound | undefined,
+  nameBound: NameBound | undefined,
+): Planned | { error: string } {
+  const namespace = renderNamespace(target.namespace, captures, bound);
+  const name = target.name === undefined ? undefined : renderName(target.name, captures, nameBound);
+  const selector = target.selector === undefined ? undefined : renderSelector(target.selector, captures);
+  const bad = [namespace, name, selector].find((v): v is { error: string } => typeof v === 'object');
+  if (bad) return bad;
+  const planned: Planned = { type: 'workload', cluster: '', namespace: namespace as string, kind: target.kind };
+  if (name !== undefined) planned.name = name as string;
+  if (selector !== undefined) planned.selector = selector as string;
+  if (target.annotated) planned.annotated = true;
+  return planned;
+}
+
+/** Adds a planned target of one cluster: the same workload named again gathers the route and the path. */
+function accumulate(
+  byKey: Map<string, Accumulator>,
+  t: Planned,
+  secret: SecretRef,
+  route: string,
+  keys: readonly string[] | undefined,
+): void {
+  const key = targetKey(t);
+  let acc = byKey.get(key);
+  if (!acc)
+    byKey.set(key, (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map() }));
+  else if (newer(secret, acc.renderedFrom)) {
+    // A resource patch may use {version}: it is rendered from the newest change that hit the target.
+    acc.target = t;
+    acc.renderedFrom = secret;
+  }
+  acc.routes.add(route);
+  addUse(acc.uses, secret.path, keys, `route ${route}`);
+  const known = acc.secrets.get(secret.path);
+  if (!known || newer(secret, known)) acc.secrets.set(secret.path, secret);
+}
+
+/** The accumulated targets, in key order, with their routes, paths, secrets, restart token and time. */
+function finishTargets(byKey: ReadonlyMap<string, Accumulator>): RolloutTarget[] {
   // Date parsing is the costliest step per target: stamp each distinct time once.
   const stamps = new Map<string, string | null>();
   const stamp = (time: string): string | null => {
@@ -361,7 +368,7 @@ export function planRollouts(table: RoutingTable, changes: readonly SecretChange
       ...(uses.length > 0 ? { uses: Object.fromEntries(uses) } : {}),
     } as RolloutTarget;
   });
-  return { targets, routed, problems };
+  return targets;
 }
 
 /** Targets per cluster, in plan order: each cluster is queued and worked on its own. */

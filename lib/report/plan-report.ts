@@ -176,7 +176,8 @@ const secretLabel = (s: RolloutTarget['secrets'][number]) =>
     ? `${s.path} (${s.operation})`
     : `${s.path}@v${s.version}${s.operation === 'write' ? '' : ` (${s.operation})`}`;
 
-export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []): string {
+/** The changes read, in a table with the routes each matched, and a note on KV v1 mounts among the routed. */
+function changesText(parsed: ParseResult, plan: Plan): string[] {
   const records = parsed.changes.length + parsed.ignored.length + parsed.rejected.length;
   const out: string[] = [];
   out.push(
@@ -209,7 +210,12 @@ export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
     out.push(
       `Note: ${kv1.join(', ')} ${kv1.length === 1 ? 'is' : 'are'} KV v1 (no versions): reconcile cannot see changes there; only the change feed restarts for them.`,
     );
-  out.push('', `Targets: ${plan.targets.length}`);
+  return out;
+}
+
+/** The planned targets, in a table with the secrets and keys each is restarted for. */
+function targetsText(plan: Plan): string[] {
+  const out = ['', `Targets: ${plan.targets.length}`];
   if (plan.targets.length > 0) {
     out.push(
       table(
@@ -226,13 +232,12 @@ export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
       ),
     );
   }
-  // Waves are shown where a route sets them (without, everything restarts at once, as the targets say).
-  out.push(
-    ...wavesText(
-      sets.filter((s) => s.policy.waves !== undefined),
-      plan,
-    ),
-  );
+  return out;
+}
+
+/** What was not planned, ignored or rejected, each in a table of its own when there is any. */
+function leftOutText(parsed: ParseResult, plan: Plan): string[] {
+  const out: string[] = [];
   if (plan.problems.length > 0) {
     out.push(
       '',
@@ -261,5 +266,19 @@ export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeS
         parsed.rejected.map((r) => [r.record, r.error]),
       ),
     );
+  return out;
+}
+
+export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []): string {
+  const out = [
+    ...changesText(parsed, plan),
+    ...targetsText(plan),
+    // Waves are shown where a route sets them (without, everything restarts at once, as the targets say).
+    ...wavesText(
+      sets.filter((s) => s.policy.waves !== undefined),
+      plan,
+    ),
+    ...leftOutText(parsed, plan),
+  ];
   return `${out.join('\n')}\n`;
 }

@@ -2,19 +2,15 @@
 import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
+import { parseDuration, type ClusterConfig, type MaxUnavailable, type RotationStoreRef } from './schema.ts';
+import { type NotificationEventKind, type NotificationSink } from './notifications-schema.ts';
 import {
-  parseDuration,
-  type ClusterConfig,
-  type NotificationEventKind,
-  type NotificationSink,
   type ConsumersTarget,
-  type MaxUnavailable,
   type ResourceTarget,
-  type RotationStoreRef,
   type SyncTarget,
   type Target,
   type WorkloadTarget,
-} from './schema.ts';
+} from './target-schema.ts';
 
 export interface ConfigProblem {
   file: string;

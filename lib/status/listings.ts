@@ -6,7 +6,7 @@
 import type { ConsumersRolloutTarget, RolloutTarget } from '../plan/planner.ts';
 import { PatternIndex } from '../routing/path-pattern.ts';
 import { isConsumersTarget, isResourceTarget, isSyncTarget, type RoutingTable } from '../routing/routing-table.ts';
-import { WorkloadKinds } from '../routing/schema.ts';
+import { WorkloadKinds } from '../routing/target-schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { FIELD_MANAGER } from '../workloads/kube-port.ts';
 import {

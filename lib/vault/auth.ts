@@ -142,6 +142,19 @@ async function credential(
   );
 }
 
+/** What every token source takes from the environment and the dependencies: Vault's address, namespace and fetch. */
+function commonOptions(env: Env, deps: VaultAuthDeps) {
+  return {
+    vaultAddr: deps.vaultAddr,
+    log: deps.log,
+    ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}),
+    ...(deps.fetch ? { fetch: deps.fetch } : {}),
+    ...(deps.redirects ? { redirects: deps.redirects } : {}),
+  };
+}
+
+type CommonOptions = ReturnType<typeof commonOptions>;
+
 /** The token source the environment configures; stop() it when done (it may hold a renewal timer). */
 export async function vaultTokenSourceFromEnv(
   env: Env,
@@ -149,13 +162,7 @@ export async function vaultTokenSourceFromEnv(
 ): Promise<{ method: VaultAuthMethod; source: VaultTokenSource }> {
   const fromHome = await homeToken(env, deps);
   const method = fromHome === undefined ? vaultAuthMethod(env) : 'token';
-  const common = {
-    vaultAddr: deps.vaultAddr,
-    log: deps.log,
-    ...(env.VAULT_NAMESPACE ? { namespace: env.VAULT_NAMESPACE } : {}),
-    ...(deps.fetch ? { fetch: deps.fetch } : {}),
-    ...(deps.redirects ? { redirects: deps.redirects } : {}),
-  };
+  const common = commonOptions(env, deps);
   if (method === 'token')
     return {
       method,
@@ -170,42 +177,49 @@ export async function vaultTokenSourceFromEnv(
           })),
       }),
     };
-  if (method === 'kubernetes') {
-    const role = env.VAULT_K8S_ROLE;
-    if (!role)
-      throw new VaultAuthConfigError(
-        "VAULT_AUTH_METHOD=kubernetes needs VAULT_K8S_ROLE, the role of Vault's kubernetes auth method",
-      );
-    const tokenFile = env.VAULT_K8S_TOKEN_FILE || VAULT_AUDIENCE_TOKEN_FILE;
-    const audience = env.VAULT_K8S_AUDIENCE || DEFAULT_VAULT_AUDIENCE;
-    // Read once now, so a pod without its token fails at start-up with the reason.
-    await kubernetesJwt(tokenFile, audience, deps);
-    const login = async () => {
-      const jwt = await kubernetesJwt(tokenFile, audience, deps);
-      return kubernetesLoginRequest(role, jwt, env.VAULT_K8S_MOUNT);
-    };
-    return { method, source: new LoginTokenSource({ ...common, method: 'Kubernetes', login }) };
-  }
-  if (method === 'approle') {
-    const roleId = await credential(env, deps, 'the AppRole role ID', {
-      value: 'VAULT_ROLE_ID',
-      ssm: 'VAULT_ROLE_ID_SSM',
-    });
-    const secretId = await credential(env, deps, 'the AppRole secret ID', {
-      value: 'VAULT_SECRET_ID',
-      ssm: 'VAULT_SECRET_ID_SSM',
-      secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER',
-    });
-    return {
-      method,
-      source: new AppRoleTokenSource({
-        ...common,
-        roleId,
-        secretId,
-        ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}),
-      }),
-    };
-  }
+  if (method === 'kubernetes') return { method, source: await kubernetesTokenSource(env, deps, common) };
+  if (method === 'approle') return { method, source: await appRoleTokenSource(env, deps, common) };
+  return { method, source: awsTokenSource(env, deps, common) };
+}
+
+/** Logs in with the pod's projected ServiceAccount token, read again for every login. */
+async function kubernetesTokenSource(env: Env, deps: VaultAuthDeps, common: CommonOptions): Promise<VaultTokenSource> {
+  const role = env.VAULT_K8S_ROLE;
+  if (!role)
+    throw new VaultAuthConfigError(
+      "VAULT_AUTH_METHOD=kubernetes needs VAULT_K8S_ROLE, the role of Vault's kubernetes auth method",
+    );
+  const tokenFile = env.VAULT_K8S_TOKEN_FILE || VAULT_AUDIENCE_TOKEN_FILE;
+  const audience = env.VAULT_K8S_AUDIENCE || DEFAULT_VAULT_AUDIENCE;
+  // Read once now, so a pod without its token fails at start-up with the reason.
+  await kubernetesJwt(tokenFile, audience, deps);
+  const login = async () => {
+    const jwt = await kubernetesJwt(tokenFile, audience, deps);
+    return kubernetesLoginRequest(role, jwt, env.VAULT_K8S_MOUNT);
+  };
+  return new LoginTokenSource({ ...common, method: 'Kubernetes', login });
+}
+
+async function appRoleTokenSource(env: Env, deps: VaultAuthDeps, common: CommonOptions): Promise<VaultTokenSource> {
+  const roleId = await credential(env, deps, 'the AppRole role ID', {
+    value: 'VAULT_ROLE_ID',
+    ssm: 'VAULT_ROLE_ID_SSM',
+  });
+  const secretId = await credential(env, deps, 'the AppRole secret ID', {
+    value: 'VAULT_SECRET_ID',
+    ssm: 'VAULT_SECRET_ID_SSM',
+    secretsManager: 'VAULT_SECRET_ID_SECRETS_MANAGER',
+  });
+  return new AppRoleTokenSource({
+    ...common,
+    roleId,
+    secretId,
+    ...(env.VAULT_APPROLE_MOUNT ? { mount: env.VAULT_APPROLE_MOUNT } : {}),
+  });
+}
+
+/** Logs in with a signed sts:GetCallerIdentity of the process's AWS credentials. */
+function awsTokenSource(env: Env, deps: VaultAuthDeps, common: CommonOptions): VaultTokenSource {
   const role = env.VAULT_AWS_ROLE;
   if (!role)
     throw new VaultAuthConfigError("VAULT_AUTH_METHOD=aws needs VAULT_AWS_ROLE, the role of Vault's aws auth method");
@@ -218,10 +232,7 @@ export async function vaultTokenSourceFromEnv(
     ...(env.VAULT_AWS_STS_ENDPOINT ? { stsEndpoint: env.VAULT_AWS_STS_ENDPOINT } : {}),
     ...(env.VAULT_AWS_STS_REGION ? { stsRegion: env.VAULT_AWS_STS_REGION } : {}),
   };
-  return {
-    method,
-    source: new LoginTokenSource({ ...common, method: 'AWS IAM', login: () => awsIamLoginRequest(options) }),
-  };
+  return new LoginTokenSource({ ...common, method: 'AWS IAM', login: () => awsIamLoginRequest(options) });
 }
 
 export interface AwsIamLoginOptions {

@@ -53,6 +53,89 @@ export function patternMount(
   return { mount: literal[0] as string, kvVersion: 2, rest: pattern.segments.slice(1) };
 }
 
+/** One expansion's walk over Vault's folders: what it found, the LISTs it sent, and why it stopped early. */
+class Walk {
+  readonly found = new Set<string>();
+  lists = 0;
+  truncated: string | undefined;
+  /** Listed names that are no path segment, ignored. */
+  refused = 0;
+  readonly #namespace: string;
+  readonly #mount: string;
+  readonly #rest: readonly PatternSegment[];
+  readonly #list: ListFolder;
+  readonly #limits: ExpansionLimits;
+
+  constructor(namespace: string, mount: string, rest: PatternSegment[], list: ListFolder, limits: ExpansionLimits) {
+    this.#namespace = namespace;
+    this.#mount = mount;
+    this.#rest = rest;
+    this.#list = list;
+    this.#limits = limits;
+  }
+
+  #stop(why: string): void {
+    this.truncated ??= why;
+  }
+
+  /** Is a listed name one segment a path can be built from? */
+  #segment(name: string): boolean {
+    if (!name.includes('/') && vaultPathProblem(name) === undefined) return true;
+    this.refused++;
+    return false;
+  }
+
+  async #listed(folder: string[]): Promise<MetadataListing | undefined> {
+    if (this.lists >= this.#limits.maxLists) {
+      this.#stop(`more than ${this.#limits.maxLists} LIST requests`);
+      return undefined;
+    }
+    this.lists++;
+    const listing = await this.#list(this.#namespace, this.#mount, folder.join('/'));
+    if (listing.truncated)
+      this.#stop(`${this.#mount}/${folder.join('/')}/ holds ${listing.total} keys, more than one LIST may return`);
+    return listing;
+  }
+
+  #add(key: string[]): void {
+    if (this.found.size >= this.#limits.maxKeys) this.#stop(`more than ${this.#limits.maxKeys} keys`);
+    else this.found.add(key.join('/'));
+  }
+
+  /** Every key under a folder, depth first (for `**`). */
+  async #everything(folder: string[]): Promise<void> {
+    const listing = await this.#listed(folder);
+    for (const entry of listing?.keys ?? []) {
+      if (this.truncated) return;
+      const isFolder = entry.endsWith('/');
+      const name = isFolder ? entry.slice(0, -1) : entry;
+      if (!this.#segment(name)) continue;
+      if (isFolder) await this.#everything([...folder, name]);
+      else this.#add([...folder, name]);
+    }
+  }
+
+  /** The keys under `folder` that segments `i`... of the pattern's rest may match. */
+  async walk(folder: string[], i: number): Promise<void> {
+    if (this.truncated) return;
+    const rest = this.#rest;
+    if (i === rest.length) return this.#add(folder);
+    const wild = rest[i] as PatternSegment;
+    if (wild.kind === 'literal') return this.walk([...folder, wild.source], i + 1);
+    if (wild.kind === 'globstar') return this.#everything(folder);
+    const listing = await this.#listed(folder);
+    const last = i === rest.length - 1;
+    for (const entry of listing?.keys ?? []) {
+      if (this.truncated) return;
+      const isFolder = entry.endsWith('/');
+      const name = isFolder ? entry.slice(0, -1) : entry;
+      if (isFolder === last || matchSegment(wild.tokens, name) === undefined || !this.#segment(name)) continue;
+      if (isFolder) await this.walk([...folder, name], i + 1);
+      else this.#add([...folder, name]);
+    }
+  }
+}
+
 export async function expandPattern(
   pattern: CompiledPattern,
   namespace: string,
@@ -68,68 +151,14 @@ export async function expandPattern(
     };
   const { mount, kvVersion, rest } = located;
   if (kvVersion === 1) return { kind: 'kv1', mount };
-
-  const found = new Set<string>();
-  let lists = 0;
-  let truncated: string | undefined;
-  const stop = (why: string) => (truncated ??= why);
-  let refused = 0;
-  /** Is a listed name one segment a path can be built from? */
-  const segment = (name: string): boolean => {
-    if (!name.includes('/') && vaultPathProblem(name) === undefined) return true;
-    refused++;
-    return false;
-  };
-  const listed = async (folder: string[]): Promise<MetadataListing | undefined> => {
-    if (lists >= limits.maxLists) {
-      stop(`more than ${limits.maxLists} LIST requests`);
-      return undefined;
-    }
-    lists++;
-    const listing = await list(namespace, mount, folder.join('/'));
-    if (listing.truncated)
-      stop(`${mount}/${folder.join('/')}/ holds ${listing.total} keys, more than one LIST may return`);
-    return listing;
-  };
-  const add = (key: string[]) => {
-    if (found.size >= limits.maxKeys) stop(`more than ${limits.maxKeys} keys`);
-    else found.add(key.join('/'));
-  };
-  // Every key under a folder, depth first (for `**`).
-  const everything = async (folder: string[]): Promise<void> => {
-    const listing = await listed(folder);
-    for (const entry of listing?.keys ?? []) {
-      if (truncated) return;
-      const isFolder = entry.endsWith('/');
-      const name = isFolder ? entry.slice(0, -1) : entry;
-      if (!segment(name)) continue;
-      if (isFolder) await everything([...folder, name]);
-      else add([...folder, name]);
-    }
-  };
-  const walk = async (folder: string[], i: number): Promise<void> => {
-    if (truncated) return;
-    if (i === rest.length) return add(folder);
-    const wild = rest[i] as PatternSegment;
-    if (wild.kind === 'literal') return walk([...folder, wild.source], i + 1);
-    if (wild.kind === 'globstar') return everything(folder);
-    const listing = await listed(folder);
-    const last = i === rest.length - 1;
-    for (const entry of listing?.keys ?? []) {
-      if (truncated) return;
-      const isFolder = entry.endsWith('/');
-      const name = isFolder ? entry.slice(0, -1) : entry;
-      if (isFolder === last || matchSegment(wild.tokens, name) === undefined || !segment(name)) continue;
-      if (isFolder) await walk([...folder, name], i + 1);
-      else add([...folder, name]);
-    }
-  };
-  await walk([], 0);
+  const walk = new Walk(namespace, mount, rest, list, limits);
+  await walk.walk([], 0);
+  const { lists, truncated, refused } = walk;
 
   // Only what the whole pattern matches (a `**` walk finds more).
   const index = new PatternIndex();
   index.add(0, pattern);
-  const keys = [...found].filter((key) => index.match(`${mount}/${key}`).has(0)).sort();
+  const keys = [...walk.found].filter((key) => index.match(`${mount}/${key}`).has(0)).sort();
   const ignored =
     refused === 0
       ? undefined

@@ -205,58 +205,31 @@ export class VaultMetadataClient {
     namespace: string,
     { signal, vaultIndex }: MetadataCallOptions,
   ): Promise<unknown> {
-    const { auth, vaultAddr } = this.#options;
     // The index comes from the feed: only bounded base64 becomes a header (the parser checked it already; this is the door).
     if (vaultIndex !== undefined && !isVaultIndex(vaultIndex))
       throw new VaultRequestError(`${path}: the vault index is not bounded base64: not sent`);
     const headers = vaultIndex === undefined ? undefined : { 'x-vault-index': vaultIndex };
+    const request: MetadataRequest = { method, path, mount, namespace, headers, signal };
     const maxAttempts = this.#options.maxAttempts ?? 4;
     let reauthenticated = false;
     for (let attempt = 1; ; attempt++) {
-      let failure: VaultRequestError;
-      try {
-        this.requests++;
-        // Only metadata of this mount, whatever the path resolves to (vault-path.ts checked its segments already).
-        const pathPrefix = `${encodePath(trimSlashes(mount))}/metadata/`;
-        const { status, text } = await vaultRequest({
-          vaultAddr,
-          method,
-          path,
-          pathPrefix,
-          token: await auth.token(),
-          namespace,
-          timeoutMs: this.#options.timeoutMs ?? 10_000,
-          ...(headers ? { headers } : {}),
-          ...(signal ? { signal } : {}),
-          ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}),
-          ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}),
-        });
-        if (status === 404) return undefined;
-        if (status >= 200 && status < 300) return JSON.parse(text) as unknown;
-        const errors = vaultErrors(text);
-        if (status === 403 || status === 401) {
-          if (!reauthenticated) {
-            // An expired token answers 403 too: a login source gets one more chance with a fresh token.
-            reauthenticated = true;
-            auth.invalidate();
-            attempt--;
-            continue;
-          }
-          const verb = method === 'LIST' ? 'list' : 'read';
-          throw new VaultPermissionError(
-            `Vault refused to ${verb} ${namespace ? `${namespace}/` : ''}${path}: ${errors || 'permission denied'}. The token's policy needs: ${metadataPolicyLine(mount, namespace)} (see infra/vault/reconcile-policy.hcl)`,
-            metadataPolicyLine(mount, namespace),
-          );
+      const outcome = await this.#attempt(request);
+      if ('answer' in outcome) return outcome.answer;
+      if ('denied' in outcome) {
+        if (!reauthenticated) {
+          // An expired token answers 403 too: a login source gets one more chance with a fresh token.
+          reauthenticated = true;
+          this.#options.auth.invalidate();
+          attempt--;
+          continue;
         }
-        failure = new VaultRequestError(`${method} ${path}: HTTP ${status}${errors ? `: ${errors}` : ''}`, { status });
-        if (!RETRYABLE.has(status)) throw failure;
-      } catch (error) {
-        if (error instanceof VaultPermissionError) throw error;
-        if (!(error instanceof VaultRequestError)) throw error;
-        if (error.status !== undefined && !RETRYABLE.has(error.status)) throw error;
-        failure = error;
+        const verb = method === 'LIST' ? 'list' : 'read';
+        throw new VaultPermissionError(
+          `Vault refused to ${verb} ${namespace ? `${namespace}/` : ''}${path}: ${outcome.denied || 'permission denied'}. The token's policy needs: ${metadataPolicyLine(mount, namespace)} (see infra/vault/reconcile-policy.hcl)`,
+          metadataPolicyLine(mount, namespace),
+        );
       }
-      if (attempt >= maxAttempts || signal?.aborted) throw failure;
+      if (attempt >= maxAttempts || signal?.aborted) throw outcome.retry;
       await this.#sleep(
         backoffDelayMs(
           attempt,
@@ -268,4 +241,56 @@ export class VaultMetadataClient {
       );
     }
   }
+
+  /**
+   * One request: its parsed answer (undefined for 404), Vault's errors when it refused (401, 403), or a failure worth
+   * another attempt; throws a failure that is not.
+   */
+  async #attempt(
+    request: MetadataRequest,
+  ): Promise<{ answer: unknown } | { denied: string } | { retry: VaultRequestError }> {
+    const { method, path, mount, namespace, headers, signal } = request;
+    try {
+      this.requests++;
+      // Only metadata of this mount, whatever the path resolves to (vault-path.ts checked its segments already).
+      const pathPrefix = `${encodePath(trimSlashes(mount))}/metadata/`;
+      const { status, text } = await vaultRequest({
+        vaultAddr: this.#options.vaultAddr,
+        method,
+        path,
+        pathPrefix,
+        token: await this.#options.auth.token(),
+        namespace,
+        timeoutMs: this.#options.timeoutMs ?? 10_000,
+        ...(headers ? { headers } : {}),
+        ...(signal ? { signal } : {}),
+        ...(this.#options.fetch ? { fetch: this.#options.fetch } : {}),
+        ...(this.#options.redirects ? { redirects: this.#options.redirects } : {}),
+      });
+      if (status === 404) return { answer: undefined };
+      if (status >= 200 && status < 300) return { answer: JSON.parse(text) as unknown };
+      const errors = vaultErrors(text);
+      if (status === 403 || status === 401) return { denied: errors };
+      const failure = new VaultRequestError(`${method} ${path}: HTTP ${status}${errors ? `: ${errors}` : ''}`, {
+        status,
+      });
+      if (!RETRYABLE.has(status)) throw failure;
+      return { retry: failure };
+    } catch (error) {
+      if (error instanceof VaultPermissionError) throw error;
+      if (!(error instanceof VaultRequestError)) throw error;
+      if (error.status !== undefined && !RETRYABLE.has(error.status)) throw error;
+      return { retry: error };
+    }
+  }
+}
+
+/** One metadata request, as every attempt of it sends it. */
+interface MetadataRequest {
+  method: 'GET' | 'LIST';
+  path: string;
+  mount: string;
+  namespace: string;
+  headers: Record<string, string> | undefined;
+  signal: AbortSignal | undefined;
 }

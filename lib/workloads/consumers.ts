@@ -3,7 +3,7 @@
  * pod templates alone — vault-rollout never reads the Secret itself. A pure matcher (table-tested) and one LIST per
  * restartable kind and namespace, not one GET per workload.
  */
-import { WorkloadKinds, type WorkloadKind } from '../routing/schema.ts';
+import { WorkloadKinds, type WorkloadKind } from '../routing/target-schema.ts';
 import type { ApiKind } from './kube-port.ts';
 import type { KubeFailure } from './kube-errors.ts';
 import { WORKLOAD_KINDS, type KubeObject } from './workload-kinds.ts';

@@ -10,7 +10,7 @@
  * again without anything remembered.
  */
 import { PatchStrategy } from '@kubernetes/client-node';
-import type { SyncKind, WorkloadKind } from '../routing/schema.ts';
+import type { SyncKind, WorkloadKind } from '../routing/target-schema.ts';
 import { ANNOTATIONS } from './annotations.ts';
 import { conditions, type Condition, type Health } from './rollout-health.ts';
 import type { KubeObject, WorkloadDescriptor } from './workload-kinds.ts';

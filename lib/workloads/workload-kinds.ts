@@ -3,7 +3,7 @@
  * read from, and whether the workload refuses restarts right now. The executor knows no kind by name.
  */
 import { PatchStrategy } from '@kubernetes/client-node';
-import type { WorkloadKind } from '../routing/schema.ts';
+import type { WorkloadKind } from '../routing/target-schema.ts';
 import type { JsonPatchOperation, KubeObject } from './kube-port.ts';
 import { ANNOTATIONS } from './annotations.ts';
 import {

@@ -5,16 +5,13 @@ import {
   admissionPolicyYaml,
   AdmissionPolicyError,
   DEFAULT_IDENTITY,
-  fieldPaths,
-  globRegex,
   mergeTrees,
   restartableKinds,
   restartFields,
-  sameExcept,
-  type FieldTree,
   type NamespaceScope,
 } from '../../../lib/deploy/admission-policy.ts';
-import { admissionPolicyCheck, type AdmissionObjects } from '../../../lib/deploy/doctor.ts';
+import { fieldPaths, globRegex, sameExcept, type FieldTree } from '../../../lib/deploy/admission-cel.ts';
+import { admissionPolicyCheck, type AdmissionObjects } from '../../../lib/deploy/doctor-admission.ts';
 import { resourceDescriptor, WORKLOAD_KINDS } from '../../../lib/workloads/workload-kinds.ts';
 import { loadRoutingTable, type RoutingTable } from '../../../lib/routing/routing-table.ts';
 import { memoryIo, readRepoFile } from '../../helpers.ts';

@@ -19,7 +19,7 @@ import {
   urlProblem,
   verifyNotification,
 } from '../../../lib/notify/sinks.ts';
-import type { NotificationSink } from '../../../lib/routing/schema.ts';
+import type { NotificationSink } from '../../../lib/routing/notifications-schema.ts';
 
 const event = rotationEvent({
   kind: 'complete',

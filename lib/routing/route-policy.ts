@@ -1,0 +1,68 @@
+/**
+ * The policies of a route in the routing table (lib/routing/routing-table.ts): how its restarts roll out (waves,
+ * gate, failure, settle) and where its notifications go, each the top level's with the route's own over it.
+ */
+import type { NotificationsSettings } from './notifications-schema.ts';
+import { NotificationEvents } from './notifications-schema.ts';
+import { parseDuration, type RolloutSettings, type RoutingTableDocument } from './schema.ts';
+import { selectClusters } from './select-clusters.ts';
+import type { FieldPath } from './table-problems.ts';
+import {
+  DEFAULT_GATE_TIMEOUT_MS,
+  DEFAULT_PROGRESSING_AFTER_MS,
+  type NotificationPolicy,
+  type RolloutPolicy,
+} from './table-model.ts';
+
+/** The top-level notifications with a route's over them: sinks merged by name, events replaced, the limit overridden. */
+export function notificationPolicy(
+  top: NotificationsSettings | undefined,
+  own: NotificationsSettings | undefined,
+): NotificationPolicy {
+  const after = own?.progressingAfter ?? top?.progressingAfter;
+  return {
+    sinks: new Map(Object.entries({ ...top?.sinks, ...own?.sinks })),
+    events: new Set(own?.events ?? top?.events ?? NotificationEvents),
+    progressingAfterMs: (after === undefined ? undefined : parseDuration(after)) ?? DEFAULT_PROGRESSING_AFTER_MS,
+  };
+}
+
+/** Cluster names per wave; a cluster already in an earlier wave is not repeated. */
+export function compileWaves(
+  doc: RoutingTableDocument,
+  waves: NonNullable<RolloutSettings['waves']>,
+  report: (path: FieldPath, message: string) => void,
+): string[][] {
+  const seen = new Set<string>();
+  return waves.map((wave, i) => {
+    const names = selectClusters(doc, wave.clusters, (m) => report([i, 'clusters'], m)).filter((n) => !seen.has(n));
+    for (const n of names) seen.add(n);
+    return names;
+  });
+}
+
+/** The rollout policy of a route: its own settings over the top level's, with the defaults for what neither gives. */
+export function compilePolicy(
+  doc: RoutingTableDocument,
+  top: RolloutSettings | undefined,
+  own: RolloutSettings | undefined,
+  report: (path: FieldPath, message: string) => void,
+  defaultWaves: string[][] | undefined,
+): RolloutPolicy {
+  const ms = (t: string | undefined, fallback: number) => (t === undefined ? fallback : (parseDuration(t) ?? fallback));
+  const gate = { ...top?.gate, ...own?.gate };
+  const waves =
+    own?.waves !== undefined
+      ? compileWaves(doc, own.waves, (path, message) => report(['waves', ...path], message))
+      : defaultWaves;
+  return {
+    ...(waves === undefined ? {} : { waves }),
+    gate: {
+      healthy: gate.healthy ?? true,
+      timeoutMs: ms(gate.timeout, DEFAULT_GATE_TIMEOUT_MS),
+      pauseMs: ms(gate.pause, 0),
+    },
+    onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
+    settleMs: ms(own?.settle ?? top?.settle, 0),
+  };
+}
