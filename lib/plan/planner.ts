@@ -141,7 +141,7 @@ function secretPart(s: SecretRef): string {
 }
 
 export function restartToken(secrets: readonly SecretRef[]): string {
-  const parts = secrets.map(secretPart).sort();
+  const parts = secrets.length === 1 ? [secretPart(secrets[0] as SecretRef)] : secrets.map(secretPart).sort();
   // The one-shot hash: the same digest without a Hash object per target (2 per audit entry at 10,000 routes).
   return hash('sha256', parts.join('\n'), 'hex').slice(0, 32);
 }
@@ -164,6 +164,8 @@ interface Accumulator {
   secrets: Map<string, SecretRef>;
   /** Per path: the keys the routes that named the target for it use; `all` once one of them names none. */
   uses: Map<string, KeysUsed | 'all'>;
+  /** Whether any route named keys for it: without, every use is `all` and the target carries no `uses`. */
+  keyed: boolean;
 }
 
 /** Adds what one route's target says it uses of `path`: its keys, or every key. */
@@ -326,13 +328,17 @@ function accumulate(
   const key = targetKey(t);
   let acc = byKey.get(key);
   if (!acc)
-    byKey.set(key, (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map() }));
+    byKey.set(
+      key,
+      (acc = { target: t, renderedFrom: secret, routes: new Set(), secrets: new Map(), uses: new Map(), keyed: false }),
+    );
   else if (newer(secret, acc.renderedFrom)) {
     // A resource patch may use {version}: it is rendered from the newest change that hit the target.
     acc.target = t;
     acc.renderedFrom = secret;
   }
   acc.routes.add(route);
+  if (keys !== undefined) acc.keyed = true;
   addUse(acc.uses, secret.path, keys, `route ${route}`);
   const known = acc.secrets.get(secret.path);
   if (!known || newer(secret, known)) acc.secrets.set(secret.path, secret);
@@ -350,25 +356,35 @@ function finishTargets(byKey: ReadonlyMap<string, Accumulator>): RolloutTarget[]
   // The default sort orders strings by UTF-16 code units, as `<` does, without a comparator call per comparison.
   const targets = [...byKey.keys()].sort().map((key): RolloutTarget => {
     const acc = byKey.get(key) as Accumulator;
-    const secrets = [...acc.secrets.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
-    const times = secrets
-      .map((s) => stamp(s.time))
-      .filter((t): t is string => t !== null)
-      .sort();
-    const uses = [...acc.uses]
-      .filter((e): e is [string, KeysUsed] => e[1] !== 'all')
-      .sort(([a], [b]) => (a < b ? -1 : 1));
+    // Most targets are hit by one path through one route: no sort, no filter for those.
+    const secrets = [...acc.secrets.values()];
+    if (secrets.length > 1) secrets.sort((a, b) => (a.path < b.path ? -1 : 1));
+    const routes = [...acc.routes];
+    if (routes.length > 1) routes.sort();
+    const uses = acc.keyed
+      ? [...acc.uses].filter((e): e is [string, KeysUsed] => e[1] !== 'all').sort(([a], [b]) => (a < b ? -1 : 1))
+      : [];
     return {
       ...acc.target,
-      routes: [...acc.routes].sort(),
+      routes,
       paths: secrets.map((s) => s.path),
       secrets,
       restartToken: restartToken(secrets),
-      restartedAt: times.at(-1) ?? null,
+      restartedAt: newestStamp(secrets, stamp),
       ...(uses.length > 0 ? { uses: Object.fromEntries(uses) } : {}),
     } as RolloutTarget;
   });
   return targets;
+}
+
+/** The latest of the secrets' times, as annotations carry it (UTC seconds); null when none parses. */
+function newestStamp(secrets: readonly SecretRef[], stamp: (time: string) => string | null): string | null {
+  let newest: string | null = null;
+  for (const s of secrets) {
+    const at = stamp(s.time);
+    if (at !== null && (newest === null || at > newest)) newest = at;
+  }
+  return newest;
 }
 
 /** Targets per cluster, in plan order: each cluster is queued and worked on its own. */
