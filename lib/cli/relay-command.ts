@@ -18,7 +18,7 @@ import { jsonLinesLog } from '../kernel/log.ts';
 import { PrometheusMetrics } from '../observability/prometheus.ts';
 import { relaySampler, startMetricsListener } from './metrics.ts';
 import { parseCommand } from './spec.ts';
-import { relay as spec } from './specs.ts';
+import { relay as spec } from './service-specs.ts';
 import { parseListenAddress } from '../relay/socket-listener.ts';
 import { functionUrlRegion, sigV4Signer, type RequestSigner } from '../aws/sigv4-signer.ts';
 import { SqsBatchSender } from '../relay/sqs-sender.ts';

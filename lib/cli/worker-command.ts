@@ -3,7 +3,7 @@ import { powertoolsTelemetry } from '../observability/powertools.ts';
 import { PrometheusMetrics } from '../observability/prometheus.ts';
 import { startMetricsListener } from './metrics.ts';
 import { parseCommand } from './spec.ts';
-import { worker as spec } from './specs.ts';
+import { worker as spec } from './service-specs.ts';
 import { workerBatchSize } from '../deploy/worker-batch-size.ts';
 import { followFromEnv, watchFromEnv } from '../pipeline/worker.ts';
 import { RolloutWaker } from '../pipeline/rollout-waker.ts';
