@@ -16,6 +16,7 @@ import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
   DeleteMessageBatchCommand,
+  type Message,
   ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
@@ -73,99 +74,147 @@ export interface SqsWorker {
 }
 
 export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: SqsWorkerOptions): SqsWorker {
-  let running = true;
   const abort = new AbortController();
-  /** The receipt handle of each message's latest receive by this process (bounded: the oldest go first). */
-  const latestHandle = new Map<string, string>();
-  const trim = setInterval(() => {
-    for (const key of [...latestHandle.keys()].slice(0, Math.max(0, latestHandle.size - 10_000)))
-      latestHandle.delete(key);
-  }, 60_000);
-  trim.unref();
+  const latestHandle = new LatestHandles();
   const visibilitySeconds = Math.min(
     MAX_VISIBILITY_SECONDS,
     Math.max(3, Math.ceil(options.visibilityTimeoutSeconds ?? DEFAULT_WORKER_VISIBILITY_SECONDS)),
   );
-  const poll = async () => {
-    while (running) {
-      let received;
-      try {
-        received = await client.send(
-          new ReceiveMessageCommand({
-            QueueUrl: options.queueUrl,
-            MaxNumberOfMessages: options.batchSize ?? 1,
-            WaitTimeSeconds: options.waitTimeSeconds ?? 1,
-            VisibilityTimeout: visibilitySeconds,
-            MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'],
-          }),
-          { abortSignal: abort.signal },
-        );
-      } catch (e) {
-        if (!running) return;
-        deps.telemetry.warn('receive failed; retrying', { error: e instanceof Error ? e.name : String(e) });
-        await new Promise((r) => setTimeout(r, 1000));
-        continue;
-      }
-      const messages = received.Messages ?? [];
-      if (messages.length === 0) continue;
-      const records = messages.map((m) => ({
-        messageId: m.MessageId ?? '',
-        body: m.Body ?? '',
-        groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '',
-        receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1),
-      }));
-      // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
-      // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
-      const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
-      for (const m of messages)
-        if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
-      const handBack = async (group: GroupOutcome) => {
-        // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
-        const mine = await heartbeat.handOver(group.messageIds);
-        await handBackGroup(client, options.queueUrl, mine, group, deps.telemetry);
-        for (const d of group.deferred) {
-          const handle = mine.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
-          if (!options.waker || !d.watch || !handle) continue;
-          // Woken early: visible now. Only while this poller's receive is the latest it knows of (another receive
-          // since means the hold already ended); a wake that lands late costs one look, never a restart.
-          options.waker.watch(d.watch, () => {
-            if (latestHandle.get(d.messageId) !== handle) return;
-            latestHandle.delete(d.messageId);
-            void client
-              .send(
-                new ChangeMessageVisibilityCommand({
-                  QueueUrl: options.queueUrl,
-                  ReceiptHandle: handle,
-                  VisibilityTimeout: 0,
-                }),
-              )
-              .catch(() => undefined);
-          });
-        }
-      };
-      try {
-        await processBatch(records, { ...deps, onGroupDone: handBack });
-      } catch (e) {
-        deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', {
-          messages: messages.length,
-          error: e instanceof Error ? e.message : String(e),
-        });
-      } finally {
-        await heartbeat.stop();
-      }
-    }
-  };
-  const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll());
+  const context: PollerContext = { client, deps, options, visibilitySeconds, latestHandle, signal: abort.signal };
+  const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll(context));
   return {
     stop: async () => {
-      running = false;
       // Its watches would keep the process alive; what they waited on comes back at its delay.
       options.waker?.close();
-      clearInterval(trim);
+      latestHandle.stop();
       abort.abort();
       await Promise.allSettled(pollers);
     },
   };
+}
+
+/** What each poller shares: the client, the worker's dependencies and options, and its stop signal. */
+interface PollerContext {
+  readonly client: SQSClient;
+  readonly deps: WorkerDeps;
+  readonly options: SqsWorkerOptions;
+  readonly visibilitySeconds: number;
+  readonly latestHandle: LatestHandles;
+  /** Aborted when the worker stops: the receive under way ends, and no poller receives again. */
+  readonly signal: AbortSignal;
+}
+
+/** The receipt handle of each message's latest receive by this process (bounded: the oldest go first). */
+class LatestHandles {
+  readonly #handles = new Map<string, string>();
+  readonly #trim: NodeJS.Timeout;
+
+  constructor() {
+    this.#trim = setInterval(() => {
+      for (const key of [...this.#handles.keys()].slice(0, Math.max(0, this.#handles.size - 10_000)))
+        this.#handles.delete(key);
+    }, 60_000);
+    this.#trim.unref();
+  }
+
+  get(messageId: string): string | undefined {
+    return this.#handles.get(messageId);
+  }
+
+  set(messageId: string, handle: string): void {
+    this.#handles.set(messageId, handle);
+  }
+
+  delete(messageId: string): void {
+    this.#handles.delete(messageId);
+  }
+
+  stop(): void {
+    clearInterval(this.#trim);
+  }
+}
+
+/** One poller: receive, work, hand back, until the worker stops. */
+async function poll(context: PollerContext): Promise<void> {
+  const { client, deps, options, visibilitySeconds, signal } = context;
+  while (!signal.aborted) {
+    let received;
+    try {
+      received = await client.send(
+        new ReceiveMessageCommand({
+          QueueUrl: options.queueUrl,
+          MaxNumberOfMessages: options.batchSize ?? 1,
+          WaitTimeSeconds: options.waitTimeSeconds ?? 1,
+          VisibilityTimeout: visibilitySeconds,
+          MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'],
+        }),
+        { abortSignal: signal },
+      );
+    } catch (e) {
+      if (signal.aborted) return;
+      deps.telemetry.warn('receive failed; retrying', { error: e instanceof Error ? e.name : String(e) });
+      await new Promise((r) => setTimeout(r, 1000));
+      continue;
+    }
+    const messages = received.Messages ?? [];
+    if (messages.length > 0) await workReceived(context, messages);
+  }
+}
+
+/**
+ * Works one received batch. Each cluster (message group) of the batch is handed back as soon as it is worked —
+ * deleted, or held — so with batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster
+ * delays only its own.
+ */
+async function workReceived(context: PollerContext, messages: readonly Message[]): Promise<void> {
+  const { client, deps, options, visibilitySeconds, latestHandle } = context;
+  const records = messages.map((m) => ({
+    messageId: m.MessageId ?? '',
+    body: m.Body ?? '',
+    groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '',
+    receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1),
+  }));
+  const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
+  for (const m of messages)
+    if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
+  const handBack = async (group: GroupOutcome) => {
+    // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
+    const mine = await heartbeat.handOver(group.messageIds);
+    await handBackGroup(client, options.queueUrl, mine, group, deps.telemetry);
+    for (const d of group.deferred) {
+      const handle = mine.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
+      if (options.waker && d.watch && handle)
+        options.waker.watch(d.watch, () => wakeEarly(context, d.messageId, handle));
+    }
+  };
+  try {
+    await processBatch(records, { ...deps, onGroupDone: handBack });
+  } catch (e) {
+    deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', {
+      messages: messages.length,
+      error: e instanceof Error ? e.message : String(e),
+    });
+  } finally {
+    await heartbeat.stop();
+  }
+}
+
+/**
+ * Woken early: visible now. Only while this poller's receive is the latest it knows of (another receive since means
+ * the hold already ended); a wake that lands late costs one look, never a restart.
+ */
+function wakeEarly(context: PollerContext, messageId: string, handle: string): void {
+  if (context.latestHandle.get(messageId) !== handle) return;
+  context.latestHandle.delete(messageId);
+  void context.client
+    .send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: context.options.queueUrl,
+        ReceiptHandle: handle,
+        VisibilityTimeout: 0,
+      }),
+    )
+    .catch(() => undefined);
 }
 
 type Received = {
@@ -205,34 +254,7 @@ export function startVisibilityHeartbeat(
   );
   let beat: Promise<void> = Promise.resolve();
   let timer: NodeJS.Timeout | undefined;
-  const extendAll = async (): Promise<void> => {
-    const entries = [...held.values()];
-    for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
-      const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
-      try {
-        const out = await client.send(
-          new ChangeMessageVisibilityBatchCommand({
-            QueueUrl: queueUrl,
-            Entries: call.map((m, i) => ({
-              Id: `h${i}`,
-              ReceiptHandle: m.ReceiptHandle ?? '',
-              VisibilityTimeout: visibilitySeconds,
-            })),
-          }),
-        );
-        for (const failed of out.Failed ?? []) {
-          const message = call[Number(failed.Id?.slice(1))];
-          if (message?.MessageId !== undefined && held.delete(message.MessageId))
-            visibilityLost(logger, message, 'extendVisibility', failed.Code ?? 'Failed');
-        }
-      } catch (e) {
-        logger.warn('could not extend the visibility of messages being worked; trying again at the next heartbeat', {
-          messages: call.length,
-          error: e instanceof Error ? e.name : String(e),
-        });
-      }
-    }
-  };
+  const extendAll = (): Promise<void> => extendVisibility(client, queueUrl, held, visibilitySeconds, logger);
   const schedule = (): void => {
     timer = setTimeout(
       () => {
@@ -258,6 +280,42 @@ export function startVisibilityHeartbeat(
       clearTimeout(timer);
     },
   };
+}
+
+/** One heartbeat: the held messages' visibility extended, ten per call; a message SQS refuses is lost and dropped. */
+async function extendVisibility(
+  client: SQSClient,
+  queueUrl: string,
+  held: Map<string, Received>,
+  visibilitySeconds: number,
+  logger: HandBackLog,
+): Promise<void> {
+  const entries = [...held.values()];
+  for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
+    const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
+    try {
+      const out = await client.send(
+        new ChangeMessageVisibilityBatchCommand({
+          QueueUrl: queueUrl,
+          Entries: call.map((m, i) => ({
+            Id: `h${i}`,
+            ReceiptHandle: m.ReceiptHandle ?? '',
+            VisibilityTimeout: visibilitySeconds,
+          })),
+        }),
+      );
+      for (const failed of out.Failed ?? []) {
+        const message = call[Number(failed.Id?.slice(1))];
+        if (message?.MessageId !== undefined && held.delete(message.MessageId))
+          visibilityLost(logger, message, 'extendVisibility', failed.Code ?? 'Failed');
+      }
+    } catch (e) {
+      logger.warn('could not extend the visibility of messages being worked; trying again at the next heartbeat', {
+        messages: call.length,
+        error: e instanceof Error ? e.name : String(e),
+      });
+    }
+  }
 }
 
 /**
