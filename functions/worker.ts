@@ -12,7 +12,8 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { followFromEnv, processBatch, type GroupOutcome } from '../lib/pipeline/worker.ts';
 import { lambdaRuntime } from '../lib/runtime/lambda.ts';
 import { lambdaWorkerDeps } from '../lib/runtime/lambda-worker.ts';
-import { deferMessages, handBackGroup, sqsDeadLetter } from '../lib/runtime/sqs-worker.ts';
+import { deferMessages, handBackGroup } from '../lib/runtime/sqs-hand-back.ts';
+import { sqsDeadLetter } from '../lib/runtime/sqs-worker.ts';
 
 const runtime = lambdaRuntime(process.env);
 const deps = lambdaWorkerDeps(runtime);

@@ -9,6 +9,7 @@ import { apply as spec } from './specs.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { cliRotationStore, cliRotationStoreName, refusedForOtherStore } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
+import type { RolloutResult } from '../engine/types.ts';
 
 /** Longest `--timeout`: like the routing table's deadlines, a day at most. */
 const MAX_TIMEOUT_MS = 86_400_000;
@@ -45,12 +46,7 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   }
   const clients = cliClusterClients(io, values.routes ?? '');
   // The live view goes to stderr, so stdout stays the result (the table, or --json) alone.
-  // --quiet: followed all the same, without the live view.
-  const view = !wait
-    ? undefined
-    : values.quiet
-      ? { update: () => undefined, close: () => undefined }
-      : progressView(io.stderr, io.stderrIsTTY === true && values.output === 'table');
+  const view = !wait ? undefined : liveView(io, values.quiet, values.output);
   const slots = await slotStoreFromEnv(io.env);
   // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
   const rotations = await cliRotationStore(io);
@@ -80,10 +76,26 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   printResults(io, values.output, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
   printForegroundHalts(io, 'apply', halts, refused, cliRotationStoreName(io));
-  if (refused.length > 0) return EXIT.targetsFailed;
-  if (halts.length > 0) return EXIT.rolloutsFailed;
+  return applyExit(results, halts.length, refused.length, parsed.rejected.length);
+}
+
+/** --quiet: followed all the same, without the live view. */
+function liveView(
+  io: CliIo,
+  quiet: boolean,
+  output: string,
+): Pick<ReturnType<typeof progressView>, 'update' | 'close'> {
+  return quiet
+    ? { update: () => undefined, close: () => undefined }
+    : progressView(io.stderr, io.stderrIsTTY === true && output === 'table');
+}
+
+/** apply's exit code: refused or failed restarts first, then halts and failed rollouts, then unparsable records. */
+function applyExit(results: readonly RolloutResult[], halts: number, refused: number, rejected: number): number {
+  if (refused > 0) return EXIT.targetsFailed;
+  if (halts > 0) return EXIT.rolloutsFailed;
   // Deferred (rollout.maxUnavailable, no slot before the end): not restarted, like a failed restart.
   if (results.some((r) => r.outcome === 'failed' || r.outcome === 'deferred')) return EXIT.targetsFailed;
   if (results.some((r) => r.rollout === 'failed' || r.rollout === 'timeout')) return EXIT.rolloutsFailed;
-  return parsed.rejected.length > 0 ? EXIT.rejectedRecords : EXIT.ok;
+  return rejected > 0 ? EXIT.rejectedRecords : EXIT.ok;
 }

@@ -90,9 +90,33 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
   } catch (e) {
     return usageError(io, 'import', e);
   }
+  const inventories = await readInventories(io, args, parsed.values.quiet, cwd);
+  if (typeof inventories === 'number') return inventories;
+  const result = routesOf(io, args, inventories);
+  if (typeof result === 'number') return result;
+  const header = [
+    `Imported by vault-rollout import (--from ${[...args.from].join(',')}) from ${args.clusters.map((c) => c.name).join(', ')}.`,
+    `Kubeconfig paths are relative to this file; vault-rollout needs its own identity there (infra/rbac), not the importer's.`,
+  ];
+  const text = renderImport(result, header);
+  for (const u of result.unmapped) io.stderr(`vault-rollout import: not imported: ${describeUnmapped(u)}\n`);
+  const targets = result.routes.reduce((n, r) => n + r.targets.length, 0);
+  parsed.info(
+    `vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`,
+  );
+  return writeTable(io, parsed.values.output, args.file, text, cwd);
+}
+
+/** Every cluster's inventory, or the exit code when any cannot be read (each failure said on stderr). */
+async function readInventories(
+  io: CliIo,
+  args: ImportArgs,
+  quiet: boolean,
+  cwd: string,
+): Promise<ClusterInventory[] | number> {
   // Kubeconfig paths are absolute here, so the routing-table directory the resolver wants does not matter.
   const clients = cliClusterClients(io, resolve(cwd, 'import'));
-  const read = await withWaitIndicator(io, parsed.values.quiet, `reading ${args.clusters.length} clusters`, () =>
+  const read = await withWaitIndicator(io, quiet, `reading ${args.clusters.length} clusters`, () =>
     Promise.all(
       args.clusters.map(async (c): Promise<ClusterInventory | string> => {
         try {
@@ -117,7 +141,11 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
   const inventories = read as ClusterInventory[];
   for (const inv of inventories)
     if (inv.missing.length > 0) io.stderr(`vault-rollout import: ${inv.cluster}: skipped ${inv.missing.join('; ')}\n`);
+  return inventories;
+}
 
+/** The routes the inventories map to, or the exit code when they disagree (a KV version, the Vault server). */
+function routesOf(io: CliIo, args: ImportArgs, inventories: ClusterInventory[]): ImportResult | number {
   let result: ImportResult;
   try {
     result = importRoutes(inventories, {
@@ -138,39 +166,38 @@ export async function importCommand(argv: string[], io: CliIo, cwd = process.cwd
     );
     return EXIT.failure;
   }
-  const header = [
-    `Imported by vault-rollout import (--from ${[...args.from].join(',')}) from ${args.clusters.map((c) => c.name).join(', ')}.`,
-    `Kubeconfig paths are relative to this file; vault-rollout needs its own identity there (infra/rbac), not the importer's.`,
-  ];
-  const text = renderImport(result, header);
-  for (const u of result.unmapped) io.stderr(`vault-rollout import: not imported: ${describeUnmapped(u)}\n`);
-  const targets = result.routes.reduce((n, r) => n + r.targets.length, 0);
-  parsed.info(
-    `vault-rollout import: ${result.routes.length} routes, ${targets} targets, ${result.unmapped.length} objects not imported\n`,
-  );
+  return result;
+}
 
+/** Writes the table (stdout or --file, YAML or JSON) and fails when it does not validate as a routing table. */
+async function writeTable(
+  io: CliIo,
+  output: Parsed<typeof spec>['values']['output'],
+  file: string | undefined,
+  text: string,
+  cwd: string,
+): Promise<number> {
   let problems: string | undefined;
   try {
-    loadRoutingTable(text, args.file ?? 'import');
+    loadRoutingTable(text, file ?? 'import');
   } catch (e) {
     if (!(e instanceof RoutingTableError)) throw e;
     problems = e.message;
   }
   // The routing table is the data: YAML (with its comments) as it is written, or the same document as JSON.
-  const render = (): string =>
-    parsed.values.output === 'json' ? `${JSON.stringify(parseYaml(text), null, 2)}\n` : text;
-  if (args.file === undefined)
+  const render = (): string => (output === 'json' ? `${JSON.stringify(parseYaml(text), null, 2)}\n` : text);
+  if (file === undefined)
     printData(
       io,
-      parsed.values.output === 'json' ? 'json' : 'table',
+      output === 'json' ? 'json' : 'table',
       () => parseYaml(text) as unknown,
       () => text,
     );
   else {
     try {
-      await writeFile(resolve(cwd, args.file), render(), { mode: 0o644 });
+      await writeFile(resolve(cwd, file), render(), { mode: 0o644 });
     } catch (e) {
-      io.stderr(`vault-rollout import: cannot write the table: ${fileErrorText(args.file, e)}\n`);
+      io.stderr(`vault-rollout import: cannot write the table: ${fileErrorText(file, e)}\n`);
       return EXIT.failure;
     }
   }

@@ -4,8 +4,8 @@
  * or error kind) or not usable (a missing variable, a non-https URL). Never prints a URL or a secret. Exit 0 when
  * every sink took the sample, 1 otherwise.
  */
-import { rotationEvent } from '../notify/event.ts';
-import { resolveSinks } from '../notify/sinks.ts';
+import { rotationEvent, type NotificationEvent } from '../notify/event.ts';
+import { resolveSinks, type Sink } from '../notify/sinks.ts';
 import { printable } from '../report/printable.ts';
 import { table as renderTable } from '../report/table.ts';
 import { EXIT, type CliIo } from './io.ts';
@@ -36,17 +36,40 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
     reason: 'a test notification from vault-rollout notify test: nothing was restarted',
     clusters: [],
   });
-  const results: Array<{
-    sink: string;
-    type: string;
-    outcome: 'sent' | 'failed' | 'not usable';
-    detail: string;
-    ms?: number;
-  }> = [];
+  const results: SinkResult[] = [];
   for (const [name, problem] of problems)
     results.push({ sink: name, type: table.allSinks.get(name)?.type ?? '?', outcome: 'not usable', detail: problem });
+  results.push(...(await sendSample([...sinks.values()], sample)));
+  results.sort((a, b) => a.sink.localeCompare(b.sink));
+  printData(
+    io,
+    values.output,
+    () => ({ event: sample.id, sinks: results }),
+    () =>
+      `${renderTable(
+        ['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'],
+        results.map((r) =>
+          [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable),
+        ),
+      )}\n`,
+  );
+  return results.every((r) => r.outcome === 'sent') ? EXIT.ok : EXIT.failure;
+}
+
+/** One sink's outcome: sent, failed (the status or error kind) or not usable (why), and how long the send took. */
+interface SinkResult {
+  sink: string;
+  type: string;
+  outcome: 'sent' | 'failed' | 'not usable';
+  detail: string;
+  ms?: number;
+}
+
+/** Sends the sample to every usable sink at once; the results in the order the sends end. */
+async function sendSample(sinks: readonly Sink[], sample: NotificationEvent): Promise<SinkResult[]> {
+  const results: SinkResult[] = [];
   await Promise.all(
-    [...sinks.values()].map(async (sink) => {
+    sinks.map(async (sink) => {
       const started = Date.now();
       try {
         await sink.send(sample);
@@ -62,18 +85,5 @@ export async function notifyCommand(argv: string[], io: CliIo): Promise<number> 
       }
     }),
   );
-  results.sort((a, b) => a.sink.localeCompare(b.sink));
-  printData(
-    io,
-    values.output,
-    () => ({ event: sample.id, sinks: results }),
-    () =>
-      `${renderTable(
-        ['SINK', 'TYPE', 'OUTCOME', 'MS', 'DETAIL'],
-        results.map((r) =>
-          [r.sink, r.type, r.outcome, r.ms === undefined ? '' : String(r.ms), r.detail].map(printable),
-        ),
-      )}\n`,
-  );
-  return results.every((r) => r.outcome === 'sent') ? EXIT.ok : EXIT.failure;
+  return results;
 }

@@ -16,6 +16,7 @@ import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, printResults, stderrLogger, usageError } from './shared.ts';
 import { parseCommand } from './spec.ts';
+import type { RoutingTable } from '../routing/routing-table.ts';
 import { resetVersion as spec } from './specs.ts';
 
 export async function resetVersionCommand(argv: string[], io: CliIo, now: () => number = Date.now): Promise<number> {
@@ -34,29 +35,9 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   if (typeof table === 'number') return table;
   if (refusedForOtherStore(io, 'reset-version', table, values['dry-run'])) return EXIT.failure;
 
-  // --vault-namespace, else VAULT_NAMESPACE (the spec reads it, as the vault CLI does), else the root namespace.
-  const namespace = trimSlashes(values['vault-namespace']);
-  const path = trimSlashes(values.path.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
-  const mount = guessMount(table.mounts, namespace, path);
-  const key = underMount(path, mount) ?? '';
-  if (key === '')
-    return usageError(io, 'reset-version', `--path "${path.slice(0, 200)}" names a mount, not a secret under it`);
-  const time = new Date(now()).toISOString();
-  const change: SecretChange = {
-    namespace,
-    mount,
-    key,
-    path,
-    operation: 'write',
-    version,
-    kvVersion: 2,
-    kvVersionFrom: 'routes',
-    source: 'audit',
-    via: 'direct',
-    id: `reset-version-${version}`,
-    time,
-    record: '--path',
-  };
+  const change = resetChange(table, values['vault-namespace'], values.path, version, now);
+  if (typeof change === 'string') return usageError(io, 'reset-version', change);
+  const { path } = change;
   const plan = planRollouts(table, [change]);
   const only = new Set(values.cluster);
   for (const name of only)
@@ -91,4 +72,39 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   printForegroundHalts(io, 'reset-version', halts, refused, cliRotationStoreName(io));
   if (refused.length > 0 || results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
   return halts.length > 0 ? EXIT.rolloutsFailed : EXIT.ok;
+}
+
+/**
+ * The change that records `version` for the path: a write as the audit feed would report it, marked as this command's.
+ * Returns why not when the path names a mount rather than a secret under it.
+ */
+function resetChange(
+  table: RoutingTable,
+  vaultNamespace: string,
+  pathFlag: string,
+  version: number,
+  now: () => number,
+): SecretChange | string {
+  // --vault-namespace, else VAULT_NAMESPACE (the spec reads it, as the vault CLI does), else the root namespace.
+  const namespace = trimSlashes(vaultNamespace);
+  const path = trimSlashes(pathFlag.replace(/^([^/]+)\/(data|metadata)\//, '$1/'));
+  const mount = guessMount(table.mounts, namespace, path);
+  const key = underMount(path, mount) ?? '';
+  if (key === '') return `--path "${path.slice(0, 200)}" names a mount, not a secret under it`;
+  const time = new Date(now()).toISOString();
+  return {
+    namespace,
+    mount,
+    key,
+    path,
+    operation: 'write',
+    version,
+    kvVersion: 2,
+    kvVersionFrom: 'routes',
+    source: 'audit',
+    via: 'direct',
+    id: `reset-version-${version}`,
+    time,
+    record: '--path',
+  };
 }

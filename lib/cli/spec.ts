@@ -219,42 +219,10 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
     io.stderr(`vault-rollout ${spec.name}: ${message}\nRun "vault-rollout ${spec.name} --help" for usage.\n`);
     return EXIT.usage;
   };
-  const end = argv.indexOf('--');
-  for (const token of end < 0 ? argv : argv.slice(0, end)) {
-    const renamed = spec.renamed?.find((r) => token === r.flag || token.startsWith(`${r.flag}=`));
-    if (renamed) return usage(`${renamed.flag} is no longer accepted: use ${renamed.use}`);
-  }
+  const renamed = renamedFlagMessage(spec, argv);
+  if (renamed !== undefined) return usage(renamed);
   const options = allOptions(spec);
-  const program = new Command(`vault-rollout ${spec.name}`)
-    .description(spec.summary)
-    .usage(usageLine(spec).slice(`vault-rollout ${spec.name} `.length))
-    .exitOverride()
-    .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s), outputError: () => undefined })
-    .helpOption('-h, --help', 'print this help')
-    .allowExcessArguments(false)
-    .addHelpText('after', helpFooter(spec));
-  for (const a of spec.args ?? []) program.argument(a.required ? `<${a.name}>` : `[${a.name}]`, a.summary);
-  for (const o of options) {
-    const details = optionDetails(o);
-    const description = `${o.summary}${details.length > 0 ? ` (${details.join('; ')})` : ''}`;
-    const flags = flagsText(o).replace(/ (\S+)$/, o.type === 'boolean' ? ' $1' : ' <$1>');
-    const option = new Option(flags, description);
-    if (o.type !== 'boolean') {
-      option.argParser((value: string, previous: unknown) => {
-        let parsed;
-        try {
-          parsed = parseValue(o, value);
-        } catch (e) {
-          throw new InvalidArgumentError(e instanceof Error ? e.message : String(e));
-        }
-        return o.type === 'list'
-          ? [...(Array.isArray(previous) ? (previous as string[]) : []), ...(parsed as string[])]
-          : parsed;
-      });
-    }
-    program.addOption(option);
-    if (o.negatable) program.addOption(new Option(`--no-${o.name}`, `not --${o.name}`));
-  }
+  const program = commandProgram(spec, options, io);
   let args: string[] = [];
   program.action((...received: unknown[]) => {
     args = received.slice(0, (spec.args ?? []).length).filter((a): a is string => typeof a === 'string');
@@ -265,41 +233,14 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
     if (e instanceof CommanderError) {
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version')
         return EXIT.ok;
-      const message = e.message.replace(/^error: /, '');
-      // "option '--grace <DURATION>' argument '10' is invalid. use a unit: 10s" -> "--grace 10: use a unit: 10s"
-      const invalid = /^option '(?:-\w, )?(--[\w-]+)[^']*' argument '(.*)' is invalid\. ([\s\S]*)$/.exec(message);
-      // One quote style: commander's 'x' becomes "x", as every other message writes it.
-      return usage(invalid ? `${invalid[1]} ${invalid[2]}: ${invalid[3]}` : message.replace(/'([^'\n]*)'/g, '"$1"'));
+      return usage(commanderMessage(e));
     }
     throw e;
   }
-  const raw = program.opts();
-  const values: Record<string, unknown> = {};
+  let values: Record<string, unknown>;
   try {
-    for (const o of options) {
-      const key = new Option(`--${o.name}`).attributeName();
-      let value = raw[key];
-      if (value === undefined && o.env !== undefined && io.env[o.env]) {
-        const fromEnv = io.env[o.env] as string;
-        try {
-          value = parseValue(o, fromEnv);
-        } catch (e) {
-          throw new UsageError(`${o.env}=${fromEnv.slice(0, 40)}: ${e instanceof Error ? e.message : String(e)}`);
-        }
-      }
-      if (value === undefined && o.default !== undefined)
-        value =
-          typeof o.default === 'string' && o.type !== 'string' && o.type !== 'enum'
-            ? parseValue(o, o.default)
-            : o.default;
-      if (value === undefined && o.type === 'list') value = [];
-      values[o.name] = Array.isArray(value) ? [...(value as string[])] : value;
-    }
-    for (const [i, a] of (spec.args ?? []).entries()) {
-      const given = args[i];
-      if (given !== undefined && a.choices && !a.choices.includes(given))
-        throw new UsageError(`${a.name} is one of ${a.choices.join(', ')}, not ${given.slice(0, 40)}`);
-    }
+    values = optionValues(options, program.opts(), io);
+    checkArgumentChoices(spec, args);
   } catch (e) {
     if (e instanceof UsageError) return usage(e.message);
     throw e;
@@ -311,6 +252,113 @@ export function parseCommand<S extends CommandSpec>(spec: S, argv: readonly stri
       values.output = 'json';
     }
   }
+  return parsedWithLogging(spec, values, args, io);
+}
+
+/** Why a flag that was renamed is refused (before anything else is parsed), if argv gives one. */
+function renamedFlagMessage(spec: CommandSpec, argv: readonly string[]): string | undefined {
+  const end = argv.indexOf('--');
+  for (const token of end < 0 ? argv : argv.slice(0, end)) {
+    const renamed = spec.renamed?.find((r) => token === r.flag || token.startsWith(`${r.flag}=`));
+    if (renamed) return `${renamed.flag} is no longer accepted: use ${renamed.use}`;
+  }
+  return undefined;
+}
+
+/** The commander program of a spec: its help text, arguments and options, writing to the command's io. */
+function commandProgram(spec: CommandSpec, options: readonly OptionSpec[], io: CliIo): Command {
+  const program = new Command(`vault-rollout ${spec.name}`)
+    .description(spec.summary)
+    .usage(usageLine(spec).slice(`vault-rollout ${spec.name} `.length))
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.stdout(s), writeErr: (s) => io.stderr(s), outputError: () => undefined })
+    .helpOption('-h, --help', 'print this help')
+    .allowExcessArguments(false)
+    .addHelpText('after', helpFooter(spec));
+  for (const a of spec.args ?? []) program.argument(a.required ? `<${a.name}>` : `[${a.name}]`, a.summary);
+  for (const o of options) {
+    program.addOption(commanderOption(o));
+    if (o.negatable) program.addOption(new Option(`--no-${o.name}`, `not --${o.name}`));
+  }
+  return program;
+}
+
+/** One option for commander: its flags, its description with details, and its value parser (lists accumulate). */
+function commanderOption(o: OptionSpec): Option {
+  const details = optionDetails(o);
+  const description = `${o.summary}${details.length > 0 ? ` (${details.join('; ')})` : ''}`;
+  const flags = flagsText(o).replace(/ (\S+)$/, o.type === 'boolean' ? ' $1' : ' <$1>');
+  const option = new Option(flags, description);
+  if (o.type !== 'boolean') {
+    option.argParser((value: string, previous: unknown) => {
+      let parsed;
+      try {
+        parsed = parseValue(o, value);
+      } catch (e) {
+        throw new InvalidArgumentError(e instanceof Error ? e.message : String(e));
+      }
+      return o.type === 'list'
+        ? [...(Array.isArray(previous) ? (previous as string[]) : []), ...(parsed as string[])]
+        : parsed;
+    });
+  }
+  return option;
+}
+
+/** A commander error as the usage message says it. */
+function commanderMessage(e: CommanderError): string {
+  const message = e.message.replace(/^error: /, '');
+  // "option '--grace <DURATION>' argument '10' is invalid. use a unit: 10s" -> "--grace 10: use a unit: 10s"
+  const invalid = /^option '(?:-\w, )?(--[\w-]+)[^']*' argument '(.*)' is invalid\. ([\s\S]*)$/.exec(message);
+  // One quote style: commander's 'x' becomes "x", as every other message writes it.
+  return invalid ? `${invalid[1]} ${invalid[2]}: ${invalid[3]}` : message.replace(/'([^'\n]*)'/g, '"$1"');
+}
+
+/** Each option's value: given, else from its environment variable, else its default; throws UsageError. */
+function optionValues(
+  options: readonly OptionSpec[],
+  raw: Record<string, unknown>,
+  io: CliIo,
+): Record<string, unknown> {
+  const values: Record<string, unknown> = {};
+  for (const o of options) {
+    const key = new Option(`--${o.name}`).attributeName();
+    let value = raw[key];
+    if (value === undefined && o.env !== undefined && io.env[o.env]) {
+      const fromEnv = io.env[o.env] as string;
+      try {
+        value = parseValue(o, fromEnv);
+      } catch (e) {
+        throw new UsageError(`${o.env}=${fromEnv.slice(0, 40)}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    if (value === undefined && o.default !== undefined)
+      value =
+        typeof o.default === 'string' && o.type !== 'string' && o.type !== 'enum'
+          ? parseValue(o, o.default)
+          : o.default;
+    if (value === undefined && o.type === 'list') value = [];
+    values[o.name] = Array.isArray(value) ? [...(value as string[])] : value;
+  }
+  return values;
+}
+
+/** Throws UsageError when an argument with choices is given another value. */
+function checkArgumentChoices(spec: CommandSpec, args: readonly string[]): void {
+  for (const [i, a] of (spec.args ?? []).entries()) {
+    const given = args[i];
+    if (given !== undefined && a.choices && !a.choices.includes(given))
+      throw new UsageError(`${a.name} is one of ${a.choices.join(', ')}, not ${given.slice(0, 40)}`);
+  }
+}
+
+/** The parsed command with its info and debug writers (--quiet, --verbose); --verbose shows the flags first. */
+function parsedWithLogging<S extends CommandSpec>(
+  spec: S,
+  values: Record<string, unknown>,
+  args: string[],
+  io: CliIo,
+): Parsed<S> {
   const quiet = values.quiet === true;
   const verbose = values.verbose === true && !quiet;
   // Flags carry no secrets (those come from the environment and files), so all of them can be shown.

@@ -28,7 +28,7 @@ import { cliClusterClients } from './cluster-access.ts';
 import { EXIT, type CliIo } from './io.ts';
 import { loadRoutes, usageError } from './shared.ts';
 import { colourize, colourOn } from './output.ts';
-import { parseCommand, formatDuration } from './spec.ts';
+import { parseCommand, formatDuration, type Parsed, type Values } from './spec.ts';
 import { status as spec } from './specs.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { haltsText } from './halts-command.ts';
@@ -48,18 +48,54 @@ export interface StatusDeps {
   stats?: FleetReadStats;
 }
 
+type StatusValues = Values<typeof spec>;
+
 export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps = {}): Promise<number> {
   const now = deps.now ?? Date.now;
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const args = parseCommand(spec, argv, io);
   if (typeof args === 'number') return args;
   const { values } = args;
-  if (values.routes === undefined) return usageError(io, 'status', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
-  const output = values.output;
+  const routes = values.routes;
+  if (routes === undefined) return usageError(io, 'status', 'missing --routes FILE (or VAULT_ROLLOUT_ROUTES)');
+  const refused = checkStatusFlags(values, io);
+  if (refused !== undefined) return refused;
+  const table = await loadRoutes(io, routes, { command: 'status', values: values['cluster-kubeconfig'] });
+  if (typeof table === 'number') return table;
+  const only = new Set(values.cluster);
+  for (const name of only)
+    if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);
+  const opened = await openVault(values, io);
+  if (typeof opened === 'number') return opened;
+  const { vault, auth } = opened;
+  const source = openStatusSource(
+    io,
+    table,
+    routes,
+    { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) },
+    deps,
+    now,
+  );
+  const emit = statusEmitter(args, io, table, source, now);
+  try {
+    if (!values.wait) {
+      const status = await source.read();
+      await emit(status);
+      return status.ok ? EXIT.ok : EXIT.failure;
+    }
+    return await waitForStatus(args, io, source, emit, deps);
+  } catch (e) {
+    if (!(e instanceof StatusFileError)) throw e;
+    io.stderr(`vault-rollout status: cannot write the output: ${e.message}\n`);
+    return EXIT.failure;
+  } finally {
+    auth?.stop();
+    source.close();
+  }
+}
+
+/** The checks of the flags before anything is read (--file named, --path a valid pattern). */
+function checkStatusFlags(values: StatusValues, io: CliIo): number | undefined {
   if (values.file === '') return usageError(io, 'status', '--file takes a file name');
-  // --timeout (1s to 24h) and --interval (500ms to 1m): bounded by their specs.
-  const timeoutMs = values.timeout;
-  const intervalMs = values.interval;
   if (values.path !== undefined) {
     // A pattern's `*` and `**` are segments like any other: `.`, `..` or an empty segment would name another path.
     const problem = vaultPathProblem(values.path.replace(/^\/+/, ''));
@@ -71,37 +107,42 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
       throw e;
     }
   }
-  const table = await loadRoutes(io, values.routes, { command: 'status', values: values['cluster-kubeconfig'] });
-  if (typeof table === 'number') return table;
-  const only = new Set(values.cluster);
-  for (const name of only)
-    if (!table.clusters.has(name)) return usageError(io, 'status', `--cluster ${name} is not in the routing table`);
+  return undefined;
+}
 
+/** Vault's metadata client when --vault-addr (or VAULT_ADDR) is given, nothing without; or the exit code. */
+async function openVault(
+  values: StatusValues,
+  io: CliIo,
+): Promise<{ vault?: VaultMetadataClient; auth?: VaultTokenSource } | number> {
   // --vault-addr, else VAULT_ADDR (its spec reads the variable).
   const vaultAddr = values['vault-addr'];
-  let vault: VaultMetadataClient | undefined;
-  let auth: VaultTokenSource | undefined;
-  if (vaultAddr) {
-    if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr))
-      return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
-    const opened = await statusVault(io, vaultAddr, values['vault-namespace'], values.quiet);
-    if ('error' in opened) {
-      io.stderr(
-        `vault-rollout status: ${opened.error}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`,
-      );
-      return EXIT.failure;
-    }
-    ({ vault, auth } = opened);
+  if (!vaultAddr) return {};
+  if (!URL.canParse(vaultAddr) || !/^https?:\/\//.test(vaultAddr))
+    return usageError(io, 'status', `--vault-addr must be http(s)://HOST:PORT`);
+  const opened = await statusVault(io, vaultAddr, values['vault-namespace'], values.quiet);
+  if ('error' in opened) {
+    io.stderr(
+      `vault-rollout status: ${opened.error}. Without Vault, leave out --vault-addr: status then compares what the clusters record\n`,
+    );
+    return EXIT.failure;
   }
+  return { vault: opened.vault, auth: opened.auth };
+}
 
-  const source = openStatusSource(
-    io,
-    table,
-    values.routes,
-    { ...(values.path !== undefined ? { path: values.path } : {}), clusters: only, ...(vault ? { vault } : {}) },
-    deps,
-    now,
-  );
+/**
+ * Writes one status as --output says, to stdout or --file. The file is written whole (a temporary file renamed over
+ * it), so a web server or a reader never sees half a page.
+ */
+function statusEmitter(
+  args: Parsed<typeof spec>,
+  io: CliIo,
+  table: RoutingTable,
+  source: StatusSource,
+  now: () => number,
+): (status: StatusSnapshot) => Promise<void> {
+  const { values } = args;
+  const output = values.output;
   const render = (status: StatusSnapshot): string => {
     if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
     if (output === 'yaml') return printableYaml({ ...statusJson(status), halts: status.halts });
@@ -115,8 +156,7 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     // Colour on a terminal's stdout only: never in a --file.
     return values.file === undefined && colourOn(io) ? colourize(text) : text;
   };
-  // --file: written whole (a temporary file renamed over it), so a web server or a reader never sees half a page.
-  const emit = async (status: StatusSnapshot): Promise<void> => {
+  return async (status) => {
     const rendered = render(status);
     if (values.file === undefined) return io.stdout(rendered);
     const target = resolvePath(values.file);
@@ -129,45 +169,46 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     }
     args.info(`vault-rollout status: wrote ${values.file} (${output}, ${Buffer.byteLength(rendered)} bytes)\n`);
   };
+}
 
-  try {
-    if (!values.wait) {
-      const status = await source.read();
+/**
+ * --wait: polls until every consumer is current and complete, or the timeout, showing progress on stderr (a live
+ * table on a terminal, else a line per change); then emits the last status.
+ */
+async function waitForStatus(
+  args: Parsed<typeof spec>,
+  io: CliIo,
+  source: StatusSource,
+  emit: (status: StatusSnapshot) => Promise<void>,
+  deps: StatusDeps,
+): Promise<number> {
+  const now = deps.now ?? Date.now;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  // --timeout (1s to 24h) and --interval (500ms to 1m): bounded by their specs.
+  const { timeout: timeoutMs, interval: intervalMs, output } = args.values;
+  const started = now();
+  const terminal = io.stderrIsTTY === true && output === 'table';
+  const said = new Map<string, string>();
+  let drawn = 0;
+  for (;;) {
+    const status = await source.read();
+    const waited = now() - started;
+    if (status.ok || waited >= timeoutMs) {
+      if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
+      if (!status.ok)
+        io.stderr(
+          `vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${formatDuration(timeoutMs)})\n`,
+        );
       await emit(status);
       return status.ok ? EXIT.ok : EXIT.failure;
     }
-    // --wait: poll until every consumer is current and complete, or the timeout.
-    const started = now();
-    const terminal = io.stderrIsTTY === true && output === 'table';
-    const said = new Map<string, string>();
-    let drawn = 0;
-    for (;;) {
-      const status = await source.read();
-      const waited = now() - started;
-      if (status.ok || waited >= timeoutMs) {
-        if (drawn > 0) io.stderr(`\x1b[${drawn}A\r\x1b[J`);
-        if (!status.ok)
-          io.stderr(
-            `vault-rollout status: not every consumer is current and complete after ${Math.round(waited / 1000)} s (--timeout ${formatDuration(timeoutMs)})\n`,
-          );
-        await emit(status);
-        return status.ok ? EXIT.ok : EXIT.failure;
-      }
-      if (terminal) {
-        // The live view: the whole table, redrawn in place.
-        const frame = `Waiting ${Math.round(waited / 1000)} s of ${formatDuration(timeoutMs)} for every consumer to be current and complete\n${statusText(status)}`;
-        args.info(`${drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : ''}${frame}`);
-        drawn = frame.split('\n').length - 1;
-      } else args.info(statusLines(status, said));
-      await sleep(Math.min(intervalMs, Math.max(0, timeoutMs - waited)));
-    }
-  } catch (e) {
-    if (!(e instanceof StatusFileError)) throw e;
-    io.stderr(`vault-rollout status: cannot write the output: ${e.message}\n`);
-    return EXIT.failure;
-  } finally {
-    auth?.stop();
-    source.close();
+    if (terminal) {
+      // The live view: the whole table, redrawn in place.
+      const frame = `Waiting ${Math.round(waited / 1000)} s of ${formatDuration(timeoutMs)} for every consumer to be current and complete\n${statusText(status)}`;
+      args.info(`${drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : ''}${frame}`);
+      drawn = frame.split('\n').length - 1;
+    } else args.info(statusLines(status, said));
+    await sleep(Math.min(intervalMs, Math.max(0, timeoutMs - waited)));
   }
 }
 

@@ -22,8 +22,8 @@
  * primitive for gates and settle windows hooks in).
  */
 import { randomUUID } from 'node:crypto';
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { createPrivateFile } from '../kernel/sqlite-transaction.ts';
+import type { DatabaseSync, StatementSync } from 'node:sqlite';
+import { openQueueDatabase, prepareStatements } from './sqlite-queue-database.ts';
 import {
   ChangeWaiters,
   LOCAL_QUEUE_DEFAULTS,
@@ -35,7 +35,7 @@ import {
   type ReceiveOptions,
 } from './local-queue.ts';
 import { deduplicationId, messageGroupId, QueueUnavailableError, type QueueMessage } from './rollout-message.ts';
-import { MAX_SEEN_KEYS, SCHEMA, SCHEMA_VERSION } from './sqlite-queue-schema.ts';
+import { MAX_SEEN_KEYS, SCHEMA_VERSION } from './sqlite-queue-schema.ts';
 
 export interface SqliteRolloutQueueOptions extends LocalQueueOptions {
   /** The database file (created with mode 0600, its directory with 0700); ':memory:' for a throwaway queue. */
@@ -65,78 +65,8 @@ export class SqliteRolloutQueue implements LocalRolloutQueue {
     this.visibilityTimeoutMs = options.visibilityTimeoutMs ?? LOCAL_QUEUE_DEFAULTS.visibilityTimeoutMs;
     this.#deduplicationWindowMs = options.deduplicationWindowMs ?? LOCAL_QUEUE_DEFAULTS.deduplicationWindowMs;
     this.#now = options.now ?? Date.now;
-    if (options.file !== ':memory:') createPrivateFile(options.file);
-    this.#db = new DatabaseSync(options.file, { timeout: 0 });
-    try {
-      // EXCLUSIVE before the first read: this process owns the file until it closes or dies.
-      this.#db.exec(
-        'PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;',
-      );
-      this.#db.exec('BEGIN IMMEDIATE');
-      const version = (this.#db.prepare('PRAGMA user_version').get() as { user_version: number }).user_version;
-      if (version !== 0 && version !== SCHEMA_VERSION)
-        throw new Error(
-          `${options.file} is a queue of format ${version}; this vault-rollout reads format ${SCHEMA_VERSION}`,
-        );
-      this.#db.exec(SCHEMA);
-      // Added after format 1 shipped: a refused message's reason (NULL for one that ran out of receives).
-      const columns = this.#db.prepare('PRAGMA table_info(dead_letters)').all() as Array<{ name: string }>;
-      if (!columns.some((c) => c.name === 'reason')) this.#db.exec('ALTER TABLE dead_letters ADD COLUMN reason TEXT');
-      this.#db.exec(`PRAGMA user_version = ${SCHEMA_VERSION}`);
-      // Whatever was in flight belonged to a process that is gone (the lock says no other one holds the file).
-      this.#db.exec('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE receipt_handle IS NOT NULL');
-      this.#db.exec('COMMIT');
-    } catch (e) {
-      this.#db.close();
-      const busy = (e as { errcode?: number }).errcode === 5 || /database is locked/.test((e as Error).message);
-      throw new QueueUnavailableError(
-        busy
-          ? `${options.file} is in use by another process (one serve per queue file)`
-          : `cannot open the queue ${options.file}: ${(e as Error).message}`,
-        { cause: e },
-      );
-    }
-    const s = (sql: string) => this.#db.prepare(sql);
-    this.#sql = {
-      dedupPurge: s('DELETE FROM dedup WHERE expires_at <= ?'),
-      dedupInsert: s('INSERT OR IGNORE INTO dedup (dedup_id, expires_at) VALUES (?, ?)'),
-      insert: s('INSERT INTO messages (message_id, group_id, body) VALUES (?, ?, ?)'),
-      // Groups with nothing in flight, oldest first (by their oldest message).
-      openGroups: s(`SELECT group_id FROM messages GROUP BY group_id
-        HAVING SUM(receipt_handle IS NOT NULL) = 0 ORDER BY MIN(seq) LIMIT ?`),
-      groupHead: s(
-        'SELECT seq, message_id, group_id, body, receive_count, visible_at FROM messages WHERE group_id = ? ORDER BY seq LIMIT ?',
-      ),
-      markInFlight: s(
-        'UPDATE messages SET receive_count = receive_count + 1, receipt_handle = ?, visible_at = ? WHERE seq = ?',
-      ),
-      expired: s(
-        'SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle IS NOT NULL AND visible_at <= ? ORDER BY seq',
-      ),
-      byHandle: s('SELECT seq, message_id, group_id, body, receive_count FROM messages WHERE receipt_handle = ?'),
-      deleteSeq: s('DELETE FROM messages WHERE seq = ?'),
-      makeVisible: s('UPDATE messages SET receipt_handle = NULL, visible_at = NULL WHERE seq = ?'),
-      delayVisible: s('UPDATE messages SET visible_at = ? WHERE seq = ?'),
-      deadLetter: s(
-        'INSERT INTO dead_letters (message_id, group_id, body, receive_count, dead_lettered_at, reason) VALUES (?, ?, ?, ?, ?, ?)',
-      ),
-      deadLetters: s(
-        'SELECT message_id, group_id, body, receive_count, dead_lettered_at, reason FROM dead_letters WHERE dead_lettered_at >= ? ORDER BY seq',
-      ),
-      recentDeadLetters: s(
-        'SELECT message_id, group_id, receive_count, dead_lettered_at, reason FROM dead_letters ORDER BY seq DESC LIMIT ?',
-      ),
-      seenPurge: s('DELETE FROM seen_keys WHERE until < ?'),
-      seenInsert: s('INSERT INTO seen_keys (key, until) VALUES (?, ?) ON CONFLICT (key) DO NOTHING'),
-      seenCount: s('SELECT COUNT(*) AS n FROM seen_keys'),
-      seenTrim: s('DELETE FROM seen_keys WHERE key IN (SELECT key FROM seen_keys ORDER BY until LIMIT ?)'),
-      counts: s(`SELECT COUNT(*) AS total, COALESCE(SUM(receipt_handle IS NOT NULL), 0) AS in_flight,
-        (SELECT COUNT(*) FROM dead_letters) AS dead FROM messages`),
-      backlog: s(`SELECT COALESCE(SUM(json_extract(body, '$.follow') IS NOT NULL), 0) AS continuations,
-        MIN(CASE WHEN json_extract(body, '$.follow') IS NOT NULL THEN json_extract(body, '$.follow.since') END) AS oldest_continuation,
-        MIN(CASE WHEN json_extract(body, '$.follow') IS NULL AND json_extract(body, '$.kind') IS NULL THEN json_extract(body, '$.acceptedAt') END) AS oldest_change
-        FROM messages WHERE json_valid(body)`),
-    };
+    this.#db = openQueueDatabase(options.file);
+    this.#sql = prepareStatements(this.#db);
   }
 
   send(messages: readonly QueueMessage[]): Promise<void> {

@@ -62,26 +62,7 @@ export class SqsRolloutQueue implements RolloutQueue {
 
   async send(messages: readonly QueueMessage[]): Promise<void> {
     // Per group, the messages still to send, in the caller's order.
-    const pending = new Map<string, Outgoing[]>();
-    messages.forEach((message, index) => {
-      const group = messageGroupId(message);
-      const body = JSON.stringify(message);
-      const outgoing: Outgoing = {
-        group,
-        // The id only has to be unique within one call; the index is, and says nothing about the content.
-        entry: {
-          Id: `m${index}`,
-          MessageBody: body,
-          MessageGroupId: group,
-          MessageDeduplicationId: deduplicationId(message),
-        },
-        bytes: Buffer.byteLength(body),
-        failures: 0,
-      };
-      const queue = pending.get(group);
-      if (queue) queue.push(outgoing);
-      else pending.set(group, [outgoing]);
-    });
+    const pending = pendingByGroup(messages);
 
     // Not queued, by reason (an SQS error code): counted, never the bodies, which name workloads and paths.
     const notQueued = new Map<string, number>();
@@ -103,26 +84,35 @@ export class SqsRolloutQueue implements RolloutQueue {
       if (retryAttempt > 0)
         await this.#sleep(backoffDelayMs(retryAttempt, this.#baseDelayMs, this.#maxDelayMs, Math.random, 1));
 
-      for (const call of packCalls(heads)) {
-        const failed = await this.#sendCall(call);
-        for (const outgoing of call) {
-          const failure = failed.get(outgoing.entry.Id ?? '');
-          if (failure === undefined) {
-            pending.get(outgoing.group)?.shift();
-            if (pending.get(outgoing.group)?.length === 0) pending.delete(outgoing.group);
-            continue;
-          }
-          outgoing.failures += 1;
-          // A sender fault (a malformed entry) fails the same way every time; only the others are worth retrying.
-          if (failure.senderFault || outgoing.failures > this.#maxEntryRetries) giveUp(outgoing.group, failure.code);
-        }
-      }
+      await this.#sendWave(heads, pending, giveUp);
     }
 
     if (notQueued.size > 0) {
       const total = [...notQueued.values()].reduce((a, b) => a + b, 0);
       const reasons = [...notQueued].map(([code, count]) => `${code} ×${count}`).join(', ');
       throw new QueueUnavailableError(`${total} of ${messages.length} rollout message(s) were not queued (${reasons})`);
+    }
+  }
+
+  /** Sends one wave's heads; a sent message leaves its group's queue, a failed one counts towards giving up. */
+  async #sendWave(
+    heads: readonly Outgoing[],
+    pending: Map<string, Outgoing[]>,
+    giveUp: (group: string, reason: string) => void,
+  ): Promise<void> {
+    for (const call of packCalls(heads)) {
+      const failed = await this.#sendCall(call);
+      for (const outgoing of call) {
+        const failure = failed.get(outgoing.entry.Id ?? '');
+        if (failure === undefined) {
+          pending.get(outgoing.group)?.shift();
+          if (pending.get(outgoing.group)?.length === 0) pending.delete(outgoing.group);
+          continue;
+        }
+        outgoing.failures += 1;
+        // A sender fault (a malformed entry) fails the same way every time; only the others are worth retrying.
+        if (failure.senderFault || outgoing.failures > this.#maxEntryRetries) giveUp(outgoing.group, failure.code);
+      }
     }
   }
 
@@ -167,4 +157,29 @@ export function packCalls<T extends { bytes: number }>(items: readonly T[]): T[]
   }
   if (current.length > 0) calls.push(current);
   return calls;
+}
+
+/** The messages to send per group, in the caller's order, each as its SendMessageBatch entry. */
+function pendingByGroup(messages: readonly QueueMessage[]): Map<string, Outgoing[]> {
+  const pending = new Map<string, Outgoing[]>();
+  messages.forEach((message, index) => {
+    const group = messageGroupId(message);
+    const body = JSON.stringify(message);
+    const outgoing: Outgoing = {
+      group,
+      // The id only has to be unique within one call; the index is, and says nothing about the content.
+      entry: {
+        Id: `m${index}`,
+        MessageBody: body,
+        MessageGroupId: group,
+        MessageDeduplicationId: deduplicationId(message),
+      },
+      bytes: Buffer.byteLength(body),
+      failures: 0,
+    };
+    const queue = pending.get(group);
+    if (queue) queue.push(outgoing);
+    else pending.set(group, [outgoing]);
+  });
+  return pending;
 }

@@ -7,7 +7,7 @@
  * outage fills the spool, it never loses a batch.
  */
 import { abortableSleep, backoffDelayMs, type Sleep } from '../kernel/backoff.ts';
-import type { BatchSender } from './batch-sender.ts';
+import type { BatchSender, SendOutcome } from './batch-sender.ts';
 import { DROP_REASONS, type RelayCounters } from './counters.ts';
 import type { RecordKind } from './record-kind.ts';
 import type { RelayLog } from '../kernel/log.ts';
@@ -87,54 +87,69 @@ export class Deliverer {
             error: outcome.error,
           });
           return 'done';
-        case 'too-large': {
-          if (lines.length === 1) {
-            counters.drop(DROP_REASONS.tooLarge, 1);
-            log.error('the receiver refuses a single record as too large: dropped', {
-              kind,
-              bytes: Buffer.byteLength(body),
-              reason: DROP_REASONS.tooLarge,
-            });
-            return 'done';
-          }
-          const half = Math.ceil(lines.length / 2);
-          log.warn('the receiver found a batch too large: sending it in halves', {
-            kind,
-            records: lines.length,
-            bytes: Buffer.byteLength(body),
-          });
-          if ((await this.#deliver(kind, lines.slice(0, half), signal)) === 'aborted') return 'aborted';
-          return this.#deliver(kind, lines.slice(half), signal);
-        }
-        case 'retry': {
+        case 'too-large':
+          return this.#deliverInHalves(kind, lines, body, signal);
+        case 'retry':
           if (signal.aborted) return 'aborted';
-          const backoff = backoffDelayMs(
-            attempt,
-            this.#options.retryBaseMs ?? 200,
-            this.#options.retryCapMs ?? 30_000,
-            this.#options.random,
-          );
-          const delay =
-            outcome.retryAfterMs !== undefined
-              ? Math.min(outcome.retryAfterMs, this.#options.maxRetryAfterMs ?? 300_000)
-              : backoff;
-          const fields = {
-            kind,
-            records: lines.length,
-            attempt,
-            reason: outcome.reason,
-            retryInMs: delay,
-            spooledBatches: this.#options.spool.entries().length,
-          };
-          if (outcome.loud)
-            log.error(
-              'DELIVERY BLOCKED: the receiver refuses our credentials or URL; batches stay in the spool until this is fixed',
-              { ...fields, target: sender.target },
-            );
-          else log.warn('delivery failed: retrying', fields);
-          await this.#sleep(delay, signal);
-        }
+          await this.#sleep(this.#retryDelay(outcome, attempt, kind, lines.length), signal);
       }
     }
+  }
+
+  /** A batch the receiver found too large: each half delivered in order; a single record is dropped for good. */
+  async #deliverInHalves(kind: RecordKind, lines: string[], body: string, signal: AbortSignal): Promise<Done> {
+    const { counters, log } = this.#options;
+    if (lines.length === 1) {
+      counters.drop(DROP_REASONS.tooLarge, 1);
+      log.error('the receiver refuses a single record as too large: dropped', {
+        kind,
+        bytes: Buffer.byteLength(body),
+        reason: DROP_REASONS.tooLarge,
+      });
+      return 'done';
+    }
+    const half = Math.ceil(lines.length / 2);
+    log.warn('the receiver found a batch too large: sending it in halves', {
+      kind,
+      records: lines.length,
+      bytes: Buffer.byteLength(body),
+    });
+    if ((await this.#deliver(kind, lines.slice(0, half), signal)) === 'aborted') return 'aborted';
+    return this.#deliver(kind, lines.slice(half), signal);
+  }
+
+  /** How long to wait before the next attempt (Retry-After up to its bound, else backoff), said in the log. */
+  #retryDelay(
+    outcome: Extract<SendOutcome, { type: 'retry' }>,
+    attempt: number,
+    kind: RecordKind,
+    records: number,
+  ): number {
+    const { sender, log } = this.#options;
+    const backoff = backoffDelayMs(
+      attempt,
+      this.#options.retryBaseMs ?? 200,
+      this.#options.retryCapMs ?? 30_000,
+      this.#options.random,
+    );
+    const delay =
+      outcome.retryAfterMs !== undefined
+        ? Math.min(outcome.retryAfterMs, this.#options.maxRetryAfterMs ?? 300_000)
+        : backoff;
+    const fields = {
+      kind,
+      records,
+      attempt,
+      reason: outcome.reason,
+      retryInMs: delay,
+      spooledBatches: this.#options.spool.entries().length,
+    };
+    if (outcome.loud)
+      log.error(
+        'DELIVERY BLOCKED: the receiver refuses our credentials or URL; batches stay in the spool until this is fixed',
+        { ...fields, target: sender.target },
+      );
+    else log.warn('delivery failed: retrying', fields);
+    return delay;
   }
 }

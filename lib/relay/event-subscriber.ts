@@ -17,6 +17,7 @@ import { checkVaultRedirect, MAX_VAULT_REDIRECTS, type VaultRedirectPolicy } fro
 import { tlsRequestOptions, type VaultTls } from '../vault/vault-tls.ts';
 // `ws`, not Node's global WebSocket: the subscription needs ping/pong to notice a dead peer, a per-connection CA
 // (VAULT_CACERT) and a hook on each redirect, none of which the WHATWG WebSocket API offers.
+import type { ClientRequest } from 'node:http';
 import WebSocket from 'ws';
 
 export interface EventSubscriberOptions {
@@ -154,37 +155,21 @@ export class EventSubscriber {
       let openedAt: number | undefined;
       let status: number | undefined;
       let error: string | undefined;
-      let answered = true;
-      let pinger: NodeJS.Timeout | undefined;
+      const pings = pingWatch(socket, this.#options.pingIntervalMs ?? 30_000, () => {
+        log.warn('no pong from Vault since the last ping: the connection is dead, terminating it', { eventType });
+        socket.terminate();
+      });
       const stop = (): void => socket.terminate();
       this.#stopping.signal.addEventListener('abort', stop, { once: true });
-      socket.on('redirect', (to, request) => {
-        // Called before the redirected request is sent: destroying it sends nothing, and ws closes with our error.
-        const next = checkVaultRedirect(url, to, this.#options.redirects);
-        if (!next.ok) {
-          log.error(`event subscription: ${next.reason}`, { eventType });
-          request.destroy(new Error(next.reason));
-          return;
-        }
-        log.info('following a redirect to the active Vault node', { eventType, to: next.url.host });
-      });
+      socket.on('redirect', (to, request) => this.#onRedirect(url, to, request));
       socket.on('open', () => {
         openedAt = Date.now();
         this.connections += 1;
         log.info('subscribed to Vault events', { eventType, vault: new URL(vaultAddr).host });
-        pinger = setInterval(() => {
-          if (!answered) {
-            log.warn('no pong from Vault since the last ping: the connection is dead, terminating it', { eventType });
-            socket.terminate();
-            return;
-          }
-          answered = false;
-          socket.ping();
-        }, this.#options.pingIntervalMs ?? 30_000);
+        pings.start();
       });
-      socket.on('pong', () => (answered = true));
       socket.on('message', (data) => {
-        answered = true;
+        pings.answered();
         onMessage(
           Array.isArray(data)
             ? Buffer.concat(data).toString('utf8')
@@ -197,7 +182,7 @@ export class EventSubscriber {
         error = e.message;
       });
       socket.on('close', (code) => {
-        clearInterval(pinger);
+        pings.stop();
         this.#stopping.signal.removeEventListener('abort', stop);
         resolve({
           opened: openedAt !== undefined,
@@ -209,4 +194,38 @@ export class EventSubscriber {
       });
     });
   }
+
+  /** Before a redirected request is sent: follows it only to where the redirect policy allows. */
+  #onRedirect(url: string, to: string, request: ClientRequest): void {
+    const { log, eventType } = this.#options;
+    // Called before the redirected request is sent: destroying it sends nothing, and ws closes with our error.
+    const next = checkVaultRedirect(url, to, this.#options.redirects);
+    if (!next.ok) {
+      log.error(`event subscription: ${next.reason}`, { eventType });
+      request.destroy(new Error(next.reason));
+      return;
+    }
+    log.info('following a redirect to the active Vault node', { eventType, to: next.url.host });
+  }
+}
+
+/**
+ * The connection's liveness: once started, a ping every intervalMs; a ping with no pong (or message) before the next
+ * is a dead connection, handed to onDead.
+ */
+function pingWatch(socket: WebSocket, intervalMs: number, onDead: () => void) {
+  let answered = true;
+  let pinger: NodeJS.Timeout | undefined;
+  socket.on('pong', () => (answered = true));
+  return {
+    answered: () => void (answered = true),
+    start: () => {
+      pinger = setInterval(() => {
+        if (!answered) return onDead();
+        answered = false;
+        socket.ping();
+      }, intervalMs);
+    },
+    stop: () => clearInterval(pinger),
+  };
 }

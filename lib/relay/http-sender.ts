@@ -51,24 +51,8 @@ export class HttpBatchSender implements BatchSender {
   }
 
   async send(kind: RecordKind, body: string, signal: AbortSignal): Promise<SendOutcome> {
-    const headers: Record<string, string> = {
-      'content-type': 'application/x-ndjson',
-      'user-agent': 'vault-rollout-relay',
-    };
-    if (this.#options.hmacSecret !== undefined) {
-      // The function accepts each signature once, and a signature is the body and the second: a retry of the same
-      // body gets a later timestamp than the attempt before. Retries back off, so this runs ahead of the clock by a
-      // few seconds at most (the function allows 300).
-      let timestamp = Math.floor(this.#now() / 1000);
-      if (body === this.#lastBody) timestamp = Math.max(timestamp, this.#lastTimestamp + 1);
-      this.#lastBody = body;
-      this.#lastTimestamp = timestamp;
-      headers[TIMESTAMP_HEADER] = String(timestamp);
-      headers[SIGNATURE_HEADER] = sign(this.#options.hmacSecret, String(timestamp), body);
-    }
-    if (this.#options.bearerToken !== undefined) headers.authorization = `Bearer ${this.#options.bearerToken}`;
+    const headers = this.#headers(body);
     const url = `${this.target}${INTAKE_PATHS[kind]}`;
-
     // Signed per attempt: a SigV4 signature is valid for 5 minutes, and a batch may wait longer in the spool.
     let sent = headers;
     if (this.#options.signer) {
@@ -98,6 +82,32 @@ export class HttpBatchSender implements BatchSender {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
       return { type: 'retry', reason: `network: ${cause?.code ?? cause?.message ?? (error as Error).name}` };
     }
+    return this.#outcomeOf(response, text);
+  }
+
+  /** The request's headers: content type, and the HMAC signature and/or bearer token when configured. */
+  #headers(body: string): Record<string, string> {
+    const headers: Record<string, string> = {
+      'content-type': 'application/x-ndjson',
+      'user-agent': 'vault-rollout-relay',
+    };
+    if (this.#options.hmacSecret !== undefined) {
+      // The function accepts each signature once, and a signature is the body and the second: a retry of the same
+      // body gets a later timestamp than the attempt before. Retries back off, so this runs ahead of the clock by a
+      // few seconds at most (the function allows 300).
+      let timestamp = Math.floor(this.#now() / 1000);
+      if (body === this.#lastBody) timestamp = Math.max(timestamp, this.#lastTimestamp + 1);
+      this.#lastBody = body;
+      this.#lastTimestamp = timestamp;
+      headers[TIMESTAMP_HEADER] = String(timestamp);
+      headers[SIGNATURE_HEADER] = sign(this.#options.hmacSecret, String(timestamp), body);
+    }
+    if (this.#options.bearerToken !== undefined) headers.authorization = `Bearer ${this.#options.bearerToken}`;
+    return headers;
+  }
+
+  /** What the answer means for the batch (the file comment's table). */
+  #outcomeOf(response: Response, text: string): SendOutcome {
     const status = response.status;
     if (status >= 200 && status < 300) return { type: 'delivered', summary: summaryOf(text) };
     const error = errorOf(text);

@@ -59,28 +59,7 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
       : {};
 
   let secrets: Promise<WebhookSecrets> | undefined;
-  const loadSecrets = async (): Promise<WebhookSecrets> => {
-    const modes = authModes(env);
-    if (modes.has('iam')) return { iam: true };
-    const ssm = new SSMClient({ region });
-    const out: WebhookSecrets = {};
-    if (modes.has('hmac'))
-      out.hmacSecret = await ssmSecret(
-        ssm,
-        required(env, 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', 'the SSM parameter of the HMAC secret'),
-      );
-    if (modes.has('bearer'))
-      out.bearerToken = await ssmSecret(
-        ssm,
-        required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'),
-      );
-    // A short secret is refused, not used: every request fails (closed) until the parameter holds a long one.
-    const problem = secretsProblem(out);
-    if (problem !== undefined) {
-      throw new Error(problem.replace(/^(VAULT_ROLLOUT_WEBHOOK_(?:SECRET|TOKEN))/, 'the parameter $1_SSM names'));
-    }
-    return out;
-  };
+  const loadSecrets = (): Promise<WebhookSecrets> => webhookSecrets(env, region);
 
   return {
     table,
@@ -101,4 +80,28 @@ export function lambdaRuntime(env: Env): LambdaRuntime {
     }),
     intakeDeps: () => ({ table, queue: getQueue(), now: Date.now, ...getBaselines() }),
   };
+}
+
+/** The intake's secrets per its auth modes: none for IAM, else HMAC secret and/or bearer token read from SSM. */
+async function webhookSecrets(env: Env, region: string | undefined): Promise<WebhookSecrets> {
+  const modes = authModes(env);
+  if (modes.has('iam')) return { iam: true };
+  const ssm = new SSMClient({ region });
+  const out: WebhookSecrets = {};
+  if (modes.has('hmac'))
+    out.hmacSecret = await ssmSecret(
+      ssm,
+      required(env, 'VAULT_ROLLOUT_WEBHOOK_SECRET_SSM', 'the SSM parameter of the HMAC secret'),
+    );
+  if (modes.has('bearer'))
+    out.bearerToken = await ssmSecret(
+      ssm,
+      required(env, 'VAULT_ROLLOUT_WEBHOOK_TOKEN_SSM', 'the SSM parameter of the bearer token'),
+    );
+  // A short secret is refused, not used: every request fails (closed) until the parameter holds a long one.
+  const problem = secretsProblem(out);
+  if (problem !== undefined) {
+    throw new Error(problem.replace(/^(VAULT_ROLLOUT_WEBHOOK_(?:SECRET|TOKEN))/, 'the parameter $1_SSM names'));
+  }
+  return out;
 }

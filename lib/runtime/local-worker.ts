@@ -51,103 +51,7 @@ export function startLocalWorker(
   options: LocalWorkerOptions = {},
 ): LocalWorker {
   const heartbeatMs = options.heartbeatMs ?? Math.max(1, Math.floor(queue.visibilityTimeoutMs / 3));
-  const lost = (message: ReceivedRolloutMessage, operation: HandBack): void => {
-    deps.telemetry.error(
-      'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it',
-      { messageId: message.messageId, group: message.groupId, operation },
-    );
-    deps.telemetry.metric(METRICS.visibilityLost, 1, 'Count');
-  };
-
-  const work = async (batch: ReceivedRolloutMessage[]): Promise<void> => {
-    // The messages this worker still holds: the heartbeat extends these, and each is handed back once.
-    const held = new Map(batch.map((m) => [m.messageId, m]));
-    let beat: Promise<void> = Promise.resolve();
-    let timer: NodeJS.Timeout | undefined;
-    const extendAll = async (): Promise<void> => {
-      for (const m of [...held.values()]) {
-        let extended: boolean;
-        try {
-          extended = await queue.extendVisibility(m.receiptHandle, queue.visibilityTimeoutMs);
-        } catch (e) {
-          deps.telemetry.warn("could not extend a message's visibility; trying again at the next heartbeat", {
-            messageId: m.messageId,
-            error: e instanceof Error ? e.message : String(e),
-          });
-          continue;
-        }
-        // Handed back meanwhile: the hand-back's answer is the one that counts.
-        if (!extended && held.delete(m.messageId)) lost(m, 'extendVisibility');
-      }
-    };
-    const schedule = (): void => {
-      timer = setTimeout(() => {
-        beat = extendAll().finally(() => {
-          if (held.size > 0) schedule();
-        });
-      }, heartbeatMs);
-    };
-    const handBack = async (
-      messageIds: readonly string[],
-      outcome: Pick<GroupOutcome, 'failed' | 'deferred'>,
-    ): Promise<void> => {
-      const mine = messageIds.flatMap((id) => held.get(id) ?? []);
-      for (const m of mine) held.delete(m.messageId);
-      // A heartbeat under way finishes first, so it never lands after (and undoes) a defer or release.
-      await beat;
-      const holds = new Map(outcome.deferred.map((d) => [d.messageId, d]));
-      for (const m of mine) {
-        const hold = holds.get(m.messageId);
-        const operation: HandBack =
-          hold !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
-        const done =
-          operation === 'defer'
-            ? await queue.defer(m.receiptHandle, hold?.delayMs ?? 0)
-            : operation === 'release'
-              ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000))
-              : await queue.delete(m.receiptHandle);
-        if (!done) lost(m, operation);
-        // Woken early: visible now under the same receipt handle, which a receive since (the delay ran out) has
-        // made stale, so a late wake does nothing.
-        else if (hold?.watch && options.waker)
-          options.waker.watch(hold.watch, () => void queue.release(m.receiptHandle).catch(() => undefined));
-      }
-    };
-
-    // A refused message goes to the dead letters with its reason, kept for an operator (never executed); once there it
-    // is no longer this worker's to hand back.
-    const deadLetter = async (record: { messageId: string }, reason: string): Promise<void> => {
-      const m = held.get(record.messageId);
-      if (m === undefined || !(await queue.deadLetter(m.receiptHandle, reason)))
-        throw new Error(`message ${record.messageId} is no longer in flight`);
-      held.delete(record.messageId);
-    };
-
-    schedule();
-    try {
-      await processBatch(batch, {
-        deadLetter,
-        ...deps,
-        onGroupDone: async (group) => {
-          await deps.onGroupDone?.(group);
-          await handBack(group.messageIds, group);
-        },
-      });
-    } catch (e) {
-      deps.telemetry.error('the worker failed on a batch; its messages will be redelivered', {
-        messages: held.size,
-        error: e instanceof Error ? e.message : String(e),
-      });
-    } finally {
-      clearTimeout(timer);
-      // Whatever no group handed back (the batch failed as a whole) goes back for redelivery, after a backoff.
-      const left = [...held.keys()];
-      if (left.length > 0) await handBack(left, { failed: left, deferred: [] });
-      // A heartbeat that was under way at the first clear may have scheduled one more.
-      clearTimeout(timer);
-    }
-  };
-
+  const context: WorkContext = { queue, deps, options, heartbeatMs };
   let running = true;
   let busy = 0;
   let lastIterationAt = Date.now();
@@ -158,7 +62,7 @@ export function startLocalWorker(
       if (batch.length === 0) continue;
       busy++;
       try {
-        await work(batch);
+        await workBatch(batch, context);
       } finally {
         busy--;
       }
@@ -181,4 +85,141 @@ export function startLocalWorker(
       }
     },
   };
+}
+
+/** What working a batch needs: the queue, the worker's dependencies and options, the heartbeat's interval. */
+interface WorkContext {
+  readonly queue: LocalRolloutQueue;
+  readonly deps: WorkerDeps;
+  readonly options: LocalWorkerOptions;
+  readonly heartbeatMs: number;
+}
+
+/** Works one received batch; whatever no group handed back goes back for redelivery, after a backoff. */
+async function workBatch(batch: ReceivedRolloutMessage[], context: WorkContext): Promise<void> {
+  const { deps } = context;
+  const held = new HeldBatch(batch, context);
+  held.startHeartbeat();
+  try {
+    await processBatch(batch, {
+      deadLetter: (record, reason) => held.deadLetter(record, reason),
+      ...deps,
+      onGroupDone: async (group) => {
+        await deps.onGroupDone?.(group);
+        await held.handBack(group.messageIds, group);
+      },
+    });
+  } catch (e) {
+    deps.telemetry.error('the worker failed on a batch; its messages will be redelivered', {
+      messages: held.size,
+      error: e instanceof Error ? e.message : String(e),
+    });
+  } finally {
+    held.stopHeartbeat();
+    // Whatever no group handed back (the batch failed as a whole) goes back for redelivery, after a backoff.
+    const left = held.messageIds();
+    if (left.length > 0) await held.handBack(left, { failed: left, deferred: [] });
+    // A heartbeat that was under way at the first stop may have scheduled one more.
+    held.stopHeartbeat();
+  }
+}
+
+/**
+ * The messages of one batch this worker still holds: the heartbeat extends their visibility, and each is handed
+ * back (deleted, released, deferred) or dead-lettered once.
+ */
+class HeldBatch {
+  readonly #held: Map<string, ReceivedRolloutMessage>;
+  readonly #context: WorkContext;
+  #beat: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(batch: readonly ReceivedRolloutMessage[], context: WorkContext) {
+    this.#held = new Map(batch.map((m) => [m.messageId, m]));
+    this.#context = context;
+  }
+
+  get size(): number {
+    return this.#held.size;
+  }
+
+  messageIds(): string[] {
+    return [...this.#held.keys()];
+  }
+
+  startHeartbeat(): void {
+    this.#timer = setTimeout(() => {
+      this.#beat = this.#extendAll().finally(() => {
+        if (this.#held.size > 0) this.startHeartbeat();
+      });
+    }, this.#context.heartbeatMs);
+  }
+
+  stopHeartbeat(): void {
+    clearTimeout(this.#timer);
+  }
+
+  async #extendAll(): Promise<void> {
+    const { queue, deps } = this.#context;
+    for (const m of [...this.#held.values()]) {
+      let extended: boolean;
+      try {
+        extended = await queue.extendVisibility(m.receiptHandle, queue.visibilityTimeoutMs);
+      } catch (e) {
+        deps.telemetry.warn("could not extend a message's visibility; trying again at the next heartbeat", {
+          messageId: m.messageId,
+          error: e instanceof Error ? e.message : String(e),
+        });
+        continue;
+      }
+      // Handed back meanwhile: the hand-back's answer is the one that counts.
+      if (!extended && this.#held.delete(m.messageId)) reportLost(deps, m, 'extendVisibility');
+    }
+  }
+
+  /** Hands back a group's messages: deferred (and watched, with a waker), released when failed, else deleted. */
+  async handBack(messageIds: readonly string[], outcome: Pick<GroupOutcome, 'failed' | 'deferred'>): Promise<void> {
+    const { queue, deps, options } = this.#context;
+    const mine = messageIds.flatMap((id) => this.#held.get(id) ?? []);
+    for (const m of mine) this.#held.delete(m.messageId);
+    // A heartbeat under way finishes first, so it never lands after (and undoes) a defer or release.
+    await this.#beat;
+    const holds = new Map(outcome.deferred.map((d) => [d.messageId, d]));
+    for (const m of mine) {
+      const hold = holds.get(m.messageId);
+      const operation: HandBack =
+        hold !== undefined ? 'defer' : outcome.failed.includes(m.messageId) ? 'release' : 'delete';
+      const done =
+        operation === 'defer'
+          ? await queue.defer(m.receiptHandle, hold?.delayMs ?? 0)
+          : operation === 'release'
+            ? await queue.release(m.receiptHandle, redeliveryBackoffMs(m.receiveCount, options.retryDelayMs ?? 1000))
+            : await queue.delete(m.receiptHandle);
+      if (!done) reportLost(deps, m, operation);
+      // Woken early: visible now under the same receipt handle, which a receive since (the delay ran out) has
+      // made stale, so a late wake does nothing.
+      else if (hold?.watch && options.waker)
+        options.waker.watch(hold.watch, () => void queue.release(m.receiptHandle).catch(() => undefined));
+    }
+  }
+
+  /**
+   * A refused message goes to the dead letters with its reason, kept for an operator (never executed); once there it
+   * is no longer this worker's to hand back.
+   */
+  async deadLetter(record: { messageId: string }, reason: string): Promise<void> {
+    const m = this.#held.get(record.messageId);
+    if (m === undefined || !(await this.#context.queue.deadLetter(m.receiptHandle, reason)))
+      throw new Error(`message ${record.messageId} is no longer in flight`);
+    this.#held.delete(record.messageId);
+  }
+}
+
+/** The queue took a message back before this worker handed it back: said, and counted. */
+function reportLost(deps: WorkerDeps, message: ReceivedRolloutMessage, operation: HandBack): void {
+  deps.telemetry.error(
+    'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it',
+    { messageId: message.messageId, group: message.groupId, operation },
+  );
+  deps.telemetry.metric(METRICS.visibilityLost, 1, 'Count');
 }

@@ -13,16 +13,15 @@
  * workloads `unchanged`.
  */
 import {
-  ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
-  DeleteMessageBatchCommand,
+  type Message,
   ReceiveMessageCommand,
   SendMessageCommand,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
-import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
 import type { RolloutWaker } from '../pipeline/rollout-waker.ts';
 import { processBatch, type GroupOutcome, type QueueRecord, type WorkerDeps } from '../pipeline/worker.ts';
+import { handBackGroup, MAX_VISIBILITY_SECONDS, startVisibilityHeartbeat } from './sqs-hand-back.ts';
 
 /**
  * A refused message's way to the dead-letter queue (the rollout queue's DLQ, FIFO): the same body and group, the
@@ -49,9 +48,6 @@ export function sqsDeadLetter(
   };
 }
 
-/** What the hand-back needs of the telemetry: warnings for calls that failed, errors and a count for lost messages. */
-export type HandBackLog = Pick<Telemetry, 'warn' | 'error' | 'metric'>;
-
 /** The default visibility timeout each receive asks for; the heartbeat extends it every third. */
 export const DEFAULT_WORKER_VISIBILITY_SECONDS = 30;
 
@@ -73,288 +69,145 @@ export interface SqsWorker {
 }
 
 export function startSqsWorker(client: SQSClient, deps: WorkerDeps, options: SqsWorkerOptions): SqsWorker {
-  let running = true;
   const abort = new AbortController();
-  /** The receipt handle of each message's latest receive by this process (bounded: the oldest go first). */
-  const latestHandle = new Map<string, string>();
-  const trim = setInterval(() => {
-    for (const key of [...latestHandle.keys()].slice(0, Math.max(0, latestHandle.size - 10_000)))
-      latestHandle.delete(key);
-  }, 60_000);
-  trim.unref();
+  const latestHandle = new LatestHandles();
   const visibilitySeconds = Math.min(
     MAX_VISIBILITY_SECONDS,
     Math.max(3, Math.ceil(options.visibilityTimeoutSeconds ?? DEFAULT_WORKER_VISIBILITY_SECONDS)),
   );
-  const poll = async () => {
-    while (running) {
-      let received;
-      try {
-        received = await client.send(
-          new ReceiveMessageCommand({
-            QueueUrl: options.queueUrl,
-            MaxNumberOfMessages: options.batchSize ?? 1,
-            WaitTimeSeconds: options.waitTimeSeconds ?? 1,
-            VisibilityTimeout: visibilitySeconds,
-            MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'],
-          }),
-          { abortSignal: abort.signal },
-        );
-      } catch (e) {
-        if (!running) return;
-        deps.telemetry.warn('receive failed; retrying', { error: e instanceof Error ? e.name : String(e) });
-        await new Promise((r) => setTimeout(r, 1000));
-        continue;
-      }
-      const messages = received.Messages ?? [];
-      if (messages.length === 0) continue;
-      const records = messages.map((m) => ({
-        messageId: m.MessageId ?? '',
-        body: m.Body ?? '',
-        groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '',
-        receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1),
-      }));
-      // Each cluster (message group) of the batch is handed back as soon as it is worked — deleted, or held — so with
-      // batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster delays only its own.
-      const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
-      for (const m of messages)
-        if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
-      const handBack = async (group: GroupOutcome) => {
-        // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
-        const mine = await heartbeat.handOver(group.messageIds);
-        await handBackGroup(client, options.queueUrl, mine, group, deps.telemetry);
-        for (const d of group.deferred) {
-          const handle = mine.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
-          if (!options.waker || !d.watch || !handle) continue;
-          // Woken early: visible now. Only while this poller's receive is the latest it knows of (another receive
-          // since means the hold already ended); a wake that lands late costs one look, never a restart.
-          options.waker.watch(d.watch, () => {
-            if (latestHandle.get(d.messageId) !== handle) return;
-            latestHandle.delete(d.messageId);
-            void client
-              .send(
-                new ChangeMessageVisibilityCommand({
-                  QueueUrl: options.queueUrl,
-                  ReceiptHandle: handle,
-                  VisibilityTimeout: 0,
-                }),
-              )
-              .catch(() => undefined);
-          });
-        }
-      };
-      try {
-        await processBatch(records, { ...deps, onGroupDone: handBack });
-      } catch (e) {
-        deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', {
-          messages: messages.length,
-          error: e instanceof Error ? e.message : String(e),
-        });
-      } finally {
-        await heartbeat.stop();
-      }
-    }
-  };
-  const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll());
+  const context: PollerContext = { client, deps, options, visibilitySeconds, latestHandle, signal: abort.signal };
+  const pollers = Array.from({ length: options.concurrency ?? 4 }, () => poll(context));
   return {
     stop: async () => {
-      running = false;
       // Its watches would keep the process alive; what they waited on comes back at its delay.
       options.waker?.close();
-      clearInterval(trim);
+      latestHandle.stop();
       abort.abort();
       await Promise.allSettled(pollers);
     },
   };
 }
 
-type Received = {
-  MessageId?: string | undefined;
-  ReceiptHandle?: string | undefined;
-  Attributes?: Partial<Record<string, string>> | undefined;
-};
-
-/** A message SQS took back before it was handed back: an error with its id, counted, and nothing more done with it. */
-export function visibilityLost(
-  logger: HandBackLog,
-  message: Received | undefined,
-  operation: 'extendVisibility' | 'delete' | 'defer',
-  error: string,
-): void {
-  logger.error(
-    'the queue took back a message the worker had not handed back: it will be redelivered, and its restarts are recorded, so this worker does nothing more with it',
-    { messageId: message?.MessageId, group: message?.Attributes?.MessageGroupId, operation, error },
-  );
-  logger.metric(METRICS.visibilityLost, 1, 'Count');
+/** What each poller shares: the client, the worker's dependencies and options, and its stop signal. */
+interface PollerContext {
+  readonly client: SQSClient;
+  readonly deps: WorkerDeps;
+  readonly options: SqsWorkerOptions;
+  readonly visibilitySeconds: number;
+  readonly latestHandle: LatestHandles;
+  /** Aborted when the worker stops: the receive under way ends, and no poller receives again. */
+  readonly signal: AbortSignal;
 }
 
-/**
- * Extends the visibility of a batch's messages every third of `visibilitySeconds` until each is handed over (or the
- * batch ends). One ChangeMessageVisibilityBatch call per ten; an entry SQS refuses is a lost message (visibilityLost)
- * and is dropped from the heartbeat; a call that fails as a whole is a warning, tried again at the next beat.
- */
-export function startVisibilityHeartbeat(
-  client: SQSClient,
-  queueUrl: string,
-  messages: readonly Received[],
-  visibilitySeconds: number,
-  logger: HandBackLog,
-): { handOver(messageIds: readonly string[]): Promise<Received[]>; stop(): Promise<void> } {
-  const held = new Map(
-    messages.filter((m) => m.MessageId !== undefined && m.ReceiptHandle).map((m) => [m.MessageId as string, m]),
-  );
-  let beat: Promise<void> = Promise.resolve();
-  let timer: NodeJS.Timeout | undefined;
-  const extendAll = async (): Promise<void> => {
-    const entries = [...held.values()];
-    for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
-      const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
-      try {
-        const out = await client.send(
-          new ChangeMessageVisibilityBatchCommand({
-            QueueUrl: queueUrl,
-            Entries: call.map((m, i) => ({
-              Id: `h${i}`,
-              ReceiptHandle: m.ReceiptHandle ?? '',
-              VisibilityTimeout: visibilitySeconds,
-            })),
-          }),
-        );
-        for (const failed of out.Failed ?? []) {
-          const message = call[Number(failed.Id?.slice(1))];
-          if (message?.MessageId !== undefined && held.delete(message.MessageId))
-            visibilityLost(logger, message, 'extendVisibility', failed.Code ?? 'Failed');
-        }
-      } catch (e) {
-        logger.warn('could not extend the visibility of messages being worked; trying again at the next heartbeat', {
-          messages: call.length,
-          error: e instanceof Error ? e.name : String(e),
-        });
-      }
-    }
-  };
-  const schedule = (): void => {
-    timer = setTimeout(
-      () => {
-        beat = extendAll().finally(() => {
-          if (held.size > 0) schedule();
-        });
-      },
-      (visibilitySeconds * 1000) / 3,
-    );
-  };
-  schedule();
-  return {
-    handOver: async (messageIds) => {
-      const mine = messageIds.flatMap((id) => held.get(id) ?? []);
-      for (const m of mine) held.delete(m.MessageId as string);
-      await beat;
-      return mine;
-    },
-    stop: async () => {
-      held.clear();
-      clearTimeout(timer);
-      await beat;
-      clearTimeout(timer);
-    },
-  };
-}
+/** The receipt handle of each message's latest receive by this process (bounded: the oldest go first). */
+class LatestHandles {
+  readonly #handles = new Map<string, string>();
+  readonly #trim: NodeJS.Timeout;
 
-/**
- * Hands one worked group's messages back to the queue: its held ones deferred (deferMessages), its done ones —
- * worked or refused, neither failed nor held — deleted. A delete SQS refuses for a message (its handle no longer
- * valid: the queue took it back) is a lost message (visibilityLost); a call that fails as a whole is a warning: in
- * Lambda the event source mapping deletes them after the response; elsewhere they come back after the visibility
- * timeout and find their workloads unchanged.
- */
-export async function handBackGroup(
-  client: SQSClient,
-  queueUrl: string,
-  messages: readonly Received[],
-  group: GroupOutcome,
-  logger: HandBackLog,
-): Promise<void> {
-  await deferMessages(client, queueUrl, messages, group.deferred, logger);
-  const done = messages.filter(
-    (m) =>
-      m.MessageId !== undefined &&
-      group.messageIds.includes(m.MessageId) &&
-      !group.failed.includes(m.MessageId) &&
-      !group.deferred.some((d) => d.messageId === m.MessageId),
-  );
-  if (done.length === 0) return;
-  try {
-    const out = await client.send(
-      new DeleteMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: done.map((m, i) => ({ Id: `d${i}`, ReceiptHandle: m.ReceiptHandle ?? '' })),
-      }),
-    );
-    for (const failed of out.Failed ?? [])
-      visibilityLost(logger, done[Number(failed.Id?.slice(1))], 'delete', failed.Code ?? 'Failed');
-  } catch (e) {
-    logger.warn('could not delete worked messages now', {
-      messages: done.length,
-      error: e instanceof Error ? e.name : String(e),
-    });
+  constructor() {
+    this.#trim = setInterval(() => {
+      for (const key of [...this.#handles.keys()].slice(0, Math.max(0, this.#handles.size - 10_000)))
+        this.#handles.delete(key);
+    }, 60_000);
+    this.#trim.unref();
+  }
+
+  get(messageId: string): string | undefined {
+    return this.#handles.get(messageId);
+  }
+
+  set(messageId: string, handle: string): void {
+    this.#handles.set(messageId, handle);
+  }
+
+  delete(messageId: string): void {
+    this.#handles.delete(messageId);
+  }
+
+  stop(): void {
+    clearInterval(this.#trim);
   }
 }
 
-/** SQS's visibility timeout is at most 12 hours. */
-const MAX_VISIBILITY_SECONDS = 43_200;
-/** Entries per ChangeMessageVisibilityBatch call (an SQS limit; a FIFO batch holds at most 10 anyway). */
-const MAX_VISIBILITY_ENTRIES = 10;
-
-/**
- * Hands deferred messages back to the queue for later (gates, settle): invisible for their delay, then redelivered.
- * A message whose visibility cannot be changed comes back after the queue's visibility timeout instead.
- *
- * One ChangeMessageVisibilityBatch call per ten, each group's messages LAST FIRST. A settle hold defers a cluster's
- * whole burst for the same window, and the burst must come back as one batch. SQS keeps a FIFO group locked while any
- * message received from it is in flight, so there it does; ElasticMQ hands out the visible prefix of a group, and when
- * the messages were changed one by one in receive order the head came back a few milliseconds before the rest: a
- * receive took 3 of the 5 and the burst restarted twice. Changed last first, the head is visible last on both.
- * The batch action needs only sqs:ChangeMessageVisibility.
- */
-export async function deferMessages(
-  client: SQSClient,
-  queueUrl: string,
-  messages: readonly Received[],
-  deferred: ReadonlyArray<{ messageId: string; delayMs: number }>,
-  logger: HandBackLog,
-): Promise<void> {
-  const position = (id: string) => messages.findIndex((m) => m.MessageId === id);
-  const entries = deferred
-    .map((d) => ({ ...d, handle: messages[position(d.messageId)]?.ReceiptHandle }))
-    .filter((d): d is typeof d & { handle: string } => d.handle !== undefined && d.handle !== '')
-    .sort((a, b) => position(b.messageId) - position(a.messageId));
-  for (let start = 0; start < entries.length; start += MAX_VISIBILITY_ENTRIES) {
-    const call = entries.slice(start, start + MAX_VISIBILITY_ENTRIES);
+/** One poller: receive, work, hand back, until the worker stops. */
+async function poll(context: PollerContext): Promise<void> {
+  const { client, deps, options, visibilitySeconds, signal } = context;
+  while (!signal.aborted) {
+    let received;
     try {
-      const out = await client.send(
-        new ChangeMessageVisibilityBatchCommand({
-          QueueUrl: queueUrl,
-          Entries: call.map((d, i) => ({
-            Id: `v${i}`,
-            ReceiptHandle: d.handle,
-            VisibilityTimeout: Math.min(MAX_VISIBILITY_SECONDS, Math.max(1, Math.ceil(d.delayMs / 1000))),
-          })),
+      received = await client.send(
+        new ReceiveMessageCommand({
+          QueueUrl: options.queueUrl,
+          MaxNumberOfMessages: options.batchSize ?? 1,
+          WaitTimeSeconds: options.waitTimeSeconds ?? 1,
+          VisibilityTimeout: visibilitySeconds,
+          MessageSystemAttributeNames: ['MessageGroupId', 'ApproximateReceiveCount'],
         }),
+        { abortSignal: signal },
       );
-      for (const failed of out.Failed ?? []) {
-        const messageId = call[Number(failed.Id?.slice(1))]?.messageId;
-        visibilityLost(
-          logger,
-          messages.find((m) => m.MessageId === messageId) ?? { MessageId: messageId },
-          'defer',
-          failed.Code ?? 'Failed',
-        );
-      }
     } catch (e) {
-      logger.warn('could not defer messages; they come back after the visibility timeout', {
-        messages: call.length,
-        error: e instanceof Error ? e.name : String(e),
-      });
+      if (signal.aborted) return;
+      deps.telemetry.warn('receive failed; retrying', { error: e instanceof Error ? e.name : String(e) });
+      await new Promise((r) => setTimeout(r, 1000));
+      continue;
     }
+    const messages = received.Messages ?? [];
+    if (messages.length > 0) await workReceived(context, messages);
   }
+}
+
+/**
+ * Works one received batch. Each cluster (message group) of the batch is handed back as soon as it is worked —
+ * deleted, or held — so with batches of several clusters (--batch-size above 1, auto with settle) a hanging cluster
+ * delays only its own.
+ */
+async function workReceived(context: PollerContext, messages: readonly Message[]): Promise<void> {
+  const { client, deps, options, visibilitySeconds, latestHandle } = context;
+  const records = messages.map((m) => ({
+    messageId: m.MessageId ?? '',
+    body: m.Body ?? '',
+    groupId: m.Attributes?.MessageGroupId ?? m.MessageId ?? '',
+    receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 1),
+  }));
+  const heartbeat = startVisibilityHeartbeat(client, options.queueUrl, messages, visibilitySeconds, deps.telemetry);
+  for (const m of messages)
+    if (m.MessageId !== undefined && m.ReceiptHandle) latestHandle.set(m.MessageId, m.ReceiptHandle);
+  const handBack = async (group: GroupOutcome) => {
+    // Out of the heartbeat first (and after any extension under way), so none lands after a defer or delete.
+    const mine = await heartbeat.handOver(group.messageIds);
+    await handBackGroup(client, options.queueUrl, mine, group, deps.telemetry);
+    for (const d of group.deferred) {
+      const handle = mine.find((m) => m.MessageId === d.messageId)?.ReceiptHandle;
+      if (options.waker && d.watch && handle)
+        options.waker.watch(d.watch, () => wakeEarly(context, d.messageId, handle));
+    }
+  };
+  try {
+    await processBatch(records, { ...deps, onGroupDone: handBack });
+  } catch (e) {
+    deps.telemetry.error('the worker failed on a batch; its messages come back after the visibility timeout', {
+      messages: messages.length,
+      error: e instanceof Error ? e.message : String(e),
+    });
+  } finally {
+    await heartbeat.stop();
+  }
+}
+
+/**
+ * Woken early: visible now. Only while this poller's receive is the latest it knows of (another receive since means
+ * the hold already ended); a wake that lands late costs one look, never a restart.
+ */
+function wakeEarly(context: PollerContext, messageId: string, handle: string): void {
+  if (context.latestHandle.get(messageId) !== handle) return;
+  context.latestHandle.delete(messageId);
+  void context.client
+    .send(
+      new ChangeMessageVisibilityCommand({
+        QueueUrl: context.options.queueUrl,
+        ReceiptHandle: handle,
+        VisibilityTimeout: 0,
+      }),
+    )
+    .catch(() => undefined);
 }

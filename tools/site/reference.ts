@@ -18,7 +18,8 @@ import { METRIC_SPECS, prometheusName, type MetricName } from '../../lib/kernel/
 import { METRIC_DOCS } from '../../lib/observability/metric-docs.ts';
 import { routingTableJsonSchema } from '../../lib/routing/json-schema.ts';
 import { authModes } from '../../lib/runtime/config.ts';
-import { ENVIRONMENT_VARIABLES, type EnvironmentVariable } from '../../lib/runtime/environment-variables.ts';
+import { ENVIRONMENT_VARIABLES } from '../../lib/runtime/environment-variables.ts';
+import type { EnvironmentVariable } from '../../lib/runtime/environment-variable.ts';
 
 export const REPO = resolve(import.meta.dirname, '../..');
 

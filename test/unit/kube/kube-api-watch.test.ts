@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiException, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kubeApiFor, MAX_WATCH_LINE_BYTES, type KubeApi, type WatchEvent } from '../../../lib/kube/kube-api.ts';
+import { kubeApiFor, type KubeApi, type WatchEvent } from '../../../lib/kube/kube-api.ts';
+import { MAX_WATCH_LINE_BYTES } from '../../../lib/kube/kube-watch-stream.ts';
 import { issueCert, writeCa } from '../../clusters/pki.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void;

@@ -8,7 +8,7 @@ import {
 } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { deferMessages, handBackGroup } from '../../../lib/runtime/sqs-worker.ts';
+import { deferMessages, handBackGroup } from '../../../lib/runtime/sqs-hand-back.ts';
 
 const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/vault-rollout.fifo';
 const sqsMock = mockClient(SQSClient);

@@ -10,12 +10,14 @@ import { ENVIRONMENT_VARIABLES } from '../../../lib/runtime/environment-variable
 
 const REPO = resolve(import.meta.dirname, '../../..');
 const REGISTRY = 'lib/runtime/environment-variables.ts';
+/** The registry's files: the names in them are its entries, not reads. */
+const REGISTRY_FILES = [REGISTRY, 'lib/runtime/vault-environment-variables.ts'];
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(join(REPO, dir), { withFileTypes: true, recursive: true })
     .filter((e) => e.isFile() && e.name.endsWith('.ts'))
     .map((e) => relative(REPO, join(e.parentPath, e.name)))
-    .filter((f) => f !== REGISTRY);
+    .filter((f) => !REGISTRY_FILES.includes(f));
 }
 
 /** Comments cite variables in prose; only code reads them. A `//` after `:` (a URL) is not a comment. */
