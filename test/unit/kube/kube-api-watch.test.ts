@@ -14,6 +14,8 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 let handler: Handler = (_req, res) => res.end();
 let server: Server;
 let api: KubeApi;
+/** The same server through a kubeconfig that trusts another CA: every request must fail its TLS check. */
+let untrusted: KubeApi;
 const seen: string[] = [];
 const DEPLOYMENT = { apiVersion: 'apps/v1', kind: 'Deployment' };
 
@@ -40,6 +42,17 @@ beforeAll(async () => {
     currentContext: 'x',
   });
   api = kubeApiFor({ kubeConfig, server: url, insecureSkipTLSVerify: false }, 2_000);
+  const other = writeCa(dir, 'another-ca');
+  const otherConfig = new KubeConfig();
+  otherConfig.loadFromOptions({
+    clusters: [
+      { name: 'c', server: url, caData: readFileSync(other.certFile).toString('base64'), skipTLSVerify: false },
+    ],
+    users: [{ name: 'u', token: 'test-token-not-secret' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  untrusted = kubeApiFor({ kubeConfig: otherConfig, server: url, insecureSkipTLSVerify: false }, 2_000);
 });
 afterAll(async () => {
   server.closeAllConnections();
@@ -80,6 +93,14 @@ describe('kube-api list-then-watch', () => {
     expect(seen.at(-1)).toBe(
       '/apis/apps/v1/namespaces/ns/deployments?watch=1&resourceVersion=41&allowWatchBookmarks=true&timeoutSeconds=30&fieldSelector=metadata.name%3Da',
     );
+  });
+
+  it("refuses a server whose certificate the kubeconfig's CA did not sign, on every connection of the pool", async () => {
+    handler = (_req, res) => res.end(JSON.stringify({ metadata: { resourceVersion: '1' }, items: [] }));
+    const before = seen.length;
+    for (let i = 0; i < 2; i++) await expect(untrusted.listForWatch(DEPLOYMENT, 'ns')).rejects.toThrow(/certificate/);
+    expect(seen.length).toBe(before);
+    await expect(api.listForWatch(DEPLOYMENT, 'ns')).resolves.toMatchObject({ resourceVersion: '1' });
   });
 
   it('a look that needs no state older than a version asks for it NotOlderThan on the first page only', async () => {

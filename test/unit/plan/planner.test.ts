@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { planRollouts, restartToken, rfc3339Seconds, type RolloutTarget } from '../../../lib/plan/planner.ts';
+import { planRollouts, restartToken, type RolloutTarget } from '../../../lib/plan/planner.ts';
+import { rfc3339Seconds } from '../../../lib/plan/stamps.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { readRepoFile } from '../../helpers.ts';
