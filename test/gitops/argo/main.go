@@ -9,6 +9,9 @@
 //     object against the live one, three-way through the last-applied annotation, with no ignoreDifferences
 //     (an Application's default).
 //
+// kubectl's client-side apply sends no field manager, so the API server names the Update after the program: here
+// gitops-argo, in Argo CD argocd-application-controller. Nothing in the apply or the diff reads that name.
+//
 // Both put Argo CD's default tracking label (app.kubernetes.io/instance=<app>) on the desired objects first, as the
 // application controller does before it diffs or syncs.
 //
