@@ -276,7 +276,7 @@ export async function fleetBench(): Promise<Figure[]> {
         value: connections,
         unit: 'connections',
         runs: 1,
-        note: `established TCP connections of the process to the API servers after the rounds (kept alive): one pool per cluster, at most its concurrency (${PER_CLUSTER}) sockets each`,
+        note: `established TCP connections of the process to the API servers after the rounds, the raw arm's pools closed first: what the product's pools keep alive, one pool per cluster (${PER_CLUSTER} requests in flight each)`,
       },
       {
         name: 'fleet_lambda_step_ms',
