@@ -79,6 +79,18 @@ ${Array.from(
     let objects = 0;
     let consumers = 0;
     let code = -1;
+    // Deployments created by this run are judged rolling until their controller has observed them: time only a
+    // fleet at rest.
+    const settledBy = Date.now() + 120_000;
+    while (
+      (await statusCommand(
+        ['--routes', join(dir, 'routes.yaml'), '--json'],
+        memoryIo({ [join(dir, 'routes.yaml')]: routes }),
+      )) !== 0
+    ) {
+      if (Date.now() > settledBy) throw new Error('the status fleet never settled');
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
     for (let run = 0; run < RUNS; run++) {
       const io = memoryIo({ [join(dir, 'routes.yaml')]: routes });
       const stats = { lists: 0, objects: 0 };
