@@ -3,7 +3,14 @@ import { createHash } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { defineConfig } from 'vitest/config';
-import { CLUSTER_FREE_FILES, COMPATIBILITY_FILES, LANE_B_FILES, lanesInRun, testLane } from './test/lanes.ts';
+import {
+  CLUSTER_FREE_FILES,
+  COMPATIBILITY_FILES,
+  LANE_B_FILES,
+  LANE_C_BALANCE_FILES,
+  lanesInRun,
+  testLane,
+} from './test/lanes.ts';
 
 /** The commit's seed for the property tests (test/property-seed.ts); undefined outside a git checkout (then random). */
 function commitSeed(): number | undefined {
@@ -33,10 +40,14 @@ const allIntegrationFiles = readdirSync(join(import.meta.dirname, 'test', 'integ
   .filter((f) => f.endsWith('.test.ts'))
   .map((f) => `test/integration/${f}`);
 const laneFiles: readonly string[] | undefined =
-  lane === 'b' ? LANE_B_FILES : lane === 'c' ? [...COMPATIBILITY_FILES, ...CLUSTER_FREE_FILES] : undefined;
+  lane === 'b'
+    ? LANE_B_FILES
+    : lane === 'c'
+      ? [...COMPATIBILITY_FILES, ...LANE_C_BALANCE_FILES, ...CLUSTER_FREE_FILES]
+      : undefined;
 const integrationExcluded =
   lane === 'a'
-    ? [...LANE_B_FILES, ...(lanesInRun().includes('c') ? CLUSTER_FREE_FILES : [])]
+    ? [...LANE_B_FILES, ...(lanesInRun().includes('c') ? [...CLUSTER_FREE_FILES, ...LANE_C_BALANCE_FILES] : [])]
     : laneFiles
       ? allIntegrationFiles.filter((f) => !laneFiles.includes(f))
       : [];

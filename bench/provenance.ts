@@ -28,6 +28,9 @@ export const BENCH_ENTRIES: Record<string, readonly string[]> = {
   bundle: [
     'bench/bundle-bench.ts',
     'bench/table-load-child.ts',
+    'bench/cold-floor/http.ts',
+    'bench/cold-floor/worker.ts',
+    'bench/cold-floor/logs.ts',
     'infra/serverless/package.js',
     'functions/http.ts',
     'functions/worker.ts',

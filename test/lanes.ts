@@ -6,7 +6,7 @@
  *   a     — every integration file but lane b's, on the clusters under .local/;
  *   b     — LANE_B_FILES only, on clusters of their own under .local/lane-b/ (ports: its own
  *           VAULT_ROLLOUT_CLUSTERS_PORT_BASE, set by the runner);
- *   c     — COMPATIBILITY_FILES only, on clusters of the oldest Kubernetes minor EKS still supports
+ *   c     — COMPATIBILITY_FILES (and LANE_C_BALANCE_FILES), on clusters of the oldest Kubernetes minor EKS still supports
  *           (COMPATIBILITY_KUBERNETES_VERSION), under .local/lane-c/: the compatibility lane.
  * Lanes a and b run the newest Kubernetes (KUBERNETES_VERSION); the files of lane c run in lane a too.
  * Imported by vitest.config.ts, the clusters and the hygiene capture: nothing here may import test code.
@@ -53,6 +53,12 @@ export const CLUSTER_FREE_FILES = [
   'test/integration/rotation-store.test.ts',
   'test/integration/eks-token.awscli.test.ts',
 ] as const;
+
+/**
+ * Files that need clusters but no particular version, run in lane c only (on its older Kubernetes, which they must
+ * pass too) when lane c is in the run: lane a is the longest, lane c has room beside its compatibility files.
+ */
+export const LANE_C_BALANCE_FILES: readonly string[] = [];
 
 /** The lanes of this run (VAULT_ROLLOUT_TEST_LANES, set for every lane's process by test/run-suite.ts). */
 export const lanesInRun = (env: NodeJS.ProcessEnv = process.env): string[] =>

@@ -4,7 +4,9 @@
 //   (KubeConfig, ApiException, PatchStrategy) instead of the whole generated API (its package.json declares no
 //   "sideEffects", so esbuild must assume every module has some);
 // - `undici`, imported by client-node for code paths vault-rollout never takes, becomes shims/undici.js;
-// - zod's 60-odd error-message locales become the one it configures, English.
+// - zod's 60-odd error-message locales become the one it configures, English;
+// - the routing table's YAML loader gets shims/yaml-routing.js for `yaml`: the functions load the compiled table, so
+//   the intake functions carry no YAML parser (the worker keeps it, for kubeconfigs).
 import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
@@ -59,4 +61,15 @@ export const zodEnglishOnly = {
   },
 };
 
-export default [clientNodeTreeShaking, undiciShim, zodEnglishOnly];
+const ROUTING_YAML_LOADER = /[\\/]lib[\\/]routing[\\/]table-problems\.ts$/;
+
+export const routingYamlShim = {
+  name: 'vault-rollout:routing-yaml-shim',
+  setup(build) {
+    build.onResolve({ filter: /^yaml$/ }, (args) =>
+      ROUTING_YAML_LOADER.test(args.importer) ? { path: resolve(SHIMS, 'yaml-routing.js') } : undefined,
+    );
+  },
+};
+
+export default [clientNodeTreeShaking, undiciShim, zodEnglishOnly, routingYamlShim];
