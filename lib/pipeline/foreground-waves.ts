@@ -213,7 +213,7 @@ async function haltRotation(
       state: decision.failing.state,
     },
     why: decision.why,
-    notRestarted: set.waves.slice(index + 1).flatMap((w) => w.clusters),
+    notRestarted: [...new Set(set.waves.slice(index + 1).flatMap((w) => w.clusters))],
     haltedAt: new Date(run.now()).toISOString(),
   };
   await deps.rotations.halt(halted);

@@ -17,6 +17,8 @@ import { compileWaveTargets, type WaveMember } from '../../../lib/routing/wave-t
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
 import { problemsOf } from '../routing/problems.ts';
+import { pathRotation } from '../../../lib/status/rotation-waves.ts';
+import type { ConsumerStatus } from '../../../lib/status/model.ts';
 
 const table = loadRoutingTable(`clusters:
   alpha: { kubeconfig: { env: A } }
@@ -101,6 +103,68 @@ describe('waves that select targets', () => {
       'alpha 0',
       'beta 0',
       'gate 0',
+    ]);
+  });
+
+  it('the policy: a cluster may come again after a wave that selects targets, not after one that takes them all', () => {
+    const policy = loadRoutingTable(`clusters:
+  alpha: { kubeconfig: { env: A } }
+  beta: { kubeconfig: { env: B } }
+rollout:
+  waves:
+    - { clusters: [alpha], targets: { names: [db] } }
+    - { clusters: [alpha, beta] }
+    - { clusters: [alpha, beta] }
+routes:
+  - name: app
+    match: { path: "secret/app" }
+    targets: [{ clusters: [alpha], namespace: ns, kind: Deployment, name: app }]
+`).routes[0]?.policy;
+    expect(policy?.waves).toEqual([['alpha'], ['alpha', 'beta'], []]);
+    expect(policy?.waveTargets?.map((t) => t !== undefined)).toEqual([true, false, false]);
+    expect(table.routes[0]?.policy.waveTargets).toHaveLength(2);
+  });
+
+  it('status: consumers under the wave that selects them, a halt at wave 1 holds the clients back', () => {
+    const consumer = (cluster: string, name: string, ok: boolean): ConsumerStatus => ({
+      cluster,
+      namespace: 'ns',
+      kind: 'Deployment',
+      name,
+      recorded: ok ? 2 : 1,
+      state: ok ? 'current' : 'behind',
+      rollout: 'complete',
+      routed: true,
+      ok,
+      detail: '',
+    });
+    const consumers = [
+      consumer('alpha', 'db', true),
+      consumer('beta', 'db', true),
+      consumer('alpha', 'api-eu', false),
+      consumer('alpha', 'web', false),
+      consumer('beta', 'api-eu', false),
+    ];
+    const rotation = pathRotation(
+      table,
+      {
+        path: 'secret/app/db',
+        vaultNamespace: '',
+        mount: 'secret',
+        key: 'app/db',
+        kvVersion: 2,
+        current: 2,
+        currentFrom: 'vault',
+        consumers,
+        notes: [],
+        ok: false,
+      },
+      [],
+    );
+    expect(rotation?.waves.map((w) => [w.number, w.clusters, w.consumers, w.state])).toEqual([
+      [1, ['alpha', 'beta'], 2, 'complete'],
+      [2, ['alpha'], 1, 'waiting'],
+      [3, ['alpha', 'beta'], 2, 'waiting'],
     ]);
   });
 
