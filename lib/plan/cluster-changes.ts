@@ -33,7 +33,9 @@ function targetsByChange(plan: Pick<Plan, 'targets'>): Map<string, RolloutTarget
   for (const target of plan.targets)
     for (const secret of target.secrets) {
       const key = secretIdentity(secret);
-      byChange.set(key, [...(byChange.get(key) ?? []), target]);
+      const list = byChange.get(key);
+      if (list) list.push(target);
+      else byChange.set(key, [target]);
     }
   return byChange;
 }

@@ -119,7 +119,13 @@ async function watchOrder(client: string, server: string, version: number, until
   }
 }
 
-const startServe = () => spawnServe({ routesFile, queueFile, env: serveEnv(dir, stateDb) });
+// The two serve children share a compile cache: starting serve is most of a restart.
+const startServe = () =>
+  spawnServe({
+    routesFile,
+    queueFile,
+    env: serveEnv(dir, stateDb, { NODE_COMPILE_CACHE: join(dir, 'compile-cache') }),
+  });
 const post = async (serve: ServeChild, path: string, version: number) => {
   const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
     method: 'POST',
