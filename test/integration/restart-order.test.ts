@@ -119,12 +119,16 @@ async function watchOrder(client: string, server: string, version: number, until
   }
 }
 
-// The two serve children share a compile cache: starting serve is most of a restart.
+// The two serve children share a compile cache (starting serve is most of a restart); what the killed one had
+// received comes back after a 5 s visibility timeout instead of 30 s.
 const startServe = () =>
   spawnServe({
     routesFile,
     queueFile,
-    env: serveEnv(dir, stateDb, { NODE_COMPILE_CACHE: join(dir, 'compile-cache') }),
+    env: serveEnv(dir, stateDb, {
+      NODE_COMPILE_CACHE: join(dir, 'compile-cache'),
+      VAULT_ROLLOUT_VISIBILITY_SECONDS: '5',
+    }),
   });
 const post = async (serve: ServeChild, path: string, version: number) => {
   const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
