@@ -11,7 +11,7 @@ import { executeRollouts } from './kube-executor.ts';
 import { lookAgainAfter } from './look-again.ts';
 import type { PlannedMessage } from './message-units.ts';
 import { noticeLook } from './rotation-notices.ts';
-import { markWavesStarted } from './wave-guard.ts';
+import { markWavesStarted, releasedTargets } from './wave-guard.ts';
 import type { BatchOutcome, QueueRecord, WatchedWorkload, WorkerDeps } from './worker-deps.ts';
 
 /**
@@ -44,13 +44,15 @@ type Notice = (finished: boolean, expired?: RolloutResult[]) => Promise<void>;
 /** Works one cluster unit (see the file's header). False: redeliver. */
 export async function workCluster(
   records: readonly QueueRecord[],
-  planned: PlannedMessage,
+  received: PlannedMessage,
   deps: WorkerDeps,
   outcome: BatchOutcome,
 ): Promise<boolean> {
   const now = deps.now ?? Date.now;
   const messageId = records.map((r) => r.messageId).join(',');
-  deps.telemetry.setCorrelationId(planned.changeIds[0]);
+  deps.telemetry.setCorrelationId(received.changeIds[0]);
+  const planned = await onlyReleased(deps, received, messageId);
+  if (planned === undefined) return false;
   const { message } = planned;
   const look: Look = {
     deps,
@@ -92,6 +94,28 @@ export async function workCluster(
     return settled;
   }
   return waitOrFinish(look, out, notice, outcome, deps.follow);
+}
+
+/**
+ * The message's targets narrowed to those of released waves (a wave that selects targets splits a cluster: its
+ * later targets wait for their gate). Undefined when the store cannot say (the message is redelivered).
+ */
+async function onlyReleased(
+  deps: WorkerDeps,
+  planned: PlannedMessage,
+  messageId: string,
+): Promise<PlannedMessage | undefined> {
+  try {
+    const targets = await releasedTargets(deps.table, deps.rotations, planned.message.cluster, planned);
+    return targets.length === planned.targets.length ? planned : { ...planned, targets };
+  } catch (e) {
+    deps.telemetry.warn("could not read the rotation's released waves; the message will be redelivered", {
+      messageId,
+      cluster: planned.message.cluster,
+      error: e instanceof Error ? e.name : String(e),
+    });
+    return undefined;
+  }
 }
 
 /** The cluster step records its waves' start first; false when it cannot (the message is redelivered). */

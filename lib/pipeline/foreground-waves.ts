@@ -8,6 +8,7 @@
 import type { RolloutResult } from '../engine/types.ts';
 import { executeRollouts, recordHalt, type ExecutorSettings } from './kube-executor.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
+import { targetWave } from '../plan/target-waves.ts';
 import { decideGate, type ChangeSet, type GateAction, type WaveTargetState } from '../plan/waves.ts';
 import { changeIdentity, queuedChange, type QueuedChange } from '../queue/rollout-message.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
@@ -116,8 +117,7 @@ async function runRotation(
 /** Restarts one wave, then waits at its gate; false when the gate halted the rotation. */
 async function runWave(run: RotationRun, index: number): Promise<boolean> {
   const { set, deps, baseFollow } = run;
-  const wave = set.waves[index] as ChangeSet['waves'][number];
-  const waveTargets = run.targets.filter((t) => wave.clusters.includes(t.cluster));
+  const waveTargets = run.targets.filter((t) => targetWave(set.waves, t) === index);
   const since = run.now();
   const follow = baseFollow
     ? { ...baseFollow, since, budgetMs: Math.min(baseFollow.budgetMs, set.policy.gate.timeoutMs + 5000) }
@@ -213,7 +213,7 @@ async function haltRotation(
       state: decision.failing.state,
     },
     why: decision.why,
-    notRestarted: set.waves.slice(index + 1).flatMap((w) => w.clusters),
+    notRestarted: [...new Set(set.waves.slice(index + 1).flatMap((w) => w.clusters))],
     haltedAt: new Date(run.now()).toISOString(),
   };
   await deps.rotations.halt(halted);

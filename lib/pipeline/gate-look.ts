@@ -4,6 +4,7 @@
  */
 import type { RolloutResult } from '../engine/types.ts';
 import type { RolloutTarget } from '../plan/planner.ts';
+import { targetWave } from '../plan/target-waves.ts';
 import type { ChangeSet, Wave } from '../plan/waves.ts';
 import type { GateMessage } from '../queue/rollout-message.ts';
 import type { WaveTimes } from '../rotations/rotation-store.ts';
@@ -27,7 +28,8 @@ export async function lookAtWave(
   const wave = set.waves[message.wave];
   const next = set.waves[message.wave + 1];
   if (!wave || !next) return true;
-  const waveTargets = targets.filter((t) => wave.clusters.includes(t.cluster));
+  // A wave that selects targets is only those of its clusters' targets (servers before their clients).
+  const waveTargets = targets.filter((t) => targetWave(set.waves, t) === message.wave);
   // The wave's clock is the rotation store's, written by the workers that saw the wave start and complete; a
   // gate message's own times (a forger's `since: 1970`) are never read.
   let times: WaveTimes;

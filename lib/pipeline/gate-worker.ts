@@ -168,7 +168,7 @@ function waitForWave(
 async function haltRotation(gate: Gate, decision: Extract<GateAction, { action: 'fail' }>): Promise<boolean> {
   const { deps, set, message, secrets, fields } = gate;
   // decideGate fails only a wave with a recorded start, so only a rotation the store shows started halts.
-  const notRestarted = set.waves.slice(message.wave + 1).flatMap((w) => w.clusters);
+  const notRestarted = [...new Set(set.waves.slice(message.wave + 1).flatMap((w) => w.clusters))];
   const { cluster, namespace, kind, name, state } = decision.failing;
   const halt: HaltRecord = {
     secrets,

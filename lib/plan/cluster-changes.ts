@@ -5,7 +5,7 @@
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
-import type { Plan, SecretRef } from './planner.ts';
+import type { Plan, RolloutTarget, SecretRef } from './planner.ts';
 import { planChangeSets, type ChangeSet } from './waves.ts';
 
 /** The change sets of a batch and their waves (lib/plan/waves.ts), from the clusters the plan puts each change in. */
@@ -17,7 +17,27 @@ export function changeSets(
 ): ChangeSet[] {
   const clustersOf = new Map<SecretChange, string[]>();
   for (const [cluster, cs] of byCluster) for (const c of cs) clustersOf.set(c, [...(clustersOf.get(c) ?? []), cluster]);
-  return planChangeSets(table, changes, plan, (c) => clustersOf.get(c) ?? []);
+  const membersOf = table.routes.some((r) => r.policy.waveTargets !== undefined) ? targetsByChange(plan) : undefined;
+  return planChangeSets(
+    table,
+    changes,
+    plan,
+    (c) => clustersOf.get(c) ?? [],
+    membersOf && ((c) => membersOf.get(secretIdentity({ ...c, path: qualify(c.namespace, c.path) })) ?? []),
+  );
+}
+
+/** The plan's targets per change (by secretIdentity): what waves that select targets place. */
+function targetsByChange(plan: Pick<Plan, 'targets'>): Map<string, RolloutTarget[]> {
+  const byChange = new Map<string, RolloutTarget[]>();
+  for (const target of plan.targets)
+    for (const secret of target.secrets) {
+      const key = secretIdentity(secret);
+      const list = byChange.get(key);
+      if (list) list.push(target);
+      else byChange.set(key, [target]);
+    }
+  return byChange;
 }
 
 /** One change as a target's secrets name it (its path qualified by its Vault namespace): what ties targets to changes. */

@@ -9,6 +9,8 @@ import type { RolloutPolicy, RoutingTable } from '../routing/routing-table.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { Plan } from './planner.ts';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
+import type { WaveMember, WaveTargets } from '../routing/wave-targets.ts';
+import { orderTargetWaves } from './target-waves.ts';
 
 export interface Wave {
   /** The wave's position among the waves that reach a cluster (0 = first); gates count in these. */
@@ -16,6 +18,8 @@ export interface Wave {
   /** The `rollout.waves` entry it comes from, or `rest` for clusters in no wave. */
   from: number | 'rest';
   clusters: string[];
+  /** The entry's `targets` selector: only the targets of its clusters it selects are of this wave (targetWave). */
+  targets?: WaveTargets;
 }
 
 /** Changes that travel together: one policy (the route that gave it), their waves in order. */
@@ -43,8 +47,17 @@ function policyRoute(
   return chosen && { name: chosen.name, policy: chosen.policy };
 }
 
-/** The clusters reached, ordered into waves: each in its first wave; the clusters in none last; empty waves dropped. */
-export function orderWaves(policy: Pick<RolloutPolicy, 'waves'>, clusters: readonly string[]): Wave[] {
+/**
+ * The clusters reached, ordered into waves: each in its first wave; the clusters in none last; empty waves dropped.
+ * When a wave selects targets, `members` (the planned targets) are placed instead (lib/plan/target-waves.ts).
+ */
+export function orderWaves(
+  policy: Pick<RolloutPolicy, 'waves' | 'waveTargets'>,
+  clusters: readonly string[],
+  members?: readonly WaveMember[],
+): Wave[] {
+  if (policy.waves !== undefined && policy.waveTargets !== undefined && members !== undefined)
+    return orderTargetWaves(policy.waves, policy.waveTargets, members);
   const reached = [...new Set(clusters)].sort();
   if (policy.waves === undefined) return reached.length === 0 ? [] : [{ index: 0, from: 'rest', clusters: reached }];
   const placed = new Set<string>();
@@ -69,6 +82,7 @@ export function planChangeSets(
   changes: readonly SecretChange[],
   plan: Pick<Plan, 'routed'>,
   clustersOf: (change: SecretChange) => readonly string[],
+  membersOf?: (change: SecretChange) => readonly WaveMember[],
 ): ChangeSet[] {
   const byRoute = new Map<string, { policy: RolloutPolicy; changes: SecretChange[] }>();
   changes.forEach((change, i) => {
@@ -90,6 +104,7 @@ export function planChangeSets(
         waves: orderWaves(
           policy,
           chunk.flatMap((c) => clustersOf(c)),
+          membersOf && [...new Set(chunk.flatMap((c) => membersOf(c)))],
         ),
         key: changeSetHash(chunk.map(queuedChange)),
       })),

@@ -1,6 +1,7 @@
 /** How a plan is shown: the JSON document of `plan --json`, and the table a person reads before anything happens. */
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import type { ChangeSet } from '../plan/waves.ts';
+import { targetWave } from '../plan/target-waves.ts';
 import { keyLevelSkip } from '../plan/changed-keys.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
@@ -57,7 +58,7 @@ function wavesJson(set: ChangeSet, plan: Plan) {
       wave: i + 1,
       clusters: w.clusters,
       targets: plan.targets
-        .filter((t) => w.clusters.includes(t.cluster) && t.paths.some((p) => paths.has(p)))
+        .filter((t) => targetWave(set.waves, t) === i && t.paths.some((p) => paths.has(p)))
         .map(targetJson),
       ...(i + 1 < set.waves.length
         ? { gate: { healthy: gate.healthy, timeout: seconds(gate.timeoutMs), pause: seconds(gate.pauseMs), onFailure } }

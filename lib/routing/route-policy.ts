@@ -6,6 +6,7 @@ import type { NotificationsSettings } from './notifications-schema.ts';
 import { NotificationEvents } from './notifications-schema.ts';
 import { parseDuration, type RolloutSettings, type RoutingTableDocument } from './schema.ts';
 import { selectClusters } from './select-clusters.ts';
+import { compileWaveTargets } from './wave-targets.ts';
 import type { FieldPath } from './table-problems.ts';
 import {
   DEFAULT_GATE_TIMEOUT_MS,
@@ -27,7 +28,10 @@ export function notificationPolicy(
   };
 }
 
-/** Cluster names per wave; a cluster already in an earlier wave is not repeated. */
+/**
+ * Cluster names per wave; a cluster already in an earlier wave is not repeated, unless that wave selected only some
+ * of its targets (`targets:`): the rest of them may follow in a later wave.
+ */
 export function compileWaves(
   doc: RoutingTableDocument,
   waves: NonNullable<RolloutSettings['waves']>,
@@ -36,7 +40,7 @@ export function compileWaves(
   const seen = new Set<string>();
   return waves.map((wave, i) => {
     const names = selectClusters(doc, wave.clusters, (m) => report([i, 'clusters'], m)).filter((n) => !seen.has(n));
-    for (const n of names) seen.add(n);
+    if (wave.targets === undefined) for (const n of names) seen.add(n);
     return names;
   });
 }
@@ -55,8 +59,10 @@ export function compilePolicy(
     own?.waves !== undefined
       ? compileWaves(doc, own.waves, (path, message) => report(['waves', ...path], message))
       : defaultWaves;
+  const waveTargets = compileWaveTargets(own?.waves ?? top?.waves);
   return {
     ...(waves === undefined ? {} : { waves }),
+    ...(waves === undefined || waveTargets === undefined ? {} : { waveTargets }),
     gate: {
       healthy: gate.healthy ?? true,
       timeoutMs: ms(gate.timeout, DEFAULT_GATE_TIMEOUT_MS),

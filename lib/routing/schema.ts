@@ -9,6 +9,7 @@ import { Operations } from '../sources/secret-change.ts';
 import { NotificationsSchema } from './notifications-schema.ts';
 import { ClusterSelectorSchema, DurationSchema, durationSchema, nonEmpty } from './schema-fields.ts';
 import { TargetSchema } from './target-schema.ts';
+import { WaveTargetsSchema } from './wave-targets.ts';
 
 /**
  * Names that become IAM resource ARNs (lib/deploy/iam-from-routes.ts): `*` and `?` are wildcards there, so a name
@@ -123,6 +124,7 @@ export const RolloutSettingsSchema = z.strictObject({
     .array(
       z.strictObject({
         clusters: ClusterSelectorSchema.describe('label selector or list of cluster names, as for targets'),
+        targets: WaveTargetsSchema.optional(),
       }),
     )
     .min(1, 'list at least one wave')

@@ -4,6 +4,7 @@ import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
 import { parseDuration, type ClusterConfig, type MaxUnavailable, type RotationStoreRef } from './schema.ts';
 import { type NotificationEventKind, type NotificationSink } from './notifications-schema.ts';
+import type { WaveTargets } from './wave-targets.ts';
 import {
   type ConsumersTarget,
   type ResourceTarget,
@@ -89,6 +90,8 @@ export const DEFAULT_PROGRESSING_AFTER_MS = 15 * 60_000;
 export interface RolloutPolicy {
   /** Cluster names per wave, in order, each cluster in its first wave only; undefined: one wave, everything. */
   waves?: string[][];
+  /** Per wave, the targets it selects in its clusters (lib/routing/wave-targets.ts); undefined: waves of clusters. */
+  waveTargets?: ReadonlyArray<WaveTargets | undefined>;
   gate: { healthy: boolean; timeoutMs: number; pauseMs: number };
   onFailure: 'halt' | 'continue';
   settleMs: number;

@@ -7,6 +7,7 @@
  */
 import { planRollouts } from '../plan/planner.ts';
 import { planChangeSets } from '../plan/waves.ts';
+import { targetWave } from '../plan/target-waves.ts';
 import type { RolloutPolicy, RoutingTable } from '../routing/routing-table.ts';
 import { probeChange } from './fleet-status.ts';
 import type { ConsumerStatus, PathStatus } from './model.ts';
@@ -79,15 +80,26 @@ export function pathRotation(
   const change = probeChange(path, typeof path.current === 'number' ? path.current : null);
   const plan = planRollouts(table, [change]);
   const clusters = [...new Set(plan.targets.map((t) => t.cluster))];
-  const set = planChangeSets(table, [change], plan, () => clusters)[0];
+  const set = planChangeSets(
+    table,
+    [change],
+    plan,
+    () => clusters,
+    () => plan.targets,
+  )[0];
   if (!set || set.policy.waves === undefined) return undefined;
   const secret = `${path.mount}/${path.key}`;
   const mine = halts.filter((h) => h.secrets.some((s) => haltedPath(s) === secret));
   const routed = path.consumers.filter((c) => c.routed);
   let halted = 0;
+  // A consumer's wave: the first that selects it as a workload, else its cluster's first (a consumer of a Secret).
+  const waveOf = (c: ConsumerStatus) => {
+    const selected = targetWave(set.waves, c);
+    return selected >= 0 ? selected : set.waves.findIndex((w) => w.clusters.includes(c.cluster));
+  };
   const waves = set.waves.map((w): WaveProgress => {
     const number = w.index + 1;
-    const inWave = routed.filter((c) => w.clusters.includes(c.cluster));
+    const inWave = routed.filter((c) => waveOf(c) === w.index);
     const state = waveState(
       inWave,
       mine.some((h) => h.wave === number),
