@@ -2,6 +2,7 @@
  * The policies of a route in the routing table (lib/routing/routing-table.ts): how its restarts roll out (waves,
  * gate, failure, settle) and where its notifications go, each the top level's with the route's own over it.
  */
+import type { BreakerSettings } from './breaker-schema.ts';
 import type { NotificationsSettings } from './notifications-schema.ts';
 import { NotificationEvents } from './notifications-schema.ts';
 import { parseDuration, type RolloutSettings, type RoutingTableDocument } from './schema.ts';
@@ -26,6 +27,12 @@ export function notificationPolicy(
     progressingAfterMs: (after === undefined ? undefined : parseDuration(after)) ?? DEFAULT_PROGRESSING_AFTER_MS,
   };
 }
+
+/** `rollout.breaker` compiled: the route's own, else the top level's (a whole block, never merged field by field). */
+const breakerPolicy = (b: BreakerSettings | undefined): Pick<RolloutPolicy, 'breaker'> => {
+  const withinMs = b === undefined ? undefined : parseDuration(b.within);
+  return b === undefined || withinMs === undefined ? {} : { breaker: { restarts: b.restarts, withinMs } };
+};
 
 /** Cluster names per wave; a cluster already in an earlier wave is not repeated. */
 export function compileWaves(
@@ -64,5 +71,6 @@ export function compilePolicy(
     },
     onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
     settleMs: ms(own?.settle ?? top?.settle, 0),
+    ...breakerPolicy(own?.breaker ?? top?.breaker),
   };
 }

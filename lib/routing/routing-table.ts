@@ -201,6 +201,7 @@ function compileRoute(ctx: TableContext, route: Route, r: number): void {
   };
   if (timeout !== undefined) compiledRoute.rolloutTimeoutMs = timeout;
   if (route.rollout?.maxUnavailable) compiledRoute.maxUnavailable = route.rollout.maxUnavailable;
+  if (route.mode === 'notify') compiledRoute.mode = 'notify';
   ctx.routes.push(compiledRoute);
 }
 
