@@ -41,7 +41,8 @@ export interface RefusedIn {
   targets: readonly RolloutTarget[];
 }
 
-const secretOf = (c: SecretChange) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`);
+const secretOf = (c: SecretChange) =>
+  c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`;
 
 /**
  * One halt per rotation a breaker refused a restart of: recorded before anything else (from then on every path
