@@ -12,7 +12,7 @@ import { key } from './dynamodb-items.ts';
 import { identityKey } from './rotation-store.ts';
 
 /** Conditional writes lost to other workers before giving up (the message is then redelivered). */
-const MAX_TRIES = 8;
+const MAX_TRIES = 16;
 
 const itemKey = (workload: string) => key(`breaker#${identityKey(workload)}`, 'restarts');
 
