@@ -153,4 +153,17 @@ describe('a notify-only route', () => {
     expect(out).toContain('would restart (notify-only route)');
     await expectUntouched();
   }, 60_000);
+  it('status shows it behind, its route notify-only', async () => {
+    const { out } = await cli([
+      'status',
+      '--routes',
+      routesFile,
+      '--path',
+      'secret/watch/watched',
+      '--vault-addr',
+      vault.addr,
+    ]);
+    expect(out).toContain('BEHIND (notify-only)');
+    expect(out).toContain('restarts nothing');
+  }, 60_000);
 });
