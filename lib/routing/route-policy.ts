@@ -5,12 +5,13 @@
 import type { BreakerSettings } from './breaker-schema.ts';
 import type { NotificationsSettings } from './notifications-schema.ts';
 import { NotificationEvents } from './notifications-schema.ts';
-import { parseDuration, type RolloutSettings, type RoutingTableDocument } from './schema.ts';
+import { parseDuration, type RolloutSettings, type Route, type RoutingTableDocument } from './schema.ts';
 import { selectClusters } from './select-clusters.ts';
 import type { FieldPath } from './table-problems.ts';
 import {
   DEFAULT_GATE_TIMEOUT_MS,
   DEFAULT_PROGRESSING_AFTER_MS,
+  type CompiledRoute,
   type NotificationPolicy,
   type RolloutPolicy,
 } from './table-model.ts';
@@ -33,6 +34,12 @@ const breakerPolicy = (b: BreakerSettings | undefined): Pick<RolloutPolicy, 'bre
   const withinMs = b === undefined ? undefined : parseDuration(b.within);
   return b === undefined || withinMs === undefined ? {} : { breaker: { restarts: b.restarts, withinMs } };
 };
+
+/** `mode: notify` on the compiled routes whose route says so (route names are unique). */
+export function markNotifyRoutes(compiled: readonly CompiledRoute[], routes: readonly Pick<Route, 'name' | 'mode'>[]) {
+  const notify = new Set(routes.filter((r) => r.mode === 'notify').map((r) => r.name));
+  for (const route of compiled) if (notify.has(route.name)) route.mode = 'notify';
+}
 
 /** Cluster names per wave; a cluster already in an earlier wave is not repeated. */
 export function compileWaves(
