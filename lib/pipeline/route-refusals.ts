@@ -5,6 +5,7 @@
  * resets the breaker; a notify-only route's targets go to its sinks as `would-restart` (rotation-notices.ts).
  */
 import { BREAKER_REASON, type RolloutResult } from '../engine/types.ts';
+import { METRICS } from '../kernel/telemetry.ts';
 import { changeSets } from '../plan/cluster-changes.ts';
 import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import { BREAKER_STATE, breakerKey, type RestartBreakerPort } from '../plan/restart-breaker.ts';
@@ -70,6 +71,8 @@ export async function haltBreakerRefusals(
       why: halt.why,
       notRestarted: halt.notRestarted,
     });
+    // The same metric as a gate's halt: the alarm (serverless.yml HaltedRotationsAlarm) watches it.
+    deps.telemetry?.metric(METRICS.haltedRotations, 1, 'Count');
     await noticeHalt(
       { table: deps.table, telemetry: deps.telemetry as WorkerDeps['telemetry'], notifications: deps.notifications },
       set,
