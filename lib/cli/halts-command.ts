@@ -14,6 +14,7 @@
 import { hostname, userInfo } from 'node:os';
 import { haltClearedEvent } from '../engine/events.ts';
 import { kubeApiFor } from '../kube/kube-api.ts';
+import { BREAKER_STATE, breakerKey } from '../plan/restart-breaker.ts';
 import { clearanceOf, type ClearedBy, type HaltClearance } from '../rotations/rotation-store.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
@@ -88,6 +89,11 @@ async function clearHalt(
       'The next change or reconcile of these versions starts again from wave 1.\n',
   );
   const { cluster, kind, namespace, name } = cleared.failing;
+  if (cleared.failing.state === BREAKER_STATE && store?.resetRestarts) {
+    // A breaker's halt: clearing it resets the breaker, so the next restart of the workload goes.
+    await store.resetRestarts(breakerKey(cleared.failing));
+    io.stdout(`Reset the restart breaker of ${printable(`${kind} ${namespace}/${name} in ${cluster}`)}.\n`);
+  }
   if (routes) await recordClearEvent(io, routes, clearanceOf(cleared, by));
   else {
     const on = `${kind} ${namespace}/${name} in ${cluster}`;

@@ -15,6 +15,8 @@ import {
   type RestartDecision,
 } from '../plan/restart-record.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
+import { breakerFor } from '../plan/restart-breaker.ts';
+import { NOTIFY_ONLY_REASON, notifyOnly } from '../plan/route-modes.ts';
 import { maxUnavailableFor, rolloutTimeoutMs } from '../routing/routing-table.ts';
 import type { SlotClaim } from '../slots/admission.ts';
 import { LEASE_MARGIN_MS, slotHolder, slotScopes } from '../slots/slot-store.ts';
@@ -24,6 +26,7 @@ import { identity, targetName } from './cluster-run.ts';
 import { recordEvent } from './events.ts';
 import { withRetries } from './retry.ts';
 import {
+  BREAKER_REASON,
   KEYS_UNCHANGED_REASON,
   NOT_RESTARTED_YET,
   SUPERSEDED_REASON,
@@ -165,6 +168,13 @@ async function decideAndPatch(r: Restart, object: KubeObject): Promise<WorkloadD
       ...done(r, 'unchanged', 'already restarted for this version'),
       follow: { run, target, descriptor, patchedAt: run.clock.now(), restarted: restartedFrom(object) },
     });
+  const keyed = isWorkloadKind(descriptor.kind) ? withAgentKeys(target, descriptor.kind, object) : target;
+  const keysUnchanged = keyLevelSkip(keyed, recorded, skips);
+  // A notify route's target: decided like any other, then answered, never patched (not even a key-level record).
+  if (notifyOnly(run.table, target.routes))
+    return keysUnchanged === undefined
+      ? done(r, 'skipped', NOTIFY_ONLY_REASON)
+      : done(r, 'skipped', KEYS_UNCHANGED_REASON, keysUnchanged);
   // A gate's look: a target skipped by keys at this version has nothing to roll out.
   if (run.options.observeOnly)
     return done(r, 'skipped', skippedByKeysAt(target, skips) ? KEYS_UNCHANGED_REASON : NOT_RESTARTED_YET);
@@ -172,12 +182,24 @@ async function decideAndPatch(r: Restart, object: KubeObject): Promise<WorkloadD
   // is recorded AS a skip (KeySkip, on the metadata beside reconcile's versions), never as a version: a later change
   // of this version that names a used key still restarts it, and status shows it unverified until reconcile
   // confirmed the version with Vault. No slot is taken, nothing is followed.
-  const keyed = isWorkloadKind(descriptor.kind) ? withAgentKeys(target, descriptor.kind, object) : target;
-  const keysUnchanged = keyLevelSkip(keyed, recorded, skips);
   if (keysUnchanged !== undefined) return recordKeySkip(r, object, keySkipsOf(keyed), skips, keysUnchanged);
+  const refused = await breakerRefusal(r);
+  if (refused !== undefined) return giveBack(r, done(r, 'skipped', BREAKER_REASON, refused));
   const deferred = await takeSlot(r, object);
   if (deferred) return deferred;
   return patchRestart(r, object, decision.versions);
+}
+
+/**
+ * `rollout.breaker`: why this restart would be one too many for its workload, or undefined when it may go (or no
+ * breaker applies). Asked once per restart, before its slot and patch; a dry run asks nothing and counts nothing.
+ */
+async function breakerRefusal({ run, target, descriptor, name }: Restart): Promise<string | undefined> {
+  const limit = run.options.breaker && !run.options.dryRun ? breakerFor(run.table, target.routes) : undefined;
+  if (!limit || !run.options.breaker) return undefined;
+  const workload = { cluster: run.cluster, namespace: target.namespace, kind: descriptor.kind, name };
+  const verdict = await run.options.breaker(workload, target.restartToken, limit);
+  return verdict.allowed ? undefined : verdict.why;
 }
 
 /** Records the key-level skip on the metadata (once: a redelivery finds it recorded already). */

@@ -3,6 +3,7 @@
  * cluster's run carries between its steps. Reports and services read results from here, never from the executor.
  */
 import type { RolloutTarget } from '../plan/planner.ts';
+import type { RestartBreakerPort } from '../plan/restart-breaker.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { ClusterConfig } from '../routing/schema.ts';
 import type { Admission, SlotClaim } from '../slots/admission.ts';
@@ -96,7 +97,16 @@ export interface ExecutorOptions {
    * `skipped` with reason NOT_RESTARTED_YET — its cluster's message has not been worked yet.
    */
   observeOnly?: boolean;
+  /**
+   * `rollout.breaker`: asked before each patch of a target whose route sets a breaker (never for a dry run); a
+   * refusal comes back `skipped` with BREAKER_REASON and its why, and the caller records the halt
+   * (lib/pipeline/route-refusals.ts). Given by the caller from its rotation store.
+   */
+  breaker?: RestartBreakerPort;
 }
+
+/** The skip reason of a restart the breaker refused (its detail says how many restarts, within what). */
+export const BREAKER_REASON = 'restart breaker';
 
 /** The skip reason of a workload that records a newer version of a path than these changes: they are superseded. */
 export const SUPERSEDED_REASON = 'older version';

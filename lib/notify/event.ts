@@ -27,6 +27,8 @@ export interface NotificationEvent {
   notRestarted?: string[];
   /** The rotation's clusters (complete). */
   clusters?: string[];
+  /** A notify-only route's targets that would restart (would-restart): `Kind namespace/name`, bounded. */
+  targets?: string[];
 }
 
 /** Bounds on what an event carries, so every sink's payload stays far below its limit (Slack, Teams, SNS 256 KiB). */
@@ -53,6 +55,7 @@ export function rotationEvent(fields: Omit<NotificationEvent, 'id'>, where = '')
   if (e.reason !== undefined) e.reason = cut(e.reason, EVENT_BOUNDS.text);
   if (e.notRestarted) e.notRestarted = cutList(e.notRestarted);
   if (e.clusters) e.clusters = cutList(e.clusters);
+  if (e.targets) e.targets = cutList(e.targets);
   return e;
 }
 
@@ -63,6 +66,7 @@ const TITLES: Record<NotificationEventKind, string> = {
   complete: 'Rotation complete',
   progressing: 'Rollout still progressing',
   'dead-letter': 'Message dead-lettered',
+  'would-restart': 'Would restart (notify-only route)',
 };
 
 export const eventTitle = (e: Pick<NotificationEvent, 'kind'>): string => TITLES[e.kind];
@@ -79,6 +83,7 @@ export function eventLines(e: NotificationEvent): string[] {
     e.reason ? `Why: ${e.reason}` : '',
     e.notRestarted && e.notRestarted.length > 0 ? `Not restarted: ${e.notRestarted.join(', ')}` : '',
     e.clusters && e.clusters.length > 0 ? `Clusters: ${e.clusters.join(', ')}` : '',
+    e.targets && e.targets.length > 0 ? `Would restart: ${e.targets.join(', ')}` : '',
     `Rotation: ${e.rotation}`,
   ].filter(Boolean);
 }

@@ -10,7 +10,8 @@ import { followUpMessage, MAX_FOLLOW_ROUNDS, pendingName } from '../queue/rollou
 import { executeRollouts } from './kube-executor.ts';
 import { lookAgainAfter } from './look-again.ts';
 import type { PlannedMessage } from './message-units.ts';
-import { noticeLook } from './rotation-notices.ts';
+import { noticeLook, noticeWouldRestart } from './rotation-notices.ts';
+import { haltBreakerRefusals, restartBreakerOf } from './route-refusals.ts';
 import { markWavesStarted, releasedTargets } from './wave-guard.ts';
 import type { BatchOutcome, QueueRecord, WatchedWorkload, WorkerDeps } from './worker-deps.ts';
 
@@ -67,6 +68,7 @@ export async function workCluster(
   if (!message.follow && !(await recordWaveStart(look))) return false;
   const out = await restartAndLook(look);
   outcome.results.push(...out);
+  if (!(await routeRefusalsRecorded(look, out, outcome))) return false;
   recordMetrics(look, out);
   const notice: Notice = (finished, expired) =>
     noticeLook(
@@ -140,6 +142,30 @@ async function recordWaveStart({ deps, planned, messageId, startedAt }: Look): P
 }
 
 /**
+ * The targets the engine refused for their route's sake: a breaker's refusal halts its rotation (recorded before the
+ * message is acknowledged: false, and the message comes back to record it), a notify-only route's targets are sent.
+ */
+async function routeRefusalsRecorded(
+  { deps, planned, messageId }: Look,
+  out: readonly RolloutResult[],
+  outcome: BatchOutcome,
+): Promise<boolean> {
+  const step = { changes: planned.changes, plan: planned.plan, targets: planned.targets };
+  try {
+    const halts = await haltBreakerRefusals(deps, step, out);
+    outcome.halts.push(...halts.map((h) => ({ ...h, failing: { ...h.failing, state: 'failed' as const } })));
+  } catch (e) {
+    deps.telemetry.warn("could not record the breaker's halt; the message will be redelivered", {
+      messageId,
+      error: e instanceof Error ? e.name : String(e),
+    });
+    return false;
+  }
+  await noticeWouldRestart(deps, { cluster: planned.message.cluster, ...step }, out);
+  return true;
+}
+
+/**
  * The engine's pass over the targets with one look at their rollouts. A continuation reports what it still waits
  * on, and anything it restarts or fails on now; the rest was answered.
  */
@@ -149,9 +175,11 @@ async function restartAndLook({ deps, planned, since, pending }: Look): Promise<
   const follow: FollowSettings | undefined = deps.follow
     ? { budgetMs: 0, once: true, ...(since === undefined ? {} : { since }), ...(pending ? { only: reported } : {}) }
     : undefined;
+  const breaker = restartBreakerOf(deps.rotations, deps.now ?? Date.now);
   const results = await executeRollouts(deps.table, planned.targets, {
     ...deps.executor,
     ...(follow ? { follow } : {}),
+    ...(breaker ? { breaker } : {}),
   });
   return results.filter(reported);
 }

@@ -18,6 +18,7 @@ import type { SecretChange } from '../sources/secret-change.ts';
 import { changeSets, secretIdentity } from '../plan/cluster-changes.ts';
 import { haltedReason, haltOf } from './wave-guard.ts';
 import { waveTargetState } from './worker.ts';
+import { haltBreakerRefusals, restartBreakerOf, type RefusedIn } from './route-refusals.ts';
 
 export interface ForegroundDeps {
   table: RoutingTable;
@@ -59,7 +60,7 @@ export async function applyInForeground(
 ): Promise<ForegroundOutcome> {
   const outcome: ForegroundOutcome = { results: [], halts: [], refused: [] };
   const sets = changeSets(deps.table, changes, plan);
-  await Promise.all(sets.map((set) => runRotation(set, plan, deps, outcome)));
+  await Promise.all(sets.map((set) => runRotation(set, changes, plan, deps, outcome)));
   return outcome;
 }
 
@@ -74,10 +75,13 @@ interface RotationRun {
   readonly now: () => number;
   readonly sleep: (ms: number) => Promise<void>;
   readonly baseFollow: ExecutorSettings['follow'];
+  readonly changes: readonly SecretChange[];
+  readonly plan: Plan;
 }
 
 async function runRotation(
   set: ChangeSet,
+  changes: readonly SecretChange[],
   plan: Plan,
   deps: ForegroundDeps,
   outcome: ForegroundOutcome,
@@ -93,7 +97,7 @@ async function runRotation(
     (t) => t.secrets.some((s) => inSet.has(secretIdentity(s))) && (deps.only?.(t) ?? true),
   );
   if (set.waves.length <= 1) {
-    outcome.results.push(...(await executeRollouts(deps.table, targets, deps.executor)));
+    await restartAndRecord(deps, { changes, plan, targets }, deps.executor, outcome);
     return;
   }
   const baseFollow = deps.executor.follow ?? deps.followWaves;
@@ -108,10 +112,30 @@ async function runRotation(
     now: deps.now ?? Date.now,
     sleep: deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms))),
     baseFollow,
+    changes,
+    plan,
   };
   for (const index of set.waves.keys()) {
     if (!(await runWave(run, index))) return;
   }
+}
+
+/**
+ * Restarts these targets through the engine, with the rotation store's breaker, and records the halt of a restart
+ * the breaker refused (lib/pipeline/route-refusals.ts) as the worker does. `halted`: the breaker halted the rotation.
+ */
+async function restartAndRecord(
+  deps: ForegroundDeps,
+  step: RefusedIn,
+  executor: ExecutorSettings,
+  outcome: ForegroundOutcome,
+): Promise<{ results: RolloutResult[]; halted: boolean }> {
+  const breaker = restartBreakerOf(deps.rotations, deps.now ?? Date.now);
+  const results = await executeRollouts(deps.table, step.targets, { ...executor, ...(breaker ? { breaker } : {}) });
+  outcome.results.push(...results);
+  const halts = await haltBreakerRefusals(deps, step, results);
+  outcome.halts.push(...halts);
+  return { results, halted: halts.length > 0 };
 }
 
 /** Restarts one wave, then waits at its gate; false when the gate halted the rotation. */
@@ -122,8 +146,10 @@ async function runWave(run: RotationRun, index: number): Promise<boolean> {
   const follow = baseFollow
     ? { ...baseFollow, since, budgetMs: Math.min(baseFollow.budgetMs, set.policy.gate.timeoutMs + 5000) }
     : undefined;
-  const results = await executeRollouts(deps.table, waveTargets, { ...deps.executor, ...(follow ? { follow } : {}) });
-  run.outcome.results.push(...results);
+  const step = { changes: run.changes, plan: run.plan, targets: waveTargets };
+  const executor = { ...deps.executor, ...(follow ? { follow } : {}) };
+  const { results, halted } = await restartAndRecord(deps, step, executor, run.outcome);
+  if (halted) return false;
   if (deps.executor.dryRun || index === set.waves.length - 1) return true;
   const failed = await awaitGate(run, waveTargets, results, since);
   if (failed === undefined) {

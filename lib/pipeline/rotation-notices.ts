@@ -10,7 +10,8 @@
  * - rollout-failed: a rollout ended failed or timed out, or a continuation expired with it still under way;
  * - progressing: a rollout still progressing `notifications.progressingAfter` after its restart;
  * - complete: every cluster of the rotation (every wave) finished, none failed, no halt;
- * - dead-letter: a refused message was dead-lettered, or serve's queue dead-lettered one after its redrive limit.
+ * - dead-letter: a refused message was dead-lettered, or serve's queue dead-lettered one after its redrive limit;
+ * - would-restart: a notify-only route's targets that would have restarted in a cluster (nothing was patched).
  */
 import type { RolloutResult } from '../engine/types.ts';
 import { eventId, rotationEvent, type NotificationEvent } from '../notify/event.ts';
@@ -19,6 +20,7 @@ import type { Plan, RolloutTarget } from '../plan/planner.ts';
 import type { ChangeSet } from '../plan/waves.ts';
 import type { LocalRolloutQueue } from '../queue/local-queue.ts';
 import { pendingName } from '../queue/rollout-message.ts';
+import { NOTIFY_ONLY_REASON } from '../plan/route-modes.ts';
 import { NOTIFICATION_TTL_MS, type NotificationOutbox } from '../rotations/notification-outbox.ts';
 import type { NotificationEventKind } from '../routing/notifications-schema.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
@@ -259,6 +261,36 @@ async function noticeClusterDone(look: Look, set: ChangeSet): Promise<void> {
     }),
     [set.route],
   );
+}
+
+/**
+ * A notify-only route's targets in one cluster that would have restarted: one event per rotation and cluster (a
+ * redelivery computes the same id), listing the first EVENT_BOUNDS.list of them and a count of the rest.
+ */
+export function noticeWouldRestart(deps: Deps, looked: LookedAt, out: readonly RolloutResult[]): Promise<void> {
+  const would = out.filter((r) => r.outcome === 'skipped' && r.reason === NOTIFY_ONLY_REASON);
+  if (would.length === 0) return Promise.resolve();
+  return guarded(deps, 'would-restart', async (outbox) => {
+    const sets = changeSets(deps.table, looked.changes, looked.plan);
+    const bySet = new Map<ChangeSet | undefined, RolloutResult[]>();
+    for (const r of would) bySet.set(setOf(sets, r), [...(bySet.get(setOf(sets, r)) ?? []), r]);
+    for (const [set, results] of bySet) {
+      const event = rotationEvent(
+        {
+          kind: 'would-restart',
+          rotation: set?.key ?? 'unknown',
+          ...(set ? { route: set.route } : {}),
+          at: at(deps),
+          secrets: secretsOf(looked.targets),
+          cluster: looked.cluster,
+          reason: `${results.length} target${results.length === 1 ? '' : 's'} would restart; the route is notify-only, nothing was patched`,
+          targets: results.map((r) => `${r.kind} ${r.namespace}/${r.name}`).sort(),
+        },
+        `cluster ${looked.cluster}`,
+      );
+      await emit(deps, outbox, event, set ? [set.route] : results.flatMap((r) => r.routes));
+    }
+  });
 }
 
 /** A refused message went to the dead letters: one notification per message id (the top-level sinks). */

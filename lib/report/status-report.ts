@@ -23,7 +23,7 @@ export function consumerVerdict(c: ConsumerStatus): string {
   if (c.state === 'unknown') return 'UNKNOWN';
   if (c.halted !== undefined) return 'HALTED';
   if (c.skippedByKeys !== undefined) return 'skipped by keys (unverified)';
-  if (c.state === 'behind') return 'BEHIND';
+  if (c.state === 'behind') return c.notifyOnly ? 'BEHIND (notify-only)' : 'BEHIND';
   if (c.rollout === 'failed') return 'FAILED';
   if (c.rollout === 'timeout') return 'TIMEOUT';
   if (c.rollout === 'progressing') return 'rolling';

@@ -11,6 +11,7 @@
  *                                dueAt) that `vault-rollout worker`'s loop queries for what is due
  *   notes#<rotation key> / <fact>   a rotation's facts for "complete" (`done <cluster>`, `failed <cluster>`), ttl
  *   clearances / <clearedAt>#<rotation key>   who cleared a halt, from where, when (`halts clear`): record, no ttl
+ *   breaker#<workload key> / restarts   rollout.breaker's counted restarts: history, rev, ttl (dynamodb-restart-breaker.ts)
  * Holds paths, versions and workload names, never a secret value. `ttl` is epoch seconds (the table's TTL attribute:
  * DynamoDB deletes an expired item within days, so reads treat an expired item as gone).
  */
@@ -28,6 +29,8 @@ import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import { DynamoDbNotificationOutbox } from './dynamodb-notification-outbox.ts';
+import type { BreakerLimit, BreakerVerdict } from '../plan/restart-breaker.ts';
+import { admitRestartDynamoDb, resetRestartsDynamoDb } from './dynamodb-restart-breaker.ts';
 import { ignoreConditionFailed, key, MAX_PAGES } from './dynamodb-items.ts';
 import {
   clearanceOf,
@@ -57,6 +60,14 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
     this.client = options.client;
     this.table = options.table;
     this.outbox = new DynamoDbNotificationOutbox(options);
+  }
+
+  admitRestart(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict> {
+    return admitRestartDynamoDb({ client: this.client, table: this.table }, workload, token, now, limit);
+  }
+
+  resetRestarts(workload: string): Promise<void> {
+    return resetRestartsDynamoDb({ client: this.client, table: this.table }, workload);
   }
 
   async releasedWave(rotation: string): Promise<number> {

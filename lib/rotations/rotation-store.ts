@@ -11,6 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
+import { decideBreaker, type BreakerEntry, type BreakerLimit, type BreakerVerdict } from '../plan/restart-breaker.ts';
 import { MemoryKeyBaselineStore } from './key-baselines.ts';
 
 export interface RotationHalt {
@@ -103,6 +104,13 @@ export interface RotationStore {
   clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined>;
   /** The latest clearances, newest first (at most MAX_LISTED_CLEARANCES). */
   clearances?(): Promise<HaltClearance[]>;
+  /**
+   * `rollout.breaker`: counts this restart (by its token) of the workload (`breakerKey`) unless it would be one too
+   * many, in one conditional write (lib/plan/restart-breaker.ts decides).
+   */
+  admitRestart?(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict>;
+  /** Forgets the workload's counted restarts: `halts clear` of a breaker's halt. */
+  resetRestarts?(workload: string): Promise<void>;
   close?(): void;
 }
 
@@ -119,6 +127,18 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
   readonly #halts = new Map<string, RotationHalt>();
   readonly #times = new Map<string, WaveTimes>();
   readonly #clearances: HaltClearance[] = [];
+  readonly #restarts = new Map<string, BreakerEntry[]>();
+
+  admitRestart(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict> {
+    const { verdict, history } = decideBreaker(this.#restarts.get(workload) ?? [], token, now, limit);
+    this.#restarts.set(workload, history);
+    return Promise.resolve(verdict);
+  }
+
+  resetRestarts(workload: string): Promise<void> {
+    this.#restarts.delete(workload);
+    return Promise.resolve();
+  }
 
   releasedWave(rotation: string): Promise<number> {
     return Promise.resolve(this.#released.get(rotation) ?? 0);

@@ -7,6 +7,8 @@ import { DatabaseSync } from 'node:sqlite';
 import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
+import type { BreakerLimit, BreakerVerdict } from '../plan/restart-breaker.ts';
+import { admitRestartSqlite, resetRestartsSqlite, RESTART_BREAKER_TABLE } from './sqlite-restart-breaker.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import {
   clearanceOf,
@@ -46,7 +48,17 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
       CREATE INDEX IF NOT EXISTS notification_deliveries_due ON notification_deliveries (state, due_at);
       CREATE TABLE IF NOT EXISTS rotation_clearances (cleared_at TEXT NOT NULL, rotation TEXT NOT NULL, record TEXT NOT NULL,
         PRIMARY KEY (cleared_at, rotation)) WITHOUT ROWID;
-      CREATE TABLE IF NOT EXISTS rotation_notes (rotation TEXT NOT NULL, fact TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (rotation, fact)) WITHOUT ROWID;`);
+      CREATE TABLE IF NOT EXISTS rotation_notes (rotation TEXT NOT NULL, fact TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (rotation, fact)) WITHOUT ROWID;
+      ${RESTART_BREAKER_TABLE}`);
+  }
+
+  admitRestart(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict> {
+    return Promise.resolve(admitRestartSqlite(this.db, workload, token, now, limit));
+  }
+
+  resetRestarts(workload: string): Promise<void> {
+    resetRestartsSqlite(this.db, workload);
+    return Promise.resolve();
   }
 
   releasedWave(rotation: string): Promise<number> {

@@ -17,6 +17,7 @@ export const NotificationEvents = [
   'complete',
   'progressing',
   'dead-letter',
+  'would-restart',
 ] as const;
 export type NotificationEventKind = (typeof NotificationEvents)[number];
 

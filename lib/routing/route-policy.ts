@@ -2,15 +2,17 @@
  * The policies of a route in the routing table (lib/routing/routing-table.ts): how its restarts roll out (waves,
  * gate, failure, settle) and where its notifications go, each the top level's with the route's own over it.
  */
+import type { BreakerSettings } from './breaker-schema.ts';
 import type { NotificationsSettings } from './notifications-schema.ts';
 import { NotificationEvents } from './notifications-schema.ts';
-import { parseDuration, type RolloutSettings, type RoutingTableDocument } from './schema.ts';
+import { parseDuration, type RolloutSettings, type Route, type RoutingTableDocument } from './schema.ts';
 import { selectClusters } from './select-clusters.ts';
 import { compileWaveTargets } from './wave-targets.ts';
 import type { FieldPath } from './table-problems.ts';
 import {
   DEFAULT_GATE_TIMEOUT_MS,
   DEFAULT_PROGRESSING_AFTER_MS,
+  type CompiledRoute,
   type NotificationPolicy,
   type RolloutPolicy,
 } from './table-model.ts';
@@ -26,6 +28,18 @@ export function notificationPolicy(
     events: new Set(own?.events ?? top?.events ?? NotificationEvents),
     progressingAfterMs: (after === undefined ? undefined : parseDuration(after)) ?? DEFAULT_PROGRESSING_AFTER_MS,
   };
+}
+
+/** `rollout.breaker` compiled: the route's own, else the top level's (a whole block, never merged field by field). */
+const breakerPolicy = (b: BreakerSettings | undefined): Pick<RolloutPolicy, 'breaker'> => {
+  const withinMs = b === undefined ? undefined : parseDuration(b.within);
+  return b === undefined || withinMs === undefined ? {} : { breaker: { restarts: b.restarts, withinMs } };
+};
+
+/** `mode: notify` on the compiled routes whose route says so (route names are unique). */
+export function markNotifyRoutes(compiled: readonly CompiledRoute[], routes: readonly Pick<Route, 'name' | 'mode'>[]) {
+  const notify = new Set(routes.filter((r) => r.mode === 'notify').map((r) => r.name));
+  for (const route of compiled) if (notify.has(route.name)) route.mode = 'notify';
 }
 
 /**
@@ -70,5 +84,6 @@ export function compilePolicy(
     },
     onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
     settleMs: ms(own?.settle ?? top?.settle, 0),
+    ...breakerPolicy(own?.breaker ?? top?.breaker),
   };
 }

@@ -7,7 +7,7 @@ import { qualify } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compileTarget, type TargetContext } from './compile-target.ts';
 import { compilePattern, PatternError, PatternIndex, type CompiledPattern } from './path-pattern.ts';
-import { compilePolicy, compileWaves, notificationPolicy } from './route-policy.ts';
+import { compilePolicy, compileWaves, markNotifyRoutes, notificationPolicy } from './route-policy.ts';
 import { parseDuration, RoutingTableSchema, type Route, type RoutingTableDocument } from './schema.ts';
 import { selectClusters } from './select-clusters.ts';
 import { BUILTIN_PLACEHOLDERS } from './template.ts';
@@ -104,6 +104,7 @@ function compile(
 ): RoutingTable {
   const ctx = tableContext(doc, report, checked);
   doc.routes.forEach((route: Route, r) => compileRoute(ctx, route, r));
+  markNotifyRoutes(ctx.routes, doc.routes);
   return tableOf(doc, file, ctx.routes, ctx.index);
 }
 

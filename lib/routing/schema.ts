@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { Operations } from '../sources/secret-change.ts';
 import { NotificationsSchema } from './notifications-schema.ts';
+import { BreakerSchema, RouteModeSchema } from './breaker-schema.ts';
 import { ClusterSelectorSchema, DurationSchema, durationSchema, nonEmpty } from './schema-fields.ts';
 import { TargetSchema } from './target-schema.ts';
 import { WaveTargetsSchema } from './wave-targets.ts';
@@ -156,6 +157,7 @@ export const RolloutSettingsSchema = z.strictObject({
     'changes reaching one workload within this window give it one restart (default 0s: none)',
   ),
   // --- end progressive rotation ---
+  breaker: BreakerSchema.optional(),
 });
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 
@@ -242,6 +244,7 @@ export const RouteSchema = z
     rollout: RolloutSettingsSchema.optional().describe(
       "how this route's restarts roll out; overrides the top-level rollout",
     ),
+    mode: RouteModeSchema.optional(),
     notifications: NotificationsSchema.optional(),
   })
   .describe('one route: a path pattern and the targets it restarts');

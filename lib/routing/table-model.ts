@@ -70,6 +70,8 @@ export interface CompiledRoute {
   policy: RolloutPolicy;
   /** Where this route's rotation events go: the top-level `notifications` with the route's own over it. */
   notifications: NotificationPolicy;
+  /** `mode: notify`: its targets are planned and announced, never patched (set only for notify). */
+  mode?: 'notify';
 }
 
 /** Sinks by name (a route's block adds sinks or overrides one of the same name), the events sent, the progressing limit. */
@@ -95,6 +97,8 @@ export interface RolloutPolicy {
   gate: { healthy: boolean; timeoutMs: number; pauseMs: number };
   onFailure: 'halt' | 'continue';
   settleMs: number;
+  /** `rollout.breaker`: at most `restarts` restarts of one workload within `withinMs` (lib/plan/restart-breaker.ts). */
+  breaker?: { restarts: number; withinMs: number };
 }
 
 /** The gate defaults: healthy, 10 minutes, no pause. */

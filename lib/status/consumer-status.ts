@@ -5,6 +5,7 @@
  */
 import { shellQuote } from '../kernel/shell-quote.ts';
 import type { KeySkip } from '../plan/restart-record.ts';
+import { notifyOnly } from '../plan/route-modes.ts';
 import { rolloutTimeoutMs, type RoutingTable } from '../routing/routing-table.ts';
 import { vaultPathProblem } from '../sources/vault-path.ts';
 import type { Health, RolloutState } from '../workloads/rollout-health.ts';
@@ -91,6 +92,9 @@ export function consumerStatus(
     state = 'behind';
     detail = `skipped by keys (unverified): keys ${skip.skipped.join(', ')} unchanged in v${skip.v}, as a change claimed; not safe to revoke until reconcile confirms v${skip.v} with Vault`;
   }
+  const announced = row.routed && notifyOnly(at.table, row.routes);
+  if (announced && state === 'behind')
+    detail = `${detail}; its routes are notify-only (mode: notify): vault-rollout announces the version and restarts nothing`;
   const halted = haltedReason(descriptor, obj, listing);
   const ok = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
   return {
@@ -105,6 +109,7 @@ export function consumerStatus(
     ...(halted !== undefined ? { halted } : {}),
     ...(skip ? { skippedByKeys: skip } : {}),
     routed: row.routed,
+    ...(announced ? { notifyOnly: true as const } : {}),
     ok,
     detail: halted !== undefined && state === 'current' ? `halted: ${halted}` : detail,
   };

@@ -47,6 +47,8 @@ export interface ConsumerStatus extends WorkloadRef {
   skippedByKeys?: { v: number; skipped: string[] };
   /** A route targets it now; false: it only records the path (shown, not counted). */
   routed: boolean;
+  /** Only notify-only routes (`mode: notify`) target it: vault-rollout announces its versions, never restarts it. */
+  notifyOnly?: true;
   /** Current, rolled out and not halted. */
   ok: boolean;
   detail: string;

@@ -157,4 +157,26 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     await b.clearBaselines('secret/x');
     expect(await a.baseline('B', 'secret/x', now + 1)).toBeUndefined();
   });
+  it('restart breaker: two handles racing for the last restarts never both take one; a redelivery counts once; reset', async () => {
+    const [a, b] = await make();
+    const now = Date.now();
+    const limit = { restarts: 3, withinMs: 3_600_000 };
+    const w = 'alpha/ns/Deployment/api';
+    expect((await a.admitRestart?.(w, 't0', now, limit))?.allowed).toBe(true);
+    // Six restarts at once from both handles: exactly two more go (3 in all); the store's conditional write decides.
+    const verdicts = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => (i % 2 ? a : b).admitRestart?.(w, `t${i + 1}`, now + 1, limit)),
+    );
+    expect(verdicts.filter((v) => v?.allowed)).toHaveLength(2);
+    const admitted = verdicts.flatMap((v, i) => (v?.allowed ? [`t${i + 1}`] : []));
+    // The same restart seen again (a redelivered message) goes without counting; a new one is refused.
+    expect((await b.admitRestart?.(w, admitted[0] as string, now + 2, limit))?.allowed).toBe(true);
+    const refused = await a.admitRestart?.(w, 'tx', now + 2, limit);
+    expect(refused?.allowed).toBe(false);
+    expect(refused && !refused.allowed ? refused.why : '').toContain('3 restarts within 1h');
+    // Another workload counts apart; a reset (halts clear) lets the next one go.
+    expect((await b.admitRestart?.('alpha/ns/Deployment/web', 'tx', now + 2, limit))?.allowed).toBe(true);
+    await b.resetRestarts?.(w);
+    expect((await a.admitRestart?.(w, 'tx', now + 3, limit))?.allowed).toBe(true);
+  });
 });
