@@ -5,6 +5,7 @@
 import type { NotificationsSettings } from './notifications-schema.ts';
 import { NotificationEvents } from './notifications-schema.ts';
 import { parseDuration, type RolloutSettings, type RoutingTableDocument } from './schema.ts';
+import { policyWindows } from './restart-window.ts';
 import { selectClusters } from './select-clusters.ts';
 import type { FieldPath } from './table-problems.ts';
 import {
@@ -64,5 +65,6 @@ export function compilePolicy(
     },
     onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
     settleMs: ms(own?.settle ?? top?.settle, 0),
+    ...policyWindows(top, own),
   };
 }

@@ -9,6 +9,7 @@ import { Operations } from '../sources/secret-change.ts';
 import { NotificationsSchema } from './notifications-schema.ts';
 import { ClusterSelectorSchema, DurationSchema, durationSchema, nonEmpty } from './schema-fields.ts';
 import { TargetSchema } from './target-schema.ts';
+import { RestartWindowSchema } from './restart-window.ts';
 
 /**
  * Names that become IAM resource ARNs (lib/deploy/iam-from-routes.ts): `*` and `?` are wildcards there, so a name
@@ -123,6 +124,7 @@ export const RolloutSettingsSchema = z.strictObject({
     .array(
       z.strictObject({
         clusters: ClusterSelectorSchema.describe('label selector or list of cluster names, as for targets'),
+        window: RestartWindowSchema.optional().describe("this wave's maintenance window, over the rollout's"),
       }),
     )
     .min(1, 'list at least one wave')
@@ -154,6 +156,9 @@ export const RolloutSettingsSchema = z.strictObject({
     'changes reaching one workload within this window give it one restart (default 0s: none)',
   ),
   // --- end progressive rotation ---
+  window: RestartWindowSchema.optional().describe(
+    'maintenance window: restarts start only inside it; a change outside it waits, then restarts once (newest version)',
+  ),
 });
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 

@@ -3,6 +3,7 @@ import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
 import { parseDuration, type ClusterConfig, type MaxUnavailable, type RotationStoreRef } from './schema.ts';
+import type { RestartWindow } from './restart-window.ts';
 import { type NotificationEventKind, type NotificationSink } from './notifications-schema.ts';
 import {
   type ConsumersTarget,
@@ -92,6 +93,10 @@ export interface RolloutPolicy {
   gate: { healthy: boolean; timeoutMs: number; pauseMs: number };
   onFailure: 'halt' | 'continue';
   settleMs: number;
+  /** `rollout.window`: restarts start only inside it (lib/plan/restart-window.ts). */
+  window?: RestartWindow;
+  /** `rollout.waves[i].window` by wave index (the `from` of a Wave), over `window` for that wave. */
+  waveWindows?: ReadonlyArray<RestartWindow | undefined>;
 }
 
 /** The gate defaults: healthy, 10 minutes, no pause. */
