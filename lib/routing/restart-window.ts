@@ -22,10 +22,10 @@ export function isTimeZone(zone: string): boolean {
   }
 }
 
-const hhmm = (what: string) =>
+const hhmm = () =>
   z
     .string()
-    .regex(HH_MM, `${what} must be a 24-hour time HH:MM, 00:00 to 23:59 (two digits each)`)
+    .regex(HH_MM, 'must be a 24-hour time HH:MM, 00:00 to 23:59 (two digits each)')
     .meta({ pattern: HH_MM.source });
 
 export const RestartWindowSchema = z
@@ -36,8 +36,8 @@ export const RestartWindowSchema = z
       .max(WEEKDAYS.length, `at most ${WEEKDAYS.length} days`)
       .refine((d) => new Set(d).size === d.length, 'a day is listed twice')
       .describe('the days on which the window opens (Mon..Sun); a window past midnight closes the next day'),
-    from: hhmm('from').describe('when the window opens, local time of timeZone (HH:MM)'),
-    to: hhmm('to').describe('when it closes (HH:MM); earlier than from: the next day (22:00 to 04:00)'),
+    from: hhmm().describe('when the window opens, local time of timeZone (HH:MM)'),
+    to: hhmm().describe('when it closes (HH:MM); earlier than from: the next day (22:00 to 04:00)'),
     timeZone: z
       .string()
       .max(64)

@@ -19,12 +19,12 @@ describe('rollout.window in the routing table', () => {
     [
       'a time without two digits',
       win('days: [Mon], from: "9:00", to: "17:00", timeZone: UTC'),
-      'rollout.window.from: from must be a 24-hour time HH:MM',
+      'rollout.window.from: must be a 24-hour time HH:MM',
     ],
     [
       'an hour past 23',
       win('days: [Mon], from: "22:00", to: "24:00", timeZone: UTC'),
-      'rollout.window.to: to must be a 24-hour time HH:MM',
+      'rollout.window.to: must be a 24-hour time HH:MM',
     ],
     [
       'an unknown zone',
@@ -60,7 +60,7 @@ describe('rollout.window in the routing table', () => {
     [
       "a wave's window",
       'rollout:\n  waves:\n    - clusters: [gamma]\n      window: { days: [Sun], from: "01:00", to: "1:00", timeZone: UTC }\n',
-      'rollout.waves[0].window.to: to must be a 24-hour time HH:MM',
+      'rollout.waves[0].window.to: must be a 24-hour time HH:MM',
     ],
   ])('%s', (_, top, expected) => {
     expect(problems(yaml(top)).join('\n')).toContain(expected);
