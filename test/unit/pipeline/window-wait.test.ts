@@ -7,6 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { memoryTelemetry } from '../../../lib/kernel/telemetry.ts';
 import { processBatch, type QueueRecord, type WorkerDeps } from '../../../lib/pipeline/worker.ts';
 import {
+  gateGroupId,
+  queuedChange,
   messageGroupId,
   parseRolloutMessage,
   rolloutMessages,
@@ -112,5 +114,45 @@ describe('the worker and maintenance windows', () => {
     const { d } = deps('2026-11-30T22:30:00Z', []);
     const out = await processBatch([record(clusterMessage(2))], d);
     expect(out.results.map((r) => r.outcome)).toEqual(['restarted']);
+  });
+
+  it('a gate of a wave waiting for its window looks again when the window opens, not every few seconds', async () => {
+    const waved = loadRoutingTable(`clusters:
+  a: { kubeconfig: { env: A } }
+  b: { kubeconfig: { env: B } }
+routes:
+  - name: app
+    match: { path: "secret/{app}" }
+    rollout:
+      waves:
+        - clusters: [a]
+          window: { days: [Mon], from: "22:00", to: "23:00", timeZone: UTC }
+        - clusters: [b]
+    targets: [{ clusters: [a, b], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }]
+`);
+    const changes = [queuedChange(change(2))];
+    const gate = {
+      v: 2 as const,
+      kind: 'gate' as const,
+      changes,
+      wave: 0,
+      acceptedAt: '2026-11-30T10:00:01Z',
+      round: 0,
+    };
+    const fake = fakeClusters({ a: ['api'], b: ['api'] });
+    const at = (iso: string) =>
+      processBatch(
+        [{ messageId: `g${++n}`, body: JSON.stringify(gate), groupId: gateGroupId(changes), receiveCount: 1 }],
+        {
+          table: waved,
+          rotations: new MemoryRotationStore(),
+          telemetry: memoryTelemetry(),
+          executor: options(fake.apiFor),
+          now: () => Date.parse(iso),
+          queue: { send: async () => undefined },
+        },
+      );
+    expect((await at('2026-11-30T21:55:00Z')).deferred.map((x) => x.delayMs)).toEqual([5 * 60_000]);
+    expect((await at('2026-11-30T10:00:00Z')).deferred.map((x) => x.delayMs)).toEqual([15 * 60_000]);
   });
 });
