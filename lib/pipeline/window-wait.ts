@@ -49,6 +49,11 @@ export async function waitsForItsWindow(
     window: state.window,
     why: waitsForWindow(state.opensAt),
   };
+  if (deps.windowClosed) {
+    deps.telemetry.info('not restarted: outside its maintenance window', fields);
+    deps.windowClosed({ cluster: message.cluster, window: state.window, opensAt });
+    return true;
+  }
   const waiting = message.window;
   const handed = await lookAgainAfter(deps, outcome, {
     records: unit.records,

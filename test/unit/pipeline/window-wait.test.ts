@@ -110,6 +110,20 @@ describe('the worker and maintenance windows', () => {
     expect(sent).toEqual([]);
   });
 
+  it('a worker that does not wait for windows (reconcile here) tells and acknowledges, queueing nothing', async () => {
+    const sent: QueueMessage[] = [];
+    const told: unknown[] = [];
+    const { d } = deps('2026-11-30T10:00:00Z', sent);
+    const out = await processBatch([record(clusterMessage(2))], { ...d, windowClosed: (w) => void told.push(w) });
+    expect({ results: out.results, deferred: out.deferred, failed: out.failed, sent }).toEqual({
+      results: [],
+      deferred: [],
+      failed: [],
+      sent: [],
+    });
+    expect(told).toEqual([{ cluster: 'a', window: 'Mon 22:00-23:00 UTC', opensAt: OPENS }]);
+  });
+
   it('restarts at once inside the window', async () => {
     const { d } = deps('2026-11-30T22:30:00Z', []);
     const out = await processBatch([record(clusterMessage(2))], d);
