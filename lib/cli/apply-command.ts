@@ -10,6 +10,7 @@ import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { cliRotationStore, cliRotationStoreName, refusedForOtherStore } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
 import type { RolloutResult } from '../engine/types.ts';
+import { waitsForWindow } from '../plan/restart-window.ts';
 
 /** Longest `--timeout`: like the routing table's deadlines, a day at most. */
 const MAX_TIMEOUT_MS = 86_400_000;
@@ -51,7 +52,7 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
   const rotations = await cliRotationStore(io);
   const logger = stderrLogger(io);
-  const { results, halts, refused } = await applyInForeground(parsed.changes, plan, {
+  const { results, halts, refused, windows } = await applyInForeground(parsed.changes, plan, {
     table,
     rotations,
     log: { info: () => undefined, warn: (m, f) => logger.warn(m, f) },
@@ -76,6 +77,10 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   printResults(io, values.output, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
   printForegroundHalts(io, 'apply', halts, refused, cliRotationStoreName(io));
+  for (const w of windows ?? [])
+    io.stderr(
+      `vault-rollout apply: route ${w.route}, wave ${w.wave}: deferred: ${waitsForWindow(w.opensAt)}; apply it again then, or send the change to serve or the queue, which restart it when the window opens\n`,
+    );
   return applyExit(results, halts.length, refused.length, parsed.rejected.length);
 }
 
@@ -94,7 +99,8 @@ function liveView(
 function applyExit(results: readonly RolloutResult[], halts: number, refused: number, rejected: number): number {
   if (refused > 0) return EXIT.targetsFailed;
   if (halts > 0) return EXIT.rolloutsFailed;
-  // Deferred (rollout.maxUnavailable, no slot before the end): not restarted, like a failed restart.
+  // Deferred (rollout.maxUnavailable, no slot before the end; a closed maintenance window): not restarted, like a
+  // failed restart.
   if (results.some((r) => r.outcome === 'failed' || r.outcome === 'deferred')) return EXIT.targetsFailed;
   if (results.some((r) => r.rollout === 'failed' || r.rollout === 'timeout')) return EXIT.rolloutsFailed;
   return rejected > 0 ? EXIT.rejectedRecords : EXIT.ok;

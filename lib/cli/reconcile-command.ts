@@ -4,6 +4,7 @@
  * queue: SQS with --queue-url (or VAULT_ROLLOUT_QUEUE_URL), where the deployed worker takes it; otherwise an
  * in-process queue worked here until empty, like `serve`. --dry-run reads everything and changes nothing.
  */
+import { waitsForWindow } from '../plan/restart-window.ts';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { memoryTelemetry } from '../kernel/telemetry.ts';
 import { reconcile, type ReconcileReport } from '../pipeline/reconcile.ts';
@@ -147,9 +148,14 @@ async function workHere(
   const results: WorkedResult[] = [];
   const telemetry = memoryTelemetry();
   // The same worker, waves and gates as serve's: a gate queues the next wave on this in-memory queue.
+  // A closed maintenance window is not waited for here (it may be days away): said, and left to a later run.
+  const windowClosed = (w: { cluster: string; window: string; opensAt: string }) =>
+    io.stderr(
+      `vault-rollout reconcile: cluster ${w.cluster}: deferred: ${waitsForWindow(Date.parse(w.opensAt))} (${w.window}); a run then restarts it\n`,
+    );
   const worker = startLocalWorker(
     local,
-    { table: o.table, rotations: o.rotations, queue: local, telemetry, executor: { access: o.access } },
+    { table: o.table, rotations: o.rotations, queue: local, telemetry, executor: { access: o.access }, windowClosed },
     { pollMs: 50, retryDelayMs: 1000 },
   );
   await withWaitIndicator(io, values.quiet, `restarting what is behind (${o.report.queued.messages} messages)`, () =>

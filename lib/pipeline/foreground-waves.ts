@@ -16,6 +16,7 @@ import type { RoutingTable } from '../routing/routing-table.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import { changeSets, secretIdentity } from '../plan/cluster-changes.ts';
+import { deferredForWindow, waveWindowClosedUntil } from './foreground-window.ts';
 import { haltedReason, haltOf } from './wave-guard.ts';
 import { waveTargetState } from './worker.ts';
 import { haltBreakerRefusals, restartBreakerOf, type RefusedIn } from './route-refusals.ts';
@@ -43,6 +44,8 @@ export interface ForegroundOutcome {
   halts: RotationHalt[];
   /** Rotations not started because a halt holds them. */
   refused: Array<{ rotation: string; reason: string }>;
+  /** Rotations (from a wave on) deferred because their maintenance window is closed: when it opens. */
+  windows?: Array<{ rotation: string; route: string; wave: number; opensAt: number }>;
 }
 
 /** Rotations of these changes with more than one wave: `apply --no-wait` refuses them rather than ignore the waves. */
@@ -96,6 +99,7 @@ async function runRotation(
   const targets = plan.targets.filter(
     (t) => t.secrets.some((s) => inSet.has(secretIdentity(s))) && (deps.only?.(t) ?? true),
   );
+  if (await deferredByWindow(set, 0, targets, deps, outcome)) return;
   if (set.waves.length <= 1) {
     await restartAndRecord(deps, { changes, plan, targets }, deps.executor, outcome);
     return;
@@ -116,6 +120,7 @@ async function runRotation(
     plan,
   };
   for (const index of set.waves.keys()) {
+    if (index > 0 && (await deferredByWindow(set, index, targets, deps, outcome))) return;
     if (!(await runWave(run, index))) return;
   }
 }
@@ -136,6 +141,23 @@ async function restartAndRecord(
   const halts = await haltBreakerRefusals(deps, step, results);
   outcome.halts.push(...halts);
   return { results, halted: halts.length > 0 };
+}
+
+/** A closed window from this wave on: its targets and the later waves' reported deferred; true when so. */
+async function deferredByWindow(
+  set: ChangeSet,
+  index: number,
+  targets: RolloutTarget[],
+  deps: ForegroundDeps,
+  outcome: ForegroundOutcome,
+): Promise<boolean> {
+  if (deps.executor.dryRun) return false;
+  const opensAt = waveWindowClosedUntil(set, index, (deps.now ?? Date.now)());
+  if (opensAt === undefined) return false;
+  const waiting = targets.filter((t) => targetWave(set.waves, t) >= index);
+  outcome.results.push(...(await deferredForWindow(deps.table, waiting, deps.executor, opensAt)));
+  (outcome.windows ??= []).push({ rotation: set.key, route: set.route, wave: index + 1, opensAt });
+  return true;
 }
 
 /** Restarts one wave, then waits at its gate; false when the gate halted the rotation. */

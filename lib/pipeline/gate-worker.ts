@@ -23,7 +23,9 @@ import { haltedReason, haltOf } from './wave-guard.ts';
 
 import { decideWait } from '../plan/look-again.ts';
 import { SUPERSEDED_REASON } from '../engine/types.ts';
+import { waveWindowClosedUntil } from './foreground-window.ts';
 import { lookAgainAfter } from './look-again.ts';
+import { MAX_WINDOW_LOOK_MS } from './window-wait.ts';
 import { noticeHalt } from './rotation-notices.ts';
 import { lookAtWave, type Gate } from './gate-look.ts';
 import { refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
@@ -288,7 +290,7 @@ async function gateDecision(
     now,
     since: seen.since,
     policy: set.policy,
-    recheckMs: deps.gate?.recheckMs ?? 10_000,
+    recheckMs: waitForWindowMs(set, wave, now, seen.since) ?? deps.gate?.recheckMs ?? 10_000,
   };
   const stored = seen.completeAt === undefined ? undefined : Date.parse(seen.completeAt);
   const decision = decideGate({ ...input, ...(stored === undefined ? {} : { completeAt: stored }) });
@@ -306,6 +308,16 @@ async function gateDecision(
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A wave not started whose maintenance window is closed: its gate looks again when the window opens (at most a hold
+ * away), not every few seconds, so its rounds last as long as the wait does.
+ */
+function waitForWindowMs(set: ChangeSet, wave: number, now: number, since: number | undefined): number | undefined {
+  if (since !== undefined) return undefined;
+  const opensAt = waveWindowClosedUntil(set, wave, now);
+  return opensAt === undefined ? undefined : Math.max(1, Math.min(MAX_WINDOW_LOOK_MS, opensAt - now));
 }
 
 /** A gate's fresh copy one round later: the changes, the wave and when to look; no time the worker would read. */

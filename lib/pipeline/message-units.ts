@@ -16,11 +16,13 @@ import {
   type GateMessage,
   type QueueMessage,
   type RolloutMessage,
+  windowGroupId,
 } from '../queue/rollout-message.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import { lookAgainAfter } from './look-again.ts';
 import { clusterMessageRefusal } from './wave-guard.ts';
+import { waitsForItsWindow } from './window-wait.ts';
 import {
   HOLDS_BEFORE_RESEND,
   refuse,
@@ -59,7 +61,9 @@ export function planMessage(
   // A continuation has a group of its own (its cluster and changes); one from before continuations came in the cluster's.
   const groups = message.follow
     ? [message.cluster, followGroupId(message.cluster, message.changes)]
-    : [message.cluster];
+    : message.window
+      ? [windowGroupId(message.cluster, message.window.opensAt)]
+      : [message.cluster];
   if (!groups.includes(record.groupId))
     return {
       refused: `the message names cluster "${message.cluster.slice(0, 63)}" but was sent to group "${record.groupId.slice(0, 63)}"`,
@@ -106,8 +110,38 @@ export async function unitsOf(group: readonly QueueRecord[], deps: WorkerDeps, o
     if (unit) units.push(unit);
   }
   // Settle gathers the cluster step's messages; a continuation (its own group) only looks.
-  const settling = units.filter((u): u is ClusterUnit => u.kind === 'cluster' && !u.planned.message.follow);
-  return settle(units, settling, deps, outcome, now);
+  const settling = units.filter(
+    (u): u is ClusterUnit => u.kind === 'cluster' && !u.planned.message.follow && !u.planned.message.window,
+  );
+  const settled = await settle(units, settling, deps, outcome, now);
+  // Maintenance windows: what waits for its window leaves this batch (lib/pipeline/window-wait.ts).
+  const inWindow: Unit[] = [];
+  for (const unit of mergeWindowWaits(settled, deps))
+    if (unit.kind === 'gate' || !(await waitsForItsWindow(unit, deps, outcome, now))) inWindow.push(unit);
+  return inWindow;
+}
+
+/**
+ * The changes of a cluster that waited for the same window opening come back in one group: worked as one plan, so
+ * each workload restarts once, onto the newest version of its secrets.
+ */
+function mergeWindowWaits(units: readonly Unit[], deps: WorkerDeps): Unit[] {
+  const byGroup = new Map<string, ClusterUnit[]>();
+  for (const u of units)
+    if (u.kind === 'cluster' && u.planned.message.window && u.records[0])
+      byGroup.set(u.records[0].groupId, [...(byGroup.get(u.records[0].groupId) ?? []), u]);
+  const merged = new Map<ClusterUnit, Unit | undefined>();
+  for (const group of byGroup.values()) {
+    if (group.length < 2) continue;
+    const burst = burstUnit(group, deps);
+    if (!burst) continue;
+    group.forEach((u, i) => merged.set(u, i === 0 ? burst : undefined));
+  }
+  return units.flatMap((u) => {
+    if (u.kind !== 'cluster' || !merged.has(u)) return [u];
+    const burst = merged.get(u);
+    return burst ? [burst] : [];
+  });
 }
 
 /** One message as a unit of work, or nothing when it is held until its time or refused. */
@@ -149,7 +183,12 @@ function heldUntilItsTime(
   outcome: BatchOutcome,
   now: number,
 ): boolean {
-  const lookAt = 'error' in parsed ? undefined : isGateMessage(parsed) ? parsed.lookAt : parsed.follow?.lookAt;
+  const lookAt =
+    'error' in parsed
+      ? undefined
+      : isGateMessage(parsed)
+        ? parsed.lookAt
+        : (parsed.follow?.lookAt ?? parsed.window?.lookAt);
   const early = lookAt === undefined ? 0 : Date.parse(lookAt) - now;
   // Held until its time, a continuation's copy comes back early only when a watch woke it: then it looks now.
   const woken =

@@ -49,6 +49,12 @@ export interface WorkerDeps {
    * several clusters never makes one wait for another. Must not throw.
    */
   onGroupDone?: (group: GroupOutcome) => Promise<void>;
+  /**
+   * Where a change outside its maintenance window goes when this worker does not wait for windows (`reconcile` worked
+   * here, in the foreground): told here and acknowledged, restarted by a later run inside the window. Without it the
+   * change waits for its window in the queue (lib/pipeline/window-wait.ts).
+   */
+  windowClosed?: (wait: { cluster: string; window: string; opensAt: string }) => void;
   /** Rotation events are written here, once per event id (lib/pipeline/rotation-notices.ts); a loop elsewhere sends them. */
   notifications?: { outbox: NotificationOutbox };
 }

@@ -62,6 +62,14 @@ export interface RolloutMessage {
   follow?: { since: string; round: number; until?: string; pending?: string[]; lookAt?: string };
   /** Set when a gate queued it: the index of the wave it belongs to (part of the deduplication id). */
   wave?: number;
+  /**
+   * Set on a change waiting for its maintenance window (`rollout.window`): the same changes, in a group of their own
+   * (`windowGroupId`: its cluster and when the window opens) so the wait never holds the cluster's next change.
+   * `opensAt` is when the window opened as the worker computed it, `lookAt` when to look (at most a hold away),
+   * `round` counts fresh copies. None of it can restart anything: at each look the worker computes the window again
+   * from its own table and clock, and restarts only inside it.
+   */
+  window?: { opensAt: string; round: number; lookAt?: string };
   /** The hash of the sender's routing table: a refusal says when the sender's table is not the worker's. Decides nothing. */
   table?: string;
 }
@@ -116,7 +124,24 @@ export const MAX_PENDING_NAMES = 500;
  * (cluster, change set) for a continuation, so a rollout being followed never holds the cluster's next change.
  */
 export const messageGroupId = (m: QueueMessage): string =>
-  isGateMessage(m) ? gateGroupId(m.changes) : m.follow ? followGroupId(m.cluster, m.changes) : m.cluster;
+  isGateMessage(m)
+    ? gateGroupId(m.changes)
+    : m.follow
+      ? followGroupId(m.cluster, m.changes)
+      : m.window
+        ? windowGroupId(m.cluster, m.window.opensAt)
+        : m.cluster;
+
+/**
+ * A window wait's group: `window-`, its cluster and a hash of when the window opens. Every change of the cluster
+ * waiting for the same opening shares it, so they come back together when it opens and are worked as one plan (the
+ * newest version of each secret restarts, once).
+ */
+export const windowGroupId = (cluster: string, opensAt: string): string =>
+  `window-${cluster}-${createHash('sha256').update(opensAt).digest('hex').slice(0, 16)}`;
+
+/** Fresh copies of one window wait: one a hold of 15 min or more, three holds a copy, well past a week. */
+export const MAX_WINDOW_ROUNDS = 2_000;
 
 /** A continuation's group: `follow-`, its cluster and a hash of its changes (at most 128 characters, SQS's limit). */
 export const followGroupId = (cluster: string, changes: readonly QueuedChange[]): string =>
@@ -146,8 +171,9 @@ export function deduplicationId(m: QueueMessage): string {
       .digest('hex');
   const round = m.follow ? `\nfollow ${m.follow.round}` : '';
   const wave = m.wave === undefined ? '' : `\nwave ${m.wave}`;
+  const window = m.window ? `\nwindow ${m.window.opensAt} round ${m.window.round} look ${m.window.lookAt ?? ''}` : '';
   return createHash('sha256')
-    .update(`${m.cluster}\n${changes.join('\n')}${round}${wave}`)
+    .update(`${m.cluster}\n${changes.join('\n')}${round}${wave}${window}`)
     .digest('hex');
 }
 
@@ -171,8 +197,10 @@ export function followUpMessage(
     unique.length <= MAX_PENDING_NAMES &&
     unique.reduce((n, p) => n + p.length + 3, 0) <= MAX_PENDING_BYTES;
   const names = fits ? { pending: unique } : {};
+  // A window wait that opened and restarted: its continuation waits for the rollout, not the window.
+  const { window: _window, ...base } = m;
   return {
-    ...m,
+    ...base,
     follow: {
       since: m.follow?.since ?? since,
       round: (m.follow?.round ?? 0) + 1,
@@ -260,6 +288,20 @@ export const RolloutMessageSchema = z.strictObject({
     })
     .optional(),
   wave: z.number().int().min(0).max(100).optional(),
+  window: z
+    .strictObject({
+      opensAt: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
+      round: z.number().int().min(0).max(MAX_WINDOW_ROUNDS),
+      lookAt: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
+        .optional(),
+    })
+    .optional(),
   table: z
     .string()
     .regex(/^[0-9a-f]{1,64}$/)

@@ -6,6 +6,7 @@ import type { BreakerSettings } from './breaker-schema.ts';
 import type { NotificationsSettings } from './notifications-schema.ts';
 import { NotificationEvents } from './notifications-schema.ts';
 import { parseDuration, type RolloutSettings, type Route, type RoutingTableDocument } from './schema.ts';
+import { policyWindows } from './restart-window.ts';
 import { selectClusters } from './select-clusters.ts';
 import { compileWaveTargets } from './wave-targets.ts';
 import type { FieldPath } from './table-problems.ts';
@@ -85,5 +86,6 @@ export function compilePolicy(
     onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
     settleMs: ms(own?.settle ?? top?.settle, 0),
     ...breakerPolicy(own?.breaker ?? top?.breaker),
+    ...policyWindows(top, own),
   };
 }

@@ -11,6 +11,7 @@ import { BreakerSchema, RouteModeSchema } from './breaker-schema.ts';
 import { ClusterSelectorSchema, DurationSchema, durationSchema, nonEmpty } from './schema-fields.ts';
 import { TargetSchema } from './target-schema.ts';
 import { WaveTargetsSchema } from './wave-targets.ts';
+import { RestartWindowSchema } from './restart-window.ts';
 
 /**
  * Names that become IAM resource ARNs (lib/deploy/iam-from-routes.ts): `*` and `?` are wildcards there, so a name
@@ -126,6 +127,7 @@ export const RolloutSettingsSchema = z.strictObject({
       z.strictObject({
         clusters: ClusterSelectorSchema.describe('label selector or list of cluster names, as for targets'),
         targets: WaveTargetsSchema.optional(),
+        window: RestartWindowSchema.optional().describe("this wave's maintenance window, over the rollout's"),
       }),
     )
     .min(1, 'list at least one wave')
@@ -158,6 +160,9 @@ export const RolloutSettingsSchema = z.strictObject({
   ),
   // --- end progressive rotation ---
   breaker: BreakerSchema.optional(),
+  window: RestartWindowSchema.optional().describe(
+    'maintenance window: restarts start only inside it; a change outside it waits, then restarts once (newest version)',
+  ),
 });
 export type RolloutSettings = z.infer<typeof RolloutSettingsSchema>;
 

@@ -3,6 +3,7 @@ import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
 import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
 import { parseDuration, type ClusterConfig, type MaxUnavailable, type RotationStoreRef } from './schema.ts';
+import type { RestartWindow } from './restart-window.ts';
 import { type NotificationEventKind, type NotificationSink } from './notifications-schema.ts';
 import type { WaveTargets } from './wave-targets.ts';
 import {
@@ -99,6 +100,10 @@ export interface RolloutPolicy {
   settleMs: number;
   /** `rollout.breaker`: at most `restarts` restarts of one workload within `withinMs` (lib/plan/restart-breaker.ts). */
   breaker?: { restarts: number; withinMs: number };
+  /** `rollout.window`: restarts start only inside it (lib/plan/restart-window.ts). */
+  window?: RestartWindow;
+  /** `rollout.waves[i].window` by wave index (the `from` of a Wave), over `window` for that wave. */
+  waveWindows?: ReadonlyArray<RestartWindow | undefined>;
 }
 
 /** The gate defaults: healthy, 10 minutes, no pause. */

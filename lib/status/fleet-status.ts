@@ -19,6 +19,7 @@ import type { SecretChange } from '../sources/secret-change.ts';
 import { vaultPathProblem } from '../sources/vault-path.ts';
 import { pathConsumers } from './consumer-rows.ts';
 import { consumerStatus, isNewer, type ConsumerRow } from './consumer-status.ts';
+import { withWindowWaits } from './window-status.ts';
 import { descriptorOfListed, isEventList, recordedFor, recordOf } from './listings.ts';
 import {
   DEFAULT_MAX_PATHS,
@@ -198,7 +199,8 @@ function pathStatus(
   const pathNotes: string[] = [];
   let { current, currentFrom } = vaultCurrent(parts, answer, pathNotes);
   // Consumers: what the table targets now, then whatever else records the path.
-  const plan = planRollouts(table, [probeChange(parts, typeof current === 'number' ? current : null)]);
+  const probe = probeChange(parts, typeof current === 'number' ? current : null);
+  const plan = planRollouts(table, [probe]);
   for (const p of plan.problems) pathNotes.push(`route ${p.route}: ${p.error}`);
   const { rows, unread } = pathConsumers(plan, listings, options.clusters, path);
   if (current === null) {
@@ -207,9 +209,13 @@ function pathStatus(
   }
   const byCluster = new Map(listings.map((l) => [l.cluster, l]));
   const at = { table, path, current, fromVault: currentFrom === 'vault', now: options.now };
-  const consumers = [...rows.map((r) => consumerStatus(r, at, byCluster.get(r.cluster))), ...unread].sort((a, b) =>
-    a.cluster + a.namespace + a.kind + a.name < b.cluster + b.namespace + b.kind + b.name ? -1 : 1,
-  );
+  const consumers = withWindowWaits(
+    [...rows.map((r) => consumerStatus(r, at, byCluster.get(r.cluster))), ...unread],
+    table,
+    [probe],
+    plan,
+    options.now,
+  ).sort((a, b) => (a.cluster + a.namespace + a.kind + a.name < b.cluster + b.namespace + b.kind + b.name ? -1 : 1));
   const counted = consumers.filter((c) => c.routed);
   return {
     path,
