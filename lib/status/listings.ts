@@ -233,12 +233,14 @@ export function haltedReason(
 
 /** When the restart of this object began, from its record (the follower's deadline counts from it). */
 export function restartedAt(descriptor: WorkloadDescriptor, obj: KubeObject): number | undefined {
-  const at =
-    obj.kind === 'Rollout'
-      ? (obj.spec?.restartAt as string | undefined)
-      : descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
-  const ms = at === undefined ? NaN : Date.parse(at);
-  return Number.isNaN(ms) ? undefined : ms;
+  const recorded = descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
+  // A Rollout restarts by spec.restartAt, or (restartBy: template) by its pod template's annotation: the later one.
+  const template = (obj.spec?.template as { metadata?: { annotations?: Record<string, string> } } | undefined)?.metadata
+    ?.annotations?.[ANNOTATIONS.restartedAt];
+  const times = (obj.kind === 'Rollout' ? [obj.spec?.restartAt as string | undefined, template] : [recorded])
+    .map((at) => (at === undefined ? NaN : Date.parse(at)))
+    .filter((ms) => !Number.isNaN(ms));
+  return times.length === 0 ? undefined : Math.max(...times);
 }
 
 /** The objects a planned target names, among those listed. */
