@@ -3,13 +3,16 @@
 // GET /safe-to-revoke answer. A StatefulSet with updateStrategy OnDelete, an old pod stuck terminating behind a
 // finalizer, and a paused Deployment are never called safe; each turns safe only once no older pod runs. An Argo
 // Rollout with `restartBy: template` gets its restart on the pod template (the record on its metadata, no restartAt):
-// no Argo controller reconciles this namespace, so the patch and the object are asserted, not a canary.
+// no Argo controller reconciles the test's own namespace, so there the patch and the object are asserted; in the one
+// namespace the real Argo Rollouts controller reconciles, a Rollout restarted each way rolls out (a new pod-template
+// hash by template, the same one by restartAt) and is safe once its pod runs the restart.
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../lib/cli/main.ts';
 import { statusCommand } from '../../lib/cli/status-command.ts';
+import { ARGO_CLUSTER, ARGO_NAMESPACE } from '../clusters/clusters.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
 import { STATUS_TOKEN } from '../secrets.ts';
@@ -39,6 +42,19 @@ routes:
   - name: canary
     match: { path: "secret/revoke/canary" }
     targets: [{ clusters: [alpha], namespace: ${NS}, kind: Rollout, name: canary, restartBy: template }]
+`;
+// The real Argo Rollouts controller reconciles ARGO_NAMESPACE on ARGO_CLUSTER only: a Rollout restarted each way there.
+const ARGO_SUFFIX = NS.slice(-4);
+const ARGO_ROUTES = `clusters:
+${clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} } }`).join('\n')}
+vault: { mounts: { secret: 2 } }
+routes:
+  - name: argo-template
+    match: { path: "secret/revoke-argo/template" }
+    targets: [{ clusters: [${ARGO_CLUSTER}], namespace: ${ARGO_NAMESPACE}, kind: Rollout, name: tpl-${ARGO_SUFFIX}, restartBy: template }]
+  - name: argo-restart-at
+    match: { path: "secret/revoke-argo/restart-at" }
+    targets: [{ clusters: [${ARGO_CLUSTER}], namespace: ${ARGO_NAMESPACE}, kind: Rollout, name: at-${ARGO_SUFFIX} }]
 `;
 const dir = mkdtempSync(join(tmpdir(), 'vault-rollout-revoke-'));
 const kube = () => admin('alpha');
@@ -174,9 +190,15 @@ describe('safe to revoke, counted in pods', () => {
     expect(before.answer).toMatchObject({ safe: false, pods: { onRecorded: 0, older: 1 } });
     expect(before.answer.waitingFor[0]).toMatchObject({ verdict: 'OLD PODS' });
     await kube().request('DELETE', `/api/v1/namespaces/${NS}/pods/db-0`);
-    const after = await safeToRevoke('db', '40s');
+    // The StatefulSet controller recreates db-0 from the new revision: safe, with that pod counted.
+    const after = await waitFor(
+      async () => {
+        const r = await safeToRevoke('db');
+        return r.code === 0 && r.answer.pods.onRecorded === 1 ? r : undefined;
+      },
+      { timeoutMs: 40_000, what: 'db-0 recreated on the new revision' },
+    );
     expect(after.answer).toMatchObject({ safe: true, pods: { onRecorded: 1, older: 0 } });
-    expect(after.code).toBe(0);
   }, 60_000);
 
   it('a paused Deployment is never called safe: a restart that landed as it was paused leaves its old pod running', async () => {
@@ -227,4 +249,90 @@ describe('safe to revoke, counted in pods', () => {
     };
     expect(again.metadata.resourceVersion).toBe(version.metadata.resourceVersion);
   }, 60_000);
+});
+
+describe(`Argo Rollouts restarted both ways, with the real controller (${ARGO_CLUSTER}/${ARGO_NAMESPACE})`, () => {
+  const base = `/apis/argoproj.io/v1alpha1/namespaces/${ARGO_NAMESPACE}/rollouts`;
+  interface RolloutView {
+    metadata: { generation?: number };
+    status?: { phase?: string; observedGeneration?: string; currentPodHash?: string; restartedAt?: string };
+  }
+  const get = async (name: string) => (await kube().request('GET', `${base}/${name}`)).body as RolloutView;
+  const healthy = (r: RolloutView) =>
+    r.status?.phase === 'Healthy' && r.status.observedGeneration === String(r.metadata.generation);
+  const answer = async (way: string) => {
+    const io = memoryIo({ 'routes.yaml': ARGO_ROUTES });
+    const args = ['--routes', 'routes.yaml', '--path', `secret/revoke-argo/${way}`, '--safe-to-revoke'];
+    const code = await statusCommand(args, io);
+    return { code, answer: JSON.parse(io.out) as Answer };
+  };
+  const restart = async (way: string) => {
+    const line = kvWriteAudit(`revoke-argo-${way}-${ARGO_SUFFIX}`, `secret/revoke-argo/${way}`, 1);
+    const io = memoryIo({ 'routes.yaml': ARGO_ROUTES, '-': line });
+    expect(await main(['apply', '--routes', 'routes.yaml', '--no-wait'], io), io.out + io.err).toBe(0);
+  };
+
+  beforeAll(async () => {
+    for (const name of [`tpl-${ARGO_SUFFIX}`, `at-${ARGO_SUFFIX}`]) {
+      const body = {
+        apiVersion: 'argoproj.io/v1alpha1',
+        kind: 'Rollout',
+        metadata: { name },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: name } },
+          template: {
+            metadata: { labels: { app: name } },
+            spec: { containers: [{ name: 'app', image: 'registry.invalid/app:1' }] },
+          },
+          strategy: { canary: {} },
+        },
+      };
+      expect((await kube().request('POST', base, { body })).status).toBe(201);
+    }
+    for (const name of [`tpl-${ARGO_SUFFIX}`, `at-${ARGO_SUFFIX}`])
+      await waitFor(async () => healthy(await get(name)), { timeoutMs: 60_000, what: `Rollout ${name} Healthy` });
+  }, 90_000);
+  afterAll(async () => {
+    for (const name of [`tpl-${ARGO_SUFFIX}`, `at-${ARGO_SUFFIX}`])
+      await kube()
+        .request('DELETE', `${base}/${name}`)
+        .catch(() => undefined);
+  });
+
+  it.each([
+    ['template', 'a new revision (new pod-template hash)'],
+    ['restart-at', 'the same revision, its pod replaced'],
+  ])(
+    '%s: %s; safe only once the pod runs the restart',
+    async (way) => {
+      const name = `${way === 'template' ? 'tpl' : 'at'}-${ARGO_SUFFIX}`;
+      const before = await get(name);
+      await restart(way);
+      const early = await answer(way);
+      // Right after the patch the old pod still runs (or the controller has not observed it): never safe.
+      if (early.code === 0) expect(early.answer.pods.older).toBe(0);
+      const done = await waitFor(
+        async () => {
+          const r = await get(name);
+          const moved =
+            way === 'template'
+              ? r.status?.currentPodHash !== before.status?.currentPodHash
+              : r.status?.restartedAt !== undefined;
+          return healthy(r) && moved ? r : undefined;
+        },
+        { timeoutMs: 60_000, what: `Rollout ${name} Healthy after its restart` },
+      );
+      if (way === 'restart-at') expect(done.status?.currentPodHash).toBe(before.status?.currentPodHash);
+      const safe = await waitFor(
+        async () => {
+          const a = await answer(way);
+          return a.code === 0 ? a : undefined;
+        },
+        { timeoutMs: 30_000, what: `${name} safe to revoke` },
+      );
+      expect(safe.answer).toMatchObject({ safe: true, pods: { onRecorded: 1, older: 0 } });
+    },
+    120_000,
+  );
 });
