@@ -44,15 +44,14 @@ export function podListsFor(kinds: ReadonlyArray<{ kind: string }>, namespace: s
 export const isPodList = (key: string): boolean =>
   Object.values(POD_LISTS).some((l) => key.startsWith(`${l.apiVersion}/${l.kind}/`));
 
-/** The objects of one of those LISTs in a namespace, from the namespace's LIST or every namespace's. */
+/**
+ * The LIST that holds one of those kinds for a namespace: the namespace's own, or every namespace's (as listed,
+ * not filtered: its readers look objects up by namespace, running-pods.ts's index).
+ */
 export function podListOf(
   listing: ClusterListing,
   list: PodList,
   namespace: string,
 ): KubeObject[] | { error: string } | undefined {
-  const exact = listing.lists.get(listKey({ ...list, namespace }));
-  if (exact !== undefined) return exact;
-  const all = listing.lists.get(listKey({ ...list, namespace: '' }));
-  if (all === undefined || 'error' in all) return all;
-  return all.filter((o) => (o.metadata?.namespace ?? '') === namespace);
+  return listing.lists.get(listKey({ ...list, namespace })) ?? listing.lists.get(listKey({ ...list, namespace: '' }));
 }

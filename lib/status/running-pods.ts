@@ -71,25 +71,51 @@ const isNewer = (a: number | string, b: number | string): boolean =>
 /** A pod still running or about to: not Succeeded or Failed (a terminating pod still runs until it is gone). */
 const running = (pod: KubeObject): boolean => !['Succeeded', 'Failed'].includes(String(rec(pod.status).phase ?? ''));
 
-/** The revision a pod runs, among the workload's own. */
-function revisionOf(pod: KubeObject, workload: KubeObject, revisions: readonly KubeObject[]): KubeObject | undefined {
-  const ref = controllerOf(pod);
-  if (workload.kind === 'StatefulSet' || workload.kind === 'DaemonSet') {
-    const hash = pod.metadata?.labels?.['controller-revision-hash'];
-    const name = workload.metadata?.name ?? '';
-    return revisions.find(
-      (r) => ownedBy(r, workload) && (r.metadata?.name === hash || r.metadata?.name === `${name}-${hash}`),
-    );
+/**
+ * A LIST indexed by controller (`namespace/kind/name` of the ownerReference marked controller), built once per
+ * listed array: every consumer of every path looks its pods up, so counting stays linear in the pods listed.
+ */
+const indexes = new WeakMap<readonly KubeObject[], Map<string, KubeObject[]>>();
+function byController(objects: readonly KubeObject[], key: string): KubeObject[] {
+  let index = indexes.get(objects);
+  if (!index) {
+    index = new Map();
+    for (const o of objects) {
+      const ref = controllerOf(o);
+      if (ref?.kind === undefined || ref.name === undefined) continue;
+      const k = `${o.metadata?.namespace ?? ''}/${ref.kind}/${ref.name}`;
+      const found = index.get(k);
+      if (found) found.push(o);
+      else index.set(k, [o]);
+    }
+    indexes.set(objects, index);
   }
-  return revisions.find((r) => r.metadata?.name === ref?.name && ownedBy(r, workload));
+  return index.get(key) ?? [];
 }
 
-/** Whether the workload's pods belong to it: directly (StatefulSet, DaemonSet) or through a ReplicaSet. */
-function podsOf(workload: KubeObject, pods: readonly KubeObject[], revisions: readonly KubeObject[]): KubeObject[] {
-  if (workload.kind === 'StatefulSet' || workload.kind === 'DaemonSet')
-    return pods.filter((p) => running(p) && ownedBy(p, workload));
-  const owned = new Set(revisions.filter((r) => ownedBy(r, workload)).map((r) => r.metadata?.name));
-  return pods.filter((p) => running(p) && controllerOf(p)?.kind === 'ReplicaSet' && owned.has(controllerOf(p)?.name));
+/** The workload's running pods, each with the revision it runs (undefined: not among the workload's own). */
+function podsWithRevisions(
+  workload: KubeObject,
+  pods: readonly KubeObject[],
+  revisions: readonly KubeObject[],
+): Array<[KubeObject, KubeObject | undefined]> {
+  const namespace = workload.metadata?.namespace ?? '';
+  const name = workload.metadata?.name ?? '';
+  const own = byController(revisions, `${namespace}/${workload.kind}/${name}`).filter((r) => ownedBy(r, workload));
+  if (workload.kind === 'StatefulSet' || workload.kind === 'DaemonSet') {
+    const ofPod = (pod: KubeObject) => {
+      const hash = pod.metadata?.labels?.['controller-revision-hash'];
+      return own.find((r) => r.metadata?.name === hash || r.metadata?.name === `${name}-${hash}`);
+    };
+    return byController(pods, `${namespace}/${workload.kind}/${name}`)
+      .filter((p) => running(p) && ownedBy(p, workload))
+      .map((p) => [p, ofPod(p)]);
+  }
+  return own.flatMap((r) =>
+    byController(pods, `${namespace}/ReplicaSet/${r.metadata?.name ?? ''}`)
+      .filter(running)
+      .map((p): [KubeObject, KubeObject] => [p, r]),
+  );
 }
 
 /**
@@ -107,6 +133,7 @@ export function runningPods(
   const namespace = workload.metadata?.namespace ?? '';
   const pods = podListOf(listing, sources.pods, namespace);
   const revisions = podListOf(listing, sources.revisions, namespace);
+  // Indexed by namespace too: a LIST of every namespace is indexed once, whatever namespace asks.
   if (pods === undefined || revisions === undefined) return undefined;
   const unread = [pods, revisions].find((l): l is { error: string } => 'error' in l);
   if (unread || 'error' in pods || 'error' in revisions)
@@ -122,8 +149,7 @@ export function runningPods(
   );
   const restartAt = workload.kind === 'Rollout' ? Date.parse(String(rec(workload.spec).restartAt ?? '')) : NaN;
   const counts: RunningPods = { onRecorded: 0, older: 0 };
-  for (const pod of podsOf(workload, pods, revisions)) {
-    const revision = revisionOf(pod, workload, revisions);
+  for (const [pod, revision] of podsWithRevisions(workload, pods, revisions)) {
     const has = revision
       ? recordedValue(parseRecordedVersions(revisionAnnotations(revision)?.[ANNOTATIONS.versions]), path)
       : undefined;
