@@ -230,7 +230,9 @@ function serveApp(o: {
     replayGuard: storedReplayWindow(queue),
     notReady: o.notReady,
     metrics: () => o.prometheus.scrape(),
-    ...(page ? { statusPage: page.render, ...(access ? { statusAccess: access } : {}) } : {}),
+    ...(page
+      ? { statusPage: page.render, safeToRevoke: page.safeToRevoke, ...(access ? { statusAccess: access } : {}) }
+      : {}),
     ...(isKeyBaselineStore(rotations) ? { baselines: rotations } : {}),
   });
 }
@@ -322,7 +324,7 @@ function listeningText(o: {
           .filter(Boolean)
           .join(' + ')
       : 'NONE (--insecure-no-auth)';
-  return `vault-rollout serve: listening on http://${values.host}:${o.bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${o.statusPage ? ', GET /status' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(o.queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`;
+  return `vault-rollout serve: listening on http://${values.host}:${o.bound} (POST /v1/vault/audit, POST /v1/vault/events, GET /healthz, GET /readyz, GET /metrics${o.statusPage ? ', GET /status, GET /safe-to-revoke' : ''}); routes ${values.routes}: ${table.routes.length} routes, ${table.clusters.size} clusters; auth ${auth}; queue ${queueFile === ':memory:' ? 'in memory (dry run)' : queueFile}${pendingText(o.queue)}${values['dry-run'] ? '; DRY RUN' : ''}\n`;
 }
 
 /** The way out after a stop signal: no new requests, queued work finished (10 s at most), everything released. */

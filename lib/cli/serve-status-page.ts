@@ -8,9 +8,12 @@ import type { RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
 import type { CliIo } from './io.ts';
 import { openStatusSource, statusPage, statusVault, type StatusSnapshot } from './status-command.ts';
+import { safeToRevoke, type SafeToRevokeAnswer } from '../report/safe-to-revoke.ts';
 
 export interface StatusPageServer {
   render(): Promise<string>;
+  /** GET /safe-to-revoke's answer for one path, from the same (reused) read of the fleet as the page. */
+  safeToRevoke(path: string): Promise<SafeToRevokeAnswer>;
   close(): void;
 }
 
@@ -22,6 +25,21 @@ const PAGE_READ_REUSE_MS = 5_000;
  * current versions when VAULT_ADDR is set (as for `status`), and the queue's newest dead letters. One read at a time,
  * reused for PAGE_READ_REUSE_MS; each request renders the page (cheap) from it.
  */
+/** One read at a time, reused for PAGE_READ_REUSE_MS; a failed read is not reused. */
+function reusedReads(read: () => Promise<StatusSnapshot>): () => Promise<StatusSnapshot> {
+  let last: { at: number; snapshot: Promise<StatusSnapshot> } | undefined;
+  return () => {
+    if (last === undefined || Date.now() - last.at > PAGE_READ_REUSE_MS) {
+      const reading = read();
+      last = { at: Date.now(), snapshot: reading };
+      reading.catch(() => {
+        if (last?.snapshot === reading) last = undefined;
+      });
+    }
+    return last.snapshot;
+  };
+}
+
 export async function statusPageServer(
   io: CliIo,
   table: RoutingTable,
@@ -51,18 +69,7 @@ export async function statusPageServer(
     clients: o.clients,
     ...(vault && 'vault' in vault ? { vault: vault.vault } : {}),
   });
-  let last: { at: number; snapshot: Promise<StatusSnapshot> } | undefined;
-  const snapshot = (): Promise<StatusSnapshot> => {
-    if (last === undefined || Date.now() - last.at > PAGE_READ_REUSE_MS) {
-      const read = source.read();
-      last = { at: Date.now(), snapshot: read };
-      // A failed read is not reused.
-      read.catch(() => {
-        if (last?.snapshot === read) last = undefined;
-      });
-    }
-    return last.snapshot;
-  };
+  const snapshot = reusedReads(() => source.read());
   return {
     render: async () => {
       const status = await snapshot();
@@ -74,6 +81,10 @@ export async function statusPageServer(
         source: o.source,
         deadLetters: { recent: o.queue.recentDeadLetters(20), total: deadLetters },
       });
+    },
+    safeToRevoke: async (path) => {
+      const status = await snapshot();
+      return safeToRevoke(status, status.halts, path);
     },
     close: () => {
       if (vault && 'auth' in vault) vault.auth.stop();

@@ -172,10 +172,17 @@ export const status = {
     { name: 'wait', type: 'boolean', default: false, summary: 'poll until every consumer is current and complete' },
     { name: 'timeout', type: 'duration', default: '15m', min: 1000, max: DAY_MS, summary: 'how long --wait waits' },
     { name: 'interval', type: 'duration', default: '2s', min: 500, max: 60_000, summary: 'how often --wait reads' },
+    {
+      name: 'safe-to-revoke',
+      type: 'boolean',
+      default: false,
+      summary:
+        'with a literal --path: print only the JSON answer (safe, consumers, pods on the recorded version and older) and exit 0 only when safe',
+    },
   ],
   outputs: ['table', 'json', 'yaml', 'html'],
   exits: [
-    [0, 'every consumer is current and complete'],
+    [0, 'every consumer is current and complete (--safe-to-revoke: and no older pod runs)'],
     [1, 'not (or the routing table or Vault cannot be read)'],
   ],
 } as const satisfies CommandSpec;

@@ -13,6 +13,7 @@ import type { VaultTokenSource } from '../vault/vault-auth.ts';
 import { cliVaultConnection } from './vault-connection.ts';
 import { printableJson, printableYaml } from '../report/printable.ts';
 import { statusJson, statusLines, statusText } from '../report/status-report.ts';
+import { safeToRevoke } from '../report/safe-to-revoke.ts';
 import { PatternError, compilePattern } from '../routing/path-pattern.ts';
 import {
   fleetStatus,
@@ -75,14 +76,15 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
     deps,
     now,
   );
-  const emit = statusEmitter(args, io, table, source, now);
+  const answering = values['safe-to-revoke'] ? safeToRevokeSource(source, values.path ?? '') : source;
+  const emit = statusEmitter(args, io, table, answering, now);
   try {
     if (!values.wait) {
-      const status = await source.read();
+      const status = await answering.read();
       await emit(status);
       return status.ok ? EXIT.ok : EXIT.failure;
     }
-    return await waitForStatus(args, io, source, emit, deps);
+    return await waitForStatus(args, io, answering, emit, deps);
   } catch (e) {
     if (!(e instanceof StatusFileError)) throw e;
     io.stderr(`vault-rollout status: cannot write the output: ${e.message}\n`);
@@ -93,9 +95,29 @@ export async function statusCommand(argv: string[], io: CliIo, deps: StatusDeps 
   }
 }
 
+/**
+ * --safe-to-revoke: the same reads, judged by the one path's answer (lib/report/safe-to-revoke.ts), so --wait waits
+ * for it and the exit code is it: a path no route targets is not safe, where the table would have nothing to fail.
+ */
+function safeToRevokeSource(source: StatusSource, path: string): StatusSource {
+  return {
+    ...source,
+    read: async () => {
+      const status = await source.read();
+      return { ...status, ok: safeToRevoke(status, status.halts, path).safe };
+    },
+  };
+}
+
 /** The checks of the flags before anything is read (--file named, --path a valid pattern). */
 function checkStatusFlags(values: StatusValues, io: CliIo): number | undefined {
   if (values.file === '') return usageError(io, 'status', '--file takes a file name');
+  if (values['safe-to-revoke'] && (values.path === undefined || /[*{]/.test(values.path)))
+    return usageError(
+      io,
+      'status',
+      '--safe-to-revoke answers for one path: give --path with a literal path (no * or {})',
+    );
   if (values.path !== undefined) {
     // A pattern's `*` and `**` are segments like any other: `.`, `..` or an empty segment would name another path.
     const problem = vaultPathProblem(values.path.replace(/^\/+/, ''));
@@ -144,6 +166,7 @@ function statusEmitter(
   const { values } = args;
   const output = values.output;
   const render = (status: StatusSnapshot): string => {
+    if (values['safe-to-revoke']) return `${printableJson(safeToRevoke(status, status.halts, values.path ?? ''), 2)}\n`;
     if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
     if (output === 'yaml') return printableYaml({ ...statusJson(status), halts: status.halts });
     if (output === 'html')

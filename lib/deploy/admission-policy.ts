@@ -34,7 +34,12 @@ import { WorkloadKinds, type Target } from '../routing/target-schema.ts';
 import { placeholders } from '../routing/template.ts';
 import { ANNOTATIONS, recordOnlyPatch } from '../plan/restart-record.ts';
 import { SYNC_KINDS } from '../workloads/sync-kinds.ts';
-import { resourceDescriptor, WORKLOAD_KINDS, type WorkloadDescriptor } from '../workloads/workload-kinds.ts';
+import {
+  resourceDescriptor,
+  ROLLOUT_BY_TEMPLATE,
+  WORKLOAD_KINDS,
+  type WorkloadDescriptor,
+} from '../workloads/workload-kinds.ts';
 import { celList, celString, fieldPaths, globRegex, sameExcept, type FieldTree } from './admission-cel.ts';
 
 export const POLICY_NAME = 'vault-rollout';
@@ -140,7 +145,7 @@ function descriptorsOf(target: Target): WorkloadDescriptor[] {
     return [resourceDescriptor(target.resource.apiVersion, target.resource.kind, target.patch)];
   if (isSyncTarget(target)) return [SYNC_KINDS[target.sync.kind], ...(target.restart === 'none' ? [] : consumers)];
   if (isConsumersTarget(target)) return consumers;
-  return [WORKLOAD_KINDS[target.kind]];
+  return [target.restartBy === 'template' ? ROLLOUT_BY_TEMPLATE : WORKLOAD_KINDS[target.kind]];
 }
 
 /** The namespaces one target reaches, from its namespace template and its `namespaces` bound. */

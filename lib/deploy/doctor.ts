@@ -255,10 +255,37 @@ async function doctorCluster(
       'grant create on core/events',
     );
   }
+  await checkPodCounting(api, wanted, add);
   const kinds = [...new Set(wanted.map((w) => `${groupOf(w.apiVersion)}/${w.kind}`))].sort();
   const policy = admissionPolicyCheck(await readAdmissionObjects(api), user, kinds, needs);
   add('admission policy', policy.ok, policy.detail, policy.fix);
   return checks;
+}
+
+/**
+ * `status` counts the pods still running an older revision (lib/status/running-pods.ts): it lists pods, ReplicaSets
+ * and ControllerRevisions where workloads with pods of their own are targeted. Without them it never says safe.
+ */
+async function checkPodCounting(api: KubeApi, wanted: readonly RequiredKind[], add: AddCheck): Promise<void> {
+  const withPods = ['Deployment', 'StatefulSet', 'DaemonSet', 'Rollout'];
+  const namespaces = new Set(wanted.filter((w) => withPods.includes(w.kind)).map((w) => w.namespace));
+  for (const namespace of namespaces) {
+    const denied: string[] = [];
+    for (const [group, resource] of [
+      ['', 'pods'],
+      ['apps', 'replicasets'],
+      ['apps', 'controllerrevisions'],
+    ] as const)
+      if (!(await canI(api, { group, resource, verb: 'list', namespace }))) denied.push(resource);
+    add(
+      `list pods, replicasets, controllerrevisions in ${namespace === '' ? 'all namespaces' : `namespace ${namespace}`}`,
+      denied.length === 0,
+      denied.length === 0
+        ? 'allowed'
+        : `denied: ${denied.join(', ')} (restarts still work; status cannot count pods, so never says safe to revoke)`,
+      'grant list on core/pods, apps/replicasets and apps/controllerrevisions (infra/rbac/clusterrole.yaml)',
+    );
+  }
 }
 
 async function canI(

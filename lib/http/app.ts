@@ -14,6 +14,7 @@ import { QueueUnavailableError, type RolloutQueue } from '../queue/rollout-messa
 import type { RoutingTable } from '../routing/routing-table.ts';
 import { FailedAuthLimiter } from './failed-auth-limiter.ts';
 import { decodeBody, nodeIncoming, problem, readIncomingBody, readRawBody } from './request-body.ts';
+import { vaultPathProblem } from '../sources/vault-path.ts';
 import { authenticateStatus, basicAllowed, type StatusAccess } from './status-auth.ts';
 import {
   authenticate,
@@ -53,6 +54,11 @@ export interface AppDeps {
   statusPage?: () => Promise<string>;
   /** Who may read the status page (required with statusPage; without a token the page refuses every request). */
   statusAccess?: StatusAccess;
+  /**
+   * GET /safe-to-revoke?path=P (with statusPage, behind the same credential): the answer of
+   * lib/report/safe-to-revoke.ts, from the page's status read; `safe` decides 200 or 409.
+   */
+  safeToRevoke?: (path: string) => Promise<{ safe: boolean }>;
   /** Where refused authentications are counted per peer (default: this process's memory). */
   authLimiter?: FailedAuthLimiter;
 }
@@ -70,6 +76,9 @@ function peerAddress(env: unknown): string | undefined {
   const address = e?.incoming?.socket?.remoteAddress ?? e?.event?.requestContext?.http?.sourceIp;
   return typeof address === 'string' && address !== '' ? address : undefined;
 }
+
+/** The longest `path` GET /safe-to-revoke takes (Vault's own paths are far shorter). */
+const MAX_STATUS_PATH = 1024;
 
 const BASIC_CHALLENGE = 'Basic realm="vault-rollout status", charset="UTF-8"';
 
@@ -138,28 +147,55 @@ function registerProbes(app: Hono, deps: AppDeps): void {
   }
 }
 
-/** GET /status, behind its own read-only credential. */
-function registerStatusPage(app: Hono, ctx: AppContext, statusPage: () => Promise<string>): void {
+/** A request to a status route refused (401), or undefined when its credential is the status page's. */
+function statusRefusal(ctx: AppContext, c: Context, path: string): Response | undefined {
   const access = ctx.deps.statusAccess ?? {};
+  const peer = peerAddress(c.env);
+  admit(ctx, peer);
+  const channel = { url: c.req.url, peer, header: (name: string) => c.req.header(name) };
+  const auth = authenticateStatus(channel, access);
+  if (auth.ok) {
+    ctx.limiter.succeeded(peer);
+    return undefined;
+  }
+  ctx.limiter.failed(peer, ctx.now());
+  ctx.deps.telemetry.warn('request refused', { reason: auth.reason, path });
+  // The browser's prompt only where Basic is taken: elsewhere it would send the password readable.
+  const asks = access.token !== undefined && basicAllowed(channel, access);
+  const challenge: Record<string, string> = asks ? { 'www-authenticate': BASIC_CHALLENGE } : {};
+  return new Response(`401 ${auth.reason}\n`, {
+    status: 401,
+    headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge },
+  });
+}
+
+/** Why a `path` query cannot be answered for (a literal Vault path, bounded), or undefined. */
+function safeToRevokePathProblem(path: string | undefined): string | undefined {
+  if (path === undefined || path === '') return 'give the path: GET /safe-to-revoke?path=secret/app/db';
+  if (path.length > MAX_STATUS_PATH) return `path: at most ${MAX_STATUS_PATH} characters`;
+  if (/[*{}]/.test(path)) return 'path: one literal path (no * or {})';
+  const problem = vaultPathProblem(path.replace(/^\/+/, ''));
+  return problem === undefined ? undefined : `path: ${problem}`;
+}
+
+/** GET /status and GET /safe-to-revoke, behind their own read-only credential. */
+function registerStatusPage(app: Hono, ctx: AppContext, statusPage: () => Promise<string>): void {
   // Compressed when the browser accepts it: a fleet's page is repetitive markup (hundreds of KiB to a phone).
   app.get('/status', compress(), async (c) => {
-    const peer = peerAddress(c.env);
-    admit(ctx, peer);
-    const channel = { url: c.req.url, peer, header: (name: string) => c.req.header(name) };
-    const auth = authenticateStatus(channel, access);
-    if (!auth.ok) {
-      ctx.limiter.failed(peer, ctx.now());
-      ctx.deps.telemetry.warn('request refused', { reason: auth.reason, path: '/status' });
-      // The browser's prompt only where Basic is taken: elsewhere it would send the password readable.
-      const asks = access.token !== undefined && basicAllowed(channel, access);
-      const challenge: Record<string, string> = asks ? { 'www-authenticate': BASIC_CHALLENGE } : {};
-      return new Response(`401 ${auth.reason}\n`, {
-        status: 401,
-        headers: { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store', ...challenge },
-      });
-    }
-    ctx.limiter.succeeded(peer);
+    const refused = statusRefusal(ctx, c, '/status');
+    if (refused) return refused;
     return new Response(await statusPage(), { headers: PAGE_HEADERS });
+  });
+  const answer = ctx.deps.safeToRevoke;
+  if (answer === undefined) return;
+  app.get('/safe-to-revoke', async (c) => {
+    const refused = statusRefusal(ctx, c, '/safe-to-revoke');
+    if (refused) return refused;
+    const path = c.req.query('path');
+    const problem = safeToRevokePathProblem(path);
+    if (problem !== undefined) return c.json({ error: problem }, 400, { 'cache-control': 'no-store' });
+    const result = await answer(path as string);
+    return c.json(result, result.safe ? 200 : 409, { 'cache-control': 'no-store' });
   });
 }
 
@@ -263,7 +299,7 @@ export function buildApp(deps: AppDeps): Hono {
   app.notFound((c) =>
     c.json(
       {
-        error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz${statusPage ? ', GET /status' : ''}`,
+        error: `no route ${c.req.method} ${c.req.path}; use POST /v1/vault/audit, POST /v1/vault/events, GET /healthz or GET /readyz${statusPage ? ', GET /status' : ''}${statusPage && deps.safeToRevoke ? ', GET /safe-to-revoke?path=P' : ''}`,
       },
       404,
     ),

@@ -90,6 +90,21 @@ export const HTTP_ENDPOINTS: readonly HttpEndpoint[] = [
   },
   {
     method: 'GET',
+    path: '/safe-to-revoke',
+    servers: ['serve'],
+    when: '`serve --status-page`',
+    auth: "the status page's: the bearer token (also as a browser's Basic password), or a signed empty body",
+    statuses: {
+      200: '`{ safe: true, path, current, consumers, ready, pods: { onRecorded, older }, waitingFor: [], reasons: [] }`',
+      400: '`{ error }`: no `path` query, or not one literal Vault path (at most 1,024 characters)',
+      401: 'not authenticated',
+      409: '`{ safe: false, … }`: the same document, with the consumers not yet safe (`waitingFor`) and the `reasons`',
+    },
+    description:
+      "May the old credential of `?path=P` be revoked: `status --path P --safe-to-revoke` as JSON, from the page's read of the fleet (reused for 5 s); safe only when every routed consumer is current and rolled out, no pod of an older revision runs and no rotation of the path is halted.",
+  },
+  {
+    method: 'GET',
     path: '/metrics',
     servers: ['metrics-listener'],
     when: '`worker` or `relay` with `--metrics-port`',

@@ -61,7 +61,11 @@ export async function readFleet(
               let answer: KubeObject[] | { error: string };
               try {
                 stats.lists++;
-                answer = await api.list({ apiVersion: request.apiVersion, kind: request.kind }, request.namespace);
+                answer = await api.list(
+                  { apiVersion: request.apiVersion, kind: request.kind },
+                  request.namespace,
+                  request.labelSelector,
+                );
                 stats.objects += answer.length;
               } catch (e) {
                 const failure = classifyKubeError(e);

@@ -39,6 +39,8 @@ const KNOWN: Readonly<Record<string, { plural: string; namespaced: boolean }>> =
   'argoproj.io/v1alpha1/Rollout': { plural: 'rollouts', namespaced: true },
   'v1/Event': { plural: 'events', namespaced: true },
   'v1/Pod': { plural: 'pods', namespaced: true },
+  'apps/v1/ReplicaSet': { plural: 'replicasets', namespaced: true },
+  'apps/v1/ControllerRevision': { plural: 'controllerrevisions', namespaced: true },
 };
 
 type Send = (method: string, path: string, body?: unknown, contentType?: string) => Promise<KubeResponse>;

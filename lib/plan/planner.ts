@@ -76,6 +76,8 @@ export interface WorkloadRolloutTarget extends TargetBase {
   name?: string;
   selector?: string;
   annotated?: true;
+  /** A Rollout restarted by a new revision of its pod template (lib/routing/rollout-restart-by.ts); absent: restartAt. */
+  restartBy?: 'template';
 }
 
 export interface ResourceRolloutTarget extends TargetBase {
@@ -309,6 +311,7 @@ function planWorkload(
   if (name !== undefined) planned.name = name as string;
   if (selector !== undefined) planned.selector = selector as string;
   if (target.annotated) planned.annotated = true;
+  if (target.restartBy === 'template') planned.restartBy = 'template';
   return planned;
 }
 

@@ -24,7 +24,7 @@ import type { PathRotation, WaveState } from '../status/rotation-waves.ts';
 import { shellQuote } from '../kernel/shell-quote.ts';
 import { vaultPathProblem } from '../sources/vault-path.ts';
 import { printable } from './printable.ts';
-import { consumerVerdict, summaryCounts, summaryLine, unreadableText } from './status-report.ts';
+import { consumerVerdict, runningPodsText, summaryCounts, summaryLine, unreadableText } from './status-report.ts';
 
 export const MAX_PATHS = 200;
 export const MAX_ROWS_PER_PATH = 25;
@@ -70,7 +70,7 @@ const badge = (word: string, tone: Tone): Html => h`<span class="state ${tone}">
 const verdictTone = (verdict: string): Tone =>
   ['HALTED', 'FAILED', 'TIMEOUT', 'POISONED'].includes(verdict)
     ? 'bad'
-    : ['BEHIND', 'UNKNOWN', 'rolling', 'skipped by keys (unverified)'].includes(verdict)
+    : ['BEHIND', 'UNKNOWN', 'rolling', 'OLD PODS', 'PODS UNREAD', 'skipped by keys (unverified)'].includes(verdict)
       ? 'warn'
       : verdict === 'current'
         ? 'ok'
@@ -200,10 +200,10 @@ ${shownPaths.map((p) => {
 ${
   routed.length === 0
     ? h`<p>No consumer the routes target found in the clusters read.</p>`
-    : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Detail</th></tr></thead><tbody>${rows.map(
+    : h`<table><thead><tr><th>Cluster</th><th>Workload</th><th>Running</th><th>State</th><th>Rollout</th><th>New pods</th><th>Pods on record / older</th><th>Detail</th></tr></thead><tbody>${rows.map(
         (c) => {
           const v = consumerVerdict(c);
-          return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td class="wrap" data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
+          return h`<tr><td data-label="Cluster">${text(c.cluster)}</td><td class="wrap" data-label="Workload">${text(`${c.namespace || '-'}/${c.kind}/${c.name}`)}</td><td data-label="Running">${text(c.recorded === null ? '-' : String(c.recorded))}</td><td data-label="State">${badge(v, verdictTone(v))}</td><td data-label="Rollout">${text(c.rollout)}</td><td data-label="New pods">${c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-'}</td><td data-label="Pods on record / older">${runningPodsText(c)}</td><td class="wrap" data-label="Detail">${c.ok ? '' : text(c.detail)}</td></tr>`;
         },
       )}</tbody></table>`
 }
@@ -266,7 +266,7 @@ ${refresh > 0 ? h`<meta http-equiv="refresh" content="${refresh}">` : ''}
 <p id="summary">${text(summaryLine(status), 1_000)}</p></header>
 <main>${haltsSection(input)}${rotationsSection(input)}${failuresSection(input)}${pathsSection(input)}
 ${status.notes.length > 0 ? h`<section id="notes"><h2>Notes</h2>${status.notes.map((n) => h`<p class="note">${text(n, 1_000)}</p>`)}</section>` : ''}</main>
-<footer><p class="muted">The same data as <code>vault-rollout status</code> (<code>--json</code> for all of it). States are words: HALTED, FAILED, TIMEOUT, POISONED and UNKNOWN need a look; BEHIND and rolling are on their way; current is done.</p></footer>
+<footer><p class="muted">The same data as <code>vault-rollout status</code> (<code>--json</code> for all of it). States are words: HALTED, FAILED, TIMEOUT, POISONED and UNKNOWN need a look; BEHIND and rolling are on their way; OLD PODS: pods of an older template still run (never safe); current is done.</p></footer>
 </body></html>
 `;
   return page.toString();

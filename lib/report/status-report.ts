@@ -27,10 +27,20 @@ export function consumerVerdict(c: ConsumerStatus): string {
   if (c.rollout === 'failed') return 'FAILED';
   if (c.rollout === 'timeout') return 'TIMEOUT';
   if (c.rollout === 'progressing') return 'rolling';
+  if (c.runningPods?.unread !== undefined) return 'PODS UNREAD';
+  if ((c.runningPods?.older ?? 0) > 0) return 'OLD PODS';
   return c.routed ? 'current' : 'current (not routed)';
 }
 
 const podsText = (c: ConsumerStatus): string => (c.pods ? `${c.pods.updated}/${c.pods.desired}` : '-');
+
+/** The running pods on the recorded version / on an older one (`?` when they could not be counted). */
+export const runningPodsText = (c: ConsumerStatus): string =>
+  c.runningPods === undefined
+    ? '-'
+    : c.runningPods.unread !== undefined
+      ? '?'
+      : `${c.runningPods.onRecorded}/${c.runningPods.older}`;
 
 function rows(p: PathStatus): string[][] {
   return p.consumers
@@ -43,6 +53,7 @@ function rows(p: PathStatus): string[][] {
         consumerVerdict(c),
         c.rollout,
         podsText(c),
+        runningPodsText(c),
         c.ok ? '' : c.detail.slice(0, 160),
       ].map(printable),
     );
@@ -57,6 +68,7 @@ export function summaryCounts(s: FleetStatus): Record<string, number> {
     ok: count((c) => c.ok),
     behind: count((c) => c.state === 'behind'),
     rolling: count((c) => c.state === 'current' && c.rollout === 'progressing' && c.halted === undefined),
+    'old pods': count((c) => ['OLD PODS', 'PODS UNREAD'].includes(consumerVerdict(c))),
     failed: count((c) => c.rollout === 'failed' || c.rollout === 'timeout'),
     halted: count((c) => c.halted !== undefined),
     poisoned: count((c) => c.state === 'poisoned'),
@@ -77,14 +89,14 @@ export function unreadableText(s: FleetStatus): string {
 export function summaryLine(s: FleetStatus): string {
   const n = summaryCounts(s);
   const parts = [`${n.paths} path(s), ${n.consumers} consumer(s): ${n.ok} current and complete`];
-  for (const k of ['behind', 'rolling', 'failed', 'halted', 'poisoned', 'unknown'] as const)
+  for (const k of ['behind', 'rolling', 'old pods', 'failed', 'halted', 'poisoned', 'unknown'] as const)
     if ((n[k] ?? 0) > 0) parts.push(`${n[k]} ${k}`);
   if (s.unreadable.length > 0) parts.push(`${s.unreadable.length} unreadable list(s)`);
   // What could not be read is named first: it is why the verdict cannot be yes, and what to fix.
   const notYet =
     s.unreadable.length > 0
       ? `Not yet: ${unreadableText(s)}, so what runs there is not known.`
-      : 'Not yet: some consumer is not on the current version, or not rolled out.';
+      : 'Not yet: some consumer is not on the current version, not rolled out, or still runs older pods.';
   return `${parts.join(', ')}. ${s.ok ? 'Every consumer runs the current version: the old credential may be revoked.' : notYet}`;
 }
 
@@ -93,7 +105,10 @@ export function statusText(s: FleetStatus): string {
   for (const p of s.paths) {
     out.push(printable(`${p.path}  ${currentText(p)}${p.kvVersion === 1 ? '  [KV v1]' : ''}`));
     if (p.consumers.length === 0) out.push('  no consumer found in the clusters read');
-    else out.push(table(['CLUSTER', 'WORKLOAD', 'RECORDED', 'STATE', 'ROLLOUT', 'NEW PODS', 'DETAIL'], rows(p)));
+    else
+      out.push(
+        table(['CLUSTER', 'WORKLOAD', 'RECORDED', 'STATE', 'ROLLOUT', 'NEW PODS', 'ON REC/OLD', 'DETAIL'], rows(p)),
+      );
     if (p.consumers.length > MAX_ROWS_PER_PATH)
       out.push(`  ... and ${p.consumers.length - MAX_ROWS_PER_PATH} more (use --json for all)`);
     for (const note of p.notes) out.push(`  note: ${printable(note)}`);

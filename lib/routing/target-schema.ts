@@ -3,6 +3,7 @@
  * through an operator, or the consumers of a Secret, each with the namespaces, names and keys it may reach.
  */
 import { z } from 'zod';
+import { RolloutRestartBySchema } from './rollout-restart-by.ts';
 import { ClusterSelectorSchema, DurationSchema, nonEmpty } from './schema-fields.ts';
 
 export const WorkloadKinds = ['Deployment', 'StatefulSet', 'DaemonSet', 'Rollout', 'CronJob'] as const;
@@ -99,9 +100,14 @@ export const WorkloadTargetSchema = z
       .literal(true)
       .optional()
       .describe('the workloads of this kind in the namespace that opt in with the annotation vault-rollout.io/watch'),
+    restartBy: RolloutRestartBySchema.optional(),
   })
   .refine((t) => [t.name, t.selector, t.annotated].filter((v) => v !== undefined).length === 1, {
     message: 'give exactly one of name, selector or annotated: true',
+  })
+  .refine((t) => t.restartBy === undefined || t.kind === 'Rollout', {
+    message: 'restartBy is for kind: Rollout only (Argo Rollouts); other kinds always restart by their pod template',
+    path: ['restartBy'],
   });
 
 export const ResourceTargetSchema = z.strictObject({

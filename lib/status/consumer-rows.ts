@@ -5,7 +5,7 @@
 import type { ConsumersRolloutTarget, Plan, RolloutTarget } from '../plan/planner.ts';
 import { descriptorOf } from '../plan/target-descriptor.ts';
 import type { ConsumerRow } from './consumer-status.ts';
-import { consumerObjects, descriptorOfListed, isEventList, objectsOf, recordedFor, targetObjects } from './listings.ts';
+import { consumerObjects, descriptorOfListed, isSideList, objectsOf, recordedFor, targetObjects } from './listings.ts';
 import type { ClusterListing, ConsumerStatus } from './model.ts';
 
 /** The consumers found so far: each object once, and the targets that could not be read (as consumer lines). */
@@ -82,7 +82,7 @@ function addNamedTarget(
 function addRecordingObjects(found: PathConsumers, listings: readonly ClusterListing[], path: string): void {
   for (const listing of listings) {
     for (const [key, objects] of listing.lists) {
-      if ('error' in objects || isEventList(key)) continue;
+      if ('error' in objects || isSideList(key)) continue;
       for (const obj of objects) {
         const descriptor = descriptorOfListed(obj);
         if (recordedFor(descriptor, obj, path) === null) continue;

@@ -11,7 +11,8 @@ import { vaultPathProblem } from '../sources/vault-path.ts';
 import type { Health, RolloutState } from '../workloads/rollout-health.ts';
 import type { KubeObject, WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import { haltedReason, recordedFor, restartedAt, skipOf } from './listings.ts';
-import type { ClusterListing, ConsumerState, ConsumerStatus } from './model.ts';
+import type { ClusterListing, ConsumerState, ConsumerStatus, RunningPods } from './model.ts';
+import { runningPods } from './running-pods.ts';
 
 export const isNewer = (a: number | string, b: number | string): boolean =>
   typeof a === 'number' && typeof b === 'number' ? a > b : String(a) > String(b);
@@ -96,7 +97,10 @@ export function consumerStatus(
   if (announced && state === 'behind')
     detail = `${detail}; its routes are notify-only (mode: notify): vault-rollout announces the version and restarts nothing`;
   const halted = haltedReason(descriptor, obj, listing);
-  const ok = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
+  const pods = runningPods(descriptor, obj, listing, path);
+  const rolledOut = state === 'current' && (rollout === 'complete' || rollout === 'none') && halted === undefined;
+  const ok = rolledOut && podsAllOnRecord(pods);
+  if (rolledOut && !ok) detail = olderPodsDetail(pods as RunningPods, health.message);
   return {
     cluster,
     namespace: obj.metadata?.namespace ?? '',
@@ -106,6 +110,7 @@ export function consumerStatus(
     state,
     rollout,
     ...(health.pods ? { pods: health.pods } : {}),
+    ...(pods ? { runningPods: pods } : {}),
     ...(halted !== undefined ? { halted } : {}),
     ...(skip ? { skippedByKeys: skip } : {}),
     routed: row.routed,
@@ -126,4 +131,14 @@ function unverifiedSkip(
 ): KeySkip | undefined {
   if (skip === undefined || typeof recorded === 'string' || (recorded !== null && skip.v <= recorded)) return undefined;
   return typeof vaultCurrent === 'number' && skip.v > vaultCurrent ? undefined : skip;
+}
+
+/** Safe only when no pod runs an older revision, and the pods could be counted (undefined: the kind has none). */
+const podsAllOnRecord = (pods: RunningPods | undefined): boolean =>
+  pods === undefined || (pods.unread === undefined && pods.older === 0);
+
+/** Why a consumer whose workload looks rolled out is still not safe: its older pods, or pods not counted. */
+function olderPodsDetail(pods: RunningPods, rollout: string): string {
+  if (pods.unread !== undefined) return `pods not counted (${pods.unread}); not safe to revoke until they can be`;
+  return `${pods.older} pod(s) still run an older template (${pods.onRecorded} on the recorded version; the workload says: ${rollout})`;
 }

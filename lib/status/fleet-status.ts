@@ -20,7 +20,7 @@ import { vaultPathProblem } from '../sources/vault-path.ts';
 import { pathConsumers } from './consumer-rows.ts';
 import { consumerStatus, isNewer, type ConsumerRow } from './consumer-status.ts';
 import { withWindowWaits } from './window-status.ts';
-import { descriptorOfListed, isEventList, recordedFor, recordOf } from './listings.ts';
+import { descriptorOfListed, isSideList, recordedFor, recordOf } from './listings.ts';
 import {
   DEFAULT_MAX_PATHS,
   type ClusterListing,
@@ -95,7 +95,7 @@ export function selectedPaths(
   // Record keys only from the record of the kinds routes restart (readRecord), never from Events or other places.
   for (const listing of listings) {
     for (const [key, objects] of listing.lists) {
-      if ('error' in objects || isEventList(key)) continue;
+      if ('error' in objects || isSideList(key)) continue;
       for (const obj of objects)
         for (const recorded of Object.keys(recordOf(descriptorOfListed(obj), obj)))
           found.add(recorded.replace(/#[a-z]+$/, ''));

@@ -31,6 +31,8 @@ import {
   type WorkloadDescriptor,
 } from '../workloads/workload-kinds.ts';
 import { listKey, type ClusterListing, type ListRequest } from './model.ts';
+import { isPodList, podListsFor } from './pod-lists.ts';
+import { recordedValue } from './running-pods.ts';
 
 /**
  * A halted rotation is found where a wave's gate leaves it: a Warning `RotationHalted` Event on the workload that
@@ -80,7 +82,12 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
         let lists = byCluster.get(cluster);
         if (!lists) byCluster.set(cluster, (lists = new Map()));
         for (const namespace of ns)
-          for (const kind of [...kinds, EVENTS]) lists.set(listKey({ ...kind, namespace }), { ...kind, namespace });
+          for (const request of [
+            ...kinds.map((k) => ({ ...k, namespace })),
+            { ...EVENTS, namespace },
+            ...podListsFor(kinds, namespace),
+          ])
+            lists.set(listKey(request), request);
       }
     }
   }
@@ -148,6 +155,9 @@ export function descriptorOfListed(obj: KubeObject): WorkloadDescriptor {
 
 export const isEventList = (key: string): boolean => key.startsWith(`${EVENTS.apiVersion}/${EVENTS.kind}/`);
 
+/** A LIST of Events, pods or revisions: what status reads beside the workloads, never for their records. */
+export const isSideList = (key: string): boolean => isEventList(key) || isPodList(key);
+
 /** The record of a listed object (readRecord: where vault-rollout writes it, restarts and reconcile's alike). */
 export const parsedRecords = new WeakMap<KubeObject, RecordedVersions>();
 export function recordOf(descriptor: WorkloadDescriptor, obj: KubeObject): RecordedVersions {
@@ -165,21 +175,9 @@ export function skipOf(obj: KubeObject, path: string): KeySkip | undefined {
   return skips[path];
 }
 
-/**
- * The newest of the path's record keys that mean "this version is running": writes and undeletes. An undelete records
- * its `time#id` (restart-record.ts recordValue), which names no version: it counts only when no write is recorded.
- */
+/** The newest version the object records for the path as running (recordedValue), or null. */
 export function recordedFor(descriptor: WorkloadDescriptor, obj: KubeObject, path: string): number | string | null {
-  const versions = recordOf(descriptor, obj);
-  const undelete = versions[`${path}#undelete`];
-  const values = [
-    versions[path],
-    typeof undelete === 'number' || versions[path] === undefined ? undelete : undefined,
-  ].filter((v): v is number | string => v !== undefined);
-  if (values.length === 0) return null;
-  return values.reduce((a, b) =>
-    typeof a === 'number' && typeof b === 'number' ? Math.max(a, b) : String(b) > String(a) ? b : a,
-  );
+  return recordedValue(recordOf(descriptor, obj), path) ?? null;
 }
 
 interface EventFields {
@@ -235,12 +233,14 @@ export function haltedReason(
 
 /** When the restart of this object began, from its record (the follower's deadline counts from it). */
 export function restartedAt(descriptor: WorkloadDescriptor, obj: KubeObject): number | undefined {
-  const at =
-    obj.kind === 'Rollout'
-      ? (obj.spec?.restartAt as string | undefined)
-      : descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
-  const ms = at === undefined ? NaN : Date.parse(at);
-  return Number.isNaN(ms) ? undefined : ms;
+  const recorded = descriptor.recordedAnnotations(obj)?.[ANNOTATIONS.restartedAt];
+  // A Rollout restarts by spec.restartAt, or (restartBy: template) by its pod template's annotation: the later one.
+  const template = (obj.spec?.template as { metadata?: { annotations?: Record<string, string> } } | undefined)?.metadata
+    ?.annotations?.[ANNOTATIONS.restartedAt];
+  const times = (obj.kind === 'Rollout' ? [obj.spec?.restartAt as string | undefined, template] : [recorded])
+    .map((at) => (at === undefined ? NaN : Date.parse(at)))
+    .filter((ms) => !Number.isNaN(ms));
+  return times.length === 0 ? undefined : Math.max(...times);
 }
 
 /** The objects a planned target names, among those listed. */

@@ -8,9 +8,12 @@ export interface ListRequest {
   apiVersion: string;
   kind: string;
   namespace: string;
+  /** Only objects with this label (pods, by the label their controller sets). */
+  labelSelector?: string;
 }
 
-export const listKey = (r: ListRequest): string => `${r.apiVersion}/${r.kind}/${r.namespace}`;
+export const listKey = (r: ListRequest): string =>
+  `${r.apiVersion}/${r.kind}/${r.namespace}${r.labelSelector ? `?${r.labelSelector}` : ''}`;
 
 /** What one cluster answered: the objects per LIST, or why it could not be read. */
 export interface ClusterListing {
@@ -38,6 +41,11 @@ export interface ConsumerStatus extends WorkloadRef {
   state: ConsumerState;
   rollout: RolloutState;
   pods?: PodCounts;
+  /**
+   * The pods running now, by revision (lib/status/running-pods.ts): on a revision whose template records the
+   * version, or older. Absent for kinds without pods of their own (CronJob, custom resources) and when not listed.
+   */
+  runningPods?: RunningPods;
   /** Why a wave halted on it, when one did. */
   halted?: string;
   /**
@@ -52,6 +60,13 @@ export interface ConsumerStatus extends WorkloadRef {
   /** Current, rolled out and not halted. */
   ok: boolean;
   detail: string;
+}
+
+/** Pods counted by the revision they run; `unread` says why they could not be counted (then never safe). */
+export interface RunningPods {
+  onRecorded: number;
+  older: number;
+  unread?: string;
 }
 
 export interface PathStatus {

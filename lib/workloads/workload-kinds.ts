@@ -125,22 +125,39 @@ export const WORKLOAD_KINDS: Readonly<Record<WorkloadKind, WorkloadDescriptor>> 
     nothingToWaitFor('a CronJob runs the new template from its next Job on; nothing runs now to wait for'),
   ),
   // Argo Rollouts restarts pods in place when spec.restartAt passes; a template change would be a new revision.
-  Rollout: {
+  Rollout: argoRollout('restartAt'),
+};
+
+/**
+ * An Argo Rollout, restarted one of two ways (lib/routing/rollout-restart-by.ts). The record stays on the Rollout's
+ * metadata either way, so every reader (restart decisions, reconcile, status) reads one place:
+ * - `restartAt`: `spec.restartAt`; the controller replaces the pods of the same revision, with no analysis;
+ * - `template`: the same annotations on the pod template too, a new revision the controller rolls out through the
+ *   Rollout's strategy (canary steps, analysis), whose ReplicaSet carries the record status counts pods by.
+ */
+function argoRollout(restartBy: 'restartAt' | 'template'): WorkloadDescriptor {
+  return {
     apiVersion: 'argoproj.io/v1alpha1',
     kind: 'Rollout',
     patchStrategy: PatchStrategy.MergePatch,
     recordedAnnotations: (obj) => obj.metadata?.annotations,
-    restartPatch: ({ annotations, restartAt }) => ({
-      metadata: { annotations: withoutRestartedAt(annotations) },
-      spec: { restartAt },
-    }),
+    restartPatch: ({ annotations, restartAt }) =>
+      restartBy === 'template'
+        ? {
+            metadata: { annotations: withoutRestartedAt(annotations) },
+            spec: { template: { metadata: { annotations } } },
+          }
+        : { metadata: { annotations: withoutRestartedAt(annotations) }, spec: { restartAt } },
     refusal: (obj) =>
       dig(obj, ['spec', 'paused']) === true
         ? 'Rollout is paused (spec.paused: true); promote or resume it first'
         : undefined,
     health: argoRolloutHealth,
-  },
-};
+  };
+}
+
+/** The descriptor of an Argo Rollout restarted by a new revision of its pod template (`restartBy: template`). */
+export const ROLLOUT_BY_TEMPLATE: WorkloadDescriptor = argoRollout('template');
 
 const withoutRestartedAt = (annotations: Record<string, string>) =>
   Object.fromEntries(Object.entries(annotations).filter(([k]) => k !== ANNOTATIONS.restartedAt));

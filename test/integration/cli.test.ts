@@ -166,6 +166,7 @@ describe('vault-rollout doctor', () => {
       `watch deployments in namespace ${NS}: allowed`,
       `patch deployments in namespace ${NS}: allowed`,
       `create events in namespace ${NS}: allowed`,
+      `list pods, replicasets, controllerrevisions in namespace ${NS}: allowed`,
       'admission policy: installed and enforced: this identity may change only what a restart writes (8 kinds)',
     ]);
 

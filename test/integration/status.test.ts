@@ -120,7 +120,7 @@ describe('vault-rollout status', () => {
     );
     expect(current.code, current.out + current.err).toBe(0);
     expect(current.out).toContain('secret/status/api  Vault current_version 1 (written ');
-    for (const c of CLUSTERS) expect(row(current.out, c, 'api')).toMatch(/\s1\s+current\s+complete\s+1\/1\s*$/);
+    for (const c of CLUSTERS) expect(row(current.out, c, 'api')).toMatch(/\s1\s+current\s+complete\s+1\/1\s+1\/0\s*$/);
     expect(current.out).toMatch(/the old credential may be revoked/);
     expect(current.out).not.toContain(token);
 
@@ -129,7 +129,7 @@ describe('vault-rollout status', () => {
     await apply('api', 2, '[alpha]');
     const behind = await status(['--path', 'secret/status/api', '--vault-addr', bao.addr], { VAULT_TOKEN: token });
     expect(behind.code).toBe(1);
-    expect(row(behind.out, 'beta', 'api')).toMatch(/\s1\s+BEHIND\s+complete\s+1\/1\s+records 1, current is 2/);
+    expect(row(behind.out, 'beta', 'api')).toMatch(/\s1\s+BEHIND\s+complete\s+1\/1\s+1\/0\s+records 1, current is 2/);
     expect(behind.out).toMatch(/1 behind/);
     const json = JSON.parse(
       (await status(['--path', 'secret/status/api', '--vault-addr', bao.addr, '--json'], { VAULT_TOKEN: token })).out,
@@ -181,7 +181,7 @@ describe('vault-rollout status', () => {
       failed = await status(['--path', 'secret/status/broken', '--cluster', 'alpha']);
     }
     expect(failed.code).toBe(1);
-    expect(row(failed.out, 'alpha', 'broken')).toMatch(/\s1\s+FAILED\s+failed\s+1\/1\s+ProgressDeadlineExceeded/);
+    expect(row(failed.out, 'alpha', 'broken')).toMatch(/\s1\s+FAILED\s+failed\s+1\/1\s+\S+\s+ProgressDeadlineExceeded/);
   });
 
   it("HALTED stands out when a wave's gate halted the restart the workload records (its RotationHalted Event); a tenant's look-alike is ignored", async () => {
@@ -246,7 +246,7 @@ describe('vault-rollout status', () => {
     const halted = await status(['--path', 'secret/status/old', '--cluster', 'alpha']);
     expect(halted.code).toBe(1);
     expect(row(halted.out, 'alpha', 'old')).toMatch(
-      /\s1\s+HALTED\s+\S+\s+\S+\s+halted: vault-rollout halted the rotation of secret\/status\/old@1 at wave 1 of 2/,
+      /\s1\s+HALTED\s+\S+\s+\S+\s+\S+\s+halted: vault-rollout halted the rotation of secret\/status\/old@1 at wave 1 of 2/,
     );
   });
 
@@ -350,7 +350,7 @@ routes:
 
     const recorded = await status([...args, '--wait', '--timeout', '60s'], { VAULT_TOKEN: token });
     expect(recorded.code, recorded.out).toBe(0);
-    expect(row(recorded.out, 'alpha', 'settled')).toMatch(/\s1\s+current\s+complete\s+1\/1\s*$/);
+    expect(row(recorded.out, 'alpha', 'settled')).toMatch(/\s1\s+current\s+complete\s+1\/1\s+1\/0\s*$/);
     expect(recorded.out).toMatch(/the old credential may be revoked/);
   });
 

@@ -98,7 +98,11 @@ describe('the registries behind the pages', () => {
         .map((e) => `${e.method} ${e.path}`)
         .sort();
     expect(
-      routesOf({ metrics: async () => ({ contentType: 'text/plain', body: '' }), statusPage: async () => '' }),
+      routesOf({
+        metrics: async () => ({ contentType: 'text/plain', body: '' }),
+        statusPage: async () => '',
+        safeToRevoke: async () => ({ safe: false }),
+      }),
     ).toEqual(listed('serve'));
     expect(routesOf({})).toEqual(listed('lambda'));
   });

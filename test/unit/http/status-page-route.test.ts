@@ -209,3 +209,55 @@ describe('the intake', () => {
     expect((await post(`Bearer ${BEARER_TOKEN}`, from('10.9.9.9'))).status).toBe(202);
   });
 });
+
+describe('GET /safe-to-revoke', () => {
+  const answers: string[] = [];
+  const withAnswer = (safe: boolean) =>
+    setup(access, {
+      safeToRevoke: async (path) => (answers.push(path), { safe, path, reasons: safe ? [] : ['1 of 2 not yet safe'] }),
+    });
+  const bearer = { authorization: `Bearer ${STATUS_TOKEN}` };
+
+  it("behind the status page's credential: 401 without it, never the intake's token", async () => {
+    const { app } = withAnswer(true);
+    expect((await app.request('http://serve/safe-to-revoke?path=secret/app/db', {}, LAN)).status).toBe(401);
+    const intakeToken = { authorization: `Bearer ${BEARER_TOKEN}` };
+    expect(
+      (await app.request('http://serve/safe-to-revoke?path=secret/app/db', { headers: intakeToken }, LAN)).status,
+    ).toBe(401);
+  });
+
+  it('200 when safe, 409 when not, with the answer as JSON and never cached', async () => {
+    const safe = await withAnswer(true).app.request(
+      'http://serve/safe-to-revoke?path=secret/app/db',
+      { headers: bearer },
+      LAN,
+    );
+    expect(safe.status).toBe(200);
+    expect(safe.headers.get('cache-control')).toBe('no-store');
+    expect(await safe.json()).toEqual({ safe: true, path: 'secret/app/db', reasons: [] });
+    const not = await withAnswer(false).app.request(
+      'http://serve/safe-to-revoke?path=secret/app/db',
+      { headers: bearer },
+      LAN,
+    );
+    expect(not.status).toBe(409);
+    expect(await not.json()).toMatchObject({ safe: false, reasons: ['1 of 2 not yet safe'] });
+  });
+
+  it('400 naming why for a missing, patterned, overlong or non-Vault path; nothing asked', async () => {
+    answers.length = 0;
+    const { app } = withAnswer(true);
+    for (const [query, why] of [
+      ['', 'give the path'],
+      ['?path=secret/app/*', 'one literal path'],
+      [`?path=secret/${'a'.repeat(1100)}`, 'at most 1024 characters'],
+      ['?path=secret/../other', 'path:'],
+    ] as const) {
+      const res = await app.request(`http://serve/safe-to-revoke${query}`, { headers: bearer }, LAN);
+      expect(res.status, query).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toContain(why);
+    }
+    expect(answers).toEqual([]);
+  });
+});

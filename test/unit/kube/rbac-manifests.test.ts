@@ -25,8 +25,10 @@ const workloads: Rule[] = [
   { apiGroups: ['argoproj.io'], resources: ['rollouts'], verbs: ['get', 'list', 'watch', 'patch'] },
   // Events: created for restarts and halts; listed by status to find the RotationHalted Event a gate left.
   { apiGroups: [''], resources: ['events'], verbs: ['create', 'list'] },
-  // reconcile: do a workload's running pods predate a version?
+  // reconcile: do a workload's running pods predate a version? status: how many pods run an older revision?
   { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+  // status: the ReplicaSets and ControllerRevisions whose pod templates say which version a pod runs.
+  { apiGroups: ['apps'], resources: ['replicasets', 'controllerrevisions'], verbs: ['list'] },
 ];
 
 describe('infra/rbac grants only what vault-rollout uses', () => {

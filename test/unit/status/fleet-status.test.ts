@@ -118,16 +118,26 @@ describe('listRequests: one LIST per kind and namespace', () => {
     expect(lists.get('alpha')?.map(listKey).sort()).toEqual([
       'apps/v1/Deployment/apps',
       'apps/v1/Deployment/edge',
+      'apps/v1/ReplicaSet/apps',
+      'apps/v1/ReplicaSet/edge',
       'batch/v1/CronJob/batch',
       'v1/Event/apps',
       'v1/Event/batch',
       'v1/Event/edge',
+      'v1/Pod/apps?pod-template-hash',
+      'v1/Pod/edge?pod-template-hash',
     ]);
     expect(lists.get('beta')?.map(listKey).sort()).toEqual([
+      'apps/v1/ControllerRevision/blue',
+      'apps/v1/ControllerRevision/red',
       'apps/v1/Deployment/',
+      'apps/v1/ReplicaSet/',
       'apps/v1/StatefulSet/blue',
       'apps/v1/StatefulSet/red',
       'v1/Event/',
+      'v1/Pod/?pod-template-hash',
+      'v1/Pod/blue?controller-revision-hash',
+      'v1/Pod/red?controller-revision-hash',
     ]);
     expect([...listRequests(table, new Set(['beta'])).keys()]).toEqual(['beta']);
   });
