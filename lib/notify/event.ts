@@ -27,6 +27,8 @@ export interface NotificationEvent {
   notRestarted?: string[];
   /** The rotation's clusters (complete). */
   clusters?: string[];
+  /** Approval requested: the exact command that approves the waiting wave. */
+  command?: string;
 }
 
 /** Bounds on what an event carries, so every sink's payload stays far below its limit (Slack, Teams, SNS 256 KiB). */
@@ -53,6 +55,7 @@ export function rotationEvent(fields: Omit<NotificationEvent, 'id'>, where = '')
   if (e.reason !== undefined) e.reason = cut(e.reason, EVENT_BOUNDS.text);
   if (e.notRestarted) e.notRestarted = cutList(e.notRestarted);
   if (e.clusters) e.clusters = cutList(e.clusters);
+  if (e.command !== undefined) e.command = cut(e.command, EVENT_BOUNDS.item);
   return e;
 }
 
@@ -63,6 +66,7 @@ const TITLES: Record<NotificationEventKind, string> = {
   complete: 'Rotation complete',
   progressing: 'Rollout still progressing',
   'dead-letter': 'Message dead-lettered',
+  'approval-requested': 'Approval requested',
 };
 
 export const eventTitle = (e: Pick<NotificationEvent, 'kind'>): string => TITLES[e.kind];
@@ -79,6 +83,7 @@ export function eventLines(e: NotificationEvent): string[] {
     e.reason ? `Why: ${e.reason}` : '',
     e.notRestarted && e.notRestarted.length > 0 ? `Not restarted: ${e.notRestarted.join(', ')}` : '',
     e.clusters && e.clusters.length > 0 ? `Clusters: ${e.clusters.join(', ')}` : '',
+    e.command ? `Approve: ${e.command}` : '',
     `Rotation: ${e.rotation}`,
   ].filter(Boolean);
 }

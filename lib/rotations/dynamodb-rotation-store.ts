@@ -11,6 +11,7 @@
  *                                dueAt) that `vault-rollout worker`'s loop queries for what is due
  *   notes#<rotation key> / <fact>   a rotation's facts for "complete" (`done <cluster>`, `failed <cluster>`), ttl
  *   clearances / <clearedAt>#<rotation key>   who cleared a halt, from where, when (`halts clear`): record, no ttl
+ *   rotation#<key> / approval#<wave>   a wave waiting for `approve`, and who approved it (dynamodb-approvals.ts)
  * Holds paths, versions and workload names, never a secret value. `ttl` is epoch seconds (the table's TTL attribute:
  * DynamoDB deletes an expired item within days, so reads treat an expired item as gone).
  */
@@ -28,6 +29,7 @@ import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import { DynamoDbNotificationOutbox } from './dynamodb-notification-outbox.ts';
+import { DynamoDbApprovalStore } from './dynamodb-approvals.ts';
 import { ignoreConditionFailed, key, MAX_PAGES } from './dynamodb-items.ts';
 import {
   clearanceOf,
@@ -52,11 +54,13 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   private readonly table: string;
 
   private readonly outbox: DynamoDbNotificationOutbox;
+  readonly approvals: DynamoDbApprovalStore;
 
   constructor(options: { client: DynamoDBClient; table: string }) {
     this.client = options.client;
     this.table = options.table;
     this.outbox = new DynamoDbNotificationOutbox(options);
+    this.approvals = new DynamoDbApprovalStore(options);
   }
 
   async releasedWave(rotation: string): Promise<number> {
@@ -221,6 +225,7 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
       await this.client.send(
         new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }),
       );
+    await this.approvals.forget(rotation);
     return halt;
   }
 

@@ -11,6 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
+import { MemoryApprovalStore, type ApprovalStore } from './approvals.ts';
 import { MemoryKeyBaselineStore } from './key-baselines.ts';
 
 export interface RotationHalt {
@@ -103,6 +104,8 @@ export interface RotationStore {
   clear(rotation: string, by?: ClearedBy): Promise<RotationHalt | undefined>;
   /** The latest clearances, newest first (at most MAX_LISTED_CLEARANCES). */
   clearances?(): Promise<HaltClearance[]>;
+  /** Waves waiting for `vault-rollout approve`, and the approvals (lib/rotations/approvals.ts). */
+  readonly approvals?: ApprovalStore;
   close?(): void;
 }
 
@@ -119,6 +122,7 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
   readonly #halts = new Map<string, RotationHalt>();
   readonly #times = new Map<string, WaveTimes>();
   readonly #clearances: HaltClearance[] = [];
+  readonly approvals = new MemoryApprovalStore();
 
   releasedWave(rotation: string): Promise<number> {
     return Promise.resolve(this.#released.get(rotation) ?? 0);
@@ -172,6 +176,7 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
     this.#halts.delete(rotation);
     this.#released.delete(rotation);
     for (const key of [...this.#times.keys()]) if (key.startsWith(`${rotation}\u0000`)) this.#times.delete(key);
+    void this.approvals.forget(rotation);
     return Promise.resolve(halt);
   }
 

@@ -7,6 +7,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { createPrivateFile, immediateTransaction } from '../kernel/sqlite-transaction.ts';
 import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
+import { SqliteApprovalStore } from './sqlite-approvals.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import {
   clearanceOf,
@@ -29,6 +30,7 @@ const WAVE_COLUMNS: Readonly<Record<WaveMark, string>> = { startedAt: 'started_a
 /** Also the key baselines and the notifications' outbox: the same file, so `serve` needs no other. */
 export class SqliteRotationStore implements RotationStore, KeyBaselineStore, NotificationOutbox {
   private readonly db: DatabaseSync;
+  readonly approvals: SqliteApprovalStore;
 
   constructor(file: string) {
     if (file !== ':memory:') createPrivateFile(file);
@@ -47,6 +49,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
       CREATE TABLE IF NOT EXISTS rotation_clearances (cleared_at TEXT NOT NULL, rotation TEXT NOT NULL, record TEXT NOT NULL,
         PRIMARY KEY (cleared_at, rotation)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_notes (rotation TEXT NOT NULL, fact TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (rotation, fact)) WITHOUT ROWID;`);
+    this.approvals = new SqliteApprovalStore(this.db);
   }
 
   releasedWave(rotation: string): Promise<number> {
@@ -138,6 +141,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
         this.db.prepare('DELETE FROM rotation_halted_changes WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_waves WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_wave_times WHERE rotation = ?').run(rotation);
+        void this.approvals.forget(rotation);
         return halt;
       }),
     );

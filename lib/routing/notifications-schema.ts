@@ -17,6 +17,7 @@ export const NotificationEvents = [
   'complete',
   'progressing',
   'dead-letter',
+  'approval-requested',
 ] as const;
 export type NotificationEventKind = (typeof NotificationEvents)[number];
 

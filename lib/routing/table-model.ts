@@ -89,7 +89,8 @@ export const DEFAULT_PROGRESSING_AFTER_MS = 15 * 60_000;
 export interface RolloutPolicy {
   /** Cluster names per wave, in order, each cluster in its first wave only; undefined: one wave, everything. */
   waves?: string[][];
-  gate: { healthy: boolean; timeoutMs: number; pauseMs: number };
+  /** `approval`: the next wave also waits for `vault-rollout approve` (lib/rotations approvals). */
+  gate: { healthy: boolean; timeoutMs: number; pauseMs: number; approval?: boolean };
   onFailure: 'halt' | 'continue';
   settleMs: number;
 }
