@@ -108,6 +108,6 @@ describe('notifications in the routing table', () => {
   it('a table without notifications has no sinks and every event kind by default', () => {
     const t = loadRoutingTable(yaml(''));
     expect(t.allSinks.size).toBe(0);
-    expect(t.notifications.events.size).toBe(6);
+    expect(t.notifications.events.size).toBe(7);
   });
 });
