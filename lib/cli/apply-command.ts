@@ -9,6 +9,7 @@ import { apply as spec } from './specs.ts';
 import { slotStoreFromEnv } from '../slots/slot-store-from-env.ts';
 import { cliRotationStore, cliRotationStoreName, refusedForOtherStore } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
+import { printApprovalRequested, printAwaitingApproval } from './approval-text.ts';
 import type { RolloutResult } from '../engine/types.ts';
 import { waitsForWindow } from '../plan/restart-window.ts';
 
@@ -23,7 +24,9 @@ const UNBOUNDED_BUDGET_MS = MAX_TIMEOUT_MS + 60_000;
  * queue's gates decide it, and halts where they would (lib/pipeline/foreground-waves.ts); `--no-wait` refuses it
  * rather than ignore its waves. A change of a halted rotation is refused. Exit 0 when all is well, 3 when a restart
  * failed (or a halt refused the rotation), 4 when a rollout failed or timed out or a gate halted, 2 for unparsable
- * records.
+ * records, 5 when a wave waited for approval past its gate's timeout. At an approval gate apply waits, as it waits at
+ * every gate, printing the command that approves the wave: a person running a rotation by hand is there to approve
+ * it (or to ask someone), and a second run after an approval would only repeat what this one already did.
  */
 export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   const args = parseCommand(spec, argv, io);
@@ -52,10 +55,11 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
   const rotations = await cliRotationStore(io);
   const logger = stderrLogger(io);
-  const { results, halts, refused, windows } = await applyInForeground(parsed.changes, plan, {
+  const { results, halts, refused, windows, awaitingApproval } = await applyInForeground(parsed.changes, plan, {
     table,
     rotations,
     log: { info: () => undefined, warn: (m, f) => logger.warn(m, f) },
+    onApprovalRequested: (request, command) => printApprovalRequested(io, 'apply', request, command),
     executor: {
       access: (name, config) => clients.get(name, config),
       ...(slots ? { slots } : {}),
@@ -81,7 +85,9 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
     io.stderr(
       `vault-rollout apply: route ${w.route}, wave ${w.wave}: deferred: ${waitsForWindow(w.opensAt)}; apply it again then, or send the change to serve or the queue, which restart it when the window opens\n`,
     );
-  return applyExit(results, halts.length, refused.length, parsed.rejected.length);
+  printAwaitingApproval(io, 'apply', awaitingApproval);
+  const exit = applyExit(results, halts.length, refused.length, parsed.rejected.length);
+  return exit === EXIT.ok && awaitingApproval.length > 0 ? EXIT.awaitingApproval : exit;
 }
 
 /** --quiet: followed all the same, without the live view. */

@@ -97,6 +97,10 @@ export const EXAMPLES: Readonly<Record<string, readonly Example[]>> = {
       'env $(cat sinks.env) vault-rollout notify test --routes routes.yaml',
     ],
   ],
+  approve: [
+    ['The waves waiting for approval', 'approve --list'],
+    ['Approve wave 2 of a rotation, as the request names it', 'approve 3f9a1c2b7d4e5f60 --wave 2'],
+  ],
   halts: [
     ["The rotations a wave's gate halted", 'halts'],
     ['Clear a halt once its cause is fixed', 'halts clear 3f9a1c2b7d4e5f60'],

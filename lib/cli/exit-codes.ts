@@ -30,6 +30,11 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<ExitName, { meaning: string; co
     meaning: 'A restart was accepted but its rollout failed or timed out, or a wave gate halted the rotation.',
     commands: '`apply --wait`, `reset-version`',
   },
+  awaitingApproval: {
+    meaning:
+      'A wave waited for approval (`rollout.gate.approval`) longer than its gate timeout; the request stays in the rotation store: `vault-rollout approve` it, then run the same command again (the waves already done pass their gates at once).',
+    commands: '`apply --wait`, `reset-version`',
+  },
   usage: {
     meaning: 'Usage error: an unknown command or option, a missing or malformed argument (`EX_USAGE` of sysexits.h).',
     commands: 'every command',

@@ -2,7 +2,15 @@
 import { createReadStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
-export const EXIT = { ok: 0, failure: 1, rejectedRecords: 2, targetsFailed: 3, rolloutsFailed: 4, usage: 64 } as const;
+export const EXIT = {
+  ok: 0,
+  failure: 1,
+  rejectedRecords: 2,
+  targetsFailed: 3,
+  rolloutsFailed: 4,
+  awaitingApproval: 5,
+  usage: 64,
+} as const;
 
 export interface CliIo {
   stdout(text: string): void;

@@ -28,6 +28,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   'reset-version': async () => (await import('./reset-version-command.ts')).resetVersionCommand,
   status: async () => (await import('./status-command.ts')).statusCommand,
   halts: async () => (await import('./halts-command.ts')).haltsCommand,
+  approve: async () => (await import('./approve-command.ts')).approveCommand,
   notify: async () => (await import('./notify-command.ts')).notifyCommand,
   'admission-policy': async () => (await import('./admission-policy-command.ts')).admissionPolicyCommand,
   import: async () => (await import('./import-command.ts')).importCommand,

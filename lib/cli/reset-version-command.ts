@@ -9,6 +9,7 @@
 import { applyInForeground } from '../pipeline/foreground-waves.ts';
 import { cliRotationStore, cliRotationStoreName, refusedForOtherStore } from './rotation-store.ts';
 import { printForegroundHalts } from './halts-command.ts';
+import { printApprovalRequested, printAwaitingApproval } from './approval-text.ts';
 import { planRollouts } from '../plan/planner.ts';
 import { guessMount, trimSlashes, underMount } from '../sources/kv-mounts.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
@@ -53,10 +54,11 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   const clients = cliClusterClients(io, values.routes);
   // The same waves, gates and halts as every other path that restarts (lib/pipeline/foreground-waves.ts).
   const rotations = await cliRotationStore(io);
-  const { results, halts, refused } = await applyInForeground([change], plan, {
+  const { results, halts, refused, awaitingApproval } = await applyInForeground([change], plan, {
     table,
     rotations,
     only: (t) => only.size === 0 || only.has(t.cluster),
+    onApprovalRequested: (request, command) => printApprovalRequested(io, 'reset-version', request, command),
     executor: {
       access: (name, config) => clients.get(name, config),
       dryRun: values['dry-run'],
@@ -70,8 +72,10 @@ export async function resetVersionCommand(argv: string[], io: CliIo, now: () => 
   const shown = { ...plan, targets };
   printResults(io, values.output, parsed, shown, results);
   printForegroundHalts(io, 'reset-version', halts, refused, cliRotationStoreName(io));
+  printAwaitingApproval(io, 'reset-version', awaitingApproval);
   if (refused.length > 0 || results.some((r) => r.outcome === 'failed')) return EXIT.targetsFailed;
-  return halts.length > 0 ? EXIT.rolloutsFailed : EXIT.ok;
+  if (halts.length > 0) return EXIT.rolloutsFailed;
+  return awaitingApproval.length > 0 ? EXIT.awaitingApproval : EXIT.ok;
 }
 
 /**

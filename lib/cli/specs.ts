@@ -38,7 +38,7 @@ export const apply = {
   name: 'apply',
   summary: 'Plan, then restart the targets in every cluster',
   description:
-    "Plans as plan does, then restarts each target (server-side dry-run with --dry-run) and prints a result per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default on a terminal, with --timeout, and when the table has rollout.waves) follows each rollout to complete, failed or timeout (deadline: --timeout, else the routing table's, else 10m), live on stderr. Waves run one after another here; a failed gate halts the rotation (see halts). --no-wait refuses a rotation with waves.",
+    "Plans as plan does, then restarts each target (server-side dry-run with --dry-run) and prints a result per workload: restarted, unchanged, skipped, dry-run or failed with its reason. With --wait (the default on a terminal, with --timeout, and when the table has rollout.waves) follows each rollout to complete, failed or timeout (deadline: --timeout, else the routing table's, else 10m), live on stderr. Waves run one after another here; a failed gate halts the rotation (see halts); a gate with approval waits for vault-rollout approve (printing the command) up to its timeout. --no-wait refuses a rotation with waves.",
   options: [
     routes,
     input,
@@ -60,6 +60,7 @@ export const apply = {
     [2, 'some records could not be parsed'],
     [3, 'a restart failed, or a halt refused the rotation'],
     [4, 'a rollout failed or timed out, or a gate halted'],
+    [5, 'a wave waited for approval (rollout.gate.approval) past its gate timeout; approve it, then run apply again'],
   ],
 } as const satisfies CommandSpec;
 
@@ -221,6 +222,37 @@ export const halts = {
   ],
 } as const satisfies CommandSpec;
 
+export const approve = {
+  name: 'approve',
+  summary: 'Approve the next wave of a rotation waiting at an approval gate',
+  description:
+    'approve ROTATION [--wave N]: records in the rotation store who approved the waiting wave and when; the gate (serve, the Lambda worker, or an apply waiting in the foreground) then starts it at its next look. Only a wave that waits for approval (rollout.gate.approval) can be approved; without --wave, the one wave of the rotation that waits. approve --list: the waves waiting (rotation, wave, since when, secrets). Who: --by, else the operating-system user. Store: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else $XDG_STATE_HOME or ~/.local/state, /vault-rollout/rotations.sqlite.',
+  args: [{ name: 'rotation', summary: 'the rotation key that the approval request, status or approve --list shows' }],
+  options: [
+    {
+      name: 'wave',
+      type: 'integer',
+      min: 2,
+      max: 100,
+      arg: 'N',
+      summary: 'the waiting wave (1-based, as the request says)',
+    },
+    { name: 'list', type: 'boolean', default: false, summary: 'list the waves waiting for approval instead' },
+    {
+      name: 'by',
+      type: 'string',
+      arg: 'WHO',
+      summary: 'who approves (1-128 characters; default: the operating-system user)',
+    },
+  ],
+  outputs: TABLE_JSON_YAML,
+  exits: [
+    [0, 'approved (or already approved), or listed'],
+    [1, 'no such rotation waits, or that wave does not wait for approval'],
+    [64, 'no ROTATION (or ROTATION with --list), or a --by that is not a name'],
+  ],
+} as const satisfies CommandSpec;
+
 export const reconcile = {
   name: 'reconcile',
   summary: "Restart what is behind Vault's current versions",
@@ -312,6 +344,7 @@ export const COMMAND_SPECS: readonly CommandSpec[] = [
   status,
   notify,
   halts,
+  approve,
   reconcile,
   validate,
   schema,

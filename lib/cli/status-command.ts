@@ -33,6 +33,8 @@ import { parseCommand, formatDuration, type Parsed, type Values } from './spec.t
 import { status as spec } from './specs.ts';
 import { fileErrorText } from '../kernel/file-errors.ts';
 import { haltsText } from './halts-command.ts';
+import { waitingText } from './approval-text.ts';
+import type { ApprovalRecord } from '../rotations/approvals.ts';
 import { cliRotationStoreName, cliRotationStoreToRead } from './rotation-store.ts';
 import type { RotationHalt, RotationStore } from '../rotations/rotation-store.ts';
 import type { RoutingTable } from '../routing/routing-table.ts';
@@ -167,15 +169,16 @@ function statusEmitter(
   const output = values.output;
   const render = (status: StatusSnapshot): string => {
     if (values['safe-to-revoke']) return `${printableJson(safeToRevoke(status, status.halts, values.path ?? ''), 2)}\n`;
-    if (output === 'json') return `${printableJson({ ...statusJson(status), halts: status.halts }, 2)}\n`;
-    if (output === 'yaml') return printableYaml({ ...statusJson(status), halts: status.halts });
+    const stored = { halts: status.halts, awaitingApproval: status.awaitingApproval };
+    if (output === 'json') return `${printableJson({ ...statusJson(status), ...stored }, 2)}\n`;
+    if (output === 'yaml') return printableYaml({ ...statusJson(status), ...stored });
     if (output === 'html')
       return statusPage(table, status, {
         store: source.store,
         generatedAt: now(),
         source: 'vault-rollout status --output html',
       });
-    const text = `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}`;
+    const text = `${statusText(status)}${status.halts.length > 0 ? `\nHALTED rotations (${cliRotationStoreName(io)}):\n${haltsText(status.halts, cliRotationStoreName(io))}` : ''}${waitingText(status.awaitingApproval ?? [])}`;
     // Colour on a terminal's stdout only: never in a --file.
     return values.file === undefined && colourOn(io) ? colourize(text) : text;
   };
@@ -267,8 +270,11 @@ export async function statusVault(
   };
 }
 
-/** What `status` reads once: the fleet's status and the store's halts (a halt is never "safe to revoke"). */
-export type StatusSnapshot = FleetStatus & { halts: RotationHalt[] };
+/**
+ * What `status` reads once: the fleet's status, the store's halts (a halt is never "safe to revoke") and the waves
+ * waiting for approval.
+ */
+export type StatusSnapshot = FleetStatus & { halts: RotationHalt[]; awaitingApproval?: ApprovalRecord[] };
 
 export interface StatusSource {
   read(): Promise<StatusSnapshot>;
@@ -327,7 +333,9 @@ export function openStatusSource(
       if (store === undefined) rotations = undefined;
       const all = store === undefined ? [] : await store.halts();
       const halts = all.filter((h) => h.secrets.some((x) => x.startsWith(prefix)));
-      return { ...status, halts, ok: status.ok && halts.length === 0 };
+      const pending = (await store?.approvals?.pending()) ?? [];
+      const awaitingApproval = pending.filter((a) => a.secrets.some((x) => x.startsWith(prefix)));
+      return { ...status, halts, awaitingApproval, ok: status.ok && halts.length === 0 };
     },
     close() {
       if (own) void rotations?.then((r) => r?.close?.());

@@ -29,6 +29,8 @@ export interface NotificationEvent {
   clusters?: string[];
   /** A notify-only route's targets that would restart (would-restart): `Kind namespace/name`, bounded. */
   targets?: string[];
+  /** Approval requested: the exact command that approves the waiting wave. */
+  command?: string;
 }
 
 /** Bounds on what an event carries, so every sink's payload stays far below its limit (Slack, Teams, SNS 256 KiB). */
@@ -56,6 +58,7 @@ export function rotationEvent(fields: Omit<NotificationEvent, 'id'>, where = '')
   if (e.notRestarted) e.notRestarted = cutList(e.notRestarted);
   if (e.clusters) e.clusters = cutList(e.clusters);
   if (e.targets) e.targets = cutList(e.targets);
+  if (e.command !== undefined) e.command = cut(e.command, EVENT_BOUNDS.item);
   return e;
 }
 
@@ -67,6 +70,7 @@ const TITLES: Record<NotificationEventKind, string> = {
   progressing: 'Rollout still progressing',
   'dead-letter': 'Message dead-lettered',
   'would-restart': 'Would restart (notify-only route)',
+  'approval-requested': 'Approval requested',
 };
 
 export const eventTitle = (e: Pick<NotificationEvent, 'kind'>): string => TITLES[e.kind];
@@ -84,6 +88,7 @@ export function eventLines(e: NotificationEvent): string[] {
     e.notRestarted && e.notRestarted.length > 0 ? `Not restarted: ${e.notRestarted.join(', ')}` : '',
     e.clusters && e.clusters.length > 0 ? `Clusters: ${e.clusters.join(', ')}` : '',
     e.targets && e.targets.length > 0 ? `Would restart: ${e.targets.join(', ')}` : '',
+    e.command ? `Approve: ${e.command}` : '',
     `Rotation: ${e.rotation}`,
   ].filter(Boolean);
 }

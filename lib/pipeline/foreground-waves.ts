@@ -20,6 +20,12 @@ import { deferredForWindow, waveWindowClosedUntil } from './foreground-window.ts
 import { haltedReason, haltOf } from './wave-guard.ts';
 import { waveTargetState } from './worker.ts';
 import { haltBreakerRefusals, restartBreakerOf, type RefusedIn } from './route-refusals.ts';
+import {
+  foregroundApprovedAt,
+  requestInForeground,
+  type AwaitingApproval,
+  type ForegroundApproval,
+} from './foreground-approval.ts';
 
 export interface ForegroundDeps {
   table: RoutingTable;
@@ -36,6 +42,8 @@ export interface ForegroundDeps {
   followWaves?: NonNullable<ExecutorSettings['follow']>;
   /** Only these targets (reset-version --cluster); the waves still run in order. */
   only?: (target: RolloutTarget) => boolean;
+  /** A gate with `approval` waits for `vault-rollout approve`: told once per wave (lib/pipeline/foreground-approval.ts). */
+  onApprovalRequested?: ForegroundApproval['onApprovalRequested'];
 }
 
 export interface ForegroundOutcome {
@@ -46,6 +54,8 @@ export interface ForegroundOutcome {
   refused: Array<{ rotation: string; reason: string }>;
   /** Rotations (from a wave on) deferred because their maintenance window is closed: when it opens. */
   windows?: Array<{ rotation: string; route: string; wave: number; opensAt: number }>;
+  /** Rotations stopped at a wave nobody approved within the gate's timeout (not halted). */
+  awaitingApproval: AwaitingApproval[];
 }
 
 /** Rotations of these changes with more than one wave: `apply --no-wait` refuses them rather than ignore the waves. */
@@ -61,7 +71,7 @@ export async function applyInForeground(
   plan: Plan,
   deps: ForegroundDeps,
 ): Promise<ForegroundOutcome> {
-  const outcome: ForegroundOutcome = { results: [], halts: [], refused: [] };
+  const outcome: ForegroundOutcome = { results: [], halts: [], refused: [], awaitingApproval: [] };
   const sets = changeSets(deps.table, changes, plan);
   await Promise.all(sets.map((set) => runRotation(set, changes, plan, deps, outcome)));
   return outcome;
@@ -173,7 +183,11 @@ async function runWave(run: RotationRun, index: number): Promise<boolean> {
   const { results, halted } = await restartAndRecord(deps, step, executor, run.outcome);
   if (halted) return false;
   if (deps.executor.dryRun || index === set.waves.length - 1) return true;
-  const failed = await awaitGate(run, waveTargets, results, since);
+  const failed = await awaitGate(run, index, waveTargets, results, since);
+  if (failed !== undefined && 'command' in failed) {
+    run.outcome.awaitingApproval.push(failed);
+    return false;
+  }
   if (failed === undefined) {
     await deps.rotations.releaseWave(set.key, index + 1);
     return true;
@@ -191,17 +205,24 @@ async function runWave(run: RotationRun, index: number): Promise<boolean> {
   return false;
 }
 
-/** Waits until the wave's gate decides: undefined when it advances, the failure when it fails. */
+/**
+ * Waits until the wave's gate decides: undefined when it advances, the failure when it fails, the request when the
+ * next wave waited for an approval past the gate's timeout.
+ */
 async function awaitGate(
   run: RotationRun,
+  index: number,
   waveTargets: RolloutTarget[],
   firstResults: RolloutResult[],
   since: number,
-): Promise<Extract<GateAction, { action: 'fail' }> | undefined> {
+): Promise<Extract<GateAction, { action: 'fail' }> | AwaitingApproval | undefined> {
   const { set, deps } = run;
   let results = firstResults;
   let completeAt: number | undefined;
+  const approval = { rotations: deps.rotations, now: run.now, onApprovalRequested: deps.onApprovalRequested };
+  const reported = new Set<number>();
   for (;;) {
+    const approvedAt = await foregroundApprovedAt(approval, set, index);
     const states: WaveTargetState[] = results.map((r) => ({
       cluster: r.cluster,
       namespace: r.namespace,
@@ -215,12 +236,18 @@ async function awaitGate(
       now: run.now(),
       since,
       ...(completeAt === undefined ? {} : { completeAt }),
+      ...(approvedAt === undefined ? {} : { approvedAt }),
       policy: set.policy,
       recheckMs: RECHECK_MS,
     });
     if (decision.action === 'advance') return undefined;
     if (decision.action === 'fail') return decision;
-    if (decision.completeAt !== undefined) {
+    if (decision.approval === true) {
+      const stopped = await requestInForeground(approval, set, index, secretsOfSet(set), reported);
+      if (stopped) return stopped;
+      completeAt = decision.completeAt;
+      await run.sleep(decision.delayMs);
+    } else if (decision.completeAt !== undefined) {
       completeAt = decision.completeAt;
       await run.sleep(decision.delayMs);
     } else {
@@ -246,11 +273,7 @@ async function haltRotation(
     rotation: set.key,
     route: set.route,
     changes: run.queued.map(changeIdentity),
-    secrets: [
-      ...new Set(
-        set.changes.map((c) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`)),
-      ),
-    ].sort(),
+    secrets: secretsOfSet(set),
     wave: index + 1,
     waves: set.waves.length,
     failing: {
@@ -278,3 +301,11 @@ async function haltRotation(
       `vault-rollout halted the rotation of ${halted.secrets.join(', ')} at wave ${halted.wave} of ${halted.waves}: ${decision.why}. Not restarted: ${halted.notRestarted.join(', ')}. Write a fixed version of the secret (it starts again from wave 1), or fix the cause and run vault-rollout halts clear ${set.key}.`,
     );
 }
+
+/** A rotation's changes as people read them: `secret/app/db version 2`. */
+const secretsOfSet = (set: ChangeSet): string[] =>
+  [
+    ...new Set(
+      set.changes.map((c) => (c.version === null ? `${c.path} (${c.operation})` : `${c.path} version ${c.version}`)),
+    ),
+  ].sort();

@@ -28,6 +28,7 @@ import { lookAgainAfter } from './look-again.ts';
 import { MAX_WINDOW_LOOK_MS } from './window-wait.ts';
 import { noticeHalt } from './rotation-notices.ts';
 import { lookAtWave, type Gate } from './gate-look.ts';
+import { approvalTime, askApproval } from './gate-approval.ts';
 import { refuse, type BatchOutcome, type HaltRecord, type QueueRecord, type WorkerDeps } from './worker-deps.ts';
 
 /** Where a gate message stands under this worker's table: its change set, its waves, the plan's targets. */
@@ -88,13 +89,16 @@ export async function workGate(
   if (superseded(gate)) return true;
   const states = gate.results.map(waveTargetStateOf);
   const { since, completeAt } = gate;
-  const decision = await gateDecision(deps, set, message.wave, { states, since, completeAt });
+  const approvedAt = await approvalTime(deps, set, message.wave);
+  if (approvedAt === false) return false;
+  const decision = await gateDecision(deps, set, message.wave, { states, since, completeAt, approvedAt });
   if (decision === undefined) {
     deps.telemetry.warn("could not record the wave's completion; the gate will be redelivered", {
       messageId: record.messageId,
     });
     return false;
   }
+  if (decision.action === 'wait' && decision.approval === true && !(await askApproval(gate))) return false;
   if (decision.action === 'wait') return waitForWave(gate, decision);
   if (decision.action === 'fail' && decision.onFailure === 'halt') return haltRotation(gate, decision);
   if (decision.action === 'fail')
@@ -282,13 +286,14 @@ async function gateDecision(
   deps: WorkerDeps,
   set: ChangeSet,
   wave: number,
-  seen: { states: WaveTargetState[]; since: number | undefined; completeAt: string | undefined },
+  seen: { states: WaveTargetState[]; since: number | undefined; completeAt: string | undefined; approvedAt?: number },
 ): Promise<ReturnType<typeof decideGate> | undefined> {
   const now = (deps.now ?? Date.now)();
   const input = {
     states: seen.states,
     now,
     since: seen.since,
+    ...(seen.approvedAt === undefined ? {} : { approvedAt: seen.approvedAt }),
     policy: set.policy,
     recheckMs: waitForWindowMs(set, wave, now, seen.since) ?? deps.gate?.recheckMs ?? 10_000,
   };

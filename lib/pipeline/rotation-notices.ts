@@ -12,6 +12,7 @@
  * - complete: every cluster of the rotation (every wave) finished, none failed, no halt;
  * - dead-letter: a refused message was dead-lettered, or serve's queue dead-lettered one after its redrive limit;
  * - would-restart: a notify-only route's targets that would have restarted in a cluster (nothing was patched).
+ * - approval-requested: a wave waits for `vault-rollout approve` (one per rotation and wave), with the command.
  */
 import type { RolloutResult } from '../engine/types.ts';
 import { eventId, rotationEvent, type NotificationEvent } from '../notify/event.ts';
@@ -23,6 +24,7 @@ import { pendingName } from '../queue/rollout-message.ts';
 import { NOTIFY_ONLY_REASON } from '../plan/route-modes.ts';
 import { NOTIFICATION_TTL_MS, type NotificationOutbox } from '../rotations/notification-outbox.ts';
 import type { NotificationEventKind } from '../routing/notifications-schema.ts';
+import type { ApprovalRequest } from '../rotations/approvals.ts';
 import type { SecretChange } from '../sources/secret-change.ts';
 import type { HaltRecord, QueueRecord, WorkerDeps } from './worker-deps.ts';
 
@@ -108,6 +110,27 @@ export function noticeHalt(deps: Deps, set: Pick<ChangeSet, 'key' | 'route'>, ha
         `wave ${halt.wave}`,
       ),
       [set.route],
+    ),
+  );
+}
+
+/** A wave waits for `vault-rollout approve`: the event carries the exact command (one per rotation and wave). */
+export function noticeApprovalRequested(
+  deps: Deps,
+  request: Pick<ApprovalRequest, 'rotation' | 'route' | 'secrets' | 'wave' | 'waves' | 'since'>,
+  command: string,
+): Promise<void> {
+  const { rotation, route, secrets, wave, waves, since } = request;
+  const reason = `wave ${wave} of ${waves} waits for approval (since ${since})`;
+  return guarded(deps, 'approval-requested', (outbox) =>
+    emit(
+      deps,
+      outbox,
+      rotationEvent(
+        { kind: 'approval-requested', rotation, route, at: at(deps), secrets, wave, waves, reason, command },
+        `wave ${wave}`,
+      ),
+      [route],
     ),
   );
 }

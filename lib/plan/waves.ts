@@ -124,7 +124,7 @@ export interface WaveTargetState extends WorkloadRef {
 
 export type GateAction =
   | { action: 'advance' }
-  | { action: 'wait'; delayMs: number; completeAt?: number; why: string }
+  | { action: 'wait'; delayMs: number; completeAt?: number; why: string; approval?: true }
   | { action: 'fail'; onFailure: 'halt' | 'continue'; failing: WaveTargetState; why: string };
 
 export interface GateInput {
@@ -137,6 +137,8 @@ export interface GateInput {
   since: number | undefined;
   /** When the wave was first seen complete, if it was. */
   completeAt?: number;
+  /** When someone approved the next wave (`vault-rollout approve`, as the rotation store holds it), if anyone did. */
+  approvedAt?: number;
   policy: Pick<RolloutPolicy, 'gate' | 'onFailure'>;
   /** How long to wait before looking again at a wave still rolling. */
   recheckMs: number;
@@ -147,7 +149,8 @@ const ready = (s: WaveTargetState, healthy: boolean): boolean =>
 
 /**
  * What a gate does now: fail when a target failed or timed out, or the wave is not complete by `gate.timeout`; wait
- * while it rolls; once every target is complete, wait out `gate.pause`, then advance. With `healthy: false` a
+ * while it rolls; once every target is complete, wait out `gate.pause`, then (with `gate.approval`) for an approval,
+ * then advance. With `healthy: false` a
  * restarted target counts as ready whatever its rollout says (a failed one still fails the gate). A wave with no
  * recorded start never fails: it waits for the start (or for every target to be complete).
  */
@@ -189,6 +192,15 @@ export function decideGate(input: GateInput): GateAction {
   const completeAt = input.completeAt ?? now;
   const pauseLeft = completeAt + gate.pauseMs - now;
   if (pauseLeft > 0) return { action: 'wait', delayMs: pauseLeft, completeAt, why: 'wave complete; pausing' };
+  // Asked only once the rest of the gate passed: a person approves a wave that is complete, never one still rolling.
+  if (gate.approval === true && input.approvedAt === undefined)
+    return {
+      action: 'wait',
+      delayMs: Math.max(1, input.recheckMs),
+      completeAt,
+      why: 'waits for approval',
+      approval: true,
+    };
   return { action: 'advance' };
 }
 

@@ -19,6 +19,7 @@ import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
 import type { DeadLetter } from '../queue/local-queue.ts';
 import type { RotationHalt } from '../rotations/rotation-store.ts';
+import type { ApprovalRecord } from '../rotations/approvals.ts';
 import type { ConsumerStatus, FleetStatus, PathStatus } from '../status/fleet-status.ts';
 import type { PathRotation, WaveState } from '../status/rotation-waves.ts';
 import { shellQuote } from '../kernel/shell-quote.ts';
@@ -36,7 +37,7 @@ export const DEFAULT_REFRESH_SECONDS = 30;
 
 export interface StatusPageInput {
   /** fleetStatus with the store's halts; `ok` already false while a halt holds (as `status` computes it). */
-  status: FleetStatus & { halts: readonly RotationHalt[] };
+  status: FleetStatus & { halts: readonly RotationHalt[]; awaitingApproval?: readonly ApprovalRecord[] };
   /** pathRotations: per path whose route has waves. */
   rotations: ReadonlyMap<string, PathRotation>;
   /** The rotation store's name (`SQLite file …`, `DynamoDB table …`), and the environment that points the CLI at it. */
@@ -108,6 +109,21 @@ const pathCommand = (path: string, build: (quotedPath: string) => string[]): Htm
   vaultPathProblem(path) === undefined ? command(build(shellQuote(path))) : h`(no command: the key is no Vault path)`;
 /** The environment assignment that points the CLI at the rotation store, as `status` quoted it; empty when none. */
 const storeEnv = (input: StatusPageInput): string[] => (input.store.env ? [input.store.env] : []);
+
+/** Waves waiting for `vault-rollout approve` (rollout.gate.approval), each with the command that approves it. */
+function approvalsSection(input: StatusPageInput): Html {
+  const waiting = input.status.awaitingApproval ?? [];
+  if (waiting.length === 0) return h``;
+  const env = storeEnv(input);
+  const shown = waiting.slice(0, MAX_LISTED);
+  return h`<section id="approvals"><h2>${badge('WAITING', 'warn')} Waiting for approval (${waiting.length})</h2>
+${shown.map(
+  (
+    x,
+  ) => h`<div class="card warn"><p><strong>${text(x.secrets.join(', '))}</strong>: wave ${x.wave} of ${x.waves} waits for approval (since ${text(x.since)}): ${command([...env, 'vault-rollout', 'approve'], [x.rotation, '--wave', String(x.wave)])}</p>
+<dl><dt>Rotation</dt><dd><code>${text(x.rotation)}</code> (route ${text(x.route || '-')})</dd></dl></div>`,
+)}${waiting.length > shown.length ? h`<p class="more">${waiting.length - shown.length} more: ${command([...env, 'vault-rollout', 'approve', '--list'])}</p>` : ''}</section>`;
+}
 
 function haltsSection(input: StatusPageInput): Html {
   const halts = input.status.halts;
@@ -264,7 +280,7 @@ ${refresh > 0 ? h`<meta http-equiv="refresh" content="${refresh}">` : ''}
 <p class="muted">Read ${text(iso(input.generatedAt))}${input.source ? ` by ${text(input.source)}` : ''}${refresh > 0 ? `; refreshes every ${refresh} s` : ''}.</p>
 <p class="verdict ${status.ok ? 'ok' : 'bad'}" id="verdict">${badge(status.ok ? 'SAFE TO REVOKE' : 'NOT YET SAFE TO REVOKE', status.ok ? 'ok' : 'bad')}: ${verdict}</p>
 <p id="summary">${text(summaryLine(status), 1_000)}</p></header>
-<main>${haltsSection(input)}${rotationsSection(input)}${failuresSection(input)}${pathsSection(input)}
+<main>${haltsSection(input)}${approvalsSection(input)}${rotationsSection(input)}${failuresSection(input)}${pathsSection(input)}
 ${status.notes.length > 0 ? h`<section id="notes"><h2>Notes</h2>${status.notes.map((n) => h`<p class="note">${text(n, 1_000)}</p>`)}</section>` : ''}</main>
 <footer><p class="muted">The same data as <code>vault-rollout status</code> (<code>--json</code> for all of it). States are words: HALTED, FAILED, TIMEOUT, POISONED and UNKNOWN need a look; BEHIND and rolling are on their way; OLD PODS: pods of an older template still run (never safe); current is done.</p></footer>
 </body></html>

@@ -12,6 +12,7 @@
  *   notes#<rotation key> / <fact>   a rotation's facts for "complete" (`done <cluster>`, `failed <cluster>`), ttl
  *   clearances / <clearedAt>#<rotation key>   who cleared a halt, from where, when (`halts clear`): record, no ttl
  *   breaker#<workload key> / restarts   rollout.breaker's counted restarts: history, rev, ttl (dynamodb-restart-breaker.ts)
+ *   rotation#<key> / approval#<wave>   a wave waiting for `approve`, and who approved it (dynamodb-approvals.ts)
  * Holds paths, versions and workload names, never a secret value. `ttl` is epoch seconds (the table's TTL attribute:
  * DynamoDB deletes an expired item within days, so reads treat an expired item as gone).
  */
@@ -31,6 +32,7 @@ import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notificat
 import { DynamoDbNotificationOutbox } from './dynamodb-notification-outbox.ts';
 import type { BreakerLimit, BreakerVerdict } from '../plan/restart-breaker.ts';
 import { admitRestartDynamoDb, resetRestartsDynamoDb } from './dynamodb-restart-breaker.ts';
+import { DynamoDbApprovalStore } from './dynamodb-approvals.ts';
 import { ignoreConditionFailed, key, MAX_PAGES } from './dynamodb-items.ts';
 import {
   clearanceOf,
@@ -55,11 +57,13 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
   private readonly table: string;
 
   private readonly outbox: DynamoDbNotificationOutbox;
+  readonly approvals: DynamoDbApprovalStore;
 
   constructor(options: { client: DynamoDBClient; table: string }) {
     this.client = options.client;
     this.table = options.table;
     this.outbox = new DynamoDbNotificationOutbox(options);
+    this.approvals = new DynamoDbApprovalStore(options);
   }
 
   admitRestart(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict> {
@@ -232,6 +236,7 @@ export class DynamoDbRotationStore implements RotationStore, KeyBaselineStore, N
       await this.client.send(
         new DeleteItemCommand({ TableName: this.table, Key: key(`halted#${identityKey(identity)}`, rotation) }),
       );
+    await this.approvals.forget(rotation);
     return halt;
   }
 

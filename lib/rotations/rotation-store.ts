@@ -12,6 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
 import { decideBreaker, type BreakerEntry, type BreakerLimit, type BreakerVerdict } from '../plan/restart-breaker.ts';
+import { MemoryApprovalStore, type ApprovalStore } from './approvals.ts';
 import { MemoryKeyBaselineStore } from './key-baselines.ts';
 
 export interface RotationHalt {
@@ -111,6 +112,8 @@ export interface RotationStore {
   admitRestart?(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict>;
   /** Forgets the workload's counted restarts: `halts clear` of a breaker's halt. */
   resetRestarts?(workload: string): Promise<void>;
+  /** Waves waiting for `vault-rollout approve`, and the approvals (lib/rotations/approvals.ts). */
+  readonly approvals?: ApprovalStore;
   close?(): void;
 }
 
@@ -127,6 +130,8 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
   readonly #halts = new Map<string, RotationHalt>();
   readonly #times = new Map<string, WaveTimes>();
   readonly #clearances: HaltClearance[] = [];
+  readonly approvals = new MemoryApprovalStore();
+
   readonly #restarts = new Map<string, BreakerEntry[]>();
 
   admitRestart(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict> {
@@ -192,6 +197,7 @@ export class MemoryRotationStore extends MemoryKeyBaselineStore implements Rotat
     this.#halts.delete(rotation);
     this.#released.delete(rotation);
     for (const key of [...this.#times.keys()]) if (key.startsWith(`${rotation}\u0000`)) this.#times.delete(key);
+    void this.approvals.forget(rotation);
     return Promise.resolve(halt);
   }
 

@@ -9,6 +9,7 @@ import type { KeyBaseline } from '../plan/changed-keys.ts';
 import { parseStoredBaseline, pathKey, storedBaseline, type KeyBaselineStore } from './key-baselines.ts';
 import type { BreakerLimit, BreakerVerdict } from '../plan/restart-breaker.ts';
 import { admitRestartSqlite, resetRestartsSqlite, RESTART_BREAKER_TABLE } from './sqlite-restart-breaker.ts';
+import { SqliteApprovalStore } from './sqlite-approvals.ts';
 import type { NotificationOutbox, OutboxDelivery, TakeResult } from './notification-outbox.ts';
 import {
   clearanceOf,
@@ -31,6 +32,7 @@ const WAVE_COLUMNS: Readonly<Record<WaveMark, string>> = { startedAt: 'started_a
 /** Also the key baselines and the notifications' outbox: the same file, so `serve` needs no other. */
 export class SqliteRotationStore implements RotationStore, KeyBaselineStore, NotificationOutbox {
   private readonly db: DatabaseSync;
+  readonly approvals: SqliteApprovalStore;
 
   constructor(file: string) {
     if (file !== ':memory:') createPrivateFile(file);
@@ -50,6 +52,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
         PRIMARY KEY (cleared_at, rotation)) WITHOUT ROWID;
       CREATE TABLE IF NOT EXISTS rotation_notes (rotation TEXT NOT NULL, fact TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (rotation, fact)) WITHOUT ROWID;
       ${RESTART_BREAKER_TABLE}`);
+    this.approvals = new SqliteApprovalStore(this.db);
   }
 
   admitRestart(workload: string, token: string, now: number, limit: BreakerLimit): Promise<BreakerVerdict> {
@@ -150,6 +153,7 @@ export class SqliteRotationStore implements RotationStore, KeyBaselineStore, Not
         this.db.prepare('DELETE FROM rotation_halted_changes WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_waves WHERE rotation = ?').run(rotation);
         this.db.prepare('DELETE FROM rotation_wave_times WHERE rotation = ?').run(rotation);
+        void this.approvals.forget(rotation);
         return halt;
       }),
     );

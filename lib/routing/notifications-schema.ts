@@ -18,6 +18,7 @@ export const NotificationEvents = [
   'progressing',
   'dead-letter',
   'would-restart',
+  'approval-requested',
 ] as const;
 export type NotificationEventKind = (typeof NotificationEvents)[number];
 

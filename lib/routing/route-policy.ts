@@ -82,6 +82,7 @@ export function compilePolicy(
       healthy: gate.healthy ?? true,
       timeoutMs: ms(gate.timeout, DEFAULT_GATE_TIMEOUT_MS),
       pauseMs: ms(gate.pause, 0),
+      ...(gate.approval === true ? { approval: true } : {}),
     },
     onFailure: own?.onFailure ?? top?.onFailure ?? 'halt',
     settleMs: ms(own?.settle ?? top?.settle, 0),

@@ -5,6 +5,7 @@
  * (notifications-schema.ts) and the fields they share (schema-fields.ts) are files of their own.
  */
 import { z } from 'zod';
+import { GateApprovalSchema } from './approval-schema.ts';
 import { Operations } from '../sources/secret-change.ts';
 import { NotificationsSchema } from './notifications-schema.ts';
 import { BreakerSchema, RouteModeSchema } from './breaker-schema.ts';
@@ -148,6 +149,7 @@ export const RolloutSettingsSchema = z.strictObject({
       pause: PauseSchema.optional().describe(
         'wait this long after a wave is complete before the next one starts (default 0s)',
       ),
+      approval: GateApprovalSchema.optional(),
     })
     .optional()
     .describe('what a wave must reach before the next one starts'),

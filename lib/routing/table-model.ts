@@ -95,7 +95,8 @@ export interface RolloutPolicy {
   waves?: string[][];
   /** Per wave, the targets it selects in its clusters (lib/routing/wave-targets.ts); undefined: waves of clusters. */
   waveTargets?: ReadonlyArray<WaveTargets | undefined>;
-  gate: { healthy: boolean; timeoutMs: number; pauseMs: number };
+  /** `approval`: the next wave also waits for `vault-rollout approve` (lib/rotations approvals). */
+  gate: { healthy: boolean; timeoutMs: number; pauseMs: number; approval?: boolean };
   onFailure: 'halt' | 'continue';
   settleMs: number;
   /** `rollout.breaker`: at most `restarts` restarts of one workload within `withinMs` (lib/plan/restart-breaker.ts). */

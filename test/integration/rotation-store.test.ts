@@ -2,8 +2,8 @@
  * The rotation store's semantics, one table of behaviours run against the DynamoDB store on DynamoDB Local
  * (what Lambda uses) and the SQLite store (serve, worker, the CLI), two handles on one table or file each: a release
  * by one worker is seen by the other, a release never goes down, a halt is found by any of its changes and cleared,
- * a wave's start and completion are written once (the gate's clock) and cleared with the halt, and a clear keeps who
- * cleared it.
+ * a wave's start and completion are written once (the gate's clock) and cleared with the halt, a clear keeps who
+ * cleared it, and an approval is recorded on a request only, the first request's time and the first approval staying.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -178,5 +178,32 @@ describe.each(kinds)('rotation store: %s', (_, make) => {
     expect((await b.admitRestart?.('alpha/ns/Deployment/web', 'tx', now + 2, limit))?.allowed).toBe(true);
     await b.resetRestarts?.(w);
     expect((await a.admitRestart?.(w, 'tx', now + 3, limit))?.allowed).toBe(true);
+  });
+
+  it('approvals: on a request only, the first request and approval stay, pending listed, forgotten with a clear', async () => {
+    const [a, b] = await make();
+    const request = { rotation: 'r9', route: 'app', secrets: ['secret/app/db version 2'], wave: 2, waves: 3 };
+    expect(await a.approvals?.approve('r9', 2, 'mallory', '2026-01-01T00:00:00.000Z')).toBeUndefined();
+    expect(await b.approvals?.get('r9', 2)).toBeUndefined();
+    await a.approvals?.request({ ...request, since: '2026-01-01T00:00:01.000Z' });
+    const again = await b.approvals?.request({ ...request, since: '2026-01-01T00:00:09.000Z' });
+    expect(again).toMatchObject({ since: '2026-01-01T00:00:01.000Z' });
+    expect(again?.approvedAt).toBeUndefined();
+    await a.approvals?.request({ ...request, rotation: 'r8', since: '2026-01-01T00:00:00.000Z' });
+    expect((await b.approvals?.pending())?.map((r) => [r.rotation, r.wave])).toEqual([
+      ['r8', 2],
+      ['r9', 2],
+    ]);
+    expect(await b.approvals?.approve('r9', 2, 'alice', '2026-01-01T00:01:00.000Z')).toMatchObject({
+      approvedBy: 'alice',
+      approvedAt: '2026-01-01T00:01:00.000Z',
+    });
+    await a.approvals?.approve('r9', 2, 'bob', '2026-01-01T00:02:00.000Z');
+    expect(await a.approvals?.get('r9', 2)).toMatchObject({ approvedBy: 'alice', since: '2026-01-01T00:00:01.000Z' });
+    expect((await a.approvals?.pending())?.map((r) => r.rotation)).toEqual(['r8']);
+    expect((await b.approvals?.ofRotation('r9'))?.map((r) => r.wave)).toEqual([2]);
+    await b.clear('r9');
+    expect(await a.approvals?.get('r9', 2)).toBeUndefined();
+    expect(await a.approvals?.get('r8', 2)).toBeDefined();
   });
 });

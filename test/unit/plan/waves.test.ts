@@ -222,6 +222,55 @@ describe('decideGate: states read back -> next action', () => {
   });
 });
 
+const approving = {
+  gate: { healthy: true, timeoutMs: 600_000, pauseMs: 0, approval: true },
+  onFailure: 'halt',
+} as const;
+
+describe('decideGate with gate.approval: the next wave also waits for a person', () => {
+  it.each([
+    [
+      'complete, not approved: waits for approval, at the recheck cadence',
+      gate({ states: [s('complete')], policy: approving }),
+      { action: 'wait', approval: true, delayMs: 10_000, why: 'waits for approval' },
+    ],
+    [
+      'complete and approved: advance',
+      gate({ states: [s('complete')], policy: approving, approvedAt: 90_000 }),
+      { action: 'advance' },
+    ],
+    [
+      'still rolling: waits for the wave, not for approval',
+      gate({ states: [s('progressing')], policy: approving }),
+      { action: 'wait', delayMs: 10_000, why: '1 target(s) not complete' },
+    ],
+    [
+      'an approval never passes a failed wave',
+      gate({ states: [s('failed')], policy: approving, approvedAt: 90_000 }),
+      { action: 'fail', onFailure: 'halt' },
+    ],
+    [
+      'an approval never passes a wave still rolling',
+      gate({ states: [s('progressing')], policy: approving, approvedAt: 90_000 }),
+      { action: 'wait', why: '1 target(s) not complete' },
+    ],
+    [
+      'the pause comes first, then the approval',
+      gate({ states: [s('complete')], policy: { ...approving, gate: { ...approving.gate, pauseMs: 30_000 } } }),
+      { action: 'wait', delayMs: 30_000, why: 'wave complete; pausing' },
+    ],
+    [
+      'approval false (the default): an approval is not asked',
+      gate({ states: [s('complete')], policy: { ...approving, gate: { ...approving.gate, approval: false } } }),
+      { action: 'advance' },
+    ],
+  ] as const)('%s', (_, input, expected) => {
+    const decision = decideGate(input);
+    expect(decision).toMatchObject(expected);
+    if (!('approval' in expected)) expect(decision).not.toHaveProperty('approval');
+  });
+});
+
 describe('settleDelay', () => {
   it.each([
     ['no settle: now', [0], 0, 1000, 0],
