@@ -81,13 +81,18 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   printResults(io, values.output, parsed, plan, results);
   reportRejected(io, 'apply', values.input, parsed);
   printForegroundHalts(io, 'apply', halts, refused, cliRotationStoreName(io));
-  for (const w of windows ?? [])
-    io.stderr(
-      `vault-rollout apply: route ${w.route}, wave ${w.wave}: deferred: ${waitsForWindow(w.opensAt)}; apply it again then, or send the change to serve or the queue, which restart it when the window opens\n`,
-    );
+  printWindowDeferrals(io, windows ?? []);
   printAwaitingApproval(io, 'apply', awaitingApproval);
   const exit = applyExit(results, halts.length, refused.length, parsed.rejected.length);
   return exit === EXIT.ok && awaitingApproval.length > 0 ? EXIT.awaitingApproval : exit;
+}
+
+/** The rotations a closed maintenance window deferred, and what to do then. */
+function printWindowDeferrals(io: CliIo, windows: ReadonlyArray<{ route: string; wave: number; opensAt: number }>) {
+  for (const w of windows)
+    io.stderr(
+      `vault-rollout apply: route ${w.route}, wave ${w.wave}: deferred: ${waitsForWindow(w.opensAt)}; apply it again then, or send the change to serve or the queue, which restart it when the window opens\n`,
+    );
 }
 
 /** --quiet: followed all the same, without the live view. */

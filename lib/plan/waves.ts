@@ -193,16 +193,21 @@ export function decideGate(input: GateInput): GateAction {
   const pauseLeft = completeAt + gate.pauseMs - now;
   if (pauseLeft > 0) return { action: 'wait', delayMs: pauseLeft, completeAt, why: 'wave complete; pausing' };
   // Asked only once the rest of the gate passed: a person approves a wave that is complete, never one still rolling.
+  // A person may take hours: the looks thin out as the wait grows (a quarter of it so far), to one a minute at most
+  // apart, so a wave waiting a day costs a few hundred looks and an approval is picked up within a minute.
   if (gate.approval === true && input.approvedAt === undefined)
     return {
       action: 'wait',
-      delayMs: Math.max(1, input.recheckMs),
+      delayMs: Math.max(1, input.recheckMs, Math.min(APPROVAL_RECHECK_MAX_MS, Math.round((now - completeAt) / 4))),
       completeAt,
       why: 'waits for approval',
       approval: true,
     };
   return { action: 'advance' };
 }
+
+/** The longest between two looks at a wave waiting for its approval. */
+export const APPROVAL_RECHECK_MAX_MS = 60_000;
 
 export const describeState = (s: Pick<WaveTargetState, 'cluster' | 'namespace' | 'kind' | 'name'>): string =>
   `${s.kind} ${s.namespace}/${s.name} in cluster ${s.cluster}`;

@@ -235,6 +235,16 @@ describe('decideGate with gate.approval: the next wave also waits for a person',
       { action: 'wait', approval: true, delayMs: 10_000, why: 'waits for approval' },
     ],
     [
+      'waiting 2 minutes for approval: looks a quarter of the wait apart (30 s)',
+      gate({ states: [s('complete')], policy: approving, completeAt: 100_000 - 120_000 }),
+      { action: 'wait', approval: true, delayMs: 30_000, why: 'waits for approval' },
+    ],
+    [
+      'waiting an hour for approval: one look a minute, no fewer',
+      gate({ states: [s('complete')], policy: approving, completeAt: 100_000 - 3_600_000 }),
+      { action: 'wait', approval: true, delayMs: 60_000, why: 'waits for approval' },
+    ],
+    [
       'complete and approved: advance',
       gate({ states: [s('complete')], policy: approving, approvedAt: 90_000 }),
       { action: 'advance' },

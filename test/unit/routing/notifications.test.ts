@@ -1,5 +1,6 @@
 /** The `notifications:` block: sinks, events, the progressing limit; secrets only by environment variable. */
 import { describe, expect, it } from 'vitest';
+import { NotificationEvents } from '../../../lib/routing/notifications-schema.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { problemsOf as problems } from './problems.ts';
 
@@ -108,6 +109,6 @@ describe('notifications in the routing table', () => {
   it('a table without notifications has no sinks and every event kind by default', () => {
     const t = loadRoutingTable(yaml(''));
     expect(t.allSinks.size).toBe(0);
-    expect(t.notifications.events.size).toBe(7);
+    expect(t.notifications.events.size).toBe(NotificationEvents.length);
   });
 });
