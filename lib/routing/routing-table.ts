@@ -6,6 +6,8 @@ import { createHash } from 'node:crypto';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { KvVersion, Operation } from '../sources/secret-change.ts';
 import { compileTarget, type TargetContext } from './compile-target.ts';
+import { BucketedPatternIndex, type RouteIndex } from './bucketed-index.ts';
+import { CheckedRoute, patternSource, type CheckedBuild } from './checked-route.ts';
 import { compilePattern, PatternError, PatternIndex, type CompiledPattern } from './path-pattern.ts';
 import { compilePolicy, compileWaves, markNotifyRoutes, notificationPolicy } from './route-policy.ts';
 import { parseDuration, RoutingTableSchema, type Route, type RoutingTableDocument } from './schema.ts';
@@ -18,6 +20,7 @@ import {
   RoutingTableError,
   type CompiledRoute,
   type ConfigProblem,
+  type NotificationPolicy,
   type RolloutPolicy,
   type RoutingTable,
 } from './table-model.ts';
@@ -60,15 +63,45 @@ export function parseRoutingTable(
  * without YAML or the schema. A problem found anyway is reported by field, without a line (there is no YAML).
  */
 export function compileCheckedDocument(document: RoutingTableDocument, file: string): RoutingTable {
-  const problems: ConfigProblem[] = [];
-  const table = compile(
-    document,
-    file,
-    (path, message) => problems.push({ file, line: 0, column: 0, field: fieldName(path), message }),
-    true,
-  );
-  if (problems.length > 0) throw new RoutingTableError(problems);
-  return table;
+  const report = (path: FieldPath, message: string): never => {
+    throw new RoutingTableError([{ file, line: 0, column: 0, field: fieldName(path), message }]);
+  };
+  const ctx = tableContext(document, report, true);
+  let topNotifications: NotificationPolicy | undefined;
+  const build: CheckedBuild = {
+    doc: document,
+    builtins: ctx.builtins,
+    clustersOf: ctx.clustersOf,
+    defaultWaves: ctx.defaultWaves,
+    report,
+    operationsOf: (route) => operationsOf(ctx, route),
+    topPolicy: () =>
+      (ctx.topPolicy ??= compilePolicy(document, document.rollout, undefined, () => undefined, ctx.defaultWaves)),
+    topNotifications: () => (topNotifications ??= notificationPolicy(document.notifications, undefined)),
+  };
+  const index = new Map<string, BucketedPatternIndex>();
+  const routes = document.routes.map((route, r) => {
+    const namespace = namespaceOf(route);
+    const compiled = new CheckedRoute(route, r, namespace, build);
+    if (route.mode === 'notify') compiled.mode = 'notify';
+    let nsIndex = index.get(namespace);
+    if (!nsIndex) index.set(namespace, (nsIndex = new BucketedPatternIndex()));
+    nsIndex.add(patternSource(route), compiled);
+    return compiled;
+  });
+  return tableOf(document, file, routes, index);
+}
+
+/** A route's Vault namespace, without its slashes ('' for the root namespace). */
+const namespaceOf = (route: Route): string =>
+  route.match.namespace === undefined ? '' : route.match.namespace.replace(/^\/+|\/+$/g, '');
+
+/** The route's operations: read only, so routes taking the same ones share one set. */
+function operationsOf(ctx: TableContext, route: Route): ReadonlySet<Operation> {
+  const key = route.match.operations.join(',');
+  let operations = ctx.operationSets.get(key);
+  if (!operations) ctx.operationSets.set(key, (operations = new Set(route.match.operations)));
+  return operations;
 }
 
 /** What compiling the routes of one document shares: the document, where problems go, and what is built once. */
@@ -171,7 +204,7 @@ function compileRoute(ctx: TableContext, route: Route, r: number): void {
           `unused capture {${name}}: no target uses it (use * to match without capturing)`,
         );
 
-  const namespace = route.match.namespace === undefined ? '' : route.match.namespace.replace(/^\/+|\/+$/g, '');
+  const namespace = namespaceOf(route);
   let nsIndex = ctx.index.get(namespace);
   if (!nsIndex) ctx.index.set(namespace, (nsIndex = new PatternIndex()));
   nsIndex.add(ctx.routes.length, pattern);
@@ -187,9 +220,7 @@ function compileRoute(ctx: TableContext, route: Route, r: number): void {
           (path, message) => report([...where, 'rollout', ...path], message),
           ctx.defaultWaves,
         );
-  const opsKey = route.match.operations.join(',');
-  let operations = ctx.operationSets.get(opsKey);
-  if (!operations) ctx.operationSets.set(opsKey, (operations = new Set(route.match.operations)));
+  const operations = operationsOf(ctx, route);
   checkSinkNames(ctx, route, where);
   const compiledRoute: CompiledRoute = {
     name: route.name,
@@ -248,12 +279,21 @@ function checkSinkNames(ctx: TableContext, route: Route, where: FieldPath): void
   }
 }
 
+/** Every sink the document defines, at the top level or on a route (most routes define none). */
+function allSinksOf(doc: RoutingTableDocument): RoutingTable['allSinks'] {
+  const sinks = new Map(Object.entries(doc.notifications?.sinks ?? {}));
+  for (const route of doc.routes)
+    if (route.notifications?.sinks)
+      for (const [name, sink] of Object.entries(route.notifications.sinks)) sinks.set(name, sink);
+  return sinks;
+}
+
 /** The table of the compiled routes: the document's clusters, mounts and top-level settings, its hash when asked. */
 function tableOf(
   doc: RoutingTableDocument,
   file: string,
   routes: CompiledRoute[],
-  index: Map<string, PatternIndex>,
+  index: ReadonlyMap<string, RouteIndex>,
 ): RoutingTable {
   const mounts = new Map<string, KvVersion>();
   for (const [mount, version] of Object.entries(doc.vault.mounts))
@@ -269,10 +309,9 @@ function tableOf(
     ...(timeout === undefined ? {} : { rolloutTimeoutMs: timeout }),
     ...(doc.rollout?.maxUnavailable ? { maxUnavailable: doc.rollout.maxUnavailable } : {}),
     notifications: notificationPolicy(doc.notifications, undefined),
-    allSinks: new Map([
-      ...notificationPolicy(doc.notifications, undefined).sinks,
-      ...routes.flatMap((r) => [...r.notifications.sinks]),
-    ]),
+    // From the document, not the routes' policies, which a checked table builds on first use. A sink name is one
+    // sink across the table (checkSinkNames), so the order of definitions does not matter.
+    allSinks: allSinksOf(doc),
     ...(doc.rotationStore ? { rotationStore: doc.rotationStore } : {}),
     get hash() {
       return (hash ??= createHash('sha256').update(JSON.stringify(doc)).digest('hex').slice(0, 16));

@@ -1,7 +1,8 @@
 /** The compiled routing table: its routes, targets and rollout policies, and what to ask of them. */
 import type { KvMounts } from '../sources/kv-mounts.ts';
 import type { Operation } from '../sources/secret-change.ts';
-import { matchSegment, type CompiledPattern, type PatternIndex, type PatternSegment } from './path-pattern.ts';
+import type { RouteIndex } from './bucketed-index.ts';
+import { matchSegment, type CompiledPattern, type PatternSegment } from './path-pattern.ts';
 import { parseDuration, type ClusterConfig, type MaxUnavailable, type RotationStoreRef } from './schema.ts';
 import type { RestartWindow } from './restart-window.ts';
 import { type NotificationEventKind, type NotificationSink } from './notifications-schema.ts';
@@ -115,7 +116,7 @@ export interface RoutingTable {
   mounts: KvMounts;
   routes: readonly CompiledRoute[];
   /** One pattern index per Vault namespace. */
-  index: ReadonlyMap<string, PatternIndex>;
+  index: ReadonlyMap<string, RouteIndex>;
   /** Where the table came from, for relative kubeconfig paths. */
   file: string;
   /** The top-level `rollout.timeout`, if set. */
