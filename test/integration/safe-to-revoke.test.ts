@@ -15,7 +15,7 @@ import { statusCommand } from '../../lib/cli/status-command.ts';
 import { ARGO_CLUSTER, ARGO_NAMESPACE } from '../clusters/clusters.ts';
 import { waitFor } from '../clusters/kube-http.ts';
 import { memoryIo } from '../helpers.ts';
-import { STATUS_TOKEN } from '../secrets.ts';
+import { BEARER_TOKEN, STATUS_TOKEN } from '../secrets.ts';
 import {
   admin,
   clusters,
@@ -335,4 +335,41 @@ describe(`Argo Rollouts restarted both ways, with the real controller (${ARGO_CL
     },
     120_000,
   );
+
+  it('template, through serve: the intake restarts it again (version 2), a new revision again; safe once it runs', async () => {
+    const name = `tpl-${ARGO_SUFFIX}`;
+    const before = await get(name);
+    const argoDir = mkdtempSync(join(tmpdir(), 'vault-rollout-revoke-argo-'));
+    writeFileSync(join(argoDir, 'routes.yaml'), ARGO_ROUTES);
+    const argoServe = await spawnServe({
+      routesFile: join(argoDir, 'routes.yaml'),
+      queueFile: join(argoDir, 'queue.sqlite'),
+      env: serveEnv(argoDir, join(argoDir, 'state.sqlite')),
+    });
+    try {
+      const res = await fetch(`http://127.0.0.1:${argoServe.port}/v1/vault/audit`, {
+        method: 'POST',
+        body: kvWriteAudit(`revoke-argo-template-2-${ARGO_SUFFIX}`, 'secret/revoke-argo/template', 2),
+        headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+      });
+      expect(res.status).toBe(202);
+      await waitFor(
+        async () => {
+          const r = await get(name);
+          return healthy(r) && r.status?.currentPodHash !== before.status?.currentPodHash ? r : undefined;
+        },
+        { timeoutMs: 60_000, what: `Rollout ${name} on a new revision after serve restarted it` },
+      );
+    } finally {
+      argoServe.child.kill('SIGTERM');
+    }
+    const safe = await waitFor(
+      async () => {
+        const a = await answer('template');
+        return a.code === 0 ? a : undefined;
+      },
+      { timeoutMs: 30_000, what: `${name} safe to revoke after version 2` },
+    );
+    expect(safe.answer).toMatchObject({ safe: true, pods: { onRecorded: 1, older: 0 } });
+  }, 120_000);
 });
