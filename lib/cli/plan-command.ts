@@ -30,7 +30,7 @@ export async function planCommand(argv: string[], io: CliIo): Promise<number> {
     io,
     values.output,
     () => planJson(parsed, plan, sets),
-    () => planText(parsed, plan, sets),
+    () => planText(parsed, plan, sets, table.routes),
   );
   reportRejected(io, 'plan', values.input, parsed);
   return parsed.rejected.length > 0 ? EXIT.rejectedRecords : EXIT.ok;

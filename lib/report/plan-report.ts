@@ -5,6 +5,8 @@ import { targetWave } from '../plan/target-waves.ts';
 import { keyLevelSkip } from '../plan/changed-keys.ts';
 import { qualify } from '../sources/kv-mounts.ts';
 import type { ParseResult } from '../sources/secret-change.ts';
+import type { CompiledRoute } from '../routing/table-model.ts';
+import { controlsText } from './plan-controls.ts';
 import { table } from './table.ts';
 
 export function planJson(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []) {
@@ -61,7 +63,15 @@ function wavesJson(set: ChangeSet, plan: Plan) {
         .filter((t) => targetWave(set.waves, t) === i && t.paths.some((p) => paths.has(p)))
         .map(targetJson),
       ...(i + 1 < set.waves.length
-        ? { gate: { healthy: gate.healthy, timeout: seconds(gate.timeoutMs), pause: seconds(gate.pauseMs), onFailure } }
+        ? {
+            gate: {
+              healthy: gate.healthy,
+              timeout: seconds(gate.timeoutMs),
+              pause: seconds(gate.pauseMs),
+              ...(gate.approval === true ? { approval: true } : {}),
+              onFailure,
+            },
+          }
         : {}),
     })),
   };
@@ -94,7 +104,7 @@ function wavesText(sets: readonly ChangeSet[], plan: Plan): string[] {
       if (w.gate)
         gateAfter.set(
           rows.length,
-          `  -- gate: ${w.gate.healthy ? 'every target complete' : 'every target restarted'} within ${w.gate.timeout}, then pause ${w.gate.pause}; on failure: ${w.gate.onFailure} --`,
+          `  -- gate: ${w.gate.healthy ? 'every target complete' : 'every target restarted'} within ${w.gate.timeout}, then pause ${w.gate.pause}${w.gate.approval ? ', then an approval (vault-rollout approve)' : ''}; on failure: ${w.gate.onFailure} --`,
         );
     }
     // The gates go between the rows of the table (line 0 is its header).
@@ -270,10 +280,16 @@ function leftOutText(parsed: ParseResult, plan: Plan): string[] {
   return out;
 }
 
-export function planText(parsed: ParseResult, plan: Plan, sets: readonly ChangeSet[] = []): string {
+export function planText(
+  parsed: ParseResult,
+  plan: Plan,
+  sets: readonly ChangeSet[] = [],
+  routes: readonly CompiledRoute[] = [],
+): string {
   const out = [
     ...changesText(parsed, plan),
     ...targetsText(plan),
+    ...controlsText(plan, routes),
     // Waves are shown where a route sets them (without, everything restarts at once, as the targets say).
     ...wavesText(
       sets.filter((s) => s.policy.waves !== undefined),
