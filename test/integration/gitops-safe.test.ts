@@ -3,9 +3,10 @@
  * Each tool is played by its own code (test/gitops/, built by test/clusters/build-gitops.sh): Flux's
  * kustomize-controller server-side apply (github.com/fluxcd/pkg/ssa, field manager kustomize-controller, its
  * field-manager clean-up) and Argo CD's client-side apply and diff (github.com/argoproj/gitops-engine). On alpha, for
- * each tool: the tool applies a Deployment, vault-rollout restarts it, the tool applies the same manifest again (its
- * next sync) and, for Argo CD, diffs it (what self-heal acts on); then the restart is still on the pod template and
- * the ReplicaSets, their pod-template-hashes and which one runs are what the restart left.
+ * each tool: the tool applies a Deployment, vault-rollout restarts it (`apply` before Flux, `serve`'s intake before
+ * Argo CD), the tool applies the same manifest again (its next sync) and, for Argo CD, diffs it (what self-heal acts
+ * on); then the restart is still on the pod template and the ReplicaSets, their pod-template-hashes and which one
+ * runs are what the restart left.
  *
  * The contrast: the same with `kubectl rollout restart` (field manager kubectl-rollout). Flux's clean-up names the
  * manager "kubectl" and matches it as a prefix, so it takes kubectl-rollout's fields over and its apply drops the
@@ -18,12 +19,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { executeRollouts, type RolloutResult } from '../../lib/pipeline/kube-executor.ts';
-import { planRollouts } from '../../lib/plan/planner.ts';
-import { parseInput } from '../../lib/sources/parse.ts';
+import { main } from '../../lib/cli/main.ts';
 import { gitopsBinary, type GitopsHelper } from '../clusters/gitops.ts';
 import { REPO_ROOT, waitFor } from '../clusters/kube-http.ts';
-import { admin, cluster, createNamespace, deleteNamespace, fileAccess, routingTable, uniqueName } from './support.ts';
+import { memoryIo } from '../helpers.ts';
+import { BEARER_TOKEN } from '../secrets.ts';
+import { admin, cluster, clusters, createNamespace, deleteNamespace, spawnServe, uniqueName } from './support.ts';
+import { kvWriteAudit, serveEnv } from './wave-fixtures.ts';
 
 const run = promisify(execFile);
 const NS = uniqueName('vr-gitops');
@@ -167,26 +169,49 @@ const running = (sets: ReplicaSetView[]): string[] => sets.filter((s) => s.repli
 
 let seq = 0;
 /** vault-rollout's own path: an audit line for a KV v2 write, planned and executed against alpha. */
-async function vaultRolloutRestart(name: string): Promise<RolloutResult[]> {
-  seq++;
-  const table = routingTable(`  - name: ${name}
+/** The routing table `apply` and `serve` read: one route to this Deployment, with the restricted identity. */
+const routesYaml = (name: string): string => `clusters:
+${clusters.map((c) => `  ${c.name}: { kubeconfig: { file: ${JSON.stringify(c.vaultRolloutKubeconfig)} } }`).join('\n')}
+vault: { mounts: { secret: 2 } }
+routes:
+  - name: ${name}
     match: { path: "secret/gitops/${name}" }
-    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: ${name} }]`);
-  const line = JSON.stringify({
-    time: new Date().toISOString(),
-    type: 'response',
-    request: {
-      id: `req-gitops-${seq}`,
-      operation: 'update',
-      mount_type: 'kv',
-      mount_point: 'secret/',
-      path: `secret/data/gitops/${name}`,
-    },
-    response: { data: { version: 1 } },
+    targets: [{ clusters: [alpha], namespace: ${NS}, kind: Deployment, name: ${name} }]
+`;
+
+/**
+ * vault-rollout restarts the Deployment as users run it: `apply` on a KV write (the Flux cases), or `serve` taking the
+ * audit entry at its intake (the Argo CD cases); both end in the same PATCH, with the field manager vault-rollout.
+ */
+async function vaultRolloutRestart(name: string, via: 'apply' | 'serve'): Promise<void> {
+  seq++;
+  const line = kvWriteAudit(`req-gitops-${seq}`, `secret/gitops/${name}`, 1);
+  if (via === 'apply') {
+    const io = memoryIo({ 'routes.yaml': routesYaml(name), '-': line });
+    expect(await main(['apply', '--routes', 'routes.yaml', '--no-wait'], io), io.out + io.err).toBe(0);
+    return;
+  }
+  const dir = mkdtempSync(join(work, 'serve-'));
+  writeFileSync(join(dir, 'routes.yaml'), routesYaml(name));
+  const serve = await spawnServe({
+    routesFile: join(dir, 'routes.yaml'),
+    queueFile: join(dir, 'queue.sqlite'),
+    env: serveEnv(dir, join(dir, 'state.sqlite')),
   });
-  const parsed = parseInput(line, { mounts: table.mounts });
-  expect(parsed.rejected).toEqual([]);
-  return executeRollouts(table, planRollouts(table, parsed.changes).targets, { access: fileAccess });
+  try {
+    const res = await fetch(`http://127.0.0.1:${serve.port}/v1/vault/audit`, {
+      method: 'POST',
+      body: line,
+      headers: { authorization: `Bearer ${BEARER_TOKEN}` },
+    });
+    expect(res.status).toBe(202);
+    await waitFor(async () => (await deployment(name)).spec.template.metadata.annotations?.[VERSIONS] !== undefined, {
+      timeoutMs: 30_000,
+      what: `serve's restart of ${name}`,
+    });
+  } finally {
+    serve.child.kill('SIGTERM');
+  }
 }
 
 /** What a user types: kubectl's own restart (field manager kubectl-rollout). */
@@ -228,10 +253,8 @@ async function scenario(
   expect(JSON.stringify(first)).toMatch(/created/);
   const initial = await settled(name, 1);
 
-  if (restarter === 'vault-rollout') {
-    const results = await vaultRolloutRestart(name);
-    expect(results.map((r) => `${r.kind}/${r.name}: ${r.outcome}`)).toEqual([`Deployment/${name}: restarted`]);
-  } else {
+  if (restarter === 'vault-rollout') await vaultRolloutRestart(name, tool === 'flux' ? 'apply' : 'serve');
+  else {
     await kubectlRestart(name);
   }
   const restarted = await settled(name, 2);
