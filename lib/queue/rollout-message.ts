@@ -261,11 +261,6 @@ const QueuedChangeSchema = z.strictObject({
   changedKeys: z.array(z.string().min(1).max(KEY_DIGEST_LIMITS.length)).max(KEY_DIGEST_LIMITS.keys).optional(),
 });
 
-const isoTime = z
-  .string()
-  .max(64)
-  .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
-
 export const RolloutMessageSchema = z.strictObject({
   v: z.literal(ROLLOUT_MESSAGE_VERSION),
   cluster: z.string().min(1).max(63),
@@ -273,20 +268,38 @@ export const RolloutMessageSchema = z.strictObject({
   acceptedAt: z.string().max(64),
   follow: z
     .strictObject({
-      since: isoTime,
+      since: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
       round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS),
-      until: isoTime.optional(),
+      until: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
+        .optional(),
       // namespace (63) / Kind (63) / name (253)
       pending: z.array(z.string().max(400)).max(MAX_PENDING_NAMES).optional(),
-      lookAt: isoTime.optional(),
+      lookAt: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
+        .optional(),
     })
     .optional(),
   wave: z.number().int().min(0).max(100).optional(),
   window: z
     .strictObject({
-      opensAt: isoTime,
+      opensAt: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
       round: z.number().int().min(0).max(MAX_WINDOW_ROUNDS),
-      lookAt: isoTime.optional(),
+      lookAt: z
+        .string()
+        .max(64)
+        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
+        .optional(),
     })
     .optional(),
   table: z
@@ -294,6 +307,11 @@ export const RolloutMessageSchema = z.strictObject({
     .regex(/^[0-9a-f]{1,64}$/)
     .optional(),
 });
+
+const isoTime = z
+  .string()
+  .max(64)
+  .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
 
 export const GateMessageSchema = z.strictObject({
   v: z.literal(ROLLOUT_MESSAGE_VERSION),
