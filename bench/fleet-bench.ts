@@ -23,7 +23,7 @@ import { planRollouts } from '../lib/plan/planner.ts';
 import { messageGroupId, rolloutMessages, type RolloutMessage } from '../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { MemoryRotationStore } from '../lib/rotations/rotation-store.ts';
-import { kvWrite } from './secret-changes.ts';
+import { benchChange, kvWrite } from '../test/secret-changes.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { median, round, type Figure } from './figures.ts';
@@ -83,7 +83,7 @@ function fleetRoutes(real: readonly ClusterInfo[]): string {
   return `clusters:\n${clusters.join('\n')}\nvault: { mounts: { secret: 2 } }\nroutes:\n${routes.join('\n')}\n`;
 }
 
-const changeOf = (version: number) => kvWrite('bench/fleet', version, `fleet-${version}`);
+const changeOf = (version: number) => kvWrite('bench/fleet', version, benchChange(`fleet-${version}`));
 
 /** This process's established TCP connections to the given ports (its sockets, from /proc). */
 function connectionsTo(ports: ReadonlySet<number>): number {

@@ -29,7 +29,7 @@ import { planRollouts, targetsByCluster } from '../lib/plan/planner.ts';
 import { messageGroupId, rolloutMessages, type RolloutMessage } from '../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../lib/routing/routing-table.ts';
 import { MemoryRotationStore } from '../lib/rotations/rotation-store.ts';
-import { kvWrite } from './secret-changes.ts';
+import { benchChange, kvWrite } from '../test/secret-changes.ts';
 import { down, up } from '../test/clusters/clusters.ts';
 import { clusterClient, loadClusters, waitFor, type ClusterInfo } from '../test/clusters/kube-http.ts';
 import { BEARER_TOKEN } from '../test/secrets.ts';
@@ -464,7 +464,7 @@ export async function lambdaCostBench(): Promise<Figure[]> {
       throw new Error(`a worker invocation failed: ${JSON.stringify(out.refused)}`);
     return ms;
   };
-  const changeOf = (version: number) => kvWrite('fleet/db', version, `cost-${version}`);
+  const changeOf = (version: number) => kvWrite('fleet/db', version, benchChange(`cost-${version}`));
   const rolledOut = async () => {
     for (const c of infos)
       for (let w = names.indexOf(c.name); w < WORKLOADS; w += names.length)

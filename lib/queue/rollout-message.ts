@@ -261,6 +261,12 @@ const QueuedChangeSchema = z.strictObject({
   changedKeys: z.array(z.string().min(1).max(KEY_DIGEST_LIMITS.length)).max(KEY_DIGEST_LIMITS.keys).optional(),
 });
 
+/** A time a message carries: RFC 3339, as the worker wrote it. */
+const isoTime = z
+  .string()
+  .max(64)
+  .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
+
 export const RolloutMessageSchema = z.strictObject({
   v: z.literal(ROLLOUT_MESSAGE_VERSION),
   cluster: z.string().min(1).max(63),
@@ -268,38 +274,20 @@ export const RolloutMessageSchema = z.strictObject({
   acceptedAt: z.string().max(64),
   follow: z
     .strictObject({
-      since: z
-        .string()
-        .max(64)
-        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
+      since: isoTime,
       round: z.number().int().min(1).max(MAX_FOLLOW_ROUNDS),
-      until: z
-        .string()
-        .max(64)
-        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
-        .optional(),
+      until: isoTime.optional(),
       // namespace (63) / Kind (63) / name (253)
       pending: z.array(z.string().max(400)).max(MAX_PENDING_NAMES).optional(),
-      lookAt: z
-        .string()
-        .max(64)
-        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
-        .optional(),
+      lookAt: isoTime.optional(),
     })
     .optional(),
   wave: z.number().int().min(0).max(100).optional(),
   window: z
     .strictObject({
-      opensAt: z
-        .string()
-        .max(64)
-        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time'),
+      opensAt: isoTime,
       round: z.number().int().min(0).max(MAX_WINDOW_ROUNDS),
-      lookAt: z
-        .string()
-        .max(64)
-        .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time')
-        .optional(),
+      lookAt: isoTime.optional(),
     })
     .optional(),
   table: z
@@ -307,11 +295,6 @@ export const RolloutMessageSchema = z.strictObject({
     .regex(/^[0-9a-f]{1,64}$/)
     .optional(),
 });
-
-const isoTime = z
-  .string()
-  .max(64)
-  .refine((t) => !Number.isNaN(Date.parse(t)), 'must be an RFC 3339 time');
 
 export const GateMessageSchema = z.strictObject({
   v: z.literal(ROLLOUT_MESSAGE_VERSION),

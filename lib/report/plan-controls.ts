@@ -3,12 +3,9 @@
  * an approval before each later wave, a restart breaker, notify-only. Without them here, a plan would read as if
  * everything restarted now.
  */
+import { formatDuration } from '../kernel/duration.ts';
 import type { Plan } from '../plan/planner.ts';
 import type { CompiledRoute } from '../routing/table-model.ts';
-
-/** A duration in the largest whole unit the routing table writes: 1h, 10m, 90s. */
-const duration = (ms: number): string =>
-  ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : `${Math.round(ms / 1000)}s`;
 
 /** One route's controls, in the order they act; none: undefined. */
 export function routeControls(route: CompiledRoute): string | undefined {
@@ -24,7 +21,7 @@ export function routeControls(route: CompiledRoute): string | undefined {
     parts.push('each later wave waits for vault-rollout approve');
   if (policy.breaker)
     parts.push(
-      `breaker: at most ${policy.breaker.restarts} restarts of a workload within ${duration(policy.breaker.withinMs)}, then a halt`,
+      `breaker: at most ${policy.breaker.restarts} restarts of a workload within ${formatDuration(policy.breaker.withinMs)}, then a halt`,
     );
   return parts.length === 0 ? undefined : parts.join('; ');
 }

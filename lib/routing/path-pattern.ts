@@ -132,8 +132,11 @@ export function compilePattern(source: string): CompiledPattern {
  * are unchanged; only the time is, from exponential in the number of wildcards to linear per token.
  * Returns the captured values in token order, or undefined when the segment does not match.
  */
-export function matchSegment(tokens: readonly SegmentToken[], text: string): string[] | undefined {
-  const one = oneWildcard(tokens);
+export function matchSegment(
+  tokens: readonly SegmentToken[],
+  text: string,
+  one: OneWildcard | undefined = oneWildcard(tokens),
+): string[] | undefined {
   if (one !== undefined) {
     // `prefix * suffix` or `prefix {x} suffix`: the regex has one way to match, so no table is needed.
     const { prefix, wildcard, suffix } = one;
@@ -190,9 +193,13 @@ export function matchSegment(tokens: readonly SegmentToken[], text: string): str
 }
 
 /** The shape of most wild segments (`svc-{app}`, `*`, `{app}.tls`): one wildcard between optional literal text. */
-function oneWildcard(
-  tokens: readonly SegmentToken[],
-): { prefix: string; wildcard: Exclude<SegmentToken, { type: 'text' }>; suffix: string } | undefined {
+interface OneWildcard {
+  prefix: string;
+  wildcard: Exclude<SegmentToken, { type: 'text' }>;
+  suffix: string;
+}
+
+function oneWildcard(tokens: readonly SegmentToken[]): OneWildcard | undefined {
   if (tokens.length > 3) return undefined;
   let prefix = '';
   let suffix = '';
@@ -215,7 +222,8 @@ const NO_CAPTURES: Captures = Object.freeze({});
 /** Maps and lists are made on first use: most nodes of a big table have one child, or none and one end. */
 interface TrieNode {
   literal: Map<string, TrieNode> | undefined;
-  wild: Map<string, { segment: PatternSegment; node: TrieNode }> | undefined;
+  /** Each wild segment with its one-wildcard shape, found once here rather than at every match. */
+  wild: Map<string, { segment: PatternSegment; one: OneWildcard | undefined; node: TrieNode }> | undefined;
   globstar: TrieNode | undefined;
   /** Ids of the patterns that end here, in insertion order. */
   ends: number[] | undefined;
@@ -240,7 +248,7 @@ export class PatternIndex {
       } else {
         const wild = (node.wild ??= new Map());
         let entry = wild.get(segment.source);
-        if (!entry) wild.set(segment.source, (entry = { segment, node: newNode() }));
+        if (!entry) wild.set(segment.source, (entry = { segment, one: oneWildcard(segment.tokens), node: newNode() }));
         node = entry.node;
       }
     }
@@ -268,7 +276,16 @@ interface Walk {
   entered: Map<TrieNode, Set<number>> | undefined;
 }
 
-function walk(node: TrieNode, segments: readonly string[], i: number, captures: Captures, state: Walk): void {
+function walk(start: TrieNode, segments: readonly string[], from: number, captures: Captures, state: Walk): void {
+  let node = start;
+  let i = from;
+  // A run of nodes with literal children only (most of a big table) has one way down: follow it without recursing.
+  while (i < segments.length && node.wild === undefined && node.globstar === undefined) {
+    const next = node.literal?.get(segments[i] as string);
+    if (!next) return;
+    node = next;
+    i++;
+  }
   if (i === segments.length) {
     const { found } = state;
     if (node.ends) for (const id of node.ends) if (!found.has(id)) found.set(id, captures);
@@ -277,8 +294,8 @@ function walk(node: TrieNode, segments: readonly string[], i: number, captures: 
     const literal = node.literal?.get(segment);
     if (literal) walk(literal, segments, i + 1, captures, state);
     if (node.wild)
-      for (const { segment: pattern, node: next } of node.wild.values()) {
-        const values = matchSegment(pattern.tokens, segment);
+      for (const { segment: pattern, one, node: next } of node.wild.values()) {
+        const values = matchSegment(pattern.tokens, segment, one);
         if (!values) continue;
         let more = captures;
         if (pattern.captures.length > 0) {

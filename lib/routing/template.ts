@@ -13,6 +13,8 @@ export function placeholders(template: string): string[] {
 }
 
 export function render(template: string, values: Readonly<Record<string, string>>): string {
+  // Most names and namespaces are plain text: no regex scan for those.
+  if (template.indexOf('{') < 0) return template;
   return template.replace(PLACEHOLDER, (whole, name: string) => values[name] ?? whole);
 }
 

@@ -17,22 +17,9 @@ import {
 import { SqliteRolloutQueue } from '../../../lib/queue/sqlite-queue.ts';
 import { RelayCounters } from '../../../lib/relay/counters.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version);
 const NOW = Date.parse('2026-11-20T10:10:00Z');
 const byName = (samples: ReadonlyArray<{ name: string; value: number; labels?: object }>) =>
   Object.fromEntries(samples.map((s) => [`${s.name}${s.labels ? JSON.stringify(s.labels) : ''}`, s.value]));

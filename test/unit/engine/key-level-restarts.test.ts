@@ -10,6 +10,7 @@ import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { WORKLOAD_KINDS, type KubeObject } from '../../../lib/workloads/workload-kinds.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -22,22 +23,12 @@ routes:
       - { clusters: [a], namespace: ns, kind: Deployment, name: all }
 `);
 
-const change = (version: number, changedKeys?: string[]): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key: 'app/db',
-  path: 'secret/app/db',
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${version}`,
-  time: `2026-11-20T10:00:0${version}Z`,
-  record: 'line 1',
-  ...(changedKeys ? { changedKeys } : {}),
-});
+const change = (version: number, changedKeys?: string[]): SecretChange =>
+  kvWrite('app/db', version, {
+    id: `id-${version}`,
+    time: `2026-11-20T10:00:0${version}Z`,
+    ...(changedKeys ? { changedKeys } : {}),
+  });
 
 const run = (fake: ReturnType<typeof fakeClusters>, changes: SecretChange[]) =>
   executeRollouts(table, planRollouts(table, changes).targets, options(fake.apiFor));

@@ -10,6 +10,7 @@ import { planRollouts } from '../../../lib/plan/planner.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -25,21 +26,7 @@ routes:
       - { clusters: [a], resource: { apiVersion: example.com/v1, kind: Harbor, namespace: ns, name: main }, patch: { spec: { v: "{version}" } } }
 `);
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version);
 
 const run = (fake: ReturnType<typeof fakeClusters>, changes: SecretChange[], extra: Partial<ExecutorOptions> = {}) =>
   executeRollouts(table, planRollouts(table, changes).targets, options(fake.apiFor, extra));

@@ -11,6 +11,7 @@ import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { SqliteSlotStore } from '../../../lib/slots/sqlite-slot-store.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -24,21 +25,7 @@ routes:
       - { clusters: [a, b, c], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }
 `);
 const APPS = ['x', 'y', 'z'];
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version);
 const complete = (o: KubeObject) => ({
   ...o,
   metadata: { ...o.metadata, generation: 2 },

@@ -14,6 +14,7 @@ import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -30,21 +31,8 @@ routes:
     rollout: { breaker: { restarts: 1, within: 1h } }
     targets: [{ clusters: [a], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }]
 `);
-const change = (path: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key: path.replace(/^secret\//, ''),
-  path,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${path}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (path: string, version: number): SecretChange =>
+  kvWrite(path.replace(/^secret\//, ''), version, { id: `id-${path}-${version}` });
 const run = (fake: ReturnType<typeof fakeClusters>, changes: SecretChange[], extra: Partial<ExecutorOptions> = {}) =>
   executeRollouts(table, planRollouts(table, changes).targets, options(fake.apiFor, extra));
 

@@ -21,6 +21,7 @@ import { SqliteRotationStore } from '../../../lib/rotations/sqlite-rotation-stor
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   gamma: { kubeconfig: { env: C } }
@@ -38,21 +39,7 @@ routes:
 `);
 
 const T0 = Date.parse('2026-11-20T10:00:00Z');
-const change: SecretChange = {
-  namespace: '',
-  mount: 'secret',
-  key: 'app/db',
-  path: 'secret/app/db',
-  operation: 'write',
-  version: 2,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: 'id-2',
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-};
+const change: SecretChange = kvWrite('app/db', 2, { id: 'id-2' });
 const rotation = changeSets(table, [change], planRollouts(table, [change]))[0]?.key ?? '';
 
 let n = 0;

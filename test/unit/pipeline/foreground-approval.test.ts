@@ -10,6 +10,7 @@ import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   gamma: { kubeconfig: { env: C } }
@@ -22,21 +23,7 @@ routes:
     match: { path: "secret/app/db" }
     targets: [{ clusters: [alpha, gamma], namespace: ns, kind: Deployment, name: api }]
 `);
-const change: SecretChange = {
-  namespace: '',
-  mount: 'secret',
-  key: 'app/db',
-  path: 'secret/app/db',
-  operation: 'write',
-  version: 2,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: 'id-2',
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-};
+const change: SecretChange = kvWrite('app/db', 2, { id: 'id-2' });
 
 function run(approveAfterMs: number | undefined) {
   const fake = fakeClusters({ gamma: ['api'], alpha: ['api'] });

@@ -23,6 +23,7 @@ import { SqliteRotationStore } from '../../../lib/rotations/sqlite-rotation-stor
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   gamma: { kubeconfig: { env: C } }
@@ -37,21 +38,7 @@ routes:
     targets: [{ clusters: [alpha, beta, gamma], namespace: ns, kind: Deployment, name: api }]
 `);
 
-const change = (version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key: 'app/db',
-  path: 'secret/app/db',
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (version: number): SecretChange => kvWrite('app/db', version, { id: `id-${version}` });
 const rotationOf = (c: SecretChange): string => changeSets(table, [c], planRollouts(table, [c]))[0]?.key ?? '';
 
 let n = 0;

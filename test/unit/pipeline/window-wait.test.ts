@@ -20,6 +20,7 @@ import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 // Mondays 22:00-23:00 UTC; 2026-11-30 is a Monday.
 const table = loadRoutingTable(`clusters:
@@ -32,21 +33,8 @@ routes:
 `);
 const OPENS = '2026-11-30T22:00:00.000Z';
 
-const change = (version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key: 'api',
-  path: 'secret/api',
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-api-${version}`,
-  time: '2026-11-30T10:00:00Z',
-  record: 'line 1',
-});
+const change = (version: number): SecretChange =>
+  kvWrite('api', version, { id: `id-api-${version}`, time: '2026-11-30T10:00:00Z' });
 
 let n = 0;
 const record = (m: RolloutMessage, receiveCount = 1): QueueRecord => ({

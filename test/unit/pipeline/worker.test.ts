@@ -26,6 +26,7 @@ import { SqliteSlotStore } from '../../../lib/slots/sqlite-slot-store.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
 import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -36,21 +37,7 @@ routes:
     targets: [{ clusters: [a, b], namespace: ns, names: ["*"], kind: Deployment, name: "{app}" }]
 `);
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version);
 
 let n = 0;
 /** Queue records as the intake would queue them for these changes, one message per cluster. */

@@ -19,6 +19,7 @@ import { fakeClusters, options } from '../kube/fake-kube.ts';
 import { problemsOf } from '../routing/problems.ts';
 import { pathRotation } from '../../../lib/status/rotation-waves.ts';
 import type { ConsumerStatus } from '../../../lib/status/model.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   alpha: { kubeconfig: { env: A } }
@@ -37,21 +38,7 @@ routes:
       - { clusters: [alpha], namespace: ns, kind: Deployment, name: web }
 `);
 
-const change = (version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key: 'app/db',
-  path: 'secret/app/db',
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (version: number): SecretChange => kvWrite('app/db', version, { id: `id-${version}` });
 
 const member = (cluster: string, name: string | undefined, kind = 'Deployment', namespace = 'ns'): WaveMember => ({
   cluster,

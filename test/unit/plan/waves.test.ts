@@ -15,6 +15,7 @@ import {
 import { gateGroupId, isGateMessage, messageGroupId, type GateMessage } from '../../../lib/queue/rollout-message.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   alpha: { kubeconfig: { env: A }, labels: { env: prod } }
@@ -37,21 +38,7 @@ routes:
     targets: [{ clusters: [alpha], namespace: ns, kind: Deployment, name: a }]
 `);
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version);
 
 function sets(...changes: SecretChange[]) {
   const plan = planRollouts(table, changes);

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { planRollouts } from '../../../lib/plan/planner.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const head = `clusters:
   prod-eu: { kubeconfig: { file: eu.yaml }, labels: { env: prod } }
@@ -14,21 +15,7 @@ routes:
     targets:
 `;
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version, { id: `id-${key}` });
 
 describe('sync and consumers targets', () => {
   it('plan: a sync target per cluster, restart consumers by default, and consumers of a Secret or a SecretProviderClass', () => {

@@ -8,6 +8,7 @@ import { memoryIo } from '../../helpers.ts';
 import { loadRoutingTable } from '../../../lib/routing/routing-table.ts';
 import { emptyParseResult, type SecretChange } from '../../../lib/sources/secret-change.ts';
 import { problemsOf } from './problems.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const head = `clusters:
   eu: { kubeconfig: { file: eu.yaml } }
@@ -17,21 +18,7 @@ routes:
     targets:
 `;
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version, { id: `id-${version}` });
 
 describe('target keys', () => {
   it('every target form may name keys; the plan carries them per path with the route they come from', () => {

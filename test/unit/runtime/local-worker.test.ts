@@ -19,6 +19,7 @@ import { startLocalWorker } from '../../../lib/runtime/local-worker.ts';
 import type { SecretChange } from '../../../lib/sources/secret-change.ts';
 import { fakeClusters, options } from '../kube/fake-kube.ts';
 import { MemoryRotationStore } from '../../../lib/rotations/rotation-store.ts';
+import { kvWrite } from '../../secret-changes.ts';
 
 const table = loadRoutingTable(`clusters:
   a: { kubeconfig: { env: A } }
@@ -36,21 +37,7 @@ const dir = mkdtempSync(join(tmpdir(), 'vr-local-worker-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 let files = 0;
 
-const change = (key: string, version: number): SecretChange => ({
-  namespace: '',
-  mount: 'secret',
-  key,
-  path: `secret/${key}`,
-  operation: 'write',
-  version,
-  kvVersion: 2,
-  kvVersionFrom: 'routes',
-  source: 'audit',
-  via: 'direct',
-  id: `id-${key}-${version}`,
-  time: '2026-11-20T10:00:00Z',
-  record: 'line 1',
-});
+const change = (key: string, version: number): SecretChange => kvWrite(key, version);
 
 async function queueChange(queue: LocalRolloutQueue, c: SecretChange): Promise<void> {
   const plan = planRollouts(table, [c]);
