@@ -25,6 +25,7 @@ import { massRotationBench } from './mass-rotation-bench.ts';
 import { maxUnavailableBench } from './max-unavailable-bench.ts';
 import { behindBench, lambdaCostBench, wakeBench } from './never-wait-bench.ts';
 import { planBench } from './plan-bench.ts';
+import { TINY } from './size.ts';
 import { reconcileBench } from './reconcile-bench.ts';
 import { rolloutHealthBench } from './rollout-health-bench.ts';
 import { statusBench } from './status-bench.ts';
@@ -85,6 +86,7 @@ write();
 for (const [name, run] of Object.entries(BENCHMARKS)) {
   if (reportOnly || (only.length > 0 && !only.includes(name))) continue;
   process.stderr.write(`bench: ${name}...\n`);
+  if (!TINY) await quietMachine(name);
   const measuredAt = new Date().toISOString();
   // Read before the run: the code as measured, even if it is edited while the benchmark runs.
   const codeDigestNow = codeDigest(name, readWorkingTree);
@@ -103,6 +105,35 @@ for (const [name, run] of Object.entries(BENCHMARKS)) {
   write();
 }
 process.stdout.write(readFileSync(resultsPage, 'utf8'));
+
+/**
+ * Waits (a minute at most) until the CPUs are mostly idle: a benchmark after one that ran clusters would otherwise
+ * share the machine with their shutdown, and its ratios would measure that. Says so when it stops waiting.
+ */
+async function quietMachine(name: string): Promise<void> {
+  const busy = (): number[] | undefined => {
+    try {
+      const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number) ?? [];
+      const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0);
+      return [cpu.reduce((a, b) => a + b, 0), idle];
+    } catch {
+      return undefined; // not Linux: nothing to wait for
+    }
+  };
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const a = busy();
+    await new Promise((r) => setTimeout(r, 2_000));
+    const b = busy();
+    if (!a || !b) return;
+    const idle = (b[1]! - a[1]!) / Math.max(1, b[0]! - a[0]!);
+    if (idle >= 0.85) return;
+    if (Date.now() > until) {
+      process.stderr.write(`bench: ${name} starts on a busy machine (${Math.round((1 - idle) * 100)} % CPU in use)\n`);
+      return;
+    }
+  }
+}
 
 function write(): void {
   const ran = new Set(fresh.map((f) => f.benchmark));
