@@ -4,7 +4,8 @@
  * The code of a benchmark is the closure of the relative imports of its entry files (the benchmark's own file, the
  * scripts it runs in other processes, and `lib/cli/main.ts` where it runs serve or the relay), plus
  * `package-lock.json` (the dependencies run too). The test harness (`test/`: the clusters, OpenBao) is not followed:
- * it sets the stage, it is not what is measured. Its digest is a SHA-256 over each file's path and git blob hash.
+ * it sets the stage, it is not what is measured. Its digest is a SHA-256 over each file's path and the git blob hash of what it runs
+ * (its tokens: comments and layout do not count).
  * `npm run bench` records that digest with each figure, beside the commit it ran at; a figure is stale when the
  * digest of the same code today differs: a file of the closure changed, or the closure gained or lost a file. The
  * comparison is by content, so a figure measured on uncommitted changes is not stale once they are committed as
@@ -15,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 
 export const REPO = fileURLToPath(new URL('..', import.meta.url));
 
@@ -110,9 +112,56 @@ const blobHash = (text: string): string => {
     .digest('hex');
 };
 
-/** SHA-256 over "path blob-hash" of each file of the benchmark's code. */
+/**
+ * What a source file runs: its tokens, one space apart, without comments or layout, so that wrapping a comment or
+ * letting the formatter move a line does not make a figure stale. Other files (the lock file, JSON) count whole.
+ */
+export function runnableText(path: string, text: string): string {
+  if (!/\.(ts|js|mjs)$/.test(path)) return text;
+  const scanner = ts.createScanner(ts.ScriptTarget.Latest, true, ts.LanguageVariant.Standard, text);
+  const tokens: string[] = [];
+  // Open braces and template placeholders: a `}` that closes a placeholder goes on with the template's text.
+  const open: ('brace' | 'template')[] = [];
+  let previous: ts.SyntaxKind | undefined;
+  for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken; kind = scanner.scan()) {
+    // A slash where no value ends begins a regular expression (whose `//` or `}` is no comment, no brace).
+    if ((kind === ts.SyntaxKind.SlashToken || kind === ts.SyntaxKind.SlashEqualsToken) && !endsValue(previous))
+      kind = scanner.reScanSlashToken();
+    if (kind === ts.SyntaxKind.OpenBraceToken) open.push('brace');
+    else if (kind === ts.SyntaxKind.TemplateHead) open.push('template');
+    else if (kind === ts.SyntaxKind.CloseBraceToken && open.pop() === 'template') {
+      kind = scanner.reScanTemplateToken(false);
+      if (kind === ts.SyntaxKind.TemplateMiddle) open.push('template');
+    }
+    tokens.push(scanner.getTokenText());
+    previous = kind;
+  }
+  return tokens.join(' ');
+}
+
+/** Whether a token can end a value, so that a slash after it divides. */
+const endsValue = (kind: ts.SyntaxKind | undefined): boolean =>
+  kind !== undefined &&
+  (kind === ts.SyntaxKind.Identifier ||
+    kind === ts.SyntaxKind.NumericLiteral ||
+    kind === ts.SyntaxKind.BigIntLiteral ||
+    kind === ts.SyntaxKind.StringLiteral ||
+    kind === ts.SyntaxKind.RegularExpressionLiteral ||
+    kind === ts.SyntaxKind.NoSubstitutionTemplateLiteral ||
+    kind === ts.SyntaxKind.TemplateTail ||
+    kind === ts.SyntaxKind.CloseParenToken ||
+    kind === ts.SyntaxKind.CloseBracketToken ||
+    kind === ts.SyntaxKind.CloseBraceToken ||
+    kind === ts.SyntaxKind.PlusPlusToken ||
+    kind === ts.SyntaxKind.MinusMinusToken ||
+    kind === ts.SyntaxKind.ThisKeyword ||
+    kind === ts.SyntaxKind.TrueKeyword ||
+    kind === ts.SyntaxKind.FalseKeyword ||
+    kind === ts.SyntaxKind.NullKeyword);
+
+/** SHA-256 over "path blob-hash" of what each file of the benchmark's code runs (`runnableText`). */
 export function codeDigest(benchmark: string, read: ReadFile): string {
-  const lines = codeFiles(benchmark, read).map((p) => `${p} ${blobHash(read(p) ?? '')}`);
+  const lines = codeFiles(benchmark, read).map((p) => `${p} ${blobHash(runnableText(p, read(p) ?? ''))}`);
   return createHash('sha256').update(lines.join('\n')).digest('hex');
 }
 
