@@ -34,7 +34,8 @@ async function loadSinks(): Promise<Map<string, Sink>> {
     try {
       return ssm ? await ssmParameterValue(ssm, name) : undefined;
     } catch (e) {
-      // A parameter not created: that sink is not usable (logged below). Anything else: the invocation fails and is retried.
+      // A parameter not created: that sink is not usable (logged below). Anything else: the invocation fails and is
+      // retried.
       if (e instanceof Error && e.name === 'ParameterNotFound') return undefined;
       throw e;
     }

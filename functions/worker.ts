@@ -48,7 +48,8 @@ export async function handler(
     ...(follow ? { follow } : {}),
     ...(several ? { onGroupDone } : {}),
   });
-  // A deferred message (every wait: a continuation, a gate, a settle window) waits in the queue: invisible for its delay, reported failed so
+  // A deferred message (every wait: a continuation, a gate, a settle window) waits in the queue: invisible for its
+  // delay, reported failed so
   // the event source mapping does not delete it.
   if (!several) await deferMessages(queue.client, queue.queueUrl, received, deferred, runtime.telemetry);
   return {

@@ -52,7 +52,8 @@ export async function applyCommand(argv: string[], io: CliIo): Promise<number> {
   // The live view goes to stderr, so stdout stays the result (the table, or --json) alone.
   const view = !wait ? undefined : liveView(io, values.quiet, values.output);
   const slots = await slotStoreFromEnv(io.env);
-  // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state file).
+  // Halts and released waves: shared with serve, the worker and status (VAULT_ROLLOUT_STATE_TABLE / _DB, else the state
+  // file).
   const rotations = await cliRotationStore(io);
   const logger = stderrLogger(io);
   const { results, halts, refused, windows, awaitingApproval } = await applyInForeground(parsed.changes, plan, {

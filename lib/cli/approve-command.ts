@@ -3,7 +3,7 @@
  * checks records a request in the rotation store; this records who approved it and when, on a request only, and the
  * gate (serve, the Lambda worker, an `apply` waiting in the foreground) reads it back at its next look.
  *
- *   approve ROTATION [--wave N] [--by WHO]   approves the waiting wave (without --wave: the rotation's one waiting wave)
+ *   approve ROTATION [--wave N] [--by WHO]   approves the waiting wave (no --wave: the rotation's one waiting wave)
  *   approve --list                          the waves waiting: rotation, wave, since when, secrets
  *
  * Store: VAULT_ROLLOUT_STATE_TABLE (a Lambda deployment's DynamoDB table), VAULT_ROLLOUT_STATE_DB, else the local

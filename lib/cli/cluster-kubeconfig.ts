@@ -64,7 +64,10 @@ function expandHome(path: string, env: Readonly<Record<string, string | undefine
   return isAbsolute(path) ? path : resolve(cwd, path);
 }
 
-/** The table with each named cluster reached through its file; an unknown or repeated name is an error naming the known ones. */
+/**
+ * The table with each named cluster reached through its file; an unknown or repeated name is an error naming the known
+ * ones.
+ */
 export function withClusterKubeconfigs(table: RoutingTable, overrides: readonly ClusterKubeconfig[]): RoutingTable {
   if (overrides.length === 0) return table;
   const clusters = new Map(table.clusters);

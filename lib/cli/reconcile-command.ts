@@ -54,7 +54,8 @@ export async function reconcileCommand(argv: string[], io: CliIo): Promise<numbe
   const clients = cliClusterClients(io, routes);
   const access: ClusterAccessFor = (name, config) => clients.get(name, config);
   const queueUrl = values['queue-url'];
-  // Halts hold here too: a halted rotation's changes are not queued (VAULT_ROLLOUT_STATE_TABLE for a Lambda deployment).
+  // Halts hold here too: a halted rotation's changes are not queued (VAULT_ROLLOUT_STATE_TABLE for a Lambda
+  // deployment).
   const rotations = await cliRotationStore(io);
   const { local, queue } = reconcileQueue(io, queueUrl);
   const started = performance.now();

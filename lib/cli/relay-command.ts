@@ -181,7 +181,9 @@ async function sqsSender(values: RelayValues, io: CliIo, to: string): Promise<Ba
   });
 }
 
-/** Sending to the function over HTTP(S): signed with HMAC and/or a bearer token, or SigV4 for an AWS_IAM Function URL. */
+/**
+ * Sending to the function over HTTP(S): signed with HMAC and/or a bearer token, or SigV4 for an AWS_IAM Function URL.
+ */
 function httpSender(
   values: RelayValues,
   io: CliIo,

@@ -1,4 +1,6 @@
-/** The rotation store of a CLI command: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else the default state file. */
+/**
+ * The rotation store of a CLI command: VAULT_ROLLOUT_STATE_TABLE, VAULT_ROLLOUT_STATE_DB, else the default state file.
+ */
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import type { RotationStore } from '../rotations/rotation-store.ts';

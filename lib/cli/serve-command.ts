@@ -166,7 +166,8 @@ function checkServeFlags(
     io.stderr(`vault-rollout serve: ${secrets.error}\n`);
     return EXIT.failure;
   }
-  // Unauthenticated and reachable from other hosts: anyone on the network could restart workloads. Only when said twice.
+  // Unauthenticated and reachable from other hosts: anyone on the network could restart workloads. Only when said
+  // twice.
   if (secrets.insecureNoAuth === true && !isLoopbackHost(values.host) && !values[UNAUTHENTICATED_ACCESS_FLAG]) {
     io.stderr(
       `vault-rollout serve: --insecure-no-auth on --host ${values.host.slice(0, 100)} would let anyone who reaches it restart workloads: listen on 127.0.0.1 (the default), set VAULT_ROLLOUT_WEBHOOK_SECRET or VAULT_ROLLOUT_WEBHOOK_TOKEN, or add --${UNAUTHENTICATED_ACCESS_FLAG}\n`,
@@ -176,7 +177,10 @@ function checkServeFlags(
   return { secrets, refreshSeconds };
 }
 
-/** serve's settings from the environment (following, watches, visibility, when a loop counts as stuck); throws on a bad one. */
+/**
+ * serve's settings from the environment (following, watches, visibility, when a loop counts as stuck); throws on a bad
+ * one.
+ */
 function serveEnvironment(env: CliIo['env']) {
   return {
     follows: followFromEnv(env),
@@ -277,7 +281,8 @@ type Fetch = Parameters<typeof serve>[0]['fetch'];
 /** The listening HTTP server, or why it cannot listen. */
 async function listenServer(fetch: Fetch, values: ServeValues): Promise<{ server: ServerType } | { error: string }> {
   const requestTimeoutMs = values['request-timeout'];
-  // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node checks
+  // Bounded request time: a sender that trickles its headers or body (slowloris) is cut off, not waited for. Node
+  // checks
   // those deadlines every connectionsCheckingInterval (30 s unless told), so it is checked every second here.
   const server = serve({
     fetch,
@@ -289,7 +294,8 @@ async function listenServer(fetch: Fetch, values: ServeValues): Promise<{ server
       connectionsCheckingInterval: 1000,
     },
   });
-  // Bounded connections: past the cap Node closes a new socket at once, so idle or slow peers cannot exhaust the process.
+  // Bounded connections: past the cap Node closes a new socket at once, so idle or slow peers cannot exhaust the
+  // process.
   server.maxConnections = values['max-connections'];
   const listenError = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
     server.once('listening', () => resolve(undefined));

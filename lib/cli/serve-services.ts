@@ -56,9 +56,11 @@ export interface ServeServices {
 export async function startServeServices(o: ServeServicesOptions): Promise<ServeServices> {
   const { io, table, queue, telemetry, dryRun } = o;
   const clients = cliClusterClients(io, o.routesFile);
-  // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE (DynamoDB).
+  // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE
+  // (DynamoDB).
   const slots = await slotStoreFromEnv(io.env);
-  // Released waves and halts (lib/rotations): a SQLite file `apply`, `status` and `halts` read too; memory in a dry run.
+  // Released waves and halts (lib/rotations): a SQLite file `apply`, `status` and `halts` read too; memory in a dry
+  // run.
   const rotations: RotationStore = dryRun ? new MemoryRotationStore() : await cliRotationStore(io);
   const executor = {
     access: (name: string, config: ClusterConfig) => clients.get(name, config),

@@ -241,7 +241,10 @@ async function waitForStatus(
 /** --file could not be written (the message says why, in words). */
 class StatusFileError extends Error {}
 
-/** Vault's metadata client for status (and serve's status page): VAULT_TOKEN, or AppRole, as cliVaultConnection reads them. */
+/**
+ * Vault's metadata client for status (and serve's status page): VAULT_TOKEN, or AppRole, as cliVaultConnection reads
+ * them.
+ */
 export async function statusVault(
   io: CliIo,
   vaultAddr: string,
@@ -343,7 +346,10 @@ export function openStatusSource(
   };
 }
 
-/** The status page of a snapshot (lib/report/status-page.ts): one renderer for `serve --status-page` and `status --output html`. */
+/**
+ * The status page of a snapshot (lib/report/status-page.ts): one renderer for `serve --status-page` and `status
+ * --output html`.
+ */
 export function statusPage(
   table: RoutingTable,
   snapshot: StatusSnapshot,

@@ -96,7 +96,8 @@ async function workerExecutor(
   o: { dryRun: boolean; follows: boolean; watches: boolean },
 ) {
   const clients = cliClusterClients(io, routesFile);
-  // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE (DynamoDB).
+  // rollout.maxUnavailable's slots: VAULT_ROLLOUT_SLOTS_DB (a SQLite file several processes share) or _TABLE
+  // (DynamoDB).
   const slots = await slotStoreFromEnv(io.env);
   const executor = {
     access: (name: string, config: ClusterConfig) => clients.get(name, config),

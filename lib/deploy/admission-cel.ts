@@ -4,7 +4,9 @@
  * writes (a FieldTree).
  */
 
-/** Where a restart may write: a key maps to `true` (anything at or under it) or to the keys below it that may change. */
+/**
+ * Where a restart may write: a key maps to `true` (anything at or under it) or to the keys below it that may change.
+ */
 export interface FieldTree {
   [key: string]: FieldTree | true;
 }
@@ -30,7 +32,8 @@ const below = (m: string, key: string): string => {
 
 /**
  * CEL that holds when maps `a` and `b` are equal except at the keys of `tree` (recursively). `bind` may turn the
- * map below a key into a policy variable, so that it is computed once instead of once per key compared. Keys that are absent
+ * map below a key into a policy variable, so that it is computed once instead of once per key compared. Keys that are
+ * absent
  * on one side compare as absent; a missing map below a tree key compares as an empty map.
  */
 export function sameExcept(
@@ -69,5 +72,7 @@ export function fieldPaths(tree: FieldTree, prefix = ''): string[] {
     });
 }
 
-/** An anchored RE2 (CEL `matches`) regex for a namespace glob: `*` is any run of characters, everything else literal. */
+/**
+ * An anchored RE2 (CEL `matches`) regex for a namespace glob: `*` is any run of characters, everything else literal.
+ */
 export const globRegex = (glob: string): string => `^${glob.split('*').map(escapeRegex).join('.*')}$`;

@@ -44,12 +44,18 @@ import { celList, celString, fieldPaths, globRegex, sameExcept, type FieldTree }
 
 export const POLICY_NAME = 'vault-rollout';
 
-/** Annotations on the policy, for `doctor` (JSON lists): the kinds it lets the identity restart (`group/Kind`), and whom it binds. */
+/**
+ * Annotations on the policy, for `doctor` (JSON lists): the kinds it lets the identity restart (`group/Kind`), and whom
+ * it binds.
+ */
 export const POLICY_ANNOTATIONS = {
   kinds: 'vault-rollout.io/restartable-kinds',
   users: 'vault-rollout.io/users',
   groups: 'vault-rollout.io/groups',
-  /** JSON map `group/Kind` -> the namespaces and globs its UPDATEs are allowed in (`["*"]`: every namespace; `""`: cluster-scoped). */
+  /**
+   * JSON map `group/Kind` -> the namespaces and globs its UPDATEs are allowed in (`["*"]`: every namespace; `""`:
+   * cluster-scoped).
+   */
   namespaces: 'vault-rollout.io/restartable-namespaces',
 } as const;
 
@@ -138,7 +144,10 @@ export interface RestartableKind {
   namespaces: NamespaceScope;
 }
 
-/** The restart descriptors a target patches: its own kind, or for sync and consumers targets every workload kind (the consumers) too. */
+/**
+ * The restart descriptors a target patches: its own kind, or for sync and consumers targets every workload kind (the
+ * consumers) too.
+ */
 function descriptorsOf(target: Target): WorkloadDescriptor[] {
   const consumers = WorkloadKinds.map((k) => WORKLOAD_KINDS[k]);
   if (isResourceTarget(target))

@@ -123,7 +123,8 @@ export function admissionPolicyCheck(
       fix: FIX,
     };
   }
-  // Where each kind may be patched; a policy without the annotation predates namespace bounds and allows every namespace.
+  // Where each kind may be patched; a policy without the annotation predates namespace bounds and allows every
+  // namespace.
   const outside = namespacesOutside(namespacesAnnotation(annotations?.[POLICY_ANNOTATIONS.namespaces]), needs);
   if (outside.length > 0) {
     return {

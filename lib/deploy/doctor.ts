@@ -29,10 +29,16 @@ export interface DoctorOptions {
   apiFor?: (access: ClusterAccess) => KubeApi;
 }
 
-/** One kind the routing table needs in a namespace ('' = cluster-wide). `consumer`: listed to find consumers, so a cluster that does not serve it (no Argo Rollouts) is fine. */
+/**
+ * One kind the routing table needs in a namespace ('' = cluster-wide). `consumer`: listed to find consumers, so a
+ * cluster that does not serve it (no Argo Rollouts) is fine.
+ */
 export type RequiredKind = ApiKind & { namespace: string; consumer?: true };
 
-/** The kinds a target reads and patches: its own, or for sync and consumers targets the operator's kind and every workload kind (consumer discovery). */
+/**
+ * The kinds a target reads and patches: its own, or for sync and consumers targets the operator's kind and every
+ * workload kind (consumer discovery).
+ */
 function kindsOf(target: Target): RequiredKind[] {
   if (isResourceTarget(target))
     return [

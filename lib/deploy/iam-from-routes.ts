@@ -63,7 +63,10 @@ export interface IamInputs {
   queueArn: CfnString;
   /** Each function's own log group name, e.g. `/aws/lambda/vault-rollout-prod-worker`. */
   logGroups: Readonly<Record<FunctionName, string>>;
-  /** SSM parameter names (or ARNs) of the webhook HMAC secret and bearer token the HTTP function reads; none for IAM auth. */
+  /**
+   * SSM parameter names (or ARNs) of the webhook HMAC secret and bearer token the HTTP function reads; none for IAM
+   * auth.
+   */
   webhookParameters: readonly string[];
   /**
    * The Logs function's on-failure destination (an SQS queue's ARN): CloudWatch Logs invokes it asynchronously and
@@ -75,7 +78,10 @@ export interface IamInputs {
    * ID) and Secrets Manager secret ids; none for an AWS IAM login, which signs with the function's own role.
    */
   vaultCredentials?: { ssmParameters: readonly string[]; secrets: readonly string[] };
-  /** Where the notify function reads its sinks' secrets: the SSM parameter `<prefix>/<VARIABLE>` per variable a sink names. */
+  /**
+   * Where the notify function reads its sinks' secrets: the SSM parameter `<prefix>/<VARIABLE>` per variable a sink
+   * names.
+   */
   notifySecretPrefix?: string;
   placeholders?: ArnPlaceholders;
 }

@@ -181,5 +181,8 @@ export const EVENT_USES: readonly EventUse[] = [
   },
 ];
 
-/** `source.component`, `reportingComponent`, `reportingInstance` and the field manager of every Event vault-rollout creates. */
+/**
+ * `source.component`, `reportingComponent`, `reportingInstance` and the field manager of every Event vault-rollout
+ * creates.
+ */
 export const EVENT_REPORTER_NAME = EVENT_REPORTER;

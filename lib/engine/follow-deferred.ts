@@ -78,7 +78,9 @@ async function leaseStartsOf(done: readonly WorkloadDone[], admission: Admission
   return admission && claims.length > 0 ? await admission.leaseStarts([...new Set(claims)]) : new Map<string, number>();
 }
 
-/** How the deferred loop sleeps and is woken: a release or an ended retry wakes it, and none is lost before it waits. */
+/**
+ * How the deferred loop sleeps and is woken: a release or an ended retry wakes it, and none is lost before it waits.
+ */
 interface WakeSignal {
   signal(): void;
   /** Was it signalled since the last call? Clears the signal. */

@@ -45,14 +45,17 @@ export interface FollowOptions {
   /** How long this call may take; what is not finished then comes back `progressing`. */
   budgetMs: number;
   /**
-   * One look (a Lambda step that must not wait): one LIST per (cluster, namespace, kind), every target answered from it — complete, failed,
+   * One look (a Lambda step that must not wait): one LIST per (cluster, namespace, kind), every target answered from it
+   * — complete, failed,
    * past its deadline, or still `progressing` — and no watch, no wait. `budgetMs` is not used.
    */
   once?: boolean;
   clock?: { now(): number };
   /** Every change of a followed workload's state (for a live view). */
   onProgress?(id: string, state: FollowedRollout): void;
-  /** Server-side length of one watch request, in seconds (the API server closes it; we resume from the last version). */
+  /**
+   * Server-side length of one watch request, in seconds (the API server closes it; we resume from the last version).
+   */
   watchSeconds?: number;
   /** Interval of the LIST fallback when watching is denied. */
   pollMs?: number;

@@ -53,7 +53,9 @@ interface Restart {
   started: number;
   /** One budget of attempts covers patches, retries and re-reads after conflicts. */
   attempts: number;
-  /** Under rollout.maxUnavailable: the slot this restart takes before its patch (and gives back if it patches nothing). */
+  /**
+   * Under rollout.maxUnavailable: the slot this restart takes before its patch (and gives back if it patches nothing).
+   */
   slot: SlotClaim | undefined;
   bound: MaxUnavailable | undefined;
   holding: boolean;
@@ -305,7 +307,9 @@ async function patchRestart(
   return giveBack(r, done(r, 'failed', patched.failure.reason, patched.failure.detail));
 }
 
-/** A merge patch made conditional on the resourceVersion read (the server answers 409 when the object changed since). */
+/**
+ * A merge patch made conditional on the resourceVersion read (the server answers 409 when the object changed since).
+ */
 const withResourceVersion = (
   patch: Record<string, unknown>,
   resourceVersion: string | undefined,

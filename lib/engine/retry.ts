@@ -1,5 +1,6 @@
 /**
- * Bounded retries with full-jitter exponential backoff (kernel/backoff.ts), honouring Retry-After. Clock, sleep and randomness are
+ * Bounded retries with full-jitter exponential backoff (kernel/backoff.ts), honouring Retry-After. Clock, sleep and
+ * randomness are
  * injected so tests run instantly and deterministically.
  */
 import { backoffDelayMs } from '../kernel/backoff.ts';

@@ -43,7 +43,9 @@ export interface RolloutFollower {
    * answers from what it has seen, with no new request. Resolves with the target's answer (never rejects).
    */
   follow(target: FollowTarget): Promise<FollowedRollout>;
-  /** No more targets will join: each watch ends when its last target has an answer. Also happens when the budget ends. */
+  /**
+   * No more targets will join: each watch ends when its last target has an answer. Also happens when the budget ends.
+   */
   seal(): void;
   /** Ends every watch now; a target still without an answer gets `progressing` (a process shutting down). */
   stop(): void;

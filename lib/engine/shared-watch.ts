@@ -37,7 +37,8 @@ type Seen =
 
 /**
  * The newest of the members' versions, so one look sees every member's restart: etcd's revisions are 64-bit
- * integers and the API server hands them out as such. Any version that is not one (another storage), or a member without one,
+ * integers and the API server hands them out as such. Any version that is not one (another storage), or a member
+ * without one,
  * leaves the look a consistent read.
  */
 export function newestVersion(versions: ReadonlyArray<string | undefined>): string | undefined {
@@ -290,7 +291,10 @@ export class SharedWatch {
     this.#end();
   }
 
-  /** One LIST, every member answered from it; its resourceVersion, or undefined to list again (after a backoff on error). */
+  /**
+   * One LIST, every member answered from it; its resourceVersion, or undefined to list again (after a backoff on
+   * error).
+   */
   async #list(): Promise<string | undefined> {
     const { api, descriptor, namespace } = this.#first;
     this.#selector = this.#several ? undefined : this.#first.name;

@@ -15,7 +15,10 @@ import type { WorkloadDescriptor } from '../workloads/workload-kinds.ts';
 import type { RetryEnv, RetryPolicy } from './retry.ts';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';
 
-/** `deferred`: bounded by `rollout.maxUnavailable` and no slot free; not patched, tried again (docs/how-to/rollout-limits.md). */
+/**
+ * `deferred`: bounded by `rollout.maxUnavailable` and no slot free; not patched, tried again
+ * (docs/how-to/rollout-limits.md).
+ */
 export const Outcomes = ['restarted', 'unchanged', 'skipped', 'dry-run', 'failed', 'deferred'] as const;
 export type Outcome = (typeof Outcomes)[number];
 
@@ -80,9 +83,15 @@ export interface ExecutorOptions {
   /** For measurements and Event times; not for anything a patch contains. */
   clock?: { now(): number; monotonic(): number };
   logger?: Logger;
-  /** The Kubernetes API of an access: the engine's port, given by the caller (lib/pipeline/kube-executor.ts binds the HTTPS client). */
+  /**
+   * The Kubernetes API of an access: the engine's port, given by the caller (lib/pipeline/kube-executor.ts binds the
+   * HTTPS client).
+   */
   apiFor(access: ClusterAccess): KubeApi;
-  /** Follow restarted (and unchanged) workloads until their rollout is complete, failed, past its deadline or the budget ends. */
+  /**
+   * Follow restarted (and unchanged) workloads until their rollout is complete, failed, past its deadline or the budget
+   * ends.
+   */
   follow?: FollowSettings;
   /**
    * Where the slots of `rollout.maxUnavailable` live, shared by every worker (DynamoDB in Lambda, a SQLite file for
@@ -154,5 +163,8 @@ export interface ClusterRun {
   started: number;
 }
 
-/** The object a rollout belongs to (the patch's answer, or the object found restarted): older generations of it are stale. */
+/**
+ * The object a rollout belongs to (the patch's answer, or the object found restarted): older generations of it are
+ * stale.
+ */
 export type Restarted = { uid?: string; generation?: number; resourceVersion?: string };

@@ -102,7 +102,9 @@ function tooManyFailures(retryAfterSeconds: number): HTTPException {
   return new HTTPException(429, { res: Response.json({ error }, { status: 429, headers }) });
 }
 
-/** What the routes share: the dependencies, the clock, the body bound, the replay window, and the refused-tries gate. */
+/**
+ * What the routes share: the dependencies, the clock, the body bound, the replay window, and the refused-tries gate.
+ */
 interface AppContext {
   readonly deps: AppDeps;
   readonly now: () => number;

@@ -5,7 +5,9 @@
  * route added without its line here fails.
  */
 
-/** Which process answers it: `serve`, the Lambda HTTP function, or the `--metrics-port` listener of worker and relay. */
+/**
+ * Which process answers it: `serve`, the Lambda HTTP function, or the `--metrics-port` listener of worker and relay.
+ */
 export type HttpServer = 'serve' | 'lambda' | 'metrics-listener';
 
 export interface HttpEndpoint {

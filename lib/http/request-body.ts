@@ -70,7 +70,9 @@ export function readIncomingBody(incoming: IncomingMessage, maxBytes: number): P
   });
 }
 
-/** The Node request under a Hono context, when the server is @hono/node-server (`serve`); undefined in Lambda and tests. */
+/**
+ * The Node request under a Hono context, when the server is @hono/node-server (`serve`); undefined in Lambda and tests.
+ */
 export function nodeIncoming(env: unknown): IncomingMessage | undefined {
   const incoming = (env as { incoming?: unknown } | undefined)?.incoming;
   // Not yet read by anyone: hono's own body readers mark it read.

@@ -44,7 +44,8 @@ export const REPLAY_WINDOW_SECONDS = 2 * MAX_SKEW_SECONDS;
 
 /**
  * Signatures seen within the skew window, in this process's memory: what Lambda's http function uses (each container
- * its own; docs/explanation/security-model.md says why a replay across containers changes nothing). `serve` keeps its window
+ * its own; docs/explanation/security-model.md says why a replay across containers changes nothing). `serve` keeps its
+ * window
  * in its queue file instead (storedReplayWindow), so a restart does not forget it.
  */
 export class ReplayGuard implements ReplayWindow {

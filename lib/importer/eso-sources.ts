@@ -1,4 +1,7 @@
-/** What External Secrets Operator objects declare: their Vault stores (and whom they serve) and the paths each ExternalSecret copies. */
+/**
+ * What External Secrets Operator objects declare: their Vault stores (and whom they serve) and the paths each
+ * ExternalSecret copies.
+ */
 import { parseLabelSelector, selectorMatches, type LabelSelector } from '../workloads/label-selector.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import { compileGoRegexp } from './go-regexp.ts';
@@ -70,7 +73,9 @@ export const needsNamespaceLabels = (inv: Pick<ClusterInventory, 'clusterSecretS
     ),
   );
 
-/** A metav1.LabelSelector object (matchLabels, matchExpressions) as the selector lib/workloads/label-selector.ts reads. */
+/**
+ * A metav1.LabelSelector object (matchLabels, matchExpressions) as the selector lib/workloads/label-selector.ts reads.
+ */
 function labelSelectorOf(v: unknown): LabelSelector {
   const selector = rec(v);
   const clauses = Object.entries(stringMap(selector.matchLabels)).map(([k, value]) => `${k}=${value}`);

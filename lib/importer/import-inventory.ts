@@ -163,7 +163,8 @@ export async function readInventory(
       else inv[field].push(...defaults.items);
     }
   }
-  // A ClusterSecretStore that admits namespaces by label: the Namespaces' labels decide which ExternalSecrets it serves.
+  // A ClusterSecretStore that admits namespaces by label: the Namespaces' labels decide which ExternalSecrets it
+  // serves.
   if (needsNamespaceLabels(inv)) {
     const listed = await listKind(api, [{ apiVersion: 'v1', kind: 'Namespace' }], [], deadline);
     if ('missing' in listed) inv.missing.push(listed.missing);

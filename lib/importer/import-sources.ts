@@ -167,7 +167,9 @@ function staticSecretPath(
   return { type, mount, key, secret };
 }
 
-/** The workloads VSO itself restarts after a sync; none when hmacSecretData is false (it cannot tell the data changed). */
+/**
+ * The workloads VSO itself restarts after a sync; none when hmacSecretData is false (it cannot tell the data changed).
+ */
 function operatorRestartsOf(spec: Record<string, unknown>): NamedWorkload[] {
   const operatorRestarts: NamedWorkload[] = [];
   for (const t of spec.hmacSecretData === false ? [] : arr(spec.rolloutRestartTargets)) {

@@ -1,4 +1,6 @@
-/** Stakater Reloader's annotations: which workloads it restarts when a Secret changes (regexps matched in linear time). */
+/**
+ * Stakater Reloader's annotations: which workloads it restarts when a Secret changes (regexps matched in linear time).
+ */
 import { podSpecOf, referencesIn } from '../workloads/consumers.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import { WorkloadKinds, type WorkloadKind } from '../routing/target-schema.ts';
@@ -7,7 +9,8 @@ import { compileGoRegexp } from './go-regexp.ts';
 /** Everything listed from one cluster. Kinds that are not installed (or not readable) are named in `missing`. */
 
 /**
- * Does the pod template read this Secret? The same rule `restart: consumers` uses when it runs (lib/workloads/consumers.ts:
+ * Does the pod template read this Secret? The same rule `restart: consumers` uses when it runs
+ * (lib/workloads/consumers.ts:
  * env, envFrom, secret and projected volumes; init and ephemeral containers count), so import's view of who consumes a
  * Secret is the product's.
  */

@@ -1,5 +1,6 @@
 /**
- * The logs of the relay, status and reconcile: JSON lines on stderr. Callers pass counts, paths of files, addresses and reasons — never the
+ * The logs of the relay, status and reconcile: JSON lines on stderr. Callers pass counts, paths of files, addresses and
+ * reasons — never the
  * webhook secret, the Vault token or record contents, which may carry secrets (HMACed or not).
  */
 import type { Fields } from './telemetry.ts';

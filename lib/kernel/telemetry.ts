@@ -47,7 +47,9 @@ export const METRICS = {
   continuationsPending: 'ContinuationsPending',
   continuationOldestAge: 'ContinuationOldestAge',
   deadLetters: 'DeadLetters',
-  /** The relay, sampled when scraped: records by stage, dropped by reason, the spool's bytes, the oldest batch waiting. */
+  /**
+   * The relay, sampled when scraped: records by stage, dropped by reason, the spool's bytes, the oldest batch waiting.
+   */
   relayRecords: 'RelayRecords',
   relayRecordsDropped: 'RelayRecordsDropped',
   relaySpoolBytes: 'RelaySpoolBytes',

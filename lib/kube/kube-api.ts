@@ -1,6 +1,7 @@
 /**
  * The few API calls a rollout needs — read, list, patch (explicit patch Content-Type, field manager, dry-run),
- * create an Event, and list-then-watch to follow the rollout — over keep-alive HTTPS with the TLS material and credentials of client-node's KubeConfig.
+ * create an Event, and list-then-watch to follow the rollout — over keep-alive HTTPS with the TLS material and
+ * credentials of client-node's KubeConfig.
  *
  * Why not client-node's generated clients for the requests: 2.0.1 builds a new connection pool (a TLS handshake)
  * for every request and maps every response into model classes; on the fan-out benchmark that made vault-rollout
@@ -92,7 +93,10 @@ function createKubeApi(access: ClusterAccess, timeoutMs: number): KubeApi {
   };
 }
 
-/** The resource serving a kind: the built-in table, else the group's discovery document (fetched once, again after a failure). */
+/**
+ * The resource serving a kind: the built-in table, else the group's discovery document (fetched once, again after a
+ * failure).
+ */
 function resourceLookup(send: Send): (kind: ApiKind) => Promise<Resource> {
   const discovered = new Map<string, Promise<Record<string, Resource>>>();
   return async (kind) => {

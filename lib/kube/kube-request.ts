@@ -14,7 +14,10 @@ export interface KubeResponse {
   body: unknown;
 }
 
-/** Sends one request, recording its latency and any error (observeMetric: a no-op unless a Prometheus registry is installed). */
+/**
+ * Sends one request, recording its latency and any error (observeMetric: a no-op unless a Prometheus registry is
+ * installed).
+ */
 export async function sendMeasured(
   conn: KubeConnection,
   method: string,

@@ -15,7 +15,10 @@ import { SinkError, type Sink } from './sinks.ts';
 export const MAX_ATTEMPTS = 6;
 export const RETRY_BASE_MS = 2000;
 export const RETRY_CAP_MS = 300_000;
-/** How long a taken delivery is leased: past the sink's timeout, so a pass never races itself; a restart retakes it after. */
+/**
+ * How long a taken delivery is leased: past the sink's timeout, so a pass never races itself; a restart retakes it
+ * after.
+ */
 export const LEASE_MS = 30_000;
 export const BATCH = 20;
 
@@ -30,7 +33,10 @@ export interface DeliveryDeps {
 
 type Outcome = 'sent' | 'retry' | 'dropped';
 
-/** Sends one taken delivery and marks it: sent, due again after a backoff, or dropped after the last attempt. Counted and logged. */
+/**
+ * Sends one taken delivery and marks it: sent, due again after a backoff, or dropped after the last attempt. Counted
+ * and logged.
+ */
 export async function deliverOne(deps: DeliveryDeps, d: OutboxDelivery): Promise<Outcome> {
   const now = deps.now ?? Date.now;
   const max = deps.maxAttempts ?? MAX_ATTEMPTS;

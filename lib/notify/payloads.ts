@@ -5,7 +5,8 @@
  *   a section's text is at most 3000 characters, a header's 150.
  * - Teams incoming webhook / Workflows: `{ type: "message", attachments: [{ contentType:
  *   "application/vnd.microsoft.card.adaptive", content: AdaptiveCard }] }` with an AdaptiveCard 1.4 `body` of
- *   TextBlocks and a FactSet (https://learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/connectors-using).
+ *   TextBlocks and a FactSet
+ *   (https://learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/connectors-using).
  * - webhook: the event itself, under a schema name, signed (lib/notify/sinks.ts).
  * - SNS: a subject (at most 100 ASCII characters) and the event as JSON.
  * Every payload is bounded (MAX_PAYLOAD_BYTES); an event is bounded before (lib/notify/event.ts).

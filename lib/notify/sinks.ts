@@ -64,7 +64,9 @@ export function sinkVariables(sinks: ReadonlyMap<string, NotificationSink>): str
   return [...names].sort();
 }
 
-/** The SNS topics the sinks publish to, sorted: all the notify function may publish to (lib/deploy/iam-from-routes.ts). */
+/**
+ * The SNS topics the sinks publish to, sorted: all the notify function may publish to (lib/deploy/iam-from-routes.ts).
+ */
 export const sinkTopics = (sinks: ReadonlyMap<string, NotificationSink>): string[] =>
   [...new Set([...sinks.values()].flatMap((s) => (s.type === 'sns' ? [s.topicArn] : [])))].sort();
 

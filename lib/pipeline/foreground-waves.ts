@@ -42,7 +42,9 @@ export interface ForegroundDeps {
   followWaves?: NonNullable<ExecutorSettings['follow']>;
   /** Only these targets (reset-version --cluster); the waves still run in order. */
   only?: (target: RolloutTarget) => boolean;
-  /** A gate with `approval` waits for `vault-rollout approve`: told once per wave (lib/pipeline/foreground-approval.ts). */
+  /**
+   * A gate with `approval` waits for `vault-rollout approve`: told once per wave (lib/pipeline/foreground-approval.ts).
+   */
   onApprovalRequested?: ForegroundApproval['onApprovalRequested'];
 }
 

@@ -58,7 +58,8 @@ export function planMessage(
   const message = parseRolloutMessage(record.body);
   if ('error' in message) return { refused: message.error };
   if (isGateMessage(message)) return { refused: 'a gate message outside a gate group' };
-  // A continuation has a group of its own (its cluster and changes); one from before continuations came in the cluster's.
+  // A continuation has a group of its own (its cluster and changes); one from before continuations came in the
+  // cluster's.
   const groups = message.follow
     ? [message.cluster, followGroupId(message.cluster, message.changes)]
     : message.window
@@ -207,7 +208,10 @@ function heldUntilItsTime(
   return true;
 }
 
-/** The named workloads among `pending` that a continuation waits on, as a watch needs them (others come back at their delay). */
+/**
+ * The named workloads among `pending` that a continuation waits on, as a watch needs them (others come back at their
+ * delay).
+ */
 function watchedOf(table: RoutingTable, record: QueueRecord, pending: readonly string[]): WatchedWorkload[] {
   const planned = planMessage(table, record);
   if ('refused' in planned) return [];

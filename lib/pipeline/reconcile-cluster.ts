@@ -30,7 +30,10 @@ import { WorkloadKinds } from '../routing/target-schema.ts';
 import type { ReconcileDeps, ReconcileLimits, WorkloadReport, WorkloadState } from './reconcile-model.ts';
 import { parseTime } from './reconcile-vault.ts';
 
-/** A target reconcile decides object by object: a workload, a custom resource, or an operator's resource (a consumers target of a sync kind). */
+/**
+ * A target reconcile decides object by object: a workload, a custom resource, or an operator's resource (a consumers
+ * target of a sync kind).
+ */
 type DecidedTarget = RolloutTarget;
 
 /**

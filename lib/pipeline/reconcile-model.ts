@@ -93,7 +93,10 @@ export interface ReconcileReport {
   workloads: WorkloadReport[];
   /** Messages queued (0 in a dry run) and the changes they carry. */
   queued: { messages: number; changes: number };
-  /** Halted rotations whose changes were behind somewhere and were not queued (`vault-rollout halts clear` resumes them). */
+  /**
+   * Halted rotations whose changes were behind somewhere and were not queued (`vault-rollout halts clear` resumes
+   * them).
+   */
   halted: RotationHalt[];
   dryRun: boolean;
 }

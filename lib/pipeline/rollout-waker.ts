@@ -92,7 +92,8 @@ export class RolloutWaker {
       this.#followers.set(api, current);
       for (const [key, f] of this.#followers) if (f.until <= now) this.#followers.delete(key);
     }
-    // No deadline of its own here: the look decides timeouts. Any answer (complete, failed, or the follower's end) wakes.
+    // No deadline of its own here: the look decides timeouts. Any answer (complete, failed, or the follower's end)
+    // wakes.
     await current.follower.follow({
       id: `${w.namespace}/${w.kind}/${w.name}`,
       cluster: w.cluster,

@@ -30,7 +30,10 @@ import type { HaltRecord, QueueRecord, WorkerDeps } from './worker-deps.ts';
 
 type Deps = Pick<WorkerDeps, 'table' | 'telemetry' | 'notifications' | 'now'>;
 
-/** The sinks an event of `kind` goes to: those of the routes it concerns (the top level's when none) that send that kind. */
+/**
+ * The sinks an event of `kind` goes to: those of the routes it concerns (the top level's when none) that send that
+ * kind.
+ */
 export function sinksFor(table: WorkerDeps['table'], kind: NotificationEventKind, routes: readonly string[]): string[] {
   const policies =
     routes.length === 0

@@ -1,4 +1,6 @@
-/** What the worker is given (its dependencies) and what it answers for a batch; shared by the cluster and gate workers. */
+/**
+ * What the worker is given (its dependencies) and what it answers for a batch; shared by the cluster and gate workers.
+ */
 import type { RolloutResult } from '../engine/types.ts';
 import type { ExecutorSettings } from './kube-executor.ts';
 import { METRICS, type Telemetry } from '../kernel/telemetry.ts';
@@ -12,7 +14,9 @@ export interface QueueRecord {
   messageId: string;
   body: string;
   groupId: string;
-  /** How many times the queue has delivered it (1 the first time); holds re-send a fresh copy before the redrive limit. */
+  /**
+   * How many times the queue has delivered it (1 the first time); holds re-send a fresh copy before the redrive limit.
+   */
   receiveCount?: number;
 }
 
@@ -41,7 +45,9 @@ export interface WorkerDeps {
   follow?: { requeue: (message: RolloutMessage) => Promise<void> };
   /** Where gates queue the next wave and their own fresh copies; without it a gate is redelivered. */
   queue?: RolloutQueue;
-  /** Gates: how long to wait before the next look at a wave still rolling (default 10 s; a watch may wake it earlier). */
+  /**
+   * Gates: how long to wait before the next look at a wave still rolling (default 10 s; a watch may wake it earlier).
+   */
   gate?: { recheckMs?: number };
   /**
    * Called as soon as one group of the batch (a cluster, a gate) is worked, before the slower groups are: lets a
@@ -55,7 +61,10 @@ export interface WorkerDeps {
    * change waits for its window in the queue (lib/pipeline/window-wait.ts).
    */
   windowClosed?: (wait: { cluster: string; window: string; opensAt: string }) => void;
-  /** Rotation events are written here, once per event id (lib/pipeline/rotation-notices.ts); a loop elsewhere sends them. */
+  /**
+   * Rotation events are written here, once per event id (lib/pipeline/rotation-notices.ts); a loop elsewhere sends
+   * them.
+   */
   notifications?: { outbox: NotificationOutbox };
 }
 

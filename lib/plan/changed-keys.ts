@@ -176,7 +176,8 @@ export function keyLevelSkip(
     if (at !== secret.version - 1 && !(at === secret.version && skips[recordKey(secret)]?.v === secret.version))
       return undefined;
     // A delete or destroy it was restarted for may have come after v-1 (entries arrive late: a write of v-1 recorded
-    // after the delete of v-1), so it may run no value at all: never skip it (a precision cost, found by the property test).
+    // after the delete of v-1), so it may run no value at all: never skip it (a precision cost, found by the property
+    // test).
     if (recorded[`${secret.path}#delete`] !== undefined || recorded[`${secret.path}#destroy`] !== undefined)
       return undefined;
     const changed = new Set(secret.changedKeys);
@@ -199,7 +200,9 @@ export function keySkipsOf(target: Pick<RolloutTarget, 'secrets' | 'uses'>): Rec
   return skips;
 }
 
-/** Whether every secret of `target` is recorded as skipped by keys at its version (what a gate's look counts as done). */
+/**
+ * Whether every secret of `target` is recorded as skipped by keys at its version (what a gate's look counts as done).
+ */
 export const skippedByKeysAt = (target: Pick<RolloutTarget, 'secrets'>, skips: RecordedSkips): boolean =>
   target.secrets.length > 0 &&
   target.secrets.every((s) => s.operation === 'write' && s.version !== null && skips[recordKey(s)]?.v === s.version);

@@ -40,7 +40,9 @@ function targetsByChange(plan: Pick<Plan, 'targets'>): Map<string, RolloutTarget
   return byChange;
 }
 
-/** One change as a target's secrets name it (its path qualified by its Vault namespace): what ties targets to changes. */
+/**
+ * One change as a target's secrets name it (its path qualified by its Vault namespace): what ties targets to changes.
+ */
 export const secretIdentity = (s: Pick<SecretRef, 'path' | 'operation' | 'version' | 'id' | 'time'>): string =>
   `${s.path}\u0000${s.operation}\u0000${s.version}\u0000${s.id}\u0000${s.time}`;
 

@@ -22,7 +22,10 @@ export interface WaitInput {
   now: number;
   /** When the wait began (epoch ms): the first delays are short, later ones longer. */
   since: number;
-  /** When the wait gives up (epoch ms); undefined: the look decides its own end (a gate's timeout, a rollout's deadline). */
+  /**
+   * When the wait gives up (epoch ms); undefined: the look decides its own end (a gate's timeout, a rollout's
+   * deadline).
+   */
   deadline?: number;
   /** When the thing waited on says itself when to look again (a gate's pause, a settle window), that delay. */
   hintMs?: number;

@@ -91,7 +91,10 @@ export function instantOf(year: number, month: number, day: number, minute: numb
   return hi;
 }
 
-/** Whether the window is open at `now` (from inclusive, to exclusive; a window past midnight belongs to its opening day). */
+/**
+ * Whether the window is open at `now` (from inclusive, to exclusive; a window past midnight belongs to its opening
+ * day).
+ */
 export function isWindowOpen(w: RestartWindow, now: number): boolean {
   const t = localTime(now, w.timeZone);
   if (w.fromMinute < w.toMinute) return w.days.has(t.weekday) && t.minute >= w.fromMinute && t.minute < w.toMinute;

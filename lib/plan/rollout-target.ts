@@ -51,7 +51,9 @@ export interface WorkloadRolloutTarget extends TargetBase {
   name?: string;
   selector?: string;
   annotated?: true;
-  /** A Rollout restarted by a new revision of its pod template (lib/routing/rollout-restart-by.ts); absent: restartAt. */
+  /**
+   * A Rollout restarted by a new revision of its pod template (lib/routing/rollout-restart-by.ts); absent: restartAt.
+   */
   restartBy?: 'template';
 }
 

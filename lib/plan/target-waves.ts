@@ -14,7 +14,9 @@ interface PlacedWave {
   targets?: WaveTargets;
 }
 
-/** The waves of these planned targets, in order, each with the clusters it restarts something in; empty ones dropped. */
+/**
+ * The waves of these planned targets, in order, each with the clusters it restarts something in; empty ones dropped.
+ */
 export function orderTargetWaves(
   waves: readonly (readonly string[])[],
   selectors: ReadonlyArray<WaveTargets | undefined>,

@@ -92,7 +92,10 @@ export interface LocalRolloutQueue extends RolloutQueue {
    * kept for an operator, never executed, never redelivered). False if the handle is unknown or stale.
    */
   deadLetter(receiptHandle: string, reason: string): Promise<boolean>;
-  /** The messages that were received maxReceiveCount times without being deleted, or refused, oldest first; only those dead-lettered at or after `sinceMs` when given. */
+  /**
+   * The messages that were received maxReceiveCount times without being deleted, or refused, oldest first; only those
+   * dead-lettered at or after `sinceMs` when given.
+   */
   deadLetters(sinceMs?: number): DeadLetter[];
   /** Messages waiting, in flight and dead-lettered (like SQS's approximate counts, but exact). */
   counts(): QueueCounts;

@@ -70,7 +70,10 @@ export interface RolloutMessage {
    * from its own table and clock, and restarts only inside it.
    */
   window?: { opensAt: string; round: number; lookAt?: string };
-  /** The hash of the sender's routing table: a refusal says when the sender's table is not the worker's. Decides nothing. */
+  /**
+   * The hash of the sender's routing table: a refusal says when the sender's table is not the worker's. Decides
+   * nothing.
+   */
   table?: string;
 }
 
@@ -113,7 +116,9 @@ export const isGateMessage = (m: QueueMessage): m is GateMessage => 'kind' in m 
 /** Re-sends of one gate: at one look every 10 s or more, well past the longest gate timeout (24 h). */
 export const MAX_GATE_ROUNDS = 10_000;
 
-/** Fresh copies of one continuation: at three looks of 15 s or more a copy, past the longest rollout deadline (24 h). */
+/**
+ * Fresh copies of one continuation: at three looks of 15 s or more a copy, past the longest rollout deadline (24 h).
+ */
 export const MAX_FOLLOW_ROUNDS = 10_000;
 
 /** Workloads a continuation names (`pending`); past this it names none and looks at every one its changes plan. */
@@ -147,7 +152,10 @@ export const MAX_WINDOW_ROUNDS = 2_000;
 export const followGroupId = (cluster: string, changes: readonly QueuedChange[]): string =>
   `follow-${cluster}-${changeSetHash(changes)}`.slice(0, 128);
 
-/** A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against the changes. */
+/**
+ * A gate's group: `gate-` and a hash of its changes. The worker tells gates by their kind and checks the group against
+ * the changes.
+ */
 export const gateGroupId = (changes: readonly QueuedChange[]): string => `gate-${changeSetHash(changes)}`;
 
 /**
@@ -360,7 +368,10 @@ export function changeFromQueue(c: QueuedChange, record: string): SecretChange {
   return { ...c, path: `${c.mount}/${c.key}`, record };
 }
 
-/** The queue the HTTP function and the relay write to. Rejects with QueueUnavailableError when it cannot take the messages. */
+/**
+ * The queue the HTTP function and the relay write to. Rejects with QueueUnavailableError when it cannot take the
+ * messages.
+ */
 export interface RolloutQueue {
   send(messages: readonly QueueMessage[]): Promise<void>;
 }

@@ -1,7 +1,8 @@
 /**
  * The durable queue of `vault-rollout serve`: an SQS FIFO queue and its dead-letter queue in one SQLite file, through
  * Node's built-in node:sqlite (no server, no npm dependency). On ':memory:' (memoryRolloutQueue) it is the throwaway
- * queue of `reconcile` and of tests: one implementation of these semantics, not two (test/unit/queue/local-queues.test.ts):
+ * queue of `reconcile` and of tests: one implementation of these semantics, not two
+ * (test/unit/queue/local-queues.test.ts):
  *
  * - FIFO per message group (the cluster); groups are independent, oldest group first.
  * - A group is blocked while any of its messages is in flight (received, neither deleted nor visible again).

@@ -116,7 +116,9 @@ export class SqsRolloutQueue implements RolloutQueue {
     }
   }
 
-  /** One SendMessageBatch call; returns the failed entries by id. A call that fails as a whole is QueueUnavailableError. */
+  /**
+   * One SendMessageBatch call; returns the failed entries by id. A call that fails as a whole is QueueUnavailableError.
+   */
   async #sendCall(call: readonly Outgoing[]): Promise<Map<string, { code: string; senderFault: boolean }>> {
     let output;
     try {

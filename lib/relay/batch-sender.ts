@@ -1,4 +1,6 @@
-/** How a batch leaves the relay — to the function over HTTP, or planned here and queued on SQS — and what came of it. */
+/**
+ * How a batch leaves the relay — to the function over HTTP, or planned here and queued on SQS — and what came of it.
+ */
 import type { RecordKind } from './record-kind.ts';
 
 export type SendOutcome =

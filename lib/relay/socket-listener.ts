@@ -2,7 +2,8 @@
  * The listener for Vault's `socket` audit device: a unix socket (the default), or TCP when asked for by name,
  * NDJSON (one entry per line, possibly after a prefix). Whatever connects is believed — the relay signs what it
  * reads — so who can connect is the bound: a unix socket is created owner-only (0600; 0660 to admit its group, e.g.
- * Vault's), while a TCP port on 127.0.0.1 admits every local user and process. Vault writes each entry synchronously with the request it audits, so this side only ever
+ * Vault's), while a TCP port on 127.0.0.1 admits every local user and process. Vault writes each entry synchronously
+ * with the request it audits, so this side only ever
  * reads — as fast as the data comes, never pausing a connection — and hands lines on; slowness further down
  * (the function) is absorbed by the disk spool, and memory by the line and batch bounds.
  */

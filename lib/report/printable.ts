@@ -7,7 +7,10 @@ import { Document, visit } from 'yaml';
  * bidirectional override would reorder what is read. Each such character is shown as an escape instead.
  */
 
-/** C0 and C1 controls and DEL (`\p{Cc}`), the Unicode line and paragraph separators, the bidirectional marks and overrides. */
+/**
+ * C0 and C1 controls and DEL (`\p{Cc}`), the Unicode line and paragraph separators, the bidirectional marks and
+ * overrides.
+ */
 const UNSAFE = /[\p{Cc}\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/gu;
 
 const hex = (c: string, width: number): string => (c.codePointAt(0) ?? 0).toString(16).padStart(width, '0');

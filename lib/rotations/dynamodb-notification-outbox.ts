@@ -200,7 +200,10 @@ export class DynamoDbNotificationOutbox implements NotificationOutbox {
     return facts.sort();
   }
 
-  /** Leases a pending delivery until `untilMs` when `condition` holds too: the delivery, or undefined (not pending, not due, taken by another). */
+  /**
+   * Leases a pending delivery until `untilMs` when `condition` holds too: the delivery, or undefined (not pending, not
+   * due, taken by another).
+   */
   private async lease(
     eventId: string,
     sink: string,

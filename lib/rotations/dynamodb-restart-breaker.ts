@@ -53,7 +53,9 @@ export async function admitRestartDynamoDb(
   }
 }
 
-/** An empty history, not a delete: the worker's role deletes no rotation item, and `halts clear` runs as an operator. */
+/**
+ * An empty history, not a delete: the worker's role deletes no rotation item, and `halts clear` runs as an operator.
+ */
 export async function resetRestartsDynamoDb(db: { client: DynamoDBClient; table: string }, workload: string) {
   const read = await db.client.send(
     new GetItemCommand({ TableName: db.table, Key: itemKey(workload), ConsistentRead: true }),

@@ -11,7 +11,8 @@
  *                                dueAt) that `vault-rollout worker`'s loop queries for what is due
  *   notes#<rotation key> / <fact>   a rotation's facts for "complete" (`done <cluster>`, `failed <cluster>`), ttl
  *   clearances / <clearedAt>#<rotation key>   who cleared a halt, from where, when (`halts clear`): record, no ttl
- *   breaker#<workload key> / restarts   rollout.breaker's counted restarts: history, rev, ttl (dynamodb-restart-breaker.ts)
+ *   breaker#<workload key> / restarts   rollout.breaker's counted restarts: history, rev, ttl
+ *   (dynamodb-restart-breaker.ts)
  *   rotation#<key> / approval#<wave>   a wave waiting for `approve`, and who approved it (dynamodb-approvals.ts)
  * Holds paths, versions and workload names, never a secret value. `ttl` is epoch seconds (the table's TTL attribute:
  * DynamoDB deletes an expired item within days, so reads treat an expired item as gone).

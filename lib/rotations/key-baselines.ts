@@ -29,7 +29,9 @@ export interface KeyBaselineStore {
 export const isKeyBaselineStore = (store: object): store is KeyBaselineStore =>
   'baseline' in store && 'putBaseline' in store && 'clearBaselines' in store;
 
-/** How long a baseline is kept after the write that made it: a secret rotated less often restarts every keyed target. */
+/**
+ * How long a baseline is kept after the write that made it: a secret rotated less often restarts every keyed target.
+ */
 export const KEY_BASELINE_TTL_MS = 90 * 24 * 3600 * 1000;
 
 /** A fixed-length key for a path (paths are up to ~4 KiB). */

@@ -22,7 +22,10 @@ export type TakeResult = { delivery: OutboxDelivery } | { notBefore: number } | 
 export interface NotificationOutbox {
   /** Records the event and a delivery per sink, once: false when the id is already recorded (and not expired). */
   enqueueOnce(eventId: string, sinks: readonly string[], body: string, nowMs: number, ttlMs: number): Promise<boolean>;
-  /** Up to `limit` deliveries due at `nowMs`, each leased until `nowMs + leaseMs` (another poller, or this one after a restart, takes it again only then). */
+  /**
+   * Up to `limit` deliveries due at `nowMs`, each leased until `nowMs + leaseMs` (another poller, or this one after a
+   * restart, takes it again only then).
+   */
   takeDue(nowMs: number, limit: number, leaseMs: number): Promise<OutboxDelivery[]>;
   /**
    * Takes one named delivery (a DynamoDB stream record names it: lib/notify/delivery.ts deliverNamed), leased as
@@ -43,7 +46,9 @@ export interface NotificationOutbox {
 export const isNotificationOutbox = (v: unknown): v is NotificationOutbox =>
   typeof v === 'object' && v !== null && 'enqueueOnce' in v && 'takeDue' in v;
 
-/** How long an event id (and a rotation's facts) is remembered: longer than any redelivery, continuation or gate (25 h). */
+/**
+ * How long an event id (and a rotation's facts) is remembered: longer than any redelivery, continuation or gate (25 h).
+ */
 export const NOTIFICATION_TTL_MS = 7 * 24 * 3_600_000;
 
 type DeliveryState = OutboxDelivery & { dueAt: number; state: 'pending' | 'sent' | 'gave-up'; expiresAt: number };

@@ -124,7 +124,9 @@ export const MAX_LISTED_HALTS = 1000;
 export const identityKey = (identity: string): string =>
   createHash('sha256').update(identity).digest('hex').slice(0, 40);
 
-/** Tests and dry runs: one process's memory. Never used where a halt must outlive the process. Also the key baselines. */
+/**
+ * Tests and dry runs: one process's memory. Never used where a halt must outlive the process. Also the key baselines.
+ */
 export class MemoryRotationStore extends MemoryKeyBaselineStore implements RotationStore {
   readonly #released = new Map<string, number>();
   readonly #halts = new Map<string, RotationHalt>();

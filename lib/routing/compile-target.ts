@@ -87,7 +87,9 @@ function targetTemplates(target: Target): Array<{ field: string[]; text: string;
   ];
 }
 
-/** Every placeholder of the target is a capture of the path (or, where allowed, a built-in); the captures used noted. */
+/**
+ * Every placeholder of the target is a capture of the path (or, where allowed, a built-in); the captures used noted.
+ */
 function checkPlaceholders(target: Target, ctx: TargetContext): void {
   const { pattern } = ctx;
   for (const { field, text, builtins: allowBuiltins } of targetTemplates(target)) {
@@ -114,7 +116,9 @@ function checkPatchKeys(target: ResourceTarget, ctx: TargetContext): void {
   }
 }
 
-/** A namespace rendered from the path needs `namespaces`; a bound must bound something, and the target's own namespace. */
+/**
+ * A namespace rendered from the path needs `namespaces`; a bound must bound something, and the target's own namespace.
+ */
 function checkNamespaceBound(target: Target, compiled: CompiledTarget, ctx: TargetContext): void {
   const namespace = isResourceTarget(target) ? target.resource.namespace : target.namespace;
   if (target.namespaces === undefined && namespace !== undefined && placeholders(namespace).length > 0) {

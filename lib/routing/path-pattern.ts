@@ -270,7 +270,9 @@ export class PatternIndex {
  * Below a `**` node each node sits at a fixed distance from it, so every (node, index) is walked at most once, and
  * `**` cannot multiply the work by the number of ways to split the path.
  */
-/** One match's state, shared by the whole walk; `entered` is made at the first `**` node reached (most paths meet none). */
+/**
+ * One match's state, shared by the whole walk; `entered` is made at the first `**` node reached (most paths meet none).
+ */
 interface Walk {
   found: Map<number, Captures>;
   entered: Map<TrieNode, Set<number>> | undefined;

@@ -18,7 +18,9 @@ import {
   type RolloutPolicy,
 } from './table-model.ts';
 
-/** The top-level notifications with a route's over them: sinks merged by name, events replaced, the limit overridden. */
+/**
+ * The top-level notifications with a route's over them: sinks merged by name, events replaced, the limit overridden.
+ */
 export function notificationPolicy(
   top: NotificationsSettings | undefined,
   own: NotificationsSettings | undefined,

@@ -90,7 +90,9 @@ export const SettleSchema = durationSchema(0, 600_000);
  * How vault-rollout follows a restart to its end. A block (not a lone field) so later settings (waves, gates...)
  * join it; at the top level it is the default for every route, on a route it overrides that default.
  */
-/** The most workloads a slot can count: a bound on the slot store's work per acquire (one slot item each in DynamoDB). */
+/**
+ * The most workloads a slot can count: a bound on the slot store's work per acquire (one slot item each in DynamoDB).
+ */
 export const MAX_UNAVAILABLE_LIMIT = 1000;
 const slotLimit = z
   .number()

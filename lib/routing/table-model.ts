@@ -76,7 +76,9 @@ export interface CompiledRoute {
   mode?: 'notify';
 }
 
-/** Sinks by name (a route's block adds sinks or overrides one of the same name), the events sent, the progressing limit. */
+/**
+ * Sinks by name (a route's block adds sinks or overrides one of the same name), the events sent, the progressing limit.
+ */
 export interface NotificationPolicy {
   sinks: ReadonlyMap<string, NotificationSink>;
   events: ReadonlySet<NotificationEventKind>;

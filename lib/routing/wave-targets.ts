@@ -78,7 +78,9 @@ export function compileWaveTargets(
   );
 }
 
-/** Whether a wave's selector (absent: every target) selects this target. A names selector never selects a nameless one. */
+/**
+ * Whether a wave's selector (absent: every target) selects this target. A names selector never selects a nameless one.
+ */
 export function selectsTarget(selector: WaveTargets | undefined, target: Omit<WaveMember, 'cluster'>): boolean {
   if (selector === undefined) return true;
   if (selector.kinds && !selector.kinds.has(target.kind)) return false;

@@ -40,7 +40,10 @@ export function loadRoutesFromEnv(
   return { table: isCompiledTable(text) ? loadCompiledRoutingTable(text, file) : loadRoutingTable(text, file), file };
 }
 
-/** The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see docs/how-to/deploy-to-lambda.md. */
+/**
+ * The values of `VAULT_ROLLOUT_AUTH` (serverless.yml's `httpAuth`) that mean something; see
+ * docs/how-to/deploy-to-lambda.md.
+ */
 const AUTH_SETTINGS: Readonly<Record<string, ReadonlyArray<'hmac' | 'bearer' | 'iam'>>> = {
   hmac: ['hmac'],
   bearer: ['bearer'],

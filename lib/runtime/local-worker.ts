@@ -25,7 +25,9 @@ export interface LocalWorker {
   stop(): Promise<void>;
   /** Resolves when every message sent so far has been worked (delivered or dead-lettered). */
   idle(): Promise<void>;
-  /** When a loop last started an iteration (epoch ms): every poll of an idle loop counts, so a stale one means stuck. */
+  /**
+   * When a loop last started an iteration (epoch ms): every poll of an idle loop counts, so a stale one means stuck.
+   */
   lastIterationAt(): number;
 }
 
@@ -36,7 +38,9 @@ export interface LocalWorkerOptions {
   heartbeatMs?: number;
   /** Loops receiving and working at once (default 4): each works the groups the queue hands it. */
   loops?: number;
-  /** Wakes held messages when a watch sees the rollouts they wait on end (default: none, they come back at their delay). */
+  /**
+   * Wakes held messages when a watch sees the rollouts they wait on end (default: none, they come back at their delay).
+   */
   waker?: RolloutWaker;
 }
 

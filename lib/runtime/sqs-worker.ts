@@ -33,7 +33,8 @@ export function sqsDeadLetter(
   deadLetterQueueUrl: string | undefined,
 ): (record: QueueRecord, reason: string) => Promise<void> {
   return async (record, reason) => {
-    // No DLQ named: the message is redelivered until the queue's redrive policy moves it to the DLQ (never acknowledged).
+    // No DLQ named: the message is redelivered until the queue's redrive policy moves it to the DLQ (never
+    // acknowledged).
     if (!deadLetterQueueUrl)
       throw new Error('no dead-letter queue URL (VAULT_ROLLOUT_DLQ_URL): left to the redrive policy');
     await client.send(
@@ -53,14 +54,21 @@ export const DEFAULT_WORKER_VISIBILITY_SECONDS = 30;
 
 export interface SqsWorkerOptions {
   queueUrl: string;
-  /** Messages per receive (1-10); more than 1 lets settle coalesce a cluster's burst (lib/deploy/worker-batch-size.ts). */
+  /**
+   * Messages per receive (1-10); more than 1 lets settle coalesce a cluster's burst (lib/deploy/worker-batch-size.ts).
+   */
   batchSize?: number;
   /** Concurrent pollers. */
   concurrency?: number;
   waitTimeSeconds?: number;
-  /** The visibility timeout each receive asks for (default 30 s); the heartbeat extends it every third while working. */
+  /**
+   * The visibility timeout each receive asks for (default 30 s); the heartbeat extends it every third while working.
+   */
   visibilityTimeoutSeconds?: number;
-  /** Wakes held messages (visibility 0) when a watch sees the rollouts they wait on end; without it they come back at their delay. */
+  /**
+   * Wakes held messages (visibility 0) when a watch sees the rollouts they wait on end; without it they come back at
+   * their delay.
+   */
   waker?: RolloutWaker;
 }
 

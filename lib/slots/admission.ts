@@ -1,5 +1,6 @@
 /**
- * The slots of one execution: before a bounded restart's patch, a lease in each of its scopes (lib/slots/slot-store.ts);
+ * The slots of one execution: before a bounded restart's patch, a lease in each of its scopes
+ * (lib/slots/slot-store.ts);
  * when its rollout ends, the lease back. Acquires go one at a time, and a scope found full is not asked again until
  * a slot is released here or `reopen()` says another worker may have freed one: a rotation of 3,000 targets asks
  * the store about the few that can start, not about all 3,000 each time.

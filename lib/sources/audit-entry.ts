@@ -40,7 +40,9 @@ function epochSecondsToIso(seconds: number | undefined): string {
   return Number.isNaN(date.getTime()) ? '' : date.toISOString();
 }
 
-/** A string, or a key that is not there at all (a key present with the value undefined keeps it in the schema's output). */
+/**
+ * A string, or a key that is not there at all (a key present with the value undefined keeps it in the schema's output).
+ */
 const optionalString = (o: Record<string, unknown>, key: string): boolean => {
   const v = o[key];
   return typeof v === 'string' || (v === undefined && !(key in o));

@@ -21,7 +21,8 @@ export const EventNotificationSchema = z.object({
     event: z.object({ id: z.string().optional(), metadata: z.record(z.string(), z.unknown()).default({}) }),
     event_type: z.string(),
     namespace: z.string().optional(),
-    // Other plugin_info fields (mount_class, mount_accessor, version) are not read: a type change there refuses nothing.
+    // Other plugin_info fields (mount_class, mount_accessor, version) are not read: a type change there refuses
+    // nothing.
     plugin_info: z.object({ mount_path: z.string().optional(), plugin: z.string().optional() }).optional(),
   }),
 });

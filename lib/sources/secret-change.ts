@@ -8,7 +8,10 @@ import type { KeyDigests } from './key-digests.ts';
 export const Operations = ['write', 'delete', 'destroy', 'undelete'] as const;
 export type Operation = (typeof Operations)[number];
 
-/** Which Vault feed produced the change (`reconcile`: Vault's metadata, read by reconcile); the transport (file, Fluent Bit, CloudWatch...) is in `via`. */
+/**
+ * Which Vault feed produced the change (`reconcile`: Vault's metadata, read by reconcile); the transport (file, Fluent
+ * Bit, CloudWatch...) is in `via`.
+ */
 export const ChangeSources = ['audit', 'event', 'reconcile'] as const;
 export type ChangeSource = (typeof ChangeSources)[number];
 export const Transports = ['direct', 'fluent-bit', 'vector', 'cloudwatch'] as const;

@@ -62,7 +62,8 @@ export function listRequests(table: RoutingTable, only?: ReadonlySet<string>): M
         kinds = [{ apiVersion: target.resource.apiVersion, kind: target.resource.kind }];
         template = target.resource.namespace;
       } else if (isSyncTarget(target) || isConsumersTarget(target)) {
-        // The consumers are found among every restartable kind of the namespace; a sync target records on its resource too.
+        // The consumers are found among every restartable kind of the namespace; a sync target records on its resource
+        // too.
         kinds = WorkloadKinds.map((k) => ({ apiVersion: WORKLOAD_KINDS[k].apiVersion, kind: k }));
         if (isSyncTarget(target))
           kinds.push({ apiVersion: SYNC_KINDS[target.sync.kind].apiVersion, kind: target.sync.kind });
@@ -146,7 +147,9 @@ export function consumerObjects(
   return out;
 }
 
-/** The descriptor of a listed object: its kind's, or a custom resource's (the listings hold only kinds routes restart). */
+/**
+ * The descriptor of a listed object: its kind's, or a custom resource's (the listings hold only kinds routes restart).
+ */
 export function descriptorOfListed(obj: KubeObject): WorkloadDescriptor {
   if (obj.kind && obj.kind in WORKLOAD_KINDS) return WORKLOAD_KINDS[obj.kind as keyof typeof WORKLOAD_KINDS];
   if (obj.kind && isSyncKind(obj.kind)) return SYNC_KINDS[obj.kind];

@@ -1,4 +1,6 @@
-/** `vault-rollout status`'s model: what it lists, what the clusters and Vault answered, and what it reports per path. */
+/**
+ * `vault-rollout status`'s model: what it lists, what the clusters and Vault answered, and what it reports per path.
+ */
 import type { PodCounts, RolloutState } from '../workloads/rollout-health.ts';
 import type { KubeObject } from '../workloads/workload-kinds.ts';
 import type { WorkloadRef } from '../workloads/workload-ref.ts';

@@ -17,9 +17,12 @@
  *            workloads, and Vault (or whoever answers at VAULT_ADDR) must not be handed it.
  * - and, when none of these is set, the vault CLI's token file ~/.vault-token (what `vault login` leaves), if present.
  *
- * VAULT_AUTH_METHOD (token | approle | aws | kubernetes) picks one when several are configured; otherwise the one configured is
- * used. Every command (reconcile, status, the relay's event subscription, the reconcile function) authenticates here. Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
- * (LoginTokenSource); a given token is looked up and renewed the same way (GivenTokenSource). Nothing here logs a token, a secret ID or an AWS credential.
+ * VAULT_AUTH_METHOD (token | approle | aws | kubernetes) picks one when several are configured; otherwise the one
+ * configured is
+ * used. Every command (reconcile, status, the relay's event subscription, the reconcile function) authenticates here.
+ * Logins are renewed at two thirds of their TTL and repeated when renewal stops extending them
+ * (LoginTokenSource); a given token is looked up and renewed the same way (GivenTokenSource). Nothing here logs a
+ * token, a secret ID or an AWS credential.
  */
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SSMClient } from '@aws-sdk/client-ssm';
@@ -241,7 +244,9 @@ export interface AwsIamLoginOptions {
   credentials: AwsCredentialsProvider;
   /** The aws auth mount (default `aws`). */
   mount?: string;
-  /** The mount's `iam_server_id_header_value`: signed into the request, so it cannot be replayed against another Vault. */
+  /**
+   * The mount's `iam_server_id_header_value`: signed into the request, so it cannot be replayed against another Vault.
+   */
   serverIdHeaderValue?: string;
   /** Where the signed request is addressed (default the global endpoint); Vault's `sts_endpoint` must agree. */
   stsEndpoint?: string;

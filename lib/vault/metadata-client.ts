@@ -19,7 +19,8 @@
  * Vault's "retry stale requests" mitigation (docs: enterprise/consistency), which holds for performance secondaries
  * too and adds no load on the active node. `X-Vault-Inconsistent: forward-active-node` is not sent: Vault honours
  * forwarding headers only where the operator enabled `allow_forwarding_via_header` (off by default), and forwarding
- * does nothing for a performance secondary. No index, no header. A 403 invalidates the token once (it may have expired: a login source logs
+ * does nothing for a performance secondary. No index, no header. A 403 invalidates the token once (it may have expired:
+ * a login source logs
  * in again) and then is a PermissionError naming the policy line to add.
  */
 import { z } from 'zod';
@@ -205,7 +206,8 @@ export class VaultMetadataClient {
     namespace: string,
     { signal, vaultIndex }: MetadataCallOptions,
   ): Promise<unknown> {
-    // The index comes from the feed: only bounded base64 becomes a header (the parser checked it already; this is the door).
+    // The index comes from the feed: only bounded base64 becomes a header (the parser checked it already; this is the
+    // door).
     if (vaultIndex !== undefined && !isVaultIndex(vaultIndex))
       throw new VaultRequestError(`${path}: the vault index is not bounded base64: not sent`);
     const headers = vaultIndex === undefined ? undefined : { 'x-vault-index': vaultIndex };

@@ -1,6 +1,8 @@
 /**
- * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a given one (`VAULT_TOKEN`, looked up and renewed while it is renewable), or
- * a login — AppRole (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`), AWS IAM — that is renewed (`auth/token/renew-self`) at two thirds of its TTL and
+ * The Vault token the event subscriber (and reconcile, lib/vault/auth.ts) presents: a given one (`VAULT_TOKEN`, looked
+ * up and renewed while it is renewable), or
+ * a login — AppRole (`VAULT_ROLE_ID` + `VAULT_SECRET_ID`), AWS IAM — that is renewed (`auth/token/renew-self`) at two
+ * thirds of its TTL and
  * replaced by a new login when renewal fails or no longer extends it (max TTL reached). The token never appears
  * in logs.
  */

@@ -10,7 +10,10 @@ export const HALT_EVENT_REASON = 'RotationHalted';
 
 /** The reasons of the Events vault-rollout creates (lib/engine/events.ts). */
 export const EVENT_REASONS = {
-  /** Normal, on each object restarted (or whose operator was asked to sync): `<name>.vr-<first 16 of the restart token>`. */
+  /**
+   * Normal, on each object restarted (or whose operator was asked to sync): `<name>.vr-<first 16 of the restart
+   * token>`.
+   */
   secretRotated: 'SecretRotated',
   /** Normal, when a followed rollout ends complete: `<name>.vr-<token>.rollout`. */
   rolloutComplete: 'RolloutComplete',

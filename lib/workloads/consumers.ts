@@ -8,7 +8,10 @@ import type { ApiKind } from './kube-port.ts';
 import type { KubeFailure } from './kube-errors.ts';
 import { WORKLOAD_KINDS, type KubeObject } from './workload-kinds.ts';
 
-/** What the consumers reference: a Secret by name, or a SecretProviderClass mounted through the Secrets Store CSI driver. */
+/**
+ * What the consumers reference: a Secret by name, or a SecretProviderClass mounted through the Secrets Store CSI
+ * driver.
+ */
 export type ConsumedObject = { secret: string } | { secretProviderClass: string };
 
 /** The CSI driver of the Kubernetes Secrets Store (sigs.k8s.io/secrets-store-csi-driver). */

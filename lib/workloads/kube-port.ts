@@ -98,7 +98,10 @@ export interface KubeApiStats {
   watchEvents: number;
 }
 
-/** How one cluster is reached (resolved by lib/kube/cluster-access.ts and credentials/): opaque to the engine, which hands it to apiFor. */
+/**
+ * How one cluster is reached (resolved by lib/kube/cluster-access.ts and credentials/): opaque to the engine, which
+ * hands it to apiFor.
+ */
 export interface ClusterAccess {
   /** A KubeConfig whose current context is the cluster to use; never logged or serialized. */
   kubeConfig: KubeConfig;

@@ -35,7 +35,9 @@ export interface WorkloadDescriptor {
   patchStrategy: PatchStrategy;
   /** The annotations that hold the record (pod template annotations, or metadata for Rollouts). */
   recordedAnnotations(obj: KubeObject): Record<string, string> | undefined;
-  /** The restart patch, without identity (apiVersion, kind, name, namespace, resourceVersion are added by the caller). */
+  /**
+   * The restart patch, without identity (apiVersion, kind, name, namespace, resourceVersion are added by the caller).
+   */
   restartPatch(input: RestartPatchInput): Record<string, unknown>;
   /**
    * The same restart as a JSON Patch guarded by a `test` of the record as read (the annotations map that holds it),

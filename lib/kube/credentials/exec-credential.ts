@@ -119,7 +119,9 @@ export function execTokenSource(
   };
 }
 
-/** Runs the plugin once (at start-up: a plugin that cannot work is an error naming the cluster) and says what it gave. */
+/**
+ * Runs the plugin once (at start-up: a plugin that cannot work is an error naming the cluster) and says what it gave.
+ */
 export function runExecCredential(
   exec: ExecConfig,
   cluster: ExecClusterInfo,
@@ -184,7 +186,10 @@ export function pluginEnvironment(exec: Pick<ExecConfig, 'env'>, processEnv: Exe
   return env;
 }
 
-/** kubectl's rule: a command with a path separator is relative to the kubeconfig's directory; a bare name is looked up on PATH. */
+/**
+ * kubectl's rule: a command with a path separator is relative to the kubeconfig's directory; a bare name is looked up
+ * on PATH.
+ */
 async function resolveCommand(command: string, baseDir: string | undefined, deps: ExecDeps): Promise<string> {
   const isExecutable = deps.isExecutable ?? executableFile;
   if (command.includes('/')) {

@@ -340,7 +340,8 @@ async function credentialSource(
       ...(cluster.skipTLSVerify ? { 'insecure-skip-tls-verify': true } : {}),
     };
     const execDeps = { env: deps.env, clock, ...deps.exec };
-    // Run once now: a plugin that cannot work is a start-up error naming the cluster; its credential serves the first request.
+    // Run once now: a plugin that cannot work is a start-up error naming the cluster; its credential serves the first
+    // request.
     const first = await runExecCredential(credential.exec, info, baseDir, execDeps);
     if (first.kind === 'certificate') return { clientCertificate: first };
     return { bearerToken: execTokenSource(credential.exec, info, baseDir, execDeps, first) };
